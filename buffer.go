@@ -58,7 +58,9 @@ func (b *outputBuffer) read(offset int64) Chunk {
 	defer b.mu.Unlock()
 	return Chunk{Data: string(b.data[offset:]), Offset: offset, Next: int64(len(b.data)), EOF: b.closed}
 }
-func (b *outputBuffer) waitRead(ctx context.Context, offset int64) (Chunk, error) { return b.read(offset), nil }
+func (b *outputBuffer) waitRead(ctx context.Context, offset int64) (Chunk, error) {
+	return b.read(offset), nil
+}
 func (b *outputBuffer) changed() <-chan struct{} {
 	b.mu.Lock()
 	defer b.mu.Unlock()

@@ -6,7 +6,6 @@ import (
 	"strconv"
 )
 
-
 // countGroup counts the live (non-zombie) processes whose process group is
 // pgid, from /proc.
 func countGroup(pgid int) int {

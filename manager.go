@@ -263,15 +263,15 @@ func (m *Manager) spawn(req Request, owner, command, dir string, seq uint64) (*P
 	}
 
 	p := &Process{
-		m:    m,
+		m:     m,
 		id:    id,
 		owner: owner,
 		seq:   seq,
-		buf:  newOutputBuffer(m.cfg.headBytes, m.cfg.tailBytes),
-		sys:  sys,
-		cmd:  cmd,
-		kill: kill,
-		done: make(chan struct{}),
+		buf:   newOutputBuffer(m.cfg.headBytes, m.cfg.tailBytes),
+		sys:   sys,
+		cmd:   cmd,
+		kill:  kill,
+		done:  make(chan struct{}),
 		info: Info{
 			ID:         id,
 			Command:    command,
@@ -461,4 +461,3 @@ func mergeEnv(base []string, over map[string]string) []string {
 }
 
 func fieldError(err error) slog.Field { return slog.Error(err) }
-

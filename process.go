@@ -90,13 +90,13 @@ type Output struct {
 // concurrent use. A Process stays usable after the Manager drops it by
 // retention; it is then no longer found by Get or List.
 type Process struct {
-	m   *Manager
+	m     *Manager
 	id    string
 	owner string // immutable, so readable without mu
 	seq   uint64
-	buf *outputBuffer
-	sys *sysProc
-	cmd *exec.Cmd
+	buf   *outputBuffer
+	sys   *sysProc
+	cmd   *exec.Cmd
 	// kill cancels the context the command was started with; os/exec then
 	// calls cmd.Cancel, which kills the whole tree.
 	kill context.CancelFunc
