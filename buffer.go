@@ -368,13 +368,13 @@ func (b *outputBuffer) readLocked(offset int64) Chunk {
 		return Chunk{Offset: offset, Next: offset, EOF: b.closed}
 	}
 	headEnd, tailStart := int64(len(b.head)), b.tailStartLocked()
+	if tailStart == headEnd {
+		// One contiguous region: nothing was dropped yet, so even bytes
+		// past the head have their whole context.
+		return b.chunkLocked(offset, offset, 0, total)
+	}
 	pos := offset
-
 	if pos < headEnd {
-		if tailStart == headEnd {
-			// One contiguous region: nothing was dropped yet.
-			return b.chunkLocked(offset, pos, 0, total)
-		}
 		// The head ends at a seam, so a rune it cuts is dropped even
 		// while the writer is open: its rest will never arrive here.
 		start := b.skipMidRuneLocked(pos, 0, headEnd)
