@@ -583,6 +583,7 @@ func receive(t *testing.T, done <-chan waitResult) waitResult {
 	}
 }
 
+// TestWaitReadWokenByOneByte checks that a waiter wakes for a single byte.
 func TestWaitReadWokenByOneByte(t *testing.T) {
 	t.Parallel()
 	b := newOutputBuffer(8, 8)
@@ -595,6 +596,8 @@ func TestWaitReadWokenByOneByte(t *testing.T) {
 	}
 }
 
+// TestWaitReadWaitsForWholeRune checks that a waiter keeps waiting while only
+// part of a rune has been written.
 func TestWaitReadWaitsForWholeRune(t *testing.T) {
 	t.Parallel()
 	b := newOutputBuffer(8, 8)
@@ -615,6 +618,7 @@ func TestWaitReadWaitsForWholeRune(t *testing.T) {
 	}
 }
 
+// TestWaitReadManyWaiters checks that one write wakes every waiter.
 func TestWaitReadManyWaiters(t *testing.T) {
 	t.Parallel()
 	b := newOutputBuffer(8, 8)
@@ -636,6 +640,8 @@ func TestWaitReadManyWaiters(t *testing.T) {
 	}
 }
 
+// TestWaitReadContextEnds checks that waitRead returns ctx.Err() when ctx
+// ends, and data already there even when it has.
 func TestWaitReadContextEnds(t *testing.T) {
 	t.Parallel()
 	b := newOutputBuffer(8, 8)
@@ -663,6 +669,8 @@ func TestWaitReadContextEnds(t *testing.T) {
 	}
 }
 
+// TestWaitReadCloseWrite checks that closeWrite wakes a waiter with EOF and
+// that later writes are ignored.
 func TestWaitReadCloseWrite(t *testing.T) {
 	t.Parallel()
 	b := newOutputBuffer(8, 8)
@@ -686,6 +694,7 @@ func TestWaitReadCloseWrite(t *testing.T) {
 	}
 }
 
+// TestChanged checks when the channel from changed is closed.
 func TestChanged(t *testing.T) {
 	t.Parallel()
 	b := newOutputBuffer(8, 8)
@@ -747,6 +756,7 @@ func TestWriteDoesNotAllocate(t *testing.T) {
 	}
 }
 
+// TestIncompleteSuffixLen tells incomplete runes from invalid bytes.
 func TestIncompleteSuffixLen(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
@@ -772,6 +782,7 @@ func TestIncompleteSuffixLen(t *testing.T) {
 	}
 }
 
+// TestLeadingContinuationLen checks the remains of a rune cut at its start.
 func TestLeadingContinuationLen(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
@@ -793,6 +804,7 @@ func TestLeadingContinuationLen(t *testing.T) {
 	}
 }
 
+// TestCutLongLines checks line cutting on its own, without a buffer.
 func TestCutLongLines(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
