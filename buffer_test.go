@@ -367,10 +367,19 @@ func TestBufferText(t *testing.T) {
 func TestBufferSplitRunes(t *testing.T) {
 	t.Parallel()
 	for _, r := range []string{"é", "€", "𝄞"} {
-		full := []byte(strings.Repeat(r, 7))
-		for headBytes := 0; headBytes <= 8; headBytes++ {
-			for tailBytes := 0; tailBytes <= 8; tailBytes++ {
-				for split := 0; split <= len(full); split++ {
+		t.Run(r, func(t *testing.T) {
+			t.Parallel()
+			splitRunes(t, []byte(strings.Repeat(r, 7)))
+		})
+	}
+}
+
+// splitRunes is TestBufferSplitRunes for one repeated rune.
+func splitRunes(t *testing.T, full []byte) {
+	for headBytes := 0; headBytes <= 8; headBytes++ {
+		for tailBytes := 0; tailBytes <= 8; tailBytes++ {
+			for split := 0; split <= len(full); split++ {
+				t.Run(fmt.Sprintf("head=%d/tail=%d/split=%d", headBytes, tailBytes, split), func(t *testing.T) {
 					b := newOutputBuffer(headBytes, tailBytes)
 					b.Write(full[:split])
 					checkState(t, b, full[:split], false)
@@ -384,10 +393,7 @@ func TestBufferSplitRunes(t *testing.T) {
 					for !rd.eof {
 						rd.check(t, b.read(rd.next), full, true)
 					}
-					if t.Failed() {
-						t.Fatalf("rune %q, head %d, tail %d, split at %d", r, headBytes, tailBytes, split)
-					}
-				}
+				})
 			}
 		}
 	}
