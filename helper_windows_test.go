@@ -1,16 +1,28 @@
 package agentproc
 
 import (
-	"bytes"
+	"bufio"
 	"fmt"
 	"net"
 	"os"
 	"os/signal"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
 	"golang.org/x/sys/windows"
+)
+
+// Exported to the black-box tests in package agentproc_test.
+const (
+	HelperModeEnv = helperModeEnv
+	HelperAddrEnv = helperAddrEnv
+)
+
+var (
+	UnderWine = underWine
+	WaitGone  = waitGone
 )
 
 // The Windows tests start this test binary as a predictable child (the
@@ -36,6 +48,7 @@ func init() {
 //	sleep        report the PID, then sleep until killed
 //	ignorebreak  ignore Ctrl+Break, say "ready", sleep until killed
 //	onbreak      say "ready", exit 3 with "got break" on Ctrl+Break
+//	barrier      report, then exit when the test calls PIDReporter.Release
 func runHelper(mode string) int {
 	if addr := os.Getenv(helperAddrEnv); addr != "" {
 		conn, err := net.DialTimeout("tcp", addr, 10*time.Second)
@@ -43,7 +56,14 @@ func runHelper(mode string) int {
 			fmt.Fprintln(os.Stderr, "helper: dial:", err)
 			return 2
 		}
-		fmt.Fprintf(conn, "%d\n", os.Getpid())
+		fmt.Fprintf(conn, "%s %d\n", mode, os.Getpid())
+		if mode == "barrier" {
+			// Block until the test lets go, so the shell cannot exit
+			// before its other children have reported.
+			_, _ = conn.Read(make([]byte, 1))
+			_ = conn.Close()
+			return 0
+		}
 		_ = conn.Close()
 	}
 	switch mode {
@@ -79,29 +99,37 @@ func underWine() bool {
 	return windows.NewLazySystemDLL("ntdll.dll").NewProc("wine_get_version").Find() == nil
 }
 
-// pidReporter listens on loopback for helpers reporting their PIDs.
-type pidReporter struct {
-	t  *testing.T
-	ln *net.TCPListener
+// PIDReporter listens on loopback for helpers reporting their PIDs.
+type PIDReporter struct {
+	t        *testing.T
+	ln       *net.TCPListener
+	barriers []net.Conn
 }
 
-func newPIDReporter(t *testing.T) *pidReporter {
+func NewPIDReporter(t *testing.T) *PIDReporter {
 	t.Helper()
 	ln, err := net.ListenTCP("tcp", &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)})
 	if err != nil {
 		t.Fatalf("listen: %v", err)
 	}
-	t.Cleanup(func() { _ = ln.Close() })
-	return &pidReporter{t: t, ln: ln}
+	r := &PIDReporter{t: t, ln: ln}
+	t.Cleanup(func() {
+		_ = ln.Close()
+		r.Release()
+	})
+	return r
 }
 
-// env is the environment entry that makes a helper report to r.
-func (r *pidReporter) env() string { return helperAddrEnv + "=" + r.ln.Addr().String() }
+// Addr is the address helpers report to, the value for helperAddrEnv.
+func (r *PIDReporter) Addr() string { return r.ln.Addr().String() }
 
-// next waits until deadline for one helper to report and returns a handle
-// to it, opened while it is known to be alive so that the PID cannot have
-// been reused.
-func (r *pidReporter) next(deadline time.Time) windows.Handle {
+// Env is the environment entry that makes a helper report to r.
+func (r *PIDReporter) Env() string { return helperAddrEnv + "=" + r.ln.Addr().String() }
+
+// Next waits until deadline for one helper to report and returns its mode
+// and a handle to it, opened while it is known to be alive so that the PID
+// cannot have been reused.
+func (r *PIDReporter) Next(deadline time.Time) (string, windows.Handle) {
 	r.t.Helper()
 	if err := r.ln.SetDeadline(deadline); err != nil {
 		r.t.Fatalf("set deadline: %v", err)
@@ -110,20 +138,34 @@ func (r *pidReporter) next(deadline time.Time) windows.Handle {
 	if err != nil {
 		r.t.Fatalf("waiting for helper to report its PID: %v", err)
 	}
-	defer conn.Close()
 	_ = conn.SetReadDeadline(deadline)
-	buf := make([]byte, 32)
-	n, _ := conn.Read(buf)
-	pid, err := strconv.Atoi(string(bytes.TrimSpace(buf[:n])))
-	if err != nil {
-		r.t.Fatalf("helper reported %q: %v", buf[:n], err)
+	line, err := bufio.NewReader(conn).ReadString('\n')
+	mode, pidText, _ := strings.Cut(strings.TrimSpace(line), " ")
+	pid, perr := strconv.Atoi(pidText)
+	if err != nil || perr != nil {
+		_ = conn.Close()
+		r.t.Fatalf("helper reported %q: %v %v", line, err, perr)
+	}
+	if mode == "barrier" {
+		_ = conn.SetReadDeadline(time.Time{})
+		r.barriers = append(r.barriers, conn)
+	} else {
+		_ = conn.Close()
 	}
 	h, err := windows.OpenProcess(windows.SYNCHRONIZE|windows.PROCESS_QUERY_LIMITED_INFORMATION, false, uint32(pid))
 	if err != nil {
 		r.t.Fatalf("open helper %d: %v", pid, err)
 	}
 	r.t.Cleanup(func() { _ = windows.CloseHandle(h) })
-	return h
+	return mode, h
+}
+
+// Release lets every barrier helper that has reported exit.
+func (r *PIDReporter) Release() {
+	for _, c := range r.barriers {
+		_ = c.Close()
+	}
+	r.barriers = nil
 }
 
 // waitGone waits up to d for the process behind h to exit.

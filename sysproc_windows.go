@@ -48,6 +48,10 @@ func newShellCmd(ctx context.Context, shell []string, command string) *exec.Cmd 
 	return cmd
 }
 
+// envKeyFold returns the form in which Windows compares environment names:
+// case-insensitively.
+func envKeyFold(k string) string { return strings.ToUpper(k) }
+
 // isCmdExe reports whether name is cmd.exe, spelled in any case, with or
 // without its directory and extension.
 func isCmdExe(name string) bool {
@@ -96,18 +100,6 @@ func (s *sysProc) prepare(cmd *exec.Cmd) error {
 		return xerrors.Errorf("set job object limits: %w", err)
 	}
 	s.job = job
-
-	// os/exec calls Cancel when the command's context ends. Killing only
-	// the shell (the default) would leave its children running.
-	cmd.Cancel = func() error {
-		err := s.terminate()
-		// The leader too, in case the context ended between Start and
-		// started, when the job was still empty.
-		if kerr := cmd.Process.Kill(); err == nil && kerr != nil && !xerrors.Is(kerr, os.ErrProcessDone) {
-			err = kerr
-		}
-		return err
-	}
 	return nil
 }
 
