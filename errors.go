@@ -1,0 +1,29 @@
+package agentproc
+
+import "golang.org/x/xerrors"
+
+// Errors returned by the package. Check them with errors.Is; most are returned
+// wrapped with the detail that caused them.
+var (
+	// ErrNotFound is returned for an ID that is unknown, already dropped by
+	// retention, or owned by another Scope's owner. The three cases are
+	// deliberately indistinguishable.
+	ErrNotFound = xerrors.New("agentproc: process not found")
+	// ErrNotRunning is returned when signalling a process that has exited.
+	ErrNotRunning = xerrors.New("agentproc: process is not running")
+	// ErrClosed is returned by Start after Close.
+	ErrClosed = xerrors.New("agentproc: manager is closed")
+	// ErrTooManyProcesses is returned by Start when WithMaxRunning processes
+	// are already running.
+	ErrTooManyProcesses = xerrors.New("agentproc: too many running processes")
+	// ErrUnsupportedSignal is returned by Signal for a Signal value the
+	// package does not know.
+	ErrUnsupportedSignal = xerrors.New("agentproc: unsupported signal")
+	// ErrInvalidRequest is returned, wrapped with the reason, for a Request
+	// or argument that cannot be used. Nothing is started.
+	ErrInvalidRequest = xerrors.New("agentproc: invalid request")
+)
+
+// errNoProcess is what the OS layer returns when a signal finds no live
+// member of the tree; the portable code maps it to ErrNotRunning.
+var errNoProcess = xerrors.New("agentproc: no process in the tree")

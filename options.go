@@ -1,0 +1,145 @@
+package agentproc
+
+import (
+	"os"
+	"time"
+
+	"cdr.dev/slog/v3"
+	"github.com/coder/quartz"
+)
+
+// An Option configures a Manager. Options are applied in order by New; a
+// later option overrides an earlier one of the same kind.
+type Option interface {
+	apply(*config)
+}
+
+type optionFunc func(*config)
+
+func (f optionFunc) apply(c *config) { f(c) }
+
+// config holds every Manager-wide setting. defaultConfig is the one place
+// where defaults live.
+type config struct {
+	logger       slog.Logger
+	clock        quartz.Clock
+	shell        []string
+	envHook      func(base []string) ([]string, error)
+	workDir      func() string
+	headBytes    int
+	tailBytes    int
+	maxLineBytes int
+	retainAge    time.Duration
+	maxExited    int
+	grace        time.Duration
+	maxRunning   int
+}
+
+// Defaults, named so the README and tests can refer to them.
+const (
+	DefaultHeadBytes    = 16 << 10
+	DefaultTailBytes    = 16 << 10
+	DefaultMaxLineBytes = 2048
+	DefaultRetention    = 5 * time.Minute
+	DefaultMaxExited    = 256
+	DefaultGracePeriod  = 5 * time.Second
+)
+
+func defaultConfig() config {
+	return config{
+		clock:        quartz.NewReal(),
+		shell:        defaultShell(),
+		workDir:      func() string { return "" },
+		headBytes:    DefaultHeadBytes,
+		tailBytes:    DefaultTailBytes,
+		maxLineBytes: DefaultMaxLineBytes,
+		retainAge:    DefaultRetention,
+		maxExited:    DefaultMaxExited,
+		grace:        DefaultGracePeriod,
+	}
+}
+
+// WithLogger sets the logger. The zero slog.Logger, the default, is silent.
+// Environment values are never logged.
+func WithLogger(l slog.Logger) Option {
+	return optionFunc(func(c *config) { c.logger = l })
+}
+
+// WithClock sets the clock used for start and exit times, retention and the
+// grace period. Tests pass a quartz mock. A nil clock keeps the real one.
+func WithClock(clk quartz.Clock) Option {
+	return optionFunc(func(c *config) {
+		if clk != nil {
+			c.clock = clk
+		}
+	})
+}
+
+// WithShell sets the shell argv prefix; the command is appended as the last
+// argument. The default is "sh", "-c" on Unix and "cmd.exe", "/d", "/s", "/c"
+// on Windows (where the command line is passed to cmd.exe verbatim). An empty
+// argv keeps the default.
+func WithShell(argv ...string) Option {
+	return optionFunc(func(c *config) {
+		if len(argv) > 0 {
+			c.shell = append([]string(nil), argv...)
+		}
+	})
+}
+
+// WithEnv sets a hook that rewrites the base environment (os.Environ()) for
+// every process. If the hook fails, a warning is logged and the base is used.
+// Request.Env is applied after the hook and wins.
+func WithEnv(hook func(base []string) ([]string, error)) Option {
+	return optionFunc(func(c *config) { c.envHook = hook })
+}
+
+// WithWorkDir sets the provider of the default working directory, used when
+// Request.WorkDir is empty. When the provider returns "" or a path that is
+// not an existing directory, the user's home directory is used.
+func WithWorkDir(dir func() string) Option {
+	return optionFunc(func(c *config) {
+		if dir != nil {
+			c.workDir = dir
+		}
+	})
+}
+
+// WithOutputLimits sets how much output each process keeps: the first
+// headBytes, the last tailBytes, and the longest line Output.Text shows
+// before cutting it (maxLineBytes <= 0 disables cutting). Negative sizes are
+// treated as zero. Defaults: 16384, 16384, 2048.
+func WithOutputLimits(headBytes, tailBytes, maxLineBytes int) Option {
+	return optionFunc(func(c *config) {
+		c.headBytes = max(headBytes, 0)
+		c.tailBytes = max(tailBytes, 0)
+		c.maxLineBytes = maxLineBytes
+	})
+}
+
+// WithRetention sets how long exited processes are kept (age, measured from
+// their exit) and how many exited processes are kept at most (oldest are
+// dropped first). Running processes are never dropped. A zero or negative
+// age drops exited processes at the next access; maxExited < 0 means 0.
+// Defaults: 5 minutes, 256.
+func WithRetention(age time.Duration, maxExited int) Option {
+	return optionFunc(func(c *config) {
+		c.retainAge = age
+		c.maxExited = max(maxExited, 0)
+	})
+}
+
+// WithGracePeriod sets how long Stop and Close wait after the terminate
+// signal before killing the process tree. Default 5s; negative means 0.
+func WithGracePeriod(d time.Duration) Option {
+	return optionFunc(func(c *config) { c.grace = max(d, 0) })
+}
+
+// WithMaxRunning limits how many processes may run at once; Start returns
+// ErrTooManyProcesses beyond it. 0, the default, means unlimited.
+func WithMaxRunning(n int) Option {
+	return optionFunc(func(c *config) { c.maxRunning = max(n, 0) })
+}
+
+// homeDir is a variable so the fallback is visible in one place.
+var homeDir = os.UserHomeDir

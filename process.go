@@ -1,0 +1,304 @@
+package agentproc
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"sync"
+	"time"
+
+	"golang.org/x/xerrors"
+)
+
+// Signal names a signal in a portable way. On Unix they map to SIGINT,
+// SIGTERM and SIGKILL; on Windows interrupt and terminate send
+// CTRL_BREAK_EVENT to the process group and kill terminates the Job Object.
+type Signal string
+
+// The signals Process.Signal accepts.
+const (
+	SignalInterrupt Signal = "interrupt"
+	SignalTerminate Signal = "terminate"
+	SignalKill      Signal = "kill"
+)
+
+func (s Signal) valid() bool {
+	switch s {
+	case SignalInterrupt, SignalTerminate, SignalKill:
+		return true
+	}
+	return false
+}
+
+// ExitReason says why a process ended.
+type ExitReason string
+
+// The reasons a process ends. The zero value "" means it is still running.
+const (
+	// ReasonExited: the process exited by itself (whatever its exit code),
+	// including after a Signal it handled.
+	ReasonExited ExitReason = "exited"
+	// ReasonSignaled: a signal that did not come through this package ended it.
+	ReasonSignaled ExitReason = "signaled"
+	// ReasonKilled: Process.Signal or Process.Stop ended it.
+	ReasonKilled ExitReason = "killed"
+	// ReasonShutdown: Manager.Close ended it.
+	ReasonShutdown ExitReason = "shutdown"
+)
+
+// Info describes a process at one moment. The zero values of the exit fields
+// (ExitCode nil, Reason "", ExitedAt zero) mean the process is still running.
+type Info struct {
+	ID         string `json:"id"`
+	Command    string `json:"command"`
+	WorkDir    string `json:"workdir"`
+	Owner      string `json:"owner,omitempty"`
+	Background bool   `json:"background"`
+	Running    bool   `json:"running"`
+	PID        int    `json:"pid"`
+	// ExitCode is nil while running; 128+N when signal N ended the process.
+	ExitCode *int `json:"exit_code"`
+	// Signal is the name of the signal that ended the process ("SIGKILL"),
+	// or "" when it exited by itself.
+	Signal    string     `json:"signal,omitempty"`
+	Reason    ExitReason `json:"reason,omitempty"`
+	StartedAt time.Time  `json:"started_at"`
+	ExitedAt  time.Time  `json:"exited_at,omitzero"`
+	// CPUTime is user plus system time, known after exit.
+	CPUTime time.Duration `json:"cpu_time_ns,omitempty"`
+	// MaxRSS is the peak resident set size in bytes, known after exit where
+	// the OS reports it.
+	MaxRSS int64 `json:"max_rss_bytes,omitempty"`
+	// Leftovers counts members of the process tree still alive when the
+	// shell exited; they were then killed.
+	Leftovers int `json:"leftovers,omitempty"`
+}
+
+// Output is one consistent snapshot of a process's state and output: when
+// Info says the process has exited, Text is final.
+type Output struct {
+	Info
+	// Text is valid UTF-8: the whole output, or head, one marker line saying
+	// how many bytes were omitted, and tail. Lines longer than the Manager's
+	// maxLineBytes are cut with a visible suffix.
+	Text string `json:"output"`
+	// Truncated is nil when Text is the whole output unchanged.
+	Truncated *Truncation `json:"truncated,omitempty"`
+}
+
+// Process is one command started by a Manager. Its methods are safe for
+// concurrent use. A Process stays usable after the Manager drops it by
+// retention; it is then no longer found by Get or List.
+type Process struct {
+	m     *Manager
+	id    string
+	owner string // immutable, so readable without mu
+	seq   uint64
+	buf   *outputBuffer
+	sys   *sysProc
+	cmd   *exec.Cmd
+	// kill cancels the context the command was started with; os/exec then
+	// calls cmd.Cancel, which kills the whole tree.
+	kill context.CancelFunc
+	done chan struct{}
+
+	mu         sync.Mutex
+	info       Info
+	stopReason ExitReason // why this package is ending it, "" if it is not
+	signaled   bool       // Signal was called at least once
+}
+
+// ID returns the process's unique ID.
+func (p *Process) ID() string { return p.id }
+
+// Info returns the current state of the process.
+func (p *Process) Info() Info {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.infoLocked()
+}
+
+func (p *Process) infoLocked() Info {
+	info := p.info
+	if info.ExitCode != nil {
+		code := *info.ExitCode
+		info.ExitCode = &code
+	}
+	return info
+}
+
+// Output returns the process's state together with its retained output.
+func (p *Process) Output() Output {
+	// The exit path sets the final state only after the output reader has
+	// finished, so holding p.mu while rendering means an exited Info is
+	// always paired with final text.
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	text, trunc := p.buf.text(p.m.cfg.maxLineBytes)
+	return Output{Info: p.infoLocked(), Text: text, Truncated: trunc}
+}
+
+// Done returns a channel that is closed when the process has exited and its
+// output is final.
+func (p *Process) Done() <-chan struct{} { return p.done }
+
+// Wait blocks until the process exits and returns its final Info. If ctx ends
+// first it returns the current Info and ctx.Err(); the process keeps running.
+func (p *Process) Wait(ctx context.Context) (Info, error) {
+	select {
+	case <-p.done:
+		return p.Info(), nil
+	case <-ctx.Done():
+		return p.Info(), ctx.Err()
+	}
+}
+
+// Signal sends sig to the whole process tree. It returns ErrNotRunning once
+// the process has exited (including when the signal races the exit) and
+// ErrUnsupportedSignal for an unknown sig.
+func (p *Process) Signal(sig Signal) error {
+	if !sig.valid() {
+		return xerrors.Errorf("signal %q: %w", string(sig), ErrUnsupportedSignal)
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	// Holding p.mu keeps the exit path from publishing the exit between the
+	// check and the signal, so a signal never targets a recycled group.
+	if !p.info.Running {
+		return ErrNotRunning
+	}
+	p.signaled = true
+	return p.signalLocked(sig)
+}
+
+func (p *Process) signalLocked(sig Signal) error {
+	err := p.sys.signal(sig)
+	if xerrors.Is(err, errNoProcess) {
+		return ErrNotRunning
+	}
+	if err != nil {
+		return xerrors.Errorf("signal %s to process %s: %w", sig, p.id, err)
+	}
+	return nil
+}
+
+// Stop ends the process tree: it sends terminate, waits up to the grace
+// period for the process to exit, then kills the tree, and returns the final
+// Info as soon as the process has exited. If ctx ends first, Stop kills the
+// tree at once (so nothing is left half-stopped) and returns the current Info
+// with ctx.Err(). Stopping an exited process returns its Info and no error.
+func (p *Process) Stop(ctx context.Context) (Info, error) {
+	return p.stop(ctx, ReasonKilled)
+}
+
+func (p *Process) stop(ctx context.Context, reason ExitReason) (Info, error) {
+	p.mu.Lock()
+	if !p.info.Running {
+		p.mu.Unlock()
+		return p.Info(), nil
+	}
+	if p.stopReason == "" {
+		p.stopReason = reason
+	}
+	// A tree that is already empty will be reported by the exit path; any
+	// other failure still falls through to the kill below.
+	_ = p.signalLocked(SignalTerminate)
+	p.mu.Unlock()
+
+	grace := p.m.cfg.clock.NewTimer(p.m.cfg.grace, "agentproc", "grace")
+	defer grace.Stop()
+	select {
+	case <-p.done:
+		return p.Info(), nil
+	case <-grace.C:
+	case <-ctx.Done():
+		p.kill()
+		return p.Info(), ctx.Err()
+	}
+	p.kill()
+	select {
+	case <-p.done:
+		return p.Info(), nil
+	case <-ctx.Done():
+		return p.Info(), ctx.Err()
+	}
+}
+
+// exited reports whether the process has exited.
+func (p *Process) exited() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// pipeDrain bounds how long the exit path waits for the output pipe to reach
+// EOF after the shell exited and its leftovers were killed. Only processes
+// that left the tree (and so escaped the kill) can hold the pipe that long.
+// It is real time on purpose: it is enforced by the pipe's read deadline.
+const pipeDrain = 2 * time.Second
+
+// supervise runs in its own goroutine from Start until the process has
+// exited and its output is final. readerDone is closed when the output
+// reader has reached EOF or given up.
+func (p *Process) supervise(pipe *os.File, readerDone <-chan struct{}) {
+	defer p.m.wg.Done()
+	waitErr := p.cmd.Wait()
+	state := p.cmd.ProcessState
+
+	// The shell is gone; whatever is left of its tree is killed now so that
+	// nothing outlives the command and the pipe can reach EOF.
+	leftovers := p.sys.leftovers()
+	select {
+	case <-readerDone:
+	default:
+		if err := pipe.SetReadDeadline(time.Now().Add(pipeDrain)); err != nil {
+			// Unpollable pipes (Windows) cannot take a deadline; the job
+			// kill above closed every writer already.
+			p.m.cfg.logger.Debug(context.Background(), "pipe deadline unavailable")
+		}
+		<-readerDone
+	}
+	_ = pipe.Close()
+
+	code, sigName := -1, ""
+	var cpu time.Duration
+	var rss int64
+	if state != nil {
+		code, sigName = exitStatus(state)
+		cpu, rss = p.sys.usage(state)
+	} else {
+		p.m.cfg.logger.Warn(context.Background(), "wait failed", fieldError(waitErr))
+	}
+	p.sys.release()
+	p.kill() // releases the context; the process is already gone
+
+	now := p.m.cfg.clock.Now("agentproc", "exit")
+	p.mu.Lock()
+	p.info.ExitCode = &code
+	p.info.Signal = sigName
+	p.info.ExitedAt = now
+	p.info.CPUTime = cpu
+	p.info.MaxRSS = rss
+	p.info.Leftovers = leftovers
+	switch {
+	case p.stopReason != "":
+		p.info.Reason = p.stopReason
+	case sigName != "" && p.signaled:
+		p.info.Reason = ReasonKilled
+	case sigName != "":
+		p.info.Reason = ReasonSignaled
+	default:
+		p.info.Reason = ReasonExited
+	}
+	// Closing the buffer inside the same critical section means a reader
+	// that sees EOF and then asks for Info is told the process has exited.
+	p.buf.closeWrite()
+	p.info.Running = false
+	p.mu.Unlock()
+
+	close(p.done)
+	p.m.exited(p)
+}

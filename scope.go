@@ -1,0 +1,39 @@
+package agentproc
+
+// Scope is a view of a Manager restricted to one owner: it starts processes
+// stamped with that owner and never sees, gets, lists or signals another
+// owner's process. Asking a Scope for another owner's process returns
+// ErrNotFound, exactly as for an ID that never existed. Scopes are cheap;
+// make one per request if convenient.
+type Scope struct {
+	m     *Manager
+	owner string
+}
+
+// Scope returns the view of processes owned by owner. Scope("") sees only the
+// processes started through Manager.Start, which have no owner.
+func (m *Manager) Scope(owner string) *Scope {
+	return &Scope{m: m, owner: owner}
+}
+
+// Owner returns the owner this Scope is restricted to.
+func (s *Scope) Owner() string { return s.owner }
+
+// Start starts req stamped with the Scope's owner. See Manager.Start.
+func (s *Scope) Start(req Request) (*Process, error) {
+	return s.m.start(req, s.owner)
+}
+
+// Get returns the owner's process with the given ID, or ErrNotFound.
+func (s *Scope) Get(id string) (*Process, error) {
+	return s.m.get(id, s.visible)
+}
+
+// List returns the owner's processes in Manager.List order.
+func (s *Scope) List() []Info {
+	return s.m.list(s.visible)
+}
+
+func (s *Scope) visible(p *Process) bool {
+	return p.owner == s.owner
+}

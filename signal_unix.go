@@ -1,0 +1,32 @@
+//go:build unix
+
+package agentproc
+
+import (
+	"os"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// osSignal maps a portable Signal to the Unix signal sent to the group.
+func osSignal(sig Signal) syscall.Signal {
+	switch sig {
+	case SignalInterrupt:
+		return unix.SIGINT
+	case SignalTerminate:
+		return unix.SIGTERM
+	default:
+		return unix.SIGKILL
+	}
+}
+
+// exitStatus maps a wait result to the exit code and the name of the signal
+// that ended the process: 128+N and "SIGxxx" when signal N ended it.
+func exitStatus(state *os.ProcessState) (code int, signal string) {
+	ws, ok := state.Sys().(syscall.WaitStatus)
+	if ok && ws.Signaled() {
+		return 128 + int(ws.Signal()), unix.SignalName(ws.Signal())
+	}
+	return state.ExitCode(), ""
+}

@@ -1,0 +1,90 @@
+//go:build unix
+
+package agentproc
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+	"golang.org/x/xerrors"
+)
+
+// defaultShell is the shell used when WithShell is not given.
+func defaultShell() []string { return []string{"sh", "-c"} }
+
+// newShellCmd builds "shell... command".
+func newShellCmd(ctx context.Context, shell []string, command string) *exec.Cmd {
+	args := append(append([]string(nil), shell[1:]...), command)
+	return exec.CommandContext(ctx, shell[0], args...)
+}
+
+// envKeyFold returns the form in which the OS compares environment names:
+// Unix names are case-sensitive.
+func envKeyFold(k string) string { return k }
+
+// sysProc ties a started command to its process group. The group ID is the
+// leader's PID, and the kernel does not hand that number to a new process
+// while any member of the group is alive, so signalling -pgid can only reach
+// our tree as long as someone in it lives.
+type sysProc struct {
+	pgid int
+}
+
+// prepare puts the child in a new process group of its own.
+func (s *sysProc) prepare(cmd *exec.Cmd) error {
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	return nil
+}
+
+// started records the group; Setpgid made the leader's PID its ID.
+func (s *sysProc) started(cmd *exec.Cmd) error {
+	s.pgid = cmd.Process.Pid
+	return nil
+}
+
+// signal sends sig to every member of the group.
+func (s *sysProc) signal(sig Signal) error {
+	if s.pgid <= 0 {
+		return errNoProcess
+	}
+	err := unix.Kill(-s.pgid, osSignal(sig))
+	if xerrors.Is(err, unix.ESRCH) {
+		return errNoProcess
+	}
+	return err
+}
+
+// alive reports whether any member of the group still exists.
+func (s *sysProc) alive() bool {
+	return s.pgid > 0 && unix.Kill(-s.pgid, 0) == nil
+}
+
+// leftovers kills what is left of the group after the leader exited and
+// returns how many members there were (exact where the OS lets us
+// enumerate the group, else 1 when any remained).
+func (s *sysProc) leftovers() int {
+	if !s.alive() {
+		return 0
+	}
+	n := countGroup(s.pgid)
+	_ = unix.Kill(-s.pgid, unix.SIGKILL)
+	return n
+}
+
+// usage returns CPU time and peak RSS from the leader's rusage, which
+// includes the children it waited for.
+func (s *sysProc) usage(state *os.ProcessState) (time.Duration, int64) {
+	cpu := state.UserTime() + state.SystemTime()
+	ru, ok := state.SysUsage().(*syscall.Rusage)
+	if !ok {
+		return cpu, 0
+	}
+	return cpu, int64(ru.Maxrss) * maxRSSUnit
+}
+
+// release frees OS resources; a process group holds none.
+func (s *sysProc) release() {}
