@@ -24,6 +24,11 @@ func (s *sysProc) signal(sig Signal) error {
 		s.mu.Lock()
 		pid := s.pid
 		s.mu.Unlock()
+		if pid == 0 {
+			// Group 0 means every process on our console, this one
+			// included: never send that.
+			return errNoProcess
+		}
 		// Delivery needs a console shared with the tree; a caller without
 		// one (a service) gets an error here and Stop kills after the
 		// grace period.
