@@ -41,7 +41,6 @@ if [ ! -f "$WINEPREFIX/system.reg" ]; then
 	echo "test-windows: initialising Wine prefix $WINEPREFIX"
 	start=$(date +%s)
 	wineboot -i >/dev/null 2>&1
-	wineserver -w
 	echo "test-windows: prefix ready in $(( $(date +%s) - start ))s"
 fi
 cp "$build/bcryptprimitives.dll" "$sys32/bcryptprimitives.dll"
