@@ -252,6 +252,7 @@ func (m *Manager) spawn(req Request, owner, command, dir string, seq uint64) (*P
 		sys.release()
 		return fail("start "+m.cfg.shell[0], err)
 	}
+	growPipe(r)
 	// Only the child holds the write end now, so EOF comes when the last
 	// process of the tree that inherited it is gone.
 	_ = w.Close()
@@ -296,15 +297,23 @@ func (m *Manager) spawn(req Request, owner, command, dir string, seq uint64) (*P
 	return p, nil
 }
 
+// readBuffers recycles the reader's chunk between processes: most commands
+// are short, and a fresh 64 KiB per start showed up in Start+Wait.
+var readBuffers = sync.Pool{New: func() any {
+	b := make([]byte, 64<<10)
+	return &b
+}}
+
 // copyOutput copies the pipe into the buffer until EOF or a read error
 // (the drain deadline). The buffer never fails or blocks, so the child is
 // only ever slowed by the copy itself.
 func copyOutput(buf *outputBuffer, r *os.File) {
-	chunk := make([]byte, 64<<10)
+	chunk := readBuffers.Get().(*[]byte)
+	defer readBuffers.Put(chunk)
 	for {
-		n, err := r.Read(chunk)
+		n, err := r.Read(*chunk)
 		if n > 0 {
-			_, _ = buf.Write(chunk[:n])
+			_, _ = buf.Write((*chunk)[:n])
 		}
 		if err != nil {
 			return

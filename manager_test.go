@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -152,7 +153,7 @@ func TestInvalidRequests(t *testing.T) {
 		{"empty", agentproc.Request{Command: ""}, "empty command"},
 		{"whitespace", agentproc.Request{Command: " \t\n "}, "empty command"},
 		{"nul", agentproc.Request{Command: "echo a\x00b"}, "NUL"},
-		{"missing dir", agentproc.Request{Command: "echo", WorkDir: missing}, missing},
+		{"missing dir", agentproc.Request{Command: "echo", WorkDir: missing}, strconv.Quote(missing)},
 		{"file as dir", agentproc.Request{Command: "echo", WorkDir: file}, "not a directory"},
 		{"empty env key", agentproc.Request{Command: "echo", Env: map[string]string{"": "x"}}, "empty key"},
 		{"env key with =", agentproc.Request{Command: "echo", Env: map[string]string{"A=B": "x"}}, `"A=B"`},
