@@ -1,0 +1,40 @@
+// Package httpapi serves an agentproc.Manager over HTTP with JSON, and
+// provides a Client for it.
+//
+// The request and reply shapes of start, list, output and signal are
+// wire-compatible with the process API of Coder's workspace agent: the same
+// field names, the same error body {"message", "detail"}, the same status
+// codes for the same mistakes. Fields this package adds are extensions that
+// are omitted when empty. Times are Unix seconds.
+//
+// Routes, relative to where the handler is mounted:
+//
+//	POST /start            {"command", "workdir", "env", "background"}
+//	                       -> {"id", "started"}
+//	GET  /list             -> {"processes": [Process...]}
+//	GET  /{id}             -> Process
+//	GET  /{id}/output      -> {"output", "truncated", "running", "exit_code", ...}
+//	     ?wait=true        block until the process exits (at most the
+//	                       server's cap, WithMaxWait)
+//	     ?timeout=10s      bound a blocking wait further
+//	POST /{id}/signal      {"signal": "kill" | "terminate" | "interrupt"}
+//	                       -> {"message"}
+//
+// A Process is {"id", "command", "workdir", "background", "running",
+// "exit_code", "started_at_unix", "exited_at_unix", "pid", "reason",
+// "signal"}.
+//
+// Status codes: 400 for a malformed body or query and for a request the
+// Manager rejects; 401 when the WithAuthorize hook finds no identity; 404 for
+// an ID the caller cannot see (unknown, dropped by retention, or another
+// owner's: the three are indistinguishable); 409 for a signal to a process
+// that has exited; 413 for a body over MaxBodyBytes; 429 when the Manager's
+// running limit is reached; 503 once the Manager is closed.
+//
+// Ownership: each request acts for one owner, taken from a header or decided
+// by a hook (see NewHandler), and sees only that owner's processes.
+//
+// Blocking waits hold the connection: the handler extends the connection's
+// write deadline past the wait (http.ResponseController), and a client that
+// disconnects ends its wait at once.
+package httpapi

@@ -1,0 +1,94 @@
+package httpapi
+
+import (
+	"net/http"
+	"time"
+
+	"github.com/coder/quartz"
+)
+
+// An Option configures the handler NewHandler returns. Options are applied in
+// order; a later option overrides an earlier one of the same kind.
+type Option interface {
+	apply(*config)
+}
+
+type optionFunc func(*config)
+
+func (f optionFunc) apply(c *config) { f(c) }
+
+// config holds every handler setting; defaultConfig is the one place where
+// defaults live.
+type config struct {
+	ownerHeader string
+	authorize   func(*http.Request) (string, error)
+	maxWait     time.Duration
+	clock       quartz.Clock
+}
+
+// Defaults, named so the README and tests can refer to them.
+const (
+	// DefaultOwnerHeader is the request header that names the owner when
+	// no WithAuthorize hook is set.
+	DefaultOwnerHeader = "X-Agentproc-Owner"
+	// DefaultMaxWait caps every blocking wait, whatever timeout the client
+	// asks for.
+	DefaultMaxWait = 5 * time.Minute
+	// MaxBodyBytes is the largest request body the handler reads; a larger
+	// one is refused with 413.
+	MaxBodyBytes = 1 << 20
+)
+
+func defaultConfig() config {
+	return config{
+		ownerHeader: DefaultOwnerHeader,
+		maxWait:     DefaultMaxWait,
+		clock:       quartz.NewReal(),
+	}
+}
+
+// WithOwnerHeader sets the request header whose value is the owner of the
+// request (see NewHandler). An empty name keeps DefaultOwnerHeader. The
+// header is a convenience for a handler behind something that sets it, not
+// authentication: any client that reaches the handler can send any value.
+// It is ignored when WithAuthorize is set.
+func WithOwnerHeader(name string) Option {
+	return optionFunc(func(c *config) {
+		if name != "" {
+			c.ownerHeader = http.CanonicalHeaderKey(name)
+		}
+	})
+}
+
+// WithAuthorize makes authorize decide the owner of every request instead of
+// the owner header. It runs before anything else; when it returns an error
+// the request is refused with 401 and the error's text as the detail, so a
+// request without an identity never sees any process. Returning "" and no
+// error is a deliberate choice of the unowned view (Manager.Scope("")).
+// A nil authorize keeps the header.
+func WithAuthorize(authorize func(*http.Request) (owner string, err error)) Option {
+	return optionFunc(func(c *config) { c.authorize = authorize })
+}
+
+// WithMaxWait caps how long a blocking wait (?wait=true) holds a request,
+// whatever timeout the client asks for. When the cap expires the reply is
+// the process's current state, marked timed_out. d <= 0 keeps
+// DefaultMaxWait.
+func WithMaxWait(d time.Duration) Option {
+	return optionFunc(func(c *config) {
+		if d > 0 {
+			c.maxWait = d
+		}
+	})
+}
+
+// WithClock sets the clock that times blocking waits. Tests pass a quartz
+// mock. A nil clock keeps the real one. The write deadline of a held
+// connection is always in real time: the network stack enforces it.
+func WithClock(clk quartz.Clock) Option {
+	return optionFunc(func(c *config) {
+		if clk != nil {
+			c.clock = clk
+		}
+	})
+}

@@ -1,0 +1,154 @@
+package httpapi
+
+import (
+	"fmt"
+	"net/http"
+
+	"github.com/agentproc/agentproc"
+)
+
+// The JSON shapes of the routes. Field names and meanings follow the process
+// API of Coder's workspace agent (codersdk/workspacesdk), so a client written
+// for that API works against this one; fields marked as extensions are added
+// here and are omitted when they have nothing to say, so such a client never
+// sees a value it does not expect.
+
+// StartRequest is the body of POST /start.
+type StartRequest struct {
+	// Command runs under the Manager's shell; see agentproc.Request.
+	Command string `json:"command"`
+	// WorkDir is the working directory; "" means the Manager's default.
+	WorkDir string `json:"workdir,omitempty"`
+	// Env is applied over the Manager's environment.
+	Env map[string]string `json:"env,omitempty"`
+	// Background marks a command meant to keep running, such as a server.
+	Background bool `json:"background,omitempty"`
+}
+
+// StartResponse is the reply to POST /start.
+type StartResponse struct {
+	ID string `json:"id"`
+	// Started is true when this request started the process.
+	Started bool `json:"started"`
+}
+
+// ListResponse is the reply to GET /list: the caller's processes, running
+// ones first, each group newest first.
+type ListResponse struct {
+	Processes []Process `json:"processes"`
+}
+
+// Process describes one process: the reply to GET /{id} and an element of
+// ListResponse.
+type Process struct {
+	ID         string `json:"id"`
+	Command    string `json:"command"`
+	WorkDir    string `json:"workdir,omitempty"`
+	Background bool   `json:"background"`
+	Running    bool   `json:"running"`
+	// ExitCode is absent while the process runs.
+	ExitCode *int `json:"exit_code,omitempty"`
+	// StartedAt and ExitedAt are Unix times in seconds; ExitedAt is absent
+	// while the process runs.
+	StartedAt int64  `json:"started_at_unix"`
+	ExitedAt  *int64 `json:"exited_at_unix,omitempty"`
+
+	// Extension: the process ID of the shell.
+	PID int `json:"pid,omitempty"`
+	// Extension: why the process ended (agentproc.ExitReason); absent while
+	// it runs.
+	Reason agentproc.ExitReason `json:"reason,omitempty"`
+	// Extension: the signal that ended the process, such as "SIGKILL".
+	Signal string `json:"signal,omitempty"`
+}
+
+// Output is the reply to GET /{id}/output.
+//
+// Without an offset query parameter Output is a snapshot: Output holds the
+// whole retained output (head, an omission marker, tail) and Truncated says
+// what was left out. With ?offset=N it is one read from absolute offset N:
+// Output holds the output from Offset on, and Offset, Next, Omitted and EOF
+// are present, with the meanings of agentproc.Chunk.
+type Output struct {
+	Output string `json:"output"`
+	// Truncated is absent when Output is the whole output unchanged.
+	Truncated *agentproc.Truncation `json:"truncated,omitempty"`
+	Running   bool                  `json:"running"`
+	// ExitCode is absent while the process runs.
+	ExitCode *int `json:"exit_code,omitempty"`
+
+	// Extension: why the process ended; absent while it runs.
+	Reason agentproc.ExitReason `json:"reason,omitempty"`
+	// Extension: the signal that ended the process, such as "SIGKILL".
+	Signal string `json:"signal,omitempty"`
+	// Extension: a blocking wait (?wait=true) ended because its timeout or
+	// the server's cap expired while the process was still running.
+	TimedOut bool `json:"timed_out,omitempty"`
+}
+
+// SignalRequest is the body of POST /{id}/signal.
+type SignalRequest struct {
+	// Signal is "kill", "terminate" or "interrupt" (an extension).
+	Signal agentproc.Signal `json:"signal"`
+}
+
+// Response is the body of a successful reply that carries no data, such as
+// the reply to POST /{id}/signal.
+type Response struct {
+	Message string `json:"message"`
+}
+
+// Error is the body of every error reply, and the error the Client returns
+// for one. Branch on StatusCode:
+//
+//   - 400: the request is malformed (bad JSON, empty command, unknown signal,
+//     invalid query parameter) or the Manager rejected it
+//     (agentproc.ErrInvalidRequest).
+//   - 401: the WithAuthorize hook found no identity.
+//   - 404: no process with that ID is visible to the caller: it never
+//     existed, retention dropped it, or another owner started it.
+//   - 409: the process is not in a state that allows the request, such as a
+//     signal to a process that has exited.
+//   - 413: the request body is larger than MaxBodyBytes.
+//   - 429: the Manager's WithMaxRunning limit is reached.
+//   - 503: the Manager is closed.
+//   - 500: anything else; Detail says what.
+type Error struct {
+	// StatusCode is the HTTP status of the reply. It is not part of the
+	// JSON body.
+	StatusCode int `json:"-"`
+	// Message is a sentence meant for people and models.
+	Message string `json:"message"`
+	// Detail is the underlying error text, when there is one.
+	Detail string `json:"detail,omitempty"`
+}
+
+// Error implements error.
+func (e *Error) Error() string {
+	msg := fmt.Sprintf("httpapi: %d %s: %s", e.StatusCode, http.StatusText(e.StatusCode), e.Message)
+	if e.Detail != "" {
+		msg += " (" + e.Detail + ")"
+	}
+	return msg
+}
+
+// processFromInfo converts the library's view of a process to the wire one.
+func processFromInfo(info agentproc.Info) Process {
+	p := Process{
+		ID:         info.ID,
+		Command:    info.Command,
+		WorkDir:    info.WorkDir,
+		Background: info.Background,
+		Running:    info.Running,
+		ExitCode:   info.ExitCode,
+		StartedAt:  info.StartedAt.Unix(),
+		PID:        info.PID,
+		Reason:     info.Reason,
+		Signal:     info.Signal,
+	}
+	if !info.ExitedAt.IsZero() {
+		exited := info.ExitedAt.Unix()
+		p.ExitedAt = &exited
+	}
+	return p
+}
