@@ -121,7 +121,7 @@ func (c *Client) do(ctx context.Context, method, path string, query url.Values, 
 	}
 	res, err := hc.Do(req)
 	if err != nil {
-		return xerrors.Errorf("httpapi: %s %s: %w", method, path, err)
+		return xerrors.Errorf("httpapi: %w", err)
 	}
 	defer res.Body.Close()
 	if res.StatusCode != http.StatusOK {
