@@ -163,6 +163,10 @@ func (m *Manager) start(req Request, owner string) (*Process, error) {
 	if err != nil {
 		return nil, err
 	}
+	var warnings []string
+	if m.cfg.bgDetect && posixShell(m.cfg.shell) {
+		command, req.Background, warnings = detectBackground(command, req.Background)
+	}
 	if err := validateEnv(req.Env); err != nil {
 		return nil, err
 	}
@@ -190,7 +194,7 @@ func (m *Manager) start(req Request, owner string) (*Process, error) {
 	m.wg.Add(1)
 	m.mu.Unlock()
 
-	p, err := m.spawn(req, owner, command, dir, seq)
+	p, err := m.spawn(req, owner, command, dir, seq, warnings)
 	if err != nil {
 		m.mu.Lock()
 		m.running--
@@ -212,7 +216,7 @@ func (m *Manager) start(req Request, owner string) (*Process, error) {
 
 // spawn starts the command. The caller has reserved a running slot and a
 // supervise goroutine in m.wg.
-func (m *Manager) spawn(req Request, owner, command, dir string, seq uint64) (*Process, error) {
+func (m *Manager) spawn(req Request, owner, command, dir string, seq uint64, warnings []string) (*Process, error) {
 	id := uuid.NewString()
 	env := m.buildEnv(req.Env, id)
 
@@ -280,6 +284,7 @@ func (m *Manager) spawn(req Request, owner, command, dir string, seq uint64) (*P
 			WorkDir:    dir,
 			Owner:      owner,
 			Background: req.Background,
+			Warnings:   warnings,
 			Running:    true,
 			PID:        cmd.Process.Pid,
 			StartedAt:  m.cfg.clock.Now("agentproc", "start"),
@@ -372,6 +377,31 @@ func compareSeq(a, b uint64) int {
 		return 1
 	}
 	return 0
+}
+
+// posixShell reports whether shell[0] names a shell that parses sh syntax,
+// so that AnalyzeCommand's reading of the command is the shell's.
+func posixShell(shell []string) bool {
+	name := strings.ToLower(filepath.Base(shell[0]))
+	switch strings.TrimSuffix(name, ".exe") {
+	case "sh", "bash", "dash", "zsh", "ksh", "mksh", "ash", "busybox":
+		return true
+	}
+	return false
+}
+
+// detectBackground applies AnalyzeCommand to a validated command. A command
+// that does not parse, or whose stripped form would be empty, is returned
+// unchanged and not promoted.
+func detectBackground(command string, background bool) (string, bool, []string) {
+	a, err := AnalyzeCommand(command)
+	if err != nil {
+		return command, background, nil
+	}
+	if a.Background && strings.TrimSpace(a.Command) != "" {
+		return a.Command, true, a.Warnings
+	}
+	return command, background, a.Warnings
 }
 
 func validateCommand(command string) (string, error) {
