@@ -10,7 +10,7 @@
 // Routes, relative to where the handler is mounted:
 //
 //	POST /start            {"command", "workdir", "env", "background"}
-//	                       -> {"id", "started"}
+//	                       -> {"id", "started", "command", "background", "warnings"}
 //	GET  /list             -> {"processes": [Process...]}
 //	GET  /{id}             -> Process
 //	GET  /{id}/output      -> {"output", "truncated", "running", "exit_code", ...}
@@ -22,7 +22,7 @@
 //
 // A Process is {"id", "command", "workdir", "background", "running",
 // "exit_code", "started_at_unix", "exited_at_unix", "pid", "reason",
-// "signal"}.
+// "signal", "warnings"}.
 //
 // Status codes: 400 for a malformed body or query and for a request the
 // Manager rejects; 401 when the WithAuthorize hook finds no identity; 404 for

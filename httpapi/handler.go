@@ -99,7 +99,14 @@ func (h *handler) start(w http.ResponseWriter, r *http.Request) {
 		writeError(w, errorFor(err, ""))
 		return
 	}
-	writeJSON(w, http.StatusOK, StartResponse{ID: p.ID(), Started: true})
+	info := p.Info()
+	writeJSON(w, http.StatusOK, StartResponse{
+		ID:         p.ID(),
+		Started:    true,
+		Command:    info.Command,
+		Background: info.Background,
+		Warnings:   info.Warnings,
+	})
 }
 
 func (h *handler) list(w http.ResponseWriter, r *http.Request) {

@@ -87,8 +87,8 @@ func TestWireShapes(t *testing.T) {
 		t.Fatalf("start: %d %s", r.status, r.body)
 	}
 	started := r.object(t)
-	if got := keys(started); !slices.Equal(got, []string{"id", "started"}) {
-		t.Errorf("start keys %v, want [id started]", got)
+	if got, want := keys(started), []string{"background", "command", "id", "started"}; !slices.Equal(got, want) {
+		t.Errorf("start keys %v, want %v", got, want)
 	}
 	id, _ := started["id"].(string)
 	if started["started"] != true || id == "" {
@@ -199,6 +199,39 @@ func TestStartPassesRequestThrough(t *testing.T) {
 	}
 	if p.WorkDir != dir || p.Background {
 		t.Fatalf("got %+v, want workdir %s, not background", p, dir)
+	}
+}
+
+func TestTrailingAmpersandIsBackground(t *testing.T) {
+	t.Parallel()
+	s := newTestServer(t, nil, nil)
+	ctx := testContext(t)
+	c := s.client()
+
+	resp, err := c.Start(ctx, httpapi.StartRequest{Command: "echo serving; exec sleep 3600 &"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !resp.Started || !resp.Background || resp.Command != "echo serving; exec sleep 3600" || resp.Warnings != nil {
+		t.Fatalf("got %+v, want a background start of the command without its &", resp)
+	}
+	p, err := c.Get(ctx, resp.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !p.Background || p.Command != resp.Command || !p.Running {
+		t.Fatalf("got %+v, want the running background process", p)
+	}
+
+	resp, err = c.Start(ctx, httpapi.StartRequest{Command: "nohup true"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.Background || len(resp.Warnings) != 1 || !strings.Contains(resp.Warnings[0], "nohup") {
+		t.Fatalf("got %+v, want a foreground start with a warning about nohup", resp)
+	}
+	if p, err = c.Get(ctx, resp.ID); err != nil || !slices.Equal(p.Warnings, resp.Warnings) {
+		t.Fatalf("got %+v, %v; want the warnings in the process too", p, err)
 	}
 }
 

@@ -30,6 +30,15 @@ type StartResponse struct {
 	ID string `json:"id"`
 	// Started is true when this request started the process.
 	Started bool `json:"started"`
+
+	// Extension: the command as it runs. It differs from the request's
+	// when the Manager's background detection removed a trailing "&".
+	Command string `json:"command"`
+	// Extension: whether the process runs as a background process, either
+	// because the request said so or because of a trailing "&".
+	Background bool `json:"background"`
+	// Extension: advice about the command (agentproc.Info.Warnings).
+	Warnings []string `json:"warnings,omitempty"`
 }
 
 // ListResponse is the reply to GET /list: the caller's processes, running
@@ -60,6 +69,8 @@ type Process struct {
 	Reason agentproc.ExitReason `json:"reason,omitempty"`
 	// Extension: the signal that ended the process, such as "SIGKILL".
 	Signal string `json:"signal,omitempty"`
+	// Extension: advice about the command (agentproc.Info.Warnings).
+	Warnings []string `json:"warnings,omitempty"`
 }
 
 // Output is the reply to GET /{id}/output.
@@ -145,6 +156,7 @@ func processFromInfo(info agentproc.Info) Process {
 		PID:        info.PID,
 		Reason:     info.Reason,
 		Signal:     info.Signal,
+		Warnings:   info.Warnings,
 	}
 	if !info.ExitedAt.IsZero() {
 		exited := info.ExitedAt.Unix()
