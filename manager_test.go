@@ -31,8 +31,12 @@ const helperEnv = "AGENTPROC_TEST_HELPER"
 // runHelper is the child's main. Modes:
 //   - "ready": print "ready" once the runtime's signal handling is set up,
 //     then block until a signal ends the process.
+//   - "pieces": write the pieces of helperPiecesEnv one by one, waiting for
+//     a byte on the FIFO at helperFIFOEnv between two pieces (Unix only).
 func runHelper(mode string) int {
 	switch mode {
+	case "pieces":
+		return helperPieces()
 	case "ready":
 		fmt.Println("ready")
 		time.Sleep(time.Hour) // a child waiting to be signalled, not synchronisation
