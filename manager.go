@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"cdr.dev/slog/v3"
 	"github.com/google/uuid"
@@ -35,6 +36,12 @@ type Request struct {
 	// Background marks a command meant to keep running (a server). It is
 	// recorded in Info; the process is supervised exactly like any other.
 	Background bool `json:"background,omitempty"`
+	// Timeout limits how long the command may run, measured from its start
+	// with the Manager's clock. When it expires the process is stopped like
+	// Stop does (terminate, grace period, kill) with Reason ReasonTimeout.
+	// 0 means no limit; a negative Timeout is ErrInvalidRequest. It does not
+	// bound how long anyone waits: that is the ctx of each call.
+	Timeout time.Duration `json:"timeout_ns,omitempty"`
 }
 
 // Manager starts and supervises processes. Use New to make one and Close to
@@ -165,6 +172,9 @@ func (m *Manager) start(req Request, owner string) (*Process, error) {
 	if err := validateEnv(req.Env); err != nil {
 		return nil, err
 	}
+	if err := validateTimeout(req.Timeout); err != nil {
+		return nil, err
+	}
 	dir, err := m.resolveWorkDir(req.WorkDir)
 	if err != nil {
 		return nil, err
@@ -281,8 +291,10 @@ func (m *Manager) spawn(req Request, owner, command, dir string, seq uint64) (*P
 			Running:    true,
 			PID:        cmd.Process.Pid,
 			StartedAt:  m.cfg.clock.Now("agentproc", "start"),
+			Timeout:    req.Timeout,
 		},
 	}
+	p.enforceTimeout(req.Timeout)
 	m.cfg.logger.Debug(context.Background(), "started process",
 		slog.F("id", id), slog.F("pid", cmd.Process.Pid), slog.F("owner", owner))
 

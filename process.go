@@ -44,6 +44,8 @@ const (
 	ReasonKilled ExitReason = "killed"
 	// ReasonShutdown: Manager.Close ended it.
 	ReasonShutdown ExitReason = "shutdown"
+	// ReasonTimeout: Request.Timeout expired and the process was stopped.
+	ReasonTimeout ExitReason = "timeout"
 )
 
 // Info describes a process at one moment. The zero values of the exit fields
@@ -72,6 +74,8 @@ type Info struct {
 	// Leftovers counts members of the process tree still alive when the
 	// shell exited; they were then killed.
 	Leftovers int `json:"leftovers,omitempty"`
+	// Timeout is the Request's Timeout; 0 means none.
+	Timeout time.Duration `json:"timeout_ns,omitempty"`
 }
 
 // Output is one consistent snapshot of a process's state and output: when
