@@ -220,6 +220,8 @@ func (b *outputBuffer) bounds() (headEnd, tailStart, total int64) {
 	return int64(len(b.head)), b.tailStartLocked(), b.written
 }
 
+// tailStartLocked returns the absolute offset of the oldest byte in the ring,
+// or total when the ring holds nothing.
 func (b *outputBuffer) tailStartLocked() int64 {
 	return b.written - int64(b.ringLen)
 }
@@ -234,6 +236,7 @@ func (b *outputBuffer) changed() <-chan struct{} {
 	return b.changedLocked()
 }
 
+// changedLocked is changed for a caller already holding the mutex.
 func (b *outputBuffer) changedLocked() <-chan struct{} {
 	if b.closed {
 		return closedChan
@@ -362,6 +365,7 @@ func (b *outputBuffer) read(offset int64) Chunk {
 	return b.readLocked(offset)
 }
 
+// readLocked is read for a caller already holding the mutex.
 func (b *outputBuffer) readLocked(offset int64) Chunk {
 	total := b.written
 	if offset >= total {

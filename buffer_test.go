@@ -367,10 +367,19 @@ func TestBufferText(t *testing.T) {
 func TestBufferSplitRunes(t *testing.T) {
 	t.Parallel()
 	for _, r := range []string{"é", "€", "𝄞"} {
-		full := []byte(strings.Repeat(r, 7))
-		for headBytes := 0; headBytes <= 8; headBytes++ {
-			for tailBytes := 0; tailBytes <= 8; tailBytes++ {
-				for split := 0; split <= len(full); split++ {
+		t.Run(r, func(t *testing.T) {
+			t.Parallel()
+			splitRunes(t, []byte(strings.Repeat(r, 7)))
+		})
+	}
+}
+
+// splitRunes is TestBufferSplitRunes for one repeated rune.
+func splitRunes(t *testing.T, full []byte) {
+	for headBytes := 0; headBytes <= 8; headBytes++ {
+		for tailBytes := 0; tailBytes <= 8; tailBytes++ {
+			for split := 0; split <= len(full); split++ {
+				t.Run(fmt.Sprintf("head=%d/tail=%d/split=%d", headBytes, tailBytes, split), func(t *testing.T) {
 					b := newOutputBuffer(headBytes, tailBytes)
 					b.Write(full[:split])
 					checkState(t, b, full[:split], false)
@@ -384,10 +393,7 @@ func TestBufferSplitRunes(t *testing.T) {
 					for !rd.eof {
 						rd.check(t, b.read(rd.next), full, true)
 					}
-					if t.Failed() {
-						t.Fatalf("rune %q, head %d, tail %d, split at %d", r, headBytes, tailBytes, split)
-					}
-				}
+				})
 			}
 		}
 	}
@@ -583,6 +589,7 @@ func receive(t *testing.T, done <-chan waitResult) waitResult {
 	}
 }
 
+// TestWaitReadWokenByOneByte checks that a waiter wakes for a single byte.
 func TestWaitReadWokenByOneByte(t *testing.T) {
 	t.Parallel()
 	b := newOutputBuffer(8, 8)
@@ -595,6 +602,8 @@ func TestWaitReadWokenByOneByte(t *testing.T) {
 	}
 }
 
+// TestWaitReadWaitsForWholeRune checks that a waiter keeps waiting while only
+// part of a rune has been written.
 func TestWaitReadWaitsForWholeRune(t *testing.T) {
 	t.Parallel()
 	b := newOutputBuffer(8, 8)
@@ -615,6 +624,7 @@ func TestWaitReadWaitsForWholeRune(t *testing.T) {
 	}
 }
 
+// TestWaitReadManyWaiters checks that one write wakes every waiter.
 func TestWaitReadManyWaiters(t *testing.T) {
 	t.Parallel()
 	b := newOutputBuffer(8, 8)
@@ -636,6 +646,8 @@ func TestWaitReadManyWaiters(t *testing.T) {
 	}
 }
 
+// TestWaitReadContextEnds checks that waitRead returns ctx.Err() when ctx
+// ends, and data already there even when it has.
 func TestWaitReadContextEnds(t *testing.T) {
 	t.Parallel()
 	b := newOutputBuffer(8, 8)
@@ -663,6 +675,8 @@ func TestWaitReadContextEnds(t *testing.T) {
 	}
 }
 
+// TestWaitReadCloseWrite checks that closeWrite wakes a waiter with EOF and
+// that later writes are ignored.
 func TestWaitReadCloseWrite(t *testing.T) {
 	t.Parallel()
 	b := newOutputBuffer(8, 8)
@@ -686,6 +700,7 @@ func TestWaitReadCloseWrite(t *testing.T) {
 	}
 }
 
+// TestChanged checks when the channel from changed is closed.
 func TestChanged(t *testing.T) {
 	t.Parallel()
 	b := newOutputBuffer(8, 8)
@@ -747,6 +762,7 @@ func TestWriteDoesNotAllocate(t *testing.T) {
 	}
 }
 
+// TestIncompleteSuffixLen tells incomplete runes from invalid bytes.
 func TestIncompleteSuffixLen(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
@@ -772,6 +788,7 @@ func TestIncompleteSuffixLen(t *testing.T) {
 	}
 }
 
+// TestLeadingContinuationLen checks the remains of a rune cut at its start.
 func TestLeadingContinuationLen(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
@@ -793,6 +810,7 @@ func TestLeadingContinuationLen(t *testing.T) {
 	}
 }
 
+// TestCutLongLines checks line cutting on its own, without a buffer.
 func TestCutLongLines(t *testing.T) {
 	t.Parallel()
 	tests := []struct {

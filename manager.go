@@ -2,6 +2,7 @@ package agentproc
 
 import (
 	"context"
+	"errors"
 	"maps"
 	"os"
 	"path/filepath"
@@ -238,7 +239,7 @@ func (m *Manager) spawn(req Request, owner, command, dir string, seq uint64) (*P
 	cmd.Stderr = w
 	sys := &sysProc{}
 	cmd.Cancel = func() error {
-		if err := sys.signal(SignalKill); err != nil && !xerrors.Is(err, errNoProcess) {
+		if err := sys.signal(SignalKill); err != nil && !errors.Is(err, errNoProcess) {
 			return err
 		}
 		return nil

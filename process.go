@@ -2,6 +2,7 @@ package agentproc
 
 import (
 	"context"
+	"errors"
 	"os"
 	"os/exec"
 	"sync"
@@ -177,7 +178,7 @@ func (p *Process) Signal(sig Signal) error {
 
 func (p *Process) signalLocked(sig Signal) error {
 	err := p.sys.signal(sig)
-	if xerrors.Is(err, errNoProcess) {
+	if errors.Is(err, errNoProcess) {
 		return ErrNotRunning
 	}
 	if err != nil {
