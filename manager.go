@@ -43,6 +43,12 @@ type Request struct {
 	// 0 means no limit; a negative Timeout is ErrInvalidRequest. It does not
 	// bound how long anyone waits: that is the ctx of each call.
 	Timeout time.Duration `json:"timeout_ns,omitempty"`
+	// Key makes Start idempotent within the owner: while a process started
+	// with the same Key is retained, a Start with the same Command, WorkDir,
+	// Env and Background returns that process (running or exited) and starts
+	// nothing, and a Start with a different one is ErrKeyConflict. The key
+	// is free again once retention drops the process. "" means no key.
+	Key string `json:"key,omitempty"`
 }
 
 // Manager starts and supervises processes. Use New to make one and Close to
@@ -54,6 +60,7 @@ type Manager struct {
 
 	mu      sync.Mutex
 	procs   map[string]*Process
+	keys    map[keyID]*keyEntry // see keys.go
 	seq     uint64
 	running int
 	closed  bool
@@ -181,12 +188,23 @@ func (m *Manager) start(req Request, owner string) (*Process, error) {
 		return nil, err
 	}
 
+	var claim *keyEntry
+	if req.Key != "" {
+		p, c, err := m.claimKey(req, owner)
+		if p != nil || err != nil {
+			return p, err
+		}
+		claim = c
+	}
+
 	m.mu.Lock()
 	if m.closed {
+		m.settleKeyLocked(claim, nil)
 		m.mu.Unlock()
 		return nil, ErrClosed
 	}
 	if m.cfg.maxRunning > 0 && m.running >= m.cfg.maxRunning {
+		m.settleKeyLocked(claim, nil)
 		m.mu.Unlock()
 		return nil, xerrors.Errorf("%d running: %w", m.running, ErrTooManyProcesses)
 	}
@@ -204,6 +222,7 @@ func (m *Manager) start(req Request, owner string) (*Process, error) {
 	if err != nil {
 		m.mu.Lock()
 		m.running--
+		m.settleKeyLocked(claim, nil)
 		m.mu.Unlock()
 		m.wg.Done()
 		return nil, err
@@ -211,6 +230,7 @@ func (m *Manager) start(req Request, owner string) (*Process, error) {
 
 	m.mu.Lock()
 	m.procs[p.id] = p
+	m.settleKeyLocked(claim, p)
 	closed := m.closed
 	m.mu.Unlock()
 	if closed {
@@ -349,6 +369,7 @@ func (m *Manager) reapLocked() {
 		info := p.Info()
 		if !info.ExitedAt.Add(m.cfg.retainAge).After(now) {
 			delete(m.procs, id)
+			m.droppedLocked(p)
 			continue
 		}
 		kept = append(kept, exitedProc{p, info})
@@ -364,6 +385,7 @@ func (m *Manager) reapLocked() {
 	})
 	for _, e := range kept[:len(kept)-m.cfg.maxExited] {
 		delete(m.procs, e.p.id)
+		m.droppedLocked(e.p)
 	}
 }
 

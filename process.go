@@ -99,6 +99,7 @@ type Process struct {
 	id    string
 	owner string // immutable, so readable without mu
 	seq   uint64
+	key   *keyEntry // set under m.mu; nil without a Key
 	buf   *outputBuffer
 	sys   *sysProc
 	cmd   *exec.Cmd
