@@ -93,9 +93,3 @@ func sameKeyedRequest(a, b Request) bool {
 		a.Background == b.Background &&
 		maps.Equal(a.Env, b.Env)
 }
-
-// droppedLocked releases what a process held in the Manager once retention
-// has dropped it.
-func (m *Manager) droppedLocked(p *Process) {
-	m.freeKeyLocked(p)
-}

@@ -118,6 +118,9 @@ func (m *Manager) Close() error {
 	// Processes whose Start was in flight when closed was set are still
 	// supervised; waiting on wg covers them too.
 	m.wg.Wait()
+	m.mu.Lock()
+	m.removeLogsLocked()
+	m.mu.Unlock()
 	return nil
 }
 
@@ -232,6 +235,11 @@ func (m *Manager) start(req Request, owner string) (*Process, error) {
 	m.procs[p.id] = p
 	m.settleKeyLocked(claim, p)
 	closed := m.closed
+	if closed && p.exited() {
+		// Close swept the logs before p was listed, and p's exit came
+		// before Close began; a later exit removes its own.
+		p.log.remove()
+	}
 	m.mu.Unlock()
 	if closed {
 		// Close ran while this process was spawning and did not see it.
@@ -315,6 +323,8 @@ func (m *Manager) spawn(req Request, owner, command, dir string, seq uint64) (*P
 			Timeout:    req.Timeout,
 		},
 	}
+	p.log = m.openOutputLog(id)
+	p.info.LogPath = p.log.pathOrEmpty()
 	p.enforceTimeout(req.Timeout)
 	m.cfg.logger.Debug(context.Background(), "started process",
 		slog.F("id", id), slog.F("pid", cmd.Process.Pid), slog.F("owner", owner))
@@ -322,21 +332,24 @@ func (m *Manager) spawn(req Request, owner, command, dir string, seq uint64) (*P
 	readerDone := make(chan struct{})
 	go func() {
 		defer close(readerDone)
-		copyOutput(p.buf, r)
+		copyOutput(p.buf, p.log, r)
 	}()
 	go p.supervise(r, readerDone)
 	return p, nil
 }
 
-// copyOutput copies the pipe into the buffer until EOF or a read error
-// (the drain deadline). The buffer never fails or blocks, so the child is
-// only ever slowed by the copy itself.
-func copyOutput(buf *outputBuffer, r *os.File) {
+// copyOutput copies the pipe into the buffer, and the output log if there
+// is one, until EOF or a read error (the drain deadline), then closes the
+// log. The buffer never fails or blocks, so the child is only ever slowed by
+// the copy itself and the log's write to the page cache.
+func copyOutput(buf *outputBuffer, log *outputLog, r *os.File) {
+	defer log.close()
 	chunk := make([]byte, 64<<10)
 	for {
 		n, err := r.Read(chunk)
 		if n > 0 {
 			_, _ = buf.Write(chunk[:n])
+			log.write(chunk[:n])
 		}
 		if err != nil {
 			return
@@ -346,9 +359,12 @@ func copyOutput(buf *outputBuffer, r *os.File) {
 
 // exited is called once by each process's supervisor after its exit is
 // published.
-func (m *Manager) exited(*Process) {
+func (m *Manager) exited(p *Process) {
 	m.mu.Lock()
 	m.running--
+	if m.closed {
+		p.log.remove() // Close may have swept the logs before this exit
+	}
 	m.reapLocked()
 	m.mu.Unlock()
 }
@@ -387,6 +403,13 @@ func (m *Manager) reapLocked() {
 		delete(m.procs, e.p.id)
 		m.droppedLocked(e.p)
 	}
+}
+
+// droppedLocked releases what a process held in the Manager once retention
+// has dropped it: its Key and its output log.
+func (m *Manager) droppedLocked(p *Process) {
+	m.freeKeyLocked(p)
+	p.log.remove()
 }
 
 func compareSeq(a, b uint64) int {

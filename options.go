@@ -33,6 +33,8 @@ type config struct {
 	maxExited    int
 	grace        time.Duration
 	maxRunning   int
+	logDir       string
+	logMaxBytes  int64
 }
 
 // Defaults, named so the README and tests can refer to them.
@@ -143,3 +145,20 @@ func WithMaxRunning(n int) Option {
 
 // homeDir is a variable so the fallback is visible in one place.
 var homeDir = os.UserHomeDir
+
+// WithOutputLog makes every process also write all of its output to a file
+// of its own, dir/ID.log (mode 0600; dir is created 0700 if missing), whose
+// path Info.LogPath reports. While the output fits in maxBytes the file holds
+// all of it; once it grows past maxBytes the file is cut back to its first
+// maxBytes/2 bytes, the rest is only counted, and a last line gives the
+// count when the process exits. maxBytes <= 0 means no cap. The file is
+// removed when retention drops the process and by Close. If the file cannot
+// be created or written (an unwritable dir, a full disk) a warning is logged
+// once and that process runs on without a log. An empty dir, the default,
+// turns logging off.
+func WithOutputLog(dir string, maxBytes int64) Option {
+	return optionFunc(func(c *config) {
+		c.logDir = dir
+		c.logMaxBytes = maxBytes
+	})
+}

@@ -77,6 +77,9 @@ type Info struct {
 	Leftovers int `json:"leftovers,omitempty"`
 	// Timeout is the Request's Timeout; 0 means none.
 	Timeout time.Duration `json:"timeout_ns,omitempty"`
+	// LogPath is the file holding the full output (WithOutputLog), or ""
+	// without one. The file is gone once retention drops the process.
+	LogPath string `json:"log_path,omitempty"`
 }
 
 // Output is one consistent snapshot of a process's state and output: when
@@ -101,6 +104,7 @@ type Process struct {
 	seq   uint64
 	key   *keyEntry // set under m.mu; nil without a Key
 	buf   *outputBuffer
+	log   *outputLog // nil without WithOutputLog
 	sys   *sysProc
 	cmd   *exec.Cmd
 	// kill cancels the context the command was started with; os/exec then
