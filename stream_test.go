@@ -1,18 +1,22 @@
 package agentproc_test
 
 import (
+	"bytes"
 	"encoding/hex"
 	"errors"
 	"os"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/agentproc/agentproc"
 )
 
-// Environment of the "pieces" helper mode.
+// Environment of the "pieces", "stream" and "ticks" helper modes.
 const (
+	helperBytesEnv  = "AGENTPROC_TEST_BYTES"  // how much "stream" writes
 	helperPiecesEnv = "AGENTPROC_TEST_PIECES" // hex pieces, comma-separated
 	helperFIFOEnv   = "AGENTPROC_TEST_FIFO"   // opened for reading after the first piece
 )
@@ -49,6 +53,41 @@ func helperPieces() int {
 		}
 	}
 	return 0
+}
+
+func helperStream() int {
+	n, err := strconv.ParseInt(os.Getenv(helperBytesEnv), 10, 64)
+	if err != nil {
+		return 2
+	}
+	line := []byte("0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ\n")
+	block := bytes.Repeat(line, (64<<10)/len(line))
+	for n > 0 {
+		k := min(n, int64(len(block)))
+		if _, err := os.Stdout.Write(block[:k]); err != nil {
+			return 3
+		}
+		n -= k
+	}
+	return 0
+}
+
+func helperTicks() int {
+	fifo, err := os.Open(os.Getenv(helperFIFOEnv))
+	if err != nil {
+		return 2
+	}
+	defer fifo.Close()
+	b := make([]byte, 1)
+	for {
+		if _, err := fifo.Read(b); err != nil {
+			return 0
+		}
+		line := strconv.AppendInt(nil, time.Now().UnixNano(), 10)
+		if _, err := os.Stdout.Write(append(line, '\n')); err != nil {
+			return 3
+		}
+	}
 }
 
 func TestReadNegativeOffset(t *testing.T) {
