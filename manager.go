@@ -358,7 +358,7 @@ func copyOutput(buf *outputBuffer, log *outputLog, r *os.File) {
 }
 
 // exited is called once by each process's supervisor after its exit is
-// published.
+// published in Info and before Done is closed.
 func (m *Manager) exited(p *Process) {
 	m.mu.Lock()
 	m.running--

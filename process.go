@@ -309,6 +309,9 @@ func (p *Process) supervise(pipe *os.File, readerDone <-chan struct{}) {
 	p.info.Running = false
 	p.mu.Unlock()
 
-	close(p.done)
+	// The running slot is given back before done is closed, so a caller
+	// woken by Wait or Stop can start another process at once under
+	// WithMaxRunning. (The reverse order made TestMaxRunning flaky.)
 	p.m.exited(p)
+	close(p.done)
 }
