@@ -24,7 +24,7 @@ func BenchmarkBufferWrite(b *testing.B) {
 		name string
 		new  func() io.Writer
 	}{
-		{"buffer", func() io.Writer {
+		{"agentproc", func() io.Writer {
 			w := newOutputBuffer(16<<10, 16<<10)
 			w.Write(make([]byte, 16<<10+1)) // fill the head, allocate the ring
 			return w

@@ -33,6 +33,7 @@ type config struct {
 	maxExited    int
 	grace        time.Duration
 	maxRunning   int
+	bgDetect     bool
 	logDir       string
 	logMaxBytes  int64
 }
@@ -58,6 +59,7 @@ func defaultConfig() config {
 		retainAge:    DefaultRetention,
 		maxExited:    DefaultMaxExited,
 		grace:        DefaultGracePeriod,
+		bgDetect:     true,
 	}
 }
 
@@ -141,6 +143,16 @@ func WithGracePeriod(d time.Duration) Option {
 // ErrTooManyProcesses beyond it. 0, the default, means unlimited.
 func WithMaxRunning(n int) Option {
 	return optionFunc(func(c *config) { c.maxRunning = max(n, 0) })
+}
+
+// WithBackgroundDetection turns the parsing of commands for a trailing
+// top-level & on or off (default on). When on, and the shell is a POSIX
+// shell (sh, bash, dash, zsh, ksh, ash), Start runs AnalyzeCommand: a
+// trailing & is removed and the request becomes a Background one, and the
+// analysis's warnings go into Info.Warnings. A command that does not parse
+// runs unchanged (the shell reports the error) and is not promoted.
+func WithBackgroundDetection(on bool) Option {
+	return optionFunc(func(c *config) { c.bgDetect = on })
 }
 
 // homeDir is a variable so the fallback is visible in one place.

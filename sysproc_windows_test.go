@@ -48,6 +48,15 @@ func startSys(t *testing.T, shell []string, command string, env ...string) (*exe
 		out <- string(b)
 	}()
 	t.Cleanup(s.release)
+	// Registered last, so it runs first: a test that ends early (a skip
+	// under Wine) must still reap the shell, or os/exec's context watcher
+	// goroutine waits forever for a Wait that never comes.
+	t.Cleanup(func() {
+		if cmd.ProcessState == nil {
+			_ = s.signal(SignalKill)
+			_ = cmd.Wait()
+		}
+	})
 	return cmd, s, out
 }
 
