@@ -351,19 +351,19 @@ var readBuffers = sync.Pool{New: func() any {
 	return &b
 }}
 
-// copyOutput copies the pipe into the buffer, and the output log if there
-// is one, until EOF or a read error (the drain deadline), then closes the
-// log. The buffer never fails or blocks, so the child is only ever slowed by
-// the copy itself and the log's write to the page cache.
+// copyOutput copies the pipe into the buffer, and the output log's queue if
+// there is one, until EOF or a read error (the drain deadline), then waits
+// for the log to be written. Neither ever fails or blocks, so the child is
+// only ever slowed by the copies themselves.
 func copyOutput(buf *outputBuffer, log *outputLog, r *os.File) {
-	defer log.close()
+	defer log.finish()
 	chunk := readBuffers.Get().(*[]byte)
 	defer readBuffers.Put(chunk)
 	for {
 		n, err := r.Read(*chunk)
 		if n > 0 {
 			_, _ = buf.Write((*chunk)[:n])
-			log.write((*chunk)[:n])
+			log.enqueue((*chunk)[:n])
 		}
 		if err != nil {
 			return
