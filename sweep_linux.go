@@ -3,7 +3,9 @@ package agentproc
 import (
 	"bytes"
 	"os"
+	"runtime"
 	"strconv"
+	"sync"
 
 	"golang.org/x/sys/unix"
 	"golang.org/x/xerrors"
@@ -75,8 +77,8 @@ func (s *procScanner) pids() ([]int, error) {
 }
 
 // read returns the contents of /proc/PID/name in the scanner's buffer (valid
-// until the next read), and the file's owner.
-func (s *procScanner) read(pid int, name string) ([]byte, uint32, error) {
+// until the next read) and, if owner is set, the file's owner.
+func (s *procScanner) read(pid int, name string, owner bool) ([]byte, uint32, error) {
 	fd, err := unix.Openat(s.proc, strconv.Itoa(pid)+"/"+name, unix.O_RDONLY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, 0, err
@@ -99,6 +101,9 @@ func (s *procScanner) read(pid int, name string) ([]byte, uint32, error) {
 		}
 		n += m
 	}
+	if !owner {
+		return s.buf[:n], 0, nil
+	}
 	var st unix.Stat_t
 	if err := unix.Fstat(fd, &st); err != nil {
 		return nil, 0, err
@@ -114,28 +119,67 @@ func (s *procScanner) read(pid int, name string) ([]byte, uint32, error) {
 // The owner of /proc/PID/environ is the process's effective user (root for
 // a non-dumpable process, which an unprivileged caller cannot read anyway).
 func (s *procScanner) marked(pid int, entry []byte) bool {
-	env, uid, err := s.read(pid, "environ")
+	env, uid, err := s.read(pid, "environ", true)
 	return err == nil && uid == s.euid && hasEnvEntry(env, entry)
 }
 
-// markedPIDs returns every process that marked accepts, and how many
-// processes were looked at.
+// mayBeMarked is marked without the owner check, for the scan: the owner
+// is checked when a candidate is verified before any signal, and most
+// processes never get that far.
+func (s *procScanner) mayBeMarked(pid int, entry []byte) bool {
+	env, _, err := s.read(pid, "environ", false)
+	return err == nil && hasEnvEntry(env, entry)
+}
+
+// scanWorkersMin is the number of processes per worker below which a scan
+// runs on one goroutine: opening /proc/PID/environ costs a few
+// microseconds, so only large process tables gain from spreading it.
+const scanWorkersMin = 256
+
+// markedPIDs returns every process that mayBeMarked accepts, and how many
+// processes were looked at. Large process tables are split across up to
+// four goroutines, each with its own buffer.
 func (s *procScanner) markedPIDs(entry []byte) (found []int, scanned int, err error) {
 	pids, err := s.pids()
 	if err != nil {
 		return nil, 0, err
 	}
-	for _, pid := range pids {
-		if s.marked(pid, entry) {
-			found = append(found, pid)
+	workers := min(runtime.GOMAXPROCS(0), 4, len(pids)/scanWorkersMin+1)
+	if workers <= 1 {
+		for _, pid := range pids {
+			if s.mayBeMarked(pid, entry) {
+				found = append(found, pid)
+			}
 		}
+		return found, len(pids), nil
+	}
+	chunk := (len(pids) + workers - 1) / workers
+	parts := make([][]int, workers)
+	var wg sync.WaitGroup
+	for w := range workers {
+		part := pids[min(w*chunk, len(pids)):min((w+1)*chunk, len(pids))]
+		sub := s
+		if w > 0 {
+			sub = &procScanner{proc: s.proc, buf: make([]byte, 16<<10), self: s.self, euid: s.euid}
+		}
+		wg.Go(func() {
+			for _, pid := range part {
+				if sub.mayBeMarked(pid, entry) {
+					parts[w] = append(parts[w], pid)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	for _, p := range parts {
+		found = append(found, p...)
 	}
 	return found, len(pids), nil
 }
 
 // pgrp returns the process group of pid.
 func (s *procScanner) pgrp(pid int) (int, bool) {
-	data, _, err := s.read(pid, "stat")
+	data, _, err := s.read(pid, "stat", false)
 	if err != nil {
 		return 0, false
 	}
