@@ -2,6 +2,7 @@ package agentproc
 
 import (
 	"context"
+	"errors"
 	"maps"
 	"os"
 	"path/filepath"
@@ -162,6 +163,10 @@ func (m *Manager) start(req Request, owner string) (*Process, error) {
 	if err != nil {
 		return nil, err
 	}
+	var warnings []string
+	if m.cfg.bgDetect && posixShell(m.cfg.shell) {
+		command, req.Background, warnings = detectBackground(command, req.Background)
+	}
 	if err := validateEnv(req.Env); err != nil {
 		return nil, err
 	}
@@ -189,7 +194,7 @@ func (m *Manager) start(req Request, owner string) (*Process, error) {
 	m.wg.Add(1)
 	m.mu.Unlock()
 
-	p, err := m.spawn(req, owner, command, dir, seq)
+	p, err := m.spawn(req, owner, command, dir, seq, warnings)
 	if err != nil {
 		m.mu.Lock()
 		m.running--
@@ -211,7 +216,7 @@ func (m *Manager) start(req Request, owner string) (*Process, error) {
 
 // spawn starts the command. The caller has reserved a running slot and a
 // supervise goroutine in m.wg.
-func (m *Manager) spawn(req Request, owner, command, dir string, seq uint64) (*Process, error) {
+func (m *Manager) spawn(req Request, owner, command, dir string, seq uint64, warnings []string) (*Process, error) {
 	id := uuid.NewString()
 	env := m.buildEnv(req.Env, id)
 	// Containment beyond the process group (marker sweep, cgroup) is set up
@@ -235,7 +240,7 @@ func (m *Manager) spawn(req Request, owner, command, dir string, seq uint64) (*P
 	cmd.Stderr = w
 	sys := &sysProc{}
 	cmd.Cancel = func() error {
-		if err := sys.signal(SignalKill); err != nil && !xerrors.Is(err, errNoProcess) {
+		if err := sys.signal(SignalKill); err != nil && !errors.Is(err, errNoProcess) {
 			return err
 		}
 		return nil
@@ -263,6 +268,7 @@ func (m *Manager) spawn(req Request, owner, command, dir string, seq uint64) (*P
 		return fail("start "+m.cfg.shell[0]+ctr.describe(), err)
 	}
 	ctr.started(cmd)
+	growPipe(r)
 	// Only the child holds the write end now, so EOF comes when the last
 	// process of the tree that inherited it is gone.
 	_ = w.Close()
@@ -293,6 +299,7 @@ func (m *Manager) spawn(req Request, owner, command, dir string, seq uint64) (*P
 			WorkDir:    dir,
 			Owner:      owner,
 			Background: req.Background,
+			Warnings:   warnings,
 			Running:    true,
 			PID:        cmd.Process.Pid,
 			StartedAt:  m.cfg.clock.Now("agentproc", "start"),
@@ -310,15 +317,23 @@ func (m *Manager) spawn(req Request, owner, command, dir string, seq uint64) (*P
 	return p, nil
 }
 
+// readBuffers recycles the reader's chunk between processes: most commands
+// are short, and a fresh 64 KiB per start showed up in Start+Wait.
+var readBuffers = sync.Pool{New: func() any {
+	b := make([]byte, 64<<10)
+	return &b
+}}
+
 // copyOutput copies the pipe into the buffer until EOF or a read error
 // (the drain deadline). The buffer never fails or blocks, so the child is
 // only ever slowed by the copy itself.
 func copyOutput(buf *outputBuffer, r *os.File) {
-	chunk := make([]byte, 64<<10)
+	chunk := readBuffers.Get().(*[]byte)
+	defer readBuffers.Put(chunk)
 	for {
-		n, err := r.Read(chunk)
+		n, err := r.Read(*chunk)
 		if n > 0 {
-			_, _ = buf.Write(chunk[:n])
+			_, _ = buf.Write((*chunk)[:n])
 		}
 		if err != nil {
 			return
@@ -377,6 +392,31 @@ func compareSeq(a, b uint64) int {
 		return 1
 	}
 	return 0
+}
+
+// posixShell reports whether shell[0] names a shell that parses sh syntax,
+// so that AnalyzeCommand's reading of the command is the shell's.
+func posixShell(shell []string) bool {
+	name := strings.ToLower(filepath.Base(shell[0]))
+	switch strings.TrimSuffix(name, ".exe") {
+	case "sh", "bash", "dash", "zsh", "ksh", "mksh", "ash", "busybox":
+		return true
+	}
+	return false
+}
+
+// detectBackground applies AnalyzeCommand to a validated command. A command
+// that does not parse, or whose stripped form would be empty, is returned
+// unchanged and not promoted.
+func detectBackground(command string, background bool) (string, bool, []string) {
+	a, err := AnalyzeCommand(command)
+	if err != nil {
+		return command, background, nil
+	}
+	if a.Background && strings.TrimSpace(a.Command) != "" {
+		return a.Command, true, a.Warnings
+	}
+	return command, background, a.Warnings
 }
 
 func validateCommand(command string) (string, error) {

@@ -5,7 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -139,11 +139,17 @@ func TestStartForegroundAndBackground(t *testing.T) {
 func TestInvalidRequests(t *testing.T) {
 	t.Parallel()
 	m := newManager(t)
-	file := filepath.Join(t.TempDir(), "file")
-	if err := os.WriteFile(file, nil, 0o600); err != nil {
+	// os.CreateTemp and os.Remove rather than t.TempDir: Wine's unlinkat
+	// cannot remove a non-empty directory tree, which fails TempDir's cleanup
+	// in the Windows run.
+	f, err := os.CreateTemp("", "agentproc-test-")
+	if err != nil {
 		t.Fatal(err)
 	}
-	missing := filepath.Join(t.TempDir(), "missing")
+	file := f.Name()
+	_ = f.Close()
+	t.Cleanup(func() { _ = os.Remove(file) })
+	missing := file + "-missing"
 	tests := []struct {
 		name    string
 		req     agentproc.Request
@@ -152,7 +158,7 @@ func TestInvalidRequests(t *testing.T) {
 		{"empty", agentproc.Request{Command: ""}, "empty command"},
 		{"whitespace", agentproc.Request{Command: " \t\n "}, "empty command"},
 		{"nul", agentproc.Request{Command: "echo a\x00b"}, "NUL"},
-		{"missing dir", agentproc.Request{Command: "echo", WorkDir: missing}, missing},
+		{"missing dir", agentproc.Request{Command: "echo", WorkDir: missing}, strconv.Quote(missing)},
 		{"file as dir", agentproc.Request{Command: "echo", WorkDir: file}, "not a directory"},
 		{"empty env key", agentproc.Request{Command: "echo", Env: map[string]string{"": "x"}}, "empty key"},
 		{"env key with =", agentproc.Request{Command: "echo", Env: map[string]string{"A=B": "x"}}, `"A=B"`},

@@ -34,6 +34,7 @@ type config struct {
 	grace        time.Duration
 	maxRunning   int
 	cgroupParent string
+	bgDetect     bool
 }
 
 // Defaults, named so the README and tests can refer to them.
@@ -57,6 +58,7 @@ func defaultConfig() config {
 		retainAge:    DefaultRetention,
 		maxExited:    DefaultMaxExited,
 		grace:        DefaultGracePeriod,
+		bgDetect:     true,
 	}
 }
 
@@ -157,6 +159,16 @@ func WithMaxRunning(n int) Option {
 // to weaker containment. "" (the default) turns it off.
 func WithCgroup(parent string) Option {
 	return optionFunc(func(c *config) { c.cgroupParent = parent })
+}
+
+// WithBackgroundDetection turns the parsing of commands for a trailing
+// top-level & on or off (default on). When on, and the shell is a POSIX
+// shell (sh, bash, dash, zsh, ksh, ash), Start runs AnalyzeCommand: a
+// trailing & is removed and the request becomes a Background one, and the
+// analysis's warnings go into Info.Warnings. A command that does not parse
+// runs unchanged (the shell reports the error) and is not promoted.
+func WithBackgroundDetection(on bool) Option {
+	return optionFunc(func(c *config) { c.bgDetect = on })
 }
 
 // homeDir is a variable so the fallback is visible in one place.

@@ -2,8 +2,10 @@ package agentproc
 
 import (
 	"context"
+	"errors"
 	"os"
 	"os/exec"
+	"slices"
 	"sync"
 	"time"
 
@@ -54,8 +56,11 @@ type Info struct {
 	WorkDir    string `json:"workdir"`
 	Owner      string `json:"owner,omitempty"`
 	Background bool   `json:"background"`
-	Running    bool   `json:"running"`
-	PID        int    `json:"pid"`
+	// Warnings holds what background detection found worth telling the
+	// caller (see AnalyzeCommand); nil when nothing.
+	Warnings []string `json:"warnings,omitempty"`
+	Running  bool     `json:"running"`
+	PID      int      `json:"pid"`
 	// ExitCode is nil while running; 128+N when signal N ended the process.
 	ExitCode *int `json:"exit_code"`
 	// Signal is the name of the signal that ended the process ("SIGKILL"),
@@ -129,6 +134,7 @@ func (p *Process) infoLocked() Info {
 		code := *info.ExitCode
 		info.ExitCode = &code
 	}
+	info.Warnings = slices.Clone(info.Warnings)
 	return info
 }
 
@@ -178,7 +184,7 @@ func (p *Process) Signal(sig Signal) error {
 
 func (p *Process) signalLocked(sig Signal) error {
 	err := p.sys.signal(sig)
-	if xerrors.Is(err, errNoProcess) {
+	if errors.Is(err, errNoProcess) {
 		return ErrNotRunning
 	}
 	if err != nil {
