@@ -257,9 +257,16 @@ func (m *Manager) start(req Request, owner string) (*Process, error) {
 func (m *Manager) spawn(req Request, owner, command, dir string, seq uint64, warnings []string) (*Process, error) {
 	id := uuid.NewString()
 	env := m.buildEnv(req.Env, id)
+	// Containment beyond the process group (marker sweep, cgroup) is set up
+	// first: a cgroup that cannot be made fails Start before anything runs.
+	ctr, err := newContainment(id, &m.cfg)
+	if err != nil {
+		return nil, xerrors.Errorf("agentproc: set up containment: %w", err)
+	}
 
 	r, w, err := os.Pipe()
 	if err != nil {
+		_ = ctr.release()
 		return nil, xerrors.Errorf("agentproc: create output pipe: %w", err)
 	}
 	ctx, kill := context.WithCancel(context.Background())
@@ -282,6 +289,7 @@ func (m *Manager) spawn(req Request, owner, command, dir string, seq uint64, war
 	cmd.WaitDelay = pipeDrain
 
 	fail := func(step string, err error) (*Process, error) {
+		_ = ctr.release()
 		kill()
 		_ = r.Close()
 		_ = w.Close()
@@ -290,10 +298,14 @@ func (m *Manager) spawn(req Request, owner, command, dir string, seq uint64, war
 	if err := sys.prepare(cmd); err != nil {
 		return fail("prepare process", err)
 	}
+	if err := ctr.prepare(cmd); err != nil {
+		return fail("prepare containment", err)
+	}
 	if err := cmd.Start(); err != nil {
 		sys.release()
-		return fail("start "+m.cfg.shell[0], err)
+		return fail("start "+m.cfg.shell[0]+ctr.describe(), err)
 	}
+	ctr.started(cmd)
 	growPipe(r)
 	// Only the child holds the write end now, so EOF comes when the last
 	// process of the tree that inherited it is gone.
@@ -301,6 +313,8 @@ func (m *Manager) spawn(req Request, owner, command, dir string, seq uint64, war
 	if err := sys.started(cmd); err != nil {
 		_ = cmd.Wait()
 		sys.release()
+		_ = ctr.killEscaped()
+		_ = ctr.release()
 		kill()
 		_ = r.Close()
 		return nil, xerrors.Errorf("agentproc: contain process: %w", err)
@@ -313,6 +327,7 @@ func (m *Manager) spawn(req Request, owner, command, dir string, seq uint64, war
 		seq:   seq,
 		buf:   newOutputBuffer(m.cfg.headBytes, m.cfg.tailBytes),
 		sys:   sys,
+		ctr:   ctr,
 		cmd:   cmd,
 		kill:  kill,
 		done:  make(chan struct{}),

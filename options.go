@@ -33,6 +33,7 @@ type config struct {
 	maxExited    int
 	grace        time.Duration
 	maxRunning   int
+	cgroupParent string
 	bgDetect     bool
 	logDir       string
 	logMaxBytes  int64
@@ -143,6 +144,23 @@ func WithGracePeriod(d time.Duration) Option {
 // ErrTooManyProcesses beyond it. 0, the default, means unlimited.
 func WithMaxRunning(n int) Option {
 	return optionFunc(func(c *config) { c.maxRunning = max(n, 0) })
+}
+
+// WithCgroup runs every process in a cgroup v2 of its own, created as a
+// child of parent (an absolute path inside the cgroup v2 hierarchy, such as
+// /sys/fs/cgroup/agents) and removed after the process exits. The shell is
+// created inside it, so every descendant is too, including those that leave
+// the process group and clear their environment; stopping kills the whole
+// cgroup. Where parent enables the memory controller for its children,
+// Info.MaxRSS is the tree's memory.peak; Info.CPUTime is then the whole
+// tree's CPU time.
+//
+// Linux only. If parent is not a writable cgroup v2 directory, or this is
+// not Linux, Start fails (wrapping ErrInvalidRequest, or
+// errors.ErrUnsupported where cgroup v2 is unavailable); it never falls back
+// to weaker containment. "" (the default) turns it off.
+func WithCgroup(parent string) Option {
+	return optionFunc(func(c *config) { c.cgroupParent = parent })
 }
 
 // WithBackgroundDetection turns the parsing of commands for a trailing
