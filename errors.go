@@ -22,6 +22,13 @@ var (
 	// ErrInvalidRequest is returned, wrapped with the reason, for a Request
 	// or argument that cannot be used. Nothing is started.
 	ErrInvalidRequest = xerrors.New("agentproc: invalid request")
+	// ErrExited is returned by Process.WaitMatch when the process exits
+	// without writing a matching line.
+	ErrExited = xerrors.New("agentproc: process exited")
+	// ErrKeyConflict is returned by Start when the request's Key names a
+	// retained process of the same owner that was started with a different
+	// Command, WorkDir, Env or Background.
+	ErrKeyConflict = xerrors.New("agentproc: key used by a different request")
 )
 
 // errNoProcess is what the OS layer returns when a signal finds no live

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"cdr.dev/slog/v3"
 	"github.com/google/uuid"
@@ -36,6 +37,18 @@ type Request struct {
 	// Background marks a command meant to keep running (a server). It is
 	// recorded in Info; the process is supervised exactly like any other.
 	Background bool `json:"background,omitempty"`
+	// Timeout limits how long the command may run, measured from its start
+	// with the Manager's clock. When it expires the process is stopped like
+	// Stop does (terminate, grace period, kill) with Reason ReasonTimeout.
+	// 0 means no limit; a negative Timeout is ErrInvalidRequest. It does not
+	// bound how long anyone waits: that is the ctx of each call.
+	Timeout time.Duration `json:"timeout_ns,omitempty"`
+	// Key makes Start idempotent within the owner: while a process started
+	// with the same Key is retained, a Start with the same Command, WorkDir,
+	// Env and Background returns that process (running or exited) and starts
+	// nothing, and a Start with a different one is ErrKeyConflict. The key
+	// is free again once retention drops the process. "" means no key.
+	Key string `json:"key,omitempty"`
 }
 
 // Manager starts and supervises processes. Use New to make one and Close to
@@ -47,6 +60,7 @@ type Manager struct {
 
 	mu      sync.Mutex
 	procs   map[string]*Process
+	keys    map[keyID]*keyEntry // see keys.go
 	seq     uint64
 	running int
 	closed  bool
@@ -104,6 +118,9 @@ func (m *Manager) Close() error {
 	// Processes whose Start was in flight when closed was set are still
 	// supervised; waiting on wg covers them too.
 	m.wg.Wait()
+	m.mu.Lock()
+	m.removeLogsLocked()
+	m.mu.Unlock()
 	return nil
 }
 
@@ -170,17 +187,31 @@ func (m *Manager) start(req Request, owner string) (*Process, error) {
 	if err := validateEnv(req.Env); err != nil {
 		return nil, err
 	}
+	if err := validateTimeout(req.Timeout); err != nil {
+		return nil, err
+	}
 	dir, err := m.resolveWorkDir(req.WorkDir)
 	if err != nil {
 		return nil, err
 	}
 
+	var claim *keyEntry
+	if req.Key != "" {
+		p, c, err := m.claimKey(req, owner)
+		if p != nil || err != nil {
+			return p, err
+		}
+		claim = c
+	}
+
 	m.mu.Lock()
 	if m.closed {
+		m.settleKeyLocked(claim, nil)
 		m.mu.Unlock()
 		return nil, ErrClosed
 	}
 	if m.cfg.maxRunning > 0 && m.running >= m.cfg.maxRunning {
+		m.settleKeyLocked(claim, nil)
 		m.mu.Unlock()
 		return nil, xerrors.Errorf("%d running: %w", m.running, ErrTooManyProcesses)
 	}
@@ -198,6 +229,7 @@ func (m *Manager) start(req Request, owner string) (*Process, error) {
 	if err != nil {
 		m.mu.Lock()
 		m.running--
+		m.settleKeyLocked(claim, nil)
 		m.mu.Unlock()
 		m.wg.Done()
 		return nil, err
@@ -205,7 +237,13 @@ func (m *Manager) start(req Request, owner string) (*Process, error) {
 
 	m.mu.Lock()
 	m.procs[p.id] = p
+	m.settleKeyLocked(claim, p)
 	closed := m.closed
+	if closed && p.exited() {
+		// Close swept the logs before p was listed, and p's exit came
+		// before Close began; a later exit removes its own.
+		p.log.remove()
+	}
 	m.mu.Unlock()
 	if closed {
 		// Close ran while this process was spawning and did not see it.
@@ -219,9 +257,16 @@ func (m *Manager) start(req Request, owner string) (*Process, error) {
 func (m *Manager) spawn(req Request, owner, command, dir string, seq uint64, warnings []string) (*Process, error) {
 	id := uuid.NewString()
 	env := m.buildEnv(req.Env, id)
+	// Containment beyond the process group (marker sweep, cgroup) is set up
+	// first: a cgroup that cannot be made fails Start before anything runs.
+	ctr, err := newContainment(id, &m.cfg)
+	if err != nil {
+		return nil, xerrors.Errorf("agentproc: set up containment: %w", err)
+	}
 
 	r, w, err := os.Pipe()
 	if err != nil {
+		_ = ctr.release()
 		return nil, xerrors.Errorf("agentproc: create output pipe: %w", err)
 	}
 	ctx, kill := context.WithCancel(context.Background())
@@ -244,6 +289,7 @@ func (m *Manager) spawn(req Request, owner, command, dir string, seq uint64, war
 	cmd.WaitDelay = pipeDrain
 
 	fail := func(step string, err error) (*Process, error) {
+		_ = ctr.release()
 		kill()
 		_ = r.Close()
 		_ = w.Close()
@@ -252,10 +298,14 @@ func (m *Manager) spawn(req Request, owner, command, dir string, seq uint64, war
 	if err := sys.prepare(cmd); err != nil {
 		return fail("prepare process", err)
 	}
+	if err := ctr.prepare(cmd); err != nil {
+		return fail("prepare containment", err)
+	}
 	if err := cmd.Start(); err != nil {
 		sys.release()
-		return fail("start "+m.cfg.shell[0], err)
+		return fail("start "+m.cfg.shell[0]+ctr.describe(), err)
 	}
+	ctr.started(cmd)
 	growPipe(r)
 	// Only the child holds the write end now, so EOF comes when the last
 	// process of the tree that inherited it is gone.
@@ -263,6 +313,8 @@ func (m *Manager) spawn(req Request, owner, command, dir string, seq uint64, war
 	if err := sys.started(cmd); err != nil {
 		_ = cmd.Wait()
 		sys.release()
+		_ = ctr.killEscaped()
+		_ = ctr.release()
 		kill()
 		_ = r.Close()
 		return nil, xerrors.Errorf("agentproc: contain process: %w", err)
@@ -275,6 +327,7 @@ func (m *Manager) spawn(req Request, owner, command, dir string, seq uint64, war
 		seq:   seq,
 		buf:   newOutputBuffer(m.cfg.headBytes, m.cfg.tailBytes),
 		sys:   sys,
+		ctr:   ctr,
 		cmd:   cmd,
 		kill:  kill,
 		done:  make(chan struct{}),
@@ -288,15 +341,19 @@ func (m *Manager) spawn(req Request, owner, command, dir string, seq uint64, war
 			Running:    true,
 			PID:        cmd.Process.Pid,
 			StartedAt:  m.cfg.clock.Now("agentproc", "start"),
+			Timeout:    req.Timeout,
 		},
 	}
+	p.log = m.openOutputLog(id)
+	p.info.LogPath = p.log.pathOrEmpty()
+	p.enforceTimeout(req.Timeout)
 	m.cfg.logger.Debug(context.Background(), "started process",
 		slog.F("id", id), slog.F("pid", cmd.Process.Pid), slog.F("owner", owner))
 
 	readerDone := make(chan struct{})
 	go func() {
 		defer close(readerDone)
-		copyOutput(p.buf, r)
+		copyOutput(p.buf, p.log, r)
 	}()
 	go p.supervise(r, readerDone)
 	return p, nil
@@ -309,16 +366,19 @@ var readBuffers = sync.Pool{New: func() any {
 	return &b
 }}
 
-// copyOutput copies the pipe into the buffer until EOF or a read error
-// (the drain deadline). The buffer never fails or blocks, so the child is
-// only ever slowed by the copy itself.
-func copyOutput(buf *outputBuffer, r *os.File) {
+// copyOutput copies the pipe into the buffer, and the output log's queue if
+// there is one, until EOF or a read error (the drain deadline), then waits
+// for the log to be written. Neither ever fails or blocks, so the child is
+// only ever slowed by the copies themselves.
+func copyOutput(buf *outputBuffer, log *outputLog, r *os.File) {
+	defer log.finish()
 	chunk := readBuffers.Get().(*[]byte)
 	defer readBuffers.Put(chunk)
 	for {
 		n, err := r.Read(*chunk)
 		if n > 0 {
 			_, _ = buf.Write((*chunk)[:n])
+			log.enqueue((*chunk)[:n])
 		}
 		if err != nil {
 			return
@@ -327,10 +387,13 @@ func copyOutput(buf *outputBuffer, r *os.File) {
 }
 
 // exited is called once by each process's supervisor after its exit is
-// published.
-func (m *Manager) exited(*Process) {
+// published in Info and before Done is closed.
+func (m *Manager) exited(p *Process) {
 	m.mu.Lock()
 	m.running--
+	if m.closed {
+		p.log.remove() // Close may have swept the logs before this exit
+	}
 	m.reapLocked()
 	m.mu.Unlock()
 }
@@ -351,6 +414,7 @@ func (m *Manager) reapLocked() {
 		info := p.Info()
 		if !info.ExitedAt.Add(m.cfg.retainAge).After(now) {
 			delete(m.procs, id)
+			m.droppedLocked(p)
 			continue
 		}
 		kept = append(kept, exitedProc{p, info})
@@ -366,7 +430,15 @@ func (m *Manager) reapLocked() {
 	})
 	for _, e := range kept[:len(kept)-m.cfg.maxExited] {
 		delete(m.procs, e.p.id)
+		m.droppedLocked(e.p)
 	}
+}
+
+// droppedLocked releases what a process held in the Manager once retention
+// has dropped it: its Key and its output log.
+func (m *Manager) droppedLocked(p *Process) {
+	m.freeKeyLocked(p)
+	p.log.remove()
 }
 
 func compareSeq(a, b uint64) int {

@@ -31,8 +31,19 @@ const helperEnv = "AGENTPROC_TEST_HELPER"
 // runHelper is the child's main. Modes:
 //   - "ready": print "ready" once the runtime's signal handling is set up,
 //     then block until a signal ends the process.
+//   - "pieces": write the pieces of helperPiecesEnv one by one, waiting for
+//     a byte on the FIFO at helperFIFOEnv between two pieces (Unix only).
+//   - "stream": write helperBytesEnv bytes of text in 64 KiB writes.
+//   - "ticks": for each byte read from the FIFO at helperFIFOEnv, write one
+//     line holding the wall clock in Unix nanoseconds.
 func runHelper(mode string) int {
 	switch mode {
+	case "pieces":
+		return helperPieces()
+	case "stream":
+		return helperStream()
+	case "ticks":
+		return helperTicks()
 	case "ready":
 		fmt.Println("ready")
 		time.Sleep(time.Hour) // a child waiting to be signalled, not synchronisation
@@ -44,7 +55,7 @@ func runHelper(mode string) int {
 
 // helperRequest returns a Request that runs the test binary as a helper in
 // the given mode, exec'd by the shell so that signals reach it directly.
-func helperRequest(t *testing.T, mode string) agentproc.Request {
+func helperRequest(t testing.TB, mode string) agentproc.Request {
 	t.Helper()
 	exe, err := os.Executable()
 	if err != nil {
