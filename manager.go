@@ -451,16 +451,6 @@ func (m *Manager) droppedLocked(p *Process) {
 	p.log.remove()
 }
 
-func compareSeq(a, b uint64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
-}
-
 // posixShell reports whether shell[0] names a shell that parses sh syntax,
 // so that AnalyzeCommand's reading of the command is the shell's.
 func posixShell(shell []string) bool {

@@ -34,9 +34,9 @@ func newProcScanner() (*procScanner, error) {
 	// buf and dents are made on first use: the sweep after a short
 	// command's exit usually probes a handful of PIDs and lists nothing.
 	return &procScanner{
-		proc:  fd,
-		self:  os.Getpid(),
-		euid:  uint32(os.Geteuid()),
+		proc: fd,
+		self: os.Getpid(),
+		euid: uint32(os.Geteuid()),
 	}, nil
 }
 
