@@ -167,7 +167,7 @@ func (c *containment) signalNewLocked(s *procScanner, sig unix.Signal) int {
 	if c.cg != nil {
 		cands = c.cg.members()
 	}
-	marked, _, err := s.markedPIDs(c.entry)
+	marked, _, err := s.markedPIDs(c.entry, c.leader)
 	if err == nil {
 		cands = append(cands, marked...)
 	}

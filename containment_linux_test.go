@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coder/quartz"
 	"github.com/google/uuid"
 	"golang.org/x/sys/unix"
 
@@ -121,22 +122,28 @@ var cgroupEscapes = []escape{
 // stopPath ends a running tree. suffix follows the escape in the command:
 // the shell prints "ready" and execs a leader that runs until it is stopped
 // or, to exercise the cleanup after the shell exits, killed by the test
-// behind the library's back. A timeout path is one more entry here.
+// behind the library's back. The timeout path runs under a mock clock
+// (clk is nil for the others) with Request.Timeout set to timeoutAfter.
 type stopPath struct {
-	name   string
-	suffix string
-	stop   func(t *testing.T, m *agentproc.Manager, p *agentproc.Process) agentproc.Info
+	name    string
+	suffix  string
+	timeout bool
+	stop    func(t *testing.T, m *agentproc.Manager, p *agentproc.Process, clk *quartz.Mock) agentproc.Info
 }
 
+// timeoutAfter is the Request.Timeout of the timeout stop path; the mock
+// clock only reaches it when the test advances it.
+const timeoutAfter = time.Hour
+
 var stopPaths = []stopPath{
-	{"stop", "\necho ready; exec sleep 1000", func(t *testing.T, _ *agentproc.Manager, p *agentproc.Process) agentproc.Info {
+	{"stop", "\necho ready; exec sleep 1000", false, func(t *testing.T, _ *agentproc.Manager, p *agentproc.Process, _ *quartz.Mock) agentproc.Info {
 		info, err := p.Stop(testContext(t))
 		if err != nil || info.Reason != agentproc.ReasonKilled {
 			t.Errorf("Stop: got (%q, %v), want killed", info.Reason, err)
 		}
 		return info
 	}},
-	{"close", "\necho ready; exec sleep 1000", func(t *testing.T, m *agentproc.Manager, p *agentproc.Process) agentproc.Info {
+	{"close", "\necho ready; exec sleep 1000", false, func(t *testing.T, m *agentproc.Manager, p *agentproc.Process, _ *quartz.Mock) agentproc.Info {
 		if err := m.Close(); err != nil {
 			t.Fatal(err)
 		}
@@ -146,12 +153,32 @@ var stopPaths = []stopPath{
 		}
 		return info
 	}},
-	{"shell exits", "\necho ready; exec sleep 1000", func(t *testing.T, _ *agentproc.Manager, p *agentproc.Process) agentproc.Info {
+	{"shell exits", "\necho ready; exec sleep 1000", false, func(t *testing.T, _ *agentproc.Manager, p *agentproc.Process, _ *quartz.Mock) agentproc.Info {
 		// The leader exits by itself as far as the library knows.
 		if err := unix.Kill(p.Info().PID, unix.SIGKILL); err != nil {
 			t.Fatal(err)
 		}
 		return mustWait(t, p)
+	}},
+	{"timeout", "\necho ready; exec sleep 1000", true, func(t *testing.T, _ *agentproc.Manager, p *agentproc.Process, clk *quartz.Mock) agentproc.Info {
+		ctx := testContext(t)
+		trap := clk.Trap().NewTimer("agentproc", "grace")
+		defer trap.Close()
+		// The timeout's timer exists since Start returned, so advancing
+		// fires it; the ladder then starts its grace timer on the mock.
+		clk.Advance(timeoutAfter).MustWait(ctx)
+		trap.MustWait(ctx).MustRelease(ctx)
+		select {
+		case <-p.Done():
+		default:
+			// Something ignored SIGTERM: let the grace period pass.
+			clk.Advance(5 * time.Second).MustWait(ctx)
+		}
+		info := mustWait(t, p)
+		if info.Reason != agentproc.ReasonTimeout {
+			t.Errorf("reason got %q, want %q", info.Reason, agentproc.ReasonTimeout)
+		}
+		return info
 	}},
 }
 
@@ -162,8 +189,16 @@ func runEscapeMatrix(t *testing.T, cases []escape, opts ...agentproc.Option) {
 		for _, tt := range cases {
 			t.Run(path.name+"/"+tt.name, func(t *testing.T) {
 				t.Parallel()
-				m := newManager(t, append([]agentproc.Option{agentproc.WithGracePeriod(5 * time.Second)}, opts...)...)
-				p := mustStart(t, m, agentproc.Request{Command: tt.cmd + path.suffix})
+				mopts := append([]agentproc.Option{agentproc.WithGracePeriod(5 * time.Second)}, opts...)
+				req := agentproc.Request{Command: tt.cmd + path.suffix}
+				var clk *quartz.Mock
+				if path.timeout {
+					clk = quartz.NewMock(t)
+					mopts = append(mopts, agentproc.WithClock(clk))
+					req.Timeout = timeoutAfter
+				}
+				m := newManager(t, mopts...)
+				p := mustStart(t, m, req)
 				waitForOutput(t, p, regexp.MustCompile(`ready`))
 				var pids []int
 				if tt.prints {
@@ -172,7 +207,7 @@ func runEscapeMatrix(t *testing.T, cases []escape, opts ...agentproc.Option) {
 				}
 				waitMarked(t, p.ID(), "sleep", tt.sleeps, p.Info().PID)
 				start := time.Now()
-				info := path.stop(t, m, p)
+				info := path.stop(t, m, p, clk)
 				took := time.Since(start)
 				requireNoMarked(t, p.ID())
 				requireGone(t, pids)

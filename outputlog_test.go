@@ -3,7 +3,6 @@ package agentproc
 import (
 	"bytes"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -12,11 +11,14 @@ import (
 // log instead of blocking the reader, and the gap is marked in the file.
 func TestOutputLogBacklogDropsAndMarks(t *testing.T) {
 	t.Parallel()
-	path := filepath.Join(t.TempDir(), "log")
-	f, err := os.Create(path)
+	// A file beside the system temp dir, removed by name: under Wine (the
+	// Windows run) t.TempDir's RemoveAll cannot delete a non-empty tree.
+	f, err := os.CreateTemp("", "agentproc-backlog-*.log")
 	if err != nil {
 		t.Fatal(err)
 	}
+	path := f.Name()
+	t.Cleanup(func() { _ = os.Remove(path) })
 	// No writer goroutine yet: everything stays queued.
 	l := &outputLog{path: path, f: f, wake: make(chan struct{}, 1), done: make(chan struct{})}
 	chunk := bytes.Repeat([]byte("x"), 64<<10)

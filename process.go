@@ -121,6 +121,8 @@ type Process struct {
 	kill context.CancelFunc
 	done chan struct{}
 
+	dropped bool // retention dropped it; guarded by Manager.mu
+
 	mu         sync.Mutex
 	info       Info
 	stopReason ExitReason // why this package is ending it, "" if it is not

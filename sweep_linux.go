@@ -31,12 +31,12 @@ func newProcScanner() (*procScanner, error) {
 	if err != nil {
 		return nil, xerrors.Errorf("open /proc: %w", err)
 	}
+	// buf and dents are made on first use: the sweep after a short
+	// command's exit usually probes a handful of PIDs and lists nothing.
 	return &procScanner{
-		proc:  fd,
-		buf:   make([]byte, 16<<10),
-		dents: make([]byte, 32<<10),
-		self:  os.Getpid(),
-		euid:  uint32(os.Geteuid()),
+		proc: fd,
+		self: os.Getpid(),
+		euid: uint32(os.Geteuid()),
 	}, nil
 }
 
@@ -49,6 +49,9 @@ func (s *procScanner) pids() ([]int, error) {
 		return nil, xerrors.Errorf("rewind /proc: %w", err)
 	}
 	s.names = s.names[:0]
+	if s.dents == nil {
+		s.dents = make([]byte, 32<<10)
+	}
 	for {
 		n, err := unix.Getdents(s.proc, s.dents)
 		if err == unix.EINTR {
@@ -84,6 +87,9 @@ func (s *procScanner) read(pid int, name string, owner bool) ([]byte, uint32, er
 		return nil, 0, err
 	}
 	defer unix.Close(fd)
+	if len(s.buf) == 0 {
+		s.buf = make([]byte, 16<<10)
+	}
 	n := 0
 	for {
 		if n == len(s.buf) {
@@ -136,11 +142,57 @@ func (s *procScanner) mayBeMarked(pid int, entry []byte) bool {
 // microseconds, so only large process tables gain from spreading it.
 const scanWorkersMin = 256
 
-// markedPIDs returns every process that mayBeMarked accepts, and how many
-// processes were looked at. Large process tables are split across up to
-// four goroutines, each with its own buffer.
-func (s *procScanner) markedPIDs(entry []byte) (found []int, scanned int, err error) {
-	pids, err := s.pids()
+// rangeProbeMax is the widest PID range candidatePIDs probes one by one
+// instead of listing /proc.
+const rangeProbeMax = 4096
+
+// candidatePIDs returns the PIDs that can belong to descendants of leader.
+// Linux hands out PIDs in increasing order until it wraps at pid_max, so
+// every descendant got a PID after leader's and at most the namespace's
+// last one (/proc/sys/kernel/ns_last_pid). When that range is narrow, which
+// is the common case of a short command, probing it is far cheaper than
+// listing and reading all of /proc: it keeps the sweep that follows every
+// shell exit out of Start+Wait's cost. After a wrap, or when the range is
+// wide, every process is a candidate.
+func (s *procScanner) candidatePIDs(leader int) ([]int, error) {
+	if leader > 0 {
+		if last, ok := s.lastPID(); ok && last >= leader && last-leader <= rangeProbeMax {
+			pids := make([]int, 0, last-leader)
+			for pid := leader + 1; pid <= last; pid++ {
+				if pid != s.self {
+					pids = append(pids, pid)
+				}
+			}
+			return pids, nil
+		}
+	}
+	return s.pids()
+}
+
+// lastPID returns the last PID allocated in this PID namespace. It reads
+// through the scanner's /proc descriptor into a stack buffer: it runs after
+// every command's exit, where os.ReadFile's allocations showed.
+func (s *procScanner) lastPID() (int, bool) {
+	fd, err := unix.Openat(s.proc, "sys/kernel/ns_last_pid", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return 0, false
+	}
+	defer unix.Close(fd)
+	var buf [24]byte
+	n, err := unix.Read(fd, buf[:])
+	if err != nil || n <= 0 {
+		return 0, false
+	}
+	pid, err := strconv.Atoi(string(bytes.TrimSpace(buf[:n])))
+	return pid, err == nil
+}
+
+// markedPIDs returns every candidate process (see candidatePIDs; leader 0
+// means all of /proc) that mayBeMarked accepts, and how many processes were
+// looked at. Large sets are split across up to four goroutines, each with
+// its own buffer.
+func (s *procScanner) markedPIDs(entry []byte, leader int) (found []int, scanned int, err error) {
+	pids, err := s.candidatePIDs(leader)
 	if err != nil {
 		return nil, 0, err
 	}

@@ -8,8 +8,10 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"log"
 	"os"
+	"regexp"
 	"runtime"
 	"strings"
 	"time"
@@ -21,6 +23,14 @@ import (
 type commands struct{ server, build string }
 
 func main() {
+	if err := run(os.Stdout, platformCommands()); err != nil {
+		log.Fatal(err)
+	}
+}
+
+// platformCommands returns the demo's commands for the default shell of
+// this platform.
+func platformCommands() commands {
 	cmds := commands{
 		// A "server" that prints a line every 100 ms forever.
 		server: `i=0; echo "server: listening"; while :; do i=$((i+1)); echo "server: request $i"; sleep 0.1; done`,
@@ -33,12 +43,10 @@ func main() {
 			build:  `(for /l %i in (0,1,199999) do @echo compiling file_%i.go)& echo build ok`,
 		}
 	}
-	if err := run(cmds); err != nil {
-		log.Fatal(err)
-	}
+	return cmds
 }
 
-func run(cmds commands) error {
+func run(w io.Writer, cmds commands) error {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 
@@ -49,73 +57,93 @@ func run(cmds commands) error {
 	if err != nil {
 		return err
 	}
-	fmt.Printf("started server   %s (pid %d)\n", server.ID(), server.Info().PID)
+	fmt.Fprintf(w, "started server   %s (pid %d)\n", server.ID(), server.Info().PID)
+	// Wait for readiness by what the server says, not for a fixed time.
+	line, err := server.WaitMatch(ctx, regexp.MustCompile(`listening`))
+	if err != nil {
+		return fmt.Errorf("server never got ready: %w", err)
+	}
+	fmt.Fprintf(w, "server is ready: %q\n", line)
+	// Remember where its output stands, to read only what comes next.
+	seen, err := server.Read(0)
+	if err != nil {
+		return err
+	}
 
 	build, err := m.Start(agentproc.Request{Command: cmds.build})
 	if err != nil {
 		return err
 	}
-	fmt.Printf("started build    %s (pid %d)\n", build.ID(), build.Info().PID)
+	fmt.Fprintf(w, "started build    %s (pid %d)\n", build.ID(), build.Info().PID)
 
 	info, err := build.Wait(ctx)
 	if err != nil {
 		return fmt.Errorf("wait for build: %w", err)
 	}
 	out := build.Output()
-	fmt.Printf("\nbuild exited: code %d, reason %s, took %s\n",
+	fmt.Fprintf(w, "\nbuild exited: code %d, reason %s, took %s\n",
 		*info.ExitCode, info.Reason, info.ExitedAt.Sub(info.StartedAt).Round(time.Millisecond))
 	if t := out.Truncated; t != nil {
-		fmt.Printf("output: %d bytes written, %d kept, %d omitted (%s)\n",
+		fmt.Fprintf(w, "output: %d bytes written, %d kept, %d omitted (%s)\n",
 			t.OriginalBytes, t.RetainedBytes, t.OmittedBytes, t.Strategy)
 	}
-	fmt.Println("what a model would see (first and last lines):")
-	printEnds(out.Text, 3)
+	fmt.Fprintln(w, "what a model would see (first and last lines):")
+	printEnds(w, out.Text, 3)
 
-	fmt.Println("\nprocesses:")
+	fmt.Fprintln(w, "\nprocesses:")
 	for _, p := range m.List() {
 		state := "running"
 		if !p.Running {
 			state = fmt.Sprintf("exited %d", *p.ExitCode)
 		}
-		fmt.Printf("  %-36s %-10s background=%-5v %s\n", p.ID, state, p.Background, p.Command[:min(len(p.Command), 30)]+"...")
+		fmt.Fprintf(w, "  %-36s %-10s background=%-5v %s\n", p.ID, state, p.Background, p.Command[:min(len(p.Command), 30)]+"...")
 	}
+
+	// Only what the server printed since we last looked: Next is the
+	// absolute offset to continue from.
+	news, err := server.Read(seen.Next)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "\nserver printed %d new bytes while the build ran (offset %d to %d)\n",
+		news.Next-news.Offset, news.Offset, news.Next)
 
 	stopped, err := server.Stop(ctx)
 	if err != nil {
 		return fmt.Errorf("stop server: %w", err)
 	}
-	fmt.Printf("\nserver stopped: reason %s, signal %q, exit code %d\n",
+	fmt.Fprintf(w, "\nserver stopped: reason %s, signal %q, exit code %d\n",
 		stopped.Reason, stopped.Signal, *stopped.ExitCode)
-	fmt.Println("server's last lines:")
+	fmt.Fprintln(w, "server's last lines:")
 	text := server.Output().Text
-	printEnds(text, 0)
+	printEnds(w, text, 0)
 
 	if err := m.Close(); err != nil {
 		return err
 	}
-	fmt.Println("\nmanager closed; nothing is left running")
+	fmt.Fprintln(w, "\nmanager closed; nothing is left running")
 	return nil
 }
 
 // printEnds prints the first head lines (and the omission marker, if any)
 // and the last 3 lines of text.
-func printEnds(text string, head int) {
+func printEnds(w io.Writer, text string, head int) {
 	lines := strings.Split(strings.TrimRight(text, "\r\n"), "\n")
 	if len(lines) <= head+4 {
 		for _, l := range lines {
-			fmt.Fprintln(os.Stdout, "  |", strings.TrimRight(l, "\r"))
+			fmt.Fprintln(w, "  |", strings.TrimRight(l, "\r"))
 		}
 		return
 	}
 	for _, l := range lines[:head] {
-		fmt.Println("  |", strings.TrimRight(l, "\r"))
+		fmt.Fprintln(w, "  |", strings.TrimRight(l, "\r"))
 	}
 	for _, l := range lines[head : len(lines)-3] {
 		if strings.HasPrefix(l, "[... ") {
-			fmt.Println("  |", l)
+			fmt.Fprintln(w, "  |", l)
 		}
 	}
 	for _, l := range lines[len(lines)-3:] {
-		fmt.Println("  |", strings.TrimRight(l, "\r"))
+		fmt.Fprintln(w, "  |", strings.TrimRight(l, "\r"))
 	}
 }
