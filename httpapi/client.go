@@ -7,6 +7,8 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"regexp"
+	"strconv"
 	"strings"
 	"time"
 
@@ -38,9 +40,16 @@ type OutputOptions struct {
 	// Wait blocks until the process exits, the server's cap passes, or
 	// Timeout passes (?wait=true).
 	Wait bool
+	// WaitFor, when not nil, blocks until a line of output matches it
+	// (?wait_for=), with the same bounds as Wait. Use one of Wait and
+	// WaitFor.
+	WaitFor *regexp.Regexp
 	// Timeout bounds the wait on the server (?timeout=); 0 leaves only the
 	// server's cap. The ctx passed to Output bounds it on the client.
 	Timeout time.Duration
+	// Offset, when not nil, asks for a read from that absolute offset
+	// (?offset=) instead of a snapshot; Output.Position is then set.
+	Offset *int64
 }
 
 // Start starts a process (POST /start).
@@ -70,8 +79,14 @@ func (c *Client) Output(ctx context.Context, id string, opts OutputOptions) (Out
 	if opts.Wait {
 		q.Set("wait", "true")
 	}
+	if opts.WaitFor != nil {
+		q.Set("wait_for", opts.WaitFor.String())
+	}
 	if opts.Timeout > 0 {
 		q.Set("timeout", opts.Timeout.String())
+	}
+	if opts.Offset != nil {
+		q.Set("offset", strconv.FormatInt(*opts.Offset, 10))
 	}
 	var resp Output
 	err := c.do(ctx, http.MethodGet, "/"+url.PathEscape(id)+"/output", q, nil, &resp)

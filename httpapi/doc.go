@@ -9,14 +9,19 @@
 //
 // Routes, relative to where the handler is mounted:
 //
-//	POST /start            {"command", "workdir", "env", "background"}
+//	POST /start            {"command", "workdir", "env", "background", "timeout"}
 //	                       -> {"id", "started", "command", "background", "warnings"}
 //	GET  /list             -> {"processes": [Process...]}
 //	GET  /{id}             -> Process
-//	GET  /{id}/output      -> {"output", "truncated", "running", "exit_code", ...}
+//	GET  /{id}/output      -> {"output", "truncated", "running", "exit_code",
+//	                           "reason", "signal", "match", "timed_out"}
 //	     ?wait=true        block until the process exits (at most the
 //	                       server's cap, WithMaxWait)
+//	     ?wait_for=REGEX   block until a line of output matches (RE2 syntax)
 //	     ?timeout=10s      bound a blocking wait further
+//	     ?offset=N         read from absolute offset N instead of taking a
+//	                       snapshot; adds "offset", "next", "omitted", "eof"
+//	                       (agentproc.Chunk), and "output" is the chunk's data
 //	POST /{id}/signal      {"signal": "kill" | "terminate" | "interrupt"}
 //	                       -> {"message"}
 //

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"time"
 
 	"github.com/agentproc/agentproc"
 )
@@ -89,11 +90,23 @@ func (h *handler) start(w http.ResponseWriter, r *http.Request) {
 		writeError(w, &Error{StatusCode: http.StatusBadRequest, Message: "The command is required."})
 		return
 	}
+	var timeout time.Duration
+	if req.Timeout != "" {
+		var err error
+		if timeout, err = time.ParseDuration(req.Timeout); err != nil || timeout <= 0 {
+			writeError(w, &Error{
+				StatusCode: http.StatusBadRequest,
+				Message:    fmt.Sprintf(`Invalid timeout %q: want a positive duration such as "30s".`, req.Timeout),
+			})
+			return
+		}
+	}
 	p, err := s.Start(agentproc.Request{
 		Command:    req.Command,
 		WorkDir:    req.WorkDir,
 		Env:        req.Env,
 		Background: req.Background,
+		Timeout:    timeout,
 	})
 	if err != nil {
 		writeError(w, errorFor(err, ""))

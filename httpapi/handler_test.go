@@ -93,6 +93,20 @@ func TestStartRejectsEmptyCommand(t *testing.T) {
 	}
 }
 
+func TestStartRejectsBadTimeouts(t *testing.T) {
+	t.Parallel()
+	s := newTestServer(t, nil, nil)
+	for _, timeout := range []string{"soon", "10", "0s", "-1s"} {
+		wantError(t, s.raw(t, "POST", "/start", `{"command":"true","timeout":"`+timeout+`"}`), http.StatusBadRequest)
+	}
+	wantError(t, s.raw(t, "POST", "/start", `{"command":"true","timeout":10}`), http.StatusBadRequest)
+	_, err := s.client().Start(testContext(t), httpapi.StartRequest{Command: "true", Timeout: "a while"})
+	wantStatus(t, err, http.StatusBadRequest)
+	if got := s.m.List(); len(got) != 0 {
+		t.Fatalf("bad timeouts started %d processes", len(got))
+	}
+}
+
 func TestBodyTooLarge(t *testing.T) {
 	t.Parallel()
 	s := newTestServer(t, nil, nil)
@@ -121,7 +135,10 @@ func TestOutputRejectsBadQueries(t *testing.T) {
 	t.Parallel()
 	s := newTestServer(t, nil, nil)
 	// The query is checked before the ID.
-	for _, q := range []string{"wait=maybe", "wait=", "wait=true&timeout=soon", "wait=true&timeout=0s", "wait=true&timeout=-1s", "timeout=10"} {
+	for _, q := range []string{
+		"wait=maybe", "wait=", "wait=true&timeout=soon", "wait=true&timeout=0s", "wait=true&timeout=-1s", "timeout=10",
+		"wait_for=(", "wait=true&wait_for=ready", "offset=-1", "offset=x", "offset=1.5",
+	} {
 		r := s.raw(t, "GET", "/"+unknownID+"/output?"+q, "")
 		if q == "wait=" {
 			// An empty value is no value.

@@ -5,8 +5,11 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"regexp"
 	"strconv"
 	"time"
+
+	"github.com/agentproc/agentproc"
 )
 
 // writeHeadroom is how long past the end of a blocking wait the connection's
@@ -15,16 +18,19 @@ const writeHeadroom = 30 * time.Second
 
 // outputQuery is the parsed query of GET /{id}/output.
 type outputQuery struct {
-	wait bool
+	wait    bool           // until exit
+	waitFor *regexp.Regexp // until a line matches; nil for none
 	// limit bounds a blocking wait: the client's timeout, at most the
 	// server's cap.
 	limit time.Duration
+	// offset is where a read starts; -1 asks for a snapshot instead.
+	offset int64
 }
 
 // parseOutputQuery validates the query; an invalid value is the client's
 // mistake and gets a 400 rather than being ignored.
 func parseOutputQuery(q url.Values, maxWait time.Duration) (outputQuery, *Error) {
-	oq := outputQuery{limit: maxWait}
+	oq := outputQuery{limit: maxWait, offset: -1}
 	bad := func(name, value, why string) (outputQuery, *Error) {
 		return outputQuery{}, &Error{
 			StatusCode: http.StatusBadRequest,
@@ -37,6 +43,25 @@ func parseOutputQuery(q url.Values, maxWait time.Duration) (outputQuery, *Error)
 			return bad("wait", v, "want true or false")
 		}
 		oq.wait = wait
+	}
+	if v := q.Get("wait_for"); v != "" {
+		re, err := regexp.Compile(v)
+		if err != nil {
+			return bad("wait_for", v, "not a regular expression: "+err.Error())
+		}
+		if oq.wait {
+			// Sequencing the two waits in one request would hide which
+			// one the timeout ended.
+			return bad("wait_for", v, "use either wait or wait_for, not both")
+		}
+		oq.waitFor = re
+	}
+	if v := q.Get("offset"); v != "" {
+		off, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || off < 0 {
+			return bad("offset", v, "want a byte offset of 0 or more")
+		}
+		oq.offset = off
 	}
 	if v := q.Get("timeout"); v != "" {
 		d, err := time.ParseDuration(v)
@@ -62,25 +87,49 @@ func (h *handler) output(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	if q.wait {
+	var match string
+	matched := false
+	switch {
+	case q.wait:
 		h.hold(w, r, q.limit, func(ctx context.Context) { _, _ = p.Wait(ctx) })
-		if r.Context().Err() != nil {
-			// The client has gone: nobody reads the reply.
+	case q.waitFor != nil:
+		// ErrExited needs no reply of its own: running false and no match
+		// say it.
+		h.hold(w, r, q.limit, func(ctx context.Context) {
+			var err error
+			match, err = p.WaitMatch(ctx, q.waitFor)
+			matched = err == nil
+		})
+	}
+	if r.Context().Err() != nil {
+		// The client has gone: nobody reads the reply.
+		return
+	}
+
+	var resp Output
+	var info agentproc.Info
+	if q.offset < 0 {
+		out := p.Output()
+		info = out.Info
+		resp.Output, resp.Truncated = out.Text, out.Truncated
+	} else {
+		// The chunk first: once it reports EOF, Info reports the exit, so
+		// an exited state is never paired with a chunk that misses output.
+		c, err := p.Read(q.offset)
+		if err != nil {
+			writeError(w, errorFor(err, p.ID()))
 			return
 		}
+		info = p.Info()
+		resp.Output = c.Data
+		resp.Position = &Position{Offset: c.Offset, Next: c.Next, Omitted: c.Omitted, EOF: c.EOF}
 	}
-	out := p.Output()
-	resp := Output{
-		Output:    out.Text,
-		Truncated: out.Truncated,
-		Running:   out.Running,
-		ExitCode:  out.ExitCode,
-		Reason:    out.Reason,
-		Signal:    out.Signal,
-	}
-	// The wait ended while the process runs and the client is still
-	// there, so the limit is what ended it.
-	resp.TimedOut = q.wait && out.Running
+	resp.Running, resp.ExitCode = info.Running, info.ExitCode
+	resp.Reason, resp.Signal = info.Reason, info.Signal
+	resp.Match = match
+	// A wait that ended while the process runs, without a match and with
+	// the client still there, was ended by the limit.
+	resp.TimedOut = (q.wait || q.waitFor != nil) && !matched && info.Running
 	writeJSON(w, http.StatusOK, resp)
 }
 

@@ -23,6 +23,11 @@ type StartRequest struct {
 	Env map[string]string `json:"env,omitempty"`
 	// Background marks a command meant to keep running, such as a server.
 	Background bool `json:"background,omitempty"`
+
+	// Extension: how long the command may run, as a Go duration such as
+	// "30s"; when it passes the process is stopped (agentproc.Request
+	// Timeout). "" means no limit.
+	Timeout string `json:"timeout,omitempty"`
 }
 
 // StartResponse is the reply to POST /start.
@@ -77,9 +82,8 @@ type Process struct {
 //
 // Without an offset query parameter Output is a snapshot: Output holds the
 // whole retained output (head, an omission marker, tail) and Truncated says
-// what was left out. With ?offset=N it is one read from absolute offset N:
-// Output holds the output from Offset on, and Offset, Next, Omitted and EOF
-// are present, with the meanings of agentproc.Chunk.
+// what was left out. With ?offset=N it is one read from absolute offset N,
+// an agentproc.Chunk: Output holds the chunk's data and Position is set.
 type Output struct {
 	Output string `json:"output"`
 	// Truncated is absent when Output is the whole output unchanged.
@@ -92,9 +96,26 @@ type Output struct {
 	Reason agentproc.ExitReason `json:"reason,omitempty"`
 	// Extension: the signal that ended the process, such as "SIGKILL".
 	Signal string `json:"signal,omitempty"`
-	// Extension: a blocking wait (?wait=true) ended because its timeout or
-	// the server's cap expired while the process was still running.
+	// Extension: the line that matched ?wait_for, without its line ending.
+	// A match of an empty line is told only by running true and timed_out
+	// absent.
+	Match string `json:"match,omitempty"`
+	// Extension: a blocking wait (?wait=true or ?wait_for) ended because its
+	// timeout or the server's cap expired while the process was still
+	// running.
 	TimedOut bool `json:"timed_out,omitempty"`
+	// Extension: with ?offset only, where the read lies in the output.
+	*Position
+}
+
+// Position places the Output of a read from ?offset=N in the process's
+// output. Its fields mean what agentproc.Chunk's do: pass Next as the offset
+// of the following read to get only output written since.
+type Position struct {
+	Offset  int64 `json:"offset"`
+	Next    int64 `json:"next"`
+	Omitted int64 `json:"omitted"`
+	EOF     bool  `json:"eof"`
 }
 
 // SignalRequest is the body of POST /{id}/signal.
