@@ -1,0 +1,133 @@
+// Command llmtool shows agentproc behind the tools a language model is given:
+// execute, process_output, process_list and process_signal, each with a JSON
+// Schema and a description that teaches the model how to use it, and a
+// dispatcher that runs JSON tool calls against the library.
+//
+// It replays a short scripted session, as a model would drive it: start a
+// server in the background, wait until it prints that it is ready, run a
+// foreground command that sends it a request, read only the server's new
+// output, stop it, and list what ran. Each call and its result are printed.
+//
+//	go run ./examples/llmtool          # the session
+//	go run ./examples/llmtool -tools   # the tool definitions, as JSON
+//
+// The commands are sh scripts, so the session runs on Unix only.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log"
+	"os"
+	"runtime"
+	"strings"
+	"time"
+
+	"github.com/agentproc/agentproc"
+)
+
+func main() {
+	tools := flag.Bool("tools", false, "print the tool definitions as JSON and exit")
+	flag.Parse()
+	if *tools {
+		enc := json.NewEncoder(os.Stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(Tools()); err != nil {
+			log.Fatal(err)
+		}
+		return
+	}
+	if runtime.GOOS == "windows" {
+		log.Fatal("the scripted session uses sh; run it on Unix")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := run(ctx, os.Stdout); err != nil {
+		log.Fatal(err)
+	}
+}
+
+// step is one tool call of the scripted session. Its arguments may name
+// values that earlier results returned: {{server}} is the server's
+// process_id and {{next}} the last next offset read from it.
+type step struct {
+	tool string
+	args string
+}
+
+// session is what a model would send. The server makes a FIFO, says it is
+// ready, and logs one line per request written to the FIFO.
+var session = []step{
+	{"execute", `{"command": "mkfifo requests && echo 'server: ready' && while :; do while read -r req; do echo \"server: handled $req\"; done < requests; done", "run_in_background": true}`},
+	{"process_output", `{"process_id": "{{server}}", "wait_for": "ready"}`},
+	{"execute", `{"command": "echo 'GET /health' > requests && echo 'client: request sent'"}`},
+	{"process_output", `{"process_id": "{{server}}", "offset": {{next}}, "wait_for": "handled GET /health"}`},
+	{"process_signal", `{"process_id": "{{server}}", "signal": "terminate"}`},
+	{"process_list", `{}`},
+}
+
+// run replays the session in a fresh directory and prints every call and
+// result to w.
+func run(ctx context.Context, w io.Writer) error {
+	dir, err := os.MkdirTemp("", "llmtool")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+
+	m := agentproc.New(
+		agentproc.WithWorkDir(func() string { return dir }),
+		agentproc.WithGracePeriod(2*time.Second),
+	)
+	defer m.Close()
+	// One conversation, one owner: its tools see only its processes.
+	tb := NewToolbox(m.Scope("conversation-1"))
+
+	fmt.Fprint(w, "tools:")
+	for _, t := range Tools() {
+		fmt.Fprint(w, " ", t.Name)
+	}
+	fmt.Fprintln(w)
+
+	var server string
+	var next int64
+	for _, c := range session {
+		args := expand(c.args, server, next)
+		fmt.Fprintf(w, "\n> %s %s\n", c.tool, args)
+		res, err := tb.Dispatch(ctx, c.tool, json.RawMessage(args))
+		if err != nil {
+			fmt.Fprintf(w, "< error: %v\n", err)
+			continue
+		}
+		fmt.Fprintf(w, "< %s\n", res)
+
+		// Remember what a model would read from the results.
+		var r struct {
+			ProcessID  string `json:"process_id"`
+			Background bool   `json:"background"`
+			Next       *int64 `json:"next"`
+		}
+		if err := json.Unmarshal(res, &r); err != nil {
+			return err
+		}
+		if c.tool == "execute" && r.Background {
+			server = r.ProcessID
+		}
+		if r.ProcessID == server && r.Next != nil {
+			next = *r.Next
+		}
+	}
+	if server == "" {
+		return errors.New("the session never started its server")
+	}
+	return m.Close()
+}
+
+// expand fills in the placeholders of a call's arguments.
+func expand(args, server string, next int64) string {
+	return strings.NewReplacer("{{server}}", server, "{{next}}", fmt.Sprint(next)).Replace(args)
+}

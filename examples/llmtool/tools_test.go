@@ -1,0 +1,136 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/agentproc/agentproc"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+// TestToolSchemas checks what a model API requires of a tool definition,
+// and that every parameter is explained to the model.
+func TestToolSchemas(t *testing.T) {
+	t.Parallel()
+	want := map[string][]string{
+		"execute":        {"command", "run_in_background", "timeout", "workdir"},
+		"process_output": {"offset", "process_id", "wait", "wait_for"},
+		"process_list":   nil,
+		"process_signal": {"process_id", "signal"},
+	}
+	tools := Tools()
+	if len(tools) != len(want) {
+		t.Fatalf("got %d tools, want %d", len(tools), len(want))
+	}
+	for _, tool := range tools {
+		b, err := json.Marshal(tool.InputSchema)
+		if err != nil {
+			t.Fatalf("%s: schema does not encode: %v", tool.Name, err)
+		}
+		var schema struct {
+			Type       string                    `json:"type"`
+			Properties map[string]map[string]any `json:"properties"`
+			Required   []string                  `json:"required"`
+			Additional *bool                     `json:"additionalProperties"`
+		}
+		if err := json.Unmarshal(b, &schema); err != nil {
+			t.Fatalf("%s: %v", tool.Name, err)
+		}
+		props, ok := want[tool.Name]
+		if !ok {
+			t.Errorf("unexpected tool %q", tool.Name)
+			continue
+		}
+		if schema.Type != "object" || schema.Additional == nil || *schema.Additional {
+			t.Errorf("%s: schema %s, want a closed object", tool.Name, b)
+		}
+		var names []string
+		for name, p := range schema.Properties {
+			names = append(names, name)
+			if d, _ := p["description"].(string); d == "" {
+				t.Errorf("%s.%s has no description", tool.Name, name)
+			}
+		}
+		slices.Sort(names)
+		if !slices.Equal(names, props) {
+			t.Errorf("%s: properties %v, want %v", tool.Name, names, props)
+		}
+		for _, r := range schema.Required {
+			if !slices.Contains(names, r) {
+				t.Errorf("%s: required %q is not a property", tool.Name, r)
+			}
+		}
+		if len(tool.Description) < 80 {
+			t.Errorf("%s: description %q is too short to teach anything", tool.Name, tool.Description)
+		}
+	}
+	// The lessons the descriptions must carry.
+	desc := map[string]string{}
+	for _, tool := range tools {
+		desc[tool.Name] = tool.Description
+	}
+	for tool, lesson := range map[string]string{
+		"execute":        "run_in_background",
+		"process_output": "wait_for",
+	} {
+		if !strings.Contains(desc[tool], lesson) {
+			t.Errorf("%s description does not mention %s", tool, lesson)
+		}
+	}
+	if !strings.Contains(desc["execute"], "Never end a command with `&`") {
+		t.Errorf("execute description does not forbid a trailing &")
+	}
+	if !strings.Contains(desc["process_output"], "pass back next") {
+		t.Errorf("process_output description does not teach passing back next")
+	}
+}
+
+func TestDispatchRejectsBadCalls(t *testing.T) {
+	t.Parallel()
+	m := agentproc.New()
+	defer m.Close()
+	tb := NewToolbox(m.Scope("test"))
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+
+	const unknownID = "00000000-0000-0000-0000-000000000000"
+	for _, c := range []struct{ tool, args, want string }{
+		{"run_shell", `{}`, `unknown tool "run_shell"`},
+		{"execute", `{}`, "command is required"},
+		{"execute", `{"command": "  "}`, "command is required"},
+		{"execute", `{"command": "true", "background": true}`, `unknown field "background"`},
+		{"execute", `{"command": "true", "timeout": "10s"}`, "invalid arguments"},
+		{"execute", `{"command": "true", "timeout": 100000}`, "timeout must be between"},
+		{"execute", `{"command": "true", "timeout": -1}`, "timeout must be between"},
+		{"execute", `{"command": "true", "workdir": "/does/not/exist"}`, "could not start"},
+		{"process_output", `{}`, "process_id is required"},
+		{"process_output", `{"process_id": "` + unknownID + `"}`, "no process"},
+		{"process_output", `{"process_id": "` + unknownID + `", "wait_for": "("}`, "not a valid regular expression"},
+		{"process_output", `{"process_id": "` + unknownID + `", "offset": -1}`, "offset must not be negative"},
+		{"process_signal", `{"process_id": "` + unknownID + `", "signal": "hup"}`, "signal must be"},
+		{"process_signal", `{"process_id": "` + unknownID + `", "signal": "kill"}`, "no process"},
+		{"process_list", `{"all": true}`, `unknown field "all"`},
+	} {
+		res, err := tb.Dispatch(ctx, c.tool, json.RawMessage(c.args))
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s %s: got %s, %v; want an error containing %q", c.tool, c.args, res, err, c.want)
+		}
+	}
+	if got := m.List(); len(got) != 0 {
+		t.Errorf("bad calls started %d processes", len(got))
+	}
+
+	res, err := tb.Dispatch(ctx, "process_list", nil)
+	if err != nil || string(res) != `{"processes":[]}` {
+		t.Errorf("process_list with no arguments: got %s, %v; want an empty list", res, err)
+	}
+}
