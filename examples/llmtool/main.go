@@ -35,6 +35,7 @@ func main() {
 	flag.Parse()
 	if *tools {
 		enc := json.NewEncoder(os.Stdout)
+		enc.SetEscapeHTML(false)
 		enc.SetIndent("", "  ")
 		if err := enc.Encode(Tools()); err != nil {
 			log.Fatal(err)
