@@ -113,14 +113,16 @@ func (h *handler) output(w http.ResponseWriter, r *http.Request) {
 		info = out.Info
 		resp.Output, resp.Truncated = out.Text, out.Truncated
 	} else {
-		// The chunk first: once it reports EOF, Info reports the exit, so
-		// an exited state is never paired with a chunk that misses output.
+		// Info first: the exit is published only once the output is
+		// final, so a reply that says exited never holds a read taken
+		// while the process could still write. (The other order could
+		// pair a read from before the last write with the exit.)
+		info = p.Info()
 		c, err := p.Read(q.offset)
 		if err != nil {
 			writeError(w, errorFor(err, p.ID()))
 			return
 		}
-		info = p.Info()
 		resp.Output = c.Data
 		resp.Position = &Position{Offset: c.Offset, Next: c.Next, Omitted: c.Omitted, EOF: c.EOF}
 	}
