@@ -297,12 +297,14 @@ func (tb *Toolbox) output(ctx context.Context, a outputArgs) (outputResult, erro
 			res.Note = "The process did not exit within 30 seconds; it is still running."
 		}
 	}
-	// Read after the wait: the output then includes what the wait was for.
+	// Read after the wait, so the output includes what the wait was for,
+	// and after Info: a process reported exited has written everything,
+	// so the read is then complete.
+	info := p.Info()
 	text, next, omitted, err := readFrom(p, a.Offset)
 	if err != nil {
 		return outputResult{}, err
 	}
-	info := p.Info()
 	res.Running, res.ExitCode = info.Running, info.ExitCode
 	if !info.Running && info.Reason != agentproc.ReasonExited {
 		res.Reason = string(info.Reason)
