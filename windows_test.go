@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coder/quartz"
 	"golang.org/x/sys/windows"
 
 	"github.com/agentproc/agentproc"
@@ -122,6 +123,12 @@ func TestWindowsEnvAndWorkDir(t *testing.T) {
 // (placed where %HELPER% appears) and waits for the helper to report.
 func startTree(t *testing.T, m *agentproc.Manager, command, mode string) (*agentproc.Process, func(time.Duration) bool) {
 	t.Helper()
+	return startTreeTimeout(t, m, command, mode, 0)
+}
+
+// startTreeTimeout is startTree with a Request.Timeout.
+func startTreeTimeout(t *testing.T, m *agentproc.Manager, command, mode string, timeout time.Duration) (*agentproc.Process, func(time.Duration) bool) {
+	t.Helper()
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
@@ -130,6 +137,7 @@ func startTree(t *testing.T, m *agentproc.Manager, command, mode string) (*agent
 	p := mustStart(t, m, agentproc.Request{
 		Command: strings.ReplaceAll(command, "%HELPER%", `"`+exe+`"`),
 		Env:     map[string]string{agentproc.HelperModeEnv: mode, agentproc.HelperAddrEnv: rep.Addr()},
+		Timeout: timeout,
 	})
 	// A command line may also run a barrier helper (see
 	// TestWindowsLeftoversKilled); it counts as reported here.
@@ -160,6 +168,33 @@ func TestWindowsStopKillsTree(t *testing.T) {
 	}
 	if err := p.Signal(agentproc.SignalKill); !errors.Is(err, agentproc.ErrNotRunning) {
 		t.Errorf("Signal after exit: got %v, want ErrNotRunning", err)
+	}
+}
+
+func TestWindowsTimeoutKillsTree(t *testing.T) {
+	t.Parallel()
+	clk := quartz.NewMock(t)
+	m := newManager(t, agentproc.WithClock(clk), agentproc.WithGracePeriod(time.Second))
+	ctx := testContext(t)
+	trap := clk.Trap().NewTimer("agentproc", "grace")
+	defer trap.Close()
+	p, gone := startTreeTimeout(t, m, `start /b "" %HELPER% & %HELPER%`, "sleep", time.Hour)
+	// The timeout timer exists once Start returns; firing it starts the
+	// stop ladder, whose grace timer is then passed too, in case
+	// CTRL_BREAK_EVENT cannot be delivered (Wine).
+	clk.Advance(time.Hour).MustWait(ctx)
+	trap.MustWait(ctx).MustRelease(ctx)
+	select {
+	case <-p.Done():
+	default:
+		clk.Advance(time.Second).MustWait(ctx)
+	}
+	info := mustWait(t, p)
+	if info.Reason != agentproc.ReasonTimeout {
+		t.Errorf("reason got %q, want %q", info.Reason, agentproc.ReasonTimeout)
+	}
+	if !gone(testTimeout) {
+		t.Errorf("helper still running after the timeout")
 	}
 }
 
