@@ -35,6 +35,15 @@ type Request struct {
 	// Background marks a command meant to keep running (a server). It is
 	// recorded in Info; the process is supervised exactly like any other.
 	Background bool `json:"background,omitempty"`
+	// Stdin gives the process a pipe as stdin that the caller writes with
+	// Process.WriteStdin and ends with Process.CloseStdin. false, the
+	// default, gives it the null device.
+	Stdin bool `json:"stdin,omitempty"`
+	// TTY, when non-nil, runs the process under a pseudo-terminal of that
+	// size (Unix only; Start returns ErrUnsupported elsewhere). The terminal
+	// is stdin, stdout and stderr, so TTY implies a writable stdin. nil, the
+	// default, means pipes.
+	TTY *TTYSize `json:"tty,omitempty"`
 }
 
 // Manager starts and supervises processes. Use New to make one and Close to
@@ -215,17 +224,15 @@ func (m *Manager) spawn(req Request, owner, command, dir string, seq uint64) (*P
 	id := uuid.NewString()
 	env := m.buildEnv(req.Env, id)
 
-	r, w, err := os.Pipe()
+	st, err := openStdio(req, m.cfg.stdinStall)
 	if err != nil {
-		return nil, xerrors.Errorf("agentproc: create output pipe: %w", err)
+		return nil, err
 	}
 	ctx, kill := context.WithCancel(context.Background())
 	cmd := newShellCmd(ctx, m.cfg.shell, command)
 	cmd.Dir = dir
 	cmd.Env = env
-	cmd.Stdin = nil // the null device
-	cmd.Stdout = w
-	cmd.Stderr = w
+	st.attach(cmd)
 	sys := &sysProc{}
 	cmd.Cancel = func() error {
 		if err := sys.signal(SignalKill); err != nil && !xerrors.Is(err, errNoProcess) {
@@ -240,12 +247,14 @@ func (m *Manager) spawn(req Request, owner, command, dir string, seq uint64) (*P
 
 	fail := func(step string, err error) (*Process, error) {
 		kill()
-		_ = r.Close()
-		_ = w.Close()
+		st.closeAll()
 		return nil, xerrors.Errorf("agentproc: %s: %w", step, err)
 	}
 	if err := sys.prepare(cmd); err != nil {
 		return fail("prepare process", err)
+	}
+	if err := st.prepare(cmd); err != nil {
+		return fail("prepare terminal", err)
 	}
 	if err := cmd.Start(); err != nil {
 		sys.release()
@@ -253,12 +262,12 @@ func (m *Manager) spawn(req Request, owner, command, dir string, seq uint64) (*P
 	}
 	// Only the child holds the write end now, so EOF comes when the last
 	// process of the tree that inherited it is gone.
-	_ = w.Close()
+	st.closeChild()
 	if err := sys.started(cmd); err != nil {
 		_ = cmd.Wait()
 		sys.release()
 		kill()
-		_ = r.Close()
+		st.closeAll()
 		return nil, xerrors.Errorf("agentproc: contain process: %w", err)
 	}
 
@@ -271,6 +280,7 @@ func (m *Manager) spawn(req Request, owner, command, dir string, seq uint64) (*P
 		sys:   sys,
 		cmd:   cmd,
 		kill:  kill,
+		in:    st.in,
 		done:  make(chan struct{}),
 		info: Info{
 			ID:         id,
@@ -278,6 +288,8 @@ func (m *Manager) spawn(req Request, owner, command, dir string, seq uint64) (*P
 			WorkDir:    dir,
 			Owner:      owner,
 			Background: req.Background,
+			Stdin:      st.in != nil,
+			TTY:        st.tty,
 			Running:    true,
 			PID:        cmd.Process.Pid,
 			StartedAt:  m.cfg.clock.Now("agentproc", "start"),
@@ -289,14 +301,15 @@ func (m *Manager) spawn(req Request, owner, command, dir string, seq uint64) (*P
 	readerDone := make(chan struct{})
 	go func() {
 		defer close(readerDone)
-		copyOutput(p.buf, r)
+		copyOutput(p.buf, st.out)
 	}()
-	go p.supervise(r, readerDone)
+	go p.supervise(st.out, readerDone)
 	return p, nil
 }
 
 // copyOutput copies the pipe into the buffer until EOF or a read error
-// (the drain deadline). The buffer never fails or blocks, so the child is
+// (the drain deadline; EIO from a PTY master once no process holds the
+// terminal). The buffer never fails or blocks, so the child is
 // only ever slowed by the copy itself.
 func copyOutput(buf *outputBuffer, r *os.File) {
 	chunk := make([]byte, 64<<10)

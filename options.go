@@ -33,6 +33,7 @@ type config struct {
 	maxExited    int
 	grace        time.Duration
 	maxRunning   int
+	stdinStall   time.Duration // real time; tests shorten it
 }
 
 // Defaults, named so the README and tests can refer to them.
@@ -56,6 +57,7 @@ func defaultConfig() config {
 		retainAge:    DefaultRetention,
 		maxExited:    DefaultMaxExited,
 		grace:        DefaultGracePeriod,
+		stdinStall:   defaultStdinStall,
 	}
 }
 

@@ -72,6 +72,11 @@ type Info struct {
 	// Leftovers counts members of the process tree still alive when the
 	// shell exited; they were then killed.
 	Leftovers int `json:"leftovers,omitempty"`
+	// Stdin is true when the caller can write the process's stdin
+	// (Request.Stdin or Request.TTY).
+	Stdin bool `json:"stdin"`
+	// TTY is true when the process runs under a pseudo-terminal.
+	TTY bool `json:"tty"`
 }
 
 // Output is one consistent snapshot of a process's state and output: when
@@ -100,6 +105,7 @@ type Process struct {
 	// kill cancels the context the command was started with; os/exec then
 	// calls cmd.Cancel, which kills the whole tree.
 	kill context.CancelFunc
+	in   *input // nil without Stdin or TTY
 	done chan struct{}
 
 	mu         sync.Mutex
@@ -247,6 +253,8 @@ func (p *Process) supervise(pipe *os.File, readerDone <-chan struct{}) {
 	defer p.m.wg.Done()
 	waitErr := p.cmd.Wait()
 	state := p.cmd.ProcessState
+	// Writes from now on are ErrStdinClosed, whatever is left of the tree.
+	p.in.closeAtExit()
 
 	// The shell is gone; whatever is left of its tree is killed now so that
 	// nothing outlives the command and the pipe can reach EOF.
