@@ -15,6 +15,18 @@
 //	info, err := p.Wait(ctx)
 //	out := p.Output() // head + marker + tail when the output was large
 //
+// Output can also be followed by absolute byte offset: Read returns what is
+// retained after an offset, WaitOutput blocks until there is more, and
+// WaitMatch waits for a line matching a regular expression (a server's
+// "ready"). Nothing is drained by reading, so several readers never disturb
+// each other.
+//
+// Every child carries AGENTPROC_ID=<its ID> in its environment. On Linux the
+// stop paths also find and kill descendants that left the process group
+// (setsid, double forks) by that marker, or, with WithCgroup, by their cgroup
+// v2. Request.Timeout bounds a command's life; Request.Key makes a retried
+// Start attach to the process it already started.
+//
 // Scopes give each owner (a chat, a user) a view that sees only its own
 // processes. A non-zero exit code is process state, reported in Info, not an
 // error.

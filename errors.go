@@ -34,6 +34,13 @@ var (
 	// ErrUnsupported is returned, wrapped with the platform's name, for a
 	// feature the platform lacks (Request.TTY on Windows).
 	ErrUnsupported = xerrors.New("agentproc: unsupported on this platform")
+	// ErrExited is returned by Process.WaitMatch when the process exits
+	// without writing a matching line.
+	ErrExited = xerrors.New("agentproc: process exited")
+	// ErrKeyConflict is returned by Start when the request's Key names a
+	// retained process of the same owner that was started with a different
+	// Command, WorkDir, Env or Background.
+	ErrKeyConflict = xerrors.New("agentproc: key used by a different request")
 )
 
 // errNoProcess is what the OS layer returns when a signal finds no live

@@ -10,6 +10,7 @@ require (
 	go.uber.org/goleak v1.3.0
 	golang.org/x/sys v0.50.0
 	golang.org/x/xerrors v0.0.0-20240903120638-7835f813f4da
+	mvdan.cc/sh/v3 v3.14.1
 )
 
 require (

@@ -33,6 +33,12 @@ func readStat(pid int) (state byte, pgrp int, ok bool) {
 	if err != nil {
 		return 0, 0, false
 	}
+	return parseStat(data)
+}
+
+// parseStat returns the state and process group fields of the contents of
+// a /proc/PID/stat file.
+func parseStat(data []byte) (state byte, pgrp int, ok bool) {
 	// The command name (field 2) may contain spaces and parentheses, so the
 	// fixed fields are read after its last ')'.
 	i := bytes.LastIndexByte(data, ')')
@@ -44,7 +50,7 @@ func readStat(pid int) (state byte, pgrp int, ok bool) {
 	if len(fields) < 3 || len(fields[0]) != 1 {
 		return 0, 0, false
 	}
-	pgrp, err = strconv.Atoi(string(fields[2]))
+	pgrp, err := strconv.Atoi(string(fields[2]))
 	if err != nil {
 		return 0, 0, false
 	}

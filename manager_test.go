@@ -5,7 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -31,8 +31,19 @@ const helperEnv = "AGENTPROC_TEST_HELPER"
 // runHelper is the child's main. Modes:
 //   - "ready": print "ready" once the runtime's signal handling is set up,
 //     then block until a signal ends the process.
+//   - "pieces": write the pieces of helperPiecesEnv one by one, waiting for
+//     a byte on the FIFO at helperFIFOEnv between two pieces (Unix only).
+//   - "stream": write helperBytesEnv bytes of text in 64 KiB writes.
+//   - "ticks": for each byte read from the FIFO at helperFIFOEnv, write one
+//     line holding the wall clock in Unix nanoseconds.
 func runHelper(mode string) int {
 	switch mode {
+	case "pieces":
+		return helperPieces()
+	case "stream":
+		return helperStream()
+	case "ticks":
+		return helperTicks()
 	case "ready":
 		fmt.Println("ready")
 		time.Sleep(time.Hour) // a child waiting to be signalled, not synchronisation
@@ -44,7 +55,7 @@ func runHelper(mode string) int {
 
 // helperRequest returns a Request that runs the test binary as a helper in
 // the given mode, exec'd by the shell so that signals reach it directly.
-func helperRequest(t *testing.T, mode string) agentproc.Request {
+func helperRequest(t testing.TB, mode string) agentproc.Request {
 	t.Helper()
 	exe, err := os.Executable()
 	if err != nil {
@@ -139,11 +150,17 @@ func TestStartForegroundAndBackground(t *testing.T) {
 func TestInvalidRequests(t *testing.T) {
 	t.Parallel()
 	m := newManager(t)
-	file := filepath.Join(t.TempDir(), "file")
-	if err := os.WriteFile(file, nil, 0o600); err != nil {
+	// os.CreateTemp and os.Remove rather than t.TempDir: Wine's unlinkat
+	// cannot remove a non-empty directory tree, which fails TempDir's cleanup
+	// in the Windows run.
+	f, err := os.CreateTemp("", "agentproc-test-")
+	if err != nil {
 		t.Fatal(err)
 	}
-	missing := filepath.Join(t.TempDir(), "missing")
+	file := f.Name()
+	_ = f.Close()
+	t.Cleanup(func() { _ = os.Remove(file) })
+	missing := file + "-missing"
 	tests := []struct {
 		name    string
 		req     agentproc.Request
@@ -152,7 +169,7 @@ func TestInvalidRequests(t *testing.T) {
 		{"empty", agentproc.Request{Command: ""}, "empty command"},
 		{"whitespace", agentproc.Request{Command: " \t\n "}, "empty command"},
 		{"nul", agentproc.Request{Command: "echo a\x00b"}, "NUL"},
-		{"missing dir", agentproc.Request{Command: "echo", WorkDir: missing}, missing},
+		{"missing dir", agentproc.Request{Command: "echo", WorkDir: missing}, strconv.Quote(missing)},
 		{"file as dir", agentproc.Request{Command: "echo", WorkDir: file}, "not a directory"},
 		{"empty env key", agentproc.Request{Command: "echo", Env: map[string]string{"": "x"}}, "empty key"},
 		{"env key with =", agentproc.Request{Command: "echo", Env: map[string]string{"A=B": "x"}}, `"A=B"`},

@@ -34,6 +34,10 @@ type config struct {
 	grace        time.Duration
 	maxRunning   int
 	stdinStall   time.Duration // real time; tests shorten it
+	cgroupParent string
+	bgDetect     bool
+	logDir       string
+	logMaxBytes  int64
 }
 
 // Defaults, named so the README and tests can refer to them.
@@ -58,6 +62,7 @@ func defaultConfig() config {
 		maxExited:    DefaultMaxExited,
 		grace:        DefaultGracePeriod,
 		stdinStall:   defaultStdinStall,
+		bgDetect:     true,
 	}
 }
 
@@ -143,5 +148,49 @@ func WithMaxRunning(n int) Option {
 	return optionFunc(func(c *config) { c.maxRunning = max(n, 0) })
 }
 
+// WithCgroup runs every process in a cgroup v2 of its own, created as a
+// child of parent (an absolute path inside the cgroup v2 hierarchy, such as
+// /sys/fs/cgroup/agents) and removed after the process exits. The shell is
+// created inside it, so every descendant is too, including those that leave
+// the process group and clear their environment; stopping kills the whole
+// cgroup. Where parent enables the memory controller for its children,
+// Info.MaxRSS is the tree's memory.peak; Info.CPUTime is then the whole
+// tree's CPU time.
+//
+// Linux only. If parent is not a writable cgroup v2 directory, or this is
+// not Linux, Start fails (wrapping ErrInvalidRequest, or
+// errors.ErrUnsupported where cgroup v2 is unavailable); it never falls back
+// to weaker containment. "" (the default) turns it off.
+func WithCgroup(parent string) Option {
+	return optionFunc(func(c *config) { c.cgroupParent = parent })
+}
+
+// WithBackgroundDetection turns the parsing of commands for a trailing
+// top-level & on or off (default on). When on, and the shell is a POSIX
+// shell (sh, bash, dash, zsh, ksh, ash), Start runs AnalyzeCommand: a
+// trailing & is removed and the request becomes a Background one, and the
+// analysis's warnings go into Info.Warnings. A command that does not parse
+// runs unchanged (the shell reports the error) and is not promoted.
+func WithBackgroundDetection(on bool) Option {
+	return optionFunc(func(c *config) { c.bgDetect = on })
+}
+
 // homeDir is a variable so the fallback is visible in one place.
 var homeDir = os.UserHomeDir
+
+// WithOutputLog makes every process also write all of its output to a file
+// of its own, dir/ID.log (mode 0600; dir is created 0700 if missing), whose
+// path Info.LogPath reports. While the output fits in maxBytes the file holds
+// all of it; once it grows past maxBytes the file is cut back to its first
+// maxBytes/2 bytes, the rest is only counted, and a last line gives the
+// count when the process exits. maxBytes <= 0 means no cap. The file is
+// removed when retention drops the process and by Close. If the file cannot
+// be created or written (an unwritable dir, a full disk) a warning is logged
+// once and that process runs on without a log. An empty dir, the default,
+// turns logging off.
+func WithOutputLog(dir string, maxBytes int64) Option {
+	return optionFunc(func(c *config) {
+		c.logDir = dir
+		c.logMaxBytes = maxBytes
+	})
+}

@@ -2,8 +2,10 @@ package agentproc
 
 import (
 	"context"
+	"errors"
 	"os"
 	"os/exec"
+	"slices"
 	"sync"
 	"time"
 
@@ -44,6 +46,8 @@ const (
 	ReasonKilled ExitReason = "killed"
 	// ReasonShutdown: Manager.Close ended it.
 	ReasonShutdown ExitReason = "shutdown"
+	// ReasonTimeout: Request.Timeout expired and the process was stopped.
+	ReasonTimeout ExitReason = "timeout"
 )
 
 // Info describes a process at one moment. The zero values of the exit fields
@@ -54,8 +58,11 @@ type Info struct {
 	WorkDir    string `json:"workdir"`
 	Owner      string `json:"owner,omitempty"`
 	Background bool   `json:"background"`
-	Running    bool   `json:"running"`
-	PID        int    `json:"pid"`
+	// Warnings holds what background detection found worth telling the
+	// caller (see AnalyzeCommand); nil when nothing.
+	Warnings []string `json:"warnings,omitempty"`
+	Running  bool     `json:"running"`
+	PID      int      `json:"pid"`
 	// ExitCode is nil while running; 128+N when signal N ended the process.
 	ExitCode *int `json:"exit_code"`
 	// Signal is the name of the signal that ended the process ("SIGKILL"),
@@ -69,9 +76,18 @@ type Info struct {
 	// MaxRSS is the peak resident set size in bytes, known after exit where
 	// the OS reports it.
 	MaxRSS int64 `json:"max_rss_bytes,omitempty"`
-	// Leftovers counts members of the process tree still alive when the
-	// shell exited; they were then killed.
+	// Leftovers counts the processes of the tree this package had to kill
+	// beyond the shell's own exit or stop: members of its process group
+	// still alive when the shell exited, plus, on Linux, every process
+	// outside the group found on any stop path (Stop, Close, the cleanup
+	// after the shell exited) because it carried the MarkerEnv marker or,
+	// with WithCgroup, sat in the process's cgroup. Each process counts once.
 	Leftovers int `json:"leftovers,omitempty"`
+	// Timeout is the Request's Timeout; 0 means none.
+	Timeout time.Duration `json:"timeout_ns,omitempty"`
+	// LogPath is the file holding the full output (WithOutputLog), or ""
+	// without one. The file is gone once retention drops the process.
+	LogPath string `json:"log_path,omitempty"`
 	// Stdin is true when the caller can write the process's stdin
 	// (Request.Stdin or Request.TTY).
 	Stdin bool `json:"stdin"`
@@ -99,14 +115,19 @@ type Process struct {
 	id    string
 	owner string // immutable, so readable without mu
 	seq   uint64
+	key   *keyEntry // set under m.mu; nil without a Key
 	buf   *outputBuffer
+	log   *outputLog // nil without WithOutputLog
 	sys   *sysProc
+	ctr   *containment // what of the tree may leave the group
 	cmd   *exec.Cmd
 	// kill cancels the context the command was started with; os/exec then
 	// calls cmd.Cancel, which kills the whole tree.
 	kill context.CancelFunc
 	in   *input // nil without Stdin or TTY
 	done chan struct{}
+
+	dropped bool // retention dropped it; guarded by Manager.mu
 
 	mu         sync.Mutex
 	info       Info
@@ -130,6 +151,7 @@ func (p *Process) infoLocked() Info {
 		code := *info.ExitCode
 		info.ExitCode = &code
 	}
+	info.Warnings = slices.Clone(info.Warnings)
 	return info
 }
 
@@ -179,7 +201,7 @@ func (p *Process) Signal(sig Signal) error {
 
 func (p *Process) signalLocked(sig Signal) error {
 	err := p.sys.signal(sig)
-	if xerrors.Is(err, errNoProcess) {
+	if errors.Is(err, errNoProcess) {
 		return ErrNotRunning
 	}
 	if err != nil {
@@ -210,6 +232,10 @@ func (p *Process) stop(ctx context.Context, reason ExitReason) (Info, error) {
 	// other failure still falls through to the kill below.
 	_ = p.signalLocked(SignalTerminate)
 	p.mu.Unlock()
+	// Then whatever left the group. Outside p.mu: the sweep reads /proc, and
+	// it verifies every target itself, so it cannot reach a recycled PID
+	// even if the process exits meanwhile.
+	p.ctr.terminate()
 
 	grace := p.m.cfg.clock.NewTimer(p.m.cfg.grace, "agentproc", "grace")
 	defer grace.Stop()
@@ -257,8 +283,11 @@ func (p *Process) supervise(pipe *os.File, readerDone <-chan struct{}) {
 	p.in.closeAtExit()
 
 	// The shell is gone; whatever is left of its tree is killed now so that
-	// nothing outlives the command and the pipe can reach EOF.
+	// nothing outlives the command and the pipe can reach EOF: the group,
+	// then what escaped it, so that Wait does not sit out pipeDrain for
+	// escaped descendants that hold the pipe.
 	leftovers := p.sys.leftovers()
+	leftovers += p.ctr.killEscaped()
 	select {
 	case <-readerDone:
 	default:
@@ -276,11 +305,14 @@ func (p *Process) supervise(pipe *os.File, readerDone <-chan struct{}) {
 	var rss int64
 	if state != nil {
 		code, sigName = exitStatus(state)
-		cpu, rss = p.sys.usage(state)
+		cpu, rss = p.ctr.usage(p.sys.usage(state))
 	} else {
 		p.m.cfg.logger.Warn(context.Background(), "wait failed", fieldError(waitErr))
 	}
 	p.sys.release()
+	if err := p.ctr.release(); err != nil {
+		p.m.cfg.logger.Warn(context.Background(), "release containment", fieldError(err))
+	}
 	p.kill() // releases the context; the process is already gone
 
 	now := p.m.cfg.clock.Now("agentproc", "exit")
@@ -307,6 +339,9 @@ func (p *Process) supervise(pipe *os.File, readerDone <-chan struct{}) {
 	p.info.Running = false
 	p.mu.Unlock()
 
-	close(p.done)
+	// The running slot is given back before done is closed, so a caller
+	// woken by Wait or Stop can start another process at once under
+	// WithMaxRunning. (The reverse order made TestMaxRunning flaky.)
 	p.m.exited(p)
+	close(p.done)
 }

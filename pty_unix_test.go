@@ -174,7 +174,8 @@ func TestTTYEscapedHolder(t *testing.T) {
 	}
 	m := newManager(t)
 	p := mustStart(t, m, agentproc.Request{
-		Command: `setsid sh -c 'echo pid=$$; echo ready; exec sleep 1000' & read x`,
+		// Without the marker the escapee is out of reach of every sweep.
+		Command: `setsid env -u ` + agentproc.MarkerEnv + ` sh -c 'echo pid=$$; echo ready; exec sleep 1000' & read x`,
 		TTY:     &agentproc.TTYSize{},
 	})
 	waitForOutput(t, p, regexp.MustCompile(`ready`))

@@ -4,13 +4,13 @@ package agentproc
 
 import (
 	"context"
+	"errors"
 	"os"
 	"os/exec"
 	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
-	"golang.org/x/xerrors"
 )
 
 // defaultShell is the shell used when WithShell is not given.
@@ -52,7 +52,7 @@ func (s *sysProc) signal(sig Signal) error {
 		return errNoProcess
 	}
 	err := unix.Kill(-s.pgid, osSignal(sig))
-	if xerrors.Is(err, unix.ESRCH) {
+	if errors.Is(err, unix.ESRCH) {
 		return errNoProcess
 	}
 	return err

@@ -1,0 +1,169 @@
+//go:build linux
+
+package agentproc
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// BenchmarkStopEscaped50 times Stop of a shell with 50 children that exit
+// on SIGTERM. "escaped" puts each in a session of its own (setsid), so only
+// the marker sweep reaches them; "in-group" is the baseline the process
+// group alone handles. Stop returns once the output pipe is closed, that is
+// once all 50 are gone.
+func BenchmarkStopEscaped50(b *testing.B) {
+	for _, bc := range []struct{ name, spawn string }{
+		{"escaped", "setsid sleep 1000 &"},
+		{"in-group", "sleep 1000 &"},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			m := New(WithGracePeriod(5 * time.Second))
+			defer m.Close()
+			cmd := fmt.Sprintf("i=0; while [ $i -lt 50 ]; do %s i=$((i+1)); done; exec sleep 1000", bc.spawn)
+			var total time.Duration
+			for b.Loop() {
+				b.StopTimer()
+				p, err := m.Start(Request{Command: cmd})
+				if err != nil {
+					b.Fatal(err)
+				}
+				waitMarkedCount(b, p.ID(), 51) // the 50 and the leader
+				b.StartTimer()
+				start := time.Now()
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				info, err := p.Stop(ctx)
+				cancel()
+				total += time.Since(start)
+				if err != nil || info.Running {
+					b.Fatalf("Stop: got (%+v, %v), want exited", info, err)
+				}
+			}
+			b.ReportMetric(float64(total.Microseconds())/1000/float64(b.N), "ms/op")
+		})
+	}
+}
+
+// waitMarkedCount polls until n processes carry id's marker.
+func waitMarkedCount(b *testing.B, id string, n int) {
+	b.Helper()
+	s, err := newProcScanner()
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.close()
+	entry := []byte(MarkerEnv + "=" + id)
+	deadline := time.Now().Add(10 * time.Second)
+	tick := time.NewTicker(time.Millisecond)
+	defer tick.Stop()
+	for {
+		found, _, err := s.markedPIDs(entry, 0)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if len(found) >= n {
+			return
+		}
+		if time.Now().After(deadline) {
+			b.Fatalf("marked processes: got %d, want %d", len(found), n)
+		}
+		<-tick.C
+	}
+}
+
+// BenchmarkProcSweep times one marker scan of /proc, over the machine's
+// processes and with 2000 more, against the simplest correct alternative
+// (os.ReadDir plus os.ReadFile of every environ).
+func BenchmarkProcSweep(b *testing.B) {
+	entry := []byte(MarkerEnv + "=00000000-0000-0000-0000-000000000000")
+	for _, extra := range []int{0, 2000} {
+		b.Run(fmt.Sprintf("extra=%d/scanner", extra), func(b *testing.B) {
+			startExtra(b, extra)
+			s, err := newProcScanner()
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer s.close()
+			scanned := 0
+			for b.Loop() {
+				found, n, err := s.markedPIDs(entry, 0)
+				if err != nil || len(found) != 0 {
+					b.Fatalf("markedPIDs: got (%v, %v), want none", found, err)
+				}
+				scanned = n
+			}
+			b.ReportMetric(float64(scanned), "procs")
+			b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N), "µs/op")
+		})
+		b.Run(fmt.Sprintf("extra=%d/readfile", extra), func(b *testing.B) {
+			startExtra(b, extra)
+			scanned := 0
+			for b.Loop() {
+				entries, err := os.ReadDir("/proc")
+				if err != nil {
+					b.Fatal(err)
+				}
+				scanned = 0
+				for _, e := range entries {
+					if _, err := strconv.Atoi(e.Name()); err != nil {
+						continue
+					}
+					scanned++
+					env, err := os.ReadFile("/proc/" + e.Name() + "/environ")
+					if err == nil && hasEnvEntry(env, entry) {
+						b.Fatal("unexpected match")
+					}
+				}
+			}
+			b.ReportMetric(float64(scanned), "procs")
+			b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N), "µs/op")
+		})
+	}
+}
+
+// startExtra starts n processes in a group of their own, killed when the
+// benchmark ends, and waits until they all exist. Each is a forked shell
+// blocked opening a FIFO: a fork without an exec is cheap enough to make
+// thousands on a small machine.
+func startExtra(b *testing.B, n int) {
+	b.Helper()
+	if n == 0 {
+		return
+	}
+	fifo := filepath.Join(b.TempDir(), "fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		b.Fatal(err)
+	}
+	cmd := exec.Command("sh", "-c", fmt.Sprintf(`i=0; while [ $i -lt %d ]; do (read x <"$1") & i=$((i+1)); done; exec sleep 1000`, n), "sh", fifo)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	pgid := cmd.Process.Pid
+	b.Cleanup(func() {
+		_ = syscall.Kill(-pgid, syscall.SIGKILL)
+		_ = cmd.Wait()
+		// The next benchmark should not scan these while they die.
+		deadline := time.Now().Add(time.Minute)
+		for countGroup(pgid) > 1 && time.Now().Before(deadline) {
+			time.Sleep(10 * time.Millisecond) // waiting on the kernel and init, no event to wait on
+		}
+	})
+	deadline := time.Now().Add(2 * time.Minute)
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for countGroup(pgid) < n+1 {
+		if time.Now().After(deadline) {
+			b.Fatalf("extra processes: got %d, want %d", countGroup(pgid)-1, n)
+		}
+		<-tick.C
+	}
+	b.ResetTimer()
+}

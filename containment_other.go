@@ -1,0 +1,34 @@
+//go:build !linux
+
+package agentproc
+
+import (
+	"errors"
+	"os/exec"
+	"runtime"
+	"time"
+
+	"golang.org/x/xerrors"
+)
+
+// containment is the process group alone here: there is no /proc
+// environment to sweep and no cgroup, so processes that leave the group
+// (setsid, double forks) are not reached. See docs/containment.md.
+type containment struct{}
+
+func newContainment(_ string, cfg *config) (*containment, error) {
+	if cfg.cgroupParent != "" {
+		return nil, xerrors.Errorf("cgroup parent %q: cgroup containment needs Linux, this is %s: %w",
+			cfg.cgroupParent, runtime.GOOS, errors.ErrUnsupported)
+	}
+	return &containment{}, nil
+}
+
+func (*containment) prepare(*exec.Cmd) error { return nil }
+func (*containment) describe() string        { return "" }
+func (*containment) started(*exec.Cmd)       {}
+func (*containment) terminate()              {}
+func (*containment) killEscaped() int        { return 0 }
+func (*containment) release() error          { return nil }
+
+func (*containment) usage(cpu time.Duration, rss int64) (time.Duration, int64) { return cpu, rss }

@@ -1,0 +1,95 @@
+package agentproc
+
+import (
+	"maps"
+
+	"golang.org/x/xerrors"
+)
+
+// keyID is an idempotency key in its owner's namespace: two owners may use
+// the same Key without ever seeing each other's process.
+type keyID struct {
+	owner, key string
+}
+
+// keyEntry is what a Key names: a retained process, or a Start that is
+// still spawning it.
+type keyEntry struct {
+	id  keyID
+	req Request // the fields sameKeyedRequest compares
+	// p is nil while the first Start spawns; set under m.mu.
+	p *Process
+	// ready is closed when that Start has ended, whether it succeeded or not.
+	ready chan struct{}
+}
+
+// claimKey resolves req.Key for owner. It returns the retained process the
+// key names when req matches the request that started it, ErrKeyConflict
+// when it does not, and otherwise a new claim: the caller starts the process
+// and must settle the claim with settleKeyLocked, successful or not.
+//
+// A Start that finds the key claimed by a Start still spawning waits for it
+// to end instead of spawning a second process: that is what makes two
+// concurrent Starts with one new key start exactly one process. If the first
+// Start fails, the waiter claims the key and tries itself.
+func (m *Manager) claimKey(req Request, owner string) (*Process, *keyEntry, error) {
+	id := keyID{owner, req.Key}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for {
+		// Retention is applied lazily; without this a key whose process
+		// has aged out would still hold the key.
+		m.reapLocked()
+		e, ok := m.keys[id]
+		if !ok {
+			req.Env = maps.Clone(req.Env) // the caller may reuse its map
+			e = &keyEntry{id: id, req: req, ready: make(chan struct{})}
+			if m.keys == nil {
+				m.keys = make(map[keyID]*keyEntry)
+			}
+			m.keys[id] = e
+			return nil, e, nil
+		}
+		if !sameKeyedRequest(e.req, req) {
+			return nil, nil, xerrors.Errorf("key %q: %w", req.Key, ErrKeyConflict)
+		}
+		if e.p != nil {
+			return e.p, nil, nil
+		}
+		m.mu.Unlock()
+		<-e.ready // spawning is bounded: fork and exec, no waiting on the command
+		m.mu.Lock()
+	}
+}
+
+// settleKeyLocked ends a claim: the key now names p, or is free again when
+// p is nil because the Start failed. A nil claim (no Key) is ignored.
+func (m *Manager) settleKeyLocked(e *keyEntry, p *Process) {
+	if e == nil {
+		return
+	}
+	if p == nil {
+		delete(m.keys, e.id)
+	} else {
+		e.p = p
+		p.key = e
+	}
+	close(e.ready)
+}
+
+// freeKeyLocked releases the key of a process retention dropped.
+func (m *Manager) freeKeyLocked(p *Process) {
+	if p.key != nil && m.keys[p.key.id] == p.key {
+		delete(m.keys, p.key.id)
+	}
+}
+
+// sameKeyedRequest reports whether a retried Start asks for the same
+// command as the one that took the key. Timeout is not compared: it limits
+// the run, it does not say what runs.
+func sameKeyedRequest(a, b Request) bool {
+	return a.Command == b.Command &&
+		a.WorkDir == b.WorkDir &&
+		a.Background == b.Background &&
+		maps.Equal(a.Env, b.Env)
+}

@@ -1,0 +1,43 @@
+package agentproc
+
+import (
+	"bytes"
+	"os"
+	"strings"
+	"testing"
+)
+
+// When the writer falls behind by maxLogBacklog, output is dropped from the
+// log instead of blocking the reader, and the gap is marked in the file.
+func TestOutputLogBacklogDropsAndMarks(t *testing.T) {
+	t.Parallel()
+	// A file beside the system temp dir, removed by name: under Wine (the
+	// Windows run) t.TempDir's RemoveAll cannot delete a non-empty tree.
+	f, err := os.CreateTemp("", "agentproc-backlog-*.log")
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := f.Name()
+	t.Cleanup(func() { _ = os.Remove(path) })
+	// No writer goroutine yet: everything stays queued.
+	l := &outputLog{path: path, f: f, wake: make(chan struct{}, 1), done: make(chan struct{})}
+	chunk := bytes.Repeat([]byte("x"), 64<<10)
+	const chunks = maxLogBacklog/(64<<10) + 3
+	for range chunks {
+		l.enqueue(chunk)
+	}
+	l.enqueue([]byte("end\n")) // fits nowhere either: the backlog is full
+	go l.run()
+	l.finish()
+
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kept := strings.Repeat("x", maxLogBacklog)
+	marker := "\n[agentproc: 196612 bytes not logged: the disk fell behind]\n"
+	if got := string(data); got != kept+marker {
+		t.Errorf("log: got %d bytes ending %q, want %d kept bytes and the marker %q",
+			len(got), got[max(0, len(got)-80):], maxLogBacklog, marker)
+	}
+}

@@ -1,0 +1,8 @@
+//go:build !linux
+
+package agentproc
+
+import "os"
+
+// growPipe is a no-op where the pipe size cannot be set.
+func growPipe(*os.File) {}

@@ -1,0 +1,157 @@
+package agentproc
+
+import (
+	"context"
+	"regexp"
+	"strings"
+
+	"golang.org/x/xerrors"
+)
+
+// maxMatchLineBytes bounds the line WaitMatch assembles across writes. A
+// follower that keeps up with a child writing one endless line would
+// otherwise hold all of it; a longer line is skipped, never matched.
+const maxMatchLineBytes = 1 << 20
+
+// Read returns the retained output from offset on, without blocking.
+// Offsets are absolute: offset 0 is the first byte the process ever wrote.
+// Pass Chunk.Next as the offset of the next read; Chunk.Omitted then says
+// how many bytes were dropped from the middle of long output before
+// Chunk.Offset. An offset at or past the end returns no data and Next equal
+// to offset. Reading drains nothing, so any number of readers can follow the
+// same process with offsets of their own.
+//
+// A negative offset is ErrInvalidRequest. Once a Chunk reports EOF, Info
+// reports the process as exited.
+func (p *Process) Read(offset int64) (Chunk, error) {
+	if err := validateOffset(offset); err != nil {
+		return Chunk{Offset: offset, Next: offset}, err
+	}
+	return p.buf.read(offset), nil
+}
+
+// WaitOutput is Read, but when there is nothing after offset yet it blocks
+// until the process writes a byte, exits, or ctx ends. It wakes on the write
+// itself, not on a timer, and waiters cost no goroutine of their own. When
+// ctx ends first it returns Read(offset) and ctx.Err(); output already
+// available is returned even if ctx has ended.
+func (p *Process) WaitOutput(ctx context.Context, offset int64) (Chunk, error) {
+	if err := validateOffset(offset); err != nil {
+		return Chunk{Offset: offset, Next: offset}, err
+	}
+	return p.buf.waitRead(ctx, offset)
+}
+
+// WaitMatch blocks until a complete line of output matches re and returns
+// that line without its line ending ("\n" or "\r\n"). It searches from the
+// start of the retained output, so a line written before the call is found
+// too, and then follows new output as it is written, waking on writes, not
+// on a timer.
+//
+// A line is complete when its newline has been written, or when the process
+// has exited. A line whose start was dropped from the middle of long output,
+// or that is longer than 1 MiB, is never matched. WaitMatch returns
+// ErrExited if the process exits without a matching line, and ctx.Err() if
+// ctx ends first. A nil re is ErrInvalidRequest.
+func (p *Process) WaitMatch(ctx context.Context, re *regexp.Regexp) (string, error) {
+	if re == nil {
+		return "", xerrors.Errorf("nil regexp: %w", ErrInvalidRequest)
+	}
+	lm := lineMatcher{re: re}
+	var offset int64
+	for {
+		c, err := p.buf.waitRead(ctx, offset)
+		if err != nil {
+			return "", err
+		}
+		if line, ok := lm.feed(c); ok {
+			return line, nil
+		}
+		offset = c.Next
+		if c.EOF {
+			if line, ok := lm.finish(); ok {
+				return line, nil
+			}
+			return "", xerrors.Errorf("process %s: no line matched %q: %w", p.id, re.String(), ErrExited)
+		}
+	}
+}
+
+func validateOffset(offset int64) error {
+	if offset < 0 {
+		return xerrors.Errorf("negative offset %d: %w", offset, ErrInvalidRequest)
+	}
+	return nil
+}
+
+// lineMatcher splits successive chunks of output into lines and matches
+// each complete line once. Only the unfinished last line is kept between
+// chunks, so every byte is scanned once however often WaitMatch wakes.
+type lineMatcher struct {
+	re *regexp.Regexp
+	// partial is the start of the current line when it began in an earlier
+	// chunk.
+	partial strings.Builder
+	// skip is set while the current line cannot be matched: its start was
+	// dropped, or it grew past maxMatchLineBytes.
+	skip bool
+}
+
+// feed scans c and returns the first complete line that matches.
+func (l *lineMatcher) feed(c Chunk) (string, bool) {
+	if c.Omitted > 0 {
+		// The bytes before the gap and the line the gap cuts into are one
+		// line whose middle is gone; matching its halves could report a
+		// line the process never wrote.
+		l.partial.Reset()
+		l.skip = true
+	}
+	data := c.Data
+	for {
+		i := strings.IndexByte(data, '\n')
+		if i < 0 {
+			break
+		}
+		line := data[:i]
+		data = data[i+1:]
+		if l.skip {
+			l.skip = false
+			continue
+		}
+		if l.partial.Len() > 0 {
+			l.partial.WriteString(line)
+			line = l.partial.String()
+			l.partial.Reset()
+		}
+		if l.match(line) {
+			return strings.TrimSuffix(line, "\r"), true
+		}
+	}
+	if !l.skip && data != "" {
+		if l.partial.Len()+len(data) > maxMatchLineBytes {
+			l.partial.Reset()
+			l.skip = true
+		} else {
+			l.partial.WriteString(data)
+		}
+	}
+	return "", false
+}
+
+// finish treats the unfinished last line as complete: the process has
+// exited, so nothing more will be added to it.
+func (l *lineMatcher) finish() (string, bool) {
+	if l.skip || l.partial.Len() == 0 {
+		return "", false
+	}
+	line := l.partial.String()
+	l.partial.Reset()
+	if l.match(line) {
+		return strings.TrimSuffix(line, "\r"), true
+	}
+	return "", false
+}
+
+func (l *lineMatcher) match(line string) bool {
+	return l.re.MatchString(strings.TrimSuffix(line, "\r"))
+}
