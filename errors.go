@@ -22,6 +22,18 @@ var (
 	// ErrInvalidRequest is returned, wrapped with the reason, for a Request
 	// or argument that cannot be used. Nothing is started.
 	ErrInvalidRequest = xerrors.New("agentproc: invalid request")
+	// ErrNoStdin is returned by WriteStdin and CloseStdin for a process
+	// started without Request.Stdin or Request.TTY.
+	ErrNoStdin = xerrors.New("agentproc: process has no writable stdin")
+	// ErrStdinClosed is returned by WriteStdin after CloseStdin or once the
+	// process has exited (also when the child closed its end first).
+	ErrStdinClosed = xerrors.New("agentproc: stdin is closed")
+	// ErrNoTTY is returned by Resize for a process started without
+	// Request.TTY.
+	ErrNoTTY = xerrors.New("agentproc: process has no terminal")
+	// ErrUnsupported is returned, wrapped with the platform's name, for a
+	// feature the platform lacks (Request.TTY on Windows).
+	ErrUnsupported = xerrors.New("agentproc: unsupported on this platform")
 	// ErrExited is returned by Process.WaitMatch when the process exits
 	// without writing a matching line.
 	ErrExited = xerrors.New("agentproc: process exited")

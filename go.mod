@@ -5,6 +5,7 @@ go 1.26.0
 require (
 	cdr.dev/slog/v3 v3.0.0-rc1
 	github.com/coder/quartz v0.3.1
+	github.com/creack/pty v1.1.24
 	github.com/google/uuid v1.6.0
 	go.uber.org/goleak v1.3.0
 	golang.org/x/sys v0.50.0

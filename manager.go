@@ -49,6 +49,15 @@ type Request struct {
 	// nothing, and a Start with a different one is ErrKeyConflict. The key
 	// is free again once retention drops the process. "" means no key.
 	Key string `json:"key,omitempty"`
+	// Stdin gives the process a pipe as stdin that the caller writes with
+	// Process.WriteStdin and ends with Process.CloseStdin. false, the
+	// default, gives it the null device.
+	Stdin bool `json:"stdin,omitempty"`
+	// TTY, when non-nil, runs the process under a pseudo-terminal of that
+	// size (Unix only; Start returns ErrUnsupported elsewhere). The terminal
+	// is stdin, stdout and stderr, so TTY implies a writable stdin. nil, the
+	// default, means pipes.
+	TTY *TTYSize `json:"tty,omitempty"`
 }
 
 // Manager starts and supervises processes. Use New to make one and Close to
@@ -276,18 +285,16 @@ func (m *Manager) spawn(req Request, owner, command, dir string, seq uint64, war
 		return nil, xerrors.Errorf("agentproc: set up containment: %w", err)
 	}
 
-	r, w, err := os.Pipe()
+	st, err := openStdio(req, m.cfg.stdinStall)
 	if err != nil {
 		_ = ctr.release()
-		return nil, xerrors.Errorf("agentproc: create output pipe: %w", err)
+		return nil, err
 	}
 	ctx, kill := context.WithCancel(context.Background())
 	cmd := newShellCmd(ctx, m.cfg.shell, command)
 	cmd.Dir = dir
 	cmd.Env = env
-	cmd.Stdin = nil // the null device
-	cmd.Stdout = w
-	cmd.Stderr = w
+	st.attach(cmd)
 	sys := &sysProc{}
 	cmd.Cancel = func() error {
 		if err := sys.signal(SignalKill); err != nil && !errors.Is(err, errNoProcess) {
@@ -303,8 +310,7 @@ func (m *Manager) spawn(req Request, owner, command, dir string, seq uint64, war
 	fail := func(step string, err error) (*Process, error) {
 		_ = ctr.release()
 		kill()
-		_ = r.Close()
-		_ = w.Close()
+		st.closeAll()
 		return nil, xerrors.Errorf("agentproc: %s: %w", step, err)
 	}
 	if err := sys.prepare(cmd); err != nil {
@@ -313,22 +319,27 @@ func (m *Manager) spawn(req Request, owner, command, dir string, seq uint64, war
 	if err := ctr.prepare(cmd); err != nil {
 		return fail("prepare containment", err)
 	}
+	// After the others: a terminal replaces the process group with a
+	// session, amending the attributes they set.
+	if err := st.prepare(cmd); err != nil {
+		return fail("prepare terminal", err)
+	}
 	if err := cmd.Start(); err != nil {
 		sys.release()
 		return fail("start "+m.cfg.shell[0]+ctr.describe(), err)
 	}
 	ctr.started(cmd)
-	growPipe(r)
+	growPipe(st.out) // a no-op on a PTY master
 	// Only the child holds the write end now, so EOF comes when the last
 	// process of the tree that inherited it is gone.
-	_ = w.Close()
+	st.closeChild()
 	if err := sys.started(cmd); err != nil {
 		_ = cmd.Wait()
 		sys.release()
 		_ = ctr.killEscaped()
 		_ = ctr.release()
 		kill()
-		_ = r.Close()
+		st.closeAll()
 		return nil, xerrors.Errorf("agentproc: contain process: %w", err)
 	}
 
@@ -342,6 +353,7 @@ func (m *Manager) spawn(req Request, owner, command, dir string, seq uint64, war
 		ctr:   ctr,
 		cmd:   cmd,
 		kill:  kill,
+		in:    st.in,
 		done:  make(chan struct{}),
 		info: Info{
 			ID:         id,
@@ -350,6 +362,8 @@ func (m *Manager) spawn(req Request, owner, command, dir string, seq uint64, war
 			Owner:      owner,
 			Background: req.Background,
 			Warnings:   warnings,
+			Stdin:      st.in != nil,
+			TTY:        st.tty,
 			Running:    true,
 			PID:        cmd.Process.Pid,
 			StartedAt:  m.cfg.clock.Now("agentproc", "start"),
@@ -365,9 +379,9 @@ func (m *Manager) spawn(req Request, owner, command, dir string, seq uint64, war
 	readerDone := make(chan struct{})
 	go func() {
 		defer close(readerDone)
-		copyOutput(p.buf, p.log, r)
+		copyOutput(p.buf, p.log, st.out)
 	}()
-	go p.supervise(r, readerDone)
+	go p.supervise(st.out, readerDone)
 	return p, nil
 }
 
@@ -386,7 +400,8 @@ var (
 
 // copyOutput copies the pipe into the buffer, and the output log's queue if
 // there is one, until EOF or a read error (the drain deadline), then waits
-// for the log to be written. Neither ever fails or blocks, so the child is
+// for the log to be written. A PTY master ends with EIO once no process
+// holds the terminal. Neither ever fails or blocks, so the child is
 // only ever slowed by the copies themselves.
 func copyOutput(buf *outputBuffer, log *outputLog, r *os.File) {
 	defer log.finish()

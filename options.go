@@ -33,6 +33,7 @@ type config struct {
 	maxExited    int
 	grace        time.Duration
 	maxRunning   int
+	stdinStall   time.Duration // real time; tests shorten it
 	cgroupParent string
 	bgDetect     bool
 	logDir       string
@@ -60,6 +61,7 @@ func defaultConfig() config {
 		retainAge:    DefaultRetention,
 		maxExited:    DefaultMaxExited,
 		grace:        DefaultGracePeriod,
+		stdinStall:   defaultStdinStall,
 		bgDetect:     true,
 	}
 }

@@ -88,6 +88,11 @@ type Info struct {
 	// LogPath is the file holding the full output (WithOutputLog), or ""
 	// without one. The file is gone once retention drops the process.
 	LogPath string `json:"log_path,omitempty"`
+	// Stdin is true when the caller can write the process's stdin
+	// (Request.Stdin or Request.TTY).
+	Stdin bool `json:"stdin"`
+	// TTY is true when the process runs under a pseudo-terminal.
+	TTY bool `json:"tty"`
 }
 
 // Output is one consistent snapshot of a process's state and output: when
@@ -119,6 +124,7 @@ type Process struct {
 	// kill cancels the context the command was started with; os/exec then
 	// calls cmd.Cancel, which kills the whole tree.
 	kill context.CancelFunc
+	in   *input // nil without Stdin or TTY
 	done chan struct{}
 
 	dropped bool // retention dropped it; guarded by Manager.mu
@@ -273,6 +279,8 @@ func (p *Process) supervise(pipe *os.File, readerDone <-chan struct{}) {
 	defer p.m.wg.Done()
 	waitErr := p.cmd.Wait()
 	state := p.cmd.ProcessState
+	// Writes from now on are ErrStdinClosed, whatever is left of the tree.
+	p.in.closeAtExit()
 
 	// The shell is gone; whatever is left of its tree is killed now so that
 	// nothing outlives the command and the pipe can reach EOF: the group,

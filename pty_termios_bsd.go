@@ -1,0 +1,8 @@
+//go:build darwin || dragonfly || freebsd || netbsd || openbsd
+
+package agentproc
+
+import "golang.org/x/sys/unix"
+
+// ioctlGetTermios reads a terminal's attributes.
+const ioctlGetTermios = unix.TIOCGETA
