@@ -99,6 +99,14 @@ func (c *Client) Signal(ctx context.Context, id string, sig agentproc.Signal) er
 	return c.do(ctx, http.MethodPost, "/"+url.PathEscape(id)+"/signal", nil, SignalRequest{Signal: sig}, &resp)
 }
 
+// WriteStdin writes to a process's stdin and optionally closes it
+// (POST /{id}/stdin).
+func (c *Client) WriteStdin(ctx context.Context, id string, req StdinRequest) (StdinResponse, error) {
+	var resp StdinResponse
+	err := c.do(ctx, http.MethodPost, "/"+url.PathEscape(id)+"/stdin", nil, req, &resp)
+	return resp, err
+}
+
 // maxErrorBody bounds how much of an error reply is read: enough for any
 // reply this package writes, and a bound on what a proxy's page can cost.
 const maxErrorBody = 64 << 10

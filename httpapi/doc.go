@@ -9,7 +9,8 @@
 //
 // Routes, relative to where the handler is mounted:
 //
-//	POST /start            {"command", "workdir", "env", "background", "timeout"}
+//	POST /start            {"command", "workdir", "env", "background", "timeout",
+//	                        "stdin", "tty": {"rows", "cols"}}
 //	                       -> {"id", "started", "command", "background", "warnings"}
 //	GET  /list             -> {"processes": [Process...]}
 //	GET  /{id}             -> Process
@@ -24,6 +25,8 @@
 //	                       (agentproc.Chunk), and "output" is the chunk's data
 //	POST /{id}/signal      {"signal": "kill" | "terminate" | "interrupt"}
 //	                       -> {"message"}
+//	POST /{id}/stdin       {"data", "close"} -> {"written"}; the process
+//	                       must have been started with "stdin" or "tty"
 //
 // A Process is {"id", "command", "workdir", "background", "running",
 // "exit_code", "started_at_unix", "exited_at_unix", "pid", "reason",

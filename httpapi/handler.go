@@ -44,6 +44,7 @@ func NewHandler(m *agentproc.Manager, opts ...Option) http.Handler {
 	mux.HandleFunc("GET /{id}", h.get)
 	mux.HandleFunc("GET /{id}/output", h.output)
 	mux.HandleFunc("POST /{id}/signal", h.signal)
+	mux.HandleFunc("POST /{id}/stdin", h.stdin)
 	return mux
 }
 
@@ -107,6 +108,8 @@ func (h *handler) start(w http.ResponseWriter, r *http.Request) {
 		Env:        req.Env,
 		Background: req.Background,
 		Timeout:    timeout,
+		Stdin:      req.Stdin,
+		TTY:        req.TTY,
 	})
 	if err != nil {
 		writeError(w, errorFor(err, ""))
@@ -231,6 +234,8 @@ func errorFor(err error, id string) *Error {
 		e.StatusCode, e.Message = http.StatusTooManyRequests, "Too many processes are running; wait for one to exit or stop one."
 	case errors.Is(err, agentproc.ErrClosed):
 		e.StatusCode, e.Message = http.StatusServiceUnavailable, "The process manager is shutting down."
+	case errors.Is(err, agentproc.ErrUnsupported):
+		e.StatusCode, e.Message = http.StatusNotImplemented, "This server's platform does not support the request."
 	case id == "":
 		e.Message = "Failed to start the process."
 	default:

@@ -24,6 +24,12 @@ type StartRequest struct {
 	// Background marks a command meant to keep running, such as a server.
 	Background bool `json:"background,omitempty"`
 
+	// Extension: give the process a stdin pipe to write with
+	// POST /{id}/stdin; false gives it the null device.
+	Stdin bool `json:"stdin,omitempty"`
+	// Extension: run the process under a pseudo-terminal of this size
+	// (Unix only; 501 elsewhere), which is also its writable stdin.
+	TTY *agentproc.TTYSize `json:"tty,omitempty"`
 	// Extension: how long the command may run, as a Go duration such as
 	// "30s"; when it passes the process is stopped (agentproc.Request
 	// Timeout). "" means no limit.
