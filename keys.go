@@ -86,10 +86,21 @@ func (m *Manager) freeKeyLocked(p *Process) {
 
 // sameKeyedRequest reports whether a retried Start asks for the same
 // command as the one that took the key. Timeout is not compared: it limits
-// the run, it does not say what runs.
+// the run, it does not say what runs. Stdin and TTY are: a caller that
+// expects to type into the process, or a terminal of some size, must not be
+// handed one without.
 func sameKeyedRequest(a, b Request) bool {
 	return a.Command == b.Command &&
 		a.WorkDir == b.WorkDir &&
 		a.Background == b.Background &&
+		a.Stdin == b.Stdin &&
+		sameTTY(a.TTY, b.TTY) &&
 		maps.Equal(a.Env, b.Env)
+}
+
+func sameTTY(a, b *TTYSize) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return *a == *b
 }

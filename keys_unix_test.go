@@ -77,6 +77,8 @@ func TestKeyConflict(t *testing.T) {
 		"env key":    func(r *agentproc.Request) { r.Env = map[string]string{"A": "1", "B": "1"} },
 		"no env":     func(r *agentproc.Request) { r.Env = nil },
 		"background": func(r *agentproc.Request) { r.Background = true },
+		"stdin":      func(r *agentproc.Request) { r.Stdin = true },
+		"tty":        func(r *agentproc.Request) { r.TTY = &agentproc.TTYSize{Rows: 24, Cols: 80} },
 	}
 	for name, change := range variants {
 		req := base

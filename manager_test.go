@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"strconv"
 	"strings"
@@ -34,6 +35,7 @@ const helperEnv = "AGENTPROC_TEST_HELPER"
 //   - "pieces": write the pieces of helperPiecesEnv one by one, waiting for
 //     a byte on the FIFO at helperFIFOEnv between two pieces (Unix only).
 //   - "stream": write helperBytesEnv bytes of text in 64 KiB writes.
+//   - "cat": copy stdin to stdout until EOF.
 //   - "ticks": for each byte read from the FIFO at helperFIFOEnv, write one
 //     line holding the wall clock in Unix nanoseconds.
 func runHelper(mode string) int {
@@ -44,6 +46,12 @@ func runHelper(mode string) int {
 		return helperStream()
 	case "ticks":
 		return helperTicks()
+	case "cat":
+		if _, err := io.Copy(os.Stdout, os.Stdin); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		return 0
 	case "ready":
 		fmt.Println("ready")
 		time.Sleep(time.Hour) // a child waiting to be signalled, not synchronisation

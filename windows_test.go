@@ -317,3 +317,43 @@ func TestWindowsCustomShell(t *testing.T) {
 		t.Errorf("got %q, want %q", got, []string{`"a & b"`})
 	}
 }
+
+func TestWindowsStdin(t *testing.T) {
+	t.Parallel()
+	m := newManager(t)
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The test binary as a cat: Wine's findstr and more do not echo a pipe.
+	p := mustStart(t, m, agentproc.Request{
+		Command: `"` + exe + `"`,
+		Env:     map[string]string{helperEnv: "cat"},
+		Stdin:   true,
+	})
+	if _, err := p.WriteStdin([]byte("hello stdin\r\n")); err != nil {
+		t.Fatalf("WriteStdin: %v", err)
+	}
+	if err := p.CloseStdin(); err != nil {
+		t.Fatalf("CloseStdin: %v", err)
+	}
+	info := mustWait(t, p)
+	if got := lines(p.Output().Text); len(got) != 1 || got[0] != "hello stdin" {
+		t.Errorf("output got %q, want [\"hello stdin\"]", got)
+	}
+	if got := exitCode(info); got != 0 {
+		t.Errorf("exit code got %d, want 0", got)
+	}
+	if _, err := p.WriteStdin([]byte("late")); !errors.Is(err, agentproc.ErrStdinClosed) {
+		t.Errorf("WriteStdin after exit: got %v, want ErrStdinClosed", err)
+	}
+}
+
+func TestWindowsTTYUnsupported(t *testing.T) {
+	t.Parallel()
+	m := newManager(t)
+	_, err := m.Start(agentproc.Request{Command: "echo hi", TTY: &agentproc.TTYSize{Rows: 24, Cols: 80}})
+	if !errors.Is(err, agentproc.ErrUnsupported) || !strings.Contains(err.Error(), "windows") {
+		t.Errorf("Start with TTY: got %v, want ErrUnsupported naming windows", err)
+	}
+}
