@@ -9,9 +9,11 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/agentproc/agentproc"
 )
@@ -96,6 +98,68 @@ func BenchmarkThroughput(b *testing.B) {
 			b.ReportMetric(float64(growth)/1024, "rss-growth-KiB")
 		}
 	})
+}
+
+// BenchmarkPaired runs the agentproc and os_exec variants of the same work
+// alternately inside one benchmark and reports the median of each and their
+// ratio. On a shared machine, load drifts between two sub-benchmarks run
+// one after the other; alternating run by run cancels most of that drift, so
+// these ratios are the ones the README quotes.
+func BenchmarkPaired(b *testing.B) {
+	n := throughputBytes()
+	big := "head -c " + strconv.FormatInt(n, 10) + " /dev/zero"
+	for _, tt := range []struct {
+		name    string
+		command string
+		bytes   int64
+	}{
+		{"StartWait", "true", 0},
+		{"Throughput", big, n},
+	} {
+		b.Run(tt.name, func(b *testing.B) {
+			m := agentproc.New()
+			defer m.Close()
+			ctx := context.Background()
+			var ours, theirs []time.Duration
+			for b.Loop() {
+				start := time.Now()
+				p, err := m.Start(agentproc.Request{Command: tt.command})
+				if err != nil {
+					b.Fatal(err)
+				}
+				if _, err := p.Wait(ctx); err != nil {
+					b.Fatal(err)
+				}
+				ours = append(ours, time.Since(start))
+
+				start = time.Now()
+				cmd := exec.Command("sh", "-c", tt.command)
+				if tt.bytes > 0 {
+					cmd.Stdout = io.Discard
+				}
+				if err := cmd.Run(); err != nil {
+					b.Fatal(err)
+				}
+				theirs = append(theirs, time.Since(start))
+			}
+			a, o := medianDuration(ours), medianDuration(theirs)
+			if tt.bytes > 0 {
+				b.ReportMetric(float64(tt.bytes)/a.Seconds()/1e6, "agentproc-MB/s")
+				b.ReportMetric(float64(tt.bytes)/o.Seconds()/1e6, "os_exec-MB/s")
+				b.ReportMetric(o.Seconds()/a.Seconds(), "throughput-ratio")
+			} else {
+				b.ReportMetric(float64(a.Microseconds()), "agentproc-µs")
+				b.ReportMetric(float64(o.Microseconds()), "os_exec-µs")
+				b.ReportMetric(a.Seconds()/o.Seconds(), "time-ratio")
+			}
+		})
+	}
+}
+
+func medianDuration(ds []time.Duration) time.Duration {
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	return s[len(s)/2]
 }
 
 // rssBytes returns this process's resident set size, or -1 where

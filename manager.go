@@ -481,6 +481,12 @@ func posixShell(shell []string) bool {
 // that does not parse, or whose stripped form would be empty, is returned
 // unchanged and not promoted.
 func detectBackground(command string, background bool) (string, bool, []string) {
+	// Without any of these substrings AnalyzeCommand can find nothing, and
+	// parsing costs more than the rest of Start for a short command.
+	if !strings.Contains(command, "&") && !strings.Contains(command, "nohup") &&
+		!strings.Contains(command, "setsid") && !strings.Contains(command, "disown") {
+		return command, background, nil
+	}
 	a, err := AnalyzeCommand(command)
 	if err != nil {
 		return command, background, nil
