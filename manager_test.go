@@ -61,25 +61,6 @@ func runHelper(mode string) int {
 	return 2
 }
 
-// helperRequest returns a Request that runs the test binary as a helper in
-// the given mode, exec'd by the shell so that signals reach it directly.
-func helperRequest(t testing.TB, mode string) agentproc.Request {
-	t.Helper()
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return agentproc.Request{
-		Command: "exec " + shellQuote(exe),
-		Env:     map[string]string{helperEnv: mode},
-	}
-}
-
-// shellQuote quotes s for sh.
-func shellQuote(s string) string {
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
-}
-
 // testTimeout bounds every wait in these tests.
 const testTimeout = 10 * time.Second
 

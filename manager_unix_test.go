@@ -23,6 +23,25 @@ import (
 	"github.com/agentproc/agentproc"
 )
 
+// helperRequest returns a Request that runs the test binary as a helper in
+// the given mode, exec'd by the shell so that signals reach it directly.
+func helperRequest(t testing.TB, mode string) agentproc.Request {
+	t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return agentproc.Request{
+		Command: "exec " + shellQuote(exe),
+		Env:     map[string]string{helperEnv: mode},
+	}
+}
+
+// shellQuote quotes s for sh.
+func shellQuote(s string) string {
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
 // waitForOutput waits until the process's output matches re and returns the
 // submatches. It polls Output on a ticker under the test deadline; the
 // streaming waits of a later issue replace this.

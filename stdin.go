@@ -2,6 +2,7 @@ package agentproc
 
 import (
 	"context"
+	"errors"
 	"os"
 	"os/exec"
 	"sync"
@@ -204,11 +205,11 @@ func (in *input) wrote(b []byte) {
 // nothing about either but stop writing.
 func (in *input) writeError(ctx context.Context, err error) error {
 	switch {
-	case xerrors.Is(err, os.ErrDeadlineExceeded) && ctx.Err() != nil:
+	case errors.Is(err, os.ErrDeadlineExceeded) && ctx.Err() != nil:
 		return ctx.Err()
-	case xerrors.Is(err, os.ErrDeadlineExceeded):
+	case errors.Is(err, os.ErrDeadlineExceeded):
 		return xerrors.Errorf("agentproc: write stdin: no progress for %v: %w", in.stall, err)
-	case in.isClosed(), xerrors.Is(err, os.ErrClosed), isBrokenPipe(err):
+	case in.isClosed(), errors.Is(err, os.ErrClosed), isBrokenPipe(err):
 		return ErrStdinClosed
 	}
 	return xerrors.Errorf("agentproc: write stdin: %w", err)
@@ -227,7 +228,7 @@ func (in *input) closeStdin() error {
 		in.closed = true
 		// Closing also ends a Write blocked in another goroutine, which
 		// then reports ErrStdinClosed.
-		if err := in.f.Close(); err != nil && !xerrors.Is(err, os.ErrClosed) {
+		if err := in.f.Close(); err != nil && !errors.Is(err, os.ErrClosed) {
 			return xerrors.Errorf("agentproc: close stdin: %w", err)
 		}
 		return nil
@@ -250,7 +251,7 @@ func (in *input) closeStdin() error {
 		eof = append(eof, eof[0])
 	}
 	in.mu.Unlock()
-	if _, err := in.writeHeld(context.Background(), eof); err != nil && !xerrors.Is(err, ErrStdinClosed) {
+	if _, err := in.writeHeld(context.Background(), eof); err != nil && !errors.Is(err, ErrStdinClosed) {
 		return xerrors.Errorf("agentproc: close stdin: %w", err)
 	}
 	return nil

@@ -3,13 +3,13 @@
 package agentproc
 
 import (
+	"errors"
 	"golang.org/x/sys/unix"
-	"golang.org/x/xerrors"
 )
 
 // isBrokenPipe reports whether a write failed because no process reads the
 // other end any more. Go ignores SIGPIPE for descriptors other than stdout
 // and stderr, so the host only ever sees EPIPE.
 func isBrokenPipe(err error) bool {
-	return xerrors.Is(err, unix.EPIPE)
+	return errors.Is(err, unix.EPIPE)
 }

@@ -1,6 +1,7 @@
 package agentproc
 
 import (
+	"errors"
 	"os"
 
 	"golang.org/x/xerrors"
@@ -39,7 +40,7 @@ func (p *Process) Resize(rows, cols uint16) error {
 	}
 	if err := setTTYSize(p.in.f, TTYSize{Rows: rows, Cols: cols}); err != nil {
 		// The supervisor closes the master once the process has exited.
-		if xerrors.Is(err, os.ErrClosed) {
+		if errors.Is(err, os.ErrClosed) {
 			return ErrNotRunning
 		}
 		return xerrors.Errorf("agentproc: resize terminal: %w", err)
