@@ -4,6 +4,7 @@ package httpapi_test
 
 import (
 	"net/http"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -66,6 +67,11 @@ func TestTTY(t *testing.T) {
 	c := s.client()
 
 	id := start(t, c, httpapi.StartRequest{Command: "stty size; read line; echo got $line", TTY: &agentproc.TTYSize{Rows: 30, Cols: 100}})
+	// The terminal echoes input: write only once the size is out, or the
+	// echo can come first.
+	if _, err := c.Output(ctx, id, httpapi.OutputOptions{WaitFor: regexp.MustCompile(`^\d+ \d+$`)}); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := c.WriteStdin(ctx, id, httpapi.StdinRequest{Data: "hi\n"}); err != nil {
 		t.Fatal(err)
 	}
