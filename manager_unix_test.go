@@ -630,3 +630,41 @@ func TestBackgroundDetection(t *testing.T) {
 		})
 	}
 }
+
+// TestSnapshotConsistency polls Output while processes write and exit: the
+// first snapshot that says "exited" must already carry the final text and
+// an exit code.
+func TestSnapshotConsistency(t *testing.T) {
+	t.Parallel()
+	m := newManager(t, agentproc.WithOutputLimits(4096, 4096, 0))
+	for i := range 20 {
+		p := mustStart(t, m, agentproc.Request{Command: fmt.Sprintf(`i=0; while [ $i -lt %d ]; do echo "line $i"; i=$((i+1)); done`, 50*i)})
+		ctx := testContext(t)
+		var first *agentproc.Output
+		for first == nil {
+			out := p.Output()
+			if !out.Running {
+				first = &out
+				break
+			}
+			if out.ExitCode != nil || out.Reason != "" {
+				t.Fatalf("running snapshot with exit state: %+v", out.Info)
+			}
+			select {
+			case <-ctx.Done():
+				t.Fatal("process never exited")
+			default:
+			}
+		}
+		final := mustWait(t, p)
+		if first.ExitCode == nil || *first.ExitCode != 0 || first.Reason != final.Reason {
+			t.Errorf("first exited snapshot: got %+v, want exit code 0 and reason %q", first.Info, final.Reason)
+		}
+		if want := p.Output().Text; first.Text != want {
+			t.Errorf("first exited snapshot text (%d bytes) differs from the final text (%d bytes)", len(first.Text), len(want))
+		}
+		if c, err := p.Read(0); err != nil || (first.Truncated == nil && !c.EOF) {
+			t.Errorf("Read after exit: got (%+v, %v), want EOF for untruncated output", c, err)
+		}
+	}
+}
