@@ -7,6 +7,7 @@ import (
 	"errors"
 	"os"
 	"os/exec"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -30,8 +31,13 @@ func envKeyFold(k string) string { return k }
 // leader's PID, and the kernel does not hand that number to a new process
 // while any member of the group is alive, so signalling -pgid can only reach
 // our tree as long as someone in it lives.
+//
+// Once the leader has been reaped and leftovers has killed the rest, the
+// number may be handed out again (after a PID wrap), so from then on signal
+// refuses to use it: closed is set before leftovers returns.
 type sysProc struct {
-	pgid int
+	pgid   int
+	closed atomic.Bool
 }
 
 // prepare puts the child in a new process group of its own.
@@ -48,7 +54,7 @@ func (s *sysProc) started(cmd *exec.Cmd) error {
 
 // signal sends sig to every member of the group.
 func (s *sysProc) signal(sig Signal) error {
-	if s.pgid <= 0 {
+	if s.pgid <= 0 || s.closed.Load() {
 		return errNoProcess
 	}
 	err := unix.Kill(-s.pgid, osSignal(sig))
@@ -67,6 +73,7 @@ func (s *sysProc) alive() bool {
 // returns how many members there were (exact where the OS lets us
 // enumerate the group, else 1 when any remained).
 func (s *sysProc) leftovers() int {
+	defer s.closed.Store(true)
 	if !s.alive() {
 		return 0
 	}
