@@ -1,6 +1,7 @@
 package agentproc
 
 import (
+	"bufio"
 	"bytes"
 	"os"
 	"runtime"
@@ -147,16 +148,23 @@ const scanWorkersMin = 256
 const rangeProbeMax = 4096
 
 // candidatePIDs returns the PIDs that can belong to descendants of leader.
-// Linux hands out PIDs in increasing order until it wraps at pid_max, so
-// every descendant got a PID after leader's and at most the namespace's
-// last one (/proc/sys/kernel/ns_last_pid). When that range is narrow, which
-// is the common case of a short command, probing it is far cheaper than
-// listing and reading all of /proc: it keeps the sweep that follows every
-// shell exit out of Start+Wait's cost. After a wrap, or when the range is
-// wide, every process is a candidate.
-func (s *procScanner) candidatePIDs(leader int) ([]int, error) {
-	if leader > 0 {
-		if last, ok := s.lastPID(); ok && last >= leader && last-leader <= rangeProbeMax {
+// Linux hands out PIDs in increasing order, wrapping at pid_max, so when
+// fewer PIDs were handed out since the leader started than fit between it
+// and pid_max, every descendant got a PID after the leader's and at most
+// the namespace's last one (/proc/sys/kernel/ns_last_pid). The kernel's
+// fork count since boot (/proc/stat "processes", which counts threads and
+// other namespaces too, so it never undercounts) bounds how many were
+// handed out. When that range is narrow, which is the common case of a
+// short command, probing it is far cheaper than listing and reading all of
+// /proc: it keeps the sweep that follows every shell exit out of
+// Start+Wait's cost. After a possible wrap, for a long-lived process, or
+// when the range is wide, every process is a candidate.
+func (s *procScanner) candidatePIDs(leader int, forksAtStart uint64) ([]int, error) {
+	if leader > 0 && forksAtStart > 0 {
+		forks, okForks := forkCount()
+		last, okLast := s.lastPID()
+		if okForks && okLast && forks-forksAtStart <= rangeProbeMax &&
+			last >= leader && last-leader <= rangeProbeMax {
 			pids := make([]int, 0, last-leader)
 			for pid := leader + 1; pid <= last; pid++ {
 				if pid != s.self {
@@ -167,6 +175,27 @@ func (s *procScanner) candidatePIDs(leader int) ([]int, error) {
 		}
 	}
 	return s.pids()
+}
+
+// forkCount returns the number of processes and threads created since
+// boot, from the "processes" line of /proc/stat.
+func forkCount() (uint64, bool) {
+	f, err := os.Open("/proc/stat")
+	if err != nil {
+		return 0, false
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	// The "intr" line before it holds one count per interrupt and can be
+	// long on big machines; past this a failed scan means a full sweep.
+	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
+	for sc.Scan() {
+		if v, ok := bytes.CutPrefix(sc.Bytes(), []byte("processes ")); ok {
+			n, err := strconv.ParseUint(string(bytes.TrimSpace(v)), 10, 64)
+			return n, err == nil
+		}
+	}
+	return 0, false
 }
 
 // lastPID returns the last PID allocated in this PID namespace. It reads
@@ -188,11 +217,11 @@ func (s *procScanner) lastPID() (int, bool) {
 }
 
 // markedPIDs returns every candidate process (see candidatePIDs; leader 0
-// means all of /proc) that mayBeMarked accepts, and how many processes were
+// or forksAtStart 0 means all of /proc) that mayBeMarked accepts, and how many processes were
 // looked at. Large sets are split across up to four goroutines, each with
 // its own buffer.
-func (s *procScanner) markedPIDs(entry []byte, leader int) (found []int, scanned int, err error) {
-	pids, err := s.candidatePIDs(leader)
+func (s *procScanner) markedPIDs(entry []byte, leader int, forksAtStart uint64) (found []int, scanned int, err error) {
+	pids, err := s.candidatePIDs(leader, forksAtStart)
 	if err != nil {
 		return nil, 0, err
 	}
