@@ -2,6 +2,6 @@
 
 package agentproc
 
-// countGroup cannot enumerate a group portably here; the caller only asks
-// when the group is known to be non-empty, so at least one remained.
-func countGroup(int) int { return 1 }
+// countGroup cannot enumerate a group portably here: ok is false, and the
+// caller falls back to kill(-pgid, 0), which also counts zombies.
+func countGroup(int) (n int, ok bool) { return 0, false }

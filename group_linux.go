@@ -7,24 +7,26 @@ import (
 )
 
 // countGroup counts the live (non-zombie) processes whose process group is
-// pgid, from /proc.
-func countGroup(pgid int) int {
+// pgid, from /proc; ok is false when /proc cannot be read. Zombies do not
+// count: a killed member whose parent died waits for init to reap it, and
+// it neither runs nor holds files.
+func countGroup(pgid int) (n int, ok bool) {
 	entries, err := os.ReadDir("/proc")
 	if err != nil {
-		return 1
+		return 0, false
 	}
-	n := 0
+
 	for _, e := range entries {
 		pid, err := strconv.Atoi(e.Name())
 		if err != nil {
 			continue
 		}
-		state, pgrp, ok := readStat(pid)
-		if ok && pgrp == pgid && state != 'Z' {
+		state, pgrp, found := readStat(pid)
+		if found && pgrp == pgid && state != 'Z' {
 			n++
 		}
 	}
-	return max(n, 1)
+	return n, true
 }
 
 // readStat returns the state and process group fields of /proc/PID/stat.

@@ -257,8 +257,11 @@ func (m *Manager) start(req Request, owner string) (*Process, error) {
 	// it is registered here; registering it then would keep it forever.
 	if !p.dropped {
 		m.procs[p.id] = p
+		m.settleKeyLocked(claim, p)
+	} else {
+		// Dropped already: its key must not stay bound to it.
+		m.settleKeyLocked(claim, nil)
 	}
-	m.settleKeyLocked(claim, p)
 	closed := m.closed
 	if closed && p.exited() {
 		// Close swept the logs before p was listed, and p's exit came
@@ -268,7 +271,9 @@ func (m *Manager) start(req Request, owner string) (*Process, error) {
 	m.mu.Unlock()
 	if closed {
 		// Close ran while this process was spawning and did not see it.
-		go func() { _, _ = p.stop(context.Background(), ReasonShutdown) }()
+		// Stopped here rather than in a goroutine, so that nothing of it
+		// outlives Close; this race is rare and costs at most the grace.
+		_, _ = p.stop(context.Background(), ReasonShutdown)
 	}
 	return p, nil
 }
@@ -355,6 +360,9 @@ func (m *Manager) spawn(req Request, owner, command, dir string, seq uint64, war
 		kill:  kill,
 		in:    st.in,
 		done:  make(chan struct{}),
+		// escalated is made with the process so the ladder and the
+		// supervisor never see it nil.
+		escalated: make(chan struct{}),
 		info: Info{
 			ID:         id,
 			Command:    command,
@@ -425,10 +433,9 @@ func copyOutput(buf *outputBuffer, log *outputLog, r *os.File) {
 	}
 }
 
-// exited is called once by each process's supervisor after its exit is
-// published in Info and before Done is closed.
-func (m *Manager) exited(p *Process) {
-	at := p.Info().ExitedAt
+// exited is called once by each process's supervisor, with its exit time,
+// just before the exit is published in Info.
+func (m *Manager) exited(p *Process, at time.Time) {
 	m.mu.Lock()
 	m.running--
 	m.exitOrder = append(m.exitOrder, exitRecord{p, at})

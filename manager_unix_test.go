@@ -668,3 +668,47 @@ func TestSnapshotConsistency(t *testing.T) {
 		}
 	}
 }
+
+// TestStopGivesGroupMembersTheGrace: when the shell dies of terminate at
+// once, the members of its group that are still cleaning up get the grace
+// period too, instead of being killed the moment the shell is gone.
+func TestStopGivesGroupMembersTheGrace(t *testing.T) {
+	t.Parallel()
+	// A mock clock whose grace period is never advanced: Stop can only
+	// return because the member finished its cleanup by itself.
+	clk := quartz.NewMock(t)
+	m := newManager(t, agentproc.WithClock(clk), agentproc.WithGracePeriod(time.Minute))
+	p := mustStart(t, m, agentproc.Request{Command: `(trap 'echo cleaning; sleep 0.2; echo cleaned; exit 0' TERM; echo ready; while :; do sleep 0.05; done) & wait`})
+	waitForOutput(t, p, regexp.MustCompile(`ready`))
+	info, err := p.Stop(testContext(t))
+	if err != nil {
+		t.Fatalf("Stop: %v", err)
+	}
+	if out := p.Output().Text; !strings.Contains(out, "cleaned") {
+		t.Errorf("output got %q, want the member's cleanup to finish (\"cleaned\")", out)
+	}
+	if info.Reason != agentproc.ReasonKilled || info.Leftovers != 0 {
+		t.Errorf("got reason %q leftovers %d, want %q and 0 (the member exited by itself)", info.Reason, info.Leftovers, agentproc.ReasonKilled)
+	}
+}
+
+// TestStopAfterShellExitKeepsReason: a Stop that arrives after the shell
+// exited by itself (its output still draining because an escaped process
+// without the marker holds the pipe) signals nothing and must not claim
+// the exit as its own.
+func TestStopAfterShellExitKeepsReason(t *testing.T) {
+	t.Parallel()
+	m := newManager(t)
+	p := mustStart(t, m, agentproc.Request{Command: `setsid env -i sleep 1 & echo ready; exit 0`})
+	waitForOutput(t, p, regexp.MustCompile(`ready`))
+	// Wait until the shell itself is gone (reaped); Info still says running
+	// while the escaped sleep holds the pipe.
+	requireGone(t, []int{p.Info().PID})
+	info, err := p.Stop(testContext(t))
+	if err != nil {
+		t.Fatalf("Stop: %v", err)
+	}
+	if info.Reason != agentproc.ReasonExited || exitCode(info) != 0 {
+		t.Errorf("got reason %q code %d, want %q and 0", info.Reason, exitCode(info), agentproc.ReasonExited)
+	}
+}

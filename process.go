@@ -126,6 +126,10 @@ type Process struct {
 	kill context.CancelFunc
 	in   *input // nil without Stdin or TTY
 	done chan struct{}
+	// escalated is closed when the stop ladder moves from terminate to
+	// kill (see escalate).
+	escalated    chan struct{}
+	escalateOnce sync.Once
 
 	dropped bool // retention dropped it; guarded by Manager.mu
 
@@ -225,12 +229,14 @@ func (p *Process) stop(ctx context.Context, reason ExitReason) (Info, error) {
 		p.mu.Unlock()
 		return p.Info(), nil
 	}
-	if p.stopReason == "" {
+	// Only a signal that reached something makes this package the cause of
+	// the exit. A group that is already gone belongs to a shell that exited
+	// by itself and whose output is still draining: it keeps its own reason.
+	// Setting the reason under the same lock as the signal means the exit
+	// path, which reads it under p.mu, cannot miss it.
+	if err := p.signalLocked(SignalTerminate); !errors.Is(err, ErrNotRunning) && p.stopReason == "" {
 		p.stopReason = reason
 	}
-	// A tree that is already empty will be reported by the exit path; any
-	// other failure still falls through to the kill below.
-	_ = p.signalLocked(SignalTerminate)
 	p.mu.Unlock()
 	// Then whatever left the group. Outside p.mu: the sweep reads /proc, and
 	// it verifies every target itself, so it cannot reach a recycled PID
@@ -244,15 +250,51 @@ func (p *Process) stop(ctx context.Context, reason ExitReason) (Info, error) {
 		return p.Info(), nil
 	case <-grace.C:
 	case <-ctx.Done():
-		p.kill()
+		p.escalate()
 		return p.Info(), ctx.Err()
 	}
-	p.kill()
+	p.escalate()
 	select {
 	case <-p.done:
 		return p.Info(), nil
 	case <-ctx.Done():
 		return p.Info(), ctx.Err()
+	}
+}
+
+// escalate is the kill step of the stop ladder: it tells a supervisor that
+// is giving the group its grace period to stop waiting, and cancels the
+// command's context, which makes os/exec kill the tree if the shell is
+// still running.
+func (p *Process) escalate() {
+	p.escalateOnce.Do(func() { close(p.escalated) })
+	p.kill()
+}
+
+// stopping reports whether a stop ladder has sent terminate to the group.
+func (p *Process) stopping() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.stopReason != ""
+}
+
+// groupPoll is how often the supervisor looks whether a stopping group has
+// emptied after its shell exited. The kernel has no event for "a process
+// group is empty", and this only runs during a stop's grace period.
+const groupPoll = 5 * time.Millisecond
+
+// awaitGroup waits, during a stop, until no member of the group is left or
+// the ladder escalates to kill. Members that got terminate with the shell
+// may still be cleaning up; Stop promises them the grace period.
+func (p *Process) awaitGroup() {
+	tick := time.NewTicker(groupPoll)
+	defer tick.Stop()
+	for p.sys.alive() {
+		select {
+		case <-p.escalated:
+			return
+		case <-tick.C:
+		}
 	}
 }
 
@@ -282,6 +324,9 @@ func (p *Process) supervise(pipe *os.File, readerDone <-chan struct{}) {
 	// Writes from now on are ErrStdinClosed, whatever is left of the tree.
 	p.in.closeAtExit()
 
+	if p.stopping() {
+		p.awaitGroup()
+	}
 	// The shell is gone; whatever is left of its tree is killed now so that
 	// nothing outlives the command and the pipe can reach EOF: the group,
 	// then what escaped it, so that Wait does not sit out pipeDrain for
@@ -316,6 +361,10 @@ func (p *Process) supervise(pipe *os.File, readerDone <-chan struct{}) {
 	p.kill() // releases the context; the process is already gone
 
 	now := p.m.cfg.clock.Now("agentproc", "exit")
+	// The running slot is given back before the exit is published, so a
+	// caller that sees it (Wait, Info, an EOF chunk) can start another
+	// process at once under WithMaxRunning.
+	p.m.exited(p, now)
 	p.mu.Lock()
 	p.info.ExitCode = &code
 	p.info.Signal = sigName
@@ -339,9 +388,5 @@ func (p *Process) supervise(pipe *os.File, readerDone <-chan struct{}) {
 	p.info.Running = false
 	p.mu.Unlock()
 
-	// The running slot is given back before done is closed, so a caller
-	// woken by Wait or Stop can start another process at once under
-	// WithMaxRunning. (The reverse order made TestMaxRunning flaky.)
-	p.m.exited(p)
 	close(p.done)
 }

@@ -64,21 +64,36 @@ func (s *sysProc) signal(sig Signal) error {
 	return err
 }
 
-// alive reports whether any member of the group still exists.
+// alive reports whether any member of the group is still running. kill with
+// signal 0 answers "no" cheaply, which is the common case; a "yes" may be
+// only zombies waiting for init, so it is checked against /proc where that
+// can be read.
 func (s *sysProc) alive() bool {
-	return s.pgid > 0 && unix.Kill(-s.pgid, 0) == nil
+	if s.pgid <= 0 || unix.Kill(-s.pgid, 0) != nil {
+		return false
+	}
+	if n, ok := countGroup(s.pgid); ok {
+		return n > 0
+	}
+	return true
 }
 
 // leftovers kills what is left of the group after the leader exited and
-// returns how many members there were (exact where the OS lets us
-// enumerate the group, else 1 when any remained).
+// returns how many members were still running (exact where the OS lets us
+// enumerate the group, else 1 when any remained). From then on the group ID
+// is never signalled again.
 func (s *sysProc) leftovers() int {
 	defer s.closed.Store(true)
-	if !s.alive() {
+	if s.pgid <= 0 || unix.Kill(-s.pgid, 0) != nil {
 		return 0
 	}
-	n := countGroup(s.pgid)
-	_ = unix.Kill(-s.pgid, unix.SIGKILL)
+	n, ok := countGroup(s.pgid)
+	if !ok {
+		n = 1
+	}
+	if n > 0 {
+		_ = unix.Kill(-s.pgid, unix.SIGKILL)
+	}
 	return n
 }
 

@@ -28,7 +28,11 @@ func (p *Process) enforceTimeout(d time.Duration) {
 		return
 	}
 	timer := p.m.cfg.clock.NewTimer(d, "agentproc", "timeout")
+	// Counted in the Manager's WaitGroup (whose count the process's own
+	// supervisor holds above zero here), so Close waits for it too.
+	p.m.wg.Add(1)
 	go func() {
+		defer p.m.wg.Done()
 		defer timer.Stop()
 		select {
 		case <-p.done:

@@ -39,8 +39,10 @@ func (p *Process) Resize(rows, cols uint16) error {
 		return ErrNotRunning
 	}
 	if err := setTTYSize(p.in.f, TTYSize{Rows: rows, Cols: cols}); err != nil {
-		// The supervisor closes the master once the process has exited.
-		if errors.Is(err, os.ErrClosed) {
+		// The supervisor closes the master once the shell has exited, before
+		// Done: a resize racing that gets "use of closed file" (which is not
+		// always os.ErrClosed) and reports the process as not running.
+		if errors.Is(err, os.ErrClosed) || p.in.isClosed() || p.exited() {
 			return ErrNotRunning
 		}
 		return xerrors.Errorf("agentproc: resize terminal: %w", err)
