@@ -197,6 +197,9 @@ func (m *Manager) start(req Request, owner string) (*Process, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := checkShellCommand(m.cfg.shell, command); err != nil {
+		return nil, err
+	}
 	var warnings []string
 	if m.cfg.bgDetect && posixShell(m.cfg.shell) {
 		command, req.Background, warnings = detectBackground(command, req.Background)

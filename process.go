@@ -185,9 +185,13 @@ func (p *Process) Wait(ctx context.Context) (Info, error) {
 	}
 }
 
-// Signal sends sig to the whole process tree. It returns ErrNotRunning once
-// the process has exited (including when the signal races the exit) and
-// ErrUnsupportedSignal for an unknown sig.
+// Signal sends sig to the process group (Unix) or the Job Object (Windows:
+// kill terminates the job; interrupt and terminate send CTRL_BREAK_EVENT to
+// the console process group). Descendants that left the group (setsid) are
+// not signalled here; Stop, Close and timeouts reach them too (see
+// MarkerEnv). It returns ErrNotRunning once the process has exited
+// (including when the signal races the exit) and ErrUnsupportedSignal for
+// an unknown sig.
 func (p *Process) Signal(sig Signal) error {
 	if !sig.valid() {
 		return xerrors.Errorf("signal %q: %w", string(sig), ErrUnsupportedSignal)

@@ -2,6 +2,7 @@ package agentproc
 
 import (
 	"context"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -160,14 +161,23 @@ func (s *sysProc) accounting() (jobAccounting, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.job == 0 {
-		return acct, xerrors.New("job released")
+		return acct, errJobReleased
 	}
 	err := windows.QueryInformationJobObject(s.job, windows.JobObjectBasicAccountingInformation,
 		uintptr(unsafe.Pointer(&acct)), uint32(unsafe.Sizeof(acct)), nil)
 	return acct, err
 }
 
+// errJobReleased is what accounting returns once release closed the job.
+var errJobReleased = xerrors.New("agentproc: job released")
+
 func (s *sysProc) leftovers() int {
+	// The shell has exited and been waited for, so its PID, which names the
+	// console process group, may be handed out again: from now on no
+	// CTRL_BREAK_EVENT is sent to it.
+	s.mu.Lock()
+	s.pid = 0
+	s.mu.Unlock()
 	acct, err := s.accounting()
 	if err != nil {
 		// Nothing to count; kill anyway so the pipe can reach EOF.
@@ -183,6 +193,9 @@ func (s *sysProc) leftovers() int {
 
 func (s *sysProc) alive() bool {
 	acct, err := s.accounting()
+	if errors.Is(err, errJobReleased) {
+		return false // released after the exit: nothing left to signal
+	}
 	if err != nil {
 		// Unknown counts as alive: the stop ladder then kills, which is
 		// harmless on an empty job.
@@ -225,4 +238,14 @@ func (s *sysProc) release() {
 		_ = windows.CloseHandle(s.job)
 		s.job = 0
 	}
+}
+
+// checkShellCommand rejects commands the shell would silently run only in
+// part: cmd.exe /c stops reading its command at the first line break, so
+// the lines after it would never run. Trailing white space is harmless.
+func checkShellCommand(shell []string, command string) error {
+	if isCmdExe(shell[0]) && strings.ContainsAny(strings.TrimSpace(command), "\r\n") {
+		return xerrors.Errorf("cmd.exe runs only the first line of a multi-line command; join the lines with & or && (or choose another shell with WithShell): %w", ErrInvalidRequest)
+	}
+	return nil
 }

@@ -357,3 +357,17 @@ func TestWindowsTTYUnsupported(t *testing.T) {
 		t.Errorf("Start with TTY: got %v, want ErrUnsupported naming windows", err)
 	}
 }
+
+func TestWindowsMultiLineRejected(t *testing.T) {
+	t.Parallel()
+	m := newManager(t)
+	_, err := m.Start(agentproc.Request{Command: "echo one\r\necho two"})
+	if !errors.Is(err, agentproc.ErrInvalidRequest) || !strings.Contains(err.Error(), "first line") {
+		t.Errorf("multi-line command: got %v, want ErrInvalidRequest explaining cmd.exe runs only the first line", err)
+	}
+	// A trailing line break is harmless and accepted.
+	out := runOutput(t, m, agentproc.Request{Command: "echo one\r\n"})
+	if got := lines(out.Text); len(got) != 1 || got[0] != "one" {
+		t.Errorf("trailing newline: got %q, want [\"one\"]", got)
+	}
+}
