@@ -49,8 +49,10 @@ func (p *Process) WaitOutput(ctx context.Context, offset int64) (Chunk, error) {
 // on a timer.
 //
 // A line is complete when its newline has been written, or when the process
-// has exited. A line whose start was dropped from the middle of long output,
-// or that is longer than 1 MiB, is never matched. WaitMatch returns
+// has exited. A line whose start was dropped from the middle of long output
+// is never matched, nor is a line that had to be assembled from more than
+// 1 MiB of reads (a long line that arrives within one read, possible with
+// a large head, is still matched). WaitMatch returns
 // ErrExited if the process exits without a matching line, and ctx.Err() if
 // ctx ends first. A nil re is ErrInvalidRequest.
 func (p *Process) WaitMatch(ctx context.Context, re *regexp.Regexp) (string, error) {
