@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
+	"time"
 
 	"cdr.dev/slog/v3"
 )
@@ -109,9 +110,18 @@ func (l *outputLog) enqueue(p []byte) {
 	}
 }
 
+// logFinishBound bounds how long the exit waits for the log writer. The
+// queue holds at most maxLogBacklog, which a working disk takes in
+// milliseconds; a hung one (a dead network mount) must not keep the exit
+// from being published, nor Close from returning. Real time, like the pipe
+// drain: it guards against the OS, not against the caller.
+const logFinishBound = 5 * time.Second
+
 // finish tells the writer the output has ended and waits until it has
 // written the queue and closed the file: the exit is published only after,
-// so a log that Info shows for an exited process is complete.
+// so a log that Info shows for an exited process is complete, unless the
+// disk did not take the rest within logFinishBound. The writer is then left
+// to finish (or stay stuck) on its own.
 func (l *outputLog) finish() {
 	if l == nil {
 		return
@@ -123,7 +133,12 @@ func (l *outputLog) finish() {
 	case l.wake <- struct{}{}:
 	default:
 	}
-	<-l.done
+	t := time.NewTimer(logFinishBound)
+	defer t.Stop()
+	select {
+	case <-l.done:
+	case <-t.C:
+	}
 }
 
 // run is the writer goroutine.
