@@ -64,7 +64,7 @@ func waitMarkedCount(b *testing.B, id string, n int) {
 	tick := time.NewTicker(time.Millisecond)
 	defer tick.Stop()
 	for {
-		found, _, err := s.markedPIDs(entry, 0, 0)
+		found, _, err := s.markedPIDs(entry, 0, time.Time{})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -93,7 +93,7 @@ func BenchmarkProcSweep(b *testing.B) {
 			defer s.close()
 			scanned := 0
 			for b.Loop() {
-				found, n, err := s.markedPIDs(entry, 0, 0)
+				found, n, err := s.markedPIDs(entry, 0, time.Time{})
 				if err != nil || len(found) != 0 {
 					b.Fatalf("markedPIDs: got (%v, %v), want none", found, err)
 				}

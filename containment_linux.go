@@ -22,9 +22,9 @@ type containment struct {
 	entry []byte  // MarkerEnv=<id>, exactly as it appears in /proc/PID/environ
 	cg    *cgroup // nil without WithCgroup
 
-	// forksAtStart is the kernel's fork count (/proc/stat "processes")
-	// just before the leader was started; 0 when it could not be read.
-	forksAtStart uint64
+	// startedAt is when the leader was about to start (monotonic), for
+	// candidatePIDs' cheap path.
+	startedAt time.Time
 
 	mu       sync.Mutex
 	leader   int              // PID and process group ID of the shell
@@ -68,7 +68,7 @@ func newContainment(id string, cfg *config) (*containment, error) {
 // (clone3 with CLONE_INTO_CGROUP): there is no moment at which the leader
 // or an early child runs outside it.
 func (c *containment) prepare(cmd *exec.Cmd) error {
-	c.forksAtStart, _ = forkCount()
+	c.startedAt = time.Now()
 	if c.cg == nil {
 		return nil
 	}
@@ -172,7 +172,7 @@ func (c *containment) signalNewLocked(s *procScanner, sig unix.Signal) int {
 	if c.cg != nil {
 		cands = c.cg.members()
 	}
-	marked, _, err := s.markedPIDs(c.entry, c.leader, c.forksAtStart)
+	marked, _, err := s.markedPIDs(c.entry, c.leader, c.startedAt)
 	if err == nil {
 		cands = append(cands, marked...)
 	}

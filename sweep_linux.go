@@ -1,12 +1,12 @@
 package agentproc
 
 import (
-	"bufio"
 	"bytes"
 	"os"
 	"runtime"
 	"strconv"
 	"sync"
+	"time"
 
 	"golang.org/x/sys/unix"
 	"golang.org/x/xerrors"
@@ -147,24 +147,19 @@ const scanWorkersMin = 256
 // instead of listing /proc.
 const rangeProbeMax = 4096
 
-// candidatePIDs returns the PIDs that can belong to descendants of leader.
-// Linux hands out PIDs in increasing order, wrapping at pid_max, so when
-// fewer PIDs were handed out since the leader started than fit between it
-// and pid_max, every descendant got a PID after the leader's and at most
-// the namespace's last one (/proc/sys/kernel/ns_last_pid). The kernel's
-// fork count since boot (/proc/stat "processes", which counts threads and
-// other namespaces too, so it never undercounts) bounds how many were
-// handed out. When that range is narrow, which is the common case of a
-// short command, probing it is far cheaper than listing and reading all of
-// /proc: it keeps the sweep that follows every shell exit out of
-// Start+Wait's cost. After a possible wrap, for a long-lived process, or
-// when the range is wide, every process is a candidate.
-func (s *procScanner) candidatePIDs(leader int, forksAtStart uint64) ([]int, error) {
-	if leader > 0 && forksAtStart > 0 {
-		forks, okForks := forkCount()
-		last, okLast := s.lastPID()
-		if okForks && okLast && forks-forksAtStart <= rangeProbeMax &&
-			last >= leader && last-leader <= rangeProbeMax {
+// candidatePIDs returns the PIDs that can belong to descendants of leader,
+// started at startedAt. Linux hands out PIDs in increasing order, wrapping
+// at pid_max, so as long as fewer PIDs were handed out since the leader
+// started than fit between it and pid_max, every descendant got a PID after
+// the leader's and at most the namespace's last one
+// (/proc/sys/kernel/ns_last_pid). When the leader is younger than
+// wrapWindow that holds, and when the range is also narrow (the common case
+// of a short command) probing it is far cheaper than listing and reading
+// all of /proc: it keeps the sweep after every shell exit out of
+// Start+Wait's cost. Otherwise every process is a candidate.
+func (s *procScanner) candidatePIDs(leader int, startedAt time.Time) ([]int, error) {
+	if leader > 0 && !startedAt.IsZero() && time.Since(startedAt) < wrapWindow() {
+		if last, ok := s.lastPID(); ok && last >= leader && last-leader <= rangeProbeMax {
 			pids := make([]int, 0, last-leader)
 			for pid := leader + 1; pid <= last; pid++ {
 				if pid != s.self {
@@ -177,26 +172,32 @@ func (s *procScanner) candidatePIDs(leader int, forksAtStart uint64) ([]int, err
 	return s.pids()
 }
 
-// forkCount returns the number of processes and threads created since
-// boot, from the "processes" line of /proc/stat.
-func forkCount() (uint64, bool) {
-	f, err := os.Open("/proc/stat")
-	if err != nil {
-		return 0, false
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	// The "intr" line before it holds one count per interrupt and can be
-	// long on big machines; past this a failed scan means a full sweep.
-	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
-	for sc.Scan() {
-		if v, ok := bytes.CutPrefix(sc.Bytes(), []byte("processes ")); ok {
-			n, err := strconv.ParseUint(string(bytes.TrimSpace(v)), 10, 64)
-			return n, err == nil
+// maxForksPerCPU bounds how many processes or threads one CPU can create in
+// a second. Real fork-and-exit loops reach a few tens of thousands; the
+// bound is generous on purpose, since it only decides how long the cheap
+// path of candidatePIDs may be taken.
+const maxForksPerCPU = 100_000
+
+// wrapWindow is how long after a leader's start its PID range cannot have
+// wrapped: pid_max minus the reserved PIDs and the probe range, at
+// maxForksPerCPU on every CPU. With pid_max 32768 on 2 CPUs it is about a
+// quarter of a second; kernels scale pid_max with the CPU count, so it stays
+// in the tens of milliseconds or more on large machines. It is real
+// (monotonic) time on purpose: it bounds what the kernel can do, not what a
+// caller's clock says.
+var wrapWindow = sync.OnceValue(func() time.Duration {
+	pidMax := 32768
+	if data, err := os.ReadFile("/proc/sys/kernel/pid_max"); err == nil {
+		if v, err := strconv.Atoi(string(bytes.TrimSpace(data))); err == nil {
+			pidMax = v
 		}
 	}
-	return 0, false
-}
+	spare := pidMax - 300 - rangeProbeMax
+	if spare <= 0 {
+		return 0
+	}
+	return time.Duration(float64(spare) / float64(runtime.NumCPU()*maxForksPerCPU) * float64(time.Second))
+})
 
 // lastPID returns the last PID allocated in this PID namespace. It reads
 // through the scanner's /proc descriptor into a stack buffer: it runs after
@@ -217,11 +218,11 @@ func (s *procScanner) lastPID() (int, bool) {
 }
 
 // markedPIDs returns every candidate process (see candidatePIDs; leader 0
-// or forksAtStart 0 means all of /proc) that mayBeMarked accepts, and how many processes were
+// or a zero startedAt means all of /proc) that mayBeMarked accepts, and how many processes were
 // looked at. Large sets are split across up to four goroutines, each with
 // its own buffer.
-func (s *procScanner) markedPIDs(entry []byte, leader int, forksAtStart uint64) (found []int, scanned int, err error) {
-	pids, err := s.candidatePIDs(leader, forksAtStart)
+func (s *procScanner) markedPIDs(entry []byte, leader int, startedAt time.Time) (found []int, scanned int, err error) {
+	pids, err := s.candidatePIDs(leader, startedAt)
 	if err != nil {
 		return nil, 0, err
 	}

@@ -3,11 +3,12 @@ package agentproc
 import (
 	"slices"
 	"testing"
+	"time"
 )
 
 // TestCandidatePIDs checks when the sweep may probe only the PIDs handed out
-// since the leader started: never when more forks happened than the probe
-// range, since PIDs may then have wrapped past the leader.
+// since the leader started: never once the leader is old enough for PIDs to
+// have wrapped past it.
 func TestCandidatePIDs(t *testing.T) {
 	t.Parallel()
 	s, err := newProcScanner()
@@ -15,10 +16,6 @@ func TestCandidatePIDs(t *testing.T) {
 		t.Skipf("no /proc: %v", err)
 	}
 	defer s.close()
-	forks, ok := forkCount()
-	if !ok {
-		t.Skip("no fork count in /proc/stat")
-	}
 	last, ok := s.lastPID()
 	if !ok || last <= 1 {
 		t.Skip("no /proc/sys/kernel/ns_last_pid")
@@ -29,7 +26,7 @@ func TestCandidatePIDs(t *testing.T) {
 	}
 
 	// A leader started "now": only PIDs after it are candidates.
-	narrow, err := s.candidatePIDs(last-1, forks)
+	narrow, err := s.candidatePIDs(last-1, time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -37,9 +34,9 @@ func TestCandidatePIDs(t *testing.T) {
 		t.Errorf("young leader: got %d candidates (min %v), want only PIDs after the leader", len(narrow), slices.Min(append(narrow, last)))
 	}
 
-	// The same leader, but with more forks since its start than the range
-	// allows: PIDs may have wrapped, so all of /proc is scanned.
-	wide, err := s.candidatePIDs(last-1, forks-rangeProbeMax-1)
+	// The same leader, but started long enough ago for PIDs to have
+	// wrapped past it: all of /proc is scanned.
+	wide, err := s.candidatePIDs(last-1, time.Now().Add(-wrapWindow()-time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,8 +44,8 @@ func TestCandidatePIDs(t *testing.T) {
 		t.Errorf("old leader: got %d candidates, want the full listing (%d processes)", len(wide), len(all))
 	}
 
-	// Unknown start (0) also means a full scan.
-	if unknown, _ := s.candidatePIDs(last-1, 0); len(unknown) < len(all)/2 {
-		t.Errorf("unknown fork count: got %d candidates, want the full listing (%d)", len(unknown), len(all))
+	// Unknown start also means a full scan.
+	if unknown, _ := s.candidatePIDs(last-1, time.Time{}); len(unknown) < len(all)/2 {
+		t.Errorf("unknown start: got %d candidates, want the full listing (%d)", len(unknown), len(all))
 	}
 }
