@@ -5,6 +5,8 @@ package agentproc_test
 import (
 	"context"
 	"fmt"
+	"regexp"
+	"time"
 
 	"github.com/agentproc/agentproc"
 )
@@ -33,4 +35,65 @@ func ExampleProcess_Output() {
 	// aaaaa
 	// [... 12 bytes omitted ...]
 	// ddddd
+}
+
+func ExampleProcess_WaitMatch() {
+	m := agentproc.New()
+	defer m.Close()
+
+	// A server is ready when it says so, not after a fixed sleep.
+	p, err := m.Start(agentproc.Request{
+		Command:    `echo "booting"; echo "listening on :8080"; sleep 1000`,
+		Background: true,
+	})
+	if err != nil {
+		fmt.Println("start:", err)
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	line, err := p.WaitMatch(ctx, regexp.MustCompile(`listening on :\d+`))
+	fmt.Println(line, err)
+	_, _ = p.Stop(ctx)
+	// Output: listening on :8080 <nil>
+}
+
+func ExampleProcess_Read() {
+	m := agentproc.New()
+	defer m.Close()
+
+	p, err := m.Start(agentproc.Request{Command: `echo one; echo two`})
+	if err != nil {
+		fmt.Println("start:", err)
+		return
+	}
+	_, _ = p.Wait(context.Background())
+	// Follow the output by absolute offset: pass Next back to get only
+	// what is new. Nothing is drained, so other readers are unaffected.
+	first, _ := p.Read(0)
+	fmt.Printf("%q next=%d eof=%v\n", first.Data, first.Next, first.EOF)
+	again, _ := p.Read(first.Next)
+	fmt.Printf("%q next=%d eof=%v\n", again.Data, again.Next, again.EOF)
+	// Output:
+	// "one\ntwo\n" next=8 eof=true
+	// "" next=8 eof=true
+}
+
+func ExampleProcess_WriteStdin() {
+	m := agentproc.New()
+	defer m.Close()
+
+	p, err := m.Start(agentproc.Request{Command: `read name; echo "hello, $name"`, Stdin: true})
+	if err != nil {
+		fmt.Println("start:", err)
+		return
+	}
+	if _, err := p.WriteStdin([]byte("agent\n")); err != nil {
+		fmt.Println("write:", err)
+		return
+	}
+	_ = p.CloseStdin()
+	_, _ = p.Wait(context.Background())
+	fmt.Print(p.Output().Text)
+	// Output: hello, agent
 }
