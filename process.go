@@ -233,12 +233,14 @@ func (p *Process) stop(ctx context.Context, reason ExitReason) (Info, error) {
 		p.mu.Unlock()
 		return p.Info(), nil
 	}
-	// Only a signal that reached something makes this package the cause of
-	// the exit. A group that is already gone belongs to a shell that exited
-	// by itself and whose output is still draining: it keeps its own reason.
-	// Setting the reason under the same lock as the signal means the exit
-	// path, which reads it under p.mu, cannot miss it.
-	if err := p.signalLocked(SignalTerminate); !errors.Is(err, ErrNotRunning) && p.stopReason == "" {
+	// Only a signal that reached a running process makes this package the
+	// cause of the exit. A group that is gone, or holds only the zombie of
+	// a shell not yet reaped, belongs to a shell that exited by itself and
+	// whose output may still be draining: it keeps its own reason. Setting
+	// the reason under the same lock as the signal means the exit path,
+	// which reads it under p.mu, cannot miss it.
+	live := p.sys.alive()
+	if err := p.signalLocked(SignalTerminate); live && !errors.Is(err, ErrNotRunning) && p.stopReason == "" {
 		p.stopReason = reason
 	}
 	p.mu.Unlock()
