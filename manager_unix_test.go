@@ -42,28 +42,28 @@ func shellQuote(s string) string {
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
-// waitForOutput waits until the process's output matches re and returns the
-// submatches. It polls Output on a ticker under the test deadline; the
-// streaming waits of a later issue replace this.
+// waitForOutput waits until the process's output matches re and returns
+// the submatches. It wakes on every write through WaitOutput (no poll
+// timer) and matches against Output's text, so a pattern may span lines.
 func waitForOutput(t *testing.T, p *agentproc.Process, re *regexp.Regexp) []string {
 	t.Helper()
 	ctx := testContext(t)
-	tick := time.NewTicker(5 * time.Millisecond)
-	defer tick.Stop()
+	var next int64
 	for {
 		if m := re.FindStringSubmatch(p.Output().Text); m != nil {
 			return m
 		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("output never matched %v; got %q", re, p.Output().Text)
-		case <-p.Done():
+		c, err := p.WaitOutput(ctx, next)
+		if err != nil {
+			t.Fatalf("output never matched %v (%v); got %q", re, err, p.Output().Text)
+		}
+		if c.EOF {
 			if m := re.FindStringSubmatch(p.Output().Text); m != nil {
 				return m
 			}
 			t.Fatalf("process exited before output matched %v; got %q", re, p.Output().Text)
-		case <-tick.C:
 		}
+		next = c.Next
 	}
 }
 
