@@ -143,12 +143,16 @@ type Response struct {
 //     invalid query parameter) or the Manager rejected it
 //     (agentproc.ErrInvalidRequest).
 //   - 401: the WithAuthorize hook found no identity.
+//   - 403: a browser sent the request from another origin, or its Host is
+//     not one the handler serves (see WithAllowedHosts).
 //   - 404: no process with that ID is visible to the caller: it never
 //     existed, retention dropped it, or another owner started it.
 //   - 409: the process is not in a state that allows the request, such as a
 //     signal to a process that has exited.
 //   - 413: the request body is larger than MaxBodyBytes.
-//   - 429: the Manager's WithMaxRunning limit is reached.
+//   - 415: a POST body was not sent as application/json.
+//   - 429: the Manager's WithMaxRunning limit, or the owner's
+//     WithMaxRunningPerOwner limit, is reached.
 //   - 503: the Manager is closed.
 //   - 500: anything else; Detail says what.
 type Error struct {
