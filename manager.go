@@ -53,6 +53,13 @@ type Request struct {
 	// Process.WriteStdin and ends with Process.CloseStdin. false, the
 	// default, gives it the null device.
 	Stdin bool `json:"stdin,omitempty"`
+	// Verbatim runs Command exactly as given: no background detection, even
+	// when the Manager has it on (WithBackgroundDetection), so a trailing
+	// "&" stays in the command and Background stays as set. false, the
+	// default, leaves the choice to the Manager. A server that promises
+	// its clients verbatim commands (httpapi's Coder profile) sets it per
+	// request.
+	Verbatim bool `json:"verbatim,omitempty"`
 	// TTY, when non-nil, runs the process under a pseudo-terminal of that
 	// size (Unix only; Start returns ErrUnsupported elsewhere). The terminal
 	// is stdin, stdout and stderr, so TTY implies a writable stdin. nil, the
@@ -193,6 +200,20 @@ func (m *Manager) list(visible func(*Process) bool) []Info {
 }
 
 func (m *Manager) start(req Request, owner string) (*Process, error) {
+	p, _, err := m.startOrAttach(req, owner)
+	return p, err
+}
+
+// startOrAttach is start that also reports whether req.Key named a retained
+// process, which it returns instead of starting one.
+func (m *Manager) startOrAttach(req Request, owner string) (_ *Process, attached bool, _ error) {
+	p, err := m.startKeyed(req, owner, &attached)
+	return p, attached, err
+}
+
+// startKeyed starts req for owner; *attached is set when req.Key named a
+// retained process, which is returned instead.
+func (m *Manager) startKeyed(req Request, owner string, attached *bool) (*Process, error) {
 	command, err := validateCommand(req.Command)
 	if err != nil {
 		return nil, err
@@ -201,7 +222,7 @@ func (m *Manager) start(req Request, owner string) (*Process, error) {
 		return nil, err
 	}
 	var warnings []string
-	if m.cfg.bgDetect && posixShell(m.cfg.shell) {
+	if m.cfg.bgDetect && !req.Verbatim && posixShell(m.cfg.shell) {
 		command, req.Background, warnings = detectBackground(command, req.Background)
 	}
 	if err := validateEnv(req.Env); err != nil {
@@ -219,6 +240,7 @@ func (m *Manager) start(req Request, owner string) (*Process, error) {
 	if req.Key != "" {
 		p, c, err := m.claimKey(req, owner)
 		if p != nil || err != nil {
+			*attached = p != nil
 			return p, err
 		}
 		claim = c
