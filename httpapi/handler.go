@@ -23,6 +23,12 @@ type handler struct {
 	// pending counts, per owner, the Starts past the per-owner cap check
 	// that have not returned yet (WithMaxRunningPerOwner).
 	pending map[string]int
+	// tokens is the Coder profile's client_token index (coder.go).
+	tokens map[string]*tokenEntry
+
+	// created is when the handler was made, on its clock: the age of the
+	// token index, which starts empty with the handler.
+	created time.Time
 }
 
 // NewHandler returns an http.Handler serving m's processes over the routes
@@ -43,12 +49,22 @@ func NewHandler(m *agentproc.Manager, opts ...Option) http.Handler {
 	for _, o := range opts {
 		o.apply(&cfg)
 	}
-	h := &handler{m: m, cfg: cfg, pending: make(map[string]int)}
+	h := &handler{
+		m:       m,
+		cfg:     cfg,
+		pending: make(map[string]int),
+		tokens:  make(map[string]*tokenEntry),
+		created: cfg.clock.Now("httpapi", "created"),
+	}
 	if cfg.authorize == nil {
 		h.warn("httpapi: no WithAuthorize hook: anything that can reach this handler can run commands as this user; " +
 			"authenticate requests (such as with a bearer token) or serve it on a Unix socket only you can open")
 	}
 	mux := http.NewServeMux()
+	if cfg.coder {
+		h.routesCoder(mux)
+		return h.guard(mux)
+	}
 	// "GET /list" is more specific than "GET /{id}", so the mux routes
 	// /list there; an ID is a UUID and never collides with it.
 	mux.HandleFunc("POST /start", h.start)
@@ -127,12 +143,13 @@ func (h *handler) start(w http.ResponseWriter, r *http.Request) {
 		writeError(w, e)
 		return
 	}
-	p, err := s.Start(agentproc.Request{
+	p, attached, err := s.StartOrAttach(agentproc.Request{
 		Command:    req.Command,
 		WorkDir:    req.WorkDir,
 		Env:        req.Env,
 		Background: req.Background,
 		Timeout:    timeout,
+		Key:        req.Key,
 		Stdin:      req.Stdin,
 		TTY:        req.TTY,
 	})
@@ -144,7 +161,7 @@ func (h *handler) start(w http.ResponseWriter, r *http.Request) {
 	info := p.Info()
 	writeJSON(w, http.StatusOK, StartResponse{
 		ID:         p.ID(),
-		Started:    true,
+		Started:    !attached,
 		Command:    info.Command,
 		Background: info.Background,
 		Warnings:   info.Warnings,
@@ -304,15 +321,22 @@ func errorFor(err error, id string) *Error {
 		// No detail: the reply must not differ between an ID that never
 		// existed and another owner's.
 		e.StatusCode, e.Message, e.Detail = http.StatusNotFound, fmt.Sprintf("Process %q not found.", id), ""
-	case errors.Is(err, agentproc.ErrNotRunning):
+	case errors.Is(err, agentproc.ErrNotRunning), errors.Is(err, agentproc.ErrExited):
 		e.StatusCode, e.Message = http.StatusConflict, fmt.Sprintf("Process %q is not running.", id)
+	case errors.Is(err, agentproc.ErrKeyConflict):
+		e.StatusCode, e.Message = http.StatusConflict, "The key was already used to start a process with a different request."
+	case errors.Is(err, agentproc.ErrNoStdin), errors.Is(err, agentproc.ErrStdinClosed), errors.Is(err, agentproc.ErrNoTTY):
+		e.StatusCode, e.Message = http.StatusConflict, fmt.Sprintf("Process %q has no open input or terminal for the request.", id)
 	case errors.Is(err, agentproc.ErrInvalidRequest), errors.Is(err, agentproc.ErrUnsupportedSignal):
 		e.StatusCode, e.Message = http.StatusBadRequest, "The request is invalid."
 	case errors.Is(err, agentproc.ErrTooManyProcesses):
 		e.StatusCode, e.Message = http.StatusTooManyRequests, "Too many processes are running; wait for one to exit or stop one."
 	case errors.Is(err, agentproc.ErrClosed):
 		e.StatusCode, e.Message = http.StatusServiceUnavailable, "The process manager is shutting down."
-	case errors.Is(err, agentproc.ErrUnsupported):
+	case errors.Is(err, errors.ErrUnsupported):
+		// agentproc.ErrUnsupported matches it, and so does the
+		// errors.ErrUnsupported a cgroup Manager's Start wraps where
+		// cgroup v2 is missing.
 		e.StatusCode, e.Message = http.StatusNotImplemented, "This server's platform does not support the request."
 	case id == "":
 		e.Message = "Failed to start the process."

@@ -30,6 +30,7 @@ type config struct {
 	allowedHosts   []string
 	maxPerOwner    int
 	logger         *slog.Logger // nil: the standard library's log package
+	coder          bool         // WithCoderCompat
 }
 
 // Defaults, named so the README and tests can refer to them.
