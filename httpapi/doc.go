@@ -1,16 +1,18 @@
 // Package httpapi serves an agentproc.Manager over HTTP with JSON, and
 // provides a Client for it.
 //
-// The request and reply shapes of start, list, output and signal are
-// wire-compatible with the process API of Coder's workspace agent: the same
-// field names, the same error body {"message", "detail"}, the same status
-// codes for the same mistakes. Fields this package adds are extensions that
-// are omitted when empty. Times are Unix seconds.
+// The request and reply shapes of start, list, output and signal follow the
+// process API of Coder's workspace agent: the same field names, the same
+// error body {"message", "detail"}, the same status codes for the same
+// mistakes. Fields this package adds are extensions that are omitted when
+// empty. Times are Unix seconds. For Coder's behaviour too (chat scoping,
+// client tokens, its list order, exit codes and output markers), use
+// WithCoderCompat.
 //
 // Routes, relative to where the handler is mounted:
 //
 //	POST /start            {"command", "workdir", "env", "background", "timeout",
-//	                        "stdin", "tty": {"rows", "cols"}}
+//	                        "key", "stdin", "tty": {"rows", "cols"}}
 //	                       -> {"id", "started", "command", "background", "warnings"}
 //	GET  /list             -> {"processes": [Process...]}
 //	GET  /{id}             -> Process
