@@ -48,6 +48,7 @@ type Request struct {
 	// Env and Background returns that process (running or exited) and starts
 	// nothing, and a Start with a different one is ErrKeyConflict. The key
 	// is free again once retention drops the process. "" means no key.
+	// Scope.StartOrAttach says which of the two a Start did.
 	Key string `json:"key,omitempty"`
 	// Stdin gives the process a pipe as stdin that the caller writes with
 	// Process.WriteStdin and ends with Process.CloseStdin. false, the
@@ -200,20 +201,13 @@ func (m *Manager) list(visible func(*Process) bool) []Info {
 }
 
 func (m *Manager) start(req Request, owner string) (*Process, error) {
-	p, _, err := m.startOrAttach(req, owner)
-	return p, err
+	var attached bool
+	return m.startAttach(req, owner, &attached)
 }
 
-// startOrAttach is start that also reports whether req.Key named a retained
-// process, which it returns instead of starting one.
-func (m *Manager) startOrAttach(req Request, owner string) (_ *Process, attached bool, _ error) {
-	p, err := m.startKeyed(req, owner, &attached)
-	return p, attached, err
-}
-
-// startKeyed starts req for owner; *attached is set when req.Key named a
-// retained process, which is returned instead.
-func (m *Manager) startKeyed(req Request, owner string, attached *bool) (*Process, error) {
+// startAttach starts req for owner. When req.Key names a retained process it
+// returns that one instead and sets *attached (see Scope.StartOrAttach).
+func (m *Manager) startAttach(req Request, owner string, attached *bool) (*Process, error) {
 	command, err := validateCommand(req.Command)
 	if err != nil {
 		return nil, err

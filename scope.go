@@ -30,7 +30,8 @@ func (s *Scope) Start(req Request) (*Process, error) {
 // returned process was started by this call. A server uses it to answer a
 // retried start honestly. Without a Key it is always false.
 func (s *Scope) StartOrAttach(req Request) (p *Process, attached bool, err error) {
-	return s.m.startOrAttach(req, s.owner)
+	p, err = s.m.startAttach(req, s.owner, &attached)
+	return p, attached, err
 }
 
 // Get returns the owner's process with the given ID, or ErrNotFound.
