@@ -286,8 +286,25 @@ func (h *handler) claimToken(token, chat string) (claimed bool, _ *Error) {
 		}
 		return false, nil
 	}
+	if len(h.tokens) >= h.tokenSweepAt {
+		h.sweepTokensLocked()
+	}
 	h.tokens[token] = &tokenEntry{chat: chat}
 	return true, nil
+}
+
+// minTokenSweep is the index size below which stale tokens are not swept.
+const minTokenSweep = 64
+
+// sweepTokensLocked removes the tokens whose processes retention has
+// dropped, which a token never used again would otherwise keep forever. It
+// runs when the index has doubled since the last sweep, so its cost per new
+// token is constant.
+func (h *handler) sweepTokensLocked() {
+	for token := range h.tokens {
+		h.liveTokenLocked(token)
+	}
+	h.tokenSweepAt = max(minTokenSweep, 2*len(h.tokens))
 }
 
 // settleToken records the process a token started, or, when this request

@@ -23,8 +23,10 @@ type handler struct {
 	// pending counts, per owner, the Starts past the per-owner cap check
 	// that have not returned yet (WithMaxRunningPerOwner).
 	pending map[string]int
-	// tokens is the Coder profile's client_token index (coder.go).
-	tokens map[string]*tokenEntry
+	// tokens is the Coder profile's client_token index (coder.go), swept
+	// of dropped processes' tokens when it reaches tokenSweepAt entries.
+	tokens       map[string]*tokenEntry
+	tokenSweepAt int
 
 	// created is when the handler was made, on its clock: the age of the
 	// token index, which starts empty with the handler.
@@ -53,8 +55,9 @@ func NewHandler(m *agentproc.Manager, opts ...Option) http.Handler {
 		m:       m,
 		cfg:     cfg,
 		pending: make(map[string]int),
-		tokens:  make(map[string]*tokenEntry),
-		created: cfg.clock.Now("httpapi", "created"),
+		tokens:       make(map[string]*tokenEntry),
+		tokenSweepAt: minTokenSweep,
+		created:      cfg.clock.Now("httpapi", "created"),
 	}
 	if cfg.authorize == nil {
 		h.warn("httpapi: no WithAuthorize hook: anything that can reach this handler can run commands as this user; " +
