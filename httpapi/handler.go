@@ -52,9 +52,9 @@ func NewHandler(m *agentproc.Manager, opts ...Option) http.Handler {
 		o.apply(&cfg)
 	}
 	h := &handler{
-		m:       m,
-		cfg:     cfg,
-		pending: make(map[string]int),
+		m:            m,
+		cfg:          cfg,
+		pending:      make(map[string]int),
 		tokens:       make(map[string]*tokenEntry),
 		tokenSweepAt: minTokenSweep,
 		created:      cfg.clock.Now("httpapi", "created"),
