@@ -16,26 +16,26 @@ func TestStartOrAttachSaysWhichItDid(t *testing.T) {
 	s := m.Scope("chat")
 	req := agentproc.Request{Command: "exec sleep 1000", Key: "k"}
 
-	p, attached, err := s.StartOrAttach(req)
+	p, attached, err := s.StartOrAttach(t.Context(), req)
 	if err != nil || attached {
 		t.Fatalf("first StartOrAttach: attached %v, err %v; want a new process", attached, err)
 	}
-	q, attached, err := s.StartOrAttach(req)
+	q, attached, err := s.StartOrAttach(t.Context(), req)
 	if err != nil || !attached || q != p {
 		t.Fatalf("repeat: %v, attached %v, err %v; want the first process, attached", q, attached, err)
 	}
 	// Another owner's key namespace is its own.
-	if _, attached, err := m.Scope("other").StartOrAttach(req); err != nil || attached {
+	if _, attached, err := m.Scope("other").StartOrAttach(t.Context(), req); err != nil || attached {
 		t.Fatalf("other owner: attached %v, err %v; want a new process", attached, err)
 	}
 	// Without a key nothing is ever attached.
 	for range 2 {
-		if _, attached, err := s.StartOrAttach(agentproc.Request{Command: "true"}); err != nil || attached {
+		if _, attached, err := s.StartOrAttach(t.Context(), agentproc.Request{Command: "true"}); err != nil || attached {
 			t.Fatalf("no key: attached %v, err %v; want a new process", attached, err)
 		}
 	}
 	// A conflict attaches nothing.
-	if _, attached, err := s.StartOrAttach(agentproc.Request{Command: "true", Key: "k"}); !errors.Is(err, agentproc.ErrKeyConflict) || attached {
+	if _, attached, err := s.StartOrAttach(t.Context(), agentproc.Request{Command: "true", Key: "k"}); !errors.Is(err, agentproc.ErrKeyConflict) || attached {
 		t.Fatalf("conflict: attached %v, err %v; want ErrKeyConflict", attached, err)
 	}
 }
@@ -54,7 +54,7 @@ func TestStartOrAttachConcurrent(t *testing.T) {
 	for range starters {
 		wg.Go(func() {
 			<-gate
-			_, attached, err := m.Scope("").StartOrAttach(req)
+			_, attached, err := m.Scope("").StartOrAttach(t.Context(), req)
 			if err != nil {
 				t.Errorf("StartOrAttach: %v", err)
 				return

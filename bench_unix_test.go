@@ -27,7 +27,7 @@ func BenchmarkStartWait(b *testing.B) {
 		defer m.Close()
 		ctx := context.Background()
 		for b.Loop() {
-			p, err := m.Start(agentproc.Request{Command: "true"})
+			p, err := m.Start(ctx, agentproc.Request{Command: "true"})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -65,7 +65,7 @@ func BenchmarkThroughput(b *testing.B) {
 		var growth int64
 		for b.Loop() {
 			before := rssBytes()
-			p, err := m.Start(agentproc.Request{Command: command})
+			p, err := m.Start(ctx, agentproc.Request{Command: command})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -123,7 +123,7 @@ func BenchmarkPaired(b *testing.B) {
 			var ours, theirs []time.Duration
 			for b.Loop() {
 				start := time.Now()
-				p, err := m.Start(agentproc.Request{Command: tt.command})
+				p, err := m.Start(ctx, agentproc.Request{Command: tt.command})
 				if err != nil {
 					b.Fatal(err)
 				}

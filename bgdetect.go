@@ -1,9 +1,9 @@
 package agentproc
 
 import (
-	"fmt"
 	"strings"
 
+	"golang.org/x/xerrors"
 	"mvdan.cc/sh/v3/syntax"
 )
 
@@ -31,15 +31,15 @@ type Analysis struct {
 	// Command is the command to run. When Background is true it is the
 	// input with the final & removed (see AnalyzeCommand); otherwise it is
 	// the input byte for byte.
-	Command string `json:"command"`
+	Command string
 
 	// Background reports whether the last top-level statement was
 	// backgrounded with &, as in "npm run dev &".
-	Background bool `json:"background"`
+	Background bool
 
 	// Warnings holds advice about constructs that start processes the
 	// manager cannot follow, each at most once. Nil means nothing to say.
-	Warnings []string `json:"warnings,omitempty"`
+	Warnings []string
 }
 
 // AnalyzeCommand parses command as a shell script and reports whether its
@@ -73,14 +73,14 @@ func AnalyzeCommand(command string) (Analysis, error) {
 	// command cannot run as written. The parser skips NULs instead, which
 	// would hide the mismatch.
 	if i := strings.IndexByte(command, 0); i >= 0 {
-		return Analysis{}, fmt.Errorf("agentproc: parse command: NUL byte at offset %d", i)
+		return Analysis{}, xerrors.Errorf("agentproc: parse command: NUL byte at offset %d", i)
 	}
 	// A Parser keeps state between calls, so one is made per call rather
 	// than shared across goroutines.
 	parser := syntax.NewParser(syntax.Variant(syntax.LangBash))
 	file, err := parser.Parse(strings.NewReader(command), "")
 	if err != nil {
-		return Analysis{}, fmt.Errorf("agentproc: parse command: %w", err)
+		return Analysis{}, xerrors.Errorf("agentproc: parse command: %w", err)
 	}
 
 	a := Analysis{Command: command}
@@ -97,7 +97,7 @@ func AnalyzeCommand(command string) (Analysis, error) {
 	if !last.Semicolon.IsValid() || amp >= len(command) || command[amp] != '&' {
 		// The parser promises the position of the &; if it ever does
 		// not hold, running a command we failed to edit would be a guess.
-		return Analysis{}, fmt.Errorf("agentproc: parse command: no & at offset %d", amp)
+		return Analysis{}, xerrors.Errorf("agentproc: parse command: no & at offset %d", amp)
 	}
 	end := stmtContentEnd(command, last, amp)
 	rest := command[amp+1:]

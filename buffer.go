@@ -19,26 +19,29 @@ type Chunk struct {
 	// wrote that are not valid UTF-8 appear as U+FFFD. A rune whose bytes have
 	// not all been written yet is held back until it completes or the process
 	// exits, so a rune is never split across two chunks.
-	Data string `json:"data"`
+	Data string
 	// Offset is the absolute offset of Data's first byte. It is the requested
 	// offset plus Omitted.
-	Offset int64 `json:"offset"`
+	Offset int64
 	// Next is the offset to pass to the following read: Offset plus the number
 	// of bytes the process wrote that Data represents. It never goes backwards.
 	// For a requested offset beyond the end of the output, Next is that offset.
-	Next int64 `json:"next"`
+	Next int64
 	// Omitted counts bytes between the requested offset and Offset that were
 	// skipped: bytes no longer retained (the middle of long output is
 	// dropped), and the bytes of a rune cut in two by that drop or by a
 	// requested offset that pointed into the middle of a rune.
-	Omitted int64 `json:"omitted"`
+	Omitted int64
 	// EOF reports that the process has exited and Next is the end of its
 	// output, so no read from Next will ever return more.
-	EOF bool `json:"eof"`
+	EOF bool
 }
 
 // Truncation describes how Output.Text differs from the full output of a
 // process. It is nil when Text is the whole output unchanged.
+//
+// Its JSON tags are part of httpapi's wire format, which embeds it; they are
+// kept stable (TestWireTags).
 type Truncation struct {
 	// OriginalBytes is the exact number of bytes the process wrote.
 	OriginalBytes int64 `json:"original_bytes"`

@@ -31,7 +31,7 @@ func BenchmarkStopEscaped50(b *testing.B) {
 			var total time.Duration
 			for b.Loop() {
 				b.StopTimer()
-				p, err := m.Start(Request{Command: cmd})
+				p, err := m.Start(b.Context(), Request{Command: cmd})
 				if err != nil {
 					b.Fatal(err)
 				}

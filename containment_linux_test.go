@@ -294,7 +294,7 @@ func TestCgroupBadParent(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			m := newManager(t, agentproc.WithCgroup(tt.parent))
-			p, err := m.Start(agentproc.Request{Command: "true"})
+			p, err := m.Start(t.Context(), agentproc.Request{Command: "true"})
 			if err == nil {
 				mustWait(t, p)
 				t.Fatalf("Start: got a process, want an error")

@@ -5,12 +5,13 @@
 // on Windows) in its own process group (Unix) or Job Object (Windows), captures
 // stdout and stderr together into a bounded head-plus-tail buffer, records the
 // exit, reaps old entries, and stops every process it started when it is
-// closed. Waits block on channels, never on a poll timer, and every blocking
-// call takes a context.
+// closed. Waits block on channels, never on a poll timer, and every call
+// that can block takes a context first and returns ctx.Err() when it ends
+// (Close, the io.Closer form of Shutdown, is the one deliberate exception).
 //
 //	m := agentproc.New()
 //	defer m.Close()
-//	p, err := m.Start(agentproc.Request{Command: "go test ./..."})
+//	p, err := m.Start(ctx, agentproc.Request{Command: "go test ./..."})
 //	if err != nil { ... }
 //	info, err := p.Wait(ctx)
 //	out := p.Output() // head + marker + tail when the output was large

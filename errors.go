@@ -13,9 +13,11 @@ var (
 	// retention, or owned by another Scope's owner. The three cases are
 	// deliberately indistinguishable.
 	ErrNotFound = xerrors.New("agentproc: process not found")
-	// ErrNotRunning is returned when signalling a process that has exited.
+	// ErrNotRunning is returned by an action that needs a running process
+	// (Process.Signal, Process.Resize) once the process has exited: the
+	// action was refused and nothing happened. Compare ErrExited.
 	ErrNotRunning = xerrors.New("agentproc: process is not running")
-	// ErrClosed is returned by Start after Close.
+	// ErrClosed is returned by Start after Close or Shutdown.
 	ErrClosed = xerrors.New("agentproc: manager is closed")
 	// ErrTooManyProcesses is returned by Start when WithMaxRunning processes
 	// are already running.
@@ -40,8 +42,13 @@ var (
 	// errors.ErrUnsupported under errors.Is, so one check covers it and the
 	// errors.ErrUnsupported that WithCgroup's failures wrap.
 	ErrUnsupported error = unsupportedError{}
-	// ErrExited is returned by Process.WaitMatch when the process exits
-	// without writing a matching line.
+	// ErrExited is returned by a wait for something the process was to
+	// write (Process.WaitMatch) when the process exited without writing
+	// it: the wait's condition can never be met. It differs from
+	// ErrNotRunning, which refuses an action, in that the wait itself was
+	// valid and the output up to the exit was examined. The two are kept
+	// apart so that a caller of WaitMatch can tell "the server died before
+	// it was ready" from its own mistake of signalling a finished process.
 	ErrExited = xerrors.New("agentproc: process exited")
 	// ErrKeyConflict is returned by Start when the request's Key names a
 	// retained process of the same owner that was started with a different

@@ -18,7 +18,7 @@ func ExampleNew() {
 	// Close stops whatever is still running and waits for it.
 	defer m.Close()
 
-	p, err := m.Start(agentproc.Request{Command: "echo hello"})
+	p, err := m.Start(context.Background(), agentproc.Request{Command: "echo hello"})
 	if err != nil {
 		fmt.Println("start:", err)
 		return
@@ -32,10 +32,10 @@ func ExampleManager_Start() {
 	m := agentproc.New()
 	defer m.Close()
 
-	_, err := m.Start(agentproc.Request{Command: "   "})
+	_, err := m.Start(context.Background(), agentproc.Request{Command: "   "})
 	fmt.Println(errors.Is(err, agentproc.ErrInvalidRequest))
 
-	p, err := m.Start(agentproc.Request{Command: "exit 3"})
+	p, err := m.Start(context.Background(), agentproc.Request{Command: "exit 3"})
 	if err != nil {
 		fmt.Println("start:", err)
 		return
@@ -52,7 +52,7 @@ func ExampleProcess_Wait() {
 	m := agentproc.New()
 	defer m.Close()
 
-	p, err := m.Start(agentproc.Request{Command: "echo done"})
+	p, err := m.Start(context.Background(), agentproc.Request{Command: "echo done"})
 	if err != nil {
 		fmt.Println("start:", err)
 		return
@@ -71,7 +71,7 @@ func ExampleManager_Scope() {
 	defer m.Close()
 
 	alice, bob := m.Scope("alice"), m.Scope("bob")
-	p, err := alice.Start(agentproc.Request{Command: "echo hi"})
+	p, err := alice.Start(context.Background(), agentproc.Request{Command: "echo hi"})
 	if err != nil {
 		fmt.Println("start:", err)
 		return

@@ -18,7 +18,7 @@ func ExampleProcess_Output() {
 	m := agentproc.New(agentproc.WithOutputLimits(6, 6, 0))
 	defer m.Close()
 
-	p, err := m.Start(agentproc.Request{Command: "printf 'aaaaa\\nbbbbb\\nccccc\\nddddd\\n'"})
+	p, err := m.Start(context.Background(), agentproc.Request{Command: "printf 'aaaaa\\nbbbbb\\nccccc\\nddddd\\n'"})
 	if err != nil {
 		fmt.Println("start:", err)
 		return
@@ -42,7 +42,7 @@ func ExampleProcess_WaitMatch() {
 	defer m.Close()
 
 	// A server is ready when it says so, not after a fixed sleep.
-	p, err := m.Start(agentproc.Request{
+	p, err := m.Start(context.Background(), agentproc.Request{
 		Command:    `echo "booting"; echo "listening on :8080"; sleep 1000`,
 		Background: true,
 	})
@@ -62,7 +62,7 @@ func ExampleProcess_Read() {
 	m := agentproc.New()
 	defer m.Close()
 
-	p, err := m.Start(agentproc.Request{Command: `echo one; echo two`})
+	p, err := m.Start(context.Background(), agentproc.Request{Command: `echo one; echo two`})
 	if err != nil {
 		fmt.Println("start:", err)
 		return
@@ -83,16 +83,16 @@ func ExampleProcess_WriteStdin() {
 	m := agentproc.New()
 	defer m.Close()
 
-	p, err := m.Start(agentproc.Request{Command: `read name; echo "hello, $name"`, Stdin: true})
+	p, err := m.Start(context.Background(), agentproc.Request{Command: `read name; echo "hello, $name"`, Stdin: true})
 	if err != nil {
 		fmt.Println("start:", err)
 		return
 	}
-	if _, err := p.WriteStdin([]byte("agent\n")); err != nil {
+	if _, err := p.WriteStdin(context.Background(), []byte("agent\n")); err != nil {
 		fmt.Println("write:", err)
 		return
 	}
-	_ = p.CloseStdin()
+	_ = p.CloseStdin(context.Background())
 	_, _ = p.Wait(context.Background())
 	fmt.Print(p.Output().Text)
 	// Output: hello, agent

@@ -1,6 +1,7 @@
 package agentproc
 
 import (
+	"context"
 	"maps"
 
 	"golang.org/x/xerrors"
@@ -29,10 +30,11 @@ type keyEntry struct {
 // and must settle the claim with settleKeyLocked, successful or not.
 //
 // A Start that finds the key claimed by a Start still spawning waits for it
-// to end instead of spawning a second process: that is what makes two
-// concurrent Starts with one new key start exactly one process. If the first
-// Start fails, the waiter claims the key and tries itself.
-func (m *Manager) claimKey(req Request, owner string) (*Process, *keyEntry, error) {
+// to end, or for ctx to end, instead of spawning a second process: that is
+// what makes two concurrent Starts with one new key start exactly one
+// process. If the first Start fails, the waiter claims the key and tries
+// itself.
+func (m *Manager) claimKey(ctx context.Context, req Request, owner string) (*Process, *keyEntry, error) {
 	id := keyID{owner, req.Key}
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -57,7 +59,14 @@ func (m *Manager) claimKey(req Request, owner string) (*Process, *keyEntry, erro
 			return e.p, nil, nil
 		}
 		m.mu.Unlock()
-		<-e.ready // spawning is bounded: fork and exec, no waiting on the command
+		// Spawning is short (fork and exec, no waiting on the command), but
+		// it is still a wait, so ctx can end it.
+		select {
+		case <-e.ready:
+		case <-ctx.Done():
+			m.mu.Lock() // the deferred Unlock expects it held
+			return nil, nil, ctx.Err()
+		}
 		m.mu.Lock()
 	}
 }

@@ -83,7 +83,7 @@ func TestKeyConflict(t *testing.T) {
 	for name, change := range variants {
 		req := base
 		change(&req)
-		if got, err := m.Start(req); !errors.Is(err, agentproc.ErrKeyConflict) {
+		if got, err := m.Start(t.Context(), req); !errors.Is(err, agentproc.ErrKeyConflict) {
 			t.Errorf("%s differs: got (%v, %v), want ErrKeyConflict", name, got, err)
 		}
 	}
@@ -117,7 +117,7 @@ func TestKeyConcurrentStartsSpawnOnce(t *testing.T) {
 	for i := range procs {
 		wg.Go(func() {
 			<-start
-			p, err := m.Start(req)
+			p, err := m.Start(t.Context(), req)
 			if err != nil {
 				t.Errorf("Start: %v", err)
 			}
@@ -159,7 +159,7 @@ func TestKeyFreedWhenStartFails(t *testing.T) {
 	m := newManager(t, agentproc.WithMaxRunning(1))
 	blocker := mustStart(t, m, agentproc.Request{Command: "exec sleep 1000"})
 	req := agentproc.Request{Command: "echo hi", Key: "k"}
-	if _, err := m.Start(req); !errors.Is(err, agentproc.ErrTooManyProcesses) {
+	if _, err := m.Start(t.Context(), req); !errors.Is(err, agentproc.ErrTooManyProcesses) {
 		t.Fatalf("Start over the limit: got %v, want ErrTooManyProcesses", err)
 	}
 	if _, err := blocker.Stop(testContext(t)); err != nil {

@@ -25,47 +25,47 @@ const MarkerEnv = "AGENTPROC_ID"
 type Request struct {
 	// Command is run as the last argument of the Manager's shell. It must
 	// contain something other than white space, and no NUL byte.
-	Command string `json:"command"`
+	Command string
 	// WorkDir is the working directory. "" means the directory from
 	// WithWorkDir if it exists, else the user's home directory. A non-empty
 	// WorkDir must be an existing directory.
-	WorkDir string `json:"workdir,omitempty"`
+	WorkDir string
 	// Env is applied last, over os.Environ() and the WithEnv hook. Keys must
 	// be non-empty and contain neither '=' nor NUL; values must not contain
 	// NUL.
-	Env map[string]string `json:"env,omitempty"`
+	Env map[string]string
 	// Background marks a command meant to keep running (a server). It is
 	// recorded in Info; the process is supervised exactly like any other.
-	Background bool `json:"background,omitempty"`
+	Background bool
 	// Timeout limits how long the command may run, measured from its start
 	// with the Manager's clock. When it expires the process is stopped like
 	// Stop does (terminate, grace period, kill) with Reason ReasonTimeout.
 	// 0 means no limit; a negative Timeout is ErrInvalidRequest. It does not
 	// bound how long anyone waits: that is the ctx of each call.
-	Timeout time.Duration `json:"timeout_ns,omitempty"`
+	Timeout time.Duration
 	// Key makes Start idempotent within the owner: while a process started
 	// with the same Key is retained, a Start with the same Command, WorkDir,
 	// Env and Background returns that process (running or exited) and starts
 	// nothing, and a Start with a different one is ErrKeyConflict. The key
 	// is free again once retention drops the process. "" means no key.
 	// Scope.StartOrAttach says which of the two a Start did.
-	Key string `json:"key,omitempty"`
+	Key string
 	// Stdin gives the process a pipe as stdin that the caller writes with
 	// Process.WriteStdin and ends with Process.CloseStdin. false, the
 	// default, gives it the null device.
-	Stdin bool `json:"stdin,omitempty"`
+	Stdin bool
 	// Verbatim runs Command exactly as given: no background detection, even
 	// when the Manager has it on (WithBackgroundDetection), so a trailing
 	// "&" stays in the command and Background stays as set. false, the
 	// default, leaves the choice to the Manager. A server that promises
 	// its clients verbatim commands (httpapi's Coder profile) sets it per
 	// request.
-	Verbatim bool `json:"verbatim,omitempty"`
+	Verbatim bool
 	// TTY, when non-nil, runs the process under a pseudo-terminal of that
 	// size (Unix only; Start returns ErrUnsupported elsewhere). The terminal
 	// is stdin, stdout and stderr, so TTY implies a writable stdin. nil, the
 	// default, means pipes.
-	TTY *TTYSize `json:"tty,omitempty"`
+	TTY *TTYSize
 }
 
 // Manager starts and supervises processes. Use New to make one and Close to
@@ -100,11 +100,18 @@ func New(opts ...Option) *Manager {
 	return &Manager{cfg: cfg, procs: make(map[string]*Process)}
 }
 
-// Start validates req and starts it. It never blocks on the command; use
+// Start validates req and starts it. It never waits for the command; use
 // Process.Wait for that. Processes started through the Manager have no owner
 // and are seen by Scope("") only.
-func (m *Manager) Start(req Request) (*Process, error) {
-	return m.start(req, "")
+//
+// ctx bounds only what Start itself may wait for: a concurrent Start with
+// the same Request.Key that is still spawning. When ctx ends first Start
+// returns ctx.Err() and starts nothing. Like a net.Dialer's context, it does
+// not bound the life of the process it starts: that is Request.Timeout,
+// Process.Stop and Close.
+func (m *Manager) Start(ctx context.Context, req Request) (*Process, error) {
+	p, _, err := m.startAttach(ctx, req, "")
+	return p, err
 }
 
 // Get returns the process with the given ID, or ErrNotFound.
@@ -121,8 +128,19 @@ func (m *Manager) List() []Info {
 // Close stops every running process at once (terminate, grace period, kill),
 // waits until all have exited, and makes later Starts fail with ErrClosed.
 // Exited processes stay readable through the Process values callers hold.
-// Calling Close again returns nil once the first call is done.
+// Calling Close again returns nil once the first call is done. It is
+// Shutdown without a deadline, for callers that want io.Closer.
 func (m *Manager) Close() error {
+	return m.Shutdown(context.Background())
+}
+
+// Shutdown is Close bounded by ctx, as net/http's Server.Shutdown is: it
+// makes later Starts fail with ErrClosed, gives every running process the
+// stop ladder at once, and returns nil when all have exited and been
+// cleaned up. When ctx ends first it kills every process tree at once (as
+// Process.Stop does) and returns ctx.Err() without waiting for the exits
+// to be recorded; call Close, or Shutdown again, to wait for that.
+func (m *Manager) Shutdown(ctx context.Context) error {
 	m.mu.Lock()
 	m.closed = true
 	var running []*Process
@@ -134,15 +152,25 @@ func (m *Manager) Close() error {
 	m.mu.Unlock()
 
 	// Every process gets its ladder at the same time: one grace period in
-	// total, not one per process.
-	var wg sync.WaitGroup
-	for _, p := range running {
-		wg.Go(func() { _, _ = p.stop(context.Background(), ReasonShutdown) })
+	// total, not one per process. Each stop kills its tree at once when ctx
+	// ends, so none is left half-stopped.
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		var wg sync.WaitGroup
+		for _, p := range running {
+			wg.Go(func() { _, _ = p.stop(ctx, ReasonShutdown) })
+		}
+		wg.Wait()
+		// Processes whose Start was in flight when closed was set are still
+		// supervised; waiting on wg covers them too.
+		m.wg.Wait()
+	}()
+	select {
+	case <-stopped:
+	case <-ctx.Done():
+		return ctx.Err()
 	}
-	wg.Wait()
-	// Processes whose Start was in flight when closed was set are still
-	// supervised; waiting on wg covers them too.
-	m.wg.Wait()
 	m.mu.Lock()
 	m.removeLogsLocked()
 	m.mu.Unlock()
@@ -200,42 +228,39 @@ func (m *Manager) list(visible func(*Process) bool) []Info {
 	return infos
 }
 
-func (m *Manager) start(req Request, owner string) (*Process, error) {
-	var attached bool
-	return m.startAttach(req, owner, &attached)
-}
-
 // startAttach starts req for owner. When req.Key names a retained process it
-// returns that one instead and sets *attached (see Scope.StartOrAttach).
-func (m *Manager) startAttach(req Request, owner string, attached *bool) (*Process, error) {
+// returns that one instead and reports attached (see Scope.StartOrAttach).
+func (m *Manager) startAttach(ctx context.Context, req Request, owner string) (*Process, bool, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, false, err
+	}
 	command, err := validateCommand(req.Command)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	if err := checkShellCommand(m.cfg.shell, command); err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	var warnings []string
 	if m.cfg.bgDetect && !req.Verbatim && posixShell(m.cfg.shell) {
 		command, req.Background, warnings = detectBackground(command, req.Background)
 	}
 	if err := validateEnv(req.Env); err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	if err := validateTimeout(req.Timeout); err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	dir, err := m.resolveWorkDir(req.WorkDir)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 
 	var claim *keyEntry
 	if req.Key != "" {
-		p, c, err := m.claimKey(req, owner)
+		p, c, err := m.claimKey(ctx, req, owner)
 		if p != nil || err != nil {
-			*attached = p != nil
-			return p, err
+			return p, p != nil, err
 		}
 		claim = c
 	}
@@ -244,12 +269,12 @@ func (m *Manager) startAttach(req Request, owner string, attached *bool) (*Proce
 	if m.closed {
 		m.settleKeyLocked(claim, nil)
 		m.mu.Unlock()
-		return nil, ErrClosed
+		return nil, false, ErrClosed
 	}
 	if m.cfg.maxRunning > 0 && m.running >= m.cfg.maxRunning {
 		m.settleKeyLocked(claim, nil)
 		m.mu.Unlock()
-		return nil, xerrors.Errorf("%d running: %w", m.running, ErrTooManyProcesses)
+		return nil, false, xerrors.Errorf("%d running: %w", m.running, ErrTooManyProcesses)
 	}
 	// The slot is taken before spawning so concurrent Starts cannot overshoot
 	// the limit; a failed spawn gives it back.
@@ -268,7 +293,7 @@ func (m *Manager) startAttach(req Request, owner string, attached *bool) (*Proce
 		m.settleKeyLocked(claim, nil)
 		m.mu.Unlock()
 		m.wg.Done()
-		return nil, err
+		return nil, false, err
 	}
 
 	m.mu.Lock()
@@ -294,7 +319,7 @@ func (m *Manager) startAttach(req Request, owner string, attached *bool) (*Proce
 		// outlives Close; this race is rare and costs at most the grace.
 		_, _ = p.stop(context.Background(), ReasonShutdown)
 	}
-	return p, nil
+	return p, false, nil
 }
 
 // spawn starts the command. The caller has reserved a running slot and a
@@ -452,9 +477,9 @@ func copyOutput(buf *outputBuffer, log *outputLog, r *os.File) {
 	}
 }
 
-// exited is called once by each process's supervisor, with its exit time,
+// recordExit is called once by each process's supervisor, with its exit time,
 // just before the exit is published in Info.
-func (m *Manager) exited(p *Process, at time.Time) {
+func (m *Manager) recordExit(p *Process, at time.Time) {
 	m.mu.Lock()
 	m.running--
 	m.exitOrder = append(m.exitOrder, exitRecord{p, at})

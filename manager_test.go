@@ -84,11 +84,11 @@ func newManager(t *testing.T, opts ...agentproc.Option) *agentproc.Manager {
 }
 
 func mustStart(t *testing.T, s interface {
-	Start(agentproc.Request) (*agentproc.Process, error)
+	Start(context.Context, agentproc.Request) (*agentproc.Process, error)
 }, req agentproc.Request,
 ) *agentproc.Process {
 	t.Helper()
-	p, err := s.Start(req)
+	p, err := s.Start(testContext(t), req)
 	if err != nil {
 		t.Fatalf("Start(%q): %v", req.Command, err)
 	}
@@ -167,7 +167,7 @@ func TestInvalidRequests(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			p, err := m.Start(tt.req)
+			p, err := m.Start(t.Context(), tt.req)
 			if !errors.Is(err, agentproc.ErrInvalidRequest) {
 				t.Fatalf("Start: got (%v, %v), want ErrInvalidRequest", p, err)
 			}
@@ -222,7 +222,7 @@ func TestStartAfterClose(t *testing.T) {
 	if err := m.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := m.Start(agentproc.Request{Command: "echo"}); !errors.Is(err, agentproc.ErrClosed) {
+	if _, err := m.Start(t.Context(), agentproc.Request{Command: "echo"}); !errors.Is(err, agentproc.ErrClosed) {
 		t.Errorf("Start after Close: got %v, want ErrClosed", err)
 	}
 	if err := m.Close(); err != nil {
@@ -280,7 +280,7 @@ func TestConcurrentStartsRace(t *testing.T) {
 	var wg sync.WaitGroup
 	for range 16 {
 		wg.Go(func() {
-			p, err := m.Start(agentproc.Request{Command: "echo hi"})
+			p, err := m.Start(t.Context(), agentproc.Request{Command: "echo hi"})
 			if err != nil {
 				t.Errorf("Start: %v", err)
 				return

@@ -141,8 +141,8 @@ func TestExitCode42(t *testing.T) {
 	if got := exitCode(info); got != 42 {
 		t.Errorf("exit code got %d, want 42", got)
 	}
-	if info.Reason != agentproc.ReasonExited || info.Signal != "" {
-		t.Errorf("reason/signal got %q/%q, want exited/\"\"", info.Reason, info.Signal)
+	if info.Reason != agentproc.ReasonExited || info.ExitSignal != "" {
+		t.Errorf("reason/signal got %q/%q, want exited/\"\"", info.Reason, info.ExitSignal)
 	}
 }
 
@@ -350,7 +350,7 @@ func TestConcurrentWaitersAllWake(t *testing.T) {
 	wg.Wait()
 	close(results)
 	for info := range results {
-		if info.Running || info.Signal != "SIGKILL" {
+		if info.Running || info.ExitSignal != "SIGKILL" {
 			t.Errorf("waiter woke with %+v, want killed", info)
 		}
 	}
@@ -376,9 +376,9 @@ func TestSignals(t *testing.T) {
 			t.Fatalf("Signal(%s): %v", tt.sig, err)
 		}
 		info := mustWait(t, p)
-		if exitCode(info) != tt.wantCode || info.Signal != tt.wantName || info.Reason != agentproc.ReasonKilled {
+		if exitCode(info) != tt.wantCode || info.ExitSignal != tt.wantName || info.Reason != agentproc.ReasonKilled {
 			t.Errorf("%s: got code %d signal %q reason %q, want %d %q %q",
-				tt.sig, exitCode(info), info.Signal, info.Reason, tt.wantCode, tt.wantName, agentproc.ReasonKilled)
+				tt.sig, exitCode(info), info.ExitSignal, info.Reason, tt.wantCode, tt.wantName, agentproc.ReasonKilled)
 		}
 		if err := p.Signal(tt.sig); !errors.Is(err, agentproc.ErrNotRunning) {
 			t.Errorf("Signal after exit: got %v, want ErrNotRunning", err)
@@ -399,8 +399,8 @@ func TestSignaledFromOutside(t *testing.T) {
 		t.Fatal(err)
 	}
 	info := mustWait(t, p)
-	if info.Reason != agentproc.ReasonSignaled || info.Signal != "SIGTERM" || exitCode(info) != 143 {
-		t.Errorf("got reason %q signal %q code %d, want signaled SIGTERM 143", info.Reason, info.Signal, exitCode(info))
+	if info.Reason != agentproc.ReasonSignaled || info.ExitSignal != "SIGTERM" || exitCode(info) != 143 {
+		t.Errorf("got reason %q signal %q code %d, want signaled SIGTERM 143", info.Reason, info.ExitSignal, exitCode(info))
 	}
 }
 
@@ -426,7 +426,7 @@ func TestMaxRunning(t *testing.T) {
 	t.Parallel()
 	m := newManager(t, agentproc.WithMaxRunning(1))
 	p := mustStart(t, m, agentproc.Request{Command: "sleep 1000"})
-	if _, err := m.Start(agentproc.Request{Command: "true"}); !errors.Is(err, agentproc.ErrTooManyProcesses) {
+	if _, err := m.Start(t.Context(), agentproc.Request{Command: "true"}); !errors.Is(err, agentproc.ErrTooManyProcesses) {
 		t.Errorf("second Start: got %v, want ErrTooManyProcesses", err)
 	}
 	if _, err := p.Stop(testContext(t)); err != nil {
@@ -558,7 +558,7 @@ func TestStopEscalatesAfterGrace(t *testing.T) {
 	clk.Advance(3 * time.Second).MustWait(ctx)
 	select {
 	case r := <-done:
-		if r.err != nil || r.info.Signal != "SIGKILL" || r.info.Reason != agentproc.ReasonKilled {
+		if r.err != nil || r.info.ExitSignal != "SIGKILL" || r.info.Reason != agentproc.ReasonKilled {
 			t.Errorf("Stop: got (%+v, %v), want SIGKILL and reason killed", r.info, r.err)
 		}
 	case <-ctx.Done():

@@ -52,47 +52,65 @@ const (
 
 // Info describes a process at one moment. The zero values of the exit fields
 // (ExitCode nil, Reason "", ExitedAt zero) mean the process is still running.
+//
+// Info, like Request and Output, has no JSON tags: it is the library's
+// value, not a wire format. A server defines its own (httpapi.Process).
 type Info struct {
-	ID         string `json:"id"`
-	Command    string `json:"command"`
-	WorkDir    string `json:"workdir"`
-	Owner      string `json:"owner,omitempty"`
-	Background bool   `json:"background"`
+	// ID is the process's unique ID (Process.ID).
+	ID string
+	// Command is what the shell runs: Request.Command, less a trailing "&"
+	// that background detection removed.
+	Command string
+	// WorkDir is the directory the process started in.
+	WorkDir string
+	// Owner is the owner of the Scope that started it; "" for Manager.Start.
+	Owner string
+	// Background is Request.Background, or true when background detection
+	// promoted the command.
+	Background bool
 	// Warnings holds what background detection found worth telling the
 	// caller (see AnalyzeCommand); nil when nothing.
-	Warnings []string `json:"warnings,omitempty"`
-	Running  bool     `json:"running"`
-	PID      int      `json:"pid"`
+	Warnings []string
+	// Running is true until the process has exited and its output is final.
+	Running bool
+	// PID is the shell's process ID (on Unix also its process group ID).
+	PID int
 	// ExitCode is nil while running; 128+N when signal N ended the process.
-	ExitCode *int `json:"exit_code"`
-	// Signal is the name of the signal that ended the process ("SIGKILL"),
-	// or "" when it exited by itself.
-	Signal    string     `json:"signal,omitempty"`
-	Reason    ExitReason `json:"reason,omitempty"`
-	StartedAt time.Time  `json:"started_at"`
-	ExitedAt  time.Time  `json:"exited_at,omitzero"`
+	ExitCode *int
+	// ExitSignal is the operating system's name of the signal that ended
+	// the process ("SIGKILL"; on Windows, what stood in for one), or ""
+	// when it exited by itself. It is deliberately not a Signal: that type
+	// names the three portable requests Process.Signal accepts, this the
+	// OS's own vocabulary.
+	ExitSignal string
+	// Reason says why the process ended; "" while it runs.
+	Reason ExitReason
+	// StartedAt and ExitedAt are read from the Manager's clock; ExitedAt
+	// is zero while the process runs.
+	StartedAt time.Time
+	ExitedAt  time.Time
 	// CPUTime is user plus system time, known after exit.
-	CPUTime time.Duration `json:"cpu_time_ns,omitempty"`
+	CPUTime time.Duration
 	// MaxRSS is the peak resident set size in bytes, known after exit where
 	// the OS reports it.
-	MaxRSS int64 `json:"max_rss_bytes,omitempty"`
+	MaxRSS int64
 	// Leftovers counts the processes of the tree this package had to kill
 	// beyond the shell's own exit or stop: members of its process group
 	// still alive when the shell exited, plus, on Linux, every process
 	// outside the group found on any stop path (Stop, Close, the cleanup
 	// after the shell exited) because it carried the MarkerEnv marker or,
 	// with WithCgroup, sat in the process's cgroup. Each process counts once.
-	Leftovers int `json:"leftovers,omitempty"`
+	Leftovers int
 	// Timeout is the Request's Timeout; 0 means none.
-	Timeout time.Duration `json:"timeout_ns,omitempty"`
+	Timeout time.Duration
 	// LogPath is the file holding the full output (WithOutputLog), or ""
 	// without one. The file is gone once retention drops the process.
-	LogPath string `json:"log_path,omitempty"`
+	LogPath string
 	// Stdin is true when the caller can write the process's stdin
 	// (Request.Stdin or Request.TTY).
-	Stdin bool `json:"stdin"`
+	Stdin bool
 	// TTY is true when the process runs under a pseudo-terminal.
-	TTY bool `json:"tty"`
+	TTY bool
 }
 
 // Output is one consistent snapshot of a process's state and output: when
@@ -102,9 +120,9 @@ type Output struct {
 	// Text is valid UTF-8: the whole output, or head, one marker line saying
 	// how many bytes were omitted, and tail. Lines longer than the Manager's
 	// maxLineBytes are cut with a visible suffix.
-	Text string `json:"output"`
+	Text string
 	// Truncated is nil when Text is the whole output unchanged.
-	Truncated *Truncation `json:"truncated,omitempty"`
+	Truncated *Truncation
 }
 
 // Process is one command started by a Manager. Its methods are safe for
@@ -337,7 +355,7 @@ func (p *Process) supervise(pipe *os.File, readerDone <-chan struct{}) {
 	// nothing outlives the command and the pipe can reach EOF: the group,
 	// then what escaped it, so that Wait does not sit out pipeDrain for
 	// escaped descendants that hold the pipe.
-	leftovers := p.sys.leftovers()
+	leftovers := p.sys.killLeftovers()
 	leftovers += p.ctr.killEscaped()
 	select {
 	case <-readerDone:
@@ -370,10 +388,10 @@ func (p *Process) supervise(pipe *os.File, readerDone <-chan struct{}) {
 	// The running slot is given back before the exit is published, so a
 	// caller that sees it (Wait, Info, an EOF chunk) can start another
 	// process at once under WithMaxRunning.
-	p.m.exited(p, now)
+	p.m.recordExit(p, now)
 	p.mu.Lock()
 	p.info.ExitCode = &code
-	p.info.Signal = sigName
+	p.info.ExitSignal = sigName
 	p.info.ExitedAt = now
 	p.info.CPUTime = cpu
 	p.info.MaxRSS = rss

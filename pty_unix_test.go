@@ -57,10 +57,10 @@ func TestTTYCat(t *testing.T) {
 	// A partial line takes two EOF characters: one to end the line, one
 	// for EOF.
 	mustWrite(t, p, "partial")
-	if err := p.CloseStdin(); err != nil {
+	if err := p.CloseStdin(t.Context()); err != nil {
 		t.Fatalf("CloseStdin: %v", err)
 	}
-	if _, err := p.WriteStdin([]byte("late")); !errors.Is(err, agentproc.ErrStdinClosed) {
+	if _, err := p.WriteStdin(t.Context(), []byte("late")); !errors.Is(err, agentproc.ErrStdinClosed) {
 		t.Errorf("WriteStdin after CloseStdin: got %v, want ErrStdinClosed", err)
 	}
 	info := mustWait(t, p)
@@ -88,14 +88,14 @@ func TestTTYResize(t *testing.T) {
 	if err := p.Resize(0, 10); !errors.Is(err, agentproc.ErrInvalidRequest) {
 		t.Errorf("Resize(0, 10): got %v, want ErrInvalidRequest", err)
 	}
-	if err := p.CloseStdin(); err != nil {
+	if err := p.CloseStdin(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	mustWait(t, p)
 	if err := p.Resize(30, 30); !errors.Is(err, agentproc.ErrNotRunning) {
 		t.Errorf("Resize after exit: got %v, want ErrNotRunning", err)
 	}
-	if _, err := p.WriteStdin([]byte("x")); !errors.Is(err, agentproc.ErrStdinClosed) {
+	if _, err := p.WriteStdin(t.Context(), []byte("x")); !errors.Is(err, agentproc.ErrStdinClosed) {
 		t.Errorf("WriteStdin after exit: got %v, want ErrStdinClosed", err)
 	}
 }
@@ -212,7 +212,7 @@ func TestTTYNoFDLeak(t *testing.T) {
 	m := newManager(t)
 	// Warm up: the runtime's poller opens its descriptors on first use.
 	warm := mustStart(t, m, agentproc.Request{Command: "cat", TTY: &agentproc.TTYSize{}, Stdin: true})
-	if err := warm.CloseStdin(); err != nil {
+	if err := warm.CloseStdin(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	mustWait(t, warm)
@@ -231,15 +231,15 @@ func TestTTYNoFDLeak(t *testing.T) {
 			case i%2 == 1:
 				req.Command = "echo ready; exec sleep 1000"
 			}
-			p, err := m.Start(req)
+			p, err := m.Start(t.Context(), req)
 			if err != nil {
 				t.Errorf("Start: %v", err)
 				return
 			}
 			switch {
 			case i >= 200:
-				_, _ = p.WriteStdinContext(testContext(t), []byte("x\n"))
-				_ = p.CloseStdin()
+				_, _ = p.WriteStdin(testContext(t), []byte("x\n"))
+				_ = p.CloseStdin(t.Context())
 			case i%2 == 1:
 				if _, err := p.Stop(testContext(t)); err != nil {
 					t.Errorf("Stop: %v", err)

@@ -1,5 +1,7 @@
 package agentproc
 
+import "context"
+
 // Scope is a view of a Manager restricted to one owner: it starts processes
 // stamped with that owner and never sees, gets, lists or signals another
 // owner's process. Asking a Scope for another owner's process returns
@@ -20,8 +22,9 @@ func (m *Manager) Scope(owner string) *Scope {
 func (s *Scope) Owner() string { return s.owner }
 
 // Start starts req stamped with the Scope's owner. See Manager.Start.
-func (s *Scope) Start(req Request) (*Process, error) {
-	return s.m.start(req, s.owner)
+func (s *Scope) Start(ctx context.Context, req Request) (*Process, error) {
+	p, _, err := s.m.startAttach(ctx, req, s.owner)
+	return p, err
 }
 
 // StartOrAttach is Start that also says what it did: attached is true when
@@ -29,9 +32,9 @@ func (s *Scope) Start(req Request) (*Process, error) {
 // request, which is returned and nothing is started; it is false when the
 // returned process was started by this call. A server uses it to answer a
 // retried start honestly. Without a Key it is always false.
-func (s *Scope) StartOrAttach(req Request) (p *Process, attached bool, err error) {
-	p, err = s.m.startAttach(req, s.owner, &attached)
-	return p, attached, err
+// ctx is used as in Manager.Start.
+func (s *Scope) StartOrAttach(ctx context.Context, req Request) (p *Process, attached bool, err error) {
+	return s.m.startAttach(ctx, req, s.owner)
 }
 
 // Get returns the owner's process with the given ID, or ErrNotFound.

@@ -24,19 +24,14 @@ const stdinChunk = 64 << 10
 // Request.TTY) and returns how many bytes were written. It never blocks
 // forever: when a 64 KiB piece of b cannot be written within 5 seconds
 // because the child stops reading, it returns the bytes written so far and
-// an error wrapping os.ErrDeadlineExceeded; the stdin stays usable.
-// Concurrent writes do not interleave.
+// an error wrapping os.ErrDeadlineExceeded; the stdin stays usable. When ctx
+// ends first it returns the bytes written so far and ctx.Err(). Concurrent
+// writes do not interleave.
 //
 // It returns ErrNoStdin for a process started without Stdin or TTY, and
 // ErrStdinClosed after CloseStdin, once the process has exited, or when the
 // child closed its stdin.
-func (p *Process) WriteStdin(b []byte) (int, error) {
-	return p.in.write(context.Background(), b)
-}
-
-// WriteStdinContext is WriteStdin that also gives up when ctx ends, then
-// returning the bytes written so far and ctx.Err().
-func (p *Process) WriteStdinContext(ctx context.Context, b []byte) (int, error) {
+func (p *Process) WriteStdin(ctx context.Context, b []byte) (int, error) {
 	return p.in.write(ctx, b)
 }
 
@@ -47,8 +42,13 @@ func (p *Process) WriteStdinContext(ctx context.Context, b []byte) (int, error) 
 // written was not a newline, since the first only ends the pending line.
 // Later writes return ErrStdinClosed; closing again returns nil. It returns
 // ErrNoStdin for a process started without Stdin or TTY.
-func (p *Process) CloseStdin() error {
-	return p.in.closeStdin()
+//
+// Closing a pipe never waits. On a terminal the EOF character queues behind
+// a write in progress, bounded like WriteStdin by the stall bound and by
+// ctx: when ctx ends before the character could be queued, CloseStdin
+// returns ctx.Err().
+func (p *Process) CloseStdin(ctx context.Context) error {
+	return p.in.closeStdin(ctx)
 }
 
 // input is the writable end of a process's stdin: a pipe's write end, or
@@ -215,7 +215,7 @@ func (in *input) writeError(ctx context.Context, err error) error {
 	return xerrors.Errorf("agentproc: write stdin: %w", err)
 }
 
-func (in *input) closeStdin() error {
+func (in *input) closeStdin(ctx context.Context) error {
 	if in == nil {
 		return ErrNoStdin
 	}
@@ -236,7 +236,10 @@ func (in *input) closeStdin() error {
 
 	// A terminal's EOF is a byte in the input stream, so it queues behind
 	// any write in progress.
-	if err := in.acquire(context.Background()); err != nil {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := in.acquire(ctx); err != nil {
 		return err
 	}
 	in.mu.Lock()
@@ -251,7 +254,7 @@ func (in *input) closeStdin() error {
 		eof = append(eof, eof[0])
 	}
 	in.mu.Unlock()
-	if _, err := in.writeHeld(context.Background(), eof); err != nil && !errors.Is(err, ErrStdinClosed) {
+	if _, err := in.writeHeld(ctx, eof); err != nil && !errors.Is(err, ErrStdinClosed) {
 		return xerrors.Errorf("agentproc: close stdin: %w", err)
 	}
 	return nil

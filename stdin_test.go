@@ -19,7 +19,7 @@ import (
 
 func mustWrite(t *testing.T, p *agentproc.Process, s string) {
 	t.Helper()
-	n, err := p.WriteStdinContext(testContext(t), []byte(s))
+	n, err := p.WriteStdin(testContext(t), []byte(s))
 	if err != nil || n != len(s) {
 		t.Fatalf("WriteStdin(%q): got (%d, %v), want (%d, nil)", s, n, err, len(s))
 	}
@@ -36,7 +36,7 @@ func TestStdinCat(t *testing.T) {
 	waitForOutput(t, p, regexp.MustCompile(`hello\n`))
 	mustWrite(t, p, "world\n")
 	mustWrite(t, p, "no newline")
-	if err := p.CloseStdin(); err != nil {
+	if err := p.CloseStdin(t.Context()); err != nil {
 		t.Fatalf("CloseStdin: %v", err)
 	}
 	info := mustWait(t, p)
@@ -73,7 +73,7 @@ func TestStdinREPL(t *testing.T) {
 		mustWrite(t, p, fmt.Sprintf("line %d\n", i))
 		waitForOutput(t, p, regexp.MustCompile(fmt.Sprintf(`=> line %d\n`, i)))
 	}
-	if err := p.CloseStdin(); err != nil {
+	if err := p.CloseStdin(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	mustWait(t, p)
@@ -88,10 +88,10 @@ func TestNoStdin(t *testing.T) {
 	m := newManager(t)
 	// Without Stdin the child reads the null device: cat ends at once.
 	p := mustStart(t, m, agentproc.Request{Command: "cat; echo done"})
-	if _, err := p.WriteStdin([]byte("x")); !errors.Is(err, agentproc.ErrNoStdin) {
+	if _, err := p.WriteStdin(t.Context(), []byte("x")); !errors.Is(err, agentproc.ErrNoStdin) {
 		t.Errorf("WriteStdin: got %v, want ErrNoStdin", err)
 	}
-	if err := p.CloseStdin(); !errors.Is(err, agentproc.ErrNoStdin) {
+	if err := p.CloseStdin(t.Context()); !errors.Is(err, agentproc.ErrNoStdin) {
 		t.Errorf("CloseStdin: got %v, want ErrNoStdin", err)
 	}
 	if err := p.Resize(10, 10); !errors.Is(err, agentproc.ErrNoTTY) {
@@ -113,10 +113,10 @@ func TestStdinClosed(t *testing.T) {
 		t.Parallel()
 		p := mustStart(t, m, agentproc.Request{Command: "true", Stdin: true})
 		mustWait(t, p)
-		if n, err := p.WriteStdin([]byte("late\n")); n != 0 || !errors.Is(err, agentproc.ErrStdinClosed) {
+		if n, err := p.WriteStdin(t.Context(), []byte("late\n")); n != 0 || !errors.Is(err, agentproc.ErrStdinClosed) {
 			t.Errorf("WriteStdin after exit: got (%d, %v), want (0, ErrStdinClosed)", n, err)
 		}
-		if err := p.CloseStdin(); err != nil {
+		if err := p.CloseStdin(t.Context()); err != nil {
 			t.Errorf("CloseStdin after exit: got %v, want nil", err)
 		}
 	})
@@ -124,11 +124,11 @@ func TestStdinClosed(t *testing.T) {
 		t.Parallel()
 		p := mustStart(t, m, agentproc.Request{Command: "cat", Stdin: true})
 		for range 2 {
-			if err := p.CloseStdin(); err != nil {
+			if err := p.CloseStdin(t.Context()); err != nil {
 				t.Errorf("CloseStdin: got %v, want nil", err)
 			}
 		}
-		if _, err := p.WriteStdin([]byte("late\n")); !errors.Is(err, agentproc.ErrStdinClosed) {
+		if _, err := p.WriteStdin(t.Context(), []byte("late\n")); !errors.Is(err, agentproc.ErrStdinClosed) {
 			t.Errorf("WriteStdin after CloseStdin: got %v, want ErrStdinClosed", err)
 		}
 		mustWait(t, p)
@@ -139,7 +139,7 @@ func TestStdinClosed(t *testing.T) {
 		// write fails with EPIPE, which must surface as ErrStdinClosed.
 		p := mustStart(t, m, agentproc.Request{Command: "exec 0<&-; echo closed; exec sleep 1000", Stdin: true})
 		waitForOutput(t, p, regexp.MustCompile(`closed\n`))
-		if _, err := p.WriteStdin([]byte("x\n")); !errors.Is(err, agentproc.ErrStdinClosed) {
+		if _, err := p.WriteStdin(t.Context(), []byte("x\n")); !errors.Is(err, agentproc.ErrStdinClosed) {
 			t.Errorf("WriteStdin to a closed reader: got %v, want ErrStdinClosed", err)
 		}
 		if _, err := p.Stop(testContext(t)); err != nil {
@@ -158,7 +158,7 @@ func TestStdinNeverRead(t *testing.T) {
 	p := mustStart(t, m, agentproc.Request{Command: "exec sleep 1000", Stdin: true})
 
 	t.Run("stall bound", func(t *testing.T) {
-		n, err := p.WriteStdin(big)
+		n, err := p.WriteStdin(t.Context(), big)
 		if !errors.Is(err, os.ErrDeadlineExceeded) || n >= len(big) {
 			t.Errorf("WriteStdin: got (%d, %v), want a short count and os.ErrDeadlineExceeded", n, err)
 		}
@@ -168,19 +168,19 @@ func TestStdinNeverRead(t *testing.T) {
 		defer cancel()
 		errc := make(chan error, 1)
 		go func() {
-			_, err := p.WriteStdinContext(ctx, big)
+			_, err := p.WriteStdin(ctx, big)
 			errc <- err
 		}()
 		cancel()
 		if err := <-errc; !errors.Is(err, context.Canceled) {
-			t.Errorf("WriteStdinContext: got %v, want context.Canceled", err)
+			t.Errorf("WriteStdin: got %v, want context.Canceled", err)
 		}
 	})
 	t.Run("concurrent writers", func(t *testing.T) {
 		var wg sync.WaitGroup
 		for range 4 {
 			wg.Go(func() {
-				if _, err := p.WriteStdin(big[:1<<20]); !errors.Is(err, os.ErrDeadlineExceeded) {
+				if _, err := p.WriteStdin(testContext(t), big[:1<<20]); !errors.Is(err, os.ErrDeadlineExceeded) {
 					t.Errorf("WriteStdin: got %v, want os.ErrDeadlineExceeded", err)
 				}
 			})
@@ -192,7 +192,7 @@ func TestStdinNeverRead(t *testing.T) {
 		q := mustStart(t, slow, agentproc.Request{Command: "exec sleep 1000", Stdin: true})
 		errc := make(chan error, 1)
 		go func() {
-			_, err := q.WriteStdin(big)
+			_, err := q.WriteStdin(testContext(t), big)
 			errc <- err
 		}()
 		if _, err := q.Stop(testContext(t)); err != nil {
@@ -222,13 +222,13 @@ func TestStdinConcurrentWritesDoNotInterleave(t *testing.T) {
 	for i := range 8 {
 		line := strings.Repeat(string(rune('a'+i)), 100<<10) + "\n"
 		wg.Go(func() {
-			if n, err := p.WriteStdinContext(testContext(t), []byte(line)); err != nil || n != len(line) {
+			if n, err := p.WriteStdin(testContext(t), []byte(line)); err != nil || n != len(line) {
 				t.Errorf("WriteStdin: got (%d, %v), want (%d, nil)", n, err, len(line))
 			}
 		})
 	}
 	wg.Wait()
-	if err := p.CloseStdin(); err != nil {
+	if err := p.CloseStdin(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	mustWait(t, p)

@@ -46,7 +46,7 @@ func streamRequest(b *testing.B, n int64) agentproc.Request {
 // many bytes of Data it saw.
 func runStream(b *testing.B, m *agentproc.Manager, req agentproc.Request, follow bool) int64 {
 	ctx := context.Background()
-	p, err := m.Start(req)
+	p, err := m.Start(ctx, req)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -201,7 +201,7 @@ func BenchmarkWaitOutputLatency(b *testing.B) {
 		var p *agentproc.Process
 		w := ticksChild(b, func(req agentproc.Request) {
 			var err error
-			if p, err = m.Start(req); err != nil {
+			if p, err = m.Start(ctx, req); err != nil {
 				b.Fatal(err)
 			}
 		})

@@ -32,9 +32,9 @@ func envKeyFold(k string) string { return k }
 // while any member of the group is alive, so signalling -pgid can only reach
 // our tree as long as someone in it lives.
 //
-// Once the leader has been reaped and leftovers has killed the rest, the
+// Once the leader has been reaped and killLeftovers has killed the rest, the
 // number may be handed out again (after a PID wrap), so from then on signal
-// refuses to use it: closed is set before leftovers returns.
+// refuses to use it: closed is set before killLeftovers returns.
 type sysProc struct {
 	pgid   int
 	closed atomic.Bool
@@ -78,11 +78,11 @@ func (s *sysProc) alive() bool {
 	return true
 }
 
-// leftovers kills what is left of the group after the leader exited and
+// killLeftovers kills what is left of the group after the leader exited and
 // returns how many members were still running (exact where the OS lets us
 // enumerate the group, else 1 when any remained). From then on the group ID
 // is never signalled again.
-func (s *sysProc) leftovers() int {
+func (s *sysProc) killLeftovers() int {
 	defer s.closed.Store(true)
 	if s.pgid <= 0 || unix.Kill(-s.pgid, 0) != nil {
 		return 0

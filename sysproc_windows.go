@@ -171,7 +171,7 @@ func (s *sysProc) accounting() (jobAccounting, error) {
 // errJobReleased is what accounting returns once release closed the job.
 var errJobReleased = xerrors.New("agentproc: job released")
 
-func (s *sysProc) leftovers() int {
+func (s *sysProc) killLeftovers() int {
 	// The shell has exited and been waited for, so its PID, which names the
 	// console process group, may be handed out again: from now on no
 	// CTRL_BREAK_EVENT is sent to it.

@@ -101,7 +101,7 @@ func TestSysProcCmdQuoting(t *testing.T) {
 	for _, tt := range tests {
 		cmd, s, out := startSys(t, defaultShell(), tt.command)
 		waitCmd(t, cmd, 10*time.Second)
-		if n := s.leftovers(); n != 0 {
+		if n := s.killLeftovers(); n != 0 {
 			t.Errorf("%s: leftovers: got %d, want 0", tt.command, n)
 		}
 		if got := recvOutput(t, out, 10*time.Second); got != tt.want {
@@ -148,7 +148,7 @@ func TestSysProcLeftoversKilled(t *testing.T) {
 	if !s.alive() {
 		t.Fatalf("alive after shell exit: got false, want true (the helper is running)")
 	}
-	if n := s.leftovers(); n != 1 {
+	if n := s.killLeftovers(); n != 1 {
 		t.Errorf("leftovers: got %d, want 1", n)
 	}
 	if !waitGone(child, 10*time.Second) {

@@ -11,7 +11,7 @@ import (
 func TestNegativeTimeout(t *testing.T) {
 	t.Parallel()
 	m := newManager(t)
-	if _, err := m.Start(agentproc.Request{Command: "echo", Timeout: -time.Second}); !errors.Is(err, agentproc.ErrInvalidRequest) {
+	if _, err := m.Start(t.Context(), agentproc.Request{Command: "echo", Timeout: -time.Second}); !errors.Is(err, agentproc.ErrInvalidRequest) {
 		t.Errorf("Start with a negative timeout: got %v, want ErrInvalidRequest", err)
 	}
 }

@@ -55,8 +55,8 @@ func TestTimeoutStopsThroughTheLadder(t *testing.T) {
 	}
 	clk.Advance(3 * time.Second).MustWait(ctx)
 	info := mustWait(t, p)
-	if info.Reason != agentproc.ReasonTimeout || info.Signal != "SIGKILL" {
-		t.Errorf("got reason %q signal %q, want %q SIGKILL", info.Reason, info.Signal, agentproc.ReasonTimeout)
+	if info.Reason != agentproc.ReasonTimeout || info.ExitSignal != "SIGKILL" {
+		t.Errorf("got reason %q signal %q, want %q SIGKILL", info.Reason, info.ExitSignal, agentproc.ReasonTimeout)
 	}
 }
 

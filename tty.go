@@ -9,6 +9,9 @@ import (
 
 // TTYSize is the size of a process's pseudo-terminal in character cells. A
 // zero Rows or Cols means 24 rows or 80 columns.
+//
+// Its JSON tags are part of httpapi's wire format, which embeds it; they are
+// kept stable (TestWireTags).
 type TTYSize struct {
 	Rows uint16 `json:"rows"`
 	Cols uint16 `json:"cols"`

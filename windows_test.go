@@ -80,8 +80,8 @@ func TestWindowsExitCode(t *testing.T) {
 		if got := exitCode(info); got != tt.want {
 			t.Errorf("%s: exit code got %d, want %d", tt.command, got, tt.want)
 		}
-		if info.Reason != agentproc.ReasonExited || info.Signal != "" {
-			t.Errorf("%s: reason, signal got %q, %q, want %q, \"\"", tt.command, info.Reason, info.Signal, agentproc.ReasonExited)
+		if info.Reason != agentproc.ReasonExited || info.ExitSignal != "" {
+			t.Errorf("%s: reason, signal got %q, %q, want %q, \"\"", tt.command, info.Reason, info.ExitSignal, agentproc.ReasonExited)
 		}
 	}
 }
@@ -331,10 +331,10 @@ func TestWindowsStdin(t *testing.T) {
 		Env:     map[string]string{helperEnv: "cat"},
 		Stdin:   true,
 	})
-	if _, err := p.WriteStdin([]byte("hello stdin\r\n")); err != nil {
+	if _, err := p.WriteStdin(t.Context(), []byte("hello stdin\r\n")); err != nil {
 		t.Fatalf("WriteStdin: %v", err)
 	}
-	if err := p.CloseStdin(); err != nil {
+	if err := p.CloseStdin(t.Context()); err != nil {
 		t.Fatalf("CloseStdin: %v", err)
 	}
 	info := mustWait(t, p)
@@ -344,7 +344,7 @@ func TestWindowsStdin(t *testing.T) {
 	if got := exitCode(info); got != 0 {
 		t.Errorf("exit code got %d, want 0", got)
 	}
-	if _, err := p.WriteStdin([]byte("late")); !errors.Is(err, agentproc.ErrStdinClosed) {
+	if _, err := p.WriteStdin(t.Context(), []byte("late")); !errors.Is(err, agentproc.ErrStdinClosed) {
 		t.Errorf("WriteStdin after exit: got %v, want ErrStdinClosed", err)
 	}
 }
@@ -352,7 +352,7 @@ func TestWindowsStdin(t *testing.T) {
 func TestWindowsTTYUnsupported(t *testing.T) {
 	t.Parallel()
 	m := newManager(t)
-	_, err := m.Start(agentproc.Request{Command: "echo hi", TTY: &agentproc.TTYSize{Rows: 24, Cols: 80}})
+	_, err := m.Start(t.Context(), agentproc.Request{Command: "echo hi", TTY: &agentproc.TTYSize{Rows: 24, Cols: 80}})
 	if !errors.Is(err, agentproc.ErrUnsupported) || !strings.Contains(err.Error(), "windows") {
 		t.Errorf("Start with TTY: got %v, want ErrUnsupported naming windows", err)
 	}
@@ -361,7 +361,7 @@ func TestWindowsTTYUnsupported(t *testing.T) {
 func TestWindowsMultiLineRejected(t *testing.T) {
 	t.Parallel()
 	m := newManager(t)
-	_, err := m.Start(agentproc.Request{Command: "echo one\r\necho two"})
+	_, err := m.Start(t.Context(), agentproc.Request{Command: "echo one\r\necho two"})
 	if !errors.Is(err, agentproc.ErrInvalidRequest) || !strings.Contains(err.Error(), "first line") {
 		t.Errorf("multi-line command: got %v, want ErrInvalidRequest explaining cmd.exe runs only the first line", err)
 	}

@@ -10,6 +10,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/google/uuid"
+	"golang.org/x/xerrors"
 
 	"github.com/agentproc/agentproc"
 )
@@ -227,7 +228,7 @@ func (h *handler) coderStart(w http.ResponseWriter, r *http.Request) {
 		writeError(w, e)
 		return
 	}
-	p, attached, err := s.StartOrAttach(agentproc.Request{
+	p, attached, err := s.StartOrAttach(r.Context(), agentproc.Request{
 		Command:    req.Command,
 		WorkDir:    req.WorkDir,
 		Env:        env,
@@ -282,7 +283,7 @@ func (h *handler) claimToken(token, chat string) (claimed bool, _ *Error) {
 	defer h.mu.Unlock()
 	if e, ok := h.liveTokenLocked(token); ok {
 		if e.chat != chat {
-			return false, keyConflict(fmt.Errorf("client token %q belongs to another chat", token))
+			return false, keyConflict(xerrors.Errorf("client token %q belongs to another chat", token))
 		}
 		return false, nil
 	}
@@ -407,7 +408,7 @@ func (h *handler) coderList(w http.ResponseWriter, r *http.Request) {
 // coderExitCode is the exit code as Coder reports it: -1 for a process a
 // signal ended (os.ProcessState.ExitCode), where agentproc says 128+N.
 func coderExitCode(info agentproc.Info) *int {
-	if info.ExitCode == nil || info.Signal == "" {
+	if info.ExitCode == nil || info.ExitSignal == "" {
 		return info.ExitCode
 	}
 	code := -1

@@ -11,6 +11,8 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/xerrors"
+
 	"github.com/agentproc/agentproc"
 )
 
@@ -146,7 +148,7 @@ func (h *handler) start(w http.ResponseWriter, r *http.Request) {
 		writeError(w, e)
 		return
 	}
-	p, attached, err := s.StartOrAttach(agentproc.Request{
+	p, attached, err := s.StartOrAttach(r.Context(), agentproc.Request{
 		Command:    req.Command,
 		WorkDir:    req.WorkDir,
 		Env:        req.Env,
@@ -299,7 +301,7 @@ func decodeBody(w http.ResponseWriter, r *http.Request, v any) *Error {
 			return nil
 		}
 		if err == nil {
-			err = errors.New("unexpected data after the JSON value")
+			err = xerrors.New("unexpected data after the JSON value")
 		}
 	}
 	if _, ok := errors.AsType[*http.MaxBytesError](err); ok {

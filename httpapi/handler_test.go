@@ -1,11 +1,13 @@
 package httpapi_test
 
 import (
+	"encoding/json"
 	"errors"
 	"net/http"
 	"strings"
 	"testing"
 
+	"github.com/agentproc/agentproc"
 	"github.com/agentproc/agentproc/httpapi"
 )
 
@@ -210,5 +212,28 @@ func TestClientReportsNonJSONErrors(t *testing.T) {
 	_, err := c.List(testContext(t))
 	if e := wantStatus(t, err, http.StatusNotFound); e.Message != "404 page not found" {
 		t.Errorf("message %q, want the server's text", e.Message)
+	}
+}
+
+// TestWireTags pins the JSON names of the two agentproc types httpapi embeds
+// in its wire format (agentproc.TTYSize, agentproc.Truncation): renaming a
+// tag there would silently change this API.
+func TestWireTags(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		v    any
+		want string
+	}{
+		{httpapi.StartRequest{Command: "x", TTY: &agentproc.TTYSize{Rows: 1, Cols: 2}}, `"tty":{"rows":1,"cols":2}`},
+		{httpapi.Output{Truncated: &agentproc.Truncation{OriginalBytes: 1, RetainedBytes: 2, OmittedBytes: 3, TruncatedLines: 4, Strategy: "head_tail"}},
+			`"truncated":{"original_bytes":1,"retained_bytes":2,"omitted_bytes":3,"truncated_lines":4,"strategy":"head_tail"}`},
+	} {
+		b, err := json.Marshal(tt.v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(string(b), tt.want) {
+			t.Errorf("json.Marshal(%T): got %s, want it to contain %s", tt.v, b, tt.want)
+		}
 	}
 }

@@ -461,7 +461,7 @@ func TestOwnerIsolationByHeader(t *testing.T) {
 		t.Fatalf("Scope(alice).List() = %+v, want her process", got)
 	}
 	// Without the header, a request sees what Manager.Start started.
-	p, err := s.m.Start(agentproc.Request{Command: forever})
+	p, err := s.m.Start(ctx, agentproc.Request{Command: forever})
 	if err != nil {
 		t.Fatal(err)
 	}

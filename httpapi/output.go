@@ -127,7 +127,7 @@ func (h *handler) output(w http.ResponseWriter, r *http.Request) {
 		resp.Position = &Position{Offset: c.Offset, Next: c.Next, Omitted: c.Omitted, EOF: c.EOF}
 	}
 	resp.Running, resp.ExitCode = info.Running, info.ExitCode
-	resp.Reason, resp.Signal = info.Reason, info.Signal
+	resp.Reason, resp.Signal = info.Reason, info.ExitSignal
 	resp.Match = match
 	// A wait that ended while the process runs, without a match and with
 	// the client still there, was ended by the limit.

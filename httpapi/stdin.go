@@ -45,14 +45,14 @@ func (h *handler) stdin(w http.ResponseWriter, r *http.Request) {
 		// child that stops reading ends it after the library's stall
 		// bound.
 		var err error
-		n, err = p.WriteStdinContext(r.Context(), []byte(req.Data))
+		n, err = p.WriteStdin(r.Context(), []byte(req.Data))
 		if err != nil {
 			writeError(w, stdinError(err, p.ID(), n))
 			return
 		}
 	}
 	if req.Close {
-		if err := p.CloseStdin(); err != nil {
+		if err := p.CloseStdin(r.Context()); err != nil {
 			writeError(w, stdinError(err, p.ID(), n))
 			return
 		}

@@ -195,7 +195,7 @@ func processFromInfo(info agentproc.Info) Process {
 		StartedAt:  info.StartedAt.Unix(),
 		PID:        info.PID,
 		Reason:     info.Reason,
-		Signal:     info.Signal,
+		Signal:     info.ExitSignal,
 		Warnings:   info.Warnings,
 	}
 	if !info.ExitedAt.IsZero() {

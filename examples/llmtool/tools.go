@@ -195,7 +195,7 @@ func (tb *Toolbox) execute(ctx context.Context, a executeArgs) (executeResult, e
 	if timeout == 0 && !a.RunInBackground {
 		timeout = foregroundTimeout
 	}
-	p, err := tb.procs.Start(agentproc.Request{
+	p, err := tb.procs.Start(ctx, agentproc.Request{
 		Command:    a.Command,
 		WorkDir:    a.WorkDir,
 		Background: a.RunInBackground,
@@ -385,7 +385,7 @@ func (tb *Toolbox) signal(ctx context.Context, a signalArgs) (signalResult, erro
 		res.Note = "The process is still running 5 seconds after the signal; send kill to end it."
 		return res, nil
 	}
-	res.Reason, res.EndedBy = string(info.Reason), info.Signal
+	res.Reason, res.EndedBy = string(info.Reason), info.ExitSignal
 	return res, nil
 }
 

@@ -53,7 +53,7 @@ func run(w io.Writer, cmds commands) error {
 	m := agentproc.New(agentproc.WithGracePeriod(2 * time.Second))
 	defer m.Close()
 
-	server, err := m.Start(agentproc.Request{Command: cmds.server, Background: true})
+	server, err := m.Start(ctx, agentproc.Request{Command: cmds.server, Background: true})
 	if err != nil {
 		return err
 	}
@@ -70,7 +70,7 @@ func run(w io.Writer, cmds commands) error {
 		return err
 	}
 
-	build, err := m.Start(agentproc.Request{Command: cmds.build})
+	build, err := m.Start(ctx, agentproc.Request{Command: cmds.build})
 	if err != nil {
 		return err
 	}
@@ -113,7 +113,7 @@ func run(w io.Writer, cmds commands) error {
 		return fmt.Errorf("stop server: %w", err)
 	}
 	fmt.Fprintf(w, "\nserver stopped: reason %s, signal %q, exit code %d\n",
-		stopped.Reason, stopped.Signal, *stopped.ExitCode)
+		stopped.Reason, stopped.ExitSignal, *stopped.ExitCode)
 	fmt.Fprintln(w, "server's last lines:")
 	text := server.Output().Text
 	printEnds(w, text, 0)
