@@ -2,14 +2,23 @@
 GO ?= go
 STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 BENCHCOUNT ?= 5
+FUZZTIME ?= 30s
 
-.PHONY: all test bench lint cross fuzz
+.PHONY: all test cover bench lint cross fuzz
 
 all: lint cross test
 
 ## test: the whole suite with the race detector.
 test:
 	$(GO) test -race -count=1 -timeout 15m ./...
+
+## cover: the test suite with a coverage profile (build/cover.out), the
+## total on the last line, and build/cover.html to browse.
+cover:
+	@mkdir -p build
+	$(GO) test -race -count=1 -timeout 15m -covermode=atomic -coverprofile=build/cover.out ./...
+	$(GO) tool cover -html=build/cover.out -o build/cover.html
+	$(GO) tool cover -func=build/cover.out | tail -n 1
 
 ## bench: agentproc against plain os/exec in the same run, with ratios.
 bench:
@@ -30,9 +39,14 @@ cross:
 	GOOS=darwin $(GO) vet ./...
 	GOOS=freebsd $(GO) vet ./...
 
-## fuzz: a short run of each fuzz target.
+## fuzz: each fuzz target of every package for FUZZTIME (CI: 5s each).
+## Targets are found with go test -list, so a new one runs without an edit.
 fuzz:
-	$(GO) test -run '^$$' -fuzz '^FuzzBuffer$$' -fuzztime 30s .
-	$(GO) test -run '^$$' -fuzz '^FuzzAnalyzeCommand$$' -fuzztime 30s .
+	@set -e; for pkg in $$($(GO) list ./...); do \
+		for f in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz' || true); do \
+			echo "== $$pkg $$f"; \
+			$(GO) test -run '^$$' -fuzz "^$$f\$$" -fuzztime $(FUZZTIME) $$pkg; \
+		done; \
+	done
 
 include mk/windows.mk

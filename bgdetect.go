@@ -118,9 +118,9 @@ func AnalyzeCommand(command string) (Analysis, error) {
 // stmtContentEnd returns the offset just past the last token of s, whose
 // & is at offset amp, by stepping back over blanks and line continuations.
 //
-// Node End positions were the first design, but the parser does not always
-// place them on the last byte ("A+=" ends one byte early), and a wrong cut
-// changes what runs. Going back from the & is safe because the parse already
+// The statement's End position is not used: the parser does not always place
+// it on the last byte ("A+=" ends one byte early), and a wrong cut changes
+// what runs. Going back from the & is safe because the parse already
 // succeeded: only blanks and continuations can sit between a statement's last
 // token and its &, and a blank or newline preceded by an odd run of
 // backslashes is escaped, so it belongs to the token.

@@ -34,4 +34,15 @@
 //
 // All time goes through a quartz.Clock (WithClock), so retention and grace
 // periods are testable with a mock clock.
+//
+// # For maintainers
+//
+// The lock rule: no system call, file-system call or /proc read while
+// holding Manager.mu or a process's lock. Copy what is needed, unlock, then
+// act, so that a hung disk or a slow /proc never freezes unrelated callers.
+// The one exception is the signal itself, sent under the process's lock
+// because checking that the process still runs and signalling it must not
+// be split; it is a single non-blocking call (kill(2), TerminateJobObject).
+// The per-OS layer is listed in platform.go; docs/architecture.md maps the
+// files.
 package agentproc

@@ -440,11 +440,10 @@ func (m *Manager) spawn(req Request, owner, command, dir string, seq uint64, war
 // The reader starts with a small chunk and switches to a large one the first
 // time a read fills the small one. Quiet processes (an idle server) then pin
 // only 16 KiB each, while a fast writer gets reads big enough that the
-// buffer copies just the tail of each and a follower wakes less often: in
-// BenchmarkFollow, 256 KiB reads cut a follower's cost from about 45% to
-// about 10% of the child's throughput on two cores. Both sizes are pooled
-// because most commands are short and a fresh chunk per start showed up in
-// Start+Wait.
+// buffer copies just the tail of each and a follower wakes once per large
+// read rather than once per 16 KiB (BenchmarkFollow measures the follower's
+// share). Both sizes are pooled because most commands are short, and a fresh
+// chunk per start would be a cost of every Start+Wait.
 var (
 	smallChunks = sync.Pool{New: func() any { b := make([]byte, 16<<10); return &b }}
 	largeChunks = sync.Pool{New: func() any { b := make([]byte, 256<<10); return &b }}
@@ -493,8 +492,8 @@ func (m *Manager) recordExit(p *Process, at time.Time) {
 // reapLocked drops exited processes older than the retention age, then the
 // oldest exited ones beyond maxExited. Running processes are never dropped.
 // exitOrder is kept in exit order, so this looks only at the front of it:
-// reaping costs nothing per retained process (sorting all of them on every
-// exit was a quarter of Start+Wait's CPU time with 256 retained).
+// reaping costs nothing per retained process, where sorting the retained
+// processes on every exit would cost O(n log n) per Start+Wait.
 func (m *Manager) reapLocked() {
 	now := m.cfg.clock.Now("agentproc", "reap")
 	for len(m.exitOrder) > 0 {

@@ -1,0 +1,103 @@
+package agentproc
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"time"
+)
+
+// This file is the contract between the portable code and the operating
+// system layer. Everything the portable files call that differs by OS is
+// listed here, with what it must guarantee; each OS provides all of it under
+// the same names, so a reader learns the whole OS surface from this comment
+// and the compiler checks every build against the declarations below.
+//
+// Shell (sysproc_unix.go, sysproc_windows.go):
+//   - defaultShell() is the shell WithShell replaces: sh -c, cmd.exe /d /s /c.
+//   - newShellCmd(ctx, shell, command) builds shell... command without
+//     starting it; on Windows it writes cmd.exe's command line verbatim.
+//   - checkShellCommand(shell, command) refuses, with ErrInvalidRequest, a
+//     command the shell would silently run only in part.
+//   - envKeyFold(k) is the form in which the OS compares environment names.
+//
+// Process tree (sysProc in sysproc_unix.go, sysproc_windows.go; signal in
+// signal_unix.go, signal_windows.go): one started shell and everything it
+// starts, as a process group (Unix) or a Job Object (Windows).
+//   - prepare(cmd) sets what must be in place before the child runs;
+//     started(cmd) ties the tree to the child, and an error from it means
+//     the child could not be contained and must be killed.
+//   - signal(sig) reaches every member of the tree, and returns errNoProcess
+//     when no member is left, never a raw ESRCH, and never reaches a
+//     process outside the tree (a recycled group ID).
+//   - alive() reports whether any member still runs (zombies do not count
+//     where the OS lets us tell).
+//   - killLeftovers() kills what is left once the shell has been reaped and
+//     counts it; afterwards signal returns errNoProcess.
+//   - usage(state) is CPU time and peak memory; release() frees OS handles.
+//
+// Escaped descendants (containment in containment_linux.go and, doing
+// nothing beyond the group, containment_other.go): on Linux the marker sweep
+// and the optional cgroup of a process. newContainment makes it before the
+// child starts; prepare and started bracket cmd.Start; terminate is the
+// terminate step of a stop, killEscaped the kill after the shell exited;
+// usage may replace the tree's usage with the cgroup's; release frees it.
+//
+// Exit status (signal_unix.go, signal_windows.go): exitStatus(state) gives
+// the exit code (128+N for signal N) and the OS's name of what ended the
+// process, for Info.ExitSignal.
+//
+// Pipes and terminals: growPipe(f) enlarges the output pipe where the OS
+// allows (pipe_linux.go; a no-op in pipe_other.go). isBrokenPipe(err)
+// recognises a write to a stdin whose reader is gone (stdin_unix.go,
+// stdin_windows.go). openPTY, prepareTTY, setTTYSize and veofChar implement
+// Request.TTY (pty_unix.go); where there is no terminal support
+// (pty_other.go: Windows, AIX) they return ErrUnsupported.
+//
+// Every implementation obeys the package's lock rule (see doc.go): the
+// portable code calls these without holding Manager.mu, except signal, which
+// Process.Signal and the stop ladder call under the process's lock because
+// the check that the process still runs and the signal must not be split;
+// signal is therefore one non-blocking system call.
+
+// osTree is the method set sysProc has on every OS.
+type osTree interface {
+	prepare(cmd *exec.Cmd) error
+	started(cmd *exec.Cmd) error
+	signal(sig Signal) error
+	alive() bool
+	killLeftovers() int
+	usage(state *os.ProcessState) (time.Duration, int64)
+	release()
+}
+
+// escapeContainment is the method set containment has on every OS.
+type escapeContainment interface {
+	prepare(cmd *exec.Cmd) error
+	describe() string
+	started(cmd *exec.Cmd)
+	terminate()
+	killEscaped() int
+	usage(cpu time.Duration, rss int64) (time.Duration, int64)
+	release() error
+}
+
+// The declarations every OS must satisfy; a build for an OS that lacks one,
+// or spells it differently, fails here rather than at a distant call site.
+var (
+	_ osTree            = (*sysProc)(nil)
+	_ escapeContainment = (*containment)(nil)
+
+	_ func() []string                                   = defaultShell
+	_ func(context.Context, []string, string) *exec.Cmd = newShellCmd
+	_ func([]string, string) error                      = checkShellCommand
+	_ func(string) string                               = envKeyFold
+	_ func(*os.ProcessState) (int, string)              = exitStatus
+	_ func(*os.File)                                    = growPipe
+	_ func(error) bool                                  = isBrokenPipe
+	_ func(TTYSize) (*os.File, *os.File, error)         = openPTY
+	_ func(*exec.Cmd) error                             = prepareTTY
+	_ func(*os.File, TTYSize) error                     = setTTYSize
+	_ func(*os.File) byte                               = veofChar
+	_ func(string, *config) (*containment, error)       = newContainment
+)
