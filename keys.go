@@ -81,15 +81,23 @@ func (m *Manager) settleKeyLocked(e *keyEntry, p *Process) {
 		delete(m.keys, e.id)
 	} else {
 		e.p = p
-		p.key = e
+		if m.keyOf == nil {
+			m.keyOf = make(map[string]*keyEntry)
+		}
+		m.keyOf[p.id] = e
 	}
 	close(e.ready)
 }
 
 // freeKeyLocked releases the key of a process retention dropped.
 func (m *Manager) freeKeyLocked(p *Process) {
-	if p.key != nil && m.keys[p.key.id] == p.key {
-		delete(m.keys, p.key.id)
+	e, ok := m.keyOf[p.id]
+	if !ok {
+		return
+	}
+	delete(m.keyOf, p.id)
+	if m.keys[e.id] == e {
+		delete(m.keys, e.id)
 	}
 }
 

@@ -2,7 +2,6 @@ package agentproc
 
 import (
 	"context"
-	"errors"
 	"maps"
 	"os"
 	"path/filepath"
@@ -12,7 +11,6 @@ import (
 	"time"
 
 	"cdr.dev/slog/v3"
-	"github.com/google/uuid"
 	"golang.org/x/xerrors"
 )
 
@@ -77,7 +75,8 @@ type Manager struct {
 
 	mu      sync.Mutex
 	procs   map[string]*Process
-	keys    map[keyID]*keyEntry // see keys.go
+	keys    map[keyID]*keyEntry  // see keys.go
+	keyOf   map[string]*keyEntry // process ID → the key that names it
 	seq     uint64
 	running int
 	closed  bool
@@ -286,7 +285,7 @@ func (m *Manager) startAttach(ctx context.Context, req Request, owner string) (*
 	m.wg.Add(1)
 	m.mu.Unlock()
 
-	p, err := m.spawn(req, owner, command, dir, seq, warnings)
+	p, run, err := m.spawn(req, owner, command, dir, seq, warnings)
 	if err != nil {
 		m.mu.Lock()
 		m.running--
@@ -297,183 +296,19 @@ func (m *Manager) startAttach(ctx context.Context, req Request, owner string) (*
 	}
 
 	m.mu.Lock()
-	// A process can exit, and with a zero retention age be dropped, before
-	// it is registered here; registering it then would keep it forever.
-	if !p.dropped {
-		m.procs[p.id] = p
-		m.settleKeyLocked(claim, p)
-	} else {
-		// Dropped already: its key must not stay bound to it.
-		m.settleKeyLocked(claim, nil)
-	}
+	m.procs[p.id] = p
+	m.settleKeyLocked(claim, p)
 	closed := m.closed
-	if closed && p.exited() {
-		// Close swept the logs before p was listed, and p's exit came
-		// before Close began; a later exit removes its own.
-		p.log.remove()
-	}
 	m.mu.Unlock()
+	run()
 	if closed {
 		// Close ran while this process was spawning and did not see it.
 		// Stopped here rather than in a goroutine, so that nothing of it
 		// outlives Close; this race is rare and costs at most the grace.
+		// Its exit removes its output log (recordExit sees closed).
 		_, _ = p.stop(context.Background(), ReasonShutdown)
 	}
 	return p, false, nil
-}
-
-// spawn starts the command. The caller has reserved a running slot and a
-// supervise goroutine in m.wg.
-func (m *Manager) spawn(req Request, owner, command, dir string, seq uint64, warnings []string) (*Process, error) {
-	id := uuid.NewString()
-	env := m.buildEnv(req.Env, id)
-	// Containment beyond the process group (marker sweep, cgroup) is set up
-	// first: a cgroup that cannot be made fails Start before anything runs.
-	ctr, err := newContainment(id, &m.cfg)
-	if err != nil {
-		return nil, xerrors.Errorf("agentproc: set up containment: %w", err)
-	}
-
-	st, err := openStdio(req, m.cfg.stdinStall)
-	if err != nil {
-		_ = ctr.release()
-		return nil, err
-	}
-	ctx, kill := context.WithCancel(context.Background())
-	cmd := newShellCmd(ctx, m.cfg.shell, command)
-	cmd.Dir = dir
-	cmd.Env = env
-	st.attach(cmd)
-	sys := &sysProc{}
-	cmd.Cancel = func() error {
-		if err := sys.signal(SignalKill); err != nil && !errors.Is(err, errNoProcess) {
-			return err
-		}
-		return nil
-	}
-	// With *os.File outputs os/exec starts no copying goroutines, so
-	// WaitDelay only bounds how long Wait waits after Cancel before it kills
-	// the leader itself.
-	cmd.WaitDelay = pipeDrain
-
-	fail := func(step string, err error) (*Process, error) {
-		_ = ctr.release()
-		kill()
-		st.closeAll()
-		return nil, xerrors.Errorf("agentproc: %s: %w", step, err)
-	}
-	if err := sys.prepare(cmd); err != nil {
-		return fail("prepare process", err)
-	}
-	if err := ctr.prepare(cmd); err != nil {
-		return fail("prepare containment", err)
-	}
-	// After the others: a terminal replaces the process group with a
-	// session, amending the attributes they set.
-	if err := st.prepare(cmd); err != nil {
-		return fail("prepare terminal", err)
-	}
-	if err := cmd.Start(); err != nil {
-		sys.release()
-		return fail("start "+m.cfg.shell[0]+ctr.describe(), err)
-	}
-	ctr.started(cmd)
-	growPipe(st.out) // a no-op on a PTY master
-	// Only the child holds the write end now, so EOF comes when the last
-	// process of the tree that inherited it is gone.
-	st.closeChild()
-	if err := sys.started(cmd); err != nil {
-		_ = cmd.Wait()
-		sys.release()
-		_ = ctr.killEscaped()
-		_ = ctr.release()
-		kill()
-		st.closeAll()
-		return nil, xerrors.Errorf("agentproc: contain process: %w", err)
-	}
-
-	p := &Process{
-		m:     m,
-		id:    id,
-		owner: owner,
-		seq:   seq,
-		buf:   newOutputBuffer(m.cfg.headBytes, m.cfg.tailBytes),
-		sys:   sys,
-		ctr:   ctr,
-		cmd:   cmd,
-		kill:  kill,
-		in:    st.in,
-		done:  make(chan struct{}),
-		// escalated is made with the process so the ladder and the
-		// supervisor never see it nil.
-		escalated: make(chan struct{}),
-		info: Info{
-			ID:         id,
-			Command:    command,
-			WorkDir:    dir,
-			Owner:      owner,
-			Background: req.Background,
-			Warnings:   warnings,
-			Stdin:      st.in != nil,
-			TTY:        st.tty,
-			Running:    true,
-			PID:        cmd.Process.Pid,
-			StartedAt:  m.cfg.clock.Now("agentproc", "start"),
-			Timeout:    req.Timeout,
-		},
-	}
-	p.log = m.openOutputLog(id)
-	p.info.LogPath = p.log.pathOrEmpty()
-	p.enforceTimeout(req.Timeout)
-	m.cfg.logger.Debug(context.Background(), "started process",
-		slog.F("id", id), slog.F("pid", cmd.Process.Pid), slog.F("owner", owner))
-
-	readerDone := make(chan struct{})
-	go func() {
-		defer close(readerDone)
-		copyOutput(p.buf, p.log, st.out)
-	}()
-	go p.supervise(st.out, readerDone)
-	return p, nil
-}
-
-// The reader starts with a small chunk and switches to a large one the first
-// time a read fills the small one. Quiet processes (an idle server) then pin
-// only 16 KiB each, while a fast writer gets reads big enough that the
-// buffer copies just the tail of each and a follower wakes once per large
-// read rather than once per 16 KiB (BenchmarkFollow measures the follower's
-// share). Both sizes are pooled because most commands are short, and a fresh
-// chunk per start would be a cost of every Start+Wait.
-var (
-	smallChunks = sync.Pool{New: func() any { b := make([]byte, 16<<10); return &b }}
-	largeChunks = sync.Pool{New: func() any { b := make([]byte, 256<<10); return &b }}
-)
-
-// copyOutput copies the pipe into the buffer, and the output log's queue if
-// there is one, until EOF or a read error (the drain deadline), then waits
-// for the log to be written. A PTY master ends with EIO once no process
-// holds the terminal. Neither ever fails or blocks, so the child is
-// only ever slowed by the copies themselves.
-func copyOutput(buf *outputBuffer, log *outputLog, r *os.File) {
-	defer log.finish()
-	pool := &smallChunks
-	chunk := pool.Get().(*[]byte)
-	defer func() { pool.Put(chunk) }()
-	for {
-		n, err := r.Read(*chunk)
-		if n > 0 {
-			_, _ = buf.Write((*chunk)[:n])
-			log.enqueue((*chunk)[:n])
-		}
-		if err != nil {
-			return
-		}
-		if n == len(*chunk) && pool == &smallChunks {
-			pool.Put(chunk)
-			pool = &largeChunks
-			chunk = pool.Get().(*[]byte)
-		}
-	}
 }
 
 // recordExit is called once by each process's supervisor, with its exit time,
@@ -503,7 +338,6 @@ func (m *Manager) reapLocked() {
 		}
 		m.exitOrder[0] = exitRecord{}
 		m.exitOrder = m.exitOrder[1:]
-		e.p.dropped = true
 		delete(m.procs, e.p.id)
 		m.droppedLocked(e.p)
 	}

@@ -3,7 +3,6 @@ package agentproc
 import (
 	"context"
 	"errors"
-	"os"
 	"os/exec"
 	"slices"
 	"sync"
@@ -129,11 +128,15 @@ type Output struct {
 // concurrent use. A Process stays usable after the Manager drops it by
 // retention; it is then no longer found by Get or List.
 type Process struct {
+	// The fields fall in two groups. Those above mu are set by spawn before
+	// the Process is shared and never reassigned (the values they point to
+	// guard themselves); those below are guarded by mu. The Manager's
+	// bookkeeping of a process (its key, retention order) lives in the
+	// Manager's registry, under Manager.mu, not here.
 	m     *Manager
 	id    string
-	owner string // immutable, so readable without mu
-	seq   uint64
-	key   *keyEntry // set under m.mu; nil without a Key
+	owner string
+	seq   uint64 // start order, for List
 	buf   *outputBuffer
 	log   *outputLog // nil without WithOutputLog
 	sys   *sysProc
@@ -148,8 +151,6 @@ type Process struct {
 	// kill (see escalate).
 	escalated    chan struct{}
 	escalateOnce sync.Once
-
-	dropped bool // retention dropped it; guarded by Manager.mu
 
 	mu         sync.Mutex
 	info       Info
@@ -295,33 +296,6 @@ func (p *Process) escalate() {
 	p.kill()
 }
 
-// stopping reports whether a stop ladder has sent terminate to the group.
-func (p *Process) stopping() bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.stopReason != ""
-}
-
-// groupPoll is how often the supervisor looks whether a stopping group has
-// emptied after its shell exited. The kernel has no event for "a process
-// group is empty", and this only runs during a stop's grace period.
-const groupPoll = 5 * time.Millisecond
-
-// awaitGroup waits, during a stop, until no member of the group is left or
-// the ladder escalates to kill. Members that got terminate with the shell
-// may still be cleaning up; Stop promises them the grace period.
-func (p *Process) awaitGroup() {
-	tick := time.NewTicker(groupPoll)
-	defer tick.Stop()
-	for p.sys.alive() {
-		select {
-		case <-p.escalated:
-			return
-		case <-tick.C:
-		}
-	}
-}
-
 // exited reports whether the process has exited.
 func (p *Process) exited() bool {
 	select {
@@ -330,87 +304,4 @@ func (p *Process) exited() bool {
 	default:
 		return false
 	}
-}
-
-// pipeDrain bounds how long the exit path waits for the output pipe to reach
-// EOF after the shell exited and its leftovers were killed. Only processes
-// that left the tree (and so escaped the kill) can hold the pipe that long.
-// It is real time on purpose: it is enforced by the pipe's read deadline.
-const pipeDrain = 2 * time.Second
-
-// supervise runs in its own goroutine from Start until the process has
-// exited and its output is final. readerDone is closed when the output
-// reader has reached EOF or given up.
-func (p *Process) supervise(pipe *os.File, readerDone <-chan struct{}) {
-	defer p.m.wg.Done()
-	waitErr := p.cmd.Wait()
-	state := p.cmd.ProcessState
-	// Writes from now on are ErrStdinClosed, whatever is left of the tree.
-	p.in.closeAtExit()
-
-	if p.stopping() {
-		p.awaitGroup()
-	}
-	// The shell is gone; whatever is left of its tree is killed now so that
-	// nothing outlives the command and the pipe can reach EOF: the group,
-	// then what escaped it, so that Wait does not sit out pipeDrain for
-	// escaped descendants that hold the pipe.
-	leftovers := p.sys.killLeftovers()
-	leftovers += p.ctr.killEscaped()
-	select {
-	case <-readerDone:
-	default:
-		if err := pipe.SetReadDeadline(time.Now().Add(pipeDrain)); err != nil {
-			// Unpollable pipes (Windows) cannot take a deadline; the job
-			// kill above closed every writer already.
-			p.m.cfg.logger.Debug(context.Background(), "pipe deadline unavailable")
-		}
-		<-readerDone
-	}
-	_ = pipe.Close()
-
-	code, sigName := -1, ""
-	var cpu time.Duration
-	var rss int64
-	if state != nil {
-		code, sigName = exitStatus(state)
-		cpu, rss = p.ctr.usage(p.sys.usage(state))
-	} else {
-		p.m.cfg.logger.Warn(context.Background(), "wait failed", fieldError(waitErr))
-	}
-	p.sys.release()
-	if err := p.ctr.release(); err != nil {
-		p.m.cfg.logger.Warn(context.Background(), "release containment", fieldError(err))
-	}
-	p.kill() // releases the context; the process is already gone
-
-	now := p.m.cfg.clock.Now("agentproc", "exit")
-	// The running slot is given back before the exit is published, so a
-	// caller that sees it (Wait, Info, an EOF chunk) can start another
-	// process at once under WithMaxRunning.
-	p.m.recordExit(p, now)
-	p.mu.Lock()
-	p.info.ExitCode = &code
-	p.info.ExitSignal = sigName
-	p.info.ExitedAt = now
-	p.info.CPUTime = cpu
-	p.info.MaxRSS = rss
-	p.info.Leftovers = leftovers
-	switch {
-	case p.stopReason != "":
-		p.info.Reason = p.stopReason
-	case sigName != "" && p.signaled:
-		p.info.Reason = ReasonKilled
-	case sigName != "":
-		p.info.Reason = ReasonSignaled
-	default:
-		p.info.Reason = ReasonExited
-	}
-	// Closing the buffer inside the same critical section means a reader
-	// that sees EOF and then asks for Info is told the process has exited.
-	p.buf.closeWrite()
-	p.info.Running = false
-	p.mu.Unlock()
-
-	close(p.done)
 }

@@ -1,0 +1,329 @@
+package agentproc
+
+import (
+	"context"
+	"errors"
+	"os"
+	"sync"
+	"time"
+
+	"cdr.dev/slog/v3"
+	"github.com/google/uuid"
+	"golang.org/x/xerrors"
+)
+
+// This file is the life of one process, in the order it happens:
+//
+//   - spawn: Manager.Start has validated the request and reserved a running
+//     slot; spawn builds the command, starts it, and makes the Process.
+//   - copy output: one goroutine copies the output pipe into the buffer and
+//     the output log until EOF.
+//   - supervise: another waits for the shell, then kills what is left of
+//     its tree so that nothing outlives the command, and lets the pipe drain.
+//   - release: OS handles (job, cgroup, pidfds) are freed.
+//   - exit: the registry gives back the slot (recordExit), then the exit is
+//     published in Info together with the buffer's EOF, then Done closes.
+//
+// Process (process.go) is the caller's handle: it reads Info, signals and
+// stops, and never runs any of these steps itself.
+
+// spawn starts the command and returns its Process, and run, which starts
+// copying its output and supervising it. The caller has reserved a running
+// slot and a supervise goroutine in m.wg, and registers the Process before
+// calling run: since nothing can publish the exit before run, the registry
+// never meets a process that exited before it was listed.
+func (m *Manager) spawn(req Request, owner, command, dir string, seq uint64, warnings []string) (p *Process, run func(), err error) {
+	id := uuid.NewString()
+	env := m.buildEnv(req.Env, id)
+	// Containment beyond the process group (marker sweep, cgroup) is set up
+	// first: a cgroup that cannot be made fails Start before anything runs.
+	ctr, err := newContainment(id, &m.cfg)
+	if err != nil {
+		return nil, nil, xerrors.Errorf("agentproc: set up containment: %w", err)
+	}
+
+	st, err := openStdio(req, m.cfg.stdinStall)
+	if err != nil {
+		_ = ctr.release()
+		return nil, nil, err
+	}
+	ctx, kill := context.WithCancel(context.Background())
+	cmd := newShellCmd(ctx, m.cfg.shell, command)
+	cmd.Dir = dir
+	cmd.Env = env
+	st.attach(cmd)
+	sys := &sysProc{}
+	cmd.Cancel = func() error {
+		if err := sys.signal(SignalKill); err != nil && !errors.Is(err, errNoProcess) {
+			return err
+		}
+		return nil
+	}
+	// With *os.File outputs os/exec starts no copying goroutines, so
+	// WaitDelay only bounds how long Wait waits after Cancel before it kills
+	// the leader itself.
+	cmd.WaitDelay = pipeDrain
+
+	fail := func(step string, err error) (*Process, func(), error) {
+		_ = ctr.release()
+		kill()
+		st.closeAll()
+		return nil, nil, xerrors.Errorf("agentproc: %s: %w", step, err)
+	}
+	if err := sys.prepare(cmd); err != nil {
+		return fail("prepare process", err)
+	}
+	if err := ctr.prepare(cmd); err != nil {
+		return fail("prepare containment", err)
+	}
+	// After the others: a terminal replaces the process group with a
+	// session, amending the attributes they set.
+	if err := st.prepare(cmd); err != nil {
+		return fail("prepare terminal", err)
+	}
+	if err := cmd.Start(); err != nil {
+		sys.release()
+		return fail("start "+m.cfg.shell[0]+ctr.describe(), err)
+	}
+	ctr.started(cmd)
+	growPipe(st.out) // a no-op on a PTY master
+	// Only the child holds the write end now, so EOF comes when the last
+	// process of the tree that inherited it is gone.
+	st.closeChild()
+	if err := sys.started(cmd); err != nil {
+		_ = cmd.Wait()
+		sys.release()
+		_ = ctr.killEscaped()
+		_ = ctr.release()
+		kill()
+		st.closeAll()
+		return nil, nil, xerrors.Errorf("agentproc: contain process: %w", err)
+	}
+
+	p = &Process{
+		m:     m,
+		id:    id,
+		owner: owner,
+		seq:   seq,
+		buf:   newOutputBuffer(m.cfg.headBytes, m.cfg.tailBytes),
+		sys:   sys,
+		ctr:   ctr,
+		cmd:   cmd,
+		kill:  kill,
+		in:    st.in,
+		done:  make(chan struct{}),
+		// escalated is made with the process so the ladder and the
+		// supervisor never see it nil.
+		escalated: make(chan struct{}),
+		info: Info{
+			ID:         id,
+			Command:    command,
+			WorkDir:    dir,
+			Owner:      owner,
+			Background: req.Background,
+			Warnings:   warnings,
+			Stdin:      st.in != nil,
+			TTY:        st.tty,
+			Running:    true,
+			PID:        cmd.Process.Pid,
+			StartedAt:  m.cfg.clock.Now("agentproc", "start"),
+			Timeout:    req.Timeout,
+		},
+	}
+	p.log = m.openOutputLog(id)
+	p.info.LogPath = p.log.pathOrEmpty()
+	p.enforceTimeout(req.Timeout)
+	m.cfg.logger.Debug(context.Background(), "started process",
+		slog.F("id", id), slog.F("pid", cmd.Process.Pid), slog.F("owner", owner))
+
+	run = func() {
+		readerDone := make(chan struct{})
+		go func() {
+			defer close(readerDone)
+			copyOutput(p.buf, p.log, st.out)
+		}()
+		go p.supervise(st.out, readerDone)
+	}
+	return p, run, nil
+}
+
+// The reader starts with a small chunk and switches to a large one the first
+// time a read fills the small one. Quiet processes (an idle server) then pin
+// only 16 KiB each, while a fast writer gets reads big enough that the
+// buffer copies just the tail of each and a follower wakes once per large
+// read rather than once per 16 KiB (BenchmarkFollow measures the follower's
+// share). Both sizes are pooled because most commands are short, and a fresh
+// chunk per start would be a cost of every Start+Wait.
+var (
+	smallChunks = sync.Pool{New: func() any { b := make([]byte, 16<<10); return &b }}
+	largeChunks = sync.Pool{New: func() any { b := make([]byte, 256<<10); return &b }}
+)
+
+// copyOutput copies the pipe into the buffer, and the output log's queue if
+// there is one, until EOF or a read error (the drain deadline), then waits
+// for the log to be written. A PTY master ends with EIO once no process
+// holds the terminal. Neither ever fails or blocks, so the child is
+// only ever slowed by the copies themselves.
+func copyOutput(buf *outputBuffer, log *outputLog, r *os.File) {
+	defer log.finish()
+	pool := &smallChunks
+	chunk := pool.Get().(*[]byte)
+	defer func() { pool.Put(chunk) }()
+	for {
+		n, err := r.Read(*chunk)
+		if n > 0 {
+			_, _ = buf.Write((*chunk)[:n])
+			log.enqueue((*chunk)[:n])
+		}
+		if err != nil {
+			return
+		}
+		if n == len(*chunk) && pool == &smallChunks {
+			pool.Put(chunk)
+			pool = &largeChunks
+			chunk = pool.Get().(*[]byte)
+		}
+	}
+}
+
+// stopping reports whether a stop ladder has sent terminate to the group.
+func (p *Process) stopping() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.stopReason != ""
+}
+
+// groupPoll is how often the supervisor looks whether a stopping group has
+// emptied after its shell exited. The kernel has no event for "a process
+// group is empty", and this only runs during a stop's grace period.
+const groupPoll = 5 * time.Millisecond
+
+// awaitGroup waits, during a stop, until no member of the group is left or
+// the ladder escalates to kill. Members that got terminate with the shell
+// may still be cleaning up; Stop promises them the grace period.
+func (p *Process) awaitGroup() {
+	tick := time.NewTicker(groupPoll)
+	defer tick.Stop()
+	for p.sys.alive() {
+		select {
+		case <-p.escalated:
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+// pipeDrain bounds how long the exit path waits for the output pipe to reach
+// EOF after the shell exited and its leftovers were killed. Only processes
+// that left the tree (and so escaped the kill) can hold the pipe that long.
+// It is real time on purpose: it is enforced by the pipe's read deadline.
+const pipeDrain = 2 * time.Second
+
+// supervise runs in its own goroutine from Start until the process has
+// exited and its output is final. readerDone is closed when the output
+// reader has reached EOF or given up.
+func (p *Process) supervise(pipe *os.File, readerDone <-chan struct{}) {
+	defer p.m.wg.Done()
+	waitErr := p.cmd.Wait()
+	state := p.cmd.ProcessState
+	// Writes from now on are ErrStdinClosed, whatever is left of the tree.
+	p.in.closeAtExit()
+
+	leftovers := p.clearTree()
+	p.drainOutput(pipe, readerDone)
+	code, sigName := -1, ""
+	var cpu time.Duration
+	var rss int64
+	if state != nil {
+		code, sigName = exitStatus(state)
+		cpu, rss = p.ctr.usage(p.sys.usage(state))
+	} else {
+		p.m.cfg.logger.Warn(context.Background(), "wait failed", fieldError(waitErr))
+	}
+	p.release()
+	p.publishExit(exitFacts{code: code, signal: sigName, cpu: cpu, rss: rss, leftovers: leftovers})
+}
+
+// clearTree kills whatever is left of the tree once the shell is gone, so
+// that nothing outlives the command and the pipe can reach EOF: the group,
+// then what escaped it, so that the drain does not sit out pipeDrain for
+// escaped descendants that hold the pipe. During a stop, members that got
+// terminate with the shell first get the rest of the grace period.
+func (p *Process) clearTree() (leftovers int) {
+	if p.stopping() {
+		p.awaitGroup()
+	}
+	leftovers = p.sys.killLeftovers()
+	leftovers += p.ctr.killEscaped()
+	return leftovers
+}
+
+// drainOutput waits for the output copier to reach EOF, at most pipeDrain
+// once the tree is gone, and closes the pipe.
+func (p *Process) drainOutput(pipe *os.File, readerDone <-chan struct{}) {
+	select {
+	case <-readerDone:
+	default:
+		if err := pipe.SetReadDeadline(time.Now().Add(pipeDrain)); err != nil {
+			// Unpollable pipes (Windows) cannot take a deadline; the job
+			// kill above closed every writer already.
+			p.m.cfg.logger.Debug(context.Background(), "pipe deadline unavailable")
+		}
+		<-readerDone
+	}
+	_ = pipe.Close()
+}
+
+// release frees what the OS holds for the process: the job or group, the
+// cgroup and pidfds, and the command's context. It runs before the exit is
+// published, so that a caller who sees the exit finds nothing still open.
+func (p *Process) release() {
+	p.sys.release()
+	if err := p.ctr.release(); err != nil {
+		p.m.cfg.logger.Warn(context.Background(), "release containment", fieldError(err))
+	}
+	p.kill() // releases the context; the process is already gone
+}
+
+// exitFacts is what supervise learned about the end of the process.
+type exitFacts struct {
+	code      int
+	signal    string
+	cpu       time.Duration
+	rss       int64
+	leftovers int
+}
+
+// publishExit makes the exit visible: to the registry first, then in Info
+// together with the buffer's EOF, then through Done.
+func (p *Process) publishExit(f exitFacts) {
+	now := p.m.cfg.clock.Now("agentproc", "exit")
+	// The running slot is given back before the exit is published, so a
+	// caller that sees it (Wait, Info, an EOF chunk) can start another
+	// process at once under WithMaxRunning.
+	p.m.recordExit(p, now)
+	p.mu.Lock()
+	p.info.ExitCode = &f.code
+	p.info.ExitSignal = f.signal
+	p.info.ExitedAt = now
+	p.info.CPUTime = f.cpu
+	p.info.MaxRSS = f.rss
+	p.info.Leftovers = f.leftovers
+	switch {
+	case p.stopReason != "":
+		p.info.Reason = p.stopReason
+	case f.signal != "" && p.signaled:
+		p.info.Reason = ReasonKilled
+	case f.signal != "":
+		p.info.Reason = ReasonSignaled
+	default:
+		p.info.Reason = ReasonExited
+	}
+	// Closing the buffer inside the same critical section means a reader
+	// that sees EOF and then asks for Info is told the process has exited.
+	p.buf.closeWrite()
+	p.info.Running = false
+	p.mu.Unlock()
+
+	close(p.done)
+}
