@@ -1,0 +1,77 @@
+package agentproc_test
+
+import (
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// TestReadmeNamesTests holds the README's guarantees table to its promise:
+// every row names at least one test, benchmark or fuzz target, and every
+// name it gives is a function in a test file of this module, so a rename or
+// a deleted test cannot leave a guarantee pointing at nothing.
+func TestReadmeNamesTests(t *testing.T) {
+	t.Parallel()
+	readme, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defined := testFunctions(t)
+	section := string(readme)
+	start := strings.Index(section, "## Guarantees")
+	if start < 0 {
+		t.Fatal("README has no Guarantees section")
+	}
+	section = section[start:]
+	if end := strings.Index(section[1:], "\n## "); end >= 0 {
+		section = section[:end+1]
+	}
+	name := regexp.MustCompile("`((?:Test|Benchmark|Fuzz)[A-Za-z0-9_]+)`")
+	rows := 0
+	for _, line := range strings.Split(section, "\n") {
+		if !strings.HasPrefix(line, "| ") || strings.HasPrefix(line, "| guarantee ") {
+			continue
+		}
+		rows++
+		cells := strings.Split(strings.Trim(line, "| "), " | ")
+		names := name.FindAllStringSubmatch(cells[len(cells)-1], -1)
+		if len(names) == 0 {
+			t.Errorf("README guarantee %q names no test", cells[0])
+		}
+		for _, n := range names {
+			if !defined[n[1]] {
+				t.Errorf("README guarantee %q names %s, which no test file defines", cells[0], n[1])
+			}
+		}
+	}
+	if rows == 0 {
+		t.Error("README Guarantees table has no rows")
+	}
+}
+
+// testFunctions returns the names of the Test, Benchmark and Fuzz functions
+// of every test file in the module, whatever its build tags.
+func testFunctions(t *testing.T) map[string]bool {
+	t.Helper()
+	decl := regexp.MustCompile(`(?m)^func ((?:Test|Benchmark|Fuzz)[A-Za-z0-9_]+)\(`)
+	defined := make(map[string]bool)
+	err := filepath.WalkDir(".", func(path string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() || !strings.HasSuffix(path, "_test.go") {
+			return err
+		}
+		src, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		for _, m := range decl.FindAllSubmatch(src, -1) {
+			defined[string(m[1])] = true
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return defined
+}
