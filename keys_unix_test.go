@@ -3,6 +3,7 @@
 package agentproc_test
 
 import (
+	"context"
 	"errors"
 	"os"
 	"path/filepath"
@@ -167,4 +168,57 @@ func TestKeyFreedWhenStartFails(t *testing.T) {
 	}
 	p := mustStart(t, m, req)
 	mustWait(t, p)
+}
+
+// TestKeyedStartContext: a keyed Start that finds the key claimed by a Start
+// still spawning waits for it, and gives up when its own ctx ends. The first
+// Start is held in spawning by the WithEnv hook, which runs after the key
+// was claimed.
+func TestKeyedStartContext(t *testing.T) {
+	t.Parallel()
+	entered := make(chan struct{}, 1)
+	release := make(chan struct{})
+	m := newManager(t, agentproc.WithEnv(func(base []string) ([]string, error) {
+		entered <- struct{}{}
+		<-release
+		return base, nil
+	}))
+	ctx := testContext(t)
+	req := agentproc.Request{Command: "true", Key: "k"}
+	first := make(chan error, 1)
+	go func() {
+		_, err := m.Start(ctx, req)
+		first <- err
+	}()
+	select {
+	case <-entered:
+	case <-ctx.Done():
+		t.Fatal("the first Start never reached its spawn")
+	}
+
+	if _, err := m.Start(canceledContext(), req); !errors.Is(err, context.Canceled) {
+		t.Errorf("Start with an ended ctx: got %v, want context.Canceled", err)
+	}
+	// A deadline, not a cancel: Start is very likely waiting on the first
+	// by the time it passes. If the wait ignored ctx, this Start would
+	// block until release, which only comes after it returned.
+	short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	defer cancel()
+	second := make(chan error, 1)
+	go func() {
+		_, err := m.Start(short, req)
+		second <- err
+	}()
+	select {
+	case err := <-second:
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("second Start: got %v, want context.DeadlineExceeded", err)
+		}
+	case <-ctx.Done():
+		t.Fatal("a keyed Start waiting on another did not return when its ctx ended")
+	}
+	close(release)
+	if err := <-first; err != nil {
+		t.Errorf("first Start: got %v, want nil", err)
+	}
 }

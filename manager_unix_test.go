@@ -3,148 +3,19 @@
 package agentproc_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
-	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
-	"runtime"
-	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/coder/quartz"
-	"golang.org/x/sys/unix"
 
 	"github.com/agentproc/agentproc"
 )
-
-// helperRequest returns a Request that runs the test binary as a helper in
-// the given mode, exec'd by the shell so that signals reach it directly.
-func helperRequest(t testing.TB, mode string) agentproc.Request {
-	t.Helper()
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return agentproc.Request{
-		Command: "exec " + shellQuote(exe),
-		Env:     map[string]string{helperEnv: mode},
-	}
-}
-
-// shellQuote quotes s for sh.
-func shellQuote(s string) string {
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
-}
-
-// waitForOutput waits until the process's output matches re and returns
-// the submatches. It wakes on every write through WaitOutput (no poll
-// timer) and matches against Output's text, so a pattern may span lines.
-func waitForOutput(t *testing.T, p *agentproc.Process, re *regexp.Regexp) []string {
-	t.Helper()
-	ctx := testContext(t)
-	var next int64
-	for {
-		if m := re.FindStringSubmatch(p.Output().Text); m != nil {
-			return m
-		}
-		c, err := p.WaitOutput(ctx, next)
-		if err != nil {
-			t.Fatalf("output never matched %v (%v); got %q", re, err, p.Output().Text)
-		}
-		if c.EOF {
-			if m := re.FindStringSubmatch(p.Output().Text); m != nil {
-				return m
-			}
-			t.Fatalf("process exited before output matched %v; got %q", re, p.Output().Text)
-		}
-		next = c.Next
-	}
-}
-
-// pidsIn returns every PID printed as "pid=N" in the output.
-func pidsIn(t *testing.T, text string) []int {
-	t.Helper()
-	var pids []int
-	for _, m := range regexp.MustCompile(`pid=(\d+)`).FindAllStringSubmatch(text, -1) {
-		pid, err := strconv.Atoi(m[1])
-		if err != nil {
-			t.Fatal(err)
-		}
-		pids = append(pids, pid)
-	}
-	if len(pids) == 0 {
-		t.Fatalf("no pid=N in output %q", text)
-	}
-	return pids
-}
-
-// alive reports whether pid is a live, non-zombie process.
-func alive(pid int) bool {
-	if runtime.GOOS == "linux" {
-		data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-		if err != nil {
-			return false
-		}
-		i := bytes.LastIndexByte(data, ')')
-		return i > 0 && i+2 < len(data) && data[i+2] != 'Z'
-	}
-	return unix.Kill(pid, 0) == nil
-}
-
-// requireGone waits (under the test deadline) until none of pids is alive.
-// Processes that held the output pipe are already gone when Wait returns;
-// the wait covers the others, whose SIGKILL is delivered asynchronously.
-func requireGone(t *testing.T, pids []int) {
-	t.Helper()
-	ctx := testContext(t)
-	tick := time.NewTicker(2 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		var left []int
-		for _, pid := range pids {
-			if alive(pid) {
-				left = append(left, pid)
-			}
-		}
-		if len(left) == 0 {
-			return
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("processes still alive: got %v, want none", left)
-		case <-tick.C:
-		}
-	}
-}
-
-func TestStderrCaptured(t *testing.T) {
-	t.Parallel()
-	m := newManager(t)
-	p := mustStart(t, m, agentproc.Request{Command: "echo out; echo err >&2; echo out2"})
-	mustWait(t, p)
-	if got, want := p.Output().Text, "out\nerr\nout2\n"; got != want {
-		t.Errorf("output got %q, want %q", got, want)
-	}
-}
-
-func TestExitCode42(t *testing.T) {
-	t.Parallel()
-	m := newManager(t)
-	p := mustStart(t, m, agentproc.Request{Command: "exit 42"})
-	info := mustWait(t, p)
-	if got := exitCode(info); got != 42 {
-		t.Errorf("exit code got %d, want 42", got)
-	}
-	if info.Reason != agentproc.ReasonExited || info.ExitSignal != "" {
-		t.Errorf("reason/signal got %q/%q, want exited/\"\"", info.Reason, info.ExitSignal)
-	}
-}
 
 func TestWorkDir(t *testing.T) {
 	t.Parallel()
@@ -263,165 +134,6 @@ func TestListOrder(t *testing.T) {
 	}
 }
 
-func TestOutputOfRunningProcess(t *testing.T) {
-	t.Parallel()
-	m := newManager(t)
-	p := mustStart(t, m, agentproc.Request{Command: "echo started; exec sleep 1000"})
-	waitForOutput(t, p, regexp.MustCompile(`started\n`))
-	out := p.Output()
-	if !out.Running || out.ExitCode != nil || out.Reason != "" {
-		t.Errorf("running Output state got %+v, want running without exit code", out.Info)
-	}
-	if _, err := p.Stop(testContext(t)); err != nil {
-		t.Fatal(err)
-	}
-}
-
-func TestOwnerIsolation(t *testing.T) {
-	t.Parallel()
-	m := newManager(t)
-	alice, bob := m.Scope("alice"), m.Scope("bob")
-	pa := mustStart(t, alice, agentproc.Request{Command: "sleep 1000"})
-	pb := mustStart(t, bob, agentproc.Request{Command: "sleep 1000"})
-
-	if _, err := alice.Get(pb.ID()); !errors.Is(err, agentproc.ErrNotFound) {
-		t.Errorf("alice.Get(bob's): got %v, want ErrNotFound", err)
-	}
-	if got, err := alice.Get(pa.ID()); err != nil || got != pa {
-		t.Errorf("alice.Get(own): got (%v, %v), want her process", got, err)
-	}
-	if got := alice.List(); len(got) != 1 || got[0].ID != pa.ID() || got[0].Owner != "alice" {
-		t.Errorf("alice.List: got %+v, want only her process", got)
-	}
-	if got := m.Scope("").List(); len(got) != 0 {
-		t.Errorf("unowned scope List: got %d, want 0", len(got))
-	}
-	if got := len(m.List()); got != 2 {
-		t.Errorf("manager List: got %d, want 2", got)
-	}
-	// Signalling goes through Get, so another owner can never reach it.
-	if p, err := bob.Get(pa.ID()); err == nil {
-		_ = p.Signal(agentproc.SignalKill)
-		t.Errorf("bob.Get(alice's): got the process, want ErrNotFound")
-	}
-	if !pa.Info().Running {
-		t.Errorf("alice's process stopped by bob's scope")
-	}
-	for _, p := range []*agentproc.Process{pa, pb} {
-		if _, err := p.Stop(testContext(t)); err != nil {
-			t.Fatal(err)
-		}
-	}
-}
-
-func TestWaitTimeoutReturnsRunning(t *testing.T) {
-	t.Parallel()
-	m := newManager(t)
-	p := mustStart(t, m, agentproc.Request{Command: "sleep 1000"})
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
-	defer cancel()
-	info, err := p.Wait(ctx)
-	if !errors.Is(err, context.DeadlineExceeded) || !info.Running || info.ExitCode != nil {
-		t.Errorf("Wait: got (%+v, %v), want running and DeadlineExceeded", info, err)
-	}
-	if _, err := p.Stop(testContext(t)); err != nil {
-		t.Fatal(err)
-	}
-}
-
-func TestConcurrentWaitersAllWake(t *testing.T) {
-	t.Parallel()
-	m := newManager(t)
-	q := mustStart(t, m, agentproc.Request{Command: "sleep 1000"})
-	var wg sync.WaitGroup
-	results := make(chan agentproc.Info, 50)
-	for range 50 {
-		wg.Go(func() {
-			info, err := q.Wait(testContext(t))
-			if err != nil {
-				t.Errorf("Wait: %v", err)
-			}
-			results <- info
-		})
-	}
-	if err := q.Signal(agentproc.SignalKill); err != nil {
-		t.Fatal(err)
-	}
-	wg.Wait()
-	close(results)
-	for info := range results {
-		if info.Running || info.ExitSignal != "SIGKILL" {
-			t.Errorf("waiter woke with %+v, want killed", info)
-		}
-	}
-}
-
-func TestSignals(t *testing.T) {
-	t.Parallel()
-	m := newManager(t)
-	for _, tt := range []struct {
-		sig      agentproc.Signal
-		wantCode int
-		wantName string
-	}{
-		{agentproc.SignalKill, 128 + 9, "SIGKILL"},
-		{agentproc.SignalTerminate, 128 + 15, "SIGTERM"},
-		{agentproc.SignalInterrupt, 128 + 2, "SIGINT"},
-	} {
-		// The helper is exec'd and says when it is ready: a shell that is
-		// still starting would defer SIGINT until its child exits.
-		p := mustStart(t, m, helperRequest(t, "ready"))
-		waitForOutput(t, p, regexp.MustCompile(`ready`))
-		if err := p.Signal(tt.sig); err != nil {
-			t.Fatalf("Signal(%s): %v", tt.sig, err)
-		}
-		info := mustWait(t, p)
-		if exitCode(info) != tt.wantCode || info.ExitSignal != tt.wantName || info.Reason != agentproc.ReasonKilled {
-			t.Errorf("%s: got code %d signal %q reason %q, want %d %q %q",
-				tt.sig, exitCode(info), info.ExitSignal, info.Reason, tt.wantCode, tt.wantName, agentproc.ReasonKilled)
-		}
-		if err := p.Signal(tt.sig); !errors.Is(err, agentproc.ErrNotRunning) {
-			t.Errorf("Signal after exit: got %v, want ErrNotRunning", err)
-		}
-	}
-	p := mustStart(t, m, agentproc.Request{Command: "true"})
-	if err := p.Signal("hup"); !errors.Is(err, agentproc.ErrUnsupportedSignal) {
-		t.Errorf("Signal(hup): got %v, want ErrUnsupportedSignal", err)
-	}
-	mustWait(t, p)
-}
-
-func TestSignaledFromOutside(t *testing.T) {
-	t.Parallel()
-	m := newManager(t)
-	p := mustStart(t, m, agentproc.Request{Command: "exec sleep 1000"})
-	if err := unix.Kill(p.Info().PID, unix.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	info := mustWait(t, p)
-	if info.Reason != agentproc.ReasonSignaled || info.ExitSignal != "SIGTERM" || exitCode(info) != 143 {
-		t.Errorf("got reason %q signal %q code %d, want signaled SIGTERM 143", info.Reason, info.ExitSignal, exitCode(info))
-	}
-}
-
-func TestSignalRacingExit(t *testing.T) {
-	t.Parallel()
-	m := newManager(t)
-	for range 20 {
-		p := mustStart(t, m, agentproc.Request{Command: "true"})
-		for p.Info().Running {
-			err := p.Signal(agentproc.SignalTerminate)
-			if err != nil && !errors.Is(err, agentproc.ErrNotRunning) {
-				t.Fatalf("Signal racing exit: got %v, want nil or ErrNotRunning", err)
-			}
-			if err != nil {
-				break
-			}
-		}
-		mustWait(t, p)
-	}
-}
-
 func TestMaxRunning(t *testing.T) {
 	t.Parallel()
 	m := newManager(t, agentproc.WithMaxRunning(1))
@@ -434,136 +146,6 @@ func TestMaxRunning(t *testing.T) {
 	}
 	q := mustStart(t, m, agentproc.Request{Command: "true"})
 	mustWait(t, q)
-}
-
-func TestTruncatedOutputCounts(t *testing.T) {
-	t.Parallel()
-	m := newManager(t, agentproc.WithOutputLimits(1000, 1000, 0))
-	// 100000 lines "line NNNNN\n" of 11 bytes each.
-	p := mustStart(t, m, agentproc.Request{Command: `i=0; while [ $i -lt 100000 ]; do printf 'line %05d\n' $i; i=$((i+1)); done`})
-	mustWait(t, p)
-	out := p.Output()
-	if out.Truncated == nil {
-		t.Fatalf("Truncated got nil, want counts")
-	}
-	tr := out.Truncated
-	if tr.OriginalBytes != 1100000 || tr.RetainedBytes+tr.OmittedBytes != tr.OriginalBytes || tr.RetainedBytes > 2000 || tr.Strategy != "head_tail" {
-		t.Errorf("Truncation got %+v, want 1100000 original, at most 2000 retained, head_tail", tr)
-	}
-	if !strings.HasPrefix(out.Text, "line 00000\nline 00001\n") || !strings.HasSuffix(out.Text, "line 99998\nline 99999\n") {
-		t.Errorf("text should keep head and tail; got %q...%q", out.Text[:30], out.Text[len(out.Text)-30:])
-	}
-	if !strings.Contains(out.Text, fmt.Sprintf("%d bytes omitted", tr.OmittedBytes)) {
-		t.Errorf("text has no marker with %d omitted bytes", tr.OmittedBytes)
-	}
-}
-
-func TestContiguousHeadTail(t *testing.T) {
-	t.Parallel()
-	m := newManager(t, agentproc.WithOutputLimits(10, 10, 0))
-	p := mustStart(t, m, agentproc.Request{Command: `printf '0123456789abcdefghij'`})
-	mustWait(t, p)
-	out := p.Output()
-	if out.Text != "0123456789abcdefghij" || out.Truncated != nil {
-		t.Errorf("got %q %+v, want the 20 bytes unchanged and no truncation", out.Text, out.Truncated)
-	}
-}
-
-func TestSplitUTF8AtSeams(t *testing.T) {
-	t.Parallel()
-	// 3-byte runes with head and tail sizes that cut them at every offset.
-	for head := 1; head <= 3; head++ {
-		m := newManager(t, agentproc.WithOutputLimits(head*4+head%3, 7, 0))
-		p := mustStart(t, m, agentproc.Request{Command: `i=0; while [ $i -lt 200 ]; do printf '€'; i=$((i+1)); done`})
-		mustWait(t, p)
-		text := p.Output().Text
-		if strings.ContainsRune(text, '\uFFFD') {
-			t.Errorf("head %d: text has U+FFFD: %q", head, text)
-		}
-	}
-}
-
-// TestTreeGone checks that background children and pipelines die with
-// Stop, Close and the shell's own exit.
-func TestTreeGone(t *testing.T) {
-	t.Parallel()
-	const tree = `sleep 1000 & echo pid=$!; sleep 1000 | sleep 1000 & echo pid=$!; echo ready; `
-	stopVia := map[string]func(t *testing.T, m *agentproc.Manager, p *agentproc.Process){
-		"stop": func(t *testing.T, _ *agentproc.Manager, p *agentproc.Process) {
-			info, err := p.Stop(testContext(t))
-			if err != nil || info.Reason != agentproc.ReasonKilled {
-				t.Errorf("Stop: got (%q, %v), want killed", info.Reason, err)
-			}
-		},
-		"close": func(t *testing.T, m *agentproc.Manager, p *agentproc.Process) {
-			if err := m.Close(); err != nil {
-				t.Fatal(err)
-			}
-			if info := p.Info(); info.Running || info.Reason != agentproc.ReasonShutdown {
-				t.Errorf("after Close: got %+v, want exited with reason shutdown", info)
-			}
-		},
-		"shell exits": func(t *testing.T, _ *agentproc.Manager, p *agentproc.Process) {
-			info := mustWait(t, p)
-			if info.Leftovers < 3 {
-				t.Errorf("Leftovers got %d, want at least 3", info.Leftovers)
-			}
-		},
-	}
-	for name, stop := range stopVia {
-		t.Run(name, func(t *testing.T) {
-			t.Parallel()
-			m := newManager(t)
-			cmd := tree + "wait"
-			if name == "shell exits" {
-				cmd = tree + "exit 0"
-			}
-			p := mustStart(t, m, agentproc.Request{Command: cmd})
-			waitForOutput(t, p, regexp.MustCompile(`ready`))
-			pids := pidsIn(t, p.Output().Text)
-			stop(t, m, p)
-			requireGone(t, pids)
-		})
-	}
-}
-
-func TestStopEscalatesAfterGrace(t *testing.T) {
-	t.Parallel()
-	clk := quartz.NewMock(t)
-	m := newManager(t, agentproc.WithClock(clk), agentproc.WithGracePeriod(3*time.Second))
-	trap := clk.Trap().NewTimer("agentproc", "grace")
-	defer trap.Close()
-	p := mustStart(t, m, agentproc.Request{Command: `trap '' TERM; echo ready; while :; do sleep 1; done`})
-	waitForOutput(t, p, regexp.MustCompile(`ready`))
-
-	ctx := testContext(t)
-	type result struct {
-		info agentproc.Info
-		err  error
-	}
-	done := make(chan result, 1)
-	go func() {
-		info, err := p.Stop(ctx)
-		done <- result{info, err}
-	}()
-	call := trap.MustWait(ctx)
-	call.MustRelease(ctx)
-	// The shell ignores SIGTERM; its `sleep 1` children do not, so the loop
-	// keeps going. Nothing ends it until the grace period passes.
-	select {
-	case r := <-done:
-		t.Fatalf("Stop returned before the grace period: %+v", r)
-	default:
-	}
-	clk.Advance(3 * time.Second).MustWait(ctx)
-	select {
-	case r := <-done:
-		if r.err != nil || r.info.ExitSignal != "SIGKILL" || r.info.Reason != agentproc.ReasonKilled {
-			t.Errorf("Stop: got (%+v, %v), want SIGKILL and reason killed", r.info, r.err)
-		}
-	case <-ctx.Done():
-		t.Fatal("Stop did not return after the grace period")
-	}
 }
 
 func TestCloseStopsAllInParallel(t *testing.T) {
@@ -601,114 +183,52 @@ func TestCloseStopsAllInParallel(t *testing.T) {
 	}
 }
 
-func TestBackgroundDetection(t *testing.T) {
+// TestShutdownContextKills: a process that ignores SIGTERM keeps Shutdown
+// in its grace period; ending Shutdown's ctx kills it at once, Shutdown
+// returns ctx.Err(), and Close then waits for the exit to be recorded.
+func TestShutdownContextKills(t *testing.T) {
 	t.Parallel()
-	tests := []struct {
-		name, command, wantCommand string
-		detect, wantBackground     bool
-		wantWarning                string
-	}{
-		{"trailing & promoted", "echo hi &", "echo hi", true, true, ""},
-		{"comment after &", "echo hi & # server", "echo hi", true, true, ""},
-		{"quoted & untouched", `echo "a &"`, `echo "a &"`, true, false, ""},
-		{"nohup warned", "nohup echo hi &", "nohup echo hi", true, true, "nohup"},
-		{"detection off", "echo hi &", "echo hi &", false, false, ""},
-		{"unparsable runs unchanged", `echo "unterminated`, `echo "unterminated`, true, false, ""},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			m := newManager(t, agentproc.WithBackgroundDetection(tt.detect))
-			p := mustStart(t, m, agentproc.Request{Command: tt.command})
-			info := mustWait(t, p)
-			if info.Command != tt.wantCommand || info.Background != tt.wantBackground {
-				t.Errorf("got command %q background %v, want %q %v", info.Command, info.Background, tt.wantCommand, tt.wantBackground)
-			}
-			if got := strings.Join(info.Warnings, "; "); !strings.Contains(got, tt.wantWarning) || (tt.wantWarning == "" && got != "") {
-				t.Errorf("warnings got %q, want %q", got, tt.wantWarning)
-			}
-		})
-	}
-}
-
-// TestSnapshotConsistency polls Output while processes write and exit: the
-// first snapshot that says "exited" must already carry the final text and
-// an exit code.
-func TestSnapshotConsistency(t *testing.T) {
-	t.Parallel()
-	m := newManager(t, agentproc.WithOutputLimits(4096, 4096, 0))
-	for i := range 20 {
-		p := mustStart(t, m, agentproc.Request{Command: fmt.Sprintf(`i=0; while [ $i -lt %d ]; do echo "line $i"; i=$((i+1)); done`, 50*i)})
-		ctx := testContext(t)
-		var first *agentproc.Output
-		for first == nil {
-			out := p.Output()
-			if !out.Running {
-				first = &out
-				break
-			}
-			if out.ExitCode != nil || out.Reason != "" {
-				t.Fatalf("running snapshot with exit state: %+v", out.Info)
-			}
-			select {
-			case <-ctx.Done():
-				t.Fatal("process never exited")
-			default:
-			}
-		}
-		final := mustWait(t, p)
-		if first.ExitCode == nil || *first.ExitCode != 0 || first.Reason != final.Reason {
-			t.Errorf("first exited snapshot: got %+v, want exit code 0 and reason %q", first.Info, final.Reason)
-		}
-		if want := p.Output().Text; first.Text != want {
-			t.Errorf("first exited snapshot text (%d bytes) differs from the final text (%d bytes)", len(first.Text), len(want))
-		}
-		if c, err := p.Read(0); err != nil || (first.Truncated == nil && !c.EOF) {
-			t.Errorf("Read after exit: got (%+v, %v), want EOF for untruncated output", c, err)
-		}
-	}
-}
-
-// TestStopGivesGroupMembersTheGrace: when the shell dies of terminate at
-// once, the members of its group that are still cleaning up get the grace
-// period too, instead of being killed the moment the shell is gone.
-func TestStopGivesGroupMembersTheGrace(t *testing.T) {
-	t.Parallel()
-	// A mock clock whose grace period is never advanced: Stop can only
-	// return because the member finished its cleanup by itself.
 	clk := quartz.NewMock(t)
-	m := newManager(t, agentproc.WithClock(clk), agentproc.WithGracePeriod(time.Minute))
-	p := mustStart(t, m, agentproc.Request{Command: `(trap 'echo cleaning; sleep 0.2; echo cleaned; exit 0' TERM; echo ready; while :; do sleep 0.05; done) & wait`})
+	m := agentproc.New(agentproc.WithClock(clk), agentproc.WithGracePeriod(time.Hour))
+	trap := clk.Trap().NewTimer("agentproc", "grace")
+	defer trap.Close()
+	p := mustStart(t, m, agentproc.Request{Command: `trap '' TERM; echo ready; while :; do sleep 1; done`})
 	waitForOutput(t, p, regexp.MustCompile(`ready`))
-	info, err := p.Stop(testContext(t))
-	if err != nil {
-		t.Fatalf("Stop: %v", err)
+
+	ctx := testContext(t)
+	shutdownCtx, cancel := context.WithCancel(ctx)
+	errc := make(chan error, 1)
+	go func() { errc <- m.Shutdown(shutdownCtx) }()
+	// The grace timer is made right after terminate was sent: Shutdown is
+	// now waiting out a grace period of an hour.
+	trap.MustWait(ctx).MustRelease(ctx)
+	cancel()
+	select {
+	case err := <-errc:
+		if !errors.Is(err, context.Canceled) {
+			t.Errorf("Shutdown: got %v, want context.Canceled", err)
+		}
+	case <-ctx.Done():
+		t.Fatal("Shutdown did not return when its context ended")
 	}
-	if out := p.Output().Text; !strings.Contains(out, "cleaned") {
-		t.Errorf("output got %q, want the member's cleanup to finish (\"cleaned\")", out)
+	info := mustWait(t, p)
+	if info.Reason != agentproc.ReasonShutdown || info.ExitSignal != "SIGKILL" {
+		t.Errorf("got reason %q signal %q, want %q SIGKILL", info.Reason, info.ExitSignal, agentproc.ReasonShutdown)
 	}
-	if info.Reason != agentproc.ReasonKilled || info.Leftovers != 0 {
-		t.Errorf("got reason %q leftovers %d, want %q and 0 (the member exited by itself)", info.Reason, info.Leftovers, agentproc.ReasonKilled)
+	if err := m.Close(); err != nil {
+		t.Errorf("Close after Shutdown: got %v, want nil", err)
+	}
+	if _, err := m.Start(ctx, agentproc.Request{Command: "true"}); !errors.Is(err, agentproc.ErrClosed) {
+		t.Errorf("Start after Shutdown: got %v, want ErrClosed", err)
 	}
 }
 
-// TestStopAfterShellExitKeepsReason: a Stop that arrives after the shell
-// exited by itself (its output still draining because an escaped process
-// without the marker holds the pipe) signals nothing and must not claim
-// the exit as its own.
-func TestStopAfterShellExitKeepsReason(t *testing.T) {
+// TestShutdownIdle: with nothing running Shutdown returns nil.
+func TestShutdownIdle(t *testing.T) {
 	t.Parallel()
-	m := newManager(t)
-	p := mustStart(t, m, agentproc.Request{Command: `setsid env -i sleep 1 & echo ready; exit 0`})
-	waitForOutput(t, p, regexp.MustCompile(`ready`))
-	// Wait until the shell itself is gone (reaped); Info still says running
-	// while the escaped sleep holds the pipe.
-	requireGone(t, []int{p.Info().PID})
-	info, err := p.Stop(testContext(t))
-	if err != nil {
-		t.Fatalf("Stop: %v", err)
-	}
-	if info.Reason != agentproc.ReasonExited || exitCode(info) != 0 {
-		t.Errorf("got reason %q code %d, want %q and 0", info.Reason, exitCode(info), agentproc.ReasonExited)
+	m := agentproc.New()
+	mustWait(t, mustStart(t, m, agentproc.Request{Command: "true"}))
+	if err := m.Shutdown(testContext(t)); err != nil {
+		t.Errorf("Shutdown: got %v, want nil", err)
 	}
 }

@@ -3,6 +3,7 @@
 package agentproc_test
 
 import (
+	"context"
 	"errors"
 	"os"
 	"os/exec"
@@ -255,5 +256,26 @@ func TestTTYNoFDLeak(t *testing.T) {
 	t.Logf("open descriptors: %d before, %d after 250 processes", before, after)
 	if after > before {
 		t.Errorf("open descriptors: got %d after, want at most %d as before", after, before)
+	}
+}
+
+// TestCloseStdinContext: on a terminal CloseStdin writes the EOF character,
+// which can wait; an ended ctx returns ctx.Err() and leaves stdin open.
+func TestCloseStdinContext(t *testing.T) {
+	t.Parallel()
+	m := newManager(t)
+	p := mustStart(t, m, agentproc.Request{Command: "cat; echo status:$?", TTY: &agentproc.TTYSize{}})
+	if err := p.CloseStdin(canceledContext()); !errors.Is(err, context.Canceled) {
+		t.Errorf("CloseStdin with an ended ctx: got %v, want context.Canceled", err)
+	}
+	if _, err := p.WriteStdin(canceledContext(), []byte("x")); !errors.Is(err, context.Canceled) {
+		t.Errorf("WriteStdin with an ended ctx: got %v, want context.Canceled", err)
+	}
+	mustWrite(t, p, "still open\n")
+	if err := p.CloseStdin(testContext(t)); err != nil {
+		t.Fatalf("CloseStdin: %v", err)
+	}
+	if info := mustWait(t, p); exitCode(info) != 0 {
+		t.Errorf("exit code got %d, want 0", exitCode(info))
 	}
 }

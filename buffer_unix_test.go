@@ -1,0 +1,58 @@
+//go:build unix
+
+package agentproc_test
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/agentproc/agentproc"
+)
+
+func TestTruncatedOutputCounts(t *testing.T) {
+	t.Parallel()
+	m := newManager(t, agentproc.WithOutputLimits(1000, 1000, 0))
+	// 100000 lines "line NNNNN\n" of 11 bytes each.
+	p := mustStart(t, m, agentproc.Request{Command: `i=0; while [ $i -lt 100000 ]; do printf 'line %05d\n' $i; i=$((i+1)); done`})
+	mustWait(t, p)
+	out := p.Output()
+	if out.Truncated == nil {
+		t.Fatalf("Truncated got nil, want counts")
+	}
+	tr := out.Truncated
+	if tr.OriginalBytes != 1100000 || tr.RetainedBytes+tr.OmittedBytes != tr.OriginalBytes || tr.RetainedBytes > 2000 || tr.Strategy != "head_tail" {
+		t.Errorf("Truncation got %+v, want 1100000 original, at most 2000 retained, head_tail", tr)
+	}
+	if !strings.HasPrefix(out.Text, "line 00000\nline 00001\n") || !strings.HasSuffix(out.Text, "line 99998\nline 99999\n") {
+		t.Errorf("text should keep head and tail; got %q...%q", out.Text[:30], out.Text[len(out.Text)-30:])
+	}
+	if !strings.Contains(out.Text, fmt.Sprintf("%d bytes omitted", tr.OmittedBytes)) {
+		t.Errorf("text has no marker with %d omitted bytes", tr.OmittedBytes)
+	}
+}
+
+func TestContiguousHeadTail(t *testing.T) {
+	t.Parallel()
+	m := newManager(t, agentproc.WithOutputLimits(10, 10, 0))
+	p := mustStart(t, m, agentproc.Request{Command: `printf '0123456789abcdefghij'`})
+	mustWait(t, p)
+	out := p.Output()
+	if out.Text != "0123456789abcdefghij" || out.Truncated != nil {
+		t.Errorf("got %q %+v, want the 20 bytes unchanged and no truncation", out.Text, out.Truncated)
+	}
+}
+
+func TestSplitUTF8AtSeams(t *testing.T) {
+	t.Parallel()
+	// 3-byte runes with head and tail sizes that cut them at every offset.
+	for head := 1; head <= 3; head++ {
+		m := newManager(t, agentproc.WithOutputLimits(head*4+head%3, 7, 0))
+		p := mustStart(t, m, agentproc.Request{Command: `i=0; while [ $i -lt 200 ]; do printf '€'; i=$((i+1)); done`})
+		mustWait(t, p)
+		text := p.Output().Text
+		if strings.ContainsRune(text, '\uFFFD') {
+			t.Errorf("head %d: text has U+FFFD: %q", head, text)
+		}
+	}
+}

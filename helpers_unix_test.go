@@ -1,0 +1,126 @@
+//go:build unix
+
+package agentproc_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"regexp"
+	"runtime"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/agentproc/agentproc"
+)
+
+// helperRequest returns a Request that runs the test binary as a helper in
+// the given mode, exec'd by the shell so that signals reach it directly.
+func helperRequest(t testing.TB, mode string) agentproc.Request {
+	t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return agentproc.Request{
+		Command: "exec " + shellQuote(exe),
+		Env:     map[string]string{helperEnv: mode},
+	}
+}
+
+// shellQuote quotes s for sh.
+func shellQuote(s string) string {
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// waitForOutput waits until the process's output matches re and returns
+// the submatches. It wakes on every write through WaitOutput (no poll
+// timer) and matches against Output's text, so a pattern may span lines.
+func waitForOutput(t *testing.T, p *agentproc.Process, re *regexp.Regexp) []string {
+	t.Helper()
+	ctx := testContext(t)
+	var next int64
+	for {
+		if m := re.FindStringSubmatch(p.Output().Text); m != nil {
+			return m
+		}
+		c, err := p.WaitOutput(ctx, next)
+		if err != nil {
+			t.Fatalf("output never matched %v (%v); got %q", re, err, p.Output().Text)
+		}
+		if c.EOF {
+			if m := re.FindStringSubmatch(p.Output().Text); m != nil {
+				return m
+			}
+			t.Fatalf("process exited before output matched %v; got %q", re, p.Output().Text)
+		}
+		next = c.Next
+	}
+}
+
+// pidsIn returns every PID printed as "pid=N" in the output.
+func pidsIn(t *testing.T, text string) []int {
+	t.Helper()
+	var pids []int
+	for _, m := range regexp.MustCompile(`pid=(\d+)`).FindAllStringSubmatch(text, -1) {
+		pid, err := strconv.Atoi(m[1])
+		if err != nil {
+			t.Fatal(err)
+		}
+		pids = append(pids, pid)
+	}
+	if len(pids) == 0 {
+		t.Fatalf("no pid=N in output %q", text)
+	}
+	return pids
+}
+
+// alive reports whether pid is a live, non-zombie process.
+func alive(pid int) bool {
+	if runtime.GOOS == "linux" {
+		data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			return false
+		}
+		i := bytes.LastIndexByte(data, ')')
+		return i > 0 && i+2 < len(data) && data[i+2] != 'Z'
+	}
+	return unix.Kill(pid, 0) == nil
+}
+
+// requireGone waits (under the test deadline) until none of pids is alive.
+// Processes that held the output pipe are already gone when Wait returns;
+// the wait covers the others, whose SIGKILL is delivered asynchronously.
+func requireGone(t *testing.T, pids []int) {
+	t.Helper()
+	ctx := testContext(t)
+	tick := time.NewTicker(2 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		var left []int
+		for _, pid := range pids {
+			if alive(pid) {
+				left = append(left, pid)
+			}
+		}
+		if len(left) == 0 {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("processes still alive: got %v, want none", left)
+		case <-tick.C:
+		}
+	}
+}
+
+func canceledContext() context.Context {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	return ctx
+}
