@@ -64,19 +64,23 @@ func newContainment(id string, cfg *config) (*containment, error) {
 	return c, nil
 }
 
-// prepare makes the kernel create the leader directly inside the cgroup
-// (clone3 with CLONE_INTO_CGROUP): there is no moment at which the leader
-// or an early child runs outside it.
-func (c *containment) prepare(cmd *exec.Cmd) error {
+// prepare is called just before the start and returns the directory of the
+// process's cgroup, or -1 without one, for sysProc.prepare to start the
+// leader in.
+func (c *containment) prepare() (cgroupFD int) {
 	c.startedAt = time.Now()
 	if c.cg == nil {
-		return nil
+		return -1
 	}
-	if cmd.SysProcAttr == nil {
-		cmd.SysProcAttr = &syscall.SysProcAttr{}
-	}
-	cmd.SysProcAttr.UseCgroupFD = true
-	cmd.SysProcAttr.CgroupFD = c.cg.dirfd
+	return c.cg.dirfd
+}
+
+// startInCgroup makes the kernel create the leader directly inside the
+// cgroup open at fd (clone3 with CLONE_INTO_CGROUP): there is no moment at
+// which the leader or an early child runs outside it.
+func startInCgroup(attr *syscall.SysProcAttr, fd int) error {
+	attr.UseCgroupFD = true
+	attr.CgroupFD = fd
 	return nil
 }
 

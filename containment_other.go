@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os/exec"
 	"runtime"
+	"syscall"
 	"time"
 
 	"golang.org/x/xerrors"
@@ -24,11 +25,14 @@ func newContainment(_ string, cfg *config) (*containment, error) {
 	return &containment{}, nil
 }
 
-func (*containment) prepare(*exec.Cmd) error { return nil }
-func (*containment) describe() string        { return "" }
-func (*containment) started(*exec.Cmd)       {}
-func (*containment) terminate()              {}
-func (*containment) killEscaped() int        { return 0 }
-func (*containment) release() error          { return nil }
+func (*containment) prepare() int { return -1 }
+
+// startInCgroup is never called here: prepare gives no cgroup.
+func startInCgroup(*syscall.SysProcAttr, int) error { return ErrUnsupported }
+func (*containment) describe() string               { return "" }
+func (*containment) started(*exec.Cmd)              {}
+func (*containment) terminate()                     {}
+func (*containment) killEscaped() int               { return 0 }
+func (*containment) release() error                 { return nil }
 
 func (*containment) usage(cpu time.Duration, rss int64) (time.Duration, int64) { return cpu, rss }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"os/exec"
+	"syscall"
 	"time"
 )
 
@@ -24,9 +25,11 @@ import (
 // Process tree (sysProc in sysproc_unix.go, sysproc_windows.go; signal in
 // signal_unix.go, signal_windows.go): one started shell and everything it
 // starts, as a process group (Unix) or a Job Object (Windows).
-//   - prepare(cmd) sets what must be in place before the child runs;
-//     started(cmd) ties the tree to the child, and an error from it means
-//     the child could not be contained and must be killed.
+//   - prepare(cmd, childAttrs) sets what must be in place before the child
+//     runs, and is the one place that builds cmd.SysProcAttr from the
+//     request (group or session, controlling terminal, cgroup); started(cmd)
+//     ties the tree to the child, and an error from it means the child could
+//     not be contained and must be killed.
 //   - signal(sig) reaches every member of the tree, and returns errNoProcess
 //     when no member is left, never a raw ESRCH, and never reaches a
 //     process outside the tree (a recycled group ID).
@@ -39,7 +42,8 @@ import (
 // Escaped descendants (containment in containment_linux.go and, doing
 // nothing beyond the group, containment_other.go): on Linux the marker sweep
 // and the optional cgroup of a process. newContainment makes it before the
-// child starts; prepare and started bracket cmd.Start; terminate is the
+// child starts; prepare (which gives sysProc.prepare the cgroup to start
+// in) and started bracket cmd.Start; terminate is the
 // terminate step of a stop, killEscaped the kill after the shell exited;
 // usage may replace the tree's usage with the cgroup's; release frees it.
 //
@@ -50,9 +54,9 @@ import (
 // Pipes and terminals: growPipe(f) enlarges the output pipe where the OS
 // allows (pipe_linux.go; a no-op in pipe_other.go). isBrokenPipe(err)
 // recognises a write to a stdin whose reader is gone (stdin_unix.go,
-// stdin_windows.go). openPTY, prepareTTY, setTTYSize and veofChar implement
-// Request.TTY (pty_unix.go); where there is no terminal support
-// (pty_other.go: Windows, AIX) they return ErrUnsupported.
+// stdin_windows.go). openPTY, setTTYSize and veofChar implement Request.TTY
+// (pty_unix.go); where there is no terminal support (pty_other.go: Windows,
+// AIX) openPTY and setTTYSize return ErrUnsupported.
 //
 // Every implementation obeys the package's lock rule (see doc.go): the
 // portable code calls these without holding Manager.mu, except signal, which
@@ -60,9 +64,16 @@ import (
 // the check that the process still runs and the signal must not be split;
 // signal is therefore one non-blocking system call.
 
+// childAttrs is what the portable code asks of a child's start, for
+// sysProc.prepare to turn into cmd.SysProcAttr.
+type childAttrs struct {
+	tty      bool // stdin is a terminal slave, to become the controlling terminal
+	cgroupFD int  // a cgroup v2 directory to start the leader in; -1 for none
+}
+
 // osTree is the method set sysProc has on every OS.
 type osTree interface {
-	prepare(cmd *exec.Cmd) error
+	prepare(cmd *exec.Cmd, a childAttrs) error
 	started(cmd *exec.Cmd) error
 	signal(sig Signal) error
 	alive() bool
@@ -73,7 +84,7 @@ type osTree interface {
 
 // escapeContainment is the method set containment has on every OS.
 type escapeContainment interface {
-	prepare(cmd *exec.Cmd) error
+	prepare() (cgroupFD int)
 	describe() string
 	started(cmd *exec.Cmd)
 	terminate()
@@ -96,8 +107,8 @@ var (
 	_ func(*os.File)                                    = growPipe
 	_ func(error) bool                                  = isBrokenPipe
 	_ func(TTYSize) (*os.File, *os.File, error)         = openPTY
-	_ func(*exec.Cmd) error                             = prepareTTY
 	_ func(*os.File, TTYSize) error                     = setTTYSize
 	_ func(*os.File) byte                               = veofChar
 	_ func(string, *config) (*containment, error)       = newContainment
+	_ func(*syscall.SysProcAttr, int) error             = startInCgroup
 )

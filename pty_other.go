@@ -4,7 +4,6 @@ package agentproc
 
 import (
 	"os"
-	"os/exec"
 	"runtime"
 
 	"golang.org/x/xerrors"
@@ -17,8 +16,6 @@ func openPTY(TTYSize) (master, slave *os.File, err error) {
 }
 
 // The functions below are never reached, since openPTY always fails.
-
-func prepareTTY(*exec.Cmd) error { return ErrUnsupported }
 
 func setTTYSize(*os.File, TTYSize) error { return ErrUnsupported }
 

@@ -4,7 +4,6 @@ package agentproc
 
 import (
 	"os"
-	"os/exec"
 	"syscall"
 
 	"github.com/creack/pty"
@@ -70,24 +69,6 @@ func pollable(f *os.File) (*os.File, error) {
 	_ = f.Close()
 	// NewFile registers a non-blocking descriptor with the runtime poller.
 	return os.NewFile(uintptr(dup), f.Name()), nil
-}
-
-// prepareTTY makes the child a session leader with the slave (its fd 0) as
-// controlling terminal. A new session is also a new process group whose ID
-// is the leader's PID, just like Setpgid, so every kill of -pgid still
-// reaches the whole tree; Setpgid itself must be off, since a process group
-// leader cannot call setsid.
-func prepareTTY(cmd *exec.Cmd) error {
-	if cmd.SysProcAttr == nil {
-		cmd.SysProcAttr = &syscall.SysProcAttr{}
-	}
-	a := cmd.SysProcAttr
-	a.Setpgid = false
-	a.Pgid = 0
-	a.Setsid = true
-	a.Setctty = true
-	a.Ctty = 0
-	return nil
 }
 
 // setTTYSize sets the terminal size through the master; the kernel sends

@@ -322,15 +322,6 @@ func (s *stdio) attach(cmd *exec.Cmd) {
 	cmd.Stderr = s.childOut
 }
 
-// prepare makes a terminal the child's controlling terminal. It runs after
-// the OS layer's prepare, whose attributes it amends.
-func (s *stdio) prepare(cmd *exec.Cmd) error {
-	if !s.tty {
-		return nil
-	}
-	return prepareTTY(cmd)
-}
-
 // closeChild closes the parent's copies of the child's ends after Start, so
 // that EOF (or EIO on a PTY master) comes when the last holder in the tree is
 // gone.

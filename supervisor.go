@@ -70,16 +70,10 @@ func (m *Manager) spawn(req Request, owner, command, dir string, seq uint64, war
 		st.closeAll()
 		return nil, nil, xerrors.Errorf("agentproc: %s: %w", step, err)
 	}
-	if err := sys.prepare(cmd); err != nil {
+	// Everything the child is started with that the OS layer decides is
+	// set by sys.prepare alone, so no step undoes another.
+	if err := sys.prepare(cmd, childAttrs{tty: st.tty, cgroupFD: ctr.prepare()}); err != nil {
 		return fail("prepare process", err)
-	}
-	if err := ctr.prepare(cmd); err != nil {
-		return fail("prepare containment", err)
-	}
-	// After the others: a terminal replaces the process group with a
-	// session, amending the attributes they set.
-	if err := st.prepare(cmd); err != nil {
-		return fail("prepare terminal", err)
 	}
 	if err := cmd.Start(); err != nil {
 		sys.release()

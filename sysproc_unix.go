@@ -40,9 +40,26 @@ type sysProc struct {
 	closed atomic.Bool
 }
 
-// prepare puts the child in a new process group of its own.
-func (s *sysProc) prepare(cmd *exec.Cmd) error {
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+// prepare builds the child's attributes. It is the only code that sets
+// cmd.SysProcAttr on Unix, so that no step undoes another.
+//
+// The child gets a new process group of its own. With a terminal it gets a
+// new session instead, with the terminal slave (its fd 0) as controlling
+// terminal: a new session is also a new process group whose ID is the
+// leader's PID, so every kill of -pgid still reaches the whole tree, and
+// Setpgid must then be off, since a process group leader cannot call
+// setsid. With a cgroup the kernel creates the leader inside it.
+func (s *sysProc) prepare(cmd *exec.Cmd, a childAttrs) error {
+	attr := &syscall.SysProcAttr{Setpgid: true}
+	if a.tty {
+		attr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
+	}
+	if a.cgroupFD >= 0 {
+		if err := startInCgroup(attr, a.cgroupFD); err != nil {
+			return err
+		}
+	}
+	cmd.SysProcAttr = attr
 	return nil
 }
 

@@ -76,7 +76,10 @@ type sysProc struct {
 // child started with CREATE_SUSPENDED.
 var ntResumeProcess = windows.NewLazySystemDLL("ntdll.dll").NewProc("NtResumeProcess")
 
-func (s *sysProc) prepare(cmd *exec.Cmd) error {
+// prepare adds the creation flags the Job Object needs to the attributes
+// newShellCmd set (the verbatim command line). Windows has no terminal or
+// cgroup to start in: a is always the zero request.
+func (s *sysProc) prepare(cmd *exec.Cmd, _ childAttrs) error {
 	if cmd.SysProcAttr == nil {
 		cmd.SysProcAttr = &syscall.SysProcAttr{}
 	}

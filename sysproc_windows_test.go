@@ -28,7 +28,7 @@ func startSys(t *testing.T, shell []string, command string, env ...string) (*exe
 	}
 	cmd.Stdout, cmd.Stderr = w, w
 	s := &sysProc{}
-	if err := s.prepare(cmd); err != nil {
+	if err := s.prepare(cmd, childAttrs{cgroupFD: -1}); err != nil {
 		t.Fatalf("prepare: %v", err)
 	}
 	if err := cmd.Start(); err != nil {
