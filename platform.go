@@ -40,7 +40,7 @@ import (
 //   - usage(state) is CPU time and peak memory; release() frees OS handles.
 //
 // Escaped descendants (containment in containment_linux.go and, doing
-// nothing beyond the group, containment_other.go): on Linux the marker sweep
+// nothing beyond the group, containment_nonlinux.go): on Linux the marker sweep
 // and the optional cgroup of a process. newContainment makes it before the
 // child starts; prepare (which gives sysProc.prepare the cgroup to start
 // in) and started bracket cmd.Start; terminate is the
@@ -55,7 +55,7 @@ import (
 // allows (pipe_linux.go; a no-op in pipe_other.go). isBrokenPipe(err)
 // recognises a write to a stdin whose reader is gone (stdin_unix.go,
 // stdin_windows.go). openPTY, setTTYSize and veofChar implement Request.TTY
-// (pty_unix.go); where there is no terminal support (pty_other.go: Windows,
+// (pty_unix.go); where there is no terminal support (pty_none.go: Windows,
 // AIX) openPTY and setTTYSize return ErrUnsupported.
 //
 // Every implementation obeys the package's lock rule (see doc.go): the

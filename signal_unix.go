@@ -3,11 +3,24 @@
 package agentproc
 
 import (
+	"errors"
 	"os"
 	"syscall"
 
 	"golang.org/x/sys/unix"
 )
+
+// signal sends sig to every member of the group.
+func (s *sysProc) signal(sig Signal) error {
+	if s.pgid <= 0 || s.closed.Load() {
+		return errNoProcess
+	}
+	err := unix.Kill(-s.pgid, osSignal(sig))
+	if errors.Is(err, unix.ESRCH) {
+		return errNoProcess
+	}
+	return err
+}
 
 // osSignal maps a portable Signal to the Unix signal sent to the group.
 func osSignal(sig Signal) syscall.Signal {

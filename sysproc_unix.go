@@ -4,9 +4,9 @@ package agentproc
 
 import (
 	"context"
-	"errors"
 	"os"
 	"os/exec"
+	"runtime"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -69,18 +69,6 @@ func (s *sysProc) started(cmd *exec.Cmd) error {
 	return nil
 }
 
-// signal sends sig to every member of the group.
-func (s *sysProc) signal(sig Signal) error {
-	if s.pgid <= 0 || s.closed.Load() {
-		return errNoProcess
-	}
-	err := unix.Kill(-s.pgid, osSignal(sig))
-	if errors.Is(err, unix.ESRCH) {
-		return errNoProcess
-	}
-	return err
-}
-
 // alive reports whether any member of the group is still running. kill with
 // signal 0 answers "no" cheaply, which is the common case; a "yes" may be
 // only zombies waiting for init, so it is checked against /proc where that
@@ -122,7 +110,12 @@ func (s *sysProc) usage(state *os.ProcessState) (time.Duration, int64) {
 	if !ok {
 		return cpu, 0
 	}
-	return cpu, int64(ru.Maxrss) * maxRSSUnit
+	// ru_maxrss is in KiB on Linux and the BSDs, in bytes on macOS and iOS.
+	unit := int64(1024)
+	if runtime.GOOS == "darwin" || runtime.GOOS == "ios" {
+		unit = 1
+	}
+	return cpu, int64(ru.Maxrss) * unit
 }
 
 // release frees OS resources; a process group holds none.
