@@ -53,8 +53,8 @@ import (
 //
 // Pipes and terminals: growPipe(f) enlarges the output pipe where the OS
 // allows (pipe_linux.go; a no-op in pipe_other.go). isBrokenPipe(err)
-// recognises a write to a stdin whose reader is gone (stdin_unix.go,
-// stdin_windows.go). openPTY, setTTYSize and veofChar implement Request.TTY
+// recognises a write to a stdin whose reader is gone (signal_unix.go,
+// signal_windows.go: EPIPE is SIGPIPE's error). openPTY, setTTYSize and veofChar implement Request.TTY
 // (pty_unix.go); where there is no terminal support (pty_none.go: Windows,
 // AIX) openPTY and setTTYSize return ErrUnsupported.
 //

@@ -43,3 +43,10 @@ func exitStatus(state *os.ProcessState) (code int, signal string) {
 	}
 	return state.ExitCode(), ""
 }
+
+// isBrokenPipe reports whether a write failed because no process reads the
+// other end any more. Go ignores SIGPIPE for descriptors other than stdout
+// and stderr, so the host only ever sees EPIPE.
+func isBrokenPipe(err error) bool {
+	return errors.Is(err, unix.EPIPE)
+}

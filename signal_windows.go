@@ -1,6 +1,7 @@
 package agentproc
 
 import (
+	"errors"
 	"os"
 
 	"golang.org/x/sys/windows"
@@ -45,4 +46,10 @@ func (s *sysProc) signal(sig Signal) error {
 // TerminateJobObject exits with 1.
 func exitStatus(state *os.ProcessState) (code int, signal string) {
 	return state.ExitCode(), ""
+}
+
+// isBrokenPipe reports whether a write failed because no process reads the
+// other end any more.
+func isBrokenPipe(err error) bool {
+	return errors.Is(err, windows.ERROR_BROKEN_PIPE) || errors.Is(err, windows.ERROR_NO_DATA)
 }
