@@ -699,11 +699,35 @@ func TestStopGivesGroupMembersTheGrace(t *testing.T) {
 func TestStopAfterShellExitKeepsReason(t *testing.T) {
 	t.Parallel()
 	m := newManager(t)
-	p := mustStart(t, m, agentproc.Request{Command: `setsid env -i sleep 1 & echo ready; exit 0`})
-	waitForOutput(t, p, regexp.MustCompile(`ready`))
-	// Wait until the shell itself is gone (reaped); Info still says running
-	// while the escaped sleep holds the pipe.
+	// The escapee must have left the group before the shell exits: a child
+	// forked by "setsid ... &" stays in the shell's group until setsid(2)
+	// runs, and a Stop that arrives in that window rightly terminates a
+	// live member and claims the exit. It must also have dropped the marker
+	// (env -i), or the cleanup after the shell's exit kills it. So the shell
+	// waits on a FIFO that the escapee opens only after both, from the sh
+	// that env -i execs.
+	fifo := filepath.Join(t.TempDir(), "escaped")
+	if err := unix.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p := mustStart(t, m, agentproc.Request{
+		Command: `setsid env -i sh -c 'echo pid=$$ > "$1"; exec sleep 1000' sh "$FIFO" & read x < "$FIFO"; echo "ready $x"; exit 0`,
+		Env:     map[string]string{"FIFO": fifo},
+	})
+	// Event: the shell relays the escapee's PID, which the escapee wrote to
+	// the FIFO once it was outside the group and without the marker.
+	escapee := pidsIn(t, waitForOutput(t, p, regexp.MustCompile(`ready pid=\d+`))[0])[0]
+	// Nothing here kills the escapee, so its PID cannot be reused before
+	// this cleanup. It holds the pipe until the exit path gives up on it.
+	t.Cleanup(func() { _ = unix.Kill(escapee, unix.SIGKILL) })
+	// Event: the shell itself is gone (reaped, or a zombie).
 	requireGone(t, []int{p.Info().PID})
+	// The escapee holds the pipe, so the process is still running (for the
+	// exit path's pipeDrain after the shell's exit): Stop takes the stop
+	// path rather than returning the final Info at once.
+	if !p.Info().Running {
+		t.Fatalf("got not running before Stop, want running while the escapee holds the pipe (output %q)", p.Output().Text)
+	}
 	info, err := p.Stop(testContext(t))
 	if err != nil {
 		t.Fatalf("Stop: %v", err)
