@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -100,18 +101,23 @@ func alive(pid int) bool {
 // requireGone waits (under the test deadline) until none of pids is alive.
 // Processes that held the output pipe are already gone when Wait returns;
 // the wait covers the others, whose SIGKILL is delivered asynchronously.
+// The event is each process's exit, seen through a pidfd on Linux; other
+// systems poll /proc or kill(pid, 0), having no such event for a process
+// that is not our child.
 func requireGone(t *testing.T, pids []int) {
 	t.Helper()
 	ctx := testContext(t)
+	var left []int
+	for _, pid := range pids {
+		if exited, ok := waitExit(ctx, pid); ok && exited {
+			continue
+		}
+		left = append(left, pid)
+	}
 	tick := time.NewTicker(2 * time.Millisecond)
 	defer tick.Stop()
 	for {
-		var left []int
-		for _, pid := range pids {
-			if alive(pid) {
-				left = append(left, pid)
-			}
-		}
+		left = slices.DeleteFunc(left, func(pid int) bool { return !alive(pid) })
 		if len(left) == 0 {
 			return
 		}
@@ -318,6 +324,8 @@ func TestWaitTimeoutReturnsRunning(t *testing.T) {
 	t.Parallel()
 	m := newManager(t)
 	p := mustStart(t, m, agentproc.Request{Command: "sleep 1000"})
+	// The process runs until stopped, so only the ctx can end this wait,
+	// however late its 20 ms deadline is noticed.
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
 	defer cancel()
 	info, err := p.Wait(ctx)
@@ -344,6 +352,8 @@ func TestConcurrentWaitersAllWake(t *testing.T) {
 			results <- info
 		})
 	}
+	// SIGKILL cannot be caught, so it needs no readiness event; a waiter
+	// that starts after the exit returns at once, so neither does Wait.
 	if err := q.Signal(agentproc.SignalKill); err != nil {
 		t.Fatal(err)
 	}
@@ -395,6 +405,9 @@ func TestSignaledFromOutside(t *testing.T) {
 	t.Parallel()
 	m := newManager(t)
 	p := mustStart(t, m, agentproc.Request{Command: "exec sleep 1000"})
+	// No readiness event is needed: Start returns after the exec of sh,
+	// and SIGTERM's default action ends sh and sleep alike, so the outcome
+	// is the same whenever it lands.
 	if err := unix.Kill(p.Info().PID, unix.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
@@ -548,8 +561,9 @@ func TestStopEscalatesAfterGrace(t *testing.T) {
 	}()
 	call := trap.MustWait(ctx)
 	call.MustRelease(ctx)
-	// The shell ignores SIGTERM; its `sleep 1` children do not, so the loop
-	// keeps going. Nothing ends it until the grace period passes.
+	// The shell ignores SIGTERM, and so do its `sleep 1` children, which
+	// inherit the ignored disposition: nothing ends the loop until the
+	// grace period passes.
 	select {
 	case r := <-done:
 		t.Fatalf("Stop returned before the grace period: %+v", r)
