@@ -46,7 +46,10 @@ func markedProcs(id string) map[int]string {
 }
 
 // waitMarked waits until at least n processes named comm, other than the
-// leader, carry the marker.
+// leader, carry the marker. The state waited for is in /proc only: the
+// escapees are plain sleeps that cannot announce themselves, and the kernel
+// has no event for "a process appeared", so /proc is polled (under the test
+// deadline; load only makes it take more looks).
 func waitMarked(t *testing.T, id, comm string, n, leader int) {
 	t.Helper()
 	ctx := testContext(t)
@@ -237,6 +240,8 @@ func runEscapeMatrix(t *testing.T, cases []escape, opts ...agentproc.Option) {
 }
 
 // waitComm waits until every pid runs a program named comm (has exec'd).
+// An exec has no event a non-parent can wait on, so /proc is polled under
+// the test deadline.
 func waitComm(t *testing.T, pids []int, comm string) {
 	t.Helper()
 	ctx := testContext(t)
