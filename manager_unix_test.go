@@ -712,7 +712,11 @@ func TestStopGivesGroupMembersTheGrace(t *testing.T) {
 // the exit as its own.
 func TestStopAfterShellExitKeepsReason(t *testing.T) {
 	t.Parallel()
-	m := newManager(t)
+	// The pipe drain is how long the process still counts as running after
+	// the shell's exit while the escapee holds the pipe: the window in
+	// which Stop must arrive. Half the test deadline leaves a loaded
+	// machine seconds to get from the shell's exit to Stop.
+	m := newManager(t, agentproc.WithPipeDrain(testTimeout/2))
 	// The escapee must have left the group before the shell exits: a child
 	// forked by "setsid ... &" stays in the shell's group until setsid(2)
 	// runs, and a Stop that arrives in that window rightly terminates a
@@ -737,8 +741,8 @@ func TestStopAfterShellExitKeepsReason(t *testing.T) {
 	// Event: the shell itself is gone (reaped, or a zombie).
 	requireGone(t, []int{p.Info().PID})
 	// The escapee holds the pipe, so the process is still running (for the
-	// exit path's pipeDrain after the shell's exit): Stop takes the stop
-	// path rather than returning the final Info at once.
+	// pipe drain after the shell's exit): Stop takes the stop path rather
+	// than returning the final Info at once.
 	if !p.Info().Running {
 		t.Fatalf("got not running before Stop, want running while the escapee holds the pipe (output %q)", p.Output().Text)
 	}
