@@ -9,6 +9,7 @@ import (
 	"os"
 	"regexp"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -96,18 +97,23 @@ func alive(pid int) bool {
 // requireGone waits (under the test deadline) until none of pids is alive.
 // Processes that held the output pipe are already gone when Wait returns;
 // the wait covers the others, whose SIGKILL is delivered asynchronously.
+// The event is each process's exit, seen through a pidfd on Linux; other
+// systems poll /proc or kill(pid, 0), having no such event for a process
+// that is not our child.
 func requireGone(t *testing.T, pids []int) {
 	t.Helper()
 	ctx := testContext(t)
+	var left []int
+	for _, pid := range pids {
+		if exited, ok := waitExit(ctx, pid); ok && exited {
+			continue
+		}
+		left = append(left, pid)
+	}
 	tick := time.NewTicker(2 * time.Millisecond)
 	defer tick.Stop()
 	for {
-		var left []int
-		for _, pid := range pids {
-			if alive(pid) {
-				left = append(left, pid)
-			}
-		}
+		left = slices.DeleteFunc(left, func(pid int) bool { return !alive(pid) })
 		if len(left) == 0 {
 			return
 		}

@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
@@ -49,6 +50,8 @@ func TestWaitTimeoutReturnsRunning(t *testing.T) {
 	t.Parallel()
 	m := newManager(t)
 	p := mustStart(t, m, agentproc.Request{Command: "sleep 1000"})
+	// The process runs until stopped, so only the ctx can end this wait,
+	// however late its 20 ms deadline is noticed.
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
 	defer cancel()
 	info, err := p.Wait(ctx)
@@ -75,6 +78,8 @@ func TestConcurrentWaitersAllWake(t *testing.T) {
 			results <- info
 		})
 	}
+	// SIGKILL cannot be caught, so it needs no readiness event; a waiter
+	// that starts after the exit returns at once, so neither does Wait.
 	if err := q.Signal(agentproc.SignalKill); err != nil {
 		t.Fatal(err)
 	}
@@ -126,6 +131,9 @@ func TestSignaledFromOutside(t *testing.T) {
 	t.Parallel()
 	m := newManager(t)
 	p := mustStart(t, m, agentproc.Request{Command: "exec sleep 1000"})
+	// No readiness event is needed: Start returns after the exec of sh,
+	// and SIGTERM's default action ends sh and sleep alike, so the outcome
+	// is the same whenever it lands.
 	if err := unix.Kill(p.Info().PID, unix.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
@@ -174,8 +182,9 @@ func TestStopEscalatesAfterGrace(t *testing.T) {
 	}()
 	call := trap.MustWait(ctx)
 	call.MustRelease(ctx)
-	// The shell ignores SIGTERM; its `sleep 1` children do not, so the loop
-	// keeps going. Nothing ends it until the grace period passes.
+	// The shell ignores SIGTERM, and so do its `sleep 1` children, which
+	// inherit the ignored disposition: nothing ends the loop until the
+	// grace period passes.
 	select {
 	case r := <-done:
 		t.Fatalf("Stop returned before the grace period: %+v", r)
@@ -259,12 +268,40 @@ func TestStopGivesGroupMembersTheGrace(t *testing.T) {
 // the exit as its own.
 func TestStopAfterShellExitKeepsReason(t *testing.T) {
 	t.Parallel()
-	m := newManager(t)
-	p := mustStart(t, m, agentproc.Request{Command: `setsid env -i sleep 1 & echo ready; exit 0`})
-	waitForOutput(t, p, regexp.MustCompile(`ready`))
-	// Wait until the shell itself is gone (reaped); Info still says running
-	// while the escaped sleep holds the pipe.
+	// The pipe drain is how long the process still counts as running after
+	// the shell's exit while the escapee holds the pipe: the window in
+	// which Stop must arrive. Half the test deadline leaves a loaded
+	// machine seconds to get from the shell's exit to Stop.
+	m := newManager(t, agentproc.WithPipeDrain(testTimeout/2))
+	// The escapee must have left the group before the shell exits: a child
+	// forked by "setsid ... &" stays in the shell's group until setsid(2)
+	// runs, and a Stop that arrives in that window rightly terminates a
+	// live member and claims the exit. It must also have dropped the marker
+	// (env -i), or the cleanup after the shell's exit kills it. So the shell
+	// waits on a FIFO that the escapee opens only after both, from the sh
+	// that env -i execs.
+	fifo := filepath.Join(t.TempDir(), "escaped")
+	if err := unix.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p := mustStart(t, m, agentproc.Request{
+		Command: `setsid env -i sh -c 'echo pid=$$ > "$1"; exec sleep 1000' sh "$FIFO" & read x < "$FIFO"; echo "ready $x"; exit 0`,
+		Env:     map[string]string{"FIFO": fifo},
+	})
+	// Event: the shell relays the escapee's PID, which the escapee wrote to
+	// the FIFO once it was outside the group and without the marker.
+	escapee := pidsIn(t, waitForOutput(t, p, regexp.MustCompile(`ready pid=\d+`))[0])[0]
+	// Nothing here kills the escapee, so its PID cannot be reused before
+	// this cleanup. It holds the pipe until the exit path gives up on it.
+	t.Cleanup(func() { _ = unix.Kill(escapee, unix.SIGKILL) })
+	// Event: the shell itself is gone (reaped, or a zombie).
 	requireGone(t, []int{p.Info().PID})
+	// The escapee holds the pipe, so the process is still running (for the
+	// pipe drain after the shell's exit): Stop takes the stop path rather
+	// than returning the final Info at once.
+	if !p.Info().Running {
+		t.Fatalf("got not running before Stop, want running while the escapee holds the pipe (output %q)", p.Output().Text)
+	}
 	info, err := p.Stop(testContext(t))
 	if err != nil {
 		t.Fatalf("Stop: %v", err)

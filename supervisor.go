@@ -62,7 +62,7 @@ func (m *Manager) spawn(req Request, owner, command, dir string, seq uint64, war
 	// With *os.File outputs os/exec starts no copying goroutines, so
 	// WaitDelay only bounds how long Wait waits after Cancel before it kills
 	// the leader itself.
-	cmd.WaitDelay = pipeDrain
+	cmd.WaitDelay = m.cfg.pipeDrain
 
 	fail := func(step string, err error) (*Process, func(), error) {
 		_ = ctr.release()
@@ -207,11 +207,13 @@ func (p *Process) awaitGroup() {
 	}
 }
 
-// pipeDrain bounds how long the exit path waits for the output pipe to reach
-// EOF after the shell exited and its leftovers were killed. Only processes
-// that left the tree (and so escaped the kill) can hold the pipe that long.
-// It is real time on purpose: it is enforced by the pipe's read deadline.
-const pipeDrain = 2 * time.Second
+// defaultPipeDrain bounds how long the exit path waits for the output pipe
+// to reach EOF after the shell exited and its leftovers were killed. Only
+// processes that left the tree (and so escaped the kill) can hold the pipe
+// that long. It is real time on purpose: it is enforced by the pipe's read
+// deadline. It is config.pipeDrain, so that tests can make waiting it out
+// unmistakable.
+const defaultPipeDrain = 2 * time.Second
 
 // supervise runs in its own goroutine from Start until the process has
 // exited and its output is final. readerDone is closed when the output
@@ -240,7 +242,7 @@ func (p *Process) supervise(pipe *os.File, readerDone <-chan struct{}) {
 
 // clearTree kills whatever is left of the tree once the shell is gone, so
 // that nothing outlives the command and the pipe can reach EOF: the group,
-// then what escaped it, so that the drain does not sit out pipeDrain for
+// then what escaped it, so that the drain is not sat out for
 // escaped descendants that hold the pipe. During a stop, members that got
 // terminate with the shell first get the rest of the grace period.
 func (p *Process) clearTree() (leftovers int) {
@@ -252,13 +254,13 @@ func (p *Process) clearTree() (leftovers int) {
 	return leftovers
 }
 
-// drainOutput waits for the output copier to reach EOF, at most pipeDrain
-// once the tree is gone, and closes the pipe.
+// drainOutput waits for the output copier to reach EOF, at most the pipe
+// drain once the tree is gone, and closes the pipe.
 func (p *Process) drainOutput(pipe *os.File, readerDone <-chan struct{}) {
 	select {
 	case <-readerDone:
 	default:
-		if err := pipe.SetReadDeadline(time.Now().Add(pipeDrain)); err != nil {
+		if err := pipe.SetReadDeadline(time.Now().Add(p.m.cfg.pipeDrain)); err != nil {
 			// Unpollable pipes (Windows) cannot take a deadline; the job
 			// kill above closed every writer already.
 			p.m.cfg.logger.Debug(context.Background(), "pipe deadline unavailable")
