@@ -3,6 +3,7 @@ package agentproc
 import (
 	"bufio"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/signal"
@@ -15,41 +16,39 @@ import (
 )
 
 // Exported to the black-box tests in package agentproc_test.
-const (
-	HelperModeEnv = helperModeEnv
-	HelperAddrEnv = helperAddrEnv
-)
+const HelperAddrEnv = helperAddrEnv
 
 var (
 	UnderWine = underWine
 	WaitGone  = waitGone
 )
 
-// The Windows tests start this test binary as a predictable child (the
-// helper-process pattern): when helperModeEnv is set, init runs the helper
-// and exits before any test or TestMain runs.
-const (
-	helperModeEnv = "AGENTPROC_WINDOWS_HELPER"
-	// helperAddrEnv is a loopback address the helper dials to report its
-	// PID, so a test learns a grandchild's PID without polling output.
-	helperAddrEnv = "AGENTPROC_WINDOWS_HELPER_ADDR"
-)
+// helperAddrEnv is a loopback address a Windows helper dials to report its
+// PID, so a test learns a grandchild's PID without polling output.
+const helperAddrEnv = "AGENTPROC_WINDOWS_HELPER_ADDR"
 
+// The helper modes the Windows tests use; see the registry in helper_test.go.
 func init() {
-	mode := os.Getenv(helperModeEnv)
-	if mode == "" {
-		return
+	for _, mode := range []string{"sleep", "ignorebreak", "onbreak", "barrier"} {
+		registerHelper(mode, func() int { return runWindowsHelper(mode) }, false)
 	}
-	os.Exit(runHelper(mode))
+	// cat copies stdin to stdout until EOF.
+	registerHelper("cat", func() int {
+		if _, err := io.Copy(os.Stdout, os.Stdin); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		return 0
+	}, false)
 }
 
-// runHelper modes:
+// runWindowsHelper runs a Windows helper mode:
 //
 //	sleep        report the PID, then sleep until killed
 //	ignorebreak  ignore Ctrl+Break, say "ready", sleep until killed
 //	onbreak      say "ready", exit 3 with "got break" on Ctrl+Break
 //	barrier      report, then exit when the test calls PIDReporter.Release
-func runHelper(mode string) int {
+func runWindowsHelper(mode string) int {
 	if addr := os.Getenv(helperAddrEnv); addr != "" {
 		conn, err := net.DialTimeout("tcp", addr, 10*time.Second)
 		if err != nil {

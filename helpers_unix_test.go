@@ -20,6 +20,25 @@ import (
 	"github.com/agentproc/agentproc"
 )
 
+// The helper modes the Unix tests use; see the registry in helper_test.go.
+func init() {
+	// ready prints "ready" once the runtime's signal handling is set up,
+	// then blocks until a signal ends the process.
+	agentproc.RegisterHelper("ready", func() int {
+		fmt.Println("ready")
+		time.Sleep(time.Hour) // a child waiting to be signalled, not synchronisation
+		return 0
+	}, false)
+	// pieces writes the pieces of helperPiecesEnv one by one, waiting for a
+	// byte on the FIFO at helperFIFOEnv between two pieces.
+	agentproc.RegisterHelper("pieces", helperPieces, false)
+	// stream writes helperBytesEnv bytes of text in 64 KiB writes.
+	agentproc.RegisterHelper("stream", helperStream, true)
+	// ticks writes, for each byte read from the FIFO at helperFIFOEnv, one
+	// line holding the wall clock in Unix nanoseconds.
+	agentproc.RegisterHelper("ticks", helperTicks, true)
+}
+
 // helperRequest returns a Request that runs the test binary as a helper in
 // the given mode, exec'd by the shell so that signals reach it directly.
 func helperRequest(t testing.TB, mode string) agentproc.Request {
@@ -30,7 +49,7 @@ func helperRequest(t testing.TB, mode string) agentproc.Request {
 	}
 	return agentproc.Request{
 		Command: "exec " + shellQuote(exe),
-		Env:     map[string]string{helperEnv: mode},
+		Env:     map[string]string{agentproc.HelperEnv: agentproc.UseHelper(mode)},
 	}
 }
 

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"strconv"
 	"strings"
@@ -19,46 +18,23 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	if mode := os.Getenv(helperEnv); mode != "" {
-		os.Exit(runHelper(mode))
-	}
-	goleak.VerifyTestMain(m)
-}
-
-// helperEnv makes the test binary act as a predictable child process (the
-// helper-process pattern of os/exec's tests) instead of running tests.
-const helperEnv = "AGENTPROC_TEST_HELPER"
-
-// runHelper is the child's main. Modes:
-//   - "ready": print "ready" once the runtime's signal handling is set up,
-//     then block until a signal ends the process.
-//   - "pieces": write the pieces of helperPiecesEnv one by one, waiting for
-//     a byte on the FIFO at helperFIFOEnv between two pieces (Unix only).
-//   - "stream": write helperBytesEnv bytes of text in 64 KiB writes.
-//   - "cat": copy stdin to stdout until EOF.
-//   - "ticks": for each byte read from the FIFO at helperFIFOEnv, write one
-//     line holding the wall clock in Unix nanoseconds.
-func runHelper(mode string) int {
-	switch mode {
-	case "pieces":
-		return helperPieces()
-	case "stream":
-		return helperStream()
-	case "ticks":
-		return helperTicks()
-	case "cat":
-		if _, err := io.Copy(os.Stdout, os.Stdin); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			return 1
+	// Every helper mode is registered by now (in init functions), so a child
+	// started with agentproc.HelperEnv runs its mode here and exits.
+	agentproc.RunHelperIfAsked()
+	code := m.Run()
+	if code == 0 {
+		if unused := agentproc.UnusedHelpers(); len(unused) > 0 {
+			fmt.Fprintf(os.Stderr, "helper modes registered but used by no test: %v\n", unused)
+			code = 1
 		}
-		return 0
-	case "ready":
-		fmt.Println("ready")
-		time.Sleep(time.Hour) // a child waiting to be signalled, not synchronisation
-		return 0
 	}
-	fmt.Fprintf(os.Stderr, "unknown helper mode %q\n", mode)
-	return 2
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintf(os.Stderr, "goleak: %v\n", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
 }
 
 // testTimeout bounds every wait in these tests.

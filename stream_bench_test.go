@@ -112,7 +112,7 @@ func BenchmarkFollow(b *testing.B) {
 		b.SetBytes(n)
 		for b.Loop() {
 			cmd := exec.Command("sh", "-c", req.Command)
-			cmd.Env = append(os.Environ(), helperEnv+"=stream", helperBytesEnv+"="+strconv.FormatInt(n, 10))
+			cmd.Env = append(os.Environ(), agentproc.HelperEnv+"="+agentproc.UseHelper("stream"), helperBytesEnv+"="+strconv.FormatInt(n, 10))
 			cmd.Stdout = io.Discard
 			if err := cmd.Run(); err != nil {
 				b.Fatal(err)

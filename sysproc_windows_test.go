@@ -135,8 +135,8 @@ func TestSysProcLeftoversKilled(t *testing.T) {
 	// The barrier keeps the shell from exiting before the background
 	// helper has reported.
 	cmd, s, out := startSys(t, defaultShell(),
-		`start /b "" "`+exe+`" & set "`+helperModeEnv+`=barrier" & "`+exe+`"`,
-		helperModeEnv+"=sleep", rep.Env())
+		`start /b "" "`+exe+`" & set "`+helperEnv+`=`+useHelper("barrier")+`" & "`+exe+`"`,
+		helperEnv+"="+useHelper("sleep"), rep.Env())
 	var child windows.Handle
 	for range 2 {
 		if mode, h := rep.Next(deadline); mode == "sleep" {
@@ -168,7 +168,7 @@ func TestSysProcSignalKillTree(t *testing.T) {
 	}
 	rep := NewPIDReporter(t)
 	deadline := time.Now().Add(20 * time.Second)
-	cmd, s, out := startSys(t, defaultShell(), `"`+exe+`"`, helperModeEnv+"=sleep", rep.Env())
+	cmd, s, out := startSys(t, defaultShell(), `"`+exe+`"`, helperEnv+"="+useHelper("sleep"), rep.Env())
 	_, child := rep.Next(deadline)
 	if err := s.signal(SignalKill); err != nil {
 		t.Fatalf("signal kill: %v", err)
@@ -191,7 +191,7 @@ func TestSysProcBreak(t *testing.T) {
 	}
 	rep := NewPIDReporter(t)
 	deadline := time.Now().Add(20 * time.Second)
-	cmd, s, out := startSys(t, defaultShell(), `"`+exe+`"`, helperModeEnv+"=onbreak", rep.Env())
+	cmd, s, out := startSys(t, defaultShell(), `"`+exe+`"`, helperEnv+"="+useHelper("onbreak"), rep.Env())
 	_, _ = rep.Next(deadline)
 	if err := s.signal(SignalTerminate); err != nil {
 		if underWine() {
@@ -214,7 +214,7 @@ func TestSysProcRelease(t *testing.T) {
 	}
 	rep := NewPIDReporter(t)
 	deadline := time.Now().Add(20 * time.Second)
-	cmd, s, out := startSys(t, defaultShell(), `"`+exe+`"`, helperModeEnv+"=sleep", rep.Env())
+	cmd, s, out := startSys(t, defaultShell(), `"`+exe+`"`, helperEnv+"="+useHelper("sleep"), rep.Env())
 	_, child := rep.Next(deadline)
 	// Closing the only job handle must kill the tree (kill-on-job-close).
 	s.release()

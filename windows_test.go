@@ -136,7 +136,7 @@ func startTreeTimeout(t *testing.T, m *agentproc.Manager, command, mode string, 
 	rep := agentproc.NewPIDReporter(t)
 	p := mustStart(t, m, agentproc.Request{
 		Command: strings.ReplaceAll(command, "%HELPER%", `"`+exe+`"`),
-		Env:     map[string]string{agentproc.HelperModeEnv: mode, agentproc.HelperAddrEnv: rep.Addr()},
+		Env:     map[string]string{agentproc.HelperEnv: agentproc.UseHelper(mode), agentproc.HelperAddrEnv: rep.Addr()},
 		Timeout: timeout,
 	})
 	// A command line may also run a barrier helper (see
@@ -220,7 +220,7 @@ func TestWindowsLeftoversKilled(t *testing.T) {
 	// The shell starts the helper in the background and exits at once.
 	// The barrier helper holds the shell until the background one has
 	// reported its PID; then the shell exits, leaving the sleeper behind.
-	p, gone := startTree(t, m, `start /b "" %HELPER% & set "`+agentproc.HelperModeEnv+`=barrier" & %HELPER%`, "sleep")
+	p, gone := startTree(t, m, `start /b "" %HELPER% & set "`+agentproc.HelperEnv+`=`+agentproc.UseHelper("barrier")+`" & %HELPER%`, "sleep")
 	info := mustWait(t, p)
 	if info.Leftovers != 1 {
 		t.Errorf("leftovers got %d, want 1", info.Leftovers)
@@ -328,7 +328,7 @@ func TestWindowsStdin(t *testing.T) {
 	// The test binary as a cat: Wine's findstr and more do not echo a pipe.
 	p := mustStart(t, m, agentproc.Request{
 		Command: `"` + exe + `"`,
-		Env:     map[string]string{helperEnv: "cat"},
+		Env:     map[string]string{agentproc.HelperEnv: agentproc.UseHelper("cat")},
 		Stdin:   true,
 	})
 	if _, err := p.WriteStdin(t.Context(), []byte("hello stdin\r\n")); err != nil {
