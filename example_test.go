@@ -84,3 +84,28 @@ func ExampleManager_Scope() {
 	// bob sees alice's process: false
 	// alice's processes: 1
 }
+
+func ExampleManager_Shutdown() {
+	m := agentproc.New()
+	ctx := context.Background()
+	p, err := m.Start(ctx, agentproc.Request{Command: "echo serving"})
+	if err != nil {
+		fmt.Println("start:", err)
+		return
+	}
+	// A bounded graceful stop: every running process gets terminate and the
+	// grace period, but if the deadline passes first everything is killed
+	// at once and Shutdown returns ctx.Err().
+	stopCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := m.Shutdown(stopCtx); err != nil {
+		fmt.Println("shutdown:", err)
+	}
+	info, _ := p.Wait(ctx)
+	fmt.Println("running:", info.Running)
+	_, err = m.Start(ctx, agentproc.Request{Command: "echo late"})
+	fmt.Println(errors.Is(err, agentproc.ErrClosed))
+	// Output:
+	// running: false
+	// true
+}
