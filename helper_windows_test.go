@@ -56,7 +56,9 @@ func runHelper(mode string) int {
 			fmt.Fprintln(os.Stderr, "helper: dial:", err)
 			return 2
 		}
-		fmt.Fprintf(conn, "%s %d\n", mode, os.Getpid())
+		// The stdout handle lets a test duplicate the helper's output
+		// pipe into a process outside the job (TestDrainBoundedOutsideJob).
+		fmt.Fprintf(conn, "%s %d %d\n", mode, os.Getpid(), os.Stdout.Fd())
 		if mode == "barrier" {
 			// Block until the test lets go, so the shell cannot exit
 			// before its other children have reported.
@@ -71,8 +73,13 @@ func runHelper(mode string) int {
 		time.Sleep(time.Minute)
 		return 0
 	case "ignorebreak":
-		// Go delivers CTRL_BREAK_EVENT as os.Interrupt.
-		signal.Ignore(os.Interrupt)
+		// Go delivers CTRL_BREAK_EVENT as os.Interrupt. The event must be
+		// swallowed, not ignored: with signal.Ignore the runtime's console
+		// handler returns FALSE, and Windows then runs the default
+		// handler, which calls ExitProcess. With a channel registered (and
+		// never read) the runtime's handler returns TRUE, which ends the
+		// event's delivery to this process.
+		signal.Notify(make(chan os.Signal, 1), os.Interrupt)
 		fmt.Println("ready")
 		time.Sleep(time.Minute)
 		return 0
@@ -131,6 +138,21 @@ func (r *PIDReporter) Env() string { return helperAddrEnv + "=" + r.ln.Addr().St
 // cannot have been reused.
 func (r *PIDReporter) Next(deadline time.Time) (string, windows.Handle) {
 	r.t.Helper()
+	rep := r.NextReport(deadline)
+	return rep.Mode, rep.Handle
+}
+
+// HelperReport is what a helper reported, with a handle to it.
+type HelperReport struct {
+	Mode   string
+	PID    uint32
+	Stdout uintptr // the helper's stdout handle, in its own handle table
+	Handle windows.Handle
+}
+
+// NextReport is Next with everything the helper reported.
+func (r *PIDReporter) NextReport(deadline time.Time) HelperReport {
+	r.t.Helper()
 	if err := r.ln.SetDeadline(deadline); err != nil {
 		r.t.Fatalf("set deadline: %v", err)
 	}
@@ -140,8 +162,17 @@ func (r *PIDReporter) Next(deadline time.Time) (string, windows.Handle) {
 	}
 	_ = conn.SetReadDeadline(deadline)
 	line, err := bufio.NewReader(conn).ReadString('\n')
-	mode, pidText, _ := strings.Cut(strings.TrimSpace(line), " ")
-	pid, perr := strconv.Atoi(pidText)
+	fields := strings.Fields(line)
+	var mode string
+	var pid, stdout int
+	perr := strconv.ErrSyntax
+	if len(fields) == 3 {
+		mode = fields[0]
+		pid, perr = strconv.Atoi(fields[1])
+		if perr == nil {
+			stdout, perr = strconv.Atoi(fields[2])
+		}
+	}
 	if err != nil || perr != nil {
 		_ = conn.Close()
 		r.t.Fatalf("helper reported %q: %v %v", line, err, perr)
@@ -157,7 +188,7 @@ func (r *PIDReporter) Next(deadline time.Time) (string, windows.Handle) {
 		r.t.Fatalf("open helper %d: %v", pid, err)
 	}
 	r.t.Cleanup(func() { _ = windows.CloseHandle(h) })
-	return mode, h
+	return HelperReport{Mode: mode, PID: uint32(pid), Stdout: uintptr(stdout), Handle: h}
 }
 
 // Release lets every barrier helper that has reported exit.

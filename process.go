@@ -355,7 +355,7 @@ func (p *Process) supervise(pipe *os.File, readerDone <-chan struct{}) {
 	var cpu time.Duration
 	var rss int64
 	if state != nil {
-		code, sigName = exitStatus(state)
+		code, sigName = p.sys.exitStatus(state)
 		cpu, rss = p.ctr.usage(p.sys.usage(state))
 	} else {
 		p.m.cfg.logger.Warn(context.Background(), "wait failed", fieldError(waitErr))

@@ -291,13 +291,13 @@ func openStdio(req Request, stall time.Duration) (*stdio, error) {
 		}
 		return &stdio{out: master, childOut: slave, childIn: slave, in: newInput(master, true, stall), tty: true}, nil
 	}
-	r, w, err := os.Pipe()
+	r, w, err := outputPipe()
 	if err != nil {
 		return nil, xerrors.Errorf("agentproc: create output pipe: %w", err)
 	}
 	s := &stdio{out: r, childOut: w}
 	if req.Stdin {
-		ir, iw, err := os.Pipe()
+		ir, iw, err := inputPipe()
 		if err != nil {
 			_ = r.Close()
 			_ = w.Close()

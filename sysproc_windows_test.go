@@ -115,7 +115,7 @@ func TestSysProcExitCode(t *testing.T) {
 	cmd, s, out := startSys(t, defaultShell(), `exit /b 42`)
 	waitCmd(t, cmd, 10*time.Second)
 	recvOutput(t, out, 10*time.Second)
-	if code, sig := exitStatus(cmd.ProcessState); code != 42 || sig != "" {
+	if code, sig := s.exitStatus(cmd.ProcessState); code != 42 || sig != "" {
 		t.Errorf("exitStatus: got (%d, %q), want (42, \"\")", code, sig)
 	}
 	// The job's accounting is not asserted: Wine reports zero CPU time, and
@@ -223,4 +223,106 @@ func TestSysProcRelease(t *testing.T) {
 		t.Fatalf("helper still running 10s after the job handle was closed")
 	}
 	recvOutput(t, out, 10*time.Second)
+}
+
+func TestSysProcPIDPinnedUntilRelease(t *testing.T) {
+	t.Parallel()
+	cmd, s, out := startSys(t, defaultShell(), `exit /b 42`)
+	waitCmd(t, cmd, 10*time.Second)
+	recvOutput(t, out, 10*time.Second)
+	pid := uint32(cmd.Process.Pid)
+	// os/exec has closed its handle to the shell. Ours keeps the process
+	// object, so the PID (the group ID breaks target) still names the
+	// exited shell, not a new process.
+	h, err := windows.OpenProcess(windows.PROCESS_QUERY_LIMITED_INFORMATION, false, pid)
+	if err != nil {
+		t.Fatalf("open exited shell %d before release: got %v, want the pinned process", pid, err)
+	}
+	var code uint32
+	err = windows.GetExitCodeProcess(h, &code)
+	_ = windows.CloseHandle(h)
+	if err != nil || code != 42 {
+		t.Errorf("exit code of PID %d before release: got %d, %v, want 42 (the shell)", pid, code, err)
+	}
+	if n := s.leftovers(); n != 0 {
+		t.Errorf("leftovers: got %d, want 0", n)
+	}
+	s.mu.Lock()
+	pinned := s.pid == pid && s.proc != 0
+	s.mu.Unlock()
+	if !pinned {
+		t.Errorf("after leftovers: pid, handle got unset, want the shell's kept until release")
+	}
+	s.release()
+	if s.pid != 0 || s.proc != 0 {
+		t.Errorf("after release: pid %d, handle %v, want 0, 0", s.pid, s.proc)
+	}
+	if err := s.signal(SignalTerminate); err != errNoProcess {
+		t.Errorf("signal after release: got %v, want errNoProcess", err)
+	}
+}
+
+func TestSysProcKillIsNamed(t *testing.T) {
+	t.Parallel()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep := NewPIDReporter(t)
+	cmd, s, out := startSys(t, defaultShell(), `"`+exe+`"`, helperModeEnv+"=sleep", rep.Env())
+	rep.Next(time.Now().Add(20 * time.Second))
+	if err := s.signal(SignalKill); err != nil {
+		t.Fatalf("signal kill: %v", err)
+	}
+	waitCmd(t, cmd, 10*time.Second)
+	recvOutput(t, out, 10*time.Second)
+	if code, sig := s.exitStatus(cmd.ProcessState); code != winJobKillExitCode || sig != winSignalJobKill {
+		t.Errorf("exitStatus after kill: got (%d, %q), want (%d, %q)", code, sig, winJobKillExitCode, winSignalJobKill)
+	}
+	// A job kill after the shell exited (the leftovers path) does not
+	// make the shell's own exit a kill.
+	cmd2, s2, out2 := startSys(t, defaultShell(), `exit /b 1`)
+	waitCmd(t, cmd2, 10*time.Second)
+	recvOutput(t, out2, 10*time.Second)
+	_ = s2.terminate()
+	if code, sig := s2.exitStatus(cmd2.ProcessState); code != 1 || sig != "" {
+		t.Errorf("exitStatus of exit /b 1: got (%d, %q), want (1, \"\")", code, sig)
+	}
+}
+
+func TestSysProcBatchPromptWatcher(t *testing.T) {
+	t.Parallel()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep := NewPIDReporter(t)
+	// After the helper, cmd.exe stays busy with a builtin that never ends,
+	// as it would on the "Terminate batch job (Y/N)?" prompt: nothing but
+	// cmd.exe is left in the job.
+	cmd, s, out := startSys(t, defaultShell(), `"`+exe+`" & for /l %i in (0,0,1) do @rem`, helperModeEnv+"=sleep", rep.Env())
+	helper := rep.NextReport(time.Now().Add(20 * time.Second))
+	s.mu.Lock()
+	s.watchBatchPromptLocked()
+	s.mu.Unlock()
+	// The helper reported, so it runs in the job next to cmd.exe.
+	if images, err := s.memberImages(); err != nil || len(images) < 2 {
+		t.Fatalf("job members: got %q, %v, want cmd.exe and the helper", images, err)
+	}
+	// While the helper runs the watcher must leave the tree alone: the
+	// shell must not exit during ten of the watcher's polls.
+	if ev, _ := windows.WaitForSingleObject(s.proc, uint32(10*batchPoll/time.Millisecond)); ev != uint32(windows.WAIT_TIMEOUT) {
+		t.Fatalf("shell exited while the helper ran: the watcher killed a tree with a program in it")
+	}
+	hk, err := windows.OpenProcess(windows.PROCESS_TERMINATE, false, helper.PID)
+	if err != nil {
+		t.Fatalf("open helper: %v", err)
+	}
+	_ = windows.TerminateProcess(hk, 0)
+	_ = windows.CloseHandle(hk)
+	waitCmd(t, cmd, 10*time.Second)
+	recvOutput(t, out, 10*time.Second)
+	if code, sig := s.exitStatus(cmd.ProcessState); sig != winSignalJobKill {
+		t.Errorf("exitStatus: got (%d, %q), want the watcher's job kill %q", code, sig, winSignalJobKill)
+	}
 }

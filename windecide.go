@@ -259,3 +259,19 @@ func onlyShellsLeft(images []string) bool {
 	}
 	return true
 }
+
+// countPrograms counts the job members that are not conhost.exe. A child
+// started with a console of its own (consoleFlags) brings a console host
+// into its job, which runs as long as the console has a client and is no
+// program of the command's: it must not make a finished tree look alive or
+// count as a leftover. An empty name (a member that could not be looked at)
+// counts as a program.
+func countPrograms(images []string) int {
+	n := 0
+	for _, im := range images {
+		if !strings.EqualFold(im, "conhost.exe") {
+			n++
+		}
+	}
+	return n
+}

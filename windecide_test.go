@@ -148,3 +148,20 @@ func TestOnlyShellsLeft(t *testing.T) {
 		}
 	}
 }
+
+func TestCountPrograms(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		images []string
+		want   int
+	}{
+		{nil, 0},
+		{[]string{"conhost.exe"}, 0},
+		{[]string{"cmd.exe", "ConHost.exe", "node.exe"}, 2},
+		{[]string{""}, 1}, // unknown counts
+	} {
+		if got := countPrograms(tt.images); got != tt.want {
+			t.Errorf("countPrograms(%q): got %d, want %d", tt.images, got, tt.want)
+		}
+	}
+}

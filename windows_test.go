@@ -371,3 +371,65 @@ func TestWindowsMultiLineRejected(t *testing.T) {
 		t.Errorf("trailing newline: got %q, want [\"one\"]", got)
 	}
 }
+
+func TestWindowsKillReason(t *testing.T) {
+	t.Parallel()
+	m := newManager(t)
+	p, gone := startTree(t, m, `%HELPER%`, "sleep")
+	if err := p.Signal(agentproc.SignalKill); err != nil {
+		t.Fatalf("Signal(kill): %v", err)
+	}
+	info := mustWait(t, p)
+	if info.Reason != agentproc.ReasonKilled || info.Signal != "TerminateJobObject" {
+		t.Errorf("reason, signal got %q, %q, want %q, %q", info.Reason, info.Signal, agentproc.ReasonKilled, "TerminateJobObject")
+	}
+	if !gone(testTimeout) {
+		t.Errorf("helper still running after Signal(kill)")
+	}
+	// exit 1 by itself stays an exit, although the job kill uses code 1.
+	info = mustWait(t, mustStart(t, m, agentproc.Request{Command: `exit 1`}))
+	if info.Reason != agentproc.ReasonExited || info.Signal != "" {
+		t.Errorf("exit 1: reason, signal got %q, %q, want %q, \"\"", info.Reason, info.Signal, agentproc.ReasonExited)
+	}
+}
+
+// TestWindowsDrainBoundedOutsideJob gives a process outside the job (this
+// test binary) a copy of the child's output pipe, as a process started
+// through runas or a member stuck in termination would hold it: the job
+// kill cannot close it, and Stop must still return within the drain bound.
+func TestWindowsDrainBoundedOutsideJob(t *testing.T) {
+	t.Parallel()
+	m := newManager(t, agentproc.WithGracePeriod(100*time.Millisecond))
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep := agentproc.NewPIDReporter(t)
+	p := mustStart(t, m, agentproc.Request{
+		Command: `"` + exe + `"`,
+		Env:     map[string]string{agentproc.HelperModeEnv: "sleep", agentproc.HelperAddrEnv: rep.Addr()},
+	})
+	helper := rep.NextReport(time.Now().Add(testTimeout))
+	hp, err := windows.OpenProcess(windows.PROCESS_DUP_HANDLE, false, helper.PID)
+	if err != nil {
+		t.Fatalf("open helper: %v", err)
+	}
+	var dup windows.Handle
+	err = windows.DuplicateHandle(hp, windows.Handle(helper.Stdout), windows.CurrentProcess(), &dup, 0, false, windows.DUPLICATE_SAME_ACCESS)
+	_ = windows.CloseHandle(hp)
+	if err != nil {
+		t.Fatalf("duplicate the helper's stdout: %v", err)
+	}
+	// Registered after newManager's Close: runs first, so that an unbounded
+	// drain (the bug) fails this test instead of hanging Close.
+	t.Cleanup(func() { _ = windows.CloseHandle(dup) })
+
+	start := time.Now()
+	info, err := p.Stop(testContext(t))
+	if err != nil || info.Running {
+		t.Fatalf("Stop with the pipe held outside the job: got %v, running %v, want the exit within the drain bound", err, info.Running)
+	}
+	if elapsed := time.Since(start); elapsed > 2*time.Second+5*time.Second {
+		t.Errorf("Stop took %v, want at most the 2s drain plus slack", elapsed)
+	}
+}
