@@ -2,6 +2,8 @@ package agentproc
 
 import (
 	"bufio"
+	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -49,6 +51,7 @@ func init() {
 //	ignorebreak  ignore Ctrl+Break, say "ready", sleep until killed
 //	onbreak      say "ready", exit 3 with "got break" on Ctrl+Break
 //	barrier      report, then exit when the test calls PIDReporter.Release
+//	nestedjob    run "echo nested" through a Manager (see runNestedJobHelper)
 func runHelper(mode string) int {
 	if addr := os.Getenv(helperAddrEnv); addr != "" {
 		conn, err := net.DialTimeout("tcp", addr, 10*time.Second)
@@ -94,9 +97,36 @@ func runHelper(mode string) int {
 		case <-time.After(time.Minute):
 			return 0
 		}
+	case "nestedjob":
+		// Run one command through a Manager from inside whatever job the
+		// test put this helper in (TestNestedJob).
+		return runNestedJobHelper()
 	}
 	fmt.Fprintln(os.Stderr, "helper: unknown mode", mode)
 	return 2
+}
+
+// runNestedJobHelper starts "echo nested" and exits 0 when it ran, 4 when
+// Start failed with ErrUnsupported (the error is printed), 5 otherwise.
+func runNestedJobHelper() int {
+	m := New()
+	defer m.Close()
+	p, err := m.Start(Request{Command: "echo nested"})
+	if err != nil {
+		fmt.Println("start:", err)
+		if errors.Is(err, ErrUnsupported) {
+			return 4
+		}
+		return 5
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := p.Wait(ctx); err != nil {
+		fmt.Println("wait:", err)
+		return 5
+	}
+	fmt.Print(p.Output().Text)
+	return 0
 }
 
 // underWine reports whether the test binary runs under Wine, whose ntdll

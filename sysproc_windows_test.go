@@ -6,8 +6,10 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/windows"
 )
@@ -324,5 +326,83 @@ func TestSysProcBatchPromptWatcher(t *testing.T) {
 	recvOutput(t, out, 10*time.Second)
 	if code, sig := s.exitStatus(cmd.ProcessState); sig != winSignalJobKill {
 		t.Errorf("exitStatus: got (%d, %q), want the watcher's job kill %q", code, sig, winSignalJobKill)
+	}
+}
+
+// TestNestedJob runs a Manager inside a job set up as a host's might be:
+// without UI limits the command's job nests; with UI limits it can only
+// break away where the job allows it, and otherwise Start must fail with
+// ErrUnsupported naming the cause, before anything runs.
+func TestNestedJob(t *testing.T) {
+	t.Parallel()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		name      string
+		uiLimits  bool
+		breakaway bool
+		wantCode  int
+		wantText  string
+	}{
+		{"no UI limits", false, false, 0, "nested"},
+		{"UI limits, breakaway allowed", true, true, 0, "nested"},
+		{"UI limits, no breakaway", true, false, 4, "UI restrictions"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			if tt.wantCode != 0 && underWine() {
+				// Under Wine the nested job is made and the command
+				// runs: there is nothing to refuse.
+				t.Skip("Wine 8.0 does not refuse nesting under a job with UI restrictions")
+			}
+			job, err := windows.CreateJobObject(nil, nil)
+			if err != nil {
+				t.Fatalf("create job: %v", err)
+			}
+			defer windows.CloseHandle(job)
+			var limits windows.JOBOBJECT_EXTENDED_LIMIT_INFORMATION
+			limits.BasicLimitInformation.LimitFlags = windows.JOB_OBJECT_LIMIT_KILL_ON_JOB_CLOSE
+			if tt.breakaway {
+				limits.BasicLimitInformation.LimitFlags |= windows.JOB_OBJECT_LIMIT_BREAKAWAY_OK
+			}
+			if _, err := windows.SetInformationJobObject(job, windows.JobObjectExtendedLimitInformation,
+				uintptr(unsafe.Pointer(&limits)), uint32(unsafe.Sizeof(limits))); err != nil {
+				t.Fatalf("set job limits: %v", err)
+			}
+			if tt.uiLimits {
+				ui := windows.JOBOBJECT_BASIC_UI_RESTRICTIONS{UIRestrictionsClass: windows.JOB_OBJECT_UILIMIT_DESKTOP}
+				if _, err := windows.SetInformationJobObject(job, windows.JobObjectBasicUIRestrictions,
+					uintptr(unsafe.Pointer(&ui)), uint32(unsafe.Sizeof(ui))); err != nil {
+					t.Fatalf("set UI limits: %v", err)
+				}
+			}
+			host := exec.Command(exe)
+			host.Env = append(os.Environ(), helperModeEnv+"=nestedjob")
+			var out strings.Builder
+			host.Stdout, host.Stderr = &out, &out
+			host.SysProcAttr = &syscall.SysProcAttr{CreationFlags: windows.CREATE_SUSPENDED}
+			if err := host.Start(); err != nil {
+				t.Fatalf("start host: %v", err)
+			}
+			h, err := windows.OpenProcess(windows.PROCESS_SET_QUOTA|windows.PROCESS_TERMINATE|windows.PROCESS_SUSPEND_RESUME, false, uint32(host.Process.Pid))
+			if err != nil {
+				_ = host.Process.Kill()
+				_ = host.Wait()
+				t.Fatalf("open host: %v", err)
+			}
+			defer windows.CloseHandle(h)
+			if err := windows.AssignProcessToJobObject(job, h); err != nil {
+				_ = host.Process.Kill()
+				_ = host.Wait()
+				t.Fatalf("assign host to job: %v", err)
+			}
+			_, _, _ = ntResumeProcess.Call(uintptr(h))
+			waitCmd(t, host, 20*time.Second)
+			if code := host.ProcessState.ExitCode(); code != tt.wantCode || !strings.Contains(out.String(), tt.wantText) {
+				t.Errorf("host exit %d, output %q, want %d and %q", code, out.String(), tt.wantCode, tt.wantText)
+			}
+		})
 	}
 }
