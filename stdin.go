@@ -289,7 +289,13 @@ func openStdio(req Request, stall time.Duration) (*stdio, error) {
 		if err != nil {
 			return nil, err
 		}
-		return &stdio{out: master, childOut: slave, childIn: slave, in: newInput(master, true, stall), tty: true}, nil
+		out, err := ptyOutput(master)
+		if err != nil {
+			_ = master.Close()
+			_ = slave.Close()
+			return nil, err
+		}
+		return &stdio{out: out, childOut: slave, childIn: slave, in: newInput(master, true, stall), tty: true}, nil
 	}
 	r, w, err := outputPipe()
 	if err != nil {
