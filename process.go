@@ -64,9 +64,15 @@ type Info struct {
 	Running  bool     `json:"running"`
 	PID      int      `json:"pid"`
 	// ExitCode is nil while running; 128+N when signal N ended the process.
+	// On Windows it is the shell's exit code as Windows reports it: 1 after
+	// a job kill, 3221225786 (STATUS_CONTROL_C_EXIT) for a program the
+	// default console handler ended on Ctrl+Break.
 	ExitCode *int `json:"exit_code"`
 	// Signal is the name of the signal that ended the process ("SIGKILL"),
-	// or "" when it exited by itself.
+	// or "" when it exited by itself. Windows has no signals; there it is
+	// "TerminateJobObject" when this package killed the job while the shell
+	// ran, "CTRL_BREAK_EVENT" when the shell ended with
+	// STATUS_CONTROL_C_EXIT.
 	Signal    string     `json:"signal,omitempty"`
 	Reason    ExitReason `json:"reason,omitempty"`
 	StartedAt time.Time  `json:"started_at"`
@@ -74,7 +80,10 @@ type Info struct {
 	// CPUTime is user plus system time, known after exit.
 	CPUTime time.Duration `json:"cpu_time_ns,omitempty"`
 	// MaxRSS is the peak resident set size in bytes, known after exit where
-	// the OS reports it.
+	// the OS reports it. On Windows it is not resident memory: it is the
+	// largest peak commit charge (private memory allocated, in RAM or paged
+	// out) of any one process of the job, the closest figure Windows keeps
+	// per tree.
 	MaxRSS int64 `json:"max_rss_bytes,omitempty"`
 	// Leftovers counts the processes of the tree this package had to kill
 	// beyond the shell's own exit or stop: members of its process group
