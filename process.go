@@ -352,9 +352,10 @@ func (p *Process) supervise(pipe *os.File, readerDone <-chan struct{}) {
 	case <-readerDone:
 	default:
 		if err := pipe.SetReadDeadline(time.Now().Add(pipeDrain)); err != nil {
-			// Unpollable pipes (Windows) cannot take a deadline; the job
-			// kill above closed every writer already.
-			p.m.cfg.logger.Debug(context.Background(), "pipe deadline unavailable")
+			// Every output file this package makes takes a deadline (a
+			// pipe, an overlapped named pipe on Windows, a PTY master or
+			// its relay on macOS); should one not, only EOF ends the drain.
+			p.m.cfg.logger.Warn(context.Background(), "pipe deadline unavailable", fieldError(err))
 		}
 		<-readerDone
 	}

@@ -433,3 +433,36 @@ func TestWindowsDrainBoundedOutsideJob(t *testing.T) {
 		t.Errorf("Stop took %v, want at most the 2s drain plus slack", elapsed)
 	}
 }
+
+// TestWindowsStdinNeverRead writes more than the pipe holds to a child that
+// never reads: the write returns within the stall bound with the count of
+// what went in, as on Unix (the overlapped pipe takes a write deadline; a
+// synchronous one could only be abandoned, reporting nothing written).
+func TestWindowsStdinNeverRead(t *testing.T) {
+	t.Parallel()
+	const stall = 200 * time.Millisecond
+	m := newManager(t, agentproc.WithStdinStall(stall))
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep := agentproc.NewPIDReporter(t)
+	p := mustStart(t, m, agentproc.Request{
+		Command: `"` + exe + `"`,
+		Env:     map[string]string{agentproc.HelperModeEnv: "sleep", agentproc.HelperAddrEnv: rep.Addr()},
+		Stdin:   true,
+	})
+	rep.Next(time.Now().Add(testTimeout))
+	big := make([]byte, 4<<20)
+	start := time.Now()
+	n, err := p.WriteStdin(big)
+	if !errors.Is(err, os.ErrDeadlineExceeded) || n <= 0 || n >= len(big) {
+		t.Errorf("WriteStdin: got (%d, %v), want part of it written and os.ErrDeadlineExceeded", n, err)
+	}
+	if elapsed := time.Since(start); elapsed > testTimeout {
+		t.Errorf("WriteStdin took %v, want about the %v stall bound", elapsed, stall)
+	}
+	if _, err := p.Stop(testContext(t)); err != nil {
+		t.Fatal(err)
+	}
+}
