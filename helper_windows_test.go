@@ -51,6 +51,7 @@ func init() {
 //	ignorebreak  ignore Ctrl+Break, say "ready", sleep until killed
 //	onbreak      say "ready", exit 3 with "got break" on Ctrl+Break
 //	barrier      report, then exit when the test calls PIDReporter.Release
+//	console      print whether it has a console and a visible window
 //	nestedjob    run "echo nested" through a Manager (see runNestedJobHelper)
 func runHelper(mode string) int {
 	if addr := os.Getenv(helperAddrEnv); addr != "" {
@@ -97,6 +98,14 @@ func runHelper(mode string) int {
 		case <-time.After(time.Minute):
 			return 0
 		}
+	case "console":
+		// Whether this process has a console and whether its window shows
+		// (TestSysProcConsole).
+		_, err := windows.GetConsoleCP()
+		w, _, _ := procGetConsoleWindow.Call()
+		visible, _, _ := windows.NewLazySystemDLL("user32.dll").NewProc("IsWindowVisible").Call(w)
+		fmt.Printf("console=%v visible=%v\n", err == nil, w != 0 && visible != 0)
+		return 0
 	case "nestedjob":
 		// Run one command through a Manager from inside whatever job the
 		// test put this helper in (TestNestedJob).

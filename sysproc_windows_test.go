@@ -406,3 +406,27 @@ func TestNestedJob(t *testing.T) {
 		})
 	}
 }
+
+// TestSysProcConsole checks what a child gets for a console: a console in
+// every case (console programs need one), and, when this host has none
+// (under Wine the test binary has none), a console whose window is not
+// shown: a service or GUI host must never open a window per command.
+func TestSysProcConsole(t *testing.T) {
+	t.Parallel()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd, s, out := startSys(t, defaultShell(), `"`+exe+`"`, helperModeEnv+"=console")
+	waitCmd(t, cmd, 10*time.Second)
+	got := strings.TrimSpace(recvOutput(t, out, 10*time.Second))
+	if s.ownConsole == hostHasConsole() {
+		t.Errorf("ownConsole got %v with hostHasConsole %v, want the opposite", s.ownConsole, hostHasConsole())
+	}
+	if !strings.Contains(got, "console=true") {
+		t.Errorf("child: got %q, want it to have a console", got)
+	}
+	if s.ownConsole && !strings.Contains(got, "visible=false") {
+		t.Errorf("child of a host without a console: got %q, want no visible window", got)
+	}
+}
