@@ -146,7 +146,15 @@ func (s *sysProc) prepare(cmd *exec.Cmd) error {
 // (visible or not). GetConsoleWindow is not enough: a console created with
 // CREATE_NO_WINDOW has no window but is a console all the same, so
 // GetConsoleCP, which fails without a console, decides.
+//
+// consoleMu keeps the answer from being read while sendBreakLocked has
+// this process attached to a child's console for a moment. After that the
+// answer may be acted on without the lock: a child started with
+// CREATE_NO_WINDOW gets a console of its own whatever this process is
+// attached to when it is created.
 func hostHasConsole() bool {
+	consoleMu.Lock()
+	defer consoleMu.Unlock()
 	if w, _, _ := procGetConsoleWindow.Call(); w != 0 {
 		return true
 	}

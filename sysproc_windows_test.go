@@ -235,7 +235,9 @@ func TestSysProcPIDPinnedUntilRelease(t *testing.T) {
 	pid := uint32(cmd.Process.Pid)
 	// os/exec has closed its handle to the shell. Ours keeps the process
 	// object, so the PID (the group ID breaks target) still names the
-	// exited shell, not a new process.
+	// exited shell, not a new process. (Wine keeps an exited process
+	// openable anyway, so there only the checks of s.pid and s.proc below
+	// can fail: the old code forgot the PID in leftovers.)
 	h, err := windows.OpenProcess(windows.PROCESS_QUERY_LIMITED_INFORMATION, false, pid)
 	if err != nil {
 		t.Fatalf("open exited shell %d before release: got %v, want the pinned process", pid, err)
