@@ -249,6 +249,9 @@ func (p *Process) stop(ctx context.Context, reason ExitReason) (Info, error) {
 	// the reason under the same lock as the signal means the exit path,
 	// which reads it under p.mu, cannot miss it.
 	live := p.sys.alive()
+	// The OS layer may treat a stop's terminate differently from one sent
+	// by Signal (Windows: a batch file's prompt after the break).
+	p.sys.beginStop()
 	if err := p.signalLocked(SignalTerminate); live && !errors.Is(err, ErrNotRunning) && p.stopReason == "" {
 		p.stopReason = reason
 	}

@@ -35,7 +35,7 @@ func (s *sysProc) signal(sig Signal) error {
 		if err := s.sendBreakLocked(); err != nil {
 			return xerrors.Errorf("send CTRL_BREAK_EVENT to group %d: %w", s.pid, err)
 		}
-		if s.batch {
+		if s.batch && s.stopping {
 			s.watchBatchPromptLocked()
 		}
 		return nil
@@ -96,6 +96,11 @@ const batchPoll = 10 * time.Millisecond
 // Windows) answers Ctrl+Break with "Terminate batch job (Y/N)?" and would
 // wait on it for the rest of the grace period. The goroutine returns when
 // the shell exits or release stops it.
+//
+// It runs only during a stop, whose ladder kills the job after the grace
+// period anyway: after a break sent by Signal a program may handle the
+// event and go on, and the batch file may legitimately run on with only
+// cmd.exe builtins long after, which this must not mistake for the prompt.
 func (s *sysProc) watchBatchPromptLocked() {
 	if s.watchDone != nil || s.proc == 0 {
 		return

@@ -86,6 +86,9 @@ type sysProc struct {
 	batch bool
 	// killedRunning: terminate ended the job while the shell was running.
 	killedRunning bool
+	// stopping: a stop ladder is under way, which kills after the grace
+	// period anyway; only then does a break start the batch watcher.
+	stopping bool
 	// watchDone is closed when the batch-prompt watcher has returned; nil
 	// when none was started. stopWatch tells it to return.
 	watchDone chan struct{}
@@ -286,6 +289,13 @@ func (s *sysProc) terminate() error {
 		s.killedRunning = true
 	}
 	return nil
+}
+
+// beginStop marks that a stop ladder is under way (see stopping).
+func (s *sysProc) beginStop() {
+	s.mu.Lock()
+	s.stopping = true
+	s.mu.Unlock()
 }
 
 // exitStatus reports the shell's exit code and, as Info.Signal, what ended

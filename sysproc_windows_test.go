@@ -307,6 +307,7 @@ func TestSysProcBatchPromptWatcher(t *testing.T) {
 	cmd, s, out := startSys(t, defaultShell(), `"`+exe+`" & for /l %i in (0,0,1) do @rem`, helperModeEnv+"=sleep", rep.Env())
 	helper := rep.NextReport(time.Now().Add(20 * time.Second))
 	s.mu.Lock()
+	s.stopping = true // as Stop would
 	s.watchBatchPromptLocked()
 	s.mu.Unlock()
 	// The helper reported, so it runs in the job next to cmd.exe.

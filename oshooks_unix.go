@@ -9,3 +9,7 @@ import "os"
 func (s *sysProc) exitStatus(state *os.ProcessState) (code int, signal string) {
 	return exitStatus(state)
 }
+
+// beginStop is called before a stop's terminate. A process group needs
+// nothing: SIGTERM means the same from Stop and from Signal.
+func (s *sysProc) beginStop() {}
