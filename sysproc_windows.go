@@ -62,8 +62,8 @@ func isCmdExe(name string) bool {
 }
 
 // sysProc ties one started command to its process tree through a Job
-// Object. Every process the shell starts is born into the job (there is no
-// breakaway), so the job's accounting is the tree's and TerminateJobObject
+// Object. Every process the shell starts is born into the job (which allows
+// no breakaway), so the job's accounting is the tree's and TerminateJobObject
 // ends all of it. The job is created with kill-on-close, so even if this
 // process dies without cleaning up, closing its last handle ends the tree.
 //
