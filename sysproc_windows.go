@@ -385,9 +385,16 @@ func (s *sysProc) memberImages() ([]string, error) {
 		if err != nil {
 			continue
 		}
-		buf := make([]uint16, windows.MAX_LONG_PATH)
+		// MAX_PATH fits almost every image; a longer path is asked again
+		// with room for the longest.
+		buf := make([]uint16, windows.MAX_PATH)
 		n := uint32(len(buf))
 		err = windows.QueryFullProcessImageName(h, 0, &buf[0], &n)
+		if errors.Is(err, windows.ERROR_INSUFFICIENT_BUFFER) {
+			buf = make([]uint16, windows.MAX_LONG_PATH)
+			n = uint32(len(buf))
+			err = windows.QueryFullProcessImageName(h, 0, &buf[0], &n)
+		}
 		_ = windows.CloseHandle(h)
 		name := "" // alive but not readable: unknown, counted as a program
 		if err == nil {
