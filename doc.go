@@ -42,7 +42,9 @@
 // act, so that a hung disk or a slow /proc never freezes unrelated callers.
 // The one exception is the signal itself, sent under the process's lock
 // because checking that the process still runs and signalling it must not
-// be split; it is a single non-blocking call (kill(2), TerminateJobObject).
+// be split; the signal path makes only quick calls that cannot hang
+// (kill(2); on Windows TerminateJobObject or a console break), never a
+// file-system call or a /proc read.
 // The per-OS layer is listed in platform.go; docs/architecture.md maps the
 // files.
 package agentproc

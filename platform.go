@@ -22,47 +22,54 @@ import (
 //     command the shell would silently run only in part.
 //   - envKeyFold(k) is the form in which the OS compares environment names.
 //
-// Process tree (sysProc in sysproc_unix.go, sysproc_windows.go; signal in
-// signal_unix.go, signal_windows.go): one started shell and everything it
-// starts, as a process group (Unix) or a Job Object (Windows).
+// Process tree (sysProc in sysproc_unix.go and sysproc_windows.go; its
+// signals in signal_unix.go and signal_windows.go): one started shell and
+// everything it starts, as a process group (Unix) or a Job Object (Windows).
 //   - prepare(cmd, childAttrs) sets what must be in place before the child
 //     runs, and is the one place that builds cmd.SysProcAttr from the
 //     request (group or session, controlling terminal, cgroup); started(cmd)
 //     ties the tree to the child, and an error from it means the child could
 //     not be contained and must be killed.
-//   - signal(sig) reaches every member of the tree, and returns errNoProcess
-//     when no member is left, never a raw ESRCH, and never reaches a
+//   - signal(sig) reaches every member of the tree, returns errNoProcess
+//     when no member is left (never a raw ESRCH), and never reaches a
 //     process outside the tree (a recycled group ID).
+//   - beginStop() is called just before a stop's terminate, for an OS that
+//     treats it differently from a Signal (Windows: a batch file's
+//     "Terminate batch job?" prompt).
 //   - alive() reports whether any member still runs (zombies do not count
 //     where the OS lets us tell).
 //   - killLeftovers() kills what is left once the shell has been reaped and
 //     counts it; afterwards signal returns errNoProcess.
+//   - exitStatus(state) gives the exit code (128+N for signal N on Unix) and
+//     the OS's name of what ended the process, for Info.ExitSignal.
 //   - usage(state) is CPU time and peak memory; release() frees OS handles.
 //
-// Escaped descendants (containment in containment_linux.go and, doing
-// nothing beyond the group, containment_nonlinux.go): on Linux the marker sweep
-// and the optional cgroup of a process. newContainment makes it before the
-// child starts; prepare (which gives sysProc.prepare the cgroup to start
-// in) and started bracket cmd.Start; terminate is the
-// terminate step of a stop, killEscaped the kill after the shell exited;
-// usage may replace the tree's usage with the cgroup's; release frees it.
+// Escaped descendants (containment in containment_linux.go, with /proc read
+// by group_linux.go and sweep_linux.go and cgroups by cgroup_linux.go; the
+// process group alone in containment_nonlinux.go): newContainment makes it
+// before the child starts; prepare hands sysProc.prepare the cgroup to start
+// in, started follows cmd.Start; terminate is the terminate step of a stop,
+// killEscaped the kill after the shell exited; usage may replace the tree's
+// usage with the cgroup's; release frees it.
 //
-// Exit status (signal_unix.go, signal_windows.go): exitStatus(state) gives
-// the exit code (128+N for signal N) and the OS's name of what ended the
-// process, for Info.ExitSignal.
+// Pipes (pipe_unix.go, pipe_windows.go): outputPipe and inputPipe make the
+// pipes a child gets, with this process's end pollable so that deadlines and
+// Close work on it (on Windows an overlapped named pipe). growPipe(f)
+// enlarges the output pipe where the OS allows (pipe_linux.go; a no-op in
+// pipe_nonlinux.go and on Windows). isBrokenPipe(err) recognises a write to
+// a stdin whose reader is gone (signal_unix.go, signal_windows.go: EPIPE is
+// SIGPIPE's error).
 //
-// Pipes and terminals: growPipe(f) enlarges the output pipe where the OS
-// allows (pipe_linux.go; a no-op in pipe_other.go). isBrokenPipe(err)
-// recognises a write to a stdin whose reader is gone (signal_unix.go,
-// signal_windows.go: EPIPE is SIGPIPE's error). openPTY, setTTYSize and veofChar implement Request.TTY
-// (pty_unix.go); where there is no terminal support (pty_none.go: Windows,
-// AIX) openPTY and setTTYSize return ErrUnsupported.
+// Terminals (pty_unix.go, with ptyrelay_unix.go for macOS; pty_none.go on
+// Windows and AIX): openPTY, ptyOutput, setTTYSize and veofChar implement
+// Request.TTY; without terminal support openPTY and setTTYSize return
+// ErrUnsupported.
 //
 // Every implementation obeys the package's lock rule (see doc.go): the
-// portable code calls these without holding Manager.mu, except signal, which
-// Process.Signal and the stop ladder call under the process's lock because
-// the check that the process still runs and the signal must not be split;
-// signal is therefore one non-blocking system call.
+// portable code calls these without holding Manager.mu, and holds the
+// process's lock only around signal and beginStop, because the check that
+// the process still runs and the signal must not be split. They make no
+// file-system call and read no /proc there.
 
 // childAttrs is what the portable code asks of a child's start, for
 // sysProc.prepare to turn into cmd.SysProcAttr.
@@ -78,6 +85,8 @@ type osTree interface {
 	signal(sig Signal) error
 	alive() bool
 	killLeftovers() int
+	beginStop()
+	exitStatus(state *os.ProcessState) (code int, signal string)
 	usage(state *os.ProcessState) (time.Duration, int64)
 	release()
 }
@@ -103,8 +112,10 @@ var (
 	_ func(context.Context, []string, string) *exec.Cmd = newShellCmd
 	_ func([]string, string) error                      = checkShellCommand
 	_ func(string) string                               = envKeyFold
-	_ func(*os.ProcessState) (int, string)              = exitStatus
 	_ func(*os.File)                                    = growPipe
+	_ func() (*os.File, *os.File, error)                = outputPipe
+	_ func() (*os.File, *os.File, error)                = inputPipe
+	_ func(*os.File) (*os.File, error)                  = ptyOutput
 	_ func(error) bool                                  = isBrokenPipe
 	_ func(TTYSize) (*os.File, *os.File, error)         = openPTY
 	_ func(*os.File, TTYSize) error                     = setTTYSize

@@ -75,12 +75,17 @@ type Info struct {
 	// PID is the shell's process ID (on Unix also its process group ID).
 	PID int
 	// ExitCode is nil while running; 128+N when signal N ended the process.
+	// On Windows it is the shell's exit code as Windows reports it: 1 after
+	// a job kill, 3221225786 (STATUS_CONTROL_C_EXIT) for a program the
+	// default console handler ended on Ctrl+Break.
 	ExitCode *int
 	// ExitSignal is the operating system's name of the signal that ended
-	// the process ("SIGKILL"; on Windows, what stood in for one), or ""
-	// when it exited by itself. It is deliberately not a Signal: that type
-	// names the three portable requests Process.Signal accepts, this the
-	// OS's own vocabulary.
+	// the process ("SIGKILL"), or "" when it exited by itself. Windows has
+	// no signals; there it is "TerminateJobObject" when this package killed
+	// the job while the shell ran, "CTRL_BREAK_EVENT" when the shell ended
+	// with STATUS_CONTROL_C_EXIT. It is deliberately not a Signal: that
+	// type names the three portable requests Process.Signal accepts, this
+	// the OS's own vocabulary.
 	ExitSignal string
 	// Reason says why the process ended; "" while it runs.
 	Reason ExitReason
@@ -91,7 +96,10 @@ type Info struct {
 	// CPUTime is user plus system time, known after exit.
 	CPUTime time.Duration
 	// MaxRSS is the peak resident set size in bytes, known after exit where
-	// the OS reports it.
+	// the OS reports it. On Windows it is not resident memory: it is the
+	// largest peak commit charge (private memory allocated, in RAM or paged
+	// out) of any one process of the job, the closest figure Windows keeps
+	// per tree.
 	MaxRSS int64
 	// Leftovers counts the processes of the tree this package had to kill
 	// beyond the shell's own exit or stop: members of its process group
@@ -263,6 +271,9 @@ func (p *Process) stop(ctx context.Context, reason ExitReason) (Info, error) {
 		p.mu.Unlock()
 		return p.Info(), nil
 	}
+	// The OS layer may treat a stop's terminate differently from one sent
+	// by Signal (Windows: a batch file's prompt after the break).
+	p.sys.beginStop()
 	// Setting the reason under the same lock as the signal means the exit
 	// path, which reads it under p.mu, cannot miss it.
 	if err := p.signalLocked(SignalTerminate); live && !errors.Is(err, ErrNotRunning) && p.stopReason == "" {

@@ -20,3 +20,5 @@ func openPTY(TTYSize) (master, slave *os.File, err error) {
 func setTTYSize(*os.File, TTYSize) error { return ErrUnsupported }
 
 func veofChar(*os.File) byte { return 0x04 }
+
+func ptyOutput(master *os.File) (*os.File, error) { return master, nil }

@@ -35,14 +35,19 @@ func osSignal(sig Signal) syscall.Signal {
 }
 
 // exitStatus maps a wait result to the exit code and the name of the signal
-// that ended the process: 128+N and "SIGxxx" when signal N ended it.
-func exitStatus(state *os.ProcessState) (code int, signal string) {
+// that ended the process: 128+N and "SIGxxx" when signal N ended it. The
+// wait status alone names the signal, so the group has nothing to add.
+func (s *sysProc) exitStatus(state *os.ProcessState) (code int, signal string) {
 	ws, ok := state.Sys().(syscall.WaitStatus)
 	if ok && ws.Signaled() {
 		return 128 + int(ws.Signal()), unix.SignalName(ws.Signal())
 	}
 	return state.ExitCode(), ""
 }
+
+// beginStop is called before a stop's terminate. A process group needs
+// nothing: SIGTERM means the same from Stop and from Signal.
+func (s *sysProc) beginStop() {}
 
 // isBrokenPipe reports whether a write failed because no process reads the
 // other end any more. Go ignores SIGPIPE for descriptors other than stdout

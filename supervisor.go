@@ -231,7 +231,7 @@ func (p *Process) supervise(pipe *os.File, readerDone <-chan struct{}) {
 	var cpu time.Duration
 	var rss int64
 	if state != nil {
-		code, sigName = exitStatus(state)
+		code, sigName = p.sys.exitStatus(state)
 		cpu, rss = p.ctr.usage(p.sys.usage(state))
 	} else {
 		p.m.cfg.logger.Warn(context.Background(), "wait failed", fieldError(waitErr))
@@ -261,9 +261,10 @@ func (p *Process) drainOutput(pipe *os.File, readerDone <-chan struct{}) {
 	case <-readerDone:
 	default:
 		if err := pipe.SetReadDeadline(time.Now().Add(p.m.cfg.pipeDrain)); err != nil {
-			// Unpollable pipes (Windows) cannot take a deadline; the job
-			// kill above closed every writer already.
-			p.m.cfg.logger.Debug(context.Background(), "pipe deadline unavailable")
+			// Every output file this package makes takes a deadline (a
+			// pipe, an overlapped named pipe on Windows, a PTY master or
+			// its relay on macOS); should one not, only EOF ends the drain.
+			p.m.cfg.logger.Warn(context.Background(), "pipe deadline unavailable", fieldError(err))
 		}
 		<-readerDone
 	}
