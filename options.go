@@ -38,6 +38,8 @@ type config struct {
 	bgDetect     bool
 	logDir       string
 	logMaxBytes  int64
+	limits       Limits // see limits.go
+	oomDelta     int    // see guard.go
 }
 
 // Defaults, named so the README and tests can refer to them.
@@ -63,6 +65,7 @@ func defaultConfig() config {
 		grace:        DefaultGracePeriod,
 		stdinStall:   defaultStdinStall,
 		bgDetect:     true,
+		oomDelta:     DefaultOOMScoreDelta,
 	}
 }
 
