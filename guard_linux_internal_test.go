@@ -1,0 +1,68 @@
+package agentproc
+
+import (
+	"context"
+	"regexp"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// TestLikelyOOM makes the host-wide OOM kill count rise (by replacing its
+// reader) while a process is SIGKILLed from outside, as the OOM killer
+// would: the process is reported as likely OOM, and a kill this package
+// sent is not. Not parallel: it replaces a package variable.
+func TestLikelyOOM(t *testing.T) {
+	var count atomic.Uint64
+	count.Store(7)
+	saved := hostOOMKillCount
+	hostOOMKillCount = func() (uint64, bool) { return count.Load(), true }
+	t.Cleanup(func() { hostOOMKillCount = saved })
+
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	m := New(WithGracePeriod(0))
+	defer m.Close()
+	start := func() *Process {
+		t.Helper()
+		p, err := m.Start(Request{Command: "echo ready; exec sleep 1000"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := p.WaitMatch(ctx, regexp.MustCompile(`^ready$`)); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+
+	tests := []struct {
+		name   string
+		rise   bool
+		kill   func(p *Process)
+		likely bool
+		reason ExitReason
+	}{
+		{"outside SIGKILL, count rose", true, func(p *Process) { _ = unix.Kill(p.Info().PID, unix.SIGKILL) }, true, ReasonSignaled},
+		{"outside SIGKILL, count still", false, func(p *Process) { _ = unix.Kill(p.Info().PID, unix.SIGKILL) }, false, ReasonSignaled},
+		{"outside SIGTERM, count rose", true, func(p *Process) { _ = unix.Kill(p.Info().PID, unix.SIGTERM) }, false, ReasonSignaled},
+		{"Signal(kill), count rose", true, func(p *Process) { _ = p.Signal(SignalKill) }, false, ReasonKilled},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := start()
+			if tt.rise {
+				count.Add(1)
+			}
+			tt.kill(p)
+			info, err := p.Wait(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if info.LikelyOOM != tt.likely || info.Reason != tt.reason {
+				t.Errorf("got LikelyOOM %v reason %q, want %v %q", info.LikelyOOM, info.Reason, tt.likely, tt.reason)
+			}
+		})
+	}
+}
