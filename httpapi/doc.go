@@ -10,7 +10,9 @@
 // Routes, relative to where the handler is mounted:
 //
 //	POST /start            {"command", "workdir", "env", "background", "timeout",
-//	                        "stdin", "tty": {"rows", "cols"}}
+//	                        "stdin", "tty": {"rows", "cols"},
+//	                        "limits": {"memory_bytes", "procs", "cpu"},
+//	                        "idle_timeout", "idle_interactive", "max_output_bytes"}
 //	                       -> {"id", "started", "command", "background", "warnings"}
 //	GET  /list             -> {"processes": [Process...]}
 //	GET  /{id}             -> Process
@@ -27,17 +29,23 @@
 //	                       -> {"message"}
 //	POST /{id}/stdin       {"data", "close"} -> {"written"}; the process
 //	                       must have been started with "stdin" or "tty"
+//	POST /stop-all         stop every running process of the caller's owner
+//	                       at once -> {"processes": [Process...]}
 //
 // A Process is {"id", "command", "workdir", "background", "running",
 // "exit_code", "started_at_unix", "exited_at_unix", "pid", "reason",
-// "signal", "warnings"}.
+// "signal", "warnings", "limits", "peak_memory_bytes", "likely_oom"}. Its reason
+// is one of "exited", "signaled", "killed", "shutdown", "timeout", "oom",
+// "idle" and "output_limit".
 //
 // Status codes: 400 for a malformed body or query and for a request the
 // Manager rejects; 401 when the WithAuthorize hook finds no identity; 404 for
 // an ID the caller cannot see (unknown, dropped by retention, or another
 // owner's: the three are indistinguishable); 409 for a signal to a process
 // that has exited; 413 for a body over MaxBodyBytes; 429 when the Manager's
-// running limit is reached; 503 once the Manager is closed.
+// running limit is reached; 501 for what the platform cannot do, such as a
+// limit that cannot be enforced (the detail names the field); 503 once the
+// Manager is closed.
 //
 // Ownership: each request acts for one owner, taken from a header or decided
 // by a hook (see NewHandler), and sees only that owner's processes.

@@ -45,6 +45,7 @@ func NewHandler(m *agentproc.Manager, opts ...Option) http.Handler {
 	mux.HandleFunc("GET /{id}/output", h.output)
 	mux.HandleFunc("POST /{id}/signal", h.signal)
 	mux.HandleFunc("POST /{id}/stdin", h.stdin)
+	mux.HandleFunc("POST /stop-all", h.stopAll)
 	return mux
 }
 
@@ -102,7 +103,7 @@ func (h *handler) start(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	p, err := s.Start(agentproc.Request{
+	areq := agentproc.Request{
 		Command:    req.Command,
 		WorkDir:    req.WorkDir,
 		Env:        req.Env,
@@ -110,7 +111,12 @@ func (h *handler) start(w http.ResponseWriter, r *http.Request) {
 		Timeout:    timeout,
 		Stdin:      req.Stdin,
 		TTY:        req.TTY,
-	})
+	}
+	if e := guardsFromRequest(req, &areq); e != nil {
+		writeError(w, e)
+		return
+	}
+	p, err := s.Start(areq)
 	if err != nil {
 		writeError(w, errorFor(err, ""))
 		return
