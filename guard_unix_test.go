@@ -141,7 +141,7 @@ func TestMaxOutputStopsFlood(t *testing.T) {
 	if err != nil || int64(len(log)) != out.Truncated.OriginalBytes {
 		t.Errorf("output log: got %d bytes (%v), want %d", len(log), err, out.Truncated.OriginalBytes)
 	}
-	requireNoMarked(t, p.ID())
+	requireGone(t, []int{info.PID})
 }
 
 func TestMaxOutputNotReached(t *testing.T) {

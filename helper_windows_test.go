@@ -49,6 +49,8 @@ func init() {
 //	ignorebreak  ignore Ctrl+Break, say "ready", sleep until killed
 //	onbreak      say "ready", exit 3 with "got break" on Ctrl+Break
 //	barrier      report, then exit when the test calls PIDReporter.Release
+//	commit       commit 256 MiB with VirtualAlloc, say "committed" or
+//	             "commit failed: ERR" (for Limits.Memory)
 func runHelper(mode string) int {
 	if addr := os.Getenv(helperAddrEnv); addr != "" {
 		conn, err := net.DialTimeout("tcp", addr, 10*time.Second)
@@ -87,6 +89,15 @@ func runHelper(mode string) int {
 		case <-time.After(time.Minute):
 			return 0
 		}
+	case "commit":
+		// VirtualAlloc directly: the Go allocator would throw on a failed
+		// commit instead of saying so.
+		if _, err := windows.VirtualAlloc(0, 256<<20, windows.MEM_RESERVE|windows.MEM_COMMIT, windows.PAGE_READWRITE); err != nil {
+			fmt.Println("commit failed:", err)
+			return 1
+		}
+		fmt.Println("committed")
+		return 0
 	}
 	fmt.Fprintln(os.Stderr, "helper: unknown mode", mode)
 	return 2
