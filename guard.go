@@ -5,6 +5,7 @@ import (
 	"context"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/coder/quartz"
@@ -65,9 +66,36 @@ func (m *Manager) newGuard(req Request) guard {
 	if req.Limits.Memory == 0 || m.cfg.cgroupParent == "" {
 		// With a memory limit the cgroup counts the tree's own kills, so
 		// the host-wide count is not needed.
-		g.oomBase, g.oomBaseOK = hostOOMKillCount()
+		g.oomBase, g.oomBaseOK = recentHostOOMKills()
 	}
 	return g
+}
+
+// oomBaseMaxAge is how old a reading of the host-wide OOM kill count may be
+// to serve as a new process's baseline. Reading /proc/vmstat costs about
+// 0.1 ms, a tenth of a Start; a burst of Starts shares one reading. An OOM
+// kill elsewhere in the moment before a start can then make a later
+// unexplained SIGKILL look likely OOM, which LikelyOOM's "likely" allows.
+const oomBaseMaxAge = 100 * time.Millisecond
+
+// oomSample is one reading of the host-wide OOM kill count.
+type oomSample struct {
+	n  uint64
+	ok bool
+	at time.Time // real, monotonic: this is a cache, not behaviour
+}
+
+var lastOOMSample atomic.Pointer[oomSample]
+
+// recentHostOOMKills returns the host-wide OOM kill count as read at most
+// oomBaseMaxAge ago.
+func recentHostOOMKills() (uint64, bool) {
+	if s := lastOOMSample.Load(); s != nil && time.Since(s.at) < oomBaseMaxAge {
+		return s.n, s.ok
+	}
+	n, ok := hostOOMKillCount()
+	lastOOMSample.Store(&oomSample{n: n, ok: ok, at: time.Now()})
+	return n, ok
 }
 
 // watchOutput stops the process with ReasonOutputLimit once its output

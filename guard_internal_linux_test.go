@@ -27,6 +27,8 @@ func TestLikelyOOM(t *testing.T) {
 	defer m.Close()
 	start := func() *Process {
 		t.Helper()
+		// A fresh baseline from the replaced counter, not a cached one.
+		lastOOMSample.Store(nil)
 		p, err := m.Start(Request{Command: "echo ready; exec sleep 1000"})
 		if err != nil {
 			t.Fatal(err)
