@@ -307,6 +307,14 @@ func (g *cgroup) setLimits(l Limits) error {
 				strings.Join(add, " "), filepath.Join(parent, "cgroup.subtree_control"), why, ErrUnsupported)
 		}
 	}
+	// With any limit the tree also becomes one CPU scheduling group where
+	// the cpu controller is there to be had, even without Limits.CPU: a
+	// fork bomb held at pids.max then competes with the host as one entity
+	// of weight 100, not as dozens of busy processes. Best effort: without
+	// the controller the other limits still hold.
+	if l.CPU == 0 && avail["cpu"] && !enabled["cpu"] {
+		_ = os.WriteFile(filepath.Join(parent, "cgroup.subtree_control"), []byte("+cpu"), 0)
+	}
 	write := func(file, value string) error {
 		if err := os.WriteFile(filepath.Join(g.path, file), []byte(value), 0); err != nil {
 			return xerrors.Errorf("set %s of cgroup %q to %s: %w", file, g.path, value, err)

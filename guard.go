@@ -27,8 +27,10 @@ const maxOOMScoreAdj = 1000
 //
 // The value is set on the shell right after it starts and on what it has
 // started by then, each before its own children are looked up, so every
-// later descendant inherits it; only a process that is forked and orphaned
-// within those first microseconds keeps the host's value.
+// later descendant inherits it. A process whose fork is in progress at the
+// moment its parent is changed (the kernel copies the value before it lists
+// the child), or that is forked and orphaned within those first
+// microseconds, keeps the host's value, as do its descendants.
 func WithOOMScoreDelta(delta int) Option {
 	return optionFunc(func(c *config) { c.oomDelta = max(delta, 0) })
 }

@@ -1,8 +1,14 @@
 package agentproc
 
 import (
+	"bufio"
 	"context"
+	"fmt"
+	"os"
+	"os/exec"
 	"regexp"
+	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -66,5 +72,50 @@ func TestLikelyOOM(t *testing.T) {
 				t.Errorf("got LikelyOOM %v reason %q, want %v %q", info.LikelyOOM, info.Reason, tt.likely, tt.reason)
 			}
 		})
+	}
+}
+
+// TestRaiseOOMScoreWalksChildren runs raiseOOMScore on a tree whose
+// children and grandchildren exist already (forked before the call, as a
+// fast shell's may be): all of them get the raised value.
+func TestRaiseOOMScoreWalksChildren(t *testing.T) {
+	t.Parallel()
+	host, err := hostOOMScore()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("sh", "-c", `sleep 1000 & sh -c 'sleep 1000 & echo $!; wait' & echo $!; wait`)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	})
+	// The two PIDs printed are a grandchild and a child: once both lines
+	// are read, both forks are complete.
+	sc := bufio.NewScanner(out)
+	var pids []int
+	for len(pids) < 2 && sc.Scan() {
+		pid, err := strconv.Atoi(sc.Text())
+		if err != nil {
+			t.Fatal(err)
+		}
+		pids = append(pids, pid)
+		t.Cleanup(func() { _ = unix.Kill(pid, unix.SIGKILL) })
+	}
+	m := New(WithOOMScoreDelta(300))
+	defer m.Close()
+	m.raiseOOMScore(cmd.Process.Pid, &containment{})
+	want := strconv.Itoa(min(host+300, maxOOMScoreAdj))
+	for _, pid := range append(pids, cmd.Process.Pid) {
+		got, err := os.ReadFile(fmt.Sprintf("/proc/%d/oom_score_adj", pid))
+		if err != nil || strings.TrimSpace(string(got)) != want {
+			t.Errorf("pid %d: got oom_score_adj %q (%v), want %s", pid, got, err, want)
+		}
 	}
 }
