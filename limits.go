@@ -83,8 +83,9 @@ const minMemoryLimit = 1 << 20
 const maxCPUQuotaCores = 1 << 20
 
 // WithLimits sets the limits of every process whose Request.Limits leaves
-// a field at zero: each field of l is the default for that field. The zero
-// Limits, the default, means no limits.
+// a field at zero: each field of l is the default for that field, which a
+// request can change but not lift. The zero Limits, the default, means no
+// limits.
 func WithLimits(l Limits) Option {
 	return optionFunc(func(c *config) { c.limits = l })
 }
