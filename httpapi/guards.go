@@ -39,6 +39,13 @@ func (h *handler) stopAll(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
+	// The body is an empty object, sent as application/json like every
+	// state-changing route's, so that a page cannot send it without a
+	// preflight.
+	var req struct{}
+	if !h.decode(w, r, &req) {
+		return
+	}
 	// Real time on purpose, like a blocking wait: the network stack
 	// enforces the deadline. The ladder's length is the Manager's grace
 	// period, which this handler does not know, so the deadline is the
@@ -57,9 +64,10 @@ func (h *handler) stopAll(w http.ResponseWriter, r *http.Request) {
 }
 
 // StopAll stops every running process of the caller's owner
-// (POST /stop-all) and returns their final state, newest first.
+// (POST /stop-all with the body {}) and returns their final state, newest
+// first.
 func (c *Client) StopAll(ctx context.Context) ([]Process, error) {
 	var resp ListResponse
-	err := c.do(ctx, http.MethodPost, "/stop-all", nil, nil, &resp)
+	err := c.do(ctx, http.MethodPost, "/stop-all", nil, struct{}{}, &resp)
 	return resp.Processes, err
 }

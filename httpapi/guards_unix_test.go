@@ -41,8 +41,14 @@ func TestStopAllOnlyCallersOwner(t *testing.T) {
 			t.Errorf("bob's %s: got %+v, %v; want running", id, p, err)
 		}
 	}
+	// Like every state-changing route it takes JSON only.
+	wantError(t, s.raw(t, http.MethodPost, "/stop-all", "{}", httpapi.DefaultOwnerHeader, "bob", "Content-Type", "text/plain"),
+		http.StatusUnsupportedMediaType)
+	if got := s.m.Scope("bob").List(); !got[0].Running || !got[1].Running {
+		t.Fatalf("after a refused stop-all: got %+v, want bob's processes running", got)
+	}
 	// The reply shape is GET /list's.
-	r := s.raw(t, http.MethodPost, "/stop-all", "", httpapi.DefaultOwnerHeader, "bob")
+	r := s.raw(t, http.MethodPost, "/stop-all", "{}", httpapi.DefaultOwnerHeader, "bob", "Content-Type", "application/json")
 	if r.status != http.StatusOK || !strings.HasPrefix(r.body, `{"processes":[{`) {
 		t.Errorf("POST /stop-all: got %d %s, want 200 with the processes", r.status, r.body)
 	}
