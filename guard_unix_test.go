@@ -52,6 +52,7 @@ func TestIdleTimeoutStops(t *testing.T) {
 	if out := p.Output().Text; out != "ready\n" {
 		t.Errorf("output: got %q, want %q", out, "ready\n")
 	}
+	requireGone(t, []int{info.PID})
 }
 
 // TestIdleTimeoutResetByOutput feeds an interactive process lines that it
@@ -91,6 +92,7 @@ func TestIdleTimeoutResetByOutput(t *testing.T) {
 	if out := p.Output().Text; out != "got 0\ngot 1\ngot 2\n" {
 		t.Errorf("output: got %q", out)
 	}
+	requireGone(t, []int{info.PID})
 }
 
 func TestGuardRequestsValidated(t *testing.T) {
