@@ -61,8 +61,10 @@ func validateGuards(req Request) error {
 }
 
 // newGuard makes the guard of a process about to be described by Start.
-// The OOM baseline is read here, after the process started: a kill counted
-// before its start is not its own, and one in between cannot hit it.
+// The OOM baseline is a reading of the host-wide count from at most
+// oomBaseMaxAge ago: a kill of this process, which ran for microseconds so
+// far, is hardly in it, and a kill elsewhere just before is what makes the
+// verdict "likely" rather than certain.
 func (m *Manager) newGuard(req Request) guard {
 	g := guard{idle: req.IdleTimeout, maxOutput: req.MaxOutput}
 	if req.Limits.Memory == 0 || m.cfg.cgroupParent == "" {
@@ -106,7 +108,7 @@ func recentHostOOMKills() (uint64, bool) {
 // without either limit.
 //
 // It follows the output buffer's change notifications rather than hooking
-// the reader, so the copy loop stays as fast without guards as with. The
+// the reader, so the copy loop is the same with guards as without. The
 // idle timer is made here, before Start returns, so the idle period starts
 // with the process (and a mock clock's trap sees it at once); it is reset
 // on every change, which a mock clock's TimerReset trap sees.
