@@ -188,8 +188,8 @@ func cgroupValue(t *testing.T, path, key string) int64 {
 // before the parallel tests, and the 1 s bound measures the bomb's effect
 // rather than other tests'.
 func TestLimitsForkBomb(t *testing.T) {
-	// With the cpu controller the bomb is one scheduling group, which is
-	// what keeps the host responsive; without it only pids.max holds.
+	// With the cpu controller the bomb is one scheduling group competing
+	// with the host as one; without it only pids.max holds it.
 	parent := limitsParentWant(t, []string{"pids"}, []string{"cpu"})
 	m := newManager(t, agentproc.WithCgroup(parent), agentproc.WithGracePeriod(time.Second))
 	ctx := testContext(t)
