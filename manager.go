@@ -64,6 +64,25 @@ type Request struct {
 	// is stdin, stdout and stderr, so TTY implies a writable stdin. nil, the
 	// default, means pipes.
 	TTY *TTYSize
+	// Limits bounds the memory, processes and CPU of the whole tree; see
+	// Limits. A zero field takes the Manager's default (WithLimits); a limit
+	// that cannot be enforced here makes Start fail with ErrUnsupported.
+	Limits Limits
+	// IdleTimeout stops the process (like Stop, with ReasonIdle) once it has
+	// written no output for that long, measured with the Manager's clock.
+	// A process with Stdin or TTY may be quietly waiting for its caller, so
+	// IdleTimeout applies to it only with IdleInteractive set; without, the
+	// request is ErrInvalidRequest. 0 means no limit; negative is
+	// ErrInvalidRequest.
+	IdleTimeout time.Duration
+	// IdleInteractive lets IdleTimeout apply to a process with Stdin or TTY:
+	// silence counts as idleness even while it may be waiting for input.
+	IdleInteractive bool
+	// MaxOutput stops the process (like Stop, with ReasonOutputLimit) once
+	// it has written more than that many bytes of output; what it wrote
+	// stays readable as usual (head, tail and the output log). 0 means no
+	// limit; negative is ErrInvalidRequest.
+	MaxOutput int64
 }
 
 // Manager starts and supervises processes. Use New to make one and Close to
@@ -248,6 +267,12 @@ func (m *Manager) startAttach(ctx context.Context, req Request, owner string) (*
 		return nil, false, err
 	}
 	if err := validateTimeout(req.Timeout); err != nil {
+		return nil, false, err
+	}
+	if err := validateGuards(req); err != nil {
+		return nil, false, err
+	}
+	if req.Limits, err = m.limitsFor(req.Limits); err != nil {
 		return nil, false, err
 	}
 	dir, err := m.resolveWorkDir(req.WorkDir)

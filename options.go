@@ -39,6 +39,8 @@ type config struct {
 	bgDetect     bool
 	logDir       string
 	logMaxBytes  int64
+	limits       Limits // see limits.go
+	oomDelta     int    // see guard.go
 }
 
 // Defaults, named so the README and tests can refer to them.
@@ -65,6 +67,7 @@ func defaultConfig() config {
 		stdinStall:   defaultStdinStall,
 		pipeDrain:    defaultPipeDrain,
 		bgDetect:     true,
+		oomDelta:     DefaultOOMScoreDelta,
 	}
 }
 

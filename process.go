@@ -47,6 +47,17 @@ const (
 	ReasonShutdown ExitReason = "shutdown"
 	// ReasonTimeout: Request.Timeout expired and the process was stopped.
 	ReasonTimeout ExitReason = "timeout"
+	// ReasonOOM: the kernel's OOM killer ended a process of the tree, as
+	// its cgroup counted (Linux with WithCgroup and the memory controller).
+	// Info.MaxRSS is then the tree's peak memory where the kernel reports
+	// it (memory.peak).
+	ReasonOOM ExitReason = "oom"
+	// ReasonIdle: Request.IdleTimeout passed without output and the process
+	// was stopped.
+	ReasonIdle ExitReason = "idle"
+	// ReasonOutputLimit: the output passed Request.MaxOutput and the
+	// process was stopped.
+	ReasonOutputLimit ExitReason = "output_limit"
 )
 
 // Info describes a process at one moment. The zero values of the exit fields
@@ -110,6 +121,21 @@ type Info struct {
 	Leftovers int
 	// Timeout is the Request's Timeout; 0 means none.
 	Timeout time.Duration
+	// Limits are the limits the tree runs under: the Request's merged with
+	// the Manager's defaults.
+	Limits Limits
+	// IdleTimeout is the Request's IdleTimeout where it applies; 0 means none.
+	IdleTimeout time.Duration
+	// MaxOutput is the Request's MaxOutput; 0 means none.
+	MaxOutput int64
+	// LikelyOOM is true when the process ended by a SIGKILL (or its shell
+	// exited with 137) that this package did not send while the kernel's
+	// host-wide OOM kill counter (/proc/vmstat oom_kill) rose: probably the
+	// OOM killer, but another process's OOM kill or another sender cannot be
+	// ruled out. It is only set where the tree's own count is unknown
+	// (without WithCgroup and its memory controller); where it is known,
+	// Reason is ReasonOOM instead.
+	LikelyOOM bool
 	// LogPath is the file holding the full output (WithOutputLog), or ""
 	// without one. The file is gone once retention drops the process.
 	LogPath string
@@ -149,6 +175,7 @@ type Process struct {
 	log   *outputLog // nil without WithOutputLog
 	sys   *sysProc
 	ctr   *containment // what of the tree may leave the group
+	guard guard        // idle, output and OOM watch; immutable after Start
 	cmd   *exec.Cmd
 	// kill cancels the context the command was started with; os/exec then
 	// calls cmd.Cancel, which kills the whole tree.

@@ -75,11 +75,15 @@ func (m *Manager) spawn(req Request, owner, command, dir string, seq uint64, war
 	if err := sys.prepare(cmd, childAttrs{tty: st.tty, cgroupFD: ctr.prepare()}); err != nil {
 		return fail("prepare process", err)
 	}
+	if err := applyLimits(req.Limits, sys, ctr); err != nil {
+		return fail("apply limits", err)
+	}
 	if err := cmd.Start(); err != nil {
 		sys.release()
 		return fail("start "+m.cfg.shell[0]+ctr.describe(), err)
 	}
 	ctr.started(cmd)
+	m.raiseOOMScore(cmd.Process.Pid, ctr)
 	growPipe(st.out) // a no-op on a PTY master
 	// Only the child holds the write end now, so EOF comes when the last
 	// process of the tree that inherited it is gone.
@@ -126,6 +130,9 @@ func (m *Manager) spawn(req Request, owner, command, dir string, seq uint64, war
 	}
 	p.log = m.openOutputLog(id)
 	p.info.LogPath = p.log.pathOrEmpty()
+	p.guard = m.newGuard(req)
+	p.info.Limits, p.info.IdleTimeout, p.info.MaxOutput = req.Limits, p.guard.idle, req.MaxOutput
+	p.watchOutput()
 	p.enforceTimeout(req.Timeout)
 	m.cfg.logger.Debug(context.Background(), "started process",
 		slog.F("id", id), slog.F("pid", cmd.Process.Pid), slog.F("owner", owner))
@@ -236,8 +243,10 @@ func (p *Process) supervise(pipe *os.File, readerDone <-chan struct{}) {
 	} else {
 		p.m.cfg.logger.Warn(context.Background(), "wait failed", fieldError(waitErr))
 	}
+	// Before release: the verdict reads the cgroup's OOM count.
+	oom, likelyOOM := p.guard.oomVerdict(p.ctr, code, sigName)
 	p.release()
-	p.publishExit(exitFacts{code: code, signal: sigName, cpu: cpu, rss: rss, leftovers: leftovers})
+	p.publishExit(exitFacts{code: code, signal: sigName, cpu: cpu, rss: rss, leftovers: leftovers, oom: oom, likelyOOM: likelyOOM})
 }
 
 // clearTree kills whatever is left of the tree once the shell is gone, so
@@ -289,6 +298,8 @@ type exitFacts struct {
 	cpu       time.Duration
 	rss       int64
 	leftovers int
+	oom       bool // the tree's cgroup counted an OOM kill
+	likelyOOM bool // see Info.LikelyOOM
 }
 
 // publishExit makes the exit visible: to the registry first, then in Info
@@ -306,9 +317,12 @@ func (p *Process) publishExit(f exitFacts) {
 	p.info.CPUTime = f.cpu
 	p.info.MaxRSS = f.rss
 	p.info.Leftovers = f.leftovers
+	p.info.LikelyOOM = f.likelyOOM && p.stopReason == "" && !p.signaled
 	switch {
 	case p.stopReason != "":
 		p.info.Reason = p.stopReason
+	case f.oom:
+		p.info.Reason = ReasonOOM
 	case f.signal != "" && p.signaled:
 		p.info.Reason = ReasonKilled
 	case f.signal != "":
