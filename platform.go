@@ -65,6 +65,14 @@ import (
 // Request.TTY; without terminal support openPTY and setTTYSize return
 // ErrUnsupported.
 //
+// Limits and guards (limits_linux.go, limits_windows.go, limits_nonlinux.go;
+// guard_linux.go, guard_nonlinux.go): checkLimits(l, cfg) refuses with
+// ErrUnsupported a Limits the OS cannot enforce, before anything starts;
+// applyLimits puts them on the tree before cmd.Start (a cgroup's files, a
+// Job Object's limits); raiseOOMScore makes the tree the kernel's first
+// choice over the host; hostOOMKills and treeOOMKills read the OOM kill
+// counters the exit's verdict compares (false where there are none).
+//
 // Every implementation obeys the package's lock rule (see doc.go): the
 // portable code calls these without holding Manager.mu, and holds the
 // process's lock only around signal and beginStop, because the check that
@@ -121,5 +129,10 @@ var (
 	_ func(*os.File, TTYSize) error                     = setTTYSize
 	_ func(*os.File) byte                               = veofChar
 	_ func(string, *config) (*containment, error)       = newContainment
+	_ func(Limits, *config) error                       = checkLimits
+	_ func(Limits, *sysProc, *containment) error        = applyLimits
+	_ func() (uint64, bool)                             = hostOOMKills
+	_ func(*containment) (int64, bool)                  = treeOOMKills
+	_ func(*Manager, int, *containment)                 = (*Manager).raiseOOMScore
 	_ func(*syscall.SysProcAttr, int) error             = startInCgroup
 )
