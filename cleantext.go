@@ -35,6 +35,46 @@ func PlainText(s string) string {
 	return r.render(s)
 }
 
+// OutputOption changes how Process.Output and Process.WaitMatch present
+// output. The zero set of options presents it as the process wrote it.
+type OutputOption interface {
+	applyOutput(*outputOptions)
+}
+
+type outputOptions struct {
+	plain bool
+}
+
+type plainOption struct{}
+
+func (plainOption) applyOutput(o *outputOptions) { o.plain = true }
+
+// Plain presents output as terminal-clean text (see PlainText): Output.Text
+// has the head and the tail each rendered before long lines are cut, and
+// WaitMatch matches and returns rendered lines. Truncation still counts the
+// raw bytes the process wrote, so its accounting stays exact. Rendering is
+// per call; the retained output is never changed.
+var Plain OutputOption = plainOption{}
+
+func outputOptionsOf(opts []OutputOption) outputOptions {
+	var o outputOptions
+	for _, opt := range opts {
+		if opt != nil {
+			opt.applyOutput(&o)
+		}
+	}
+	return o
+}
+
+// displayString is validString, rendered by PlainText when plain is set.
+func displayString(p []byte, plain bool) string {
+	s := validString(p)
+	if plain {
+		s = PlainText(s)
+	}
+	return s
+}
+
 // needsPlain reports whether PlainText would change s.
 func needsPlain(s string) bool {
 	for i := 0; i < len(s); {

@@ -160,13 +160,15 @@ func (p *Process) infoLocked() Info {
 }
 
 // Output returns the process's state together with its retained output.
-func (p *Process) Output() Output {
+// With Plain, Text is terminal-clean text (see PlainText).
+func (p *Process) Output(opts ...OutputOption) Output {
+	o := outputOptionsOf(opts)
 	// The exit path sets the final state only after the output reader has
 	// finished, so holding p.mu while rendering means an exited Info is
 	// always paired with final text.
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	text, trunc := p.buf.text(p.m.cfg.maxLineBytes)
+	text, trunc := p.buf.renderText(p.m.cfg.maxLineBytes, o.plain)
 	return Output{Info: p.infoLocked(), Text: text, Truncated: trunc}
 }
 

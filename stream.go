@@ -55,11 +55,15 @@ func (p *Process) WaitOutput(ctx context.Context, offset int64) (Chunk, error) {
 // a large head, is still matched). WaitMatch returns
 // ErrExited if the process exits without a matching line, and ctx.Err() if
 // ctx ends first. A nil re is ErrInvalidRequest.
-func (p *Process) WaitMatch(ctx context.Context, re *regexp.Regexp) (string, error) {
+//
+// With Plain, each line is rendered by PlainText before it is matched and
+// is returned rendered, so a pattern sees what a terminal shows: a URL
+// printed with colour codes inside it matches a plain pattern.
+func (p *Process) WaitMatch(ctx context.Context, re *regexp.Regexp, opts ...OutputOption) (string, error) {
 	if re == nil {
 		return "", xerrors.Errorf("nil regexp: %w", ErrInvalidRequest)
 	}
-	lm := lineMatcher{re: re}
+	lm := lineMatcher{re: re, plain: outputOptionsOf(opts).plain}
 	var offset int64
 	for {
 		c, err := p.buf.waitRead(ctx, offset)
@@ -90,7 +94,8 @@ func validateOffset(offset int64) error {
 // each complete line once. Only the unfinished last line is kept between
 // chunks, so every byte is scanned once however often WaitMatch wakes.
 type lineMatcher struct {
-	re *regexp.Regexp
+	re    *regexp.Regexp
+	plain bool // match and return lines rendered by PlainText
 	// partial is the start of the current line when it began in an earlier
 	// chunk.
 	partial strings.Builder
@@ -125,8 +130,8 @@ func (l *lineMatcher) feed(c Chunk) (string, bool) {
 			line = l.partial.String()
 			l.partial.Reset()
 		}
-		if l.match(line) {
-			return strings.TrimSuffix(line, "\r"), true
+		if m, ok := l.match(line); ok {
+			return m, true
 		}
 	}
 	if !l.skip && data != "" {
@@ -148,12 +153,15 @@ func (l *lineMatcher) finish() (string, bool) {
 	}
 	line := l.partial.String()
 	l.partial.Reset()
-	if l.match(line) {
-		return strings.TrimSuffix(line, "\r"), true
-	}
-	return "", false
+	return l.match(line)
 }
 
-func (l *lineMatcher) match(line string) bool {
-	return l.re.MatchString(strings.TrimSuffix(line, "\r"))
+// match returns the line as WaitMatch reports it (without "\r", rendered
+// with plain) and whether it matches.
+func (l *lineMatcher) match(line string) (string, bool) {
+	line = strings.TrimSuffix(line, "\r")
+	if l.plain {
+		line = PlainText(line)
+	}
+	return line, l.re.MatchString(line)
 }
