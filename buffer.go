@@ -35,6 +35,10 @@ type Chunk struct {
 	// EOF reports that the process has exited and Next is the end of its
 	// output, so no read from Next will ever return more.
 	EOF bool `json:"eof"`
+	// AwaitingInput is set by WaitOutput when it returned because the
+	// process is waiting for input (Info.AwaitingInput) with nothing more
+	// to read: answer with WriteStdin before waiting again.
+	AwaitingInput bool `json:"awaiting_input,omitempty"`
 }
 
 // Truncation describes how Output.Text differs from the full output of a

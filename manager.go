@@ -53,6 +53,11 @@ type Request struct {
 	// Process.WriteStdin and ends with Process.CloseStdin. false, the
 	// default, gives it the null device.
 	Stdin bool `json:"stdin,omitempty"`
+	// Ready, when non-nil, says how to tell that the process is ready (a
+	// server listening, a line printed); once it is, Info.Ready becomes
+	// true and an EventReady is published. nil, the default, checks
+	// nothing.
+	Ready *ReadyCheck `json:"ready,omitempty"`
 	// TTY, when non-nil, runs the process under a pseudo-terminal of that
 	// size (Unix only; Start returns ErrUnsupported elsewhere). The terminal
 	// is stdin, stdout and stderr, so TTY implies a writable stdin. nil, the
@@ -75,6 +80,10 @@ type Manager struct {
 	closed  bool
 	// exitOrder lists the retained exited processes, oldest exit first.
 	exitOrder []exitRecord
+
+	events *eventBus   // see events.go
+	ports  portWatcher // see ports.go
+	input  inputWatcher // see input.go
 }
 
 // exitRecord is one entry of Manager.exitOrder.
@@ -89,7 +98,9 @@ func New(opts ...Option) *Manager {
 	for _, o := range opts {
 		o.apply(&cfg)
 	}
-	return &Manager{cfg: cfg, procs: make(map[string]*Process)}
+	m := &Manager{cfg: cfg, procs: make(map[string]*Process)}
+	m.events = newEventBus(func() time.Time { return cfg.clock.Now("agentproc", "event") })
+	return m
 }
 
 // Start validates req and starts it. It never blocks on the command; use
@@ -138,6 +149,10 @@ func (m *Manager) Close() error {
 	m.mu.Lock()
 	m.removeLogsLocked()
 	m.mu.Unlock()
+	// Every supervisor has published its exit by now.
+	m.ports.close()
+	m.input.close()
+	m.events.close()
 	return nil
 }
 
@@ -210,6 +225,9 @@ func (m *Manager) start(req Request, owner string) (*Process, error) {
 	if err := validateTimeout(req.Timeout); err != nil {
 		return nil, err
 	}
+	if err := req.Ready.validate(); err != nil {
+		return nil, err
+	}
 	dir, err := m.resolveWorkDir(req.WorkDir)
 	if err != nil {
 		return nil, err
@@ -278,6 +296,7 @@ func (m *Manager) start(req Request, owner string) (*Process, error) {
 		// outlives Close; this race is rare and costs at most the grace.
 		_, _ = p.stop(context.Background(), ReasonShutdown)
 	}
+	p.emitInfo(EventStarted)
 	return p, nil
 }
 
@@ -338,6 +357,7 @@ func (m *Manager) spawn(req Request, owner, command, dir string, seq uint64, war
 	}
 	ctr.started(cmd)
 	growPipe(st.out) // a no-op on a PTY master
+	inID := stdinIdentity(st.childIn)
 	// Only the child holds the write end now, so EOF comes when the last
 	// process of the tree that inherited it is gone.
 	st.closeChild()
@@ -393,6 +413,7 @@ func (m *Manager) spawn(req Request, owner, command, dir string, seq uint64, war
 		copyOutput(p.buf, p.log, st.out)
 	}()
 	go p.supervise(st.out, readerDone)
+	m.observe(p, req, inID)
 	return p, nil
 }
 
@@ -474,6 +495,7 @@ func (m *Manager) reapLocked() {
 func (m *Manager) droppedLocked(p *Process) {
 	m.freeKeyLocked(p)
 	p.log.remove()
+	p.emit(Event{Type: EventDropped})
 }
 
 // posixShell reports whether shell[0] names a shell that parses sh syntax,

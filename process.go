@@ -93,6 +93,16 @@ type Info struct {
 	Stdin bool `json:"stdin"`
 	// TTY is true when the process runs under a pseudo-terminal.
 	TTY bool `json:"tty"`
+	// Ports are the sockets the tree listened on at the latest scan (see
+	// Process.Ports), kept current every 500 ms at most for Background
+	// processes and while someone is in WaitPort; nil for other processes,
+	// for exited ones and where Ports is unsupported.
+	Ports []Port `json:"ports,omitempty"`
+	// AwaitingInput is true while a process of the tree is blocked reading
+	// its stdin (see WithInputQuiet for how this is decided).
+	AwaitingInput bool `json:"awaiting_input"`
+	// Ready is true once the check of Request.Ready has passed.
+	Ready bool `json:"ready,omitempty"`
 }
 
 // Output is one consistent snapshot of a process's state and output: when
@@ -133,6 +143,10 @@ type Process struct {
 
 	dropped bool // retention dropped it; guarded by Manager.mu
 
+	events eventGate // orders this process's events; see events.go
+	// inputSig tells WaitOutput about input detection; guarded by mu.
+	inputSig inputSignal
+
 	mu         sync.Mutex
 	info       Info
 	stopReason ExitReason // why this package is ending it, "" if it is not
@@ -156,6 +170,7 @@ func (p *Process) infoLocked() Info {
 		info.ExitCode = &code
 	}
 	info.Warnings = slices.Clone(info.Warnings)
+	info.Ports = slices.Clone(info.Ports)
 	return info
 }
 
@@ -394,7 +409,9 @@ func (p *Process) supervise(pipe *os.File, readerDone <-chan struct{}) {
 	// that sees EOF and then asks for Info is told the process has exited.
 	p.buf.closeWrite()
 	p.info.Running = false
+	p.info.Ports, p.info.AwaitingInput = nil, false // a gone tree listens and reads nothing
 	p.mu.Unlock()
 
 	close(p.done)
+	p.emitInfo(EventExited)
 }

@@ -31,15 +31,45 @@ func (p *Process) Read(offset int64) (Chunk, error) {
 }
 
 // WaitOutput is Read, but when there is nothing after offset yet it blocks
-// until the process writes a byte, exits, or ctx ends. It wakes on the write
-// itself, not on a timer, and waiters cost no goroutine of their own. When
-// ctx ends first it returns Read(offset) and ctx.Err(); output already
-// available is returned even if ctx has ended.
+// until the process writes a byte, exits, starts waiting for input, or ctx
+// ends. It wakes on the write itself, not on a timer, and waiters cost no
+// goroutine of their own. When ctx ends first it returns Read(offset) and
+// ctx.Err(); output already available is returned even if ctx has ended.
+//
+// For a process with Request.Stdin or Request.TTY, WaitOutput returns at
+// once with Chunk.AwaitingInput set while the process awaits input
+// (Info.AwaitingInput) and nothing after offset is left to read: the
+// unfinished prompt line has been returned already, and more output will
+// only come after the caller answers. It keeps returning at once until the
+// process writes again, so a caller that does not answer must wait on
+// something else.
 func (p *Process) WaitOutput(ctx context.Context, offset int64) (Chunk, error) {
 	if err := validateOffset(offset); err != nil {
 		return Chunk{Offset: offset, Next: offset}, err
 	}
-	return p.buf.waitRead(ctx, offset)
+	if p.in == nil {
+		return p.buf.waitRead(ctx, offset)
+	}
+	for {
+		// Both channels are taken before the read, so neither a write nor
+		// the start of a wait for input can slip in unnoticed.
+		changed := p.buf.changed()
+		awaiting, inputCh := p.inputWait()
+		c := p.buf.read(offset)
+		if c.Data != "" || c.Omitted > 0 || c.EOF {
+			return c, nil
+		}
+		if awaiting {
+			c.AwaitingInput = true
+			return c, nil
+		}
+		select {
+		case <-changed:
+		case <-inputCh:
+		case <-ctx.Done():
+			return p.buf.read(offset), ctx.Err()
+		}
+	}
 }
 
 // WaitMatch blocks until a complete line of output matches re and returns

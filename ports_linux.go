@@ -1,0 +1,270 @@
+package agentproc
+
+import (
+	"bytes"
+	"encoding/binary"
+	"encoding/hex"
+	"net/netip"
+	"os"
+	"slices"
+	"strconv"
+
+	"golang.org/x/sys/unix"
+)
+
+func portsSupported() error { return nil }
+
+// cgroupDir is the tree's cgroup directory, "" without WithCgroup. cg is
+// set once by newContainment and never changes.
+func (c *containment) cgroupDir() string {
+	if c.cg == nil {
+		return ""
+	}
+	return c.cg.path
+}
+
+// treeMember is a process found to belong to trees[tree].
+type treeMember struct {
+	pid, tree int
+}
+
+// listeningPorts finds each tree's processes in one pass over /proc (the
+// process group from /proc/PID/stat, the marker from /proc/PID/environ,
+// then cgroup.procs), collects the socket inodes behind their
+// /proc/PID/fd links, and looks those up in /proc/net/{tcp,tcp6,udp,udp6}.
+// The tables are read only when a member holds a socket at all.
+func listeningPorts(trees []portTree) ([][]Port, error) {
+	out := make([][]Port, len(trees))
+	s, err := newProcScanner()
+	if err != nil {
+		return nil, err
+	}
+	defer s.close()
+	members, err := s.treeMembers(trees)
+	if err != nil {
+		return nil, err
+	}
+	sockets := make(map[uint64]treeMember) // socket inode -> holder
+	for _, m := range members {
+		s.socketInodes(m, sockets)
+	}
+	if len(sockets) == 0 {
+		return out, nil
+	}
+	for _, table := range []struct {
+		name, network string
+		state         string // the bound-and-waiting state in that table
+	}{
+		{"tcp", "tcp", "0A"}, // TCP_LISTEN
+		{"tcp6", "tcp6", "0A"},
+		{"udp", "udp", "07"}, // TCP_CLOSE: bound, not connected
+		{"udp6", "udp6", "07"},
+	} {
+		data, err := os.ReadFile("/proc/net/" + table.name)
+		if err != nil {
+			continue // no IPv6 in this kernel, for instance
+		}
+		parseSocketTable(data, table.network, table.state, func(inode uint64, pt Port) {
+			if m, ok := sockets[inode]; ok {
+				pt.PID = m.pid
+				out[m.tree] = append(out[m.tree], pt)
+			}
+		})
+	}
+	for i := range out {
+		out[i] = dedupePorts(out[i])
+	}
+	return out, nil
+}
+
+// treeMembers returns the live processes of each tree. A process belongs
+// to the first tree whose group, marker or cgroup it is in.
+func (s *procScanner) treeMembers(trees []portTree) ([]treeMember, error) {
+	byLeader := make(map[int]int, len(trees))
+	byID := make(map[string]int, len(trees))
+	for i, t := range trees {
+		byLeader[t.leader] = i
+		byID[t.id] = i
+	}
+	pids, err := s.pids()
+	if err != nil {
+		return nil, err
+	}
+	seen := make(map[int]bool)
+	var members []treeMember
+	add := func(pid, tree int) {
+		if !seen[pid] {
+			seen[pid] = true
+			members = append(members, treeMember{pid, tree})
+		}
+	}
+	prefix := []byte(MarkerEnv + "=")
+	for _, pid := range pids {
+		data, _, err := s.read(pid, "stat", false)
+		if err != nil {
+			continue // gone meanwhile
+		}
+		state, pgrp, ok := parseStat(data)
+		if !ok || state == 'Z' {
+			continue
+		}
+		if i, ok := byLeader[pgrp]; ok {
+			add(pid, i)
+			continue
+		}
+		env, _, err := s.read(pid, "environ", false)
+		if err != nil {
+			continue
+		}
+		if id, ok := envValue(env, prefix); ok {
+			if i, ok := byID[string(id)]; ok {
+				add(pid, i)
+			}
+		}
+	}
+	for i, t := range trees {
+		if t.cgroup == "" {
+			continue
+		}
+		data, err := os.ReadFile(t.cgroup + "/cgroup.procs")
+		if err != nil {
+			continue // removed: the process has exited
+		}
+		for _, f := range bytes.Fields(data) {
+			if pid, err := strconv.Atoi(string(f)); err == nil {
+				add(pid, i)
+			}
+		}
+	}
+	return members, nil
+}
+
+// envValue returns the value of the variable whose "NAME=" is prefix in a
+// NUL-separated environment block.
+func envValue(env, prefix []byte) ([]byte, bool) {
+	for len(env) > 0 {
+		entry := env
+		if i := bytes.IndexByte(env, 0); i >= 0 {
+			entry, env = env[:i], env[i+1:]
+		} else {
+			env = nil
+		}
+		if bytes.HasPrefix(entry, prefix) {
+			return entry[len(prefix):], true
+		}
+	}
+	return nil, false
+}
+
+// socketInodes adds the inode of every socket m's process has open.
+func (s *procScanner) socketInodes(m treeMember, into map[uint64]treeMember) {
+	dir := strconv.Itoa(m.pid) + "/fd"
+	fd, err := unix.Openat(s.proc, dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return
+	}
+	f := os.NewFile(uintptr(fd), dir)
+	names, err := f.Readdirnames(-1)
+	_ = f.Close()
+	if err != nil {
+		return
+	}
+	var link [64]byte
+	for _, name := range names {
+		n, err := unix.Readlinkat(s.proc, dir+"/"+name, link[:])
+		if err != nil {
+			continue
+		}
+		inode, ok := socketInode(link[:n])
+		if !ok {
+			continue
+		}
+		if old, ok := into[inode]; !ok || m.pid < old.pid {
+			into[inode] = m
+		}
+	}
+}
+
+// socketInode parses an fd link of the form "socket:[12345]".
+func socketInode(link []byte) (uint64, bool) {
+	rest, ok := bytes.CutPrefix(link, []byte("socket:["))
+	if !ok || len(rest) < 2 || rest[len(rest)-1] != ']' {
+		return 0, false
+	}
+	v, err := strconv.ParseUint(string(rest[:len(rest)-1]), 10, 64)
+	return v, err == nil
+}
+
+// parseSocketTable calls fn for every socket of a /proc/net/{tcp,udp}[6]
+// table in the given state. A line reads
+//
+//	sl local_address rem_address st tx_queue:rx_queue tr:tm->when retrnsmt uid timeout inode ...
+//
+// with addresses as hex words in host byte order, then ":" and the port
+// in hex.
+func parseSocketTable(data []byte, network, state string, fn func(inode uint64, pt Port)) {
+	lines := bytes.Split(data, []byte("\n"))
+	for _, line := range lines[min(1, len(lines)):] { // the first line is the header
+		f := bytes.Fields(line)
+		if len(f) < 10 || string(f[3]) != state {
+			continue
+		}
+		addr, port, ok := parseHexAddr(f[1])
+		if !ok || port == 0 {
+			continue
+		}
+		inode, err := strconv.ParseUint(string(f[9]), 10, 64)
+		if err != nil || inode == 0 {
+			continue
+		}
+		fn(inode, Port{Network: network, Addr: addr.String(), Port: port})
+	}
+}
+
+// parseHexAddr parses "0100007F:1F90" (IPv4) or its 32-digit IPv6 form.
+func parseHexAddr(b []byte) (netip.Addr, int, bool) {
+	ip, port, ok := bytes.Cut(b, []byte(":"))
+	if !ok {
+		return netip.Addr{}, 0, false
+	}
+	p, err := strconv.ParseUint(string(port), 16, 16)
+	if err != nil {
+		return netip.Addr{}, 0, false
+	}
+	raw := make([]byte, hex.DecodedLen(len(ip)))
+	if _, err := hex.Decode(raw, ip); err != nil || (len(raw) != 4 && len(raw) != 16) {
+		return netip.Addr{}, 0, false
+	}
+	// Each 32-bit word was printed as a number in host byte order; its
+	// bytes in memory are the address bytes in network order.
+	for i := 0; i < len(raw); i += 4 {
+		w := binary.BigEndian.Uint32(raw[i:])
+		binary.NativeEndian.PutUint32(raw[i:], w)
+	}
+	addr, _ := netip.AddrFromSlice(raw)
+	return addr, int(p), true
+}
+
+// dedupePorts sorts ports and drops repeats of one socket address (the
+// same socket listed twice, SO_REUSEPORT groups).
+func dedupePorts(ports []Port) []Port {
+	if len(ports) == 0 {
+		return nil
+	}
+	slices.SortFunc(ports, comparePorts)
+	return slices.CompactFunc(ports, func(a, b Port) bool {
+		return a.Network == b.Network && a.Addr == b.Addr && a.Port == b.Port
+	})
+}
+
+func comparePorts(a, b Port) int {
+	switch {
+	case a.Port != b.Port:
+		return a.Port - b.Port
+	case a.Network != b.Network:
+		return bytes.Compare([]byte(a.Network), []byte(b.Network))
+	case a.Addr != b.Addr:
+		return bytes.Compare([]byte(a.Addr), []byte(b.Addr))
+	}
+	return a.PID - b.PID
+}
