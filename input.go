@@ -1,6 +1,7 @@
 package agentproc
 
 import (
+	"os"
 	"strings"
 	"sync"
 	"time"
@@ -35,6 +36,9 @@ func WithInputQuiet(d time.Duration) Option {
 //	stdinIdentity(f *os.File) fileID
 //	    the identity of the child's end of its stdin, before the parent
 //	    closes it; zero for a nil f or where detection is unsupported.
+//	unreadOutput(f *os.File) int
+//	    how many bytes wait in the output pipe or terminal f for the
+//	    reader to copy them; 0 where unknown.
 //	readingStdin(leader int, cgroup string, in fileID) bool
 //	    whether a process of the tree (the leader and its descendants, and
 //	    cgroup members) is blocked in a system call reading in. Called with
@@ -44,6 +48,7 @@ func WithInputQuiet(d time.Duration) Option {
 type inputState struct {
 	p          *Process
 	id         fileID
+	out        *os.File // the output pipe, to see bytes not yet copied
 	quiet      time.Duration
 	lastTotal  int64     // output bytes at the last look
 	lastChange time.Time // when lastTotal was last seen to change
@@ -60,7 +65,7 @@ type inputWatcher struct {
 	wg      sync.WaitGroup
 }
 
-func (iw *inputWatcher) watch(p *Process, id fileID, quiet time.Duration) {
+func (iw *inputWatcher) watch(p *Process, id fileID, out *os.File, quiet time.Duration) {
 	if id == (fileID{}) {
 		return // unsupported here, or no stdin
 	}
@@ -72,7 +77,7 @@ func (iw *inputWatcher) watch(p *Process, id fileID, quiet time.Duration) {
 	if iw.procs == nil {
 		iw.procs = make(map[*Process]*inputState)
 	}
-	iw.procs[p] = &inputState{p: p, id: id, quiet: quiet, lastChange: time.Now()}
+	iw.procs[p] = &inputState{p: p, id: id, out: out, quiet: quiet, lastChange: time.Now()}
 	if !iw.running {
 		iw.running = true
 		iw.stop = make(chan struct{})
@@ -127,11 +132,13 @@ func (iw *inputWatcher) loop(stop chan struct{}) {
 	}
 }
 
-// look updates one process's AwaitingInput.
+// look updates one process's AwaitingInput. Output counts as soon as the
+// child wrote it, even if the reader has not copied it into the buffer yet:
+// under load a prompt can sit in the pipe while the child already blocks
+// in read.
 func (st *inputState) look(now time.Time) {
 	p := st.p
-	if total := p.buf.total(); total != st.lastTotal {
-		st.lastTotal, st.lastChange = total, now
+	if !st.quietSince(now) {
 		p.setAwaitingInput(false, 0)
 		return
 	}
@@ -139,7 +146,22 @@ func (st *inputState) look(now time.Time) {
 		return // still within the quiet period: no /proc read needed
 	}
 	waiting := readingStdin(p.cmd.Process.Pid, p.ctr.cgroupDir(), st.id)
+	// Output written while /proc was read makes the answer stale.
+	if !st.quietSince(now) {
+		waiting = false
+	}
 	p.setAwaitingInput(waiting, st.lastTotal)
+}
+
+// quietSince reports whether nothing was written since the last look, and
+// otherwise records now as the last change.
+func (st *inputState) quietSince(now time.Time) bool {
+	total := st.p.buf.total()
+	if total == st.lastTotal && unreadOutput(st.out) == 0 {
+		return true
+	}
+	st.lastTotal, st.lastChange = total, now
+	return false
 }
 
 // inputSignal is how WaitOutput learns that input detection changed.

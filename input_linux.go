@@ -64,6 +64,21 @@ func readingStdin(leader int, cgroup string, in fileID) bool {
 	return false
 }
 
+func unreadOutput(f *os.File) int {
+	n := 0
+	conn, err := f.SyscallConn()
+	if err != nil {
+		return 0
+	}
+	// TIOCINQ is FIONREAD: unread bytes of a pipe or a terminal master.
+	// Control keeps the descriptor from being closed (and reused) under the
+	// ioctl while the supervisor closes the pipe at exit.
+	_ = conn.Control(func(fd uintptr) {
+		n, _ = unix.IoctlGetInt(int(fd), unix.TIOCINQ)
+	})
+	return n
+}
+
 // descendants returns leader and every process below it.
 func descendants(leader int) []int {
 	out := []int{leader}

@@ -81,8 +81,8 @@ type Manager struct {
 	// exitOrder lists the retained exited processes, oldest exit first.
 	exitOrder []exitRecord
 
-	events *eventBus   // see events.go
-	ports  portWatcher // see ports.go
+	events *eventBus    // see events.go
+	ports  portWatcher  // see ports.go
 	input  inputWatcher // see input.go
 }
 
@@ -413,7 +413,7 @@ func (m *Manager) spawn(req Request, owner, command, dir string, seq uint64, war
 		copyOutput(p.buf, p.log, st.out)
 	}()
 	go p.supervise(st.out, readerDone)
-	m.observe(p, req, inID)
+	m.observe(p, req, inID, st.out)
 	return p, nil
 }
 

@@ -2,6 +2,7 @@ package agentproc
 
 import (
 	"context"
+	"os"
 	"regexp"
 	"sync"
 
@@ -43,12 +44,14 @@ func (r *ReadyCheck) validate() error {
 // watcher for processes with a writable stdin. inID identifies the stdin
 // the child reads (zero without one). The caller holds a count in m.wg for
 // p's supervisor, so adding the readiness goroutines to it is safe.
-func (m *Manager) observe(p *Process, req Request, inID fileID) {
+//
+// out is the output pipe (or terminal master) the reader copies from.
+func (m *Manager) observe(p *Process, req Request, inID fileID, out *os.File) {
 	if req.Background {
 		m.ports.watchBackground(p)
 	}
 	if p.in != nil {
-		m.input.watch(p, inID, m.cfg.inputQuiet)
+		m.input.watch(p, inID, out, m.cfg.inputQuiet)
 	}
 	if req.Ready != nil {
 		p.checkReady(*req.Ready)
