@@ -52,7 +52,17 @@ type inputState struct {
 	quiet      time.Duration
 	lastTotal  int64     // output bytes at the last look
 	lastChange time.Time // when lastTotal was last seen to change
+	// nextLook and backoff space out /proc reads of a process whose verdict
+	// stands: while it writes nothing and nobody writes its stdin, it is
+	// looked at again after 100 ms, 200 ms, ... up to inputBackoffMax.
+	nextLook time.Time
+	backoff  time.Duration
 }
+
+// inputBackoffMax bounds how long a changed verdict about a process that
+// writes nothing can go unnoticed (a quiet process that starts reading
+// without printing a prompt first).
+const inputBackoffMax = 2 * time.Second
 
 // inputWatcher is a Manager's one poller of processes that may wait for
 // input. It runs while such a process runs. Its zero value is ready to use.
@@ -142,9 +152,14 @@ func (st *inputState) look(now time.Time) {
 		p.setAwaitingInput(false, 0)
 		return
 	}
-	if now.Sub(st.lastChange) < st.quiet {
-		return // still within the quiet period: no /proc read needed
+	if p.stdinWritten.Swap(false) {
+		st.backoff, st.nextLook = 0, time.Time{} // an answer may have unblocked it
 	}
+	if now.Sub(st.lastChange) < st.quiet || now.Before(st.nextLook) {
+		return // within the quiet period or the backoff: no /proc read
+	}
+	st.backoff = min(max(2*st.backoff, inputPoll), inputBackoffMax)
+	st.nextLook = now.Add(st.backoff)
 	waiting := readingStdin(p.cmd.Process.Pid, p.ctr.cgroupDir(), st.id)
 	// Output written while /proc was read makes the answer stale.
 	if !st.quietSince(now) {
@@ -161,6 +176,7 @@ func (st *inputState) quietSince(now time.Time) bool {
 		return true
 	}
 	st.lastTotal, st.lastChange = total, now
+	st.backoff, st.nextLook = 0, time.Time{}
 	return false
 }
 

@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/xerrors"
@@ -146,6 +147,8 @@ type Process struct {
 	events eventGate // orders this process's events; see events.go
 	// inputSig tells WaitOutput about input detection; guarded by mu.
 	inputSig inputSignal
+	// stdinWritten is set by WriteStdin for the input watcher.
+	stdinWritten atomic.Bool
 
 	mu         sync.Mutex
 	info       Info

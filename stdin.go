@@ -31,13 +31,17 @@ const stdinChunk = 64 << 10
 // ErrStdinClosed after CloseStdin, once the process has exited, or when the
 // child closed its stdin.
 func (p *Process) WriteStdin(b []byte) (int, error) {
-	return p.in.write(context.Background(), b)
+	return p.WriteStdinContext(context.Background(), b)
 }
 
 // WriteStdinContext is WriteStdin that also gives up when ctx ends, then
 // returning the bytes written so far and ctx.Err().
 func (p *Process) WriteStdinContext(ctx context.Context, b []byte) (int, error) {
-	return p.in.write(ctx, b)
+	n, err := p.in.write(ctx, b)
+	if n > 0 {
+		p.stdinWritten.Store(true) // see inputState.look
+	}
+	return n, err
 }
 
 // CloseStdin signals end of input. For a pipe it closes the write end, so the
