@@ -30,15 +30,16 @@ type Port struct {
 // changes. One watcher per Manager scans every watched process in one pass.
 const (
 	portPollMin = 10 * time.Millisecond
-	portPollMax = 500 * time.Millisecond
+	portPollMax = time.Second
 )
 
 // Ports scans the process's tree now and returns the sockets it listens
-// on, sorted by port: those held by members of its process group, by
-// processes that carry its MarkerEnv marker (descendants that left the
-// group), and with WithCgroup by members of its cgroup. A socket held only
-// by a process outside the tree never counts, even on the same port. It
-// returns nil once the process has exited.
+// on, sorted by port: those held by the shell and its descendants, by
+// processes that carry its MarkerEnv marker (descendants that double-forked
+// away, even into a session of their own), and with WithCgroup by members
+// of its cgroup. A socket held only by a process outside the tree never
+// counts, even on the same port. It returns nil once the process has
+// exited.
 //
 // On Linux the sockets are the TCP and UDP tables of /proc/net matched, by
 // inode, against the /proc/PID/fd links of the tree's processes; sockets in
@@ -48,7 +49,7 @@ func (p *Process) Ports() ([]Port, error) {
 	if p.exited() {
 		return nil, nil
 	}
-	res, err := listeningPorts([]portTree{p.portTree()})
+	res, err := listeningPorts(nil, []portTree{p.portTree()})
 	if err != nil {
 		return nil, err
 	}
@@ -61,7 +62,7 @@ func (p *Process) Ports() ([]Port, error) {
 // ctx.Err() if ctx ends first. A port outside 0-65535 is ErrInvalidRequest.
 //
 // It polls (there is no kernel event for listen()): every 10 ms at first,
-// backing off to every 500 ms, with one scan per interval shared by every
+// backing off to once a second, with one scan per interval shared by every
 // waiter of the Manager, so a hundred waiting processes cost one scan. On
 // platforms without Ports it returns ErrUnsupported.
 func (p *Process) WaitPort(ctx context.Context, port int) (Port, error) {
@@ -108,9 +109,12 @@ func (p *Process) portTree() portTree {
 //	portsSupported() error
 //	    nil where listeningPorts works, else ErrUnsupported wrapped with
 //	    the platform's name.
-//	listeningPorts(trees []portTree) ([][]Port, error)
+//	type portCache
+//	    what a poller keeps between scans; its zero value is empty.
+//	listeningPorts(cache *portCache, trees []portTree) ([][]Port, error)
 //	    the listening sockets of each tree, sorted, in one pass over the
-//	    system's processes. It is called with no lock held.
+//	    system's processes; cache may be nil. It is called with no lock
+//	    held, and with one cache by one goroutine at a time.
 
 type portWaiter struct {
 	port  int
@@ -137,6 +141,7 @@ type portWatcher struct {
 	running bool
 	closed  bool
 	kick    chan struct{} // capacity 1: "scan soon"
+	cache   portCache     // used by loop only
 	wg      sync.WaitGroup
 }
 
@@ -252,7 +257,7 @@ func (pw *portWatcher) loop() {
 		for i, p := range procs {
 			trees[i] = p.portTree()
 		}
-		res, err := listeningPorts(trees)
+		res, err := listeningPorts(&pw.cache, trees)
 		for i, p := range procs {
 			if err == nil {
 				p.setPorts(res[i])

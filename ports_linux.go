@@ -28,19 +28,21 @@ type treeMember struct {
 	pid, tree int
 }
 
-// listeningPorts finds each tree's processes in one pass over /proc (the
-// process group from /proc/PID/stat, the marker from /proc/PID/environ,
-// then cgroup.procs), collects the socket inodes behind their
+// listeningPorts finds each tree's processes (see treeMembers), collects the socket inodes behind their
 // /proc/PID/fd links, and looks those up in /proc/net/{tcp,tcp6,udp,udp6}.
 // The tables are read only when a member holds a socket at all.
-func listeningPorts(trees []portTree) ([][]Port, error) {
+//
+// cache, which may be nil, remembers which tree's marker each process
+// carries, so that a poller reads each process's environment once rather
+// than on every scan.
+func listeningPorts(cache *portCache, trees []portTree) ([][]Port, error) {
 	out := make([][]Port, len(trees))
 	s, err := newProcScanner()
 	if err != nil {
 		return nil, err
 	}
 	defer s.close()
-	members, err := s.treeMembers(trees)
+	members, err := s.treeMembers(cache, trees)
 	if err != nil {
 		return nil, err
 	}
@@ -77,18 +79,27 @@ func listeningPorts(trees []portTree) ([][]Port, error) {
 	return out, nil
 }
 
-// treeMembers returns the live processes of each tree. A process belongs
-// to the first tree whose group, marker or cgroup it is in.
-func (s *procScanner) treeMembers(trees []portTree) ([]treeMember, error) {
-	byLeader := make(map[int]int, len(trees))
+// treeMembers returns the processes of each tree: the leader and its
+// descendants (from /proc/PID/task/TID/children, which costs in proportion
+// to the tree), every process whose environment carries the tree's marker,
+// and the members of its cgroup. A process belongs to the first tree that
+// claims it.
+//
+// Finding marked processes means looking at every process of the system,
+// but the environment a process was exec'd with never changes: with a
+// cache, each process's environment is read once, and only a marked
+// process's start time is read again (to tell it from a later process
+// that got the same PID).
+func (s *procScanner) treeMembers(cache *portCache, trees []portTree) ([]treeMember, error) {
+	if cache == nil {
+		cache = &portCache{}
+	}
+	if cache.marker == nil {
+		cache.marker = make(map[int]markerEntry)
+	}
 	byID := make(map[string]int, len(trees))
 	for i, t := range trees {
-		byLeader[t.leader] = i
 		byID[t.id] = i
-	}
-	pids, err := s.pids()
-	if err != nil {
-		return nil, err
 	}
 	seen := make(map[int]bool)
 	var members []treeMember
@@ -98,30 +109,48 @@ func (s *procScanner) treeMembers(trees []portTree) ([]treeMember, error) {
 			members = append(members, treeMember{pid, tree})
 		}
 	}
-	prefix := []byte(MarkerEnv + "=")
-	for _, pid := range pids {
-		data, _, err := s.read(pid, "stat", false)
-		if err != nil {
-			continue // gone meanwhile
-		}
-		state, pgrp, ok := parseStat(data)
-		if !ok || state == 'Z' {
-			continue
-		}
-		if i, ok := byLeader[pgrp]; ok {
+	for i, t := range trees {
+		for _, pid := range descendants(t.leader) {
 			add(pid, i)
-			continue
-		}
-		env, _, err := s.read(pid, "environ", false)
-		if err != nil {
-			continue
-		}
-		if id, ok := envValue(env, prefix); ok {
-			if i, ok := byID[string(id)]; ok {
-				add(pid, i)
-			}
 		}
 	}
+
+	pids, err := s.pids()
+	if err != nil {
+		return nil, err
+	}
+	prefix := []byte(MarkerEnv + "=")
+	alive := make(map[int]bool, len(pids))
+	for _, pid := range pids {
+		alive[pid] = true
+		if seen[pid] {
+			continue
+		}
+		ent, ok := cache.marker[pid]
+		if ok && ent.id != "" && s.startTime(pid) != ent.start {
+			ok = false // the PID was reused
+		}
+		if !ok {
+			ent = markerEntry{}
+			if env, _, err := s.read(pid, "environ", false); err == nil {
+				if id, found := envValue(env, prefix); found {
+					// Copied before the next read reuses the buffer.
+					ent.id = string(id)
+					ent.start = s.startTime(pid)
+				}
+			}
+			cache.marker[pid] = ent
+		}
+		if i, ok := byID[ent.id]; ok && ent.id != "" {
+			add(pid, i)
+		}
+	}
+	for pid := range cache.marker {
+		if !alive[pid] {
+			delete(cache.marker, pid)
+		}
+	}
+
 	for i, t := range trees {
 		if t.cgroup == "" {
 			continue
@@ -137,6 +166,39 @@ func (s *procScanner) treeMembers(trees []portTree) ([]treeMember, error) {
 		}
 	}
 	return members, nil
+}
+
+// startTime returns the start time field of /proc/PID/stat, "" if unknown.
+func (s *procScanner) startTime(pid int) string {
+	data, _, err := s.read(pid, "stat", false)
+	if err != nil {
+		return ""
+	}
+	return statStartTime(data)
+}
+
+// portCache is what a port poller keeps between scans: the marker each
+// process carries ("" for none), with the start time of marked ones.
+type portCache struct {
+	marker map[int]markerEntry
+}
+
+type markerEntry struct {
+	start string // /proc/PID/stat's starttime
+	id    string
+}
+
+// statStartTime returns field 22 of /proc/PID/stat, the start time.
+func statStartTime(data []byte) string {
+	i := bytes.LastIndexByte(data, ')')
+	if i < 0 {
+		return ""
+	}
+	f := bytes.Fields(data[i+1:])
+	if len(f) < 20 {
+		return ""
+	}
+	return string(f[19]) // fields after the name start at field 3
 }
 
 // envValue returns the value of the variable whose "NAME=" is prefix in a

@@ -137,3 +137,33 @@ func TestWaitPortPythonHTTPServer(t *testing.T) {
 		t.Errorf("Info.Ports after exit: got %+v, want nil", info.Ports)
 	}
 }
+
+// TestWaitPortEscapee: a server that double-forked out of the tree and
+// into a session of its own (so it is neither a descendant nor in the
+// process group) still counts, by the MarkerEnv marker it inherited.
+func TestWaitPortEscapee(t *testing.T) {
+	t.Parallel()
+	skipWithoutPorts(t)
+	if _, err := exec.LookPath("setsid"); err != nil {
+		t.Skip("setsid not installed")
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := newManager(t)
+	p := mustStart(t, m, agentproc.Request{
+		// The subshell forks the server and exits at once, so the server
+		// is reparented away from the shell.
+		Command: "(setsid " + shellQuote(exe) + " &); exec sleep 600",
+		Env:     map[string]string{"AGENTPROC_TEST_HELPER": "listen"},
+	})
+	want, _ := strconv.Atoi(waitForOutput(t, p, regexp.MustCompile(`port=(\d+)`))[1])
+	got, err := p.WaitPort(testContext(t), want)
+	if err != nil {
+		t.Fatalf("WaitPort(%d): %v", want, err)
+	}
+	if got.PID == p.Info().PID {
+		t.Errorf("PID: got the shell's %d, want the escaped server's", got.PID)
+	}
+}

@@ -95,7 +95,7 @@ type Info struct {
 	// TTY is true when the process runs under a pseudo-terminal.
 	TTY bool `json:"tty"`
 	// Ports are the sockets the tree listened on at the latest scan (see
-	// Process.Ports), kept current every 500 ms at most for Background
+	// Process.Ports), rescanned at least once a second for Background
 	// processes and while someone is in WaitPort; nil for other processes,
 	// for exited ones and where Ports is unsupported.
 	Ports []Port `json:"ports,omitempty"`
