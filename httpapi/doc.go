@@ -10,15 +10,20 @@
 // Routes, relative to where the handler is mounted:
 //
 //	POST /start            {"command", "workdir", "env", "background", "timeout",
-//	                        "stdin", "tty": {"rows", "cols"}}
+//	                        "stdin", "tty": {"rows", "cols"}, "ready": {"port", "match"}}
 //	                       -> {"id", "started", "command", "background", "warnings"}
 //	GET  /list             -> {"processes": [Process...]}
 //	GET  /{id}             -> Process
 //	GET  /{id}/output      -> {"output", "truncated", "running", "exit_code",
-//	                           "reason", "signal", "match", "timed_out"}
+//	                           "reason", "signal", "match", "timed_out", "port",
+//	                           "awaiting_input"}
 //	     ?wait=true        block until the process exits (at most the
 //	                       server's cap, WithMaxWait)
 //	     ?wait_for=REGEX   block until a line of output matches (RE2 syntax)
+//	     ?wait_port=N      block until the process's tree listens on port N
+//	                       (0: any port); "port" is the socket found
+//	     ?plain=true       terminal-clean text (agentproc.PlainText); wait_for
+//	                       then matches rendered lines
 //	     ?timeout=10s      bound a blocking wait further
 //	     ?offset=N         read from absolute offset N instead of taking a
 //	                       snapshot; adds "offset", "next", "omitted", "eof"
@@ -27,10 +32,15 @@
 //	                       -> {"message"}
 //	POST /{id}/stdin       {"data", "close"} -> {"written"}; the process
 //	                       must have been started with "stdin" or "tty"
+//	GET  /events           Server-Sent Events of the caller's processes:
+//	                       "id: SEQ", "event: started|ready|awaiting_input|
+//	                       exited|dropped|lost", "data: agentproc.Event";
+//	                       resume with Last-Event-ID (or ?after=SEQ) within
+//	                       the Manager's last agentproc.EventBuffer events
 //
 // A Process is {"id", "command", "workdir", "background", "running",
 // "exit_code", "started_at_unix", "exited_at_unix", "pid", "reason",
-// "signal", "warnings"}.
+// "signal", "warnings", "ports", "awaiting_input", "ready"}.
 //
 // Status codes: 400 for a malformed body or query and for a request the
 // Manager rejects; 401 when the WithAuthorize hook finds no identity; 404 for

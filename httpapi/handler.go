@@ -45,6 +45,7 @@ func NewHandler(m *agentproc.Manager, opts ...Option) http.Handler {
 	mux.HandleFunc("GET /{id}/output", h.output)
 	mux.HandleFunc("POST /{id}/signal", h.signal)
 	mux.HandleFunc("POST /{id}/stdin", h.stdin)
+	mux.HandleFunc("GET /events", h.events)
 	return mux
 }
 
@@ -110,6 +111,7 @@ func (h *handler) start(w http.ResponseWriter, r *http.Request) {
 		Timeout:    timeout,
 		Stdin:      req.Stdin,
 		TTY:        req.TTY,
+		Ready:      req.Ready,
 	})
 	if err != nil {
 		writeError(w, errorFor(err, ""))

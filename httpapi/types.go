@@ -34,6 +34,10 @@ type StartRequest struct {
 	// "30s"; when it passes the process is stopped (agentproc.Request
 	// Timeout). "" means no limit.
 	Timeout string `json:"timeout,omitempty"`
+	// Extension: when the process counts as ready (agentproc.ReadyCheck):
+	// {"port": N} for a listening port (0: any), {"match": REGEX} for a
+	// line of output. GET /events then carries a "ready" event.
+	Ready *agentproc.ReadyCheck `json:"ready,omitempty"`
 }
 
 // StartResponse is the reply to POST /start.
@@ -82,6 +86,14 @@ type Process struct {
 	Signal string `json:"signal,omitempty"`
 	// Extension: advice about the command (agentproc.Info.Warnings).
 	Warnings []string `json:"warnings,omitempty"`
+	// Extension: the sockets the process's tree listens on
+	// (agentproc.Info.Ports).
+	Ports []agentproc.Port `json:"ports,omitempty"`
+	// Extension: a process of the tree is blocked reading its stdin and
+	// the tree has been quiet (agentproc.Info.AwaitingInput).
+	AwaitingInput bool `json:"awaiting_input,omitempty"`
+	// Extension: the start request's ready check has passed.
+	Ready bool `json:"ready,omitempty"`
 }
 
 // Output is the reply to GET /{id}/output.
@@ -110,6 +122,11 @@ type Output struct {
 	// timeout or the server's cap expired while the process was still
 	// running.
 	TimedOut bool `json:"timed_out,omitempty"`
+	// Extension: the socket ?wait_port found.
+	Port *agentproc.Port `json:"port,omitempty"`
+	// Extension: the process is waiting for input (answer with
+	// POST /{id}/stdin); see Process.
+	AwaitingInput bool `json:"awaiting_input,omitempty"`
 	// Extension: with ?offset only, where the read lies in the output.
 	*Position
 }
@@ -184,6 +201,10 @@ func processFromInfo(info agentproc.Info) Process {
 		Reason:     info.Reason,
 		Signal:     info.Signal,
 		Warnings:   info.Warnings,
+
+		Ports:         info.Ports,
+		AwaitingInput: info.AwaitingInput,
+		Ready:         info.Ready,
 	}
 	if !info.ExitedAt.IsZero() {
 		exited := info.ExitedAt.Unix()
