@@ -153,7 +153,11 @@ func (st *inputState) look(now time.Time) {
 		return
 	}
 	if p.stdinWritten.Swap(false) {
-		st.backoff, st.nextLook = 0, time.Time{} // an answer may have unblocked it
+		// An answer was written: the quiet period starts again from it,
+		// so a process that has not yet been scheduled to read the answer
+		// is not reported as still waiting.
+		st.lastChange = now
+		st.backoff, st.nextLook = 0, time.Time{}
 	}
 	if now.Sub(st.lastChange) < st.quiet || now.Before(st.nextLook) {
 		return // within the quiet period or the backoff: no /proc read

@@ -412,8 +412,10 @@ func (m *Manager) spawn(req Request, owner, command, dir string, seq uint64, war
 		defer close(readerDone)
 		copyOutput(p.buf, p.log, st.out)
 	}()
-	go p.supervise(st.out, readerDone)
+	// Before the supervisor: it waits for the readiness check that observe
+	// may start, so that EventReady always comes before EventExited.
 	m.observe(p, req, inID, st.out)
+	go p.supervise(st.out, readerDone)
 	return p, nil
 }
 

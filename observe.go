@@ -59,8 +59,9 @@ func (m *Manager) observe(p *Process, req Request, inID fileID, out *os.File) {
 }
 
 // checkReady runs the readiness check in goroutines counted in m.wg; they
-// end when it passes or the process exits.
+// end when it passes or the process exits, and then close p.readyDone.
 func (p *Process) checkReady(r ReadyCheck) {
+	p.readyDone = make(chan struct{})
 	ctx, cancel := context.WithCancel(context.Background())
 	var once sync.Once
 	var wg sync.WaitGroup
@@ -102,5 +103,6 @@ func (p *Process) checkReady(r ReadyCheck) {
 		defer p.m.wg.Done()
 		wg.Wait()
 		cancel()
+		close(p.readyDone)
 	}()
 }

@@ -100,7 +100,8 @@ type Info struct {
 	// for exited ones and where Ports is unsupported.
 	Ports []Port `json:"ports,omitempty"`
 	// AwaitingInput is true while a process of the tree is blocked reading
-	// its stdin (see WithInputQuiet for how this is decided).
+	// its stdin and the tree has written nothing for the quiet period (see
+	// WithInputQuiet; Linux only, false elsewhere). WriteStdin clears it.
 	AwaitingInput bool `json:"awaiting_input"`
 	// Ready is true once the check of Request.Ready has passed.
 	Ready bool `json:"ready,omitempty"`
@@ -149,6 +150,9 @@ type Process struct {
 	inputSig inputSignal
 	// stdinWritten is set by WriteStdin for the input watcher.
 	stdinWritten atomic.Bool
+	// readyDone is closed when the readiness check of Request.Ready has
+	// ended; nil without one. Set before the supervisor starts.
+	readyDone chan struct{}
 
 	mu         sync.Mutex
 	info       Info
@@ -416,5 +420,10 @@ func (p *Process) supervise(pipe *os.File, readerDone <-chan struct{}) {
 	p.mu.Unlock()
 
 	close(p.done)
+	if p.readyDone != nil {
+		// The check ends promptly now: WaitPort on done, WaitMatch on the
+		// EOF it reads after closeWrite.
+		<-p.readyDone
+	}
 	p.emitInfo(EventExited)
 }

@@ -39,7 +39,11 @@ func (p *Process) WriteStdin(b []byte) (int, error) {
 func (p *Process) WriteStdinContext(ctx context.Context, b []byte) (int, error) {
 	n, err := p.in.write(ctx, b)
 	if n > 0 {
-		p.stdinWritten.Store(true) // see inputState.look
+		// An answer ends the wait for input as far as the caller is
+		// concerned; the input watcher decides afresh after a new quiet
+		// period (see inputState.look).
+		p.stdinWritten.Store(true)
+		p.setAwaitingInput(false, 0)
 	}
 	return n, err
 }

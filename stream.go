@@ -40,9 +40,10 @@ func (p *Process) Read(offset int64) (Chunk, error) {
 // once with Chunk.AwaitingInput set while the process awaits input
 // (Info.AwaitingInput) and nothing after offset is left to read: the
 // unfinished prompt line has been returned already, and more output will
-// only come after the caller answers. It keeps returning at once until the
-// process writes again, so a caller that does not answer must wait on
-// something else.
+// only come after the caller answers. A write to its stdin (WriteStdin)
+// clears the state; until then, or until the process writes again,
+// WaitOutput keeps returning at once, so a caller that does not answer
+// must wait on something else.
 func (p *Process) WaitOutput(ctx context.Context, offset int64) (Chunk, error) {
 	if err := validateOffset(offset); err != nil {
 		return Chunk{Offset: offset, Next: offset}, err
