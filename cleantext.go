@@ -116,28 +116,38 @@ func (r *plainRenderer) render(s string) string {
 	// starts small and grows rather than reserving len(s).
 	r.out = make([]byte, 0, min(len(s), 1024))
 	for i := 0; i < len(s); {
-		// A run of printable text: ASCII, or valid UTF-8 that is not a C1
-		// control.
+		// A run of printable text: no C0 control, DEL or C1 control (the
+		// only UTF-8 encoding of U+0080-U+009F is 0xC2 0x80-0x9F). Found
+		// byte by byte and validated in one call, which is several times
+		// faster than decoding rune by rune.
 		j := i
 		for j < len(s) {
 			c := s[j]
-			if c >= 0x20 && c < 0x7f {
-				j++
-				continue
-			}
-			if c < utf8.RuneSelf {
+			if stopByte[c] && (c != 0xc2 || j+1 < len(s) && s[j+1] >= 0x80 && s[j+1] <= 0x9f) {
 				break
 			}
-			rn, size := utf8.DecodeRuneInString(s[j:])
-			if rn == utf8.RuneError && size == 1 || rn <= 0x9f {
-				break
-			}
-			j += size
+			j++
 		}
 		if j > i {
-			r.write(s[i:j])
-			i = j
-			continue
+			run := s[i:j]
+			if !utf8.ValidString(run) {
+				// Write the valid prefix; the invalid bytes are handled
+				// below, one U+FFFD per run of them.
+				k := 0
+				for k < len(run) {
+					rn, size := utf8.DecodeRuneInString(run[k:])
+					if rn == utf8.RuneError && size == 1 {
+						break
+					}
+					k += size
+				}
+				run = run[:k]
+			}
+			if run != "" {
+				r.write(run)
+				i += len(run)
+				continue
+			}
 		}
 		if s[i] < utf8.RuneSelf {
 			i = r.control(s, i)
@@ -170,6 +180,17 @@ func (r *plainRenderer) render(s string) string {
 	r.flushLine()
 	return string(r.out)
 }
+
+// stopByte marks the bytes that may end a run of printable text: C0
+// controls, DEL, and 0xC2, which starts a C1 control when 0x80-0x9F
+// follows it.
+var stopByte = func() (t [256]bool) {
+	for c := range 0x20 {
+		t[c] = true
+	}
+	t[0x7f], t[0xc2] = true, true
+	return t
+}()
 
 // control handles the ASCII control byte at s[i] and returns where to go on.
 func (r *plainRenderer) control(s string, i int) int {

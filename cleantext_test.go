@@ -131,16 +131,20 @@ func BenchmarkPlainText(b *testing.B) {
 	b.Run("agentproc", func(b *testing.B) {
 		b.SetBytes(int64(len(s)))
 		b.ReportAllocs()
-		for b.Loop() {
-			_ = agentproc.PlainText(s)
-		}
+		reportThreadCPU(b, func() {
+			for b.Loop() {
+				_ = agentproc.PlainText(s)
+			}
+		})
 	})
 	ansi := regexp.MustCompile(`\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07]*\x07`)
 	b.Run("regexp_strip", func(b *testing.B) {
 		b.SetBytes(int64(len(s)))
 		b.ReportAllocs()
-		for b.Loop() {
-			_ = ansi.ReplaceAllString(s, "")
-		}
+		reportThreadCPU(b, func() {
+			for b.Loop() {
+				_ = ansi.ReplaceAllString(s, "")
+			}
+		})
 	})
 }
