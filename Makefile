@@ -34,5 +34,6 @@ cross:
 fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzBuffer$$' -fuzztime 30s .
 	$(GO) test -run '^$$' -fuzz '^FuzzAnalyzeCommand$$' -fuzztime 30s .
+	$(GO) test -run '^$$' -fuzz '^FuzzPlainText$$' -fuzztime 30s .
 
 include mk/windows.mk
