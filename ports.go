@@ -3,6 +3,7 @@ package agentproc
 import (
 	"context"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -43,8 +44,12 @@ const (
 //
 // On Linux the sockets are the TCP and UDP tables of /proc/net matched, by
 // inode, against the /proc/PID/fd links of the tree's processes; sockets in
-// a network namespace other than this process's are not seen. Other
-// platforms return ErrUnsupported.
+// a network namespace other than this process's are not seen. On Windows
+// they are the rows of the TCP listener and UDP tables
+// (GetExtendedTcpTable, GetExtendedUdpTable) whose owning process is in
+// the tree's Job Object; where the tables name no owners (Wine 8) the
+// result is ErrUnsupported rather than a guess. macOS and FreeBSD return
+// ErrUnsupported.
 func (p *Process) Ports() ([]Port, error) {
 	if p.exited() {
 		return nil, nil
@@ -95,13 +100,14 @@ func (p *Process) WaitPort(ctx context.Context, port int) (Port, error) {
 
 // portTree names what ports_*.go needs to find a tree's processes.
 type portTree struct {
-	leader int    // PID and process group ID of the shell
-	id     string // the MarkerEnv value
-	cgroup string // the cgroup directory, "" without WithCgroup
+	leader int      // PID and process group ID of the shell
+	id     string   // the MarkerEnv value
+	cgroup string   // the cgroup directory, "" without WithCgroup
+	sys    *sysProc // the OS layer's handle on the tree (the Job Object on Windows)
 }
 
 func (p *Process) portTree() portTree {
-	return portTree{leader: p.cmd.Process.Pid, id: p.id, cgroup: p.ctr.cgroupDir()}
+	return portTree{leader: p.cmd.Process.Pid, id: p.id, cgroup: p.ctr.cgroupDir(), sys: p.sys}
 }
 
 // The per-OS port layer (ports_linux.go, ports_other.go) provides:
@@ -307,4 +313,28 @@ func (p *Process) setPorts(ports []Port) {
 	if p.info.Running {
 		p.info.Ports = ports
 	}
+}
+
+// dedupePorts sorts ports and drops repeats of one socket address (the
+// same socket listed twice, SO_REUSEPORT groups).
+func dedupePorts(ports []Port) []Port {
+	if len(ports) == 0 {
+		return nil
+	}
+	slices.SortFunc(ports, comparePorts)
+	return slices.CompactFunc(ports, func(a, b Port) bool {
+		return a.Network == b.Network && a.Addr == b.Addr && a.Port == b.Port
+	})
+}
+
+func comparePorts(a, b Port) int {
+	switch {
+	case a.Port != b.Port:
+		return a.Port - b.Port
+	case a.Network != b.Network:
+		return strings.Compare(a.Network, b.Network)
+	case a.Addr != b.Addr:
+		return strings.Compare(a.Addr, b.Addr)
+	}
+	return a.PID - b.PID
 }

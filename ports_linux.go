@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"net/netip"
 	"os"
-	"slices"
 	"strconv"
 
 	"golang.org/x/sys/unix"
@@ -305,28 +304,4 @@ func parseHexAddr(b []byte) (netip.Addr, int, bool) {
 	}
 	addr, _ := netip.AddrFromSlice(raw)
 	return addr, int(p), true
-}
-
-// dedupePorts sorts ports and drops repeats of one socket address (the
-// same socket listed twice, SO_REUSEPORT groups).
-func dedupePorts(ports []Port) []Port {
-	if len(ports) == 0 {
-		return nil
-	}
-	slices.SortFunc(ports, comparePorts)
-	return slices.CompactFunc(ports, func(a, b Port) bool {
-		return a.Network == b.Network && a.Addr == b.Addr && a.Port == b.Port
-	})
-}
-
-func comparePorts(a, b Port) int {
-	switch {
-	case a.Port != b.Port:
-		return a.Port - b.Port
-	case a.Network != b.Network:
-		return bytes.Compare([]byte(a.Network), []byte(b.Network))
-	case a.Addr != b.Addr:
-		return bytes.Compare([]byte(a.Addr), []byte(b.Addr))
-	}
-	return a.PID - b.PID
 }

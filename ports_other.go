@@ -1,4 +1,4 @@
-//go:build !linux
+//go:build !linux && !windows
 
 package agentproc
 
@@ -8,9 +8,9 @@ import (
 	"golang.org/x/xerrors"
 )
 
-// portsSupported: listening ports are read from /proc on Linux only. The
-// Windows TCP/UDP tables (GetExtendedTcpTable) are not implemented yet;
-// macOS and the BSDs have no /proc/net.
+// portsSupported: listening ports are read from /proc on Linux and from
+// the TCP and UDP tables on Windows; macOS and the BSDs have no /proc/net,
+// and reading their socket tables (sysctl, libproc) is not implemented.
 func portsSupported() error {
 	return xerrors.Errorf("listening ports on %s: %w", runtime.GOOS, ErrUnsupported)
 }
