@@ -2,8 +2,8 @@ package agentproc
 
 import (
 	"net"
-	"os"
 	"net/netip"
+	"os"
 	"slices"
 	"testing"
 )
