@@ -58,3 +58,35 @@ func BenchmarkWaitPort100(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkInputWatch100 measures what input detection costs for 100
+// quiet processes with a stdin pipe that never read it (the worst case:
+// each is looked at in /proc, backing off to every 2 s), in percent of one
+// core over a 2 s window; the baseline is the same processes without stdin.
+func BenchmarkInputWatch100(b *testing.B) {
+	const procs = 100
+	const window = 2 * time.Second
+	for _, mode := range []string{"agentproc", "idle"} {
+		b.Run(mode, func(b *testing.B) {
+			m := agentproc.New()
+			defer m.Close()
+			for range procs {
+				if _, err := m.Start(agentproc.Request{Command: "exec sleep 600", Stdin: mode == "agentproc"}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			// Past the quiet period and the first backoff steps: the
+			// window measures the steady cost.
+			time.Sleep(3 * time.Second) // measuring a rate over time, not synchronising
+			b.ResetTimer()
+			var cpu time.Duration
+			for range b.N {
+				before := cpuTime(b)
+				time.Sleep(window) // the measurement window itself
+				cpu += cpuTime(b) - before
+			}
+			b.StopTimer()
+			b.ReportMetric(100*cpu.Seconds()/(window.Seconds()*float64(b.N)), "%core")
+		})
+	}
+}
