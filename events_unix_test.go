@@ -4,6 +4,7 @@ package agentproc_test
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"testing"
 	"time"
@@ -182,10 +183,22 @@ func TestSubscribeAfter(t *testing.T) {
 	if len(got) != 2 || got[0].Type != agentproc.EventStarted || got[0].Seq != 1 {
 		t.Fatalf("replay from 0: got %+v, want started (seq 1) and exited", got)
 	}
-	for e := range m.SubscribeAfter(ctx, got[0].Seq) {
-		if e.Type != agentproc.EventExited || e.Seq != got[1].Seq {
-			t.Errorf("replay after %d: got %+v first, want the exited event", got[0].Seq, e)
+	e, ok := <-m.SubscribeAfter(ctx, got[0].Seq)
+	if !ok || e.Type != agentproc.EventExited || e.Seq != got[1].Seq {
+		t.Errorf("replay after %d: got %+v (open %v) first, want the exited event", got[0].Seq, e, ok)
+	}
+}
+
+// TestReadyCheckValidated: a Request.Ready that cannot work starts nothing.
+func TestReadyCheckValidated(t *testing.T) {
+	t.Parallel()
+	m := newManager(t)
+	for _, r := range []agentproc.ReadyCheck{{Match: "("}, {Port: -1}, {Port: 70000}} {
+		if _, err := m.Start(agentproc.Request{Command: "exit 0", Ready: &r}); !errors.Is(err, agentproc.ErrInvalidRequest) {
+			t.Errorf("Ready %+v: got %v, want ErrInvalidRequest", r, err)
 		}
-		break
+	}
+	if got := m.List(); len(got) != 0 {
+		t.Errorf("List: got %d processes, want none started", len(got))
 	}
 }

@@ -13,7 +13,10 @@ import (
 // Match empty, the process is ready when its tree listens on Port (0: on any
 // port; see Process.Ports). With Match set, it is ready when a line of its
 // output, rendered by PlainText, matches the regular expression; a non-zero
-// Port then also counts, whichever comes first.
+// Port then also counts, whichever comes first. An invalid Match or a Port
+// outside 0-65535 is ErrInvalidRequest, and a check that needs ports on a
+// platform without Process.Ports is ErrUnsupported: Start fails and starts
+// nothing.
 type ReadyCheck struct {
 	Port  int    `json:"port,omitempty"`
 	Match string `json:"match,omitempty"`
