@@ -77,6 +77,7 @@ func NewHandler(m *agentproc.Manager, opts ...Option) http.Handler {
 	mux.HandleFunc("POST /{id}/signal", h.signal)
 	mux.HandleFunc("POST /{id}/stdin", h.stdin)
 	mux.HandleFunc("GET /events", h.events)
+	mux.HandleFunc("POST /stop-all", h.stopAll)
 	return h.guard(mux)
 }
 
@@ -142,12 +143,7 @@ func (h *handler) start(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	release, e := h.reserve(s)
-	if e != nil {
-		writeError(w, e)
-		return
-	}
-	p, attached, err := s.StartOrAttach(agentproc.Request{
+	areq := agentproc.Request{
 		Command:    req.Command,
 		WorkDir:    req.WorkDir,
 		Env:        req.Env,
@@ -157,7 +153,17 @@ func (h *handler) start(w http.ResponseWriter, r *http.Request) {
 		Stdin:      req.Stdin,
 		TTY:        req.TTY,
 		Ready:      req.Ready,
-	})
+	}
+	if e := guardsFromRequest(req, &areq); e != nil {
+		writeError(w, e)
+		return
+	}
+	release, e := h.reserve(s)
+	if e != nil {
+		writeError(w, e)
+		return
+	}
+	p, attached, err := s.StartOrAttach(areq)
 	release()
 	if err != nil {
 		writeError(w, errorFor(err, ""))
