@@ -52,6 +52,11 @@ type Request struct {
 	// Process.WriteStdin and ends with Process.CloseStdin. false, the
 	// default, gives it the null device.
 	Stdin bool
+	// Ready, when non-nil, says how to tell that the process is ready (a
+	// server listening, a line printed); once it is, Info.Ready becomes
+	// true and an EventReady is published. nil, the default, checks
+	// nothing.
+	Ready *ReadyCheck
 	// Verbatim runs Command exactly as given: no background detection, even
 	// when the Manager has it on (WithBackgroundDetection), so a trailing
 	// "&" stays in the command and Background stays as set. false, the
@@ -101,6 +106,10 @@ type Manager struct {
 	closed  bool
 	// exitOrder lists the retained exited processes, oldest exit first.
 	exitOrder []exitRecord
+
+	events *eventBus    // see events.go
+	ports  portWatcher  // see ports.go
+	input  inputWatcher // see input.go
 }
 
 // exitRecord is one entry of Manager.exitOrder.
@@ -115,7 +124,9 @@ func New(opts ...Option) *Manager {
 	for _, o := range opts {
 		o.apply(&cfg)
 	}
-	return &Manager{cfg: cfg, procs: make(map[string]*Process)}
+	m := &Manager{cfg: cfg, procs: make(map[string]*Process)}
+	m.events = newEventBus(func() time.Time { return cfg.clock.Now("agentproc", "event") })
+	return m
 }
 
 // Start validates req and starts it. It never waits for the command; use
@@ -183,6 +194,12 @@ func (m *Manager) Shutdown(ctx context.Context) error {
 		// Processes whose Start was in flight when closed was set are still
 		// supervised; waiting on wg covers them too.
 		m.wg.Wait()
+		// Every supervisor has published its exit by now. Done here, not
+		// after the select, so that a Shutdown whose ctx ended still
+		// stops the watchers once the killed processes are gone.
+		m.ports.close()
+		m.input.close()
+		m.events.close()
 	}()
 	select {
 	case <-stopped:
@@ -192,6 +209,10 @@ func (m *Manager) Shutdown(ctx context.Context) error {
 	m.mu.Lock()
 	m.removeLogsLocked()
 	m.mu.Unlock()
+	// Every supervisor has published its exit by now.
+	m.ports.close()
+	m.input.close()
+	m.events.close()
 	return nil
 }
 
@@ -269,6 +290,9 @@ func (m *Manager) startAttach(ctx context.Context, req Request, owner string) (*
 	if err := validateTimeout(req.Timeout); err != nil {
 		return nil, false, err
 	}
+	if err := req.Ready.validate(); err != nil {
+		return nil, false, err
+	}
 	if err := validateGuards(req); err != nil {
 		return nil, false, err
 	}
@@ -333,6 +357,7 @@ func (m *Manager) startAttach(ctx context.Context, req Request, owner string) (*
 		// Its exit removes its output log (recordExit sees closed).
 		_, _ = p.stop(context.Background(), ReasonShutdown)
 	}
+	p.emitInfo(EventStarted)
 	return p, false, nil
 }
 
@@ -373,6 +398,7 @@ func (m *Manager) reapLocked() {
 func (m *Manager) droppedLocked(p *Process) {
 	m.freeKeyLocked(p)
 	p.log.remove()
+	p.emit(Event{Type: EventDropped})
 }
 
 // posixShell reports whether shell[0] names a shell that parses sh syntax,

@@ -39,6 +39,7 @@ type config struct {
 	bgDetect     bool
 	logDir       string
 	logMaxBytes  int64
+	inputQuiet   time.Duration
 	limits       Limits // see limits.go
 	oomDelta     int    // see guard.go
 }
@@ -67,6 +68,7 @@ func defaultConfig() config {
 		stdinStall:   defaultStdinStall,
 		pipeDrain:    defaultPipeDrain,
 		bgDetect:     true,
+		inputQuiet:   DefaultInputQuiet,
 		oomDelta:     DefaultOOMScoreDelta,
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/xerrors"
@@ -144,6 +145,17 @@ type Info struct {
 	Stdin bool
 	// TTY is true when the process runs under a pseudo-terminal.
 	TTY bool
+	// Ports are the sockets the tree listened on at the latest scan (see
+	// Process.Ports), rescanned at least once a second for Background
+	// processes and while someone is in WaitPort; nil for other processes,
+	// for exited ones and where Ports is unsupported.
+	Ports []Port
+	// AwaitingInput is true while a process of the tree is blocked reading
+	// its stdin and the tree has written nothing for the quiet period (see
+	// WithInputQuiet; Linux only, false elsewhere). WriteStdin clears it.
+	AwaitingInput bool
+	// Ready is true once the check of Request.Ready has passed.
+	Ready bool
 }
 
 // Output is one consistent snapshot of a process's state and output: when
@@ -187,6 +199,15 @@ type Process struct {
 	escalated    chan struct{}
 	escalateOnce sync.Once
 
+	events eventGate // orders this process's events; see events.go
+	// inputSig tells WaitOutput about input detection; guarded by mu.
+	inputSig inputSignal
+	// stdinWritten is set by WriteStdin for the input watcher.
+	stdinWritten atomic.Bool
+	// readyDone is closed when the readiness check of Request.Ready has
+	// ended; nil without one. Set before the supervisor starts.
+	readyDone chan struct{}
+
 	mu         sync.Mutex
 	info       Info
 	stopReason ExitReason // why this package is ending it, "" if it is not
@@ -210,17 +231,20 @@ func (p *Process) infoLocked() Info {
 		info.ExitCode = &code
 	}
 	info.Warnings = slices.Clone(info.Warnings)
+	info.Ports = slices.Clone(info.Ports)
 	return info
 }
 
 // Output returns the process's state together with its retained output.
-func (p *Process) Output() Output {
+// With Plain, Text is terminal-clean text (see PlainText).
+func (p *Process) Output(opts ...OutputOption) Output {
+	o := outputOptionsOf(opts)
 	// The exit path sets the final state only after the output reader has
 	// finished, so holding p.mu while rendering means an exited Info is
 	// always paired with final text.
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	text, trunc := p.buf.text(p.m.cfg.maxLineBytes)
+	text, trunc := p.buf.renderText(p.m.cfg.maxLineBytes, o.plain)
 	return Output{Info: p.infoLocked(), Text: text, Truncated: trunc}
 }
 

@@ -85,6 +85,7 @@ func (m *Manager) spawn(req Request, owner, command, dir string, seq uint64, war
 	ctr.started(cmd)
 	m.raiseOOMScore(cmd.Process.Pid, ctr)
 	growPipe(st.out) // a no-op on a PTY master
+	inID := stdinIdentity(st.childIn)
 	// Only the child holds the write end now, so EOF comes when the last
 	// process of the tree that inherited it is gone.
 	st.closeChild()
@@ -137,6 +138,9 @@ func (m *Manager) spawn(req Request, owner, command, dir string, seq uint64, war
 	m.cfg.logger.Debug(context.Background(), "started process",
 		slog.F("id", id), slog.F("pid", cmd.Process.Pid), slog.F("owner", owner))
 
+	// Before the supervisor: it waits for the readiness check that observe
+	// may start, so that EventReady always comes before EventExited.
+	m.observe(p, req, inID, st.out)
 	run = func() {
 		readerDone := make(chan struct{})
 		go func() {
@@ -334,7 +338,14 @@ func (p *Process) publishExit(f exitFacts) {
 	// that sees EOF and then asks for Info is told the process has exited.
 	p.buf.closeWrite()
 	p.info.Running = false
+	p.info.Ports, p.info.AwaitingInput = nil, false // a gone tree listens and reads nothing
 	p.mu.Unlock()
 
 	close(p.done)
+	if p.readyDone != nil {
+		// The check ends promptly now: WaitPort on done, WaitMatch on the
+		// EOF it reads after closeWrite.
+		<-p.readyDone
+	}
+	p.emitInfo(EventExited)
 }

@@ -217,7 +217,8 @@ func TestClientReportsNonJSONErrors(t *testing.T) {
 
 // TestWireTags pins the JSON names of the agentproc types httpapi embeds in
 // its wire format (agentproc.TTYSize, agentproc.Truncation,
-// agentproc.Limits): renaming a tag there would silently change this API.
+// agentproc.Limits, agentproc.ReadyCheck, agentproc.Port): renaming a tag
+// there would silently change this API.
 func TestWireTags(t *testing.T) {
 	t.Parallel()
 	for _, tt := range []struct {
@@ -227,6 +228,8 @@ func TestWireTags(t *testing.T) {
 		{httpapi.StartRequest{Command: "x", TTY: &agentproc.TTYSize{Rows: 1, Cols: 2}}, `"tty":{"rows":1,"cols":2}`},
 		{httpapi.Output{Truncated: &agentproc.Truncation{OriginalBytes: 1, RetainedBytes: 2, OmittedBytes: 3, TruncatedLines: 4, Strategy: "head_tail"}},
 			`"truncated":{"original_bytes":1,"retained_bytes":2,"omitted_bytes":3,"truncated_lines":4,"strategy":"head_tail"}`},
+		{httpapi.StartRequest{Command: "x", Ready: &agentproc.ReadyCheck{Port: 1, Match: "m"}}, `"ready":{"port":1,"match":"m"}`},
+		{httpapi.Event{Port: &agentproc.Port{Network: "tcp", Addr: "::", Port: 1, PID: 2}}, `"port":{"network":"tcp","addr":"::","port":1,"pid":2}`},
 		{httpapi.StartRequest{Command: "x", Limits: &agentproc.Limits{Memory: 1, Procs: 2, CPU: 0.5}}, `"limits":{"memory_bytes":1,"procs":2,"cpu":0.5}`},
 	} {
 		b, err := json.Marshal(tt.v)

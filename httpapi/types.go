@@ -3,6 +3,7 @@ package httpapi
 import (
 	"fmt"
 	"net/http"
+	"time"
 
 	"github.com/agentproc/agentproc"
 )
@@ -39,6 +40,10 @@ type StartRequest struct {
 	// "30s"; when it passes the process is stopped (agentproc.Request
 	// Timeout). "" means no limit.
 	Timeout string `json:"timeout,omitempty"`
+	// Extension: when the process counts as ready (agentproc.ReadyCheck):
+	// {"port": N} for a listening port (0: any), {"match": REGEX} for a
+	// line of output. GET /events then carries a "ready" event.
+	Ready *agentproc.ReadyCheck `json:"ready,omitempty"`
 	// Extension: limits on the memory, processes and CPU of the whole tree
 	// (agentproc.Limits): {"memory_bytes", "procs", "cpu"}. A limit the
 	// server cannot enforce is a 501 naming the field.
@@ -104,6 +109,14 @@ type Process struct {
 	Signal string `json:"signal,omitempty"`
 	// Extension: advice about the command (agentproc.Info.Warnings).
 	Warnings []string `json:"warnings,omitempty"`
+	// Extension: the sockets the process's tree listens on
+	// (agentproc.Info.Ports).
+	Ports []agentproc.Port `json:"ports,omitempty"`
+	// Extension: a process of the tree is blocked reading its stdin and
+	// the tree has been quiet (agentproc.Info.AwaitingInput).
+	AwaitingInput bool `json:"awaiting_input,omitempty"`
+	// Extension: the start request's ready check has passed.
+	Ready bool `json:"ready,omitempty"`
 	// Extension: the limits the process runs under (agentproc.Info.Limits).
 	Limits *agentproc.Limits `json:"limits,omitempty"`
 	// Extension: for a process that ran out of memory (reason "oom", or
@@ -142,6 +155,11 @@ type Output struct {
 	// timeout or the server's cap expired while the process was still
 	// running.
 	TimedOut bool `json:"timed_out,omitempty"`
+	// Extension: the socket ?wait_port found.
+	Port *agentproc.Port `json:"port,omitempty"`
+	// Extension: the process is waiting for input (answer with
+	// POST /{id}/stdin); see Process.
+	AwaitingInput bool `json:"awaiting_input,omitempty"`
 	// Extension: with ?offset only, where the read lies in the output.
 	*Position
 }
@@ -209,6 +227,36 @@ func (e *Error) Error() string {
 	return msg
 }
 
+// Event is the data of one GET /events block: an agentproc.Event with the
+// process in this API's shape (Process), since agentproc.Info is the
+// library's value and no wire format.
+type Event struct {
+	Seq   uint64              `json:"seq"`
+	Type  agentproc.EventType `json:"type"`
+	ID    string              `json:"id,omitempty"`
+	Owner string              `json:"owner,omitempty"`
+	Time  time.Time           `json:"time"`
+	// Info is set for started and exited events.
+	Info *Process `json:"info,omitempty"`
+	// Port is set for a ready event caused by a listening port.
+	Port *agentproc.Port `json:"port,omitempty"`
+	// Line is the matching line of a ready event, or the prompt of an
+	// awaiting_input event.
+	Line string `json:"line,omitempty"`
+	// Lost is how many events a lost event stands for.
+	Lost uint64 `json:"lost,omitempty"`
+}
+
+// eventFromCore converts the library's event to the wire one.
+func eventFromCore(e agentproc.Event) Event {
+	w := Event{Seq: e.Seq, Type: e.Type, ID: e.ID, Owner: e.Owner, Time: e.Time, Port: e.Port, Line: e.Line, Lost: e.Lost}
+	if e.Info != nil {
+		p := processFromInfo(*e.Info)
+		w.Info = &p
+	}
+	return w
+}
+
 // processFromInfo converts the library's view of a process to the wire one.
 func processFromInfo(info agentproc.Info) Process {
 	p := Process{
@@ -224,6 +272,10 @@ func processFromInfo(info agentproc.Info) Process {
 		Signal:     info.ExitSignal,
 		Warnings:   info.Warnings,
 		LikelyOOM:  info.LikelyOOM,
+
+		Ports:         info.Ports,
+		AwaitingInput: info.AwaitingInput,
+		Ready:         info.Ready,
 	}
 	if info.Reason == agentproc.ReasonOOM || info.LikelyOOM {
 		p.PeakMemory = info.MaxRSS
