@@ -75,6 +75,9 @@ type Manager struct {
 	closed  bool
 	// exitOrder lists the retained exited processes, oldest exit first.
 	exitOrder []exitRecord
+
+	state    *stateDir // nil without WithStateDir; see statedir.go
+	instance string    // this Manager's ID in its state records
 }
 
 // exitRecord is one entry of Manager.exitOrder.
@@ -89,7 +92,11 @@ func New(opts ...Option) *Manager {
 	for _, o := range opts {
 		o.apply(&cfg)
 	}
-	return &Manager{cfg: cfg, procs: make(map[string]*Process)}
+	m := &Manager{cfg: cfg, procs: make(map[string]*Process)}
+	if cfg.stateDir != "" {
+		m.openState()
+	}
+	return m
 }
 
 // Start validates req and starts it. It never blocks on the command; use
@@ -138,6 +145,7 @@ func (m *Manager) Close() error {
 	m.mu.Lock()
 	m.removeLogsLocked()
 	m.mu.Unlock()
+	m.closeState()
 	return nil
 }
 
@@ -284,6 +292,9 @@ func (m *Manager) start(req Request, owner string) (*Process, error) {
 // spawn starts the command. The caller has reserved a running slot and a
 // supervise goroutine in m.wg.
 func (m *Manager) spawn(req Request, owner, command, dir string, seq uint64, warnings []string) (*Process, error) {
+	if err := m.state.usable(); err != nil {
+		return nil, err
+	}
 	id := uuid.NewString()
 	env := m.buildEnv(req.Env, id)
 	// Containment beyond the process group (marker sweep, cgroup) is set up
@@ -332,6 +343,10 @@ func (m *Manager) spawn(req Request, owner, command, dir string, seq uint64, war
 	if err := st.prepare(cmd); err != nil {
 		return fail("prepare terminal", err)
 	}
+	rec := m.state.newRecord(m, id, owner, command, dir, req, warnings, m.outputLogPath(id))
+	if err := m.state.recordStarting(rec); err != nil {
+		return fail("record process", err)
+	}
 	if err := cmd.Start(); err != nil {
 		sys.release()
 		return fail("start "+m.cfg.shell[0]+ctr.describe(), err)
@@ -351,7 +366,9 @@ func (m *Manager) spawn(req Request, owner, command, dir string, seq uint64, war
 		return nil, xerrors.Errorf("agentproc: contain process: %w", err)
 	}
 
+	m.state.recordRunning(rec, cmd.Process.Pid, ctr.cgroupPath())
 	p := &Process{
+		rec:   rec,
 		m:     m,
 		id:    id,
 		owner: owner,
@@ -474,6 +491,7 @@ func (m *Manager) reapLocked() {
 func (m *Manager) droppedLocked(p *Process) {
 	m.freeKeyLocked(p)
 	p.log.remove()
+	m.state.dropLocked(p.id)
 }
 
 // posixShell reports whether shell[0] names a shell that parses sh syntax,

@@ -38,6 +38,7 @@ type config struct {
 	bgDetect     bool
 	logDir       string
 	logMaxBytes  int64
+	stateDir     string
 }
 
 // Defaults, named so the README and tests can refer to them.

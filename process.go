@@ -48,6 +48,10 @@ const (
 	ReasonShutdown ExitReason = "shutdown"
 	// ReasonTimeout: Request.Timeout expired and the process was stopped.
 	ReasonTimeout ExitReason = "timeout"
+	// ReasonOrphaned: the Manager that started it died (see WithStateDir);
+	// a later Manager on the same state dir stopped what was left of the
+	// tree. ExitCode is -1: nobody was there to see the real one.
+	ReasonOrphaned ExitReason = "orphaned"
 )
 
 // Info describes a process at one moment. The zero values of the exit fields
@@ -132,6 +136,8 @@ type Process struct {
 	escalateOnce sync.Once
 
 	dropped bool // retention dropped it; guarded by Manager.mu
+
+	rec *stateRecord // nil without WithStateDir; only spawn and the supervisor touch it
 
 	mu         sync.Mutex
 	info       Info
@@ -367,6 +373,7 @@ func (p *Process) supervise(pipe *os.File, readerDone <-chan struct{}) {
 	p.kill() // releases the context; the process is already gone
 
 	now := p.m.cfg.clock.Now("agentproc", "exit")
+	p.recordExit(code, sigName, now)
 	// The running slot is given back before the exit is published, so a
 	// caller that sees it (Wait, Info, an EOF chunk) can start another
 	// process at once under WithMaxRunning.

@@ -1,0 +1,178 @@
+package agentproc
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"cdr.dev/slog/v3"
+	"golang.org/x/xerrors"
+)
+
+// recoverOrphans runs once, in its own goroutine, when a Manager starts with a
+// usable state dir. It reads every record, decides which belong to a dead
+// Manager, stops the trees those left running (all at once: one grace
+// period in total), and lists them as exited processes of this Manager.
+//
+// A record is skipped, with a warning, when it cannot be parsed (it is
+// renamed to ID.json.bad so it is not read again) or when its host is a
+// different process that is still alive on this boot: whoever that is, it
+// is not dead, and its trees are not ours to stop. Holding the lock already
+// means no live Manager uses the dir, so that second case is only a
+// belt-and-braces check.
+func (m *Manager) recoverOrphans() {
+	s := m.state
+	defer close(s.recovered)
+	ctx := context.Background()
+
+	entries, err := os.ReadDir(s.procs)
+	if err != nil {
+		s.recErr = xerrors.Errorf("agentproc: state dir %q: read records: %w", s.dir, err)
+		return
+	}
+	var recs []*stateRecord
+	for _, e := range entries {
+		name := e.Name()
+		if strings.HasPrefix(name, ".") {
+			// A temporary file of a write the dead host did not finish:
+			// the record it was replacing is still in place.
+			_ = os.Remove(filepath.Join(s.procs, name))
+			continue
+		}
+		if !strings.HasSuffix(name, ".json") {
+			continue
+		}
+		rec, err := s.readRecord(name)
+		if err != nil {
+			s.logger.Warn(ctx, "skipping unreadable process record", slog.F("file", name), fieldError(err))
+			bad := filepath.Join(s.procs, name+".bad")
+			_ = os.Rename(filepath.Join(s.procs, name), bad)
+			continue
+		}
+		if rec.Host.Boot == s.host.Boot && rec.Host != s.host {
+			if id, ok := identityOf(rec.Host.PID); ok && id == rec.Host {
+				s.logger.Warn(ctx, "skipping record of a live host",
+					slog.F("id", rec.ID), slog.F("host_pid", rec.Host.PID))
+				continue
+			}
+		}
+		recs = append(recs, rec)
+	}
+
+	// Trees of this boot that were running when their Manager died. A
+	// record of an earlier boot names nothing alive: the reboot ended it.
+	var trees []orphanTree
+	var treeOf []int // index into recs
+	for i, r := range recs {
+		if r.Exited || r.Host.Boot != s.host.Boot {
+			continue
+		}
+		trees = append(trees, orphanTree{id: r.ID, leader: r.Leader, cgroup: r.Cgroup})
+		treeOf = append(treeOf, i)
+	}
+	found := stopOrphans(trees, m.cfg.grace)
+	leftovers := make([]int, len(recs))
+	for j, i := range treeOf {
+		leftovers[i] = found[j]
+	}
+
+	now := m.cfg.clock.Now("agentproc", "recover")
+	procs := make([]*Process, 0, len(recs))
+	for i, r := range recs {
+		if !r.Exited {
+			r.Exited, r.ExitCode, r.Signal, r.Reason, r.ExitedAt = true, -1, "", ReasonOrphaned, now
+		}
+		// The record is this Manager's now: if it dies too, the next one
+		// lists the process again instead of treating it as running.
+		r.Manager, r.Host = m.instance, s.host
+		if err := s.write(r); err != nil {
+			s.logger.Warn(ctx, "rewrite recovered record", slog.F("id", r.ID), fieldError(err))
+		}
+		procs = append(procs, m.recoveredProcess(r, leftovers[i]))
+	}
+
+	m.mu.Lock()
+	for _, p := range procs {
+		m.seq++
+		p.seq = m.seq
+		m.procs[p.id] = p
+		m.exitOrder = append(m.exitOrder, exitRecord{p, now})
+	}
+	m.reapLocked()
+	m.mu.Unlock()
+
+	s.found = make([]Info, len(procs))
+	for i, p := range procs {
+		s.found[i] = p.Info()
+	}
+}
+
+// readRecord reads and checks one record file.
+func (s *stateDir) readRecord(name string) (*stateRecord, error) {
+	data, err := os.ReadFile(filepath.Join(s.procs, name))
+	if err != nil {
+		return nil, err
+	}
+	var r stateRecord
+	if err := json.Unmarshal(data, &r); err != nil {
+		return nil, xerrors.Errorf("parse record: %w", err)
+	}
+	switch {
+	case r.Version != stateRecordVersion:
+		return nil, xerrors.Errorf("record version %d, want %d", r.Version, stateRecordVersion)
+	case r.ID == "" || r.ID+".json" != name:
+		return nil, xerrors.Errorf("record names process %q", r.ID)
+	case r.Marker != MarkerEnv+"="+r.ID:
+		return nil, xerrors.Errorf("record marker %q does not match its ID", r.Marker)
+	case r.Host.PID <= 0 || r.Host.Boot == "":
+		return nil, xerrors.New("record has no host")
+	}
+	return &r, nil
+}
+
+// recoveredProcess makes the exited Process a recovered record stands for.
+// It has no OS resources: every method that needs a running process sees
+// it exited. Its output is whatever its output log holds.
+func (m *Manager) recoveredProcess(r *stateRecord, leftovers int) *Process {
+	code := r.ExitCode
+	done := make(chan struct{})
+	close(done)
+	p := &Process{
+		m:         m,
+		id:        r.ID,
+		owner:     r.Owner,
+		buf:       newOutputBuffer(m.cfg.headBytes, m.cfg.tailBytes),
+		kill:      func() {},
+		done:      done,
+		escalated: make(chan struct{}),
+		rec:       r,
+		info: Info{
+			ID:         r.ID,
+			Command:    r.Command,
+			WorkDir:    r.WorkDir,
+			Owner:      r.Owner,
+			Background: r.Background,
+			Warnings:   r.Warnings,
+			PID:        r.Leader.PID,
+			ExitCode:   &code,
+			Signal:     r.Signal,
+			Reason:     r.Reason,
+			StartedAt:  r.StartedAt,
+			ExitedAt:   r.ExitedAt,
+			Leftovers:  leftovers,
+			LogPath:    r.LogPath,
+		},
+	}
+	if r.LogPath != "" {
+		p.log = &outputLog{logger: m.cfg.logger, path: r.LogPath}
+		if f, err := os.Open(r.LogPath); err == nil {
+			_, _ = io.Copy(p.buf, f)
+			_ = f.Close()
+		}
+	}
+	p.buf.closeWrite()
+	return p
+}

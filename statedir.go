@@ -1,0 +1,422 @@
+package agentproc
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"time"
+
+	"cdr.dev/slog/v3"
+	"github.com/google/uuid"
+	"golang.org/x/xerrors"
+)
+
+// WithStateDir makes the Manager record every process it starts in dir, so
+// that a Manager started after this one died (crash, OOM kill, SIGKILL) can
+// stop what it left behind. A record is written before the child runs,
+// updated with its PID once it runs and with its exit once it exits, and
+// removed when retention drops the process or Close ends it. Writes are
+// atomic (a temporary file renamed over the record) and never run under a
+// lock of the Manager.
+//
+// A Manager with a state dir locks it (dir/lock): only one live Manager may
+// use a dir at a time. When New starts, it recovers in the background every
+// record left by a Manager that is dead: trees still running are stopped
+// like Close stops them and are listed as exited with ReasonOrphaned and
+// whatever their output log holds; Recovered waits for that. On Linux a
+// guard process also kills the Manager's trees within about a second of the
+// host's death, even when no new Manager is ever started (see
+// docs/containment.md).
+//
+// A dir that cannot be used (not creatable or writable, or locked by another
+// live Manager) makes every Start and Recovered fail with an error naming
+// the dir and the reason; the Manager never runs without the state it was
+// asked to keep. Linux only: elsewhere Start fails with ErrUnsupported. ""
+// (the default) turns it off.
+func WithStateDir(dir string) Option {
+	return optionFunc(func(c *config) { c.stateDir = dir })
+}
+
+// stateDir is a Manager's state directory. Its files:
+//
+//	dir/lock          flock'ed by the live Manager; holds its host's PID
+//	dir/procs/ID.json one record per retained process
+//
+// The zero of everything but err is unusable; a nil *stateDir (no
+// WithStateDir) records nothing, so callers need no checks.
+type stateDir struct {
+	dir    string
+	procs  string // dir/procs
+	err    error  // non-nil: the dir cannot be used; Start returns it
+	lock   *os.File
+	host   hostIdentity
+	logger slog.Logger
+	guard  *guard // nil where there is none (not Linux)
+
+	recovered chan struct{} // closed when recovery has finished
+	found     []Info        // what recovery found; read after recovered
+	recErr    error
+
+	mu       sync.Mutex // guards the removal queue only; never held for FS work
+	drops    []string   // record IDs to remove
+	removing bool       // a removal goroutine is running
+	idle     *sync.Cond // signalled when removing turns false
+
+	closeOnce sync.Once
+}
+
+// hostIdentity names one process on one boot, so that a PID reused by
+// another process, or the same PID after a reboot, is not mistaken for it.
+// start is the process's start time in clock ticks since boot (Linux:
+// field 22 of /proc/PID/stat).
+type hostIdentity struct {
+	PID   int    `json:"pid"`
+	Start uint64 `json:"start"`
+	Boot  string `json:"boot_id"`
+}
+
+// stateRecord is one record file. Version 1.
+type stateRecord struct {
+	Version    int       `json:"version"`
+	ID         string    `json:"id"`
+	Owner      string    `json:"owner,omitempty"`
+	Command    string    `json:"command"`
+	WorkDir    string    `json:"workdir"`
+	Key        string    `json:"key,omitempty"`
+	Background bool      `json:"background,omitempty"`
+	Warnings   []string  `json:"warnings,omitempty"`
+	Marker     string    `json:"marker"` // MarkerEnv=ID
+	LogPath    string    `json:"log_path,omitempty"`
+	Detached   bool      `json:"detached,omitempty"`
+	StartedAt  time.Time `json:"started_at"`
+	// Leader is the shell; zero until it runs. Its PID is the process
+	// group ID.
+	Leader hostIdentity `json:"leader"`
+	Cgroup string       `json:"cgroup,omitempty"`
+	// Manager and Host name the Manager that started the process.
+	Manager string       `json:"manager"`
+	Host    hostIdentity `json:"host"`
+
+	// Set at exit.
+	Exited   bool       `json:"exited,omitempty"`
+	ExitCode int        `json:"exit_code,omitempty"`
+	Signal   string     `json:"signal,omitempty"`
+	Reason   ExitReason `json:"reason,omitempty"`
+	ExitedAt time.Time  `json:"exited_at,omitzero"`
+}
+
+const stateRecordVersion = 1
+
+// openStateDir prepares dir for a Manager: it creates it (0700), checks it is
+// a writable directory and takes its lock. Every failure is kept in err,
+// naming the dir and the reason, for Start to return.
+func openStateDir(dir string, logger slog.Logger) *stateDir {
+	s := &stateDir{dir: dir, procs: filepath.Join(dir, "procs"), logger: logger, recovered: make(chan struct{})}
+	s.idle = sync.NewCond(&s.mu)
+	fail := func(reason string, err error) *stateDir {
+		s.err = xerrors.Errorf("agentproc: state dir %q %s: %w", dir, reason, err)
+		if s.lock != nil {
+			_ = s.lock.Close()
+			s.lock = nil
+		}
+		close(s.recovered)
+		return s
+	}
+	if err := stateSupported(); err != nil {
+		return fail("unusable", err)
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return fail("unusable", err)
+	}
+	s.dir, s.procs = abs, filepath.Join(abs, "procs")
+	if err := os.MkdirAll(s.procs, 0o700); err != nil {
+		return fail("cannot be created", err)
+	}
+	host, err := selfIdentity()
+	if err != nil {
+		return fail("unusable: cannot identify this process", err)
+	}
+	s.host = host
+	lock, err := lockStateDir(filepath.Join(abs, "lock"))
+	if err != nil {
+		return fail("is not usable", err)
+	}
+	s.lock = lock
+	// Written after the lock is held: it only helps a person (or the error
+	// of a second Manager) see who holds it.
+	if err := lock.Truncate(0); err != nil {
+		return fail("is not writable", err)
+	}
+	if _, err := lock.WriteAt([]byte(strconv.Itoa(host.PID)+"\n"), 0); err != nil {
+		return fail("is not writable", err)
+	}
+	// A probe write shows a read-only dir now rather than at the first
+	// Start.
+	probe := filepath.Join(s.procs, ".probe-"+uuid.NewString())
+	if err := os.WriteFile(probe, nil, 0o600); err != nil {
+		return fail("is not writable", err)
+	}
+	_ = os.Remove(probe)
+	return s
+}
+
+// newRecord returns the record of a process about to start.
+func (s *stateDir) newRecord(m *Manager, id, owner, command, dir string, req Request, warnings []string, logPath string) *stateRecord {
+	if s == nil {
+		return nil
+	}
+	return &stateRecord{
+		Version:    stateRecordVersion,
+		ID:         id,
+		Owner:      owner,
+		Command:    command,
+		WorkDir:    dir,
+		Key:        req.Key,
+		Background: req.Background,
+		Warnings:   warnings,
+		Marker:     MarkerEnv + "=" + id,
+		LogPath:    logPath,
+		StartedAt:  m.cfg.clock.Now("agentproc", "record"),
+		Manager:    m.instance,
+		Host:       s.host,
+	}
+}
+
+// write stores r atomically: a reader (a recovering Manager) sees the old
+// record or the new one, never a part. There is no fsync: the record has
+// to survive the death of this process, which the page cache does; a power
+// loss changes the boot ID, and every tree of the old boot is gone anyway.
+func (s *stateDir) write(r *stateRecord) error {
+	if s == nil || r == nil {
+		return nil
+	}
+	data, err := json.Marshal(r)
+	if err != nil {
+		return xerrors.Errorf("encode record of %s: %w", r.ID, err)
+	}
+	final := filepath.Join(s.procs, r.ID+".json")
+	tmp := filepath.Join(s.procs, "."+r.ID+".tmp")
+	if err := os.WriteFile(tmp, data, 0o600); err != nil {
+		return xerrors.Errorf("state dir %q: write record: %w", s.dir, err)
+	}
+	if err := os.Rename(tmp, final); err != nil {
+		_ = os.Remove(tmp)
+		return xerrors.Errorf("state dir %q: write record: %w", s.dir, err)
+	}
+	return nil
+}
+
+// dropLocked queues the removal of a record; the caller holds Manager.mu,
+// so the file is removed by a goroutine that runs while there are records
+// to remove.
+func (s *stateDir) dropLocked(id string) {
+	if s == nil || s.err != nil {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.drops = append(s.drops, id)
+	if !s.removing {
+		s.removing = true
+		go s.removeQueued()
+	}
+}
+
+func (s *stateDir) removeQueued() {
+	for {
+		s.mu.Lock()
+		ids := s.drops
+		s.drops = nil
+		if len(ids) == 0 {
+			s.removing = false
+			s.idle.Broadcast()
+			s.mu.Unlock()
+			return
+		}
+		s.mu.Unlock()
+		for _, id := range ids {
+			s.remove(id)
+		}
+	}
+}
+
+func (s *stateDir) remove(id string) {
+	err := os.Remove(filepath.Join(s.procs, id+".json"))
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		s.logger.Warn(context.Background(), "remove process record", slog.F("id", id), fieldError(err))
+	}
+}
+
+// close removes the records of ids (the Manager's processes, all exited),
+// waits for queued removals and releases the lock. The next Manager on the
+// dir then recovers only what this one left running on purpose.
+func (s *stateDir) close(ids []string) {
+	if s == nil || s.err != nil {
+		return
+	}
+	<-s.recovered
+	s.mu.Lock()
+	for s.removing {
+		s.idle.Wait()
+	}
+	s.mu.Unlock()
+	s.closeOnce.Do(func() {
+		for _, id := range ids {
+			s.remove(id)
+		}
+		s.guard.close()
+		_ = s.lock.Close()
+	})
+}
+
+// Recovered waits until the recovery that New started has finished and
+// returns the Info of every process it found: trees a dead Manager left
+// running (stopped now, with ReasonOrphaned) and processes that had exited
+// before it died (with the reason recorded then). They are also listed by
+// List and Get until retention drops them. Without WithStateDir it returns
+// nil, nil; with an unusable dir, the dir's error. If ctx ends first it
+// returns ctx.Err(); recovery goes on.
+func (m *Manager) Recovered(ctx context.Context) ([]Info, error) {
+	s := m.state
+	if s == nil {
+		return nil, nil
+	}
+	select {
+	case <-s.recovered:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	if s.err != nil {
+		return nil, s.err
+	}
+	infos := make([]Info, len(s.found))
+	copy(infos, s.found)
+	return infos, s.recErr
+}
+
+// openState is New's hook: it opens the state dir, starts the guard and
+// recovery. Only the lock and the guard's start run before New returns.
+func (m *Manager) openState() {
+	m.instance = uuid.NewString()
+	s := openStateDir(m.cfg.stateDir, m.cfg.logger)
+	m.state = s
+	if s.err != nil {
+		return
+	}
+	g, err := startGuard(func(err error) { m.cfg.logger.Warn(context.Background(), "guard", fieldError(err)) })
+	if err != nil {
+		s.err = xerrors.Errorf("agentproc: state dir %q: %w", s.dir, err)
+		_ = s.lock.Close()
+		close(s.recovered)
+		return
+	}
+	s.guard = g
+	go m.recoverOrphans()
+}
+
+// usable returns the dir's error, if any, for Start.
+func (s *stateDir) usable() error {
+	if s == nil {
+		return nil
+	}
+	return s.err
+}
+
+// recordStarting stores the record of a process about to start and lists
+// its marker with the guard, so that even a host that dies before the
+// shell's PID is known leaves nothing running.
+func (s *stateDir) recordStarting(r *stateRecord) error {
+	if s == nil {
+		return nil
+	}
+	if err := s.write(r); err != nil {
+		return err
+	}
+	s.guard.add(r.ID, hostIdentity{}, "")
+	return nil
+}
+
+// recordRunning adds the leader and the cgroup once the shell runs. A
+// failed write is logged, not fatal: the process runs already, and the
+// first record's marker still lets a new Manager find the tree.
+func (s *stateDir) recordRunning(r *stateRecord, pid int, cgroup string) {
+	if s == nil {
+		return
+	}
+	if id, ok := identityOf(pid); ok {
+		r.Leader = id
+	} else {
+		// The shell exited already; its PID alone still names the group
+		// while members live, and the marker finds them.
+		r.Leader = hostIdentity{PID: pid}
+	}
+	r.Cgroup = cgroup
+	s.guard.add(r.ID, r.Leader, cgroup)
+	if err := s.write(r); err != nil {
+		s.logger.Warn(context.Background(), "update process record", slog.F("id", r.ID), fieldError(err))
+	}
+}
+
+// recordExit is the supervisor's hook, called after the tree is gone and
+// before the exit is published, so that a record is never rewritten after
+// retention removed it.
+func (p *Process) recordExit(code int, sigName string, now time.Time) {
+	s := p.m.state
+	if s == nil || p.rec == nil {
+		return
+	}
+	p.mu.Lock()
+	reason := p.stopReason
+	signaled := p.signaled
+	p.mu.Unlock()
+	switch {
+	case reason != "":
+	case sigName != "" && signaled:
+		reason = ReasonKilled
+	case sigName != "":
+		reason = ReasonSignaled
+	default:
+		reason = ReasonExited
+	}
+	r := p.rec
+	r.Exited, r.ExitCode, r.Signal, r.Reason, r.ExitedAt = true, code, sigName, reason, now
+	s.guard.remove(r.ID)
+	if err := s.write(r); err != nil {
+		s.logger.Warn(context.Background(), "update process record", slog.F("id", r.ID), fieldError(err))
+	}
+}
+
+// closeState is Close's hook, run once every process has exited: it
+// removes their records and releases the dir.
+func (m *Manager) closeState() {
+	s := m.state
+	if s == nil || s.err != nil {
+		return
+	}
+	<-s.recovered
+	m.mu.Lock()
+	ids := make([]string, 0, len(m.procs))
+	for id := range m.procs {
+		ids = append(ids, id)
+	}
+	m.mu.Unlock()
+	s.close(ids)
+}
+
+// outputLogPath is where openOutputLog will put the log of process id, or
+// "" without WithOutputLog.
+func (m *Manager) outputLogPath(id string) string {
+	if m.state == nil || m.cfg.logDir == "" {
+		return ""
+	}
+	dir, err := filepath.Abs(m.cfg.logDir)
+	if err != nil {
+		dir = m.cfg.logDir
+	}
+	return filepath.Join(dir, id+".log")
+}

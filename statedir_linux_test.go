@@ -1,0 +1,500 @@
+package agentproc_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"golang.org/x/sys/unix"
+
+	"github.com/agentproc/agentproc"
+)
+
+// Helper hosts: the test binary re-executed as a program that uses a
+// Manager with a state dir and is then SIGKILLed by the test. init runs
+// before TestMain, so a host never runs tests.
+const (
+	hostModeEnv   = "AGENTPROC_TEST_HOST"
+	hostDirEnv    = "AGENTPROC_TEST_HOST_DIR"
+	hostCgroupEnv = "AGENTPROC_TEST_HOST_CGROUP"
+)
+
+func init() {
+	if mode := os.Getenv(hostModeEnv); mode != "" {
+		os.Exit(runHost(mode))
+	}
+}
+
+// runHost starts processes whose commands print "pids A B" (the shell and
+// a child), prints each such line, then "ready", and blocks until killed.
+// Mode "three": a plain tree and a setsid escapee on dir/a, and, when
+// hostCgroupEnv names a cgroup parent, a tree in a cgroup on dir/b.
+func runHost(mode string) int {
+	dir := os.Getenv(hostDirEnv)
+	type job struct {
+		m       *agentproc.Manager
+		command string
+	}
+	var jobs []job
+	switch mode {
+	case "three":
+		a := agentproc.New(agentproc.WithStateDir(filepath.Join(dir, "a")))
+		jobs = append(jobs,
+			job{a, `sleep 300 & echo "pids $$ $!"; wait`},
+			job{a, `setsid sleep 300 & echo "pids $$ $!"; wait`})
+		if cg := os.Getenv(hostCgroupEnv); cg != "" {
+			b := agentproc.New(agentproc.WithStateDir(filepath.Join(dir, "b")), agentproc.WithCgroup(cg))
+			jobs = append(jobs, job{b, `sleep 300 & echo "pids $$ $!"; wait`})
+		}
+	default:
+		fmt.Fprintf(os.Stderr, "unknown host mode %q\n", mode)
+		return 2
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	for _, j := range jobs {
+		p, err := j.m.Start(agentproc.Request{Command: j.command})
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "host: start:", err)
+			return 1
+		}
+		line, err := p.WaitMatch(ctx, regexp.MustCompile(`^pids \d+ \d+$`))
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "host: wait for pids:", err)
+			return 1
+		}
+		fmt.Println(strings.TrimSpace(line), p.ID())
+	}
+	fmt.Println("ready")
+	select {} // until the test SIGKILLs this host
+}
+
+// startHost runs a helper host and returns it with the PIDs and process IDs
+// it printed once it said "ready".
+func startHost(t *testing.T, mode string, env ...string) (*exec.Cmd, []int, []string) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = append(append(os.Environ(), hostModeEnv+"="+mode), env...)
+	cmd.Stderr = os.Stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	})
+	type result struct {
+		pids []int
+		ids  []string
+		err  error
+	}
+	done := make(chan result, 1)
+	go func() {
+		var r result
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			f := strings.Fields(sc.Text())
+			if len(f) == 1 && f[0] == "ready" {
+				done <- r
+				return
+			}
+			if len(f) != 4 || f[0] != "pids" {
+				r.err = fmt.Errorf("host printed %q", sc.Text())
+				continue
+			}
+			for _, s := range f[1:3] {
+				pid, _ := strconv.Atoi(s)
+				r.pids = append(r.pids, pid)
+			}
+			r.ids = append(r.ids, f[3])
+		}
+		r.err = fmt.Errorf("host output ended before ready: %v", sc.Err())
+		done <- r
+	}()
+	select {
+	case r := <-done:
+		if r.err != nil {
+			t.Fatal(r.err)
+		}
+		return cmd, r.pids, r.ids
+	case <-testContext(t).Done():
+		t.Fatal("host did not get ready")
+	}
+	return nil, nil, nil
+}
+
+// pinPIDs opens a pidfd for each pid, so that their exit can be waited for
+// and a reused PID cannot be mistaken for them.
+func pinPIDs(t *testing.T, pids []int) []int {
+	t.Helper()
+	fds := make([]int, len(pids))
+	for i, pid := range pids {
+		fd, err := unix.PidfdOpen(pid, 0)
+		if err != nil {
+			t.Fatalf("pidfd_open(%d): %v", pid, err)
+		}
+		fds[i] = fd
+		t.Cleanup(func() { _ = unix.Close(fd) })
+	}
+	return fds
+}
+
+// waitExited waits up to timeout until every pidfd polls readable (its
+// process has exited) and returns how many are still alive.
+func waitExited(fds []int, timeout time.Duration) int {
+	deadline := time.Now().Add(timeout)
+	pfds := make([]unix.PollFd, len(fds))
+	for i, fd := range fds {
+		pfds[i] = unix.PollFd{Fd: int32(fd), Events: unix.POLLIN}
+	}
+	for len(pfds) > 0 {
+		left := time.Until(deadline)
+		if left < 0 {
+			left = 0
+		}
+		n, err := unix.Poll(pfds, int(left/time.Millisecond))
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil || n == 0 {
+			break
+		}
+		waiting := pfds[:0]
+		for _, p := range pfds {
+			if p.Revents == 0 {
+				waiting = append(waiting, p)
+			}
+		}
+		pfds = waiting
+	}
+	return len(pfds)
+}
+
+func pidfdAlive(t *testing.T, fd int) bool {
+	t.Helper()
+	return waitExited([]int{fd}, 0) == 1
+}
+
+func requireRoot(t *testing.T) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: pidfds of other users' processes and cgroups")
+	}
+}
+
+// TestHostDeathKillsTrees is the crash test: a host with three trees (a
+// plain one, a setsid escapee, one in a cgroup when available) is
+// SIGKILLed. Its guard kills every tree within 2 s with no new Manager,
+// and a new Manager on the same dir reports them all as orphaned.
+func TestHostDeathKillsTrees(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	env := []string{hostDirEnv + "=" + dir}
+	want := 2
+	if os.Geteuid() == 0 && len(testCgroup2Mounts()) > 0 {
+		// As root with cgroup v2 mounted a writable parent is expected;
+		// cgroupParent skips, saying why, if there is none.
+		env = append(env, hostCgroupEnv+"="+cgroupParent(t))
+		want = 3
+	}
+	host, pids, ids := startHost(t, "three", env...)
+	if len(ids) != want {
+		t.Fatalf("host started %d processes, want %d", len(ids), want)
+	}
+	fds := pinPIDs(t, pids)
+
+	killed := time.Now()
+	if err := host.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	left := waitExited(fds, 2*time.Second)
+	elapsed := time.Since(killed)
+	if left != 0 {
+		t.Fatalf("%d of %d processes alive 2 s after the host was SIGKILLed, want 0", left, len(fds))
+	}
+	t.Logf("all %d processes of %d trees dead %v after the host's SIGKILL", len(fds), want, elapsed)
+
+	got := map[string]agentproc.Info{}
+	for _, sub := range []string{"a", "b"} {
+		if _, err := os.Stat(filepath.Join(dir, sub)); err != nil {
+			continue
+		}
+		m := newManager(t, agentproc.WithStateDir(filepath.Join(dir, sub)), agentproc.WithGracePeriod(time.Second))
+		infos, err := m.Recovered(testContext(t))
+		if err != nil {
+			t.Fatalf("Recovered(%s): %v", sub, err)
+		}
+		for _, info := range infos {
+			got[info.ID] = info
+			if p, err := m.Get(info.ID); err != nil || p.Info().Reason != agentproc.ReasonOrphaned {
+				t.Errorf("Get(%s) after recovery: got %v, %v, want the orphaned process", info.ID, p, err)
+			}
+		}
+	}
+	for _, id := range ids {
+		info, ok := got[id]
+		if !ok {
+			t.Errorf("process %s not recovered; recovered %v", id, got)
+			continue
+		}
+		if info.Running || info.Reason != agentproc.ReasonOrphaned || exitCode(info) != -1 {
+			t.Errorf("recovered %s: got running=%v reason=%q code=%d, want exited, %q, -1",
+				id, info.Running, info.Reason, exitCode(info), agentproc.ReasonOrphaned)
+		}
+	}
+}
+
+// deadHost is a host identity no live process has: the PID is above the
+// kernel's largest pid_max.
+var deadHost = map[string]any{"pid": 1 << 23, "start": 1, "boot_id": currentBoot()}
+
+func currentBoot() string {
+	data, _ := os.ReadFile("/proc/sys/kernel/random/boot_id")
+	return strings.TrimSpace(string(data))
+}
+
+// startTicks reads field 22 of /proc/PID/stat on its own.
+func startTicks(t *testing.T, pid int) uint64 {
+	t.Helper()
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := strings.Fields(string(data[strings.LastIndexByte(string(data), ')')+1:]))
+	n, err := strconv.ParseUint(f[19], 10, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// startDecoy starts an unrelated process (no marker, a group of its own)
+// and returns its PID and a pidfd for it.
+func startDecoy(t *testing.T) (int, int) {
+	t.Helper()
+	cmd := exec.Command("sleep", "300")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	})
+	return cmd.Process.Pid, pinPIDs(t, []int{cmd.Process.Pid})[0]
+}
+
+// writeRecord writes a record the way a dead Manager would have, with
+// fields overriding the defaults of a running process.
+func writeRecord(t *testing.T, dir, id string, fields map[string]any) {
+	t.Helper()
+	rec := map[string]any{
+		"version":    1,
+		"id":         id,
+		"command":    "sleep 300",
+		"workdir":    "/",
+		"marker":     agentproc.MarkerEnv + "=" + id,
+		"started_at": time.Now(),
+		"manager":    uuid.NewString(),
+		"host":       deadHost,
+	}
+	for k, v := range fields {
+		rec[k] = v
+	}
+	data, err := json.Marshal(rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(dir, "procs"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "procs", id+".json"), data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestRecoveryPIDReuse: a record whose leader PID now belongs to an
+// unrelated process (same PID, another start time) is recovered as gone,
+// and that process is never signalled.
+func TestRecoveryPIDReuse(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	pid, fd := startDecoy(t)
+	id := uuid.NewString()
+	writeRecord(t, dir, id, map[string]any{
+		"leader": map[string]any{"pid": pid, "start": startTicks(t, pid) + 1, "boot_id": currentBoot()},
+	})
+	m := newManager(t, agentproc.WithStateDir(dir), agentproc.WithGracePeriod(100*time.Millisecond))
+	infos, err := m.Recovered(testContext(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(infos) != 1 || infos[0].ID != id || infos[0].Reason != agentproc.ReasonOrphaned || infos[0].Leftovers != 0 {
+		t.Fatalf("Recovered: got %+v, want %s orphaned with no leftovers", infos, id)
+	}
+	// Recovered returns after the whole stop ladder (grace included), so a
+	// signal sent to the decoy would have ended it by now.
+	if !pidfdAlive(t, fd) {
+		t.Fatal("the unrelated process holding the recorded PID was signalled")
+	}
+}
+
+// TestRecoveryBadState: corrupt and truncated records, a record from
+// another boot and one whose host is alive are each skipped or recovered
+// without a signal to anyone, and recovery of the rest goes on.
+func TestRecoveryBadState(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	pid, fd := startDecoy(t)
+	decoy := map[string]any{"pid": pid, "start": startTicks(t, pid), "boot_id": currentBoot()}
+
+	otherBoot := uuid.NewString()
+	writeRecord(t, dir, otherBoot, map[string]any{
+		// The decoy's real identity, but on another boot: nothing of that
+		// boot can be alive.
+		"leader": map[string]any{"pid": pid, "start": decoy["start"], "boot_id": uuid.NewString()},
+		"host":   map[string]any{"pid": 1 << 23, "start": 1, "boot_id": uuid.NewString()},
+	})
+	liveHost := uuid.NewString()
+	writeRecord(t, dir, liveHost, map[string]any{"leader": decoy, "host": decoy})
+	good := uuid.NewString()
+	writeRecord(t, dir, good, nil)
+	valid, err := os.ReadFile(filepath.Join(dir, "procs", good+".json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	truncated := uuid.NewString()
+	procs := filepath.Join(dir, "procs")
+	if err := os.WriteFile(filepath.Join(procs, truncated+".json"), valid[:len(valid)/2], 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(procs, "corrupt.json"), []byte("{\x00not json"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	m := newManager(t, agentproc.WithStateDir(dir), agentproc.WithGracePeriod(100*time.Millisecond))
+	infos, err := m.Recovered(testContext(t))
+	if err != nil {
+		t.Fatalf("Recovered: %v", err)
+	}
+	got := map[string]agentproc.ExitReason{}
+	for _, info := range infos {
+		got[info.ID] = info.Reason
+	}
+	want := map[string]agentproc.ExitReason{otherBoot: agentproc.ReasonOrphaned, good: agentproc.ReasonOrphaned}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("Recovered: got %v, want %v", got, want)
+	}
+	for _, name := range []string{truncated + ".json.bad", "corrupt.json.bad", liveHost + ".json"} {
+		if _, err := os.Stat(filepath.Join(procs, name)); err != nil {
+			t.Errorf("want %s kept: %v", name, err)
+		}
+	}
+	if !pidfdAlive(t, fd) {
+		t.Fatal("the live process named by the other-boot and live-host records was signalled")
+	}
+}
+
+// TestStateDirUnusable: a dir that cannot be created and a dir locked by a
+// live Manager each make Start and Recovered fail with an error naming the
+// dir and the reason.
+func TestStateDirUnusable(t *testing.T) {
+	t.Parallel()
+	file := filepath.Join(t.TempDir(), "file")
+	if err := os.WriteFile(file, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	held := t.TempDir()
+	holder := newManager(t, agentproc.WithStateDir(held))
+	if _, err := holder.Recovered(testContext(t)); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		dir, reason string
+	}{
+		{filepath.Join(file, "state"), "cannot be created"},
+		{held, fmt.Sprintf("is locked by another Manager (host PID %d), which is still running", os.Getpid())},
+	} {
+		m := newManager(t, agentproc.WithStateDir(tc.dir))
+		_, err := m.Start(agentproc.Request{Command: "true"})
+		if err == nil || !strings.Contains(err.Error(), strconv.Quote(tc.dir)) || !strings.Contains(err.Error(), tc.reason) {
+			t.Errorf("Start with state dir %s: got %v, want an error naming it and %q", tc.dir, err, tc.reason)
+		}
+		if _, rerr := m.Recovered(testContext(t)); rerr == nil || rerr.Error() != fmt.Sprint(err) {
+			t.Errorf("Recovered: got %v, want %v", rerr, err)
+		}
+	}
+}
+
+// TestStateRecords: a running process's record names its leader, host and
+// marker; the exit is recorded; retention and Close remove records; a
+// Manager started after a clean Close recovers nothing.
+func TestStateRecords(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	procs := filepath.Join(dir, "procs")
+	m := agentproc.New(agentproc.WithStateDir(dir), agentproc.WithGracePeriod(time.Second))
+	defer m.Close()
+	read := func(id string) map[string]any {
+		t.Helper()
+		data, err := os.ReadFile(filepath.Join(procs, id+".json"))
+		if err != nil {
+			t.Fatalf("record of %s: %v", id, err)
+		}
+		var rec map[string]any
+		if err := json.Unmarshal(data, &rec); err != nil {
+			t.Fatalf("record of %s: %v", id, err)
+		}
+		return rec
+	}
+	p := mustStart(t, m, agentproc.Request{Command: "sleep 300", Key: "k"})
+	rec := read(p.ID())
+	leader, _ := rec["leader"].(map[string]any)
+	host, _ := rec["host"].(map[string]any)
+	if leader["pid"] != float64(p.Info().PID) || leader["start"] == float64(0) || leader["boot_id"] != currentBoot() ||
+		host["pid"] != float64(os.Getpid()) || rec["marker"] != agentproc.MarkerEnv+"="+p.ID() ||
+		rec["key"] != "k" || rec["exited"] != nil {
+		t.Errorf("record of a running process: got %v", rec)
+	}
+	e := mustStart(t, m, agentproc.Request{Command: "exit 7"})
+	mustWait(t, e)
+	if rec := read(e.ID()); rec["exited"] != true || rec["exit_code"] != float64(7) || rec["reason"] != "exited" {
+		t.Errorf("record of an exited process: got %v", rec)
+	}
+	if err := m.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if left, _ := filepath.Glob(filepath.Join(procs, "*")); len(left) != 0 {
+		t.Errorf("records after Close: got %v, want none", left)
+	}
+
+	m2 := newManager(t, agentproc.WithStateDir(dir), agentproc.WithRetention(0, 0))
+	if infos, err := m2.Recovered(testContext(t)); err != nil || len(infos) != 0 {
+		t.Errorf("Recovered after a clean Close: got %v, %v, want nothing", infos, err)
+	}
+	q := mustStart(t, m2, agentproc.Request{Command: "true"})
+	mustWait(t, q)
+	if _, err := m2.Get(q.ID()); !errors.Is(err, agentproc.ErrNotFound) {
+		t.Fatalf("Get after retention: got %v, want ErrNotFound", err)
+	}
+	agentproc.WaitStateIdle(m2)
+	if _, err := os.Stat(filepath.Join(procs, q.ID()+".json")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("record after retention dropped the process: got %v, want it removed", err)
+	}
+}
