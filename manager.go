@@ -344,7 +344,7 @@ func (m *Manager) spawn(req Request, owner, command, dir string, seq uint64, war
 		return fail("prepare terminal", err)
 	}
 	rec := m.state.newRecord(m, id, owner, command, dir, req, warnings, m.outputLogPath(id))
-	if err := m.state.recordStarting(rec); err != nil {
+	if err := m.state.recordStarting(rec, ctr.cgroupPath()); err != nil {
 		return fail("record process", err)
 	}
 	if err := cmd.Start(); err != nil {

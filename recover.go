@@ -1,6 +1,7 @@
 package agentproc
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"io"
@@ -37,9 +38,12 @@ func (m *Manager) recoverOrphans() {
 	for _, e := range entries {
 		name := e.Name()
 		if strings.HasPrefix(name, ".") {
-			// A temporary file of a write the dead host did not finish:
-			// the record it was replacing is still in place.
-			_ = os.Remove(filepath.Join(s.procs, name))
+			// A temporary file of a write a dead Manager did not finish
+			// (the record it was replacing is still in place); this
+			// Manager's own are named for its instance.
+			if !strings.HasPrefix(name, "."+m.instance+".") {
+				_ = os.Remove(filepath.Join(s.procs, name))
+			}
 			continue
 		}
 		if !strings.HasSuffix(name, ".json") {
@@ -50,6 +54,10 @@ func (m *Manager) recoverOrphans() {
 			s.logger.Warn(ctx, "skipping unreadable process record", slog.F("file", name), fieldError(err))
 			bad := filepath.Join(s.procs, name+".bad")
 			_ = os.Rename(filepath.Join(s.procs, name), bad)
+			continue
+		}
+		if rec.Manager == m.instance {
+			// Started by this Manager since New: not an orphan.
 			continue
 		}
 		if rec.Host.Boot == s.host.Boot && rec.Host != s.host {
@@ -116,9 +124,29 @@ func (s *stateDir) readRecord(name string) (*stateRecord, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The first line is the record; each later one an update of some of
+	// its fields, applied in order. A last line that does not parse was
+	// cut short and is ignored, so the record is what it was before that
+	// update.
 	var r stateRecord
-	if err := json.Unmarshal(data, &r); err != nil {
+	first, rest, _ := bytes.Cut(data, []byte("\n"))
+	if err := json.Unmarshal(first, &r); err != nil {
 		return nil, xerrors.Errorf("parse record: %w", err)
+	}
+	for line := range bytes.Lines(rest) {
+		var u recordUpdate
+		if err := json.Unmarshal(line, &u); err != nil {
+			break
+		}
+		if u.Leader != nil {
+			r.Leader = *u.Leader
+		}
+		if u.Cgroup != "" {
+			r.Cgroup = u.Cgroup
+		}
+		if u.Exited {
+			r.Exited, r.ExitCode, r.Signal, r.Reason, r.ExitedAt = true, u.ExitCode, u.Signal, u.Reason, u.ExitedAt
+		}
 	}
 	switch {
 	case r.Version != stateRecordVersion:

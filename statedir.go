@@ -107,6 +107,9 @@ type stateRecord struct {
 	Signal   string     `json:"signal,omitempty"`
 	Reason   ExitReason `json:"reason,omitempty"`
 	ExitedAt time.Time  `json:"exited_at,omitzero"`
+
+	// file is the open record while the process runs (see create).
+	file *os.File
 }
 
 const stateRecordVersion = 1
@@ -187,26 +190,88 @@ func (s *stateDir) newRecord(m *Manager, id, owner, command, dir string, req Req
 	}
 }
 
-// write stores r atomically: a reader (a recovering Manager) sees the old
-// record or the new one, never a part. There is no fsync: the record has
-// to survive the death of this process, which the page cache does; a power
-// loss changes the boot ID, and every tree of the old boot is gone anyway.
+// write replaces r's file atomically: a temporary file renamed over it,
+// so a reader (a recovering Manager) sees the old record or the new one,
+// never a part. Only recovery uses it; a running process's record is
+// created once by create and then grows by append.
+//
+// Nothing here calls fsync: the record has to survive the death of this
+// process, which the page cache does; a power loss changes the boot ID, and
+// every tree of the old boot is gone anyway.
 func (s *stateDir) write(r *stateRecord) error {
-	if s == nil || r == nil {
-		return nil
-	}
 	data, err := json.Marshal(r)
 	if err != nil {
 		return xerrors.Errorf("encode record of %s: %w", r.ID, err)
 	}
-	final := filepath.Join(s.procs, r.ID+".json")
-	tmp := filepath.Join(s.procs, "."+r.ID+".tmp")
-	if err := os.WriteFile(tmp, data, 0o600); err != nil {
+	// The temporary name carries the Manager's instance, so recovery (which
+	// deletes the temporary files of dead Managers) never takes one of ours.
+	tmp := filepath.Join(s.procs, "."+r.Manager+"."+r.ID+".tmp")
+	if err := os.WriteFile(tmp, append(data, '\n'), 0o600); err != nil {
 		return xerrors.Errorf("state dir %q: write record: %w", s.dir, err)
 	}
-	if err := os.Rename(tmp, final); err != nil {
+	if err := os.Rename(tmp, filepath.Join(s.procs, r.ID+".json")); err != nil {
 		_ = os.Remove(tmp)
 		return xerrors.Errorf("state dir %q: write record: %w", s.dir, err)
+	}
+	return nil
+}
+
+// create makes the record file of a process about to start: the record as
+// one JSON line. The file stays open (append-only) for the updates.
+//
+// No temporary file and rename are needed here: the child is started only
+// after this write has returned, so a record that is empty or cut short
+// can only be left by a host that died before starting anything, and
+// recovery skips it. Updates are appended, one JSON line each holding only
+// the fields that change, rather than replacing the file: a replace costs a
+// create and a rename, metadata operations that wait on the file system's
+// journal and take milliseconds on a busy ext4 disk, while an append is a
+// write to the page cache. A line under a page is written by one write call,
+// which the death of this process cannot tear; a reader still ignores a last
+// line that does not parse.
+func (s *stateDir) create(r *stateRecord) error {
+	data, err := json.Marshal(r)
+	if err != nil {
+		return xerrors.Errorf("encode record of %s: %w", r.ID, err)
+	}
+	path := filepath.Join(s.procs, r.ID+".json")
+	// O_EXCL: the ID is new, so an existing file is someone else's.
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL|os.O_APPEND, 0o600)
+	if err != nil {
+		return xerrors.Errorf("state dir %q: create record: %w", s.dir, err)
+	}
+	if _, err := f.Write(append(data, '\n')); err != nil {
+		_ = f.Close()
+		_ = os.Remove(path)
+		return xerrors.Errorf("state dir %q: write record: %w", s.dir, err)
+	}
+	r.file = f
+	return nil
+}
+
+// recordUpdate is one appended line: the fields that change after the
+// record is created.
+type recordUpdate struct {
+	Leader   *hostIdentity `json:"leader,omitempty"`
+	Cgroup   string        `json:"cgroup,omitempty"`
+	Exited   bool          `json:"exited,omitempty"`
+	ExitCode int           `json:"exit_code,omitempty"`
+	Signal   string        `json:"signal,omitempty"`
+	Reason   ExitReason    `json:"reason,omitempty"`
+	ExitedAt time.Time     `json:"exited_at,omitzero"`
+}
+
+// appendUpdate adds u to r's open record file.
+func (s *stateDir) appendUpdate(r *stateRecord, u recordUpdate) error {
+	if r.file == nil {
+		return xerrors.Errorf("state dir %q: record of %s is not open", s.dir, r.ID)
+	}
+	data, err := json.Marshal(u)
+	if err != nil {
+		return xerrors.Errorf("encode record update of %s: %w", r.ID, err)
+	}
+	if _, err := r.file.Write(append(data, '\n')); err != nil {
+		return xerrors.Errorf("state dir %q: update record: %w", s.dir, err)
 	}
 	return nil
 }
@@ -328,16 +393,18 @@ func (s *stateDir) usable() error {
 }
 
 // recordStarting stores the record of a process about to start and lists
-// its marker with the guard, so that even a host that dies before the
-// shell's PID is known leaves nothing running.
-func (s *stateDir) recordStarting(r *stateRecord) error {
+// it with the guard, so that even a host that dies before the shell's PID
+// is known leaves nothing running: the guard finds the tree by its marker
+// and cgroup, and its process group through a leader that carries the
+// marker, so it needs no second message once the shell runs.
+func (s *stateDir) recordStarting(r *stateRecord, cgroup string) error {
 	if s == nil {
 		return nil
 	}
-	if err := s.write(r); err != nil {
+	if err := s.create(r); err != nil {
 		return err
 	}
-	s.guard.add(r.ID, hostIdentity{}, "")
+	s.guard.add(r.ID, hostIdentity{}, cgroup)
 	return nil
 }
 
@@ -356,8 +423,7 @@ func (s *stateDir) recordRunning(r *stateRecord, pid int, cgroup string) {
 		r.Leader = hostIdentity{PID: pid}
 	}
 	r.Cgroup = cgroup
-	s.guard.add(r.ID, r.Leader, cgroup)
-	if err := s.write(r); err != nil {
+	if err := s.appendUpdate(r, recordUpdate{Leader: &r.Leader, Cgroup: cgroup}); err != nil {
 		s.logger.Warn(context.Background(), "update process record", slog.F("id", r.ID), fieldError(err))
 	}
 }
@@ -386,8 +452,13 @@ func (p *Process) recordExit(code int, sigName string, now time.Time) {
 	r := p.rec
 	r.Exited, r.ExitCode, r.Signal, r.Reason, r.ExitedAt = true, code, sigName, reason, now
 	s.guard.remove(r.ID)
-	if err := s.write(r); err != nil {
+	err := s.appendUpdate(r, recordUpdate{Exited: true, ExitCode: code, Signal: sigName, Reason: reason, ExitedAt: now})
+	if err != nil {
 		s.logger.Warn(context.Background(), "update process record", slog.F("id", r.ID), fieldError(err))
+	}
+	if r.file != nil {
+		_ = r.file.Close()
+		r.file = nil
 	}
 }
 

@@ -143,9 +143,12 @@ type treeKiller struct {
 	trees    []orphanTree
 	byMarker map[string]int // marker value (the ID) -> tree index
 	groups   map[int]int    // verified process group -> tree index
-	cgroups  map[int]*cgroup
-	targets  map[int]*orphanTarget
-	found    []int
+	// led holds the groups whose leader was found carrying a tree's
+	// marker: ours, whatever the record says (the guard knows no PIDs).
+	led     map[int]int
+	cgroups map[int]*cgroup
+	targets map[int]*orphanTarget
+	found   []int
 }
 
 type orphanTarget struct {
@@ -160,6 +163,7 @@ func stopOrphans(trees []orphanTree, grace time.Duration) []int {
 		cgroups:  make(map[int]*cgroup),
 		targets:  make(map[int]*orphanTarget),
 		found:    make([]int, len(trees)),
+		led:      make(map[int]int),
 	}
 	if len(trees) == 0 {
 		return k.found
@@ -208,7 +212,10 @@ func orphanCgroup(t orphanTree) *cgroup {
 // verifyGroups records the process groups whose leader is still the
 // recorded process. While it lives the group ID cannot be reused.
 func (k *treeKiller) verifyGroups() {
-	k.groups = make(map[int]int)
+	k.groups = make(map[int]int, len(k.trees)+len(k.led))
+	for pg, i := range k.led {
+		k.groups[pg] = i
+	}
 	boot := bootID()
 	for i, t := range k.trees {
 		if t.leader.PID <= 0 || t.leader.Boot != boot {
@@ -227,6 +234,10 @@ func (k *treeKiller) belongs(s *procScanner, pid int, inCgroup map[int]int) (int
 	}
 	if env, uid, err := s.read(pid, "environ", true); err == nil && uid == s.euid {
 		if i, ok := k.byMarker[markerValue(env)]; ok {
+			if pg, ok := s.pgrp(pid); ok && pg == pid {
+				k.led[pid] = i
+				k.groups[pid] = i
+			}
 			return i, true
 		}
 	}

@@ -270,7 +270,7 @@ func currentBoot() string {
 }
 
 // startTicks reads field 22 of /proc/PID/stat on its own.
-func startTicks(t *testing.T, pid int) uint64 {
+func startTicks(t testing.TB, pid int) uint64 {
 	t.Helper()
 	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
@@ -302,7 +302,7 @@ func startDecoy(t *testing.T) (int, int) {
 
 // writeRecord writes a record the way a dead Manager would have, with
 // fields overriding the defaults of a running process.
-func writeRecord(t *testing.T, dir, id string, fields map[string]any) {
+func writeRecord(t testing.TB, dir, id string, fields map[string]any) {
 	t.Helper()
 	rec := map[string]any{
 		"version":    1,
@@ -457,9 +457,12 @@ func TestStateRecords(t *testing.T) {
 		if err != nil {
 			t.Fatalf("record of %s: %v", id, err)
 		}
-		var rec map[string]any
-		if err := json.Unmarshal(data, &rec); err != nil {
-			t.Fatalf("record of %s: %v", id, err)
+		// One JSON line, then a line per update of some of its fields.
+		rec := map[string]any{}
+		for line := range strings.Lines(string(data)) {
+			if err := json.Unmarshal([]byte(line), &rec); err != nil {
+				t.Fatalf("record of %s: %v", id, err)
+			}
 		}
 		return rec
 	}
