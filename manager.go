@@ -366,7 +366,6 @@ func (m *Manager) spawn(req Request, owner, command, dir string, seq uint64, war
 		return nil, xerrors.Errorf("agentproc: contain process: %w", err)
 	}
 
-	m.state.recordRunning(rec, cmd.Process.Pid, ctr.cgroupPath())
 	p := &Process{
 		rec:   rec,
 		m:     m,

@@ -331,6 +331,7 @@ const pipeDrain = 2 * time.Second
 // reader has reached EOF or given up.
 func (p *Process) supervise(pipe *os.File, readerDone <-chan struct{}) {
 	defer p.m.wg.Done()
+	p.recordRunning()
 	waitErr := p.cmd.Wait()
 	state := p.cmd.ProcessState
 	// Writes from now on are ErrStdinClosed, whatever is left of the tree.

@@ -408,13 +408,17 @@ func (s *stateDir) recordStarting(r *stateRecord, cgroup string) error {
 	return nil
 }
 
-// recordRunning adds the leader and the cgroup once the shell runs. A
-// failed write is logged, not fatal: the process runs already, and the
-// first record's marker still lets a new Manager find the tree.
-func (s *stateDir) recordRunning(r *stateRecord, pid int, cgroup string) {
-	if s == nil {
+// recordRunning adds the leader and the cgroup once the shell runs. The
+// supervisor calls it first thing, so that reading the leader's start time
+// overlaps the child's start instead of lengthening Start. A failed write
+// is logged, not fatal: the process runs already, and the first record's
+// marker still lets a new Manager find the tree.
+func (p *Process) recordRunning() {
+	s, r := p.m.state, p.rec
+	if s == nil || r == nil {
 		return
 	}
+	pid, cgroup := p.cmd.Process.Pid, p.ctr.cgroupPath()
 	if id, ok := identityOf(pid); ok {
 		r.Leader = id
 	} else {

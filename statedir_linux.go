@@ -66,11 +66,19 @@ func identityOf(pid int) (hostIdentity, bool) {
 	if pid <= 0 {
 		return hostIdentity{}, false
 	}
-	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	// Read with bare syscalls: os.ReadFile's stat and second read double
+	// the cost of a file that fits in one read.
+	fd, err := unix.Open("/proc/"+strconv.Itoa(pid)+"/stat", unix.O_RDONLY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return hostIdentity{}, false
 	}
-	start, state, ok := parseStatStart(data)
+	var buf [1024]byte
+	n, err := unix.Read(fd, buf[:])
+	_ = unix.Close(fd)
+	if err != nil || n <= 0 {
+		return hostIdentity{}, false
+	}
+	start, state, ok := parseStatStart(buf[:n])
 	if !ok || state == 'Z' {
 		return hostIdentity{}, false
 	}

@@ -467,7 +467,21 @@ func TestStateRecords(t *testing.T) {
 		return rec
 	}
 	p := mustStart(t, m, agentproc.Request{Command: "sleep 300", Key: "k"})
+	if rec := read(p.ID()); rec["marker"] != agentproc.MarkerEnv+"="+p.ID() {
+		t.Errorf("record right after Start: got %v, want the marker", rec)
+	}
+	// The supervisor appends the leader's identity once the shell runs,
+	// concurrently with the caller; the record file is the only event.
 	rec := read(p.ID())
+	tick := time.NewTicker(time.Millisecond)
+	defer tick.Stop()
+	for ctx := testContext(t); rec["leader"].(map[string]any)["pid"] == float64(0); rec = read(p.ID()) {
+		select {
+		case <-ctx.Done():
+			t.Fatalf("record never got the leader: %v", rec)
+		case <-tick.C:
+		}
+	}
 	leader, _ := rec["leader"].(map[string]any)
 	host, _ := rec["host"].(map[string]any)
 	if leader["pid"] != float64(p.Info().PID) || leader["start"] == float64(0) || leader["boot_id"] != currentBoot() ||
