@@ -53,6 +53,17 @@ type Request struct {
 	// Process.WriteStdin and ends with Process.CloseStdin. false, the
 	// default, gives it the null device.
 	Stdin bool `json:"stdin,omitempty"`
+	// Detach makes the process outlive its Manager (see WithStateDir, which
+	// it needs; without a state dir it is ErrInvalidRequest): it runs in a
+	// session of its own, its output goes to files in the state dir (the
+	// head and a rolling tail, capped by WithOutputLog's maxBytes or
+	// DefaultDetachLogBytes), and its exit status is written there too.
+	// Close and the host's death leave it running, and the next Manager on
+	// the dir adopts it: every method works on it as on any process. It
+	// cannot be combined with Stdin, TTY or Timeout, and WithCgroup does
+	// not apply to it. Linux only; elsewhere Start returns ErrUnsupported.
+	// false, the default, ties the process to the Manager.
+	Detach bool `json:"detach,omitempty"`
 	// TTY, when non-nil, runs the process under a pseudo-terminal of that
 	// size (Unix only; Start returns ErrUnsupported elsewhere). The terminal
 	// is stdin, stdout and stderr, so TTY implies a writable stdin. nil, the
@@ -122,6 +133,8 @@ func (m *Manager) List() []Info {
 // Exited processes stay readable through the Process values callers hold.
 // Calling Close again returns nil once the first call is done.
 func (m *Manager) Close() error {
+	// Recovery may still be adopting processes; they must be seen below.
+	m.waitRecovered()
 	m.mu.Lock()
 	m.closed = true
 	var running []*Process
@@ -136,6 +149,11 @@ func (m *Manager) Close() error {
 	// total, not one per process.
 	var wg sync.WaitGroup
 	for _, p := range running {
+		if p.det != nil {
+			// Detached: left running, only no longer followed.
+			wg.Go(p.releaseDetached)
+			continue
+		}
 		wg.Go(func() { _, _ = p.stop(context.Background(), ReasonShutdown) })
 	}
 	wg.Wait()
@@ -218,6 +236,9 @@ func (m *Manager) start(req Request, owner string) (*Process, error) {
 	if err := validateTimeout(req.Timeout); err != nil {
 		return nil, err
 	}
+	if err := m.validateDetach(req); err != nil {
+		return nil, err
+	}
 	dir, err := m.resolveWorkDir(req.WorkDir)
 	if err != nil {
 		return nil, err
@@ -294,6 +315,9 @@ func (m *Manager) start(req Request, owner string) (*Process, error) {
 func (m *Manager) spawn(req Request, owner, command, dir string, seq uint64, warnings []string) (*Process, error) {
 	if err := m.state.usable(); err != nil {
 		return nil, err
+	}
+	if req.Detach {
+		return m.startDetached(req, owner, command, dir, seq, warnings)
 	}
 	id := uuid.NewString()
 	env := m.buildEnv(req.Env, id)

@@ -97,6 +97,9 @@ type Info struct {
 	Stdin bool `json:"stdin"`
 	// TTY is true when the process runs under a pseudo-terminal.
 	TTY bool `json:"tty"`
+	// Detached is true for a Request.Detach process, which outlives the
+	// Manager.
+	Detached bool `json:"detached,omitempty"`
 }
 
 // Output is one consistent snapshot of a process's state and output: when
@@ -138,6 +141,7 @@ type Process struct {
 	dropped bool // retention dropped it; guarded by Manager.mu
 
 	rec *stateRecord // nil without WithStateDir; only spawn and the supervisor touch it
+	det *detached    // nil unless Request.Detach; see detach_linux.go
 
 	mu         sync.Mutex
 	info       Info
@@ -210,6 +214,9 @@ func (p *Process) Signal(sig Signal) error {
 		return ErrNotRunning
 	}
 	p.signaled = true
+	if p.det != nil {
+		return p.signalDetachedLocked(sig)
+	}
 	return p.signalLocked(sig)
 }
 
@@ -234,6 +241,9 @@ func (p *Process) Stop(ctx context.Context) (Info, error) {
 }
 
 func (p *Process) stop(ctx context.Context, reason ExitReason) (Info, error) {
+	if p.det != nil {
+		return p.stopDetached(ctx, reason)
+	}
 	p.mu.Lock()
 	if !p.info.Running {
 		p.mu.Unlock()

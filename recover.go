@@ -75,7 +75,7 @@ func (m *Manager) recoverOrphans() {
 	var trees []orphanTree
 	var treeOf []int // index into recs
 	for i, r := range recs {
-		if r.Exited || r.Host.Boot != s.host.Boot {
+		if r.Exited || r.Detached || r.Host.Boot != s.host.Boot {
 			continue
 		}
 		trees = append(trees, orphanTree{id: r.ID, leader: r.Leader, cgroup: r.Cgroup})
@@ -90,8 +90,15 @@ func (m *Manager) recoverOrphans() {
 	now := m.cfg.clock.Now("agentproc", "recover")
 	procs := make([]*Process, 0, len(recs))
 	for i, r := range recs {
-		if !r.Exited {
-			r.Exited, r.ExitCode, r.Signal, r.Reason, r.ExitedAt = true, -1, "", ReasonOrphaned, now
+		var p *Process
+		if r.Detached {
+			// Kept on purpose: adopted, running or not.
+			p = m.adoptDetached(r)
+		} else {
+			if !r.Exited {
+				r.Exited, r.ExitCode, r.Signal, r.Reason, r.ExitedAt = true, -1, "", ReasonOrphaned, now
+			}
+			p = m.recoveredProcess(r, leftovers[i])
 		}
 		// The record is this Manager's now: if it dies too, the next one
 		// lists the process again instead of treating it as running.
@@ -99,7 +106,7 @@ func (m *Manager) recoverOrphans() {
 		if err := s.write(r); err != nil {
 			s.logger.Warn(ctx, "rewrite recovered record", slog.F("id", r.ID), fieldError(err))
 		}
-		procs = append(procs, m.recoveredProcess(r, leftovers[i]))
+		procs = append(procs, p)
 	}
 
 	m.mu.Lock()
@@ -107,10 +114,20 @@ func (m *Manager) recoverOrphans() {
 		m.seq++
 		p.seq = m.seq
 		m.procs[p.id] = p
-		m.exitOrder = append(m.exitOrder, exitRecord{p, now})
+		if p.exited() {
+			m.exitOrder = append(m.exitOrder, exitRecord{p, now})
+		} else {
+			m.running++
+			m.wg.Add(1)
+		}
 	}
 	m.reapLocked()
 	m.mu.Unlock()
+	for _, p := range procs {
+		if !p.exited() {
+			go p.superviseDetached()
+		}
+	}
 
 	s.found = make([]Info, len(procs))
 	for i, p := range procs {
@@ -140,6 +157,9 @@ func (s *stateDir) readRecord(name string) (*stateRecord, error) {
 		}
 		if u.Leader != nil {
 			r.Leader = *u.Leader
+		}
+		if u.Runner != nil {
+			r.Runner = *u.Runner
 		}
 		if u.Cgroup != "" {
 			r.Cgroup = u.Cgroup

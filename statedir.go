@@ -81,18 +81,22 @@ type hostIdentity struct {
 
 // stateRecord is one record file. Version 1.
 type stateRecord struct {
-	Version    int       `json:"version"`
-	ID         string    `json:"id"`
-	Owner      string    `json:"owner,omitempty"`
-	Command    string    `json:"command"`
-	WorkDir    string    `json:"workdir"`
-	Key        string    `json:"key,omitempty"`
-	Background bool      `json:"background,omitempty"`
-	Warnings   []string  `json:"warnings,omitempty"`
-	Marker     string    `json:"marker"` // MarkerEnv=ID
-	LogPath    string    `json:"log_path,omitempty"`
-	Detached   bool      `json:"detached,omitempty"`
-	StartedAt  time.Time `json:"started_at"`
+	Version    int      `json:"version"`
+	ID         string   `json:"id"`
+	Owner      string   `json:"owner,omitempty"`
+	Command    string   `json:"command"`
+	WorkDir    string   `json:"workdir"`
+	Key        string   `json:"key,omitempty"`
+	Background bool     `json:"background,omitempty"`
+	Warnings   []string `json:"warnings,omitempty"`
+	Marker     string   `json:"marker"` // MarkerEnv=ID
+	LogPath    string   `json:"log_path,omitempty"`
+	Detached   bool     `json:"detached,omitempty"`
+	// SegBytes is the size of a detached process's output segments.
+	SegBytes int64 `json:"seg_bytes,omitempty"`
+	// Runner is a detached process's runner (see detach_linux.go).
+	Runner    hostIdentity `json:"runner,omitzero"`
+	StartedAt time.Time    `json:"started_at"`
 	// Leader is the shell; zero until it runs. Its PID is the process
 	// group ID.
 	Leader hostIdentity `json:"leader"`
@@ -253,6 +257,7 @@ func (s *stateDir) create(r *stateRecord) error {
 // record is created.
 type recordUpdate struct {
 	Leader   *hostIdentity `json:"leader,omitempty"`
+	Runner   *hostIdentity `json:"runner,omitempty"`
 	Cgroup   string        `json:"cgroup,omitempty"`
 	Exited   bool          `json:"exited,omitempty"`
 	ExitCode int           `json:"exit_code,omitempty"`
@@ -310,10 +315,15 @@ func (s *stateDir) removeQueued() {
 	}
 }
 
+// remove deletes a process's record and, for a detached one, its output
+// files (the directory is simply absent for the others).
 func (s *stateDir) remove(id string) {
 	err := os.Remove(filepath.Join(s.procs, id+".json"))
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		s.logger.Warn(context.Background(), "remove process record", slog.F("id", id), fieldError(err))
+	}
+	if err := os.RemoveAll(filepath.Join(s.dir, "out", id)); err != nil {
+		s.logger.Warn(context.Background(), "remove detached output", slog.F("id", id), fieldError(err))
 	}
 }
 
@@ -382,6 +392,33 @@ func (m *Manager) openState() {
 	}
 	s.guard = g
 	go m.recoverOrphans()
+}
+
+// waitRecovered is Close's first step: processes recovery adopts must be
+// registered before Close looks at what is running.
+func (m *Manager) waitRecovered() {
+	if m.state != nil {
+		<-m.state.recovered
+	}
+}
+
+// validateDetach checks what Request.Detach needs.
+func (m *Manager) validateDetach(req Request) error {
+	if !req.Detach {
+		return nil
+	}
+	if err := detachSupported(); err != nil {
+		return xerrors.Errorf("agentproc: detach: %w", err)
+	}
+	switch {
+	case m.state == nil:
+		return xerrors.Errorf("detach needs WithStateDir: %w", ErrInvalidRequest)
+	case req.Stdin || req.TTY != nil:
+		return xerrors.Errorf("a detached process cannot have a stdin or a terminal: %w", ErrInvalidRequest)
+	case req.Timeout != 0:
+		return xerrors.Errorf("a detached process cannot have a timeout: %w", ErrInvalidRequest)
+	}
+	return nil
 }
 
 // usable returns the dir's error, if any, for Start.
@@ -476,7 +513,10 @@ func (m *Manager) closeState() {
 	<-s.recovered
 	m.mu.Lock()
 	ids := make([]string, 0, len(m.procs))
-	for id := range m.procs {
+	for id, p := range m.procs {
+		if p.det != nil && !p.exited() {
+			continue // kept for the next Manager
+		}
 		ids = append(ids, id)
 	}
 	m.mu.Unlock()

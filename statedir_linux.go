@@ -164,7 +164,7 @@ type orphanTarget struct {
 	killed bool
 }
 
-func stopOrphans(trees []orphanTree, grace time.Duration) []int {
+func newTreeKiller(trees []orphanTree) *treeKiller {
 	k := &treeKiller{
 		trees:    trees,
 		byMarker: make(map[string]int, len(trees)),
@@ -173,15 +173,20 @@ func stopOrphans(trees []orphanTree, grace time.Duration) []int {
 		found:    make([]int, len(trees)),
 		led:      make(map[int]int),
 	}
-	if len(trees) == 0 {
-		return k.found
-	}
 	for i, t := range trees {
 		k.byMarker[t.id] = i
 		if g := orphanCgroup(t); g != nil {
 			k.cgroups[i] = g
 		}
 	}
+	return k
+}
+
+func stopOrphans(trees []orphanTree, grace time.Duration) []int {
+	if len(trees) == 0 {
+		return nil
+	}
+	k := newTreeKiller(trees)
 	defer k.close()
 	if grace > 0 {
 		k.round(unix.SIGTERM)

@@ -29,6 +29,7 @@ const (
 	hostModeEnv   = "AGENTPROC_TEST_HOST"
 	hostDirEnv    = "AGENTPROC_TEST_HOST_DIR"
 	hostCgroupEnv = "AGENTPROC_TEST_HOST_CGROUP"
+	hostFIFOEnv   = "AGENTPROC_TEST_HOST_FIFO" // two FIFOs, space-separated
 )
 
 func init() {
@@ -58,6 +59,8 @@ func runHost(mode string) int {
 			b := agentproc.New(agentproc.WithStateDir(filepath.Join(dir, "b")), agentproc.WithCgroup(cg))
 			jobs = append(jobs, job{b, `sleep 300 & echo "pids $$ $!"; wait`})
 		}
+	case "detach":
+		return runDetachHost(dir)
 	default:
 		fmt.Fprintf(os.Stderr, "unknown host mode %q\n", mode)
 		return 2
@@ -513,5 +516,210 @@ func TestStateRecords(t *testing.T) {
 	agentproc.WaitStateIdle(m2)
 	if _, err := os.Stat(filepath.Join(procs, q.ID()+".json")); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("record after retention dropped the process: got %v, want it removed", err)
+	}
+}
+
+// fifoServer is a command that prints "got X" for each line X written to
+// the FIFO at path. Opening it read-write keeps it from blocking on open
+// and from seeing EOF between writers.
+func fifoServer(path string) string {
+	return `exec 3<>` + path + `; while read -r x <&3; do echo "got $x"; done`
+}
+
+// exitOnFIFO is a command that exits with code once a line arrives on the
+// FIFO at path.
+func exitOnFIFO(path string, code int) string {
+	return fmt.Sprintf(`exec 3<>%s; read -r x <&3; echo "bye $x"; exit %d`, path, code)
+}
+
+// runDetachHost starts a detached server on the first FIFO and a detached
+// command that exits 3 on the second, waits until the server answered the
+// request the test sent before starting it ("1"), prints both IDs and
+// "ready", and blocks until killed.
+func runDetachHost(dir string) int {
+	fifos := strings.Fields(os.Getenv(hostFIFOEnv))
+	m := agentproc.New(agentproc.WithStateDir(dir))
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	server, err := m.Start(agentproc.Request{Command: fifoServer(fifos[0]), Detach: true})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "host: start:", err)
+		return 1
+	}
+	exiter, err := m.Start(agentproc.Request{Command: exitOnFIFO(fifos[1], 3), Detach: true})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "host: start:", err)
+		return 1
+	}
+	if _, err := server.WaitMatch(ctx, regexp.MustCompile(`^got 1$`)); err != nil {
+		fmt.Fprintln(os.Stderr, "host: wait for the server:", err)
+		return 1
+	}
+	fmt.Printf("pids %d %d %s\n", server.Info().PID, exiter.Info().PID, server.ID())
+	fmt.Printf("pids %d %d %s\n", server.Info().PID, exiter.Info().PID, exiter.ID())
+	fmt.Println("ready")
+	select {}
+}
+
+func makeFIFOs(t *testing.T, n int) []string {
+	t.Helper()
+	dir := t.TempDir()
+	paths := make([]string, n)
+	for i := range paths {
+		paths[i] = filepath.Join(dir, fmt.Sprintf("fifo%d", i))
+		if err := unix.Mkfifo(paths[i], 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return paths
+}
+
+// writeFIFO writes one line to a FIFO whose reader has it open.
+func writeFIFO(t *testing.T, path, line string) {
+	t.Helper()
+	f, err := os.OpenFile(path, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.WriteString(line + "\n"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestDetachSurvivesHostDeath: a host starts a detached server and a
+// detached command and is SIGKILLed; both keep running, and a new Manager
+// adopts them: the server's output from before and after the host's death
+// is readable by offset, WaitMatch finds a later line, Stop ends it with
+// the usual reason, and the other's Wait returns its exit code.
+func TestDetachSurvivesHostDeath(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	fifos := makeFIFOs(t, 2)
+	// The server answers this once it runs; the host waits for the answer.
+	go func() {
+		f, err := os.OpenFile(fifos[0], os.O_WRONLY, 0) // blocks until the server opens it
+		if err == nil {
+			_, _ = f.WriteString("1\n")
+			_ = f.Close()
+		}
+	}()
+	host, pids, ids := startHost(t, "detach", hostDirEnv+"="+dir, hostFIFOEnv+"="+strings.Join(fifos, " "))
+	fds := pinPIDs(t, pids[:2])
+	if err := host.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_ = host.Wait()
+	// The host is reaped, so its guard has seen EOF; a detached tree is
+	// not the guard's to kill.
+	writeFIFO(t, fifos[0], "2")
+
+	m := newManager(t, agentproc.WithStateDir(dir), agentproc.WithGracePeriod(2*time.Second))
+	infos, err := m.Recovered(testContext(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(infos) != 2 {
+		t.Fatalf("Recovered: got %+v, want the 2 detached processes", infos)
+	}
+	for _, info := range infos {
+		if !info.Running || !info.Detached {
+			t.Errorf("adopted %s: got running=%v detached=%v, want both", info.ID, info.Running, info.Detached)
+		}
+	}
+	server, err := m.Get(ids[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := testContext(t)
+	if _, err := server.WaitMatch(ctx, regexp.MustCompile(`^got 2$`)); err != nil {
+		t.Fatalf("WaitMatch for the line written after the host died: %v", err)
+	}
+	writeFIFO(t, fifos[0], "3")
+	if _, err := server.WaitMatch(ctx, regexp.MustCompile(`^got 3$`)); err != nil {
+		t.Fatalf("WaitMatch for a line written after adoption: %v", err)
+	}
+	c, err := server.Read(0)
+	if err != nil || c.Offset != 0 || !strings.HasPrefix(c.Data, "got 1\ngot 2\ngot 3\n") {
+		t.Errorf("Read(0): got %+v, %v, want the output from before and after the host's death", c, err)
+	}
+	if c2, err := server.Read(int64(len("got 1\n"))); err != nil || !strings.HasPrefix(c2.Data, "got 2\n") {
+		t.Errorf("Read(6): got %+v, %v, want it to start at the second line", c2, err)
+	}
+	info, err := server.Stop(ctx)
+	if err != nil || info.Running || info.Reason != agentproc.ReasonKilled {
+		t.Errorf("Stop: got %+v, %v, want exited with %q", info, err, agentproc.ReasonKilled)
+	}
+	if waitExited(fds[:1], testTimeout) != 0 {
+		t.Error("the server is alive after Stop")
+	}
+
+	exiter, err := m.Get(ids[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeFIFO(t, fifos[1], "x")
+	info = mustWait(t, exiter)
+	if exitCode(info) != 3 || info.Reason != agentproc.ReasonExited {
+		t.Errorf("Wait: got code %d reason %q, want 3 %q", exitCode(info), info.Reason, agentproc.ReasonExited)
+	}
+	if got := exiter.Output().Text; got != "bye x\n" {
+		t.Errorf("output: got %q, want %q", got, "bye x\n")
+	}
+}
+
+// TestDetachGracefulRestart: Close leaves a detached process running and
+// stops the rest; the next Manager on the dir adopts the detached one.
+func TestDetachGracefulRestart(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	fifo := makeFIFOs(t, 1)[0]
+	m1 := agentproc.New(agentproc.WithStateDir(dir), agentproc.WithGracePeriod(time.Second))
+	det := mustStart(t, m1, agentproc.Request{Command: exitOnFIFO(fifo, 5), Detach: true})
+	tied := mustStart(t, m1, agentproc.Request{Command: "sleep 300"})
+	if !det.Info().Detached || tied.Info().Detached {
+		t.Fatalf("Info.Detached: got %v and %v, want true and false", det.Info().Detached, tied.Info().Detached)
+	}
+	fd := pinPIDs(t, []int{det.Info().PID})[0]
+	if err := m1.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if info := tied.Info(); info.Running || info.Reason != agentproc.ReasonShutdown {
+		t.Errorf("tied process after Close: got %+v, want stopped with %q", info, agentproc.ReasonShutdown)
+	}
+	if !pidfdAlive(t, fd) {
+		t.Fatal("Close stopped the detached process")
+	}
+
+	m2 := newManager(t, agentproc.WithStateDir(dir))
+	infos, err := m2.Recovered(testContext(t))
+	if err != nil || len(infos) != 1 || infos[0].ID != det.ID() || !infos[0].Running {
+		t.Fatalf("Recovered: got %+v, %v, want %s running", infos, err, det.ID())
+	}
+	p, err := m2.Get(det.ID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeFIFO(t, fifo, "now")
+	info := mustWait(t, p)
+	if exitCode(info) != 5 || p.Output().Text != "bye now\n" {
+		t.Errorf("adopted process: got code %d output %q, want 5 %q", exitCode(info), p.Output().Text, "bye now\n")
+	}
+}
+
+func TestDetachInvalid(t *testing.T) {
+	t.Parallel()
+	m := newManager(t)
+	if _, err := m.Start(agentproc.Request{Command: "true", Detach: true}); !errors.Is(err, agentproc.ErrInvalidRequest) {
+		t.Errorf("Detach without a state dir: got %v, want ErrInvalidRequest", err)
+	}
+	ms := newManager(t, agentproc.WithStateDir(t.TempDir()))
+	for _, req := range []agentproc.Request{
+		{Command: "true", Detach: true, Stdin: true},
+		{Command: "true", Detach: true, Timeout: time.Second},
+	} {
+		if _, err := ms.Start(req); !errors.Is(err, agentproc.ErrInvalidRequest) {
+			t.Errorf("Start(%+v): got %v, want ErrInvalidRequest", req, err)
+		}
 	}
 }

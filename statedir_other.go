@@ -3,7 +3,6 @@
 package agentproc
 
 import (
-	"errors"
 	"os"
 	"runtime"
 	"time"
@@ -17,7 +16,7 @@ import (
 // list of functions in statedir_linux.go.
 
 func stateSupported() error {
-	return xerrors.Errorf("needs Linux, this is %s: %w", runtime.GOOS, errors.ErrUnsupported)
+	return xerrors.Errorf("needs Linux, this is %s: %w", runtime.GOOS, ErrUnsupported)
 }
 
 func selfIdentity() (hostIdentity, error)               { return hostIdentity{}, stateSupported() }
