@@ -156,6 +156,7 @@ type treeKiller struct {
 	led     map[int]int
 	cgroups map[int]*cgroup
 	targets map[int]*orphanTarget
+	seen    map[int]bool // every PID counted in found
 	found   []int
 }
 
@@ -170,6 +171,7 @@ func newTreeKiller(trees []orphanTree) *treeKiller {
 		byMarker: make(map[string]int, len(trees)),
 		cgroups:  make(map[int]*cgroup),
 		targets:  make(map[int]*orphanTarget),
+		seen:     make(map[int]bool),
 		found:    make([]int, len(trees)),
 		led:      make(map[int]int),
 	}
@@ -240,24 +242,31 @@ func (k *treeKiller) verifyGroups() {
 	}
 }
 
-// belongs returns the tree pid belongs to.
+// belongs returns the tree pid belongs to. A zombie belongs to none: it is
+// dead already, and its (empty) environment says nothing.
 func (k *treeKiller) belongs(s *procScanner, pid int, inCgroup map[int]int) (int, bool) {
+	stat, _, err := s.read(pid, "stat", false)
+	if err != nil {
+		return 0, false
+	}
+	state, pgrp, ok := parseStat(stat)
+	if !ok || state == 'Z' {
+		return 0, false
+	}
 	if i, ok := inCgroup[pid]; ok {
 		return i, true
 	}
 	if env, uid, err := s.read(pid, "environ", true); err == nil && uid == s.euid {
 		if i, ok := k.byMarker[markerValue(env)]; ok {
-			if pg, ok := s.pgrp(pid); ok && pg == pid {
+			if pgrp == pid {
 				k.led[pid] = i
 				k.groups[pid] = i
 			}
 			return i, true
 		}
 	}
-	if pg, ok := s.pgrp(pid); ok {
-		if i, ok := k.groups[pg]; ok {
-			return i, true
-		}
+	if i, ok := k.groups[pgrp]; ok {
+		return i, true
 	}
 	return 0, false
 }
@@ -313,7 +322,11 @@ func (k *treeKiller) round(sig unix.Signal) int {
 			continue
 		}
 		k.targets[pid] = &orphanTarget{fd: fd, killed: sig == unix.SIGKILL}
-		k.found[i]++
+		if !k.seen[pid] {
+			// Counted once, even if a later round meets it again.
+			k.seen[pid] = true
+			k.found[i]++
+		}
 		n++
 	}
 	return n
