@@ -203,6 +203,9 @@ type detached struct {
 	stopWake int // eventfd: Close stops the follower without the process exiting
 	ended    chan struct{}
 	once     sync.Once
+	// released is set, under the Process's mu, once the Manager closed
+	// and the follower stopped: runnerFD is closed from then on.
+	released bool
 }
 
 // startDetached starts req through a runner and returns the running
@@ -353,6 +356,9 @@ func (p *Process) superviseDetached() {
 	defer close(d.ended)
 	defer func() {
 		_ = unix.Close(d.runnerFD)
+		// After this Do, releaseDetached writes nothing more to stopWake
+		// (sync.Once also makes a write in progress finish first).
+		d.once.Do(func() {})
 		_ = unix.Close(d.stopWake)
 	}()
 	f := &segFollower{dir: d.dir, segBytes: d.segBytes, buf: p.buf}
@@ -375,11 +381,16 @@ func (p *Process) superviseDetached() {
 			pfds = append(pfds, unix.PollFd{Fd: int32(in), Events: unix.POLLIN})
 		}
 		// Without inotify (none left), output is picked up at exit only.
-		if _, err := unix.Poll(pfds, -1); err != nil && err != unix.EINTR {
-			return
+		_, err := unix.Poll(pfds, -1)
+		if err != nil && err != unix.EINTR {
+			p.m.cfg.logger.Warn(context.Background(), "watch detached process", fieldError(err))
 		}
-		if pfds[1].Revents != 0 {
-			return // the Manager closed: the process runs on, unwatched
+		if pfds[1].Revents != 0 || (err != nil && err != unix.EINTR) {
+			// The Manager closed: the process runs on, unwatched.
+			p.mu.Lock()
+			d.released = true
+			p.mu.Unlock()
+			return
 		}
 		if len(pfds) > 2 && pfds[2].Revents != 0 {
 			for {
@@ -551,6 +562,9 @@ func (b *outputBuffer) skip(n int64) {
 // the leader still has its recorded identity the group is ours.
 func (p *Process) signalDetachedLocked(sig Signal) error {
 	d := p.det
+	if d.released {
+		return ErrClosed
+	}
 	if pidfdExited(d.runnerFD) {
 		return ErrNotRunning
 	}
@@ -570,6 +584,10 @@ func (p *Process) stopDetached(ctx context.Context, reason ExitReason) (Info, er
 	if !p.info.Running {
 		p.mu.Unlock()
 		return p.Info(), nil
+	}
+	if p.det.released {
+		p.mu.Unlock()
+		return p.Info(), ErrClosed
 	}
 	if p.stopReason == "" {
 		p.stopReason = reason

@@ -21,7 +21,8 @@ import (
 // A record is skipped, with a warning, when it cannot be parsed (it is
 // renamed to ID.json.bad so it is not read again) or when its host is a
 // different process that is still alive on this boot: whoever that is, it
-// is not dead, and its trees are not ours to stop. Holding the lock already
+// is not dead, and its trees are not ours to stop (detached processes are
+// adopted all the same: that signals nothing). Holding the lock already
 // means no live Manager uses the dir, so that second case is only a
 // belt-and-braces check.
 func (m *Manager) recoverOrphans() {
@@ -60,7 +61,9 @@ func (m *Manager) recoverOrphans() {
 			// Started by this Manager since New: not an orphan.
 			continue
 		}
-		if rec.Host.Boot == s.host.Boot && rec.Host != s.host {
+		// A detached process is adopted whoever its host was: adopting
+		// signals nothing, and holding the lock means its Manager closed.
+		if !rec.Detached && rec.Host.Boot == s.host.Boot && rec.Host != s.host {
 			if id, ok := identityOf(rec.Host.PID); ok && id == rec.Host {
 				s.logger.Warn(ctx, "skipping record of a live host",
 					slog.F("id", rec.ID), slog.F("host_pid", rec.Host.PID))
