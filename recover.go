@@ -25,26 +25,18 @@ import (
 // adopted all the same: that signals nothing). Holding the lock already
 // means no live Manager uses the dir, so that second case is only a
 // belt-and-braces check.
-func (m *Manager) recoverOrphans() {
+func (m *Manager) recoverOrphans(entries []os.DirEntry) {
 	s := m.state
 	defer close(s.recovered)
 	ctx := context.Background()
 
-	entries, err := os.ReadDir(s.procs)
-	if err != nil {
-		s.recErr = xerrors.Errorf("agentproc: state dir %q: read records: %w", s.dir, err)
-		return
-	}
 	var recs []*stateRecord
 	for _, e := range entries {
 		name := e.Name()
 		if strings.HasPrefix(name, ".") {
 			// A temporary file of a write a dead Manager did not finish
-			// (the record it was replacing is still in place); this
-			// Manager's own are named for its instance.
-			if !strings.HasPrefix(name, "."+m.instance+".") {
-				_ = os.Remove(filepath.Join(s.procs, name))
-			}
+			// (the record it was replacing is still in place).
+			_ = os.Remove(filepath.Join(s.procs, name))
 			continue
 		}
 		if !strings.HasSuffix(name, ".json") {
@@ -55,10 +47,6 @@ func (m *Manager) recoverOrphans() {
 			s.logger.Warn(ctx, "skipping unreadable process record", slog.F("file", name), fieldError(err))
 			bad := filepath.Join(s.procs, name+".bad")
 			_ = os.Rename(filepath.Join(s.procs, name), bad)
-			continue
-		}
-		if rec.Manager == m.instance {
-			// Started by this Manager since New: not an orphan.
 			continue
 		}
 		// A detached process is adopted whoever its host was: adopting

@@ -391,7 +391,17 @@ func (m *Manager) openState() {
 		return
 	}
 	s.guard = g
-	go m.recoverOrphans()
+	// The records are listed before New returns, so recovery never looks
+	// at the record of a process this Manager starts meanwhile (it could
+	// catch one between its creation and its first write). Listing is one
+	// getdents; the slow part, stopping trees, runs in the background.
+	entries, err := os.ReadDir(s.procs)
+	if err != nil {
+		s.recErr = xerrors.Errorf("agentproc: state dir %q: read records: %w", s.dir, err)
+		close(s.recovered)
+		return
+	}
+	go m.recoverOrphans(entries)
 }
 
 // waitRecovered is Close's first step: processes recovery adopts must be

@@ -51,12 +51,13 @@ func runHost(mode string) int {
 	var jobs []job
 	switch mode {
 	case "three":
-		a := agentproc.New(agentproc.WithStateDir(filepath.Join(dir, "a")))
+		logs := agentproc.WithOutputLog(filepath.Join(dir, "logs"), 0)
+		a := agentproc.New(agentproc.WithStateDir(filepath.Join(dir, "a")), logs)
 		jobs = append(jobs,
 			job{a, `sleep 300 & echo "pids $$ $!"; wait`},
 			job{a, `setsid sleep 300 & echo "pids $$ $!"; wait`})
 		if cg := os.Getenv(hostCgroupEnv); cg != "" {
-			b := agentproc.New(agentproc.WithStateDir(filepath.Join(dir, "b")), agentproc.WithCgroup(cg))
+			b := agentproc.New(agentproc.WithStateDir(filepath.Join(dir, "b")), agentproc.WithCgroup(cg), logs)
 			jobs = append(jobs, job{b, `sleep 300 & echo "pids $$ $!"; wait`})
 		}
 	case "detach":
@@ -78,6 +79,22 @@ func runHost(mode string) int {
 			fmt.Fprintln(os.Stderr, "host: wait for pids:", err)
 			return 1
 		}
+		// The output log is written behind the buffer; recovery shows what
+		// it holds, so the host waits until the line is on disk. The file
+		// is the only event there is.
+		tick := time.NewTicker(time.Millisecond)
+		for {
+			if data, _ := os.ReadFile(p.Info().LogPath); strings.Contains(string(data), line) {
+				break
+			}
+			select {
+			case <-ctx.Done():
+				fmt.Fprintln(os.Stderr, "host: the output log never got", line)
+				return 1
+			case <-tick.C:
+			}
+		}
+		tick.Stop()
 		fmt.Println(strings.TrimSpace(line), p.ID())
 	}
 	fmt.Println("ready")
@@ -245,8 +262,13 @@ func TestHostDeathKillsTrees(t *testing.T) {
 		}
 		for _, info := range infos {
 			got[info.ID] = info
-			if p, err := m.Get(info.ID); err != nil || p.Info().Reason != agentproc.ReasonOrphaned {
-				t.Errorf("Get(%s) after recovery: got %v, %v, want the orphaned process", info.ID, p, err)
+			p, err := m.Get(info.ID)
+			if err != nil || p.Info().Reason != agentproc.ReasonOrphaned {
+				t.Fatalf("Get(%s) after recovery: got %v, %v, want the orphaned process", info.ID, p, err)
+			}
+			// The output log is all that is left of the output.
+			if out := p.Output().Text; !strings.HasPrefix(out, "pids ") {
+				t.Errorf("recovered output of %s: got %q, want what its log holds", info.ID, out)
 			}
 		}
 	}
@@ -720,6 +742,93 @@ func TestDetachInvalid(t *testing.T) {
 	} {
 		if _, err := ms.Start(req); !errors.Is(err, agentproc.ErrInvalidRequest) {
 			t.Errorf("Start(%+v): got %v, want ErrInvalidRequest", req, err)
+		}
+	}
+}
+
+// TestDetachLongOutput: a detached process printing far more than its cap
+// keeps the head and the end of its output on disk; the Manager following
+// it, and a Manager adopting it after it exited with no Manager around,
+// both show the start and the last line with exact byte counts.
+func TestDetachLongOutput(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	// A 64 KiB cap: 16 KiB segments, two for the head, the last two for
+	// the tail. seq 1 200000 prints 1288895 bytes.
+	const total = 1288895
+	limit := agentproc.WithOutputLog("", 64<<10)
+	check := func(who string, out agentproc.Output) {
+		t.Helper()
+		if !strings.HasPrefix(out.Text, "1\n2\n3\n") || !strings.HasSuffix(out.Text, "\n199999\n200000\n") {
+			t.Errorf("%s: output got %q...%q, want the start and the end", who,
+				out.Text[:min(20, len(out.Text))], out.Text[max(0, len(out.Text)-20):])
+		}
+		if out.Truncated == nil || out.Truncated.OriginalBytes != total {
+			t.Errorf("%s: Truncated got %+v, want %d original bytes", who, out.Truncated, total)
+		}
+	}
+
+	m1 := agentproc.New(agentproc.WithStateDir(dir), limit)
+	p := mustStart(t, m1, agentproc.Request{Command: "seq 1 200000", Detach: true})
+	if info := mustWait(t, p); exitCode(info) != 0 {
+		t.Fatalf("exit code: got %d, want 0", exitCode(info))
+	}
+	check("follower", p.Output())
+	if segs, _ := filepath.Glob(filepath.Join(dir, "out", p.ID(), "seg-*")); len(segs) > 4 {
+		t.Errorf("segment files: got %d, want at most 4 (head and rolling tail)", len(segs))
+	}
+
+	fifo := makeFIFOs(t, 1)[0]
+	q := mustStart(t, m1, agentproc.Request{Command: "exec 3<>" + fifo + "; read -r x <&3; seq 1 200000", Detach: true})
+	if err := m1.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// The runner's identity is in the record; its exit (after it wrote
+	// the status) is the event to wait for.
+	data, err := os.ReadFile(filepath.Join(dir, "procs", q.ID()+".json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := map[string]any{}
+	for line := range strings.Lines(string(data)) {
+		if err := json.Unmarshal([]byte(line), &rec); err != nil {
+			t.Fatal(err)
+		}
+	}
+	runner := int(rec["runner"].(map[string]any)["pid"].(float64))
+	runnerFD := pinPIDs(t, []int{runner})
+	writeFIFO(t, fifo, "go")
+	if waitExited(runnerFD, testTimeout) != 0 {
+		t.Fatal("the runner did not exit")
+	}
+
+	m2 := newManager(t, agentproc.WithStateDir(dir), limit)
+	infos, err := m2.Recovered(testContext(t))
+	if err != nil || len(infos) != 1 || infos[0].Running || exitCode(infos[0]) != 0 || infos[0].Reason != agentproc.ReasonExited {
+		t.Fatalf("Recovered: got %+v, %v, want %s exited 0", infos, err, q.ID())
+	}
+	adopted, err := m2.Get(q.ID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	check("adopter", adopted.Output())
+}
+
+// TestDetachRetention: retention drops an exited detached process with its
+// record and output files.
+func TestDetachRetention(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	m := newManager(t, agentproc.WithRetention(0, 0), agentproc.WithStateDir(dir))
+	p := mustStart(t, m, agentproc.Request{Command: "echo hi", Detach: true})
+	mustWait(t, p)
+	if _, err := m.Get(p.ID()); !errors.Is(err, agentproc.ErrNotFound) {
+		t.Fatalf("Get after retention: got %v, want ErrNotFound", err)
+	}
+	agentproc.WaitStateIdle(m)
+	for _, path := range []string{filepath.Join(dir, "procs", p.ID()+".json"), filepath.Join(dir, "out", p.ID())} {
+		if _, err := os.Stat(path); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("%s after retention: got %v, want it removed", path, err)
 		}
 	}
 }
