@@ -211,12 +211,6 @@ func pidfdAlive(t *testing.T, fd int) bool {
 	return waitExited([]int{fd}, 0) == 1
 }
 
-func requireRoot(t *testing.T) {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: pidfds of other users' processes and cgroups")
-	}
-}
 
 // TestHostDeathKillsTrees is the crash test: a host with three trees (a
 // plain one, a setsid escapee, one in a cgroup when available) is
