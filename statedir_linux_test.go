@@ -211,7 +211,6 @@ func pidfdAlive(t *testing.T, fd int) bool {
 	return waitExited([]int{fd}, 0) == 1
 }
 
-
 // TestHostDeathKillsTrees is the crash test: a host with three trees (a
 // plain one, a setsid escapee, one in a cgroup when available) is
 // SIGKILLed. Its guard kills every tree within 2 s with no new Manager,
