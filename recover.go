@@ -16,7 +16,9 @@ import (
 // recoverOrphans runs once, in its own goroutine, when a Manager starts with a
 // usable state dir. It reads every record, decides which belong to a dead
 // Manager, stops the trees those left running (all at once: one grace
-// period in total), and lists them as exited processes of this Manager.
+// period in total), lists them as exited processes of this Manager, and
+// adopts the detached ones (see adoptDetached). entries is the listing of
+// the records dir that New made before any Start of this Manager.
 //
 // A record is skipped, with a warning, when it cannot be parsed (it is
 // renamed to ID.json.bad so it is not read again) or when its host is a

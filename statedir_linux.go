@@ -120,7 +120,7 @@ func lockStateDir(path string) (*os.File, error) {
 		}
 		_ = f.Close()
 		if errors.Is(err, unix.EWOULDBLOCK) {
-			return nil, xerrors.Errorf("is locked by %s, which is still running: %w", holder, err)
+			return nil, xerrors.Errorf("held by %s, which is still running: %w", holder, err)
 		}
 		return nil, xerrors.Errorf("lock %s: %w", path, err)
 	}

@@ -447,7 +447,7 @@ func TestStateDirUnusable(t *testing.T) {
 		dir, reason string
 	}{
 		{filepath.Join(file, "state"), "cannot be created"},
-		{held, fmt.Sprintf("is locked by another Manager (host PID %d), which is still running", os.Getpid())},
+		{held, fmt.Sprintf("is not usable: held by another Manager (host PID %d), which is still running", os.Getpid())},
 	} {
 		m := newManager(t, agentproc.WithStateDir(tc.dir))
 		_, err := m.Start(agentproc.Request{Command: "true"})
