@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"cdr.dev/slog/v3"
-	"github.com/google/uuid"
 	"golang.org/x/xerrors"
 )
 
@@ -335,7 +334,7 @@ func (m *Manager) spawn(req Request, owner, command, dir string, seq uint64, war
 	if req.Detach {
 		return m.startDetached(req, owner, command, dir, seq, warnings)
 	}
-	id := uuid.NewString()
+	id := m.state.nextID()
 	env := m.buildEnv(req.Env, id)
 	// Containment beyond the process group (marker sweep, cgroup) is set up
 	// first: a cgroup that cannot be made fails Start before anything runs.
@@ -389,6 +388,7 @@ func (m *Manager) spawn(req Request, owner, command, dir string, seq uint64, war
 	}
 	if err := cmd.Start(); err != nil {
 		sys.release()
+		m.state.abandon(rec)
 		return fail("start "+m.cfg.shell[0]+ctr.describe(), err)
 	}
 	ctr.started(cmd)
@@ -403,6 +403,7 @@ func (m *Manager) spawn(req Request, owner, command, dir string, seq uint64, war
 		_ = ctr.release()
 		kill()
 		st.closeAll()
+		m.state.abandon(rec)
 		return nil, xerrors.Errorf("agentproc: contain process: %w", err)
 	}
 

@@ -44,6 +44,13 @@ func (m *Manager) recoverOrphans(entries []os.DirEntry) {
 		if !strings.HasSuffix(name, ".json") {
 			continue
 		}
+		if info, err := e.Info(); err == nil && info.Size() == 0 {
+			// A spare record file of a dead Manager (see nextID), or one
+			// whose host died before writing it and so before starting
+			// anything: there is nothing to recover.
+			_ = os.Remove(filepath.Join(s.procs, name))
+			continue
+		}
 		rec, err := s.readRecord(name)
 		if err != nil {
 			s.logger.Warn(ctx, "skipping unreadable process record", slog.F("file", name), fieldError(err))
