@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"cdr.dev/slog/v3"
+	"github.com/google/uuid"
 	"golang.org/x/sys/unix"
 	"golang.org/x/xerrors"
 )
@@ -210,7 +211,7 @@ type detached struct {
 // startDetached starts req through a runner and returns the running
 // Process. The caller has reserved a slot and a supervise goroutine.
 func (m *Manager) startDetached(req Request, owner, command, dir string, seq uint64, warnings []string) (*Process, error) {
-	id := m.state.nextID()
+	id := uuid.NewString()
 	env := m.buildEnv(req.Env, id)
 	s := m.state
 	outDir := filepath.Join(s.dir, "out", id)

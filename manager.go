@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"cdr.dev/slog/v3"
+	"github.com/google/uuid"
 	"golang.org/x/xerrors"
 )
 
@@ -334,7 +335,7 @@ func (m *Manager) spawn(req Request, owner, command, dir string, seq uint64, war
 	if req.Detach {
 		return m.startDetached(req, owner, command, dir, seq, warnings)
 	}
-	id := m.state.nextID()
+	id := uuid.NewString()
 	env := m.buildEnv(req.Env, id)
 	// Containment beyond the process group (marker sweep, cgroup) is set up
 	// first: a cgroup that cannot be made fails Start before anything runs.

@@ -33,6 +33,7 @@ func (m *Manager) recoverOrphans(entries []os.DirEntry) {
 	ctx := context.Background()
 
 	var recs []*stateRecord
+	seen := make(map[string]bool)
 	for _, e := range entries {
 		name := e.Name()
 		if strings.HasPrefix(name, ".") {
@@ -45,13 +46,16 @@ func (m *Manager) recoverOrphans(entries []os.DirEntry) {
 			continue
 		}
 		if info, err := e.Info(); err == nil && info.Size() == 0 {
-			// A spare record file of a dead Manager (see nextID), or one
-			// whose host died before writing it and so before starting
-			// anything: there is nothing to recover.
-			_ = os.Remove(filepath.Join(s.procs, name))
+			// A free slot (see create), or one whose host died before
+			// writing it and so before starting anything: nothing to
+			// recover, and a slot this Manager can use.
+			s.freeSlot(filepath.Join(s.procs, name))
 			continue
 		}
 		rec, err := s.readRecord(name)
+		if err == nil && seen[rec.ID] {
+			err = xerrors.Errorf("a second record of process %s", rec.ID)
+		}
 		if err != nil {
 			s.logger.Warn(ctx, "skipping unreadable process record", slog.F("file", name), fieldError(err))
 			bad := filepath.Join(s.procs, name+".bad")
@@ -67,6 +71,7 @@ func (m *Manager) recoverOrphans(entries []os.DirEntry) {
 				continue
 			}
 		}
+		seen[rec.ID] = true
 		recs = append(recs, rec)
 	}
 
@@ -171,13 +176,15 @@ func (s *stateDir) readRecord(name string) (*stateRecord, error) {
 	switch {
 	case r.Version != stateRecordVersion:
 		return nil, xerrors.Errorf("record version %d, want %d", r.Version, stateRecordVersion)
-	case r.ID == "" || r.ID+".json" != name:
+	case r.ID == "" || strings.ContainsAny(r.ID, "/\\\x00") || r.ID == "." || r.ID == "..":
+		// The ID names the output dir of a detached process.
 		return nil, xerrors.Errorf("record names process %q", r.ID)
 	case r.Marker != MarkerEnv+"="+r.ID:
 		return nil, xerrors.Errorf("record marker %q does not match its ID", r.Marker)
 	case r.Host.PID <= 0 || r.Host.Boot == "":
 		return nil, xerrors.New("record has no host")
 	}
+	r.path = filepath.Join(s.procs, name)
 	return &r, nil
 }
 

@@ -70,27 +70,14 @@ type stateDir struct {
 	removing bool       // a removal goroutine is running
 	idle     *sync.Cond // signalled when removing turns false
 
-	// spares are empty record files made ahead of time, each named for a
-	// fresh process ID, so that Start writes its record into an open file
-	// instead of creating one: a create waits on the file system's journal
-	// (milliseconds on a busy ext4 disk), a write to an open file does not.
-	// reserved holds those whose ID a Start has taken. Both under mu.
-	spares   []spareRecord
-	reserved map[string]*os.File
-	filling  bool // a refill goroutine is running
-	closing  bool // close has begun: no more refills
+	// slotOf maps a process ID to its record file; free lists empty record
+	// files open for reuse (see create). Both under mu.
+	slotOf  map[string]string
+	free    []freeSlot
+	closing bool // close has begun: freed slots are deleted, not kept
 
 	closeOnce sync.Once
 }
-
-// spareRecord is an empty record file made ahead of a Start.
-type spareRecord struct {
-	id string
-	f  *os.File
-}
-
-// spareRecords is how many spares a Manager keeps ready.
-const spareRecords = 8
 
 // hostIdentity names one process on one boot, so that a PID reused by
 // another process, or the same PID after a reboot, is not mistaken for it.
@@ -135,8 +122,10 @@ type stateRecord struct {
 	Reason   ExitReason `json:"reason,omitempty"`
 	ExitedAt time.Time  `json:"exited_at,omitzero"`
 
-	// file is the open record while the process runs (see create).
+	// file is the open record while the process runs (see create); path
+	// is the record's file.
 	file *os.File
+	path string
 }
 
 const stateRecordVersion = 1
@@ -146,7 +135,7 @@ const stateRecordVersion = 1
 // naming the dir and the reason, for Start to return.
 func openStateDir(dir string, logger slog.Logger) *stateDir {
 	s := &stateDir{dir: dir, procs: filepath.Join(dir, "procs"), logger: logger,
-		recovered: make(chan struct{}), reserved: make(map[string]*os.File)}
+		recovered: make(chan struct{}), slotOf: make(map[string]string)}
 	s.idle = sync.NewCond(&s.mu)
 	fail := func(reason string, err error) *stateDir {
 		s.err = xerrors.Errorf("agentproc: state dir %q %s: %w", dir, reason, err)
@@ -231,108 +220,79 @@ func (s *stateDir) write(r *stateRecord) error {
 	if err != nil {
 		return xerrors.Errorf("encode record of %s: %w", r.ID, err)
 	}
-	// The temporary name carries the Manager's instance, so recovery (which
-	// deletes the temporary files of dead Managers) never takes one of ours.
-	tmp := filepath.Join(s.procs, "."+r.Manager+"."+r.ID+".tmp")
+	if r.path == "" {
+		r.path = filepath.Join(s.procs, "slot-"+uuid.NewString()+".json")
+	}
+	tmp := filepath.Join(s.procs, "."+uuid.NewString()+".tmp")
 	if err := os.WriteFile(tmp, append(data, '\n'), 0o600); err != nil {
 		return xerrors.Errorf("state dir %q: write record: %w", s.dir, err)
 	}
-	if err := os.Rename(tmp, filepath.Join(s.procs, r.ID+".json")); err != nil {
+	if err := os.Rename(tmp, r.path); err != nil {
 		_ = os.Remove(tmp)
 		return xerrors.Errorf("state dir %q: write record: %w", s.dir, err)
 	}
+	s.mu.Lock()
+	s.slotOf[r.ID] = r.path
+	s.mu.Unlock()
 	return nil
 }
 
-// create makes the record file of a process about to start: the record as
-// one JSON line. The file stays open (append-only) for the updates.
+// create writes the record of a process about to start, as one JSON line,
+// into a slot: a record file that is empty because the process it held
+// was dropped. The file stays open (append-only) for the updates.
 //
-// No temporary file and rename are needed here: the child is started only
-// after this write has returned, so a record that is empty or cut short
-// can only be left by a host that died before starting anything, and
-// recovery skips it. Updates are appended, one JSON line each holding only
-// the fields that change, rather than replacing the file: a replace costs a
-// create and a rename, metadata operations that wait on the file system's
-// journal and take milliseconds on a busy ext4 disk, while an append is a
-// write to the page cache. A line under a page is written by one write call,
-// which the death of this process cannot tear; a reader still ignores a last
-// line that does not parse.
+// Slots are reused rather than a file being created per process, and
+// updates are appended rather than the file replaced, because creating and
+// renaming files are metadata operations that wait on the file system's
+// journal: about 2 ms each on this project's busy ext4 disk, twice a
+// Start+Wait. Writing to a file that exists costs a few microseconds. A
+// new slot is created only when every slot holds a retained process.
+//
+// No write needs a temporary file: the child is started only after this
+// write has returned, so a slot that is empty or cut short can only be
+// left by a host that died before starting anything. A line under a page
+// is written by one write call, which the death of this process cannot
+// tear; a reader still ignores a last line that does not parse.
 func (s *stateDir) create(r *stateRecord) error {
 	data, err := json.Marshal(r)
 	if err != nil {
 		return xerrors.Errorf("encode record of %s: %w", r.ID, err)
 	}
-	path := filepath.Join(s.procs, r.ID+".json")
-	// A spare's file exists already, empty: a record is never seen in part.
 	s.mu.Lock()
-	f := s.reserved[r.ID]
-	delete(s.reserved, r.ID)
+	var slot freeSlot
+	if n := len(s.free); n > 0 {
+		slot = s.free[n-1]
+		s.free = s.free[:n-1]
+	}
 	s.mu.Unlock()
-	if f == nil {
-		// O_EXCL: the ID is new, so an existing file is someone else's.
-		f, err = os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL|os.O_APPEND, 0o600)
+	if slot.f == nil {
+		slot.path = filepath.Join(s.procs, "slot-"+uuid.NewString()+".json")
+		slot.f, err = os.OpenFile(slot.path, os.O_WRONLY|os.O_CREATE|os.O_EXCL|os.O_APPEND, 0o600)
 		if err != nil {
 			return xerrors.Errorf("state dir %q: create record: %w", s.dir, err)
 		}
 	}
-	if _, err := f.Write(append(data, '\n')); err != nil {
-		_ = f.Close()
-		_ = os.Remove(path)
+	if _, err := slot.f.Write(append(data, '\n')); err != nil {
+		_ = slot.f.Close()
+		_ = os.Remove(slot.path)
 		return xerrors.Errorf("state dir %q: write record: %w", s.dir, err)
 	}
-	r.file = f
+	r.file, r.path = slot.f, slot.path
+	s.mu.Lock()
+	s.slotOf[r.ID] = r.path
+	s.mu.Unlock()
 	return nil
 }
 
-// nextID returns the ID for a new process: a spare's when one is ready
-// (create then writes into its file), else a fresh one.
-func (s *stateDir) nextID() string {
-	if s == nil || s.err != nil {
-		return uuid.NewString()
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if !s.filling && !s.closing {
-		s.filling = true
-		go s.refill()
-	}
-	if len(s.spares) == 0 {
-		return uuid.NewString()
-	}
-	sp := s.spares[len(s.spares)-1]
-	s.spares = s.spares[:len(s.spares)-1]
-	s.reserved[sp.id] = sp.f
-	return sp.id
+// freeSlot is an empty record file, open for appending.
+type freeSlot struct {
+	path string
+	f    *os.File
 }
 
-// refill makes spares until there are spareRecords, creating each file
-// without holding mu.
-func (s *stateDir) refill() {
-	for {
-		s.mu.Lock()
-		if len(s.spares) >= spareRecords || s.closing {
-			s.filling = false
-			s.idle.Broadcast()
-			s.mu.Unlock()
-			return
-		}
-		s.mu.Unlock()
-		id := uuid.NewString()
-		f, err := os.OpenFile(filepath.Join(s.procs, id+".json"), os.O_WRONLY|os.O_CREATE|os.O_EXCL|os.O_APPEND, 0o600)
-		s.mu.Lock()
-		if err == nil {
-			s.spares = append(s.spares, spareRecord{id, f})
-		}
-		if err != nil || s.closing {
-			// A full disk or a closing Manager: Starts create their own.
-			s.filling = false
-			s.idle.Broadcast()
-			s.mu.Unlock()
-			return
-		}
-		s.mu.Unlock()
-	}
-}
+// maxFreeSlots bounds the empty record files kept open for reuse; beyond
+// it a freed slot is deleted.
+const maxFreeSlots = 64
 
 // abandon removes the record of a process that was never started.
 func (s *stateDir) abandon(r *stateRecord) {
@@ -409,45 +369,68 @@ func (s *stateDir) removeQueued() {
 	}
 }
 
-// remove deletes a process's record and, for a detached one, its output
-// files (the directory is simply absent for the others).
+// remove empties a process's record slot (keeping it for reuse, or
+// deleting it when enough are kept) and, for a detached process, deletes
+// its output files (the directory is simply absent for the others).
 func (s *stateDir) remove(id string) {
-	err := os.Remove(filepath.Join(s.procs, id+".json"))
-	if err != nil && !errors.Is(err, os.ErrNotExist) {
-		s.logger.Warn(context.Background(), "remove process record", slog.F("id", id), fieldError(err))
+	s.mu.Lock()
+	path := s.slotOf[id]
+	delete(s.slotOf, id)
+	s.mu.Unlock()
+	if path != "" {
+		s.freeSlot(path)
 	}
 	if err := os.RemoveAll(filepath.Join(s.dir, "out", id)); err != nil {
 		s.logger.Warn(context.Background(), "remove detached output", slog.F("id", id), fieldError(err))
 	}
 }
 
+// freeSlot empties the record file at path and lists it as free, or
+// deletes it when maxFreeSlots are listed or the dir is closing.
+func (s *stateDir) freeSlot(path string) {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
+	if err == nil {
+		if err = f.Truncate(0); err == nil {
+			s.mu.Lock()
+			if len(s.free) < maxFreeSlots && !s.closing {
+				s.free = append(s.free, freeSlot{path, f})
+				s.mu.Unlock()
+				return
+			}
+			s.mu.Unlock()
+		}
+		_ = f.Close()
+	}
+	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		s.logger.Warn(context.Background(), "remove process record", slog.F("path", path), fieldError(err))
+	}
+}
+
 // close removes the records of ids (the Manager's processes, all exited),
 // waits for queued removals and releases the lock. The next Manager on the
-// dir then recovers only what this one left running on purpose.
+// dir then recovers only what this one left running on purpose. Empty
+// slots are left for it.
 func (s *stateDir) close(ids []string) {
 	if s == nil || s.err != nil {
 		return
 	}
 	<-s.recovered
 	s.mu.Lock()
-	s.closing = true
-	for s.removing || s.filling {
+	for s.removing {
 		s.idle.Wait()
 	}
-	var unused []spareRecord
-	unused = append(unused, s.spares...)
-	for id, f := range s.reserved {
-		unused = append(unused, spareRecord{id, f})
-	}
-	s.spares, s.reserved = nil, map[string]*os.File{}
 	s.mu.Unlock()
-	for _, sp := range unused {
-		_ = sp.f.Close()
-		s.remove(sp.id)
-	}
 	s.closeOnce.Do(func() {
 		for _, id := range ids {
 			s.remove(id)
+		}
+		s.mu.Lock()
+		s.closing = true
+		free := s.free
+		s.free = nil
+		s.mu.Unlock()
+		for _, f := range free {
+			_ = f.f.Close()
 		}
 		s.guard.close()
 		_ = s.lock.Close()
