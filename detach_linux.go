@@ -117,7 +117,8 @@ func runDetached(argv []string) int {
 	}
 	_ = w.Close()
 	pid := cmd.Process.Pid
-	id, _ := identityOf(pid)
+	// Read before the shell is reaped below: a zombie keeps its start time.
+	id, _, _ := statIdentity(pid)
 	// The host reads the leader from stdout; then stdout is let go so the
 	// host's pipe reaches EOF.
 	fmt.Fprintf(os.Stdout, "%d %d\n", pid, id.Start)

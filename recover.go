@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"os"
 	"path/filepath"
@@ -45,14 +46,12 @@ func (m *Manager) recoverOrphans(entries []os.DirEntry) {
 		if !strings.HasSuffix(name, ".json") {
 			continue
 		}
-		if info, err := e.Info(); err == nil && info.Size() == 0 {
-			// A free slot (see create), or one whose host died before
-			// writing it and so before starting anything: nothing to
-			// recover, and a slot this Manager can use.
-			s.freeSlot(filepath.Join(s.procs, name))
+		rec, err := s.readRecord(name)
+		if errors.Is(err, errFreeSlot) {
+			// Nothing to recover, and a slot this Manager can use.
+			s.freeSlot(filepath.Join(s.procs, name), false)
 			continue
 		}
-		rec, err := s.readRecord(name)
 		if err == nil && seen[rec.ID] {
 			err = xerrors.Errorf("a second record of process %s", rec.ID)
 		}
@@ -140,6 +139,12 @@ func (m *Manager) recoverOrphans(entries []os.DirEntry) {
 	}
 }
 
+// errFreeSlot is readRecord's answer for a slot that holds no record: an
+// empty file, or one whose last process was dropped (see freeSlot). An
+// empty one may also be left by a host that died before writing its first
+// record, and so before starting anything.
+var errFreeSlot = xerrors.New("free record slot")
+
 // readRecord reads and checks one record file.
 func (s *stateDir) readRecord(name string) (*stateRecord, error) {
 	data, err := os.ReadFile(filepath.Join(s.procs, name))
@@ -150,6 +155,10 @@ func (s *stateDir) readRecord(name string) (*stateRecord, error) {
 	// its fields, applied in order. A last line that does not parse was
 	// cut short and is ignored, so the record is what it was before that
 	// update.
+	data = currentRecord(data)
+	if len(data) == 0 {
+		return nil, errFreeSlot
+	}
 	var r stateRecord
 	first, rest, _ := bytes.Cut(data, []byte("\n"))
 	if err := json.Unmarshal(first, &r); err != nil {

@@ -1,6 +1,7 @@
 package agentproc
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -238,8 +239,8 @@ func (s *stateDir) write(r *stateRecord) error {
 }
 
 // create writes the record of a process about to start, as one JSON line,
-// into a slot: a record file that is empty because the process it held
-// was dropped. The file stays open (append-only) for the updates.
+// into a slot: a record file whose last process was dropped (see
+// freeSlot). The file stays open (append-only) for the updates.
 //
 // Slots are reused rather than a file being created per process, and
 // updates are appended rather than the file replaced, because creating and
@@ -288,6 +289,22 @@ func (s *stateDir) create(r *stateRecord) error {
 type freeSlot struct {
 	path string
 	f    *os.File
+}
+
+// slotTombstone ends the record before it in a slot file; slotCompactBytes
+// is the size past which a freed slot is truncated.
+const (
+	slotTombstone    = "{\"dropped\":true}\n"
+	slotCompactBytes = 64 << 10
+)
+
+// currentRecord returns the part of a slot file after its last tombstone:
+// the record it holds now, or nothing for a free slot.
+func currentRecord(data []byte) []byte {
+	if i := bytes.LastIndex(data, []byte(slotTombstone)); i >= 0 {
+		return data[i+len(slotTombstone):]
+	}
+	return data
 }
 
 // maxFreeSlots bounds the empty record files kept open for reuse; beyond
@@ -378,7 +395,7 @@ func (s *stateDir) remove(id string) {
 	delete(s.slotOf, id)
 	s.mu.Unlock()
 	if path != "" {
-		s.freeSlot(path)
+		s.freeSlot(path, true)
 	}
 	if err := os.RemoveAll(filepath.Join(s.dir, "out", id)); err != nil {
 		s.logger.Warn(context.Background(), "remove detached output", slog.F("id", id), fieldError(err))
@@ -387,10 +404,22 @@ func (s *stateDir) remove(id string) {
 
 // freeSlot empties the record file at path and lists it as free, or
 // deletes it when maxFreeSlots are listed or the dir is closing.
-func (s *stateDir) freeSlot(path string) {
+//
+// A slot is emptied by appending a tombstone line, not by truncating it:
+// on ext4 a truncate frees blocks through the journal (tens of
+// microseconds), an append is a page-cache write. Readers take only what
+// follows the last tombstone (see currentRecord). A slot grown past
+// slotCompactBytes is truncated when freed, once every few dozen uses.
+func (s *stateDir) freeSlot(path string, tombstone bool) {
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
 	if err == nil {
-		if err = f.Truncate(0); err == nil {
+		if tombstone {
+			_, err = f.WriteString(slotTombstone)
+		}
+		if st, serr := f.Stat(); err == nil && serr == nil && st.Size() > slotCompactBytes {
+			err = f.Truncate(0)
+		}
+		if err == nil {
 			s.mu.Lock()
 			if len(s.free) < maxFreeSlots && !s.closing {
 				s.free = append(s.free, freeSlot{path, f})
@@ -554,11 +583,11 @@ func (p *Process) recordRunning() {
 		return
 	}
 	pid, cgroup := p.cmd.Process.Pid, p.ctr.cgroupPath()
-	if id, ok := identityOf(pid); ok {
+	// The shell is not reaped before this returns (the supervisor waits
+	// for it afterwards), so its stat is there even if it has exited.
+	if id, _, ok := statIdentity(pid); ok {
 		r.Leader = id
 	} else {
-		// The shell exited already; its PID alone still names the group
-		// while members live, and the marker finds them.
 		r.Leader = hostIdentity{PID: pid}
 	}
 	r.Cgroup = cgroup

@@ -19,6 +19,7 @@ import (
 //	stateSupported() error                     nil where WithStateDir works
 //	selfIdentity() (hostIdentity, error)       this process on this boot
 //	identityOf(pid int) (hostIdentity, bool)   a live process on this boot
+//	statIdentity(pid int) (hostIdentity, zombie, ok bool) the same, zombies too
 //	lockStateDir(path string) (*os.File, error) take the dir's lock, or say who holds it
 //	(*containment).cgroupPath() string         the tree's cgroup, "" without one
 //	stopOrphans(trees []orphanTree, grace time.Duration) []int
@@ -63,26 +64,33 @@ func selfIdentity() (hostIdentity, error) {
 // ticks since boot) on the current boot; ok is false when pid is not a live
 // process. A zombie counts as gone: it runs nothing and holds no files.
 func identityOf(pid int) (hostIdentity, bool) {
+	id, zombie, ok := statIdentity(pid)
+	return id, ok && !zombie
+}
+
+// statIdentity is identityOf that also accepts a zombie (saying so): a
+// child that already exited still has the start time it was given.
+func statIdentity(pid int) (id hostIdentity, zombie, ok bool) {
 	if pid <= 0 {
-		return hostIdentity{}, false
+		return hostIdentity{}, false, false
 	}
 	// Read with bare syscalls: os.ReadFile's stat and second read double
 	// the cost of a file that fits in one read.
 	fd, err := unix.Open("/proc/"+strconv.Itoa(pid)+"/stat", unix.O_RDONLY|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return hostIdentity{}, false
+		return hostIdentity{}, false, false
 	}
 	var buf [1024]byte
 	n, err := unix.Read(fd, buf[:])
 	_ = unix.Close(fd)
 	if err != nil || n <= 0 {
-		return hostIdentity{}, false
+		return hostIdentity{}, false, false
 	}
 	start, state, ok := parseStatStart(buf[:n])
-	if !ok || state == 'Z' {
-		return hostIdentity{}, false
+	if !ok {
+		return hostIdentity{}, false, false
 	}
-	return hostIdentity{PID: pid, Start: start, Boot: bootID()}, true
+	return hostIdentity{PID: pid, Start: start, Boot: bootID()}, state == 'Z', true
 }
 
 // parseStatStart returns field 22 (starttime) and the state of a

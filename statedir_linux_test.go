@@ -535,7 +535,14 @@ func findRecord(t *testing.T, dir, id string) map[string]any {
 	files, _ := filepath.Glob(filepath.Join(dir, "procs", "*.json"))
 	for _, f := range files {
 		data, err := os.ReadFile(f)
-		if err != nil || len(data) == 0 {
+		if err != nil {
+			continue
+		}
+		// A slot file: only what follows the last tombstone is current.
+		if i := strings.LastIndex(string(data), "{\"dropped\":true}\n"); i >= 0 {
+			data = data[i+len("{\"dropped\":true}\n"):]
+		}
+		if len(data) == 0 {
 			continue
 		}
 		rec := map[string]any{}
@@ -551,13 +558,15 @@ func findRecord(t *testing.T, dir, id string) map[string]any {
 	return nil
 }
 
-// recordCount counts the non-empty record files in the state dir.
+// recordCount counts the record files in the state dir that hold a
+// record.
 func recordCount(t *testing.T, dir string) int {
 	t.Helper()
 	files, _ := filepath.Glob(filepath.Join(dir, "procs", "*.json"))
 	n := 0
 	for _, f := range files {
-		if st, err := os.Stat(f); err == nil && st.Size() > 0 {
+		data, _ := os.ReadFile(f)
+		if len(data) > 0 && !strings.HasSuffix(string(data), "{\"dropped\":true}\n") {
 			n++
 		}
 	}
