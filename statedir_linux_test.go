@@ -2,6 +2,7 @@ package agentproc_test
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -399,6 +400,23 @@ func TestRecoveryBadState(t *testing.T) {
 	}
 	truncated := uuid.NewString()
 	procs := filepath.Join(dir, "procs")
+	// A reused slot: the dropped record, its tombstone, then the current
+	// one. Only the current one is recovered.
+	reused := uuid.NewString()
+	writeRecord(t, dir, reused, nil)
+	current, err := os.ReadFile(filepath.Join(procs, reused+".json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dropped := bytes.Replace(valid, []byte(good), []byte(uuid.NewString()), -1)
+	slot := append(append(dropped, "{\"dropped\":true}\n"...), current...)
+	if err := os.WriteFile(filepath.Join(procs, reused+".json"), slot, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// A free slot: nothing after the tombstone.
+	if err := os.WriteFile(filepath.Join(procs, "free.json"), append(dropped, "{\"dropped\":true}\n"...), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	if err := os.WriteFile(filepath.Join(procs, truncated+".json"), valid[:len(valid)/2], 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -415,7 +433,9 @@ func TestRecoveryBadState(t *testing.T) {
 	for _, info := range infos {
 		got[info.ID] = info.Reason
 	}
-	want := map[string]agentproc.ExitReason{otherBoot: agentproc.ReasonOrphaned, good: agentproc.ReasonOrphaned}
+	want := map[string]agentproc.ExitReason{
+		otherBoot: agentproc.ReasonOrphaned, good: agentproc.ReasonOrphaned, reused: agentproc.ReasonOrphaned,
+	}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("Recovered: got %v, want %v", got, want)
 	}
