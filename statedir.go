@@ -23,8 +23,8 @@ import (
 // exit once it exits, and removed when retention drops the process or Close
 // ends it. No write can be seen in part (see docs/containment.md) and none
 // runs under a lock of the Manager. The records need only outlive the host
-// process, not a reboot, so a tmpfs dir (/run, $XDG_RUNTIME_DIR) is the
-// cheapest place for them.
+// process, not a reboot, so a tmpfs dir (/run, $XDG_RUNTIME_DIR) is a
+// natural place for them.
 //
 // A Manager with a state dir locks it (dir/lock): only one live Manager may
 // use a dir at a time. When New starts, it recovers in the background every
