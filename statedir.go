@@ -560,7 +560,8 @@ func (s *stateDir) usable() error {
 // it with the guard, so that even a host that dies before the shell's PID
 // is known leaves nothing running: the guard finds the tree by its marker
 // and cgroup, and its process group through a leader that carries the
-// marker, so it needs no second message once the shell runs.
+// marker. recordRunning tells it the leader too, so that it can kill the
+// group before scanning /proc.
 func (s *stateDir) recordStarting(r *stateRecord, cgroup string) error {
 	if s == nil {
 		return nil
@@ -591,6 +592,8 @@ func (p *Process) recordRunning() {
 		r.Leader = hostIdentity{PID: pid}
 	}
 	r.Cgroup = cgroup
+	// The guard can then kill the group at once, before its /proc scan.
+	s.guard.add(r.ID, r.Leader, cgroup)
 	if err := s.appendUpdate(r, recordUpdate{Leader: &r.Leader, Cgroup: cgroup}); err != nil {
 		s.logger.Warn(context.Background(), "update process record", slog.F("id", r.ID), fieldError(err))
 	}

@@ -199,12 +199,16 @@ func stopOrphans(trees []orphanTree, grace time.Duration) []int {
 	k := newTreeKiller(trees)
 	defer k.close()
 	if grace > 0 {
+		k.signalGroups(unix.SIGTERM)
 		k.round(unix.SIGTERM)
 		k.wait(grace)
 	}
+	// What needs no /proc scan goes first: on a loaded machine the scan
+	// of every process takes long, and the guard must be quick.
 	for _, g := range k.cgroups {
 		g.kill()
 	}
+	k.signalGroups(unix.SIGKILL)
 	for range maxSweepRounds {
 		if k.round(unix.SIGKILL) == 0 {
 			break
@@ -247,6 +251,16 @@ func (k *treeKiller) verifyGroups() {
 		if id, ok := identityOf(t.leader.PID); ok && id.Start == t.leader.Start {
 			k.groups[t.leader.PID] = i
 		}
+	}
+}
+
+// signalGroups sends sig to every process group whose leader is still the
+// recorded process, at once and without a scan. The scan that follows
+// counts and pins them one by one.
+func (k *treeKiller) signalGroups(sig unix.Signal) {
+	k.verifyGroups()
+	for pg := range k.groups {
+		_ = unix.Kill(-pg, sig)
 	}
 }
 
