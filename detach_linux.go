@@ -282,7 +282,9 @@ func (m *Manager) startDetached(req Request, owner, command, dir string, seq uin
 		return fail("start "+m.cfg.shell[0]+" through the runner", xerrors.Errorf("no PID from the runner: %v", err))
 	}
 	leader.Boot = s.host.Boot
-	runnerID, _ := identityOf(runner.Process.Pid)
+	// A quick command's runner may have exited already; as our unreaped
+	// child it still has its start time.
+	runnerID, _, _ := statIdentity(runner.Process.Pid)
 	rec.Leader, rec.Runner = leader, runnerID
 	if err := s.appendUpdate(rec, recordUpdate{Leader: &rec.Leader, Runner: &rec.Runner}); err != nil {
 		m.cfg.logger.Warn(context.Background(), "update process record", slog.F("id", id), fieldError(err))
