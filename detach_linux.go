@@ -135,7 +135,7 @@ func runDetached(argv []string) int {
 	_ = unix.Kill(-pid, unix.SIGKILL)
 	select {
 	case <-copied:
-	case <-time.After(pipeDrain):
+	case <-time.After(defaultPipeDrain):
 		_ = r.SetReadDeadline(time.Now())
 		<-copied
 	}

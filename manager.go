@@ -364,7 +364,7 @@ func (m *Manager) spawn(req Request, owner, command, dir string, seq uint64, war
 	// With *os.File outputs os/exec starts no copying goroutines, so
 	// WaitDelay only bounds how long Wait waits after Cancel before it kills
 	// the leader itself.
-	cmd.WaitDelay = pipeDrain
+	cmd.WaitDelay = m.cfg.pipeDrain
 
 	fail := func(step string, err error) (*Process, error) {
 		_ = ctr.release()

@@ -34,6 +34,7 @@ type config struct {
 	grace        time.Duration
 	maxRunning   int
 	stdinStall   time.Duration // real time; tests shorten it
+	pipeDrain    time.Duration // real time; tests lengthen it
 	cgroupParent string
 	bgDetect     bool
 	logDir       string
@@ -63,6 +64,7 @@ func defaultConfig() config {
 		maxExited:    DefaultMaxExited,
 		grace:        DefaultGracePeriod,
 		stdinStall:   defaultStdinStall,
+		pipeDrain:    defaultPipeDrain,
 		bgDetect:     true,
 	}
 }

@@ -68,9 +68,15 @@ type Info struct {
 	Running  bool     `json:"running"`
 	PID      int      `json:"pid"`
 	// ExitCode is nil while running; 128+N when signal N ended the process.
+	// On Windows it is the shell's exit code as Windows reports it: 1 after
+	// a job kill, 3221225786 (STATUS_CONTROL_C_EXIT) for a program the
+	// default console handler ended on Ctrl+Break.
 	ExitCode *int `json:"exit_code"`
 	// Signal is the name of the signal that ended the process ("SIGKILL"),
-	// or "" when it exited by itself.
+	// or "" when it exited by itself. Windows has no signals; there it is
+	// "TerminateJobObject" when this package killed the job while the shell
+	// ran, "CTRL_BREAK_EVENT" when the shell ended with
+	// STATUS_CONTROL_C_EXIT.
 	Signal    string     `json:"signal,omitempty"`
 	Reason    ExitReason `json:"reason,omitempty"`
 	StartedAt time.Time  `json:"started_at"`
@@ -78,7 +84,10 @@ type Info struct {
 	// CPUTime is user plus system time, known after exit.
 	CPUTime time.Duration `json:"cpu_time_ns,omitempty"`
 	// MaxRSS is the peak resident set size in bytes, known after exit where
-	// the OS reports it.
+	// the OS reports it. On Windows it is not resident memory: it is the
+	// largest peak commit charge (private memory allocated, in RAM or paged
+	// out) of any one process of the job, the closest figure Windows keeps
+	// per tree.
 	MaxRSS int64 `json:"max_rss_bytes,omitempty"`
 	// Leftovers counts the processes of the tree this package had to kill
 	// beyond the shell's own exit or stop: members of its process group
@@ -256,6 +265,9 @@ func (p *Process) stop(ctx context.Context, reason ExitReason) (Info, error) {
 	// the reason under the same lock as the signal means the exit path,
 	// which reads it under p.mu, cannot miss it.
 	live := p.sys.alive()
+	// The OS layer may treat a stop's terminate differently from one sent
+	// by Signal (Windows: a batch file's prompt after the break).
+	p.sys.beginStop()
 	if err := p.signalLocked(SignalTerminate); live && !errors.Is(err, ErrNotRunning) && p.stopReason == "" {
 		p.stopReason = reason
 	}
@@ -330,11 +342,13 @@ func (p *Process) exited() bool {
 	}
 }
 
-// pipeDrain bounds how long the exit path waits for the output pipe to reach
-// EOF after the shell exited and its leftovers were killed. Only processes
-// that left the tree (and so escaped the kill) can hold the pipe that long.
-// It is real time on purpose: it is enforced by the pipe's read deadline.
-const pipeDrain = 2 * time.Second
+// defaultPipeDrain bounds how long the exit path waits for the output pipe
+// to reach EOF after the shell exited and its leftovers were killed. Only
+// processes that left the tree (and so escaped the kill) can hold the pipe
+// that long. It is real time on purpose: it is enforced by the pipe's read
+// deadline. It is config.pipeDrain, so that tests can make waiting it out
+// unmistakable.
+const defaultPipeDrain = 2 * time.Second
 
 // supervise runs in its own goroutine from Start until the process has
 // exited and its output is final. readerDone is closed when the output
@@ -352,17 +366,18 @@ func (p *Process) supervise(pipe *os.File, readerDone <-chan struct{}) {
 	}
 	// The shell is gone; whatever is left of its tree is killed now so that
 	// nothing outlives the command and the pipe can reach EOF: the group,
-	// then what escaped it, so that Wait does not sit out pipeDrain for
+	// then what escaped it, so that Wait does not sit out the pipe drain for
 	// escaped descendants that hold the pipe.
 	leftovers := p.sys.leftovers()
 	leftovers += p.ctr.killEscaped()
 	select {
 	case <-readerDone:
 	default:
-		if err := pipe.SetReadDeadline(time.Now().Add(pipeDrain)); err != nil {
-			// Unpollable pipes (Windows) cannot take a deadline; the job
-			// kill above closed every writer already.
-			p.m.cfg.logger.Debug(context.Background(), "pipe deadline unavailable")
+		if err := pipe.SetReadDeadline(time.Now().Add(p.m.cfg.pipeDrain)); err != nil {
+			// Every output file this package makes takes a deadline (a
+			// pipe, an overlapped named pipe on Windows, a PTY master or
+			// its relay on macOS); should one not, only EOF ends the drain.
+			p.m.cfg.logger.Warn(context.Background(), "pipe deadline unavailable", fieldError(err))
 		}
 		<-readerDone
 	}
@@ -372,7 +387,7 @@ func (p *Process) supervise(pipe *os.File, readerDone <-chan struct{}) {
 	var cpu time.Duration
 	var rss int64
 	if state != nil {
-		code, sigName = exitStatus(state)
+		code, sigName = p.sys.exitStatus(state)
 		cpu, rss = p.ctr.usage(p.sys.usage(state))
 	} else {
 		p.m.cfg.logger.Warn(context.Background(), "wait failed", fieldError(waitErr))
