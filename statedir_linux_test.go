@@ -747,9 +747,11 @@ func TestDetachSurvivesHostDeath(t *testing.T) {
 func TestDetachGracefulRestart(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	fifo := makeFIFOs(t, 1)[0]
+	fifos := makeFIFOs(t, 2)
+	fifo := fifos[0]
 	m1 := agentproc.New(agentproc.WithStateDir(dir), agentproc.WithGracePeriod(time.Second))
 	det := mustStart(t, m1, agentproc.Request{Command: exitOnFIFO(fifo, 5), Detach: true})
+	server := mustStart(t, m1, agentproc.Request{Command: fifoServer(fifos[1]), Detach: true})
 	tied := mustStart(t, m1, agentproc.Request{Command: "sleep 300"})
 	if !det.Info().Detached || tied.Info().Detached {
 		t.Fatalf("Info.Detached: got %v and %v, want true and false", det.Info().Detached, tied.Info().Detached)
@@ -767,8 +769,22 @@ func TestDetachGracefulRestart(t *testing.T) {
 
 	m2 := newManager(t, agentproc.WithStateDir(dir))
 	infos, err := m2.Recovered(testContext(t))
-	if err != nil || len(infos) != 1 || infos[0].ID != det.ID() || !infos[0].Running {
-		t.Fatalf("Recovered: got %+v, %v, want %s running", infos, err, det.ID())
+	if err != nil || len(infos) != 2 || !infos[0].Running || !infos[1].Running {
+		t.Fatalf("Recovered: got %+v, %v, want the 2 detached processes running", infos, err)
+	}
+	// Signal reaches an adopted process's group.
+	s2, err := m2.Get(server.ID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s2.Signal(agentproc.SignalKill); err != nil {
+		t.Fatalf("Signal: %v", err)
+	}
+	if info := mustWait(t, s2); info.Reason != agentproc.ReasonKilled || info.Signal != "SIGKILL" {
+		t.Errorf("after Signal(kill): got reason %q signal %q, want %q SIGKILL", info.Reason, info.Signal, agentproc.ReasonKilled)
+	}
+	if err := s2.Signal(agentproc.SignalKill); !errors.Is(err, agentproc.ErrNotRunning) {
+		t.Errorf("Signal after exit: got %v, want ErrNotRunning", err)
 	}
 	p, err := m2.Get(det.ID())
 	if err != nil {
