@@ -895,3 +895,18 @@ func TestDetachRetention(t *testing.T) {
 		t.Errorf("output files after retention: got %v, want them removed", err)
 	}
 }
+
+// TestDetachKey: a retried Start with the same Key but another Detach is a
+// conflict, never the process of the other kind.
+func TestDetachKey(t *testing.T) {
+	t.Parallel()
+	m := newManager(t, agentproc.WithStateDir(t.TempDir()))
+	p := mustStart(t, m, agentproc.Request{Command: "echo hi", Key: "k", Detach: true})
+	if q, err := m.Start(agentproc.Request{Command: "echo hi", Key: "k", Detach: true}); err != nil || q.ID() != p.ID() {
+		t.Errorf("same keyed request: got %v, %v, want process %s", q, err, p.ID())
+	}
+	if _, err := m.Start(agentproc.Request{Command: "echo hi", Key: "k"}); !errors.Is(err, agentproc.ErrKeyConflict) {
+		t.Errorf("same key without Detach: got %v, want ErrKeyConflict", err)
+	}
+	mustWait(t, p)
+}
