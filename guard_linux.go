@@ -1,133 +1,115 @@
 package agentproc
 
 import (
-	"bufio"
+	"context"
+	"fmt"
 	"os"
-	"os/exec"
-	"os/signal"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 
-	"golang.org/x/xerrors"
+	"cdr.dev/slog/v3"
 )
 
-// guardEnv makes a re-executed host binary run as the guard (see init).
-const guardEnv = "AGENTPROC_GUARD"
-
-// init turns the process into a guard when the host started it as one. It
-// runs before the host program's main, so the guard never executes the
-// host's own logic; only package initialisers run first.
-func init() {
-	if os.Getenv(guardEnv) == "1" {
-		os.Exit(runGuard(os.Stdin))
-	}
-}
-
-// guard is the host side of the guard process: a copy of the host binary
-// (/proc/self/exe) that reads the list of the Manager's running trees from
-// a pipe and, when the pipe reaches EOF, kills every tree still listed.
-// The host holds the only write end (close-on-exec, so no child inherits
-// it), so EOF comes exactly when the host has died or the Manager has
-// closed; in the second case the list is empty. See docs/containment.md for
-// why this beats a parent-death signal.
-//
-// Each message is one line shorter than PIPE_BUF, which the kernel writes
-// atomically, so concurrent Starts need no lock around the pipe.
-type guard struct {
-	w    *os.File
-	cmd  *exec.Cmd
-	once sync.Once
-	warn func(error)
-}
-
-// guardLineMax keeps every message below PIPE_BUF (4096 on Linux).
-const guardLineMax = 4000
-
-func startGuard(warn func(error)) (*guard, error) {
-	r, w, err := os.Pipe()
+// hostOOMKills returns the kernel's count of OOM kills since boot
+// (/proc/vmstat oom_kill, Linux 4.13+).
+func hostOOMKills() (uint64, bool) {
+	data, err := os.ReadFile("/proc/vmstat")
 	if err != nil {
-		return nil, xerrors.Errorf("agentproc: start guard: %w", err)
+		return 0, false
 	}
-	cmd := &exec.Cmd{
-		Path: "/proc/self/exe",
-		Args: []string{"agentproc-guard"},
-		Env:  append(os.Environ(), guardEnv+"=1"),
-		// Its own session: a ^C or SIGHUP meant for the host's terminal
-		// must not take the guard down with the host.
-		SysProcAttr: &syscall.SysProcAttr{Setsid: true},
-		Stdin:       r,
-	}
-	if err := cmd.Start(); err != nil {
-		_ = r.Close()
-		_ = w.Close()
-		return nil, xerrors.Errorf("agentproc: start guard process: %w", err)
-	}
-	_ = r.Close()
-	return &guard{w: w, cmd: cmd, warn: warn}, nil
-}
-
-// add lists (or updates) a running tree.
-func (g *guard) add(id string, leader hostIdentity, cgroup string) {
-	line := "+\t" + id + "\t" + strconv.Itoa(leader.PID) + "\t" + strconv.FormatUint(leader.Start, 10) + "\t" + cgroup + "\n"
-	if len(line) > guardLineMax {
-		// A path this long cannot be sent atomically; the marker and the
-		// group still reach the tree.
-		line = "+\t" + id + "\t" + strconv.Itoa(leader.PID) + "\t" + strconv.FormatUint(leader.Start, 10) + "\t\n"
-	}
-	g.send(line)
-}
-
-// remove unlists a tree that has exited.
-func (g *guard) remove(id string) { g.send("-\t" + id + "\n") }
-
-func (g *guard) send(line string) {
-	if g == nil {
-		return
-	}
-	if _, err := g.w.WriteString(line); err != nil {
-		// The guard died (it was killed): trees then outlive a host crash,
-		// which is worth one warning.
-		g.once.Do(func() { g.warn(xerrors.Errorf("agentproc: guard process is gone: %w", err)) })
-	}
-}
-
-// close ends the guard: EOF with an empty list makes it exit at once.
-func (g *guard) close() {
-	if g == nil {
-		return
-	}
-	_ = g.w.Close()
-	_ = g.cmd.Wait()
-}
-
-// runGuard is the guard's main: it keeps the list until EOF, then stops
-// every listed tree without a grace period (the host that would have given
-// one is dead) and exits.
-func runGuard(in *os.File) int {
-	signal.Ignore(syscall.SIGINT, syscall.SIGHUP, syscall.SIGTERM, syscall.SIGPIPE)
-	trees := make(map[string]orphanTree)
-	sc := bufio.NewScanner(in)
-	for sc.Scan() {
-		f := strings.Split(sc.Text(), "\t")
-		switch {
-		case len(f) == 2 && f[0] == "-":
-			delete(trees, f[1])
-		case len(f) == 5 && f[0] == "+":
-			t := orphanTree{id: f[1], cgroup: f[4]}
-			t.leader.PID, _ = strconv.Atoi(f[2])
-			t.leader.Start, _ = strconv.ParseUint(f[3], 10, 64)
-			if t.leader.PID > 0 {
-				t.leader.Boot = bootID()
-			}
-			trees[t.id] = t
+	for line := range strings.Lines(string(data)) {
+		if v, ok := strings.CutPrefix(line, "oom_kill "); ok {
+			n, err := strconv.ParseUint(strings.TrimSpace(v), 10, 64)
+			return n, err == nil
 		}
 	}
-	list := make([]orphanTree, 0, len(trees))
-	for _, t := range trees {
-		list = append(list, t)
+	return 0, false
+}
+
+// treeOOMKills returns the OOM kills the tree's cgroup counted, where it
+// counts them (WithCgroup with the memory controller enabled for it).
+func treeOOMKills(c *containment) (int64, bool) {
+	if c.cg == nil {
+		return 0, false
 	}
-	stopOrphans(list, 0)
-	return 0
+	return c.cg.oomKills()
+}
+
+// hostOOMScore is this process's own oom_score_adj, read once.
+var hostOOMScore = sync.OnceValues(func() (int, error) {
+	data, err := os.ReadFile("/proc/self/oom_score_adj")
+	if err != nil {
+		return 0, err
+	}
+	return strconv.Atoi(strings.TrimSpace(string(data)))
+})
+
+// raiseOOMScore gives the new tree its oom_score_adj: the host's plus the
+// Manager's delta, capped at 1000. It writes the leader first and only then
+// lists its children, for every process in turn: a child forked after its
+// parent's write inherits the value, and one forked before is listed. With
+// a cgroup its members are covered too, which includes the processes that
+// left the leader's descendants. A failure is logged, not fatal: the
+// command runs, only less protected.
+func (m *Manager) raiseOOMScore(leader int, c *containment) {
+	if m.cfg.oomDelta <= 0 {
+		return
+	}
+	host, err := hostOOMScore()
+	if err != nil {
+		m.cfg.logger.Warn(context.Background(), "cannot read own oom_score_adj", fieldError(err))
+		return
+	}
+	adj := min(host+m.cfg.oomDelta, maxOOMScoreAdj)
+	if adj <= host {
+		return
+	}
+	value := []byte(strconv.Itoa(adj))
+	done := make(map[int]bool)
+	var set func(pid int)
+	set = func(pid int) {
+		if done[pid] {
+			return
+		}
+		done[pid] = true
+		if err := os.WriteFile(fmt.Sprintf("/proc/%d/oom_score_adj", pid), value, 0); err != nil {
+			if pid == leader && !os.IsNotExist(err) {
+				m.cfg.logger.Warn(context.Background(), "cannot raise oom_score_adj",
+					slog.F("pid", pid), fieldError(err))
+			}
+			return
+		}
+		for _, child := range procChildren(pid) {
+			set(child)
+		}
+	}
+	set(leader)
+	if c.cg != nil {
+		for _, pid := range c.cg.members() {
+			set(pid)
+		}
+	}
+}
+
+// procChildren lists the children of every thread of pid
+// (/proc/PID/task/TID/children, Linux 3.5+ with CONFIG_PROC_CHILDREN).
+func procChildren(pid int) []int {
+	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	if err != nil {
+		return nil
+	}
+	var kids []int
+	for _, t := range tasks {
+		data, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/children", pid, t.Name()))
+		if err != nil {
+			continue
+		}
+		for _, f := range strings.Fields(string(data)) {
+			if k, err := strconv.Atoi(f); err == nil {
+				kids = append(kids, k)
+			}
+		}
+	}
+	return kids
 }

@@ -53,6 +53,8 @@ func init() {
 //	barrier      report, then exit when the test calls PIDReporter.Release
 //	console      print whether it has a console and a visible window
 //	nestedjob    run "echo nested" through a Manager (see runNestedJobHelper)
+//	commit       commit 256 MiB with VirtualAlloc, say "committed" or
+//	             "commit failed: ERR" (for Limits.Memory)
 func runHelper(mode string) int {
 	if addr := os.Getenv(helperAddrEnv); addr != "" {
 		conn, err := net.DialTimeout("tcp", addr, 10*time.Second)
@@ -110,6 +112,15 @@ func runHelper(mode string) int {
 		// Run one command through a Manager from inside whatever job the
 		// test put this helper in (TestNestedJob).
 		return runNestedJobHelper()
+	case "commit":
+		// VirtualAlloc directly: the Go allocator would throw on a failed
+		// commit instead of saying so.
+		if _, err := windows.VirtualAlloc(0, 256<<20, windows.MEM_RESERVE|windows.MEM_COMMIT, windows.PAGE_READWRITE); err != nil {
+			fmt.Println("commit failed:", err)
+			return 1
+		}
+		fmt.Println("committed")
+		return 0
 	}
 	fmt.Fprintln(os.Stderr, "helper: unknown mode", mode)
 	return 2

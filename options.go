@@ -40,6 +40,8 @@ type config struct {
 	logDir       string
 	logMaxBytes  int64
 	stateDir     string
+	limits       Limits // see limits.go
+	oomDelta     int    // see guard.go
 }
 
 // Defaults, named so the README and tests can refer to them.
@@ -66,6 +68,7 @@ func defaultConfig() config {
 		stdinStall:   defaultStdinStall,
 		pipeDrain:    defaultPipeDrain,
 		bgDetect:     true,
+		oomDelta:     DefaultOOMScoreDelta,
 	}
 }
 

@@ -52,6 +52,17 @@ const (
 	// a later Manager on the same state dir stopped what was left of the
 	// tree. ExitCode is -1: nobody was there to see the real one.
 	ReasonOrphaned ExitReason = "orphaned"
+	// ReasonOOM: the kernel's OOM killer ended a process of the tree, as
+	// its cgroup counted (Linux with WithCgroup and the memory controller).
+	// Info.MaxRSS is then the tree's peak memory where the kernel reports
+	// it (memory.peak).
+	ReasonOOM ExitReason = "oom"
+	// ReasonIdle: Request.IdleTimeout passed without output and the process
+	// was stopped.
+	ReasonIdle ExitReason = "idle"
+	// ReasonOutputLimit: the output passed Request.MaxOutput and the
+	// process was stopped.
+	ReasonOutputLimit ExitReason = "output_limit"
 )
 
 // Info describes a process at one moment. The zero values of the exit fields
@@ -98,6 +109,21 @@ type Info struct {
 	Leftovers int `json:"leftovers,omitempty"`
 	// Timeout is the Request's Timeout; 0 means none.
 	Timeout time.Duration `json:"timeout_ns,omitempty"`
+	// Limits are the limits the tree runs under: the Request's merged with
+	// the Manager's defaults.
+	Limits Limits `json:"limits,omitzero"`
+	// IdleTimeout is the Request's IdleTimeout where it applies; 0 means none.
+	IdleTimeout time.Duration `json:"idle_timeout_ns,omitempty"`
+	// MaxOutput is the Request's MaxOutput; 0 means none.
+	MaxOutput int64 `json:"max_output_bytes,omitempty"`
+	// LikelyOOM is true when the process ended by a SIGKILL (or its shell
+	// exited with 137) that this package did not send while the kernel's
+	// host-wide OOM kill counter (/proc/vmstat oom_kill) rose: probably the
+	// OOM killer, but another process's OOM kill or another sender cannot be
+	// ruled out. It is only set where the tree's own count is unknown
+	// (without WithCgroup and its memory controller); where it is known,
+	// Reason is ReasonOOM instead.
+	LikelyOOM bool `json:"likely_oom,omitempty"`
 	// LogPath is the file holding the full output (WithOutputLog), or ""
 	// without one. The file is gone once retention drops the process.
 	LogPath string `json:"log_path,omitempty"`
@@ -136,6 +162,7 @@ type Process struct {
 	log   *outputLog // nil without WithOutputLog
 	sys   *sysProc
 	ctr   *containment // what of the tree may leave the group
+	guard guard        // idle, output and OOM watch; immutable after Start
 	cmd   *exec.Cmd
 	// kill cancels the context the command was started with; os/exec then
 	// calls cmd.Cancel, which kills the whole tree.
@@ -392,6 +419,7 @@ func (p *Process) supervise(pipe *os.File, readerDone <-chan struct{}) {
 	} else {
 		p.m.cfg.logger.Warn(context.Background(), "wait failed", fieldError(waitErr))
 	}
+	oom, likelyOOM := p.guard.oomVerdict(p.ctr, code, sigName)
 	p.sys.release()
 	if err := p.ctr.release(); err != nil {
 		p.m.cfg.logger.Warn(context.Background(), "release containment", fieldError(err))
@@ -399,7 +427,7 @@ func (p *Process) supervise(pipe *os.File, readerDone <-chan struct{}) {
 	p.kill() // releases the context; the process is already gone
 
 	now := p.m.cfg.clock.Now("agentproc", "exit")
-	p.recordExit(code, sigName, now)
+	p.recordExit(code, sigName, oom, now)
 	// The running slot is given back before the exit is published, so a
 	// caller that sees it (Wait, Info, an EOF chunk) can start another
 	// process at once under WithMaxRunning.
@@ -411,9 +439,12 @@ func (p *Process) supervise(pipe *os.File, readerDone <-chan struct{}) {
 	p.info.CPUTime = cpu
 	p.info.MaxRSS = rss
 	p.info.Leftovers = leftovers
+	p.info.LikelyOOM = likelyOOM && p.stopReason == "" && !p.signaled
 	switch {
 	case p.stopReason != "":
 		p.info.Reason = p.stopReason
+	case oom:
+		p.info.Reason = ReasonOOM
 	case sigName != "" && p.signaled:
 		p.info.Reason = ReasonKilled
 	case sigName != "":

@@ -54,13 +54,13 @@ func WithStateDir(dir string) Option {
 // The zero of everything but err is unusable; a nil *stateDir (no
 // WithStateDir) records nothing, so callers need no checks.
 type stateDir struct {
-	dir    string
-	procs  string // dir/procs
-	err    error  // non-nil: the dir cannot be used; Start returns it
-	lock   *os.File
-	host   hostIdentity
-	logger slog.Logger
-	guard  *guard // nil where there is none (not Linux)
+	dir       string
+	procs     string // dir/procs
+	err       error  // non-nil: the dir cannot be used; Start returns it
+	lock      *os.File
+	host      hostIdentity
+	logger    slog.Logger
+	hostGuard *hostGuard // nil where there is none (not Linux)
 
 	recovered chan struct{} // closed when recovery has finished
 	found     []Info        // what recovery found; read after recovered
@@ -320,7 +320,7 @@ func (s *stateDir) abandon(r *stateRecord) {
 		_ = r.file.Close()
 		r.file = nil
 	}
-	s.guard.remove(r.ID)
+	s.hostGuard.remove(r.ID)
 	s.remove(r.ID)
 }
 
@@ -461,7 +461,7 @@ func (s *stateDir) close(ids []string) {
 		for _, f := range free {
 			_ = f.f.Close()
 		}
-		s.guard.close()
+		s.hostGuard.close()
 		_ = s.lock.Close()
 	})
 }
@@ -500,14 +500,14 @@ func (m *Manager) openState() {
 	if s.err != nil {
 		return
 	}
-	g, err := startGuard(func(err error) { m.cfg.logger.Warn(context.Background(), "guard", fieldError(err)) })
+	g, err := startHostGuard(func(err error) { m.cfg.logger.Warn(context.Background(), "guard", fieldError(err)) })
 	if err != nil {
 		s.err = xerrors.Errorf("agentproc: state dir %q: %w", s.dir, err)
 		_ = s.lock.Close()
 		close(s.recovered)
 		return
 	}
-	s.guard = g
+	s.hostGuard = g
 	// The records are listed before New returns, so recovery never looks
 	// at the record of a process this Manager starts meanwhile (it could
 	// catch one between its creation and its first write). Listing is one
@@ -542,8 +542,14 @@ func (m *Manager) validateDetach(req Request) error {
 		return xerrors.Errorf("detach needs WithStateDir: %w", ErrInvalidRequest)
 	case req.Stdin || req.TTY != nil:
 		return xerrors.Errorf("a detached process cannot have a stdin or a terminal: %w", ErrInvalidRequest)
-	case req.Timeout != 0:
-		return xerrors.Errorf("a detached process cannot have a timeout: %w", ErrInvalidRequest)
+	case req.Timeout != 0 || req.IdleTimeout != 0 || req.MaxOutput != 0:
+		// Each is enforced by the Manager, which a detached process
+		// outlives.
+		return xerrors.Errorf("a detached process cannot have a timeout, an idle timeout or an output limit: %w", ErrInvalidRequest)
+	case req.Limits != (Limits{}):
+		// Limits hold through the tree's cgroup, which a detached process
+		// does not get (req.Limits includes WithLimits' defaults here).
+		return xerrors.Errorf("detach: limits cannot be enforced on a detached process: %w", ErrUnsupported)
 	}
 	return nil
 }
@@ -569,7 +575,7 @@ func (s *stateDir) recordStarting(r *stateRecord, cgroup string) error {
 	if err := s.create(r); err != nil {
 		return err
 	}
-	s.guard.add(r.ID, hostIdentity{}, cgroup)
+	s.hostGuard.add(r.ID, hostIdentity{}, cgroup)
 	return nil
 }
 
@@ -593,7 +599,7 @@ func (p *Process) recordRunning() {
 	}
 	r.Cgroup = cgroup
 	// The guard can then kill the group at once, before its /proc scan.
-	s.guard.add(r.ID, r.Leader, cgroup)
+	s.hostGuard.add(r.ID, r.Leader, cgroup)
 	if err := s.appendUpdate(r, recordUpdate{Leader: &r.Leader, Cgroup: cgroup}); err != nil {
 		s.logger.Warn(context.Background(), "update process record", slog.F("id", r.ID), fieldError(err))
 	}
@@ -602,7 +608,7 @@ func (p *Process) recordRunning() {
 // recordExit is the supervisor's hook, called after the tree is gone and
 // before the exit is published, so that a record is never rewritten after
 // retention removed it.
-func (p *Process) recordExit(code int, sigName string, now time.Time) {
+func (p *Process) recordExit(code int, sigName string, oom bool, now time.Time) {
 	s := p.m.state
 	if s == nil || p.rec == nil {
 		return
@@ -611,8 +617,11 @@ func (p *Process) recordExit(code int, sigName string, now time.Time) {
 	reason := p.stopReason
 	signaled := p.signaled
 	p.mu.Unlock()
+	// The same choice as the supervisor's, from the same facts.
 	switch {
 	case reason != "":
+	case oom:
+		reason = ReasonOOM
 	case sigName != "" && signaled:
 		reason = ReasonKilled
 	case sigName != "":
@@ -622,7 +631,7 @@ func (p *Process) recordExit(code int, sigName string, now time.Time) {
 	}
 	r := p.rec
 	r.Exited, r.ExitCode, r.Signal, r.Reason, r.ExitedAt = true, code, sigName, reason, now
-	s.guard.remove(r.ID)
+	s.hostGuard.remove(r.ID)
 	err := s.appendUpdate(r, recordUpdate{Exited: true, ExitCode: code, Signal: sigName, Reason: reason, ExitedAt: now})
 	if err != nil {
 		s.logger.Warn(context.Background(), "update process record", slog.F("id", r.ID), fieldError(err))

@@ -23,7 +23,7 @@ import (
 //	lockStateDir(path string) (*os.File, error) take the dir's lock, or say who holds it
 //	(*containment).cgroupPath() string         the tree's cgroup, "" without one
 //	stopOrphans(trees []orphanTree, grace time.Duration) []int
-//	startGuard() (*guard, error) and guard's add, remove and close
+//	startHostGuard() (*hostGuard, error) and its add, remove and close
 //
 // stopOrphans stops trees whose Manager is dead: SIGTERM to every verified
 // member, up to grace for them to exit, then SIGKILL until nothing is left

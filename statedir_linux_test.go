@@ -807,10 +807,16 @@ func TestDetachInvalid(t *testing.T) {
 	for _, req := range []agentproc.Request{
 		{Command: "true", Detach: true, Stdin: true},
 		{Command: "true", Detach: true, Timeout: time.Second},
+		{Command: "true", Detach: true, IdleTimeout: time.Second},
+		{Command: "true", Detach: true, MaxOutput: 1},
 	} {
 		if _, err := ms.Start(req); !errors.Is(err, agentproc.ErrInvalidRequest) {
 			t.Errorf("Start(%+v): got %v, want ErrInvalidRequest", req, err)
 		}
+	}
+	limited := newManager(t, agentproc.WithStateDir(t.TempDir()), agentproc.WithLimits(agentproc.Limits{Procs: 64}))
+	if _, err := limited.Start(agentproc.Request{Command: "true", Detach: true}); !errors.Is(err, agentproc.ErrUnsupported) {
+		t.Errorf("Detach under WithLimits: got %v, want ErrUnsupported", err)
 	}
 }
 

@@ -32,10 +32,10 @@ type orphanTree struct {
 	cgroup string
 }
 
-// guard exists only on Linux; a nil *guard does nothing.
-type guard struct{}
+// hostGuard exists only on Linux; a nil *hostGuard does nothing.
+type hostGuard struct{}
 
-func startGuard(func(error)) (*guard, error)    { return nil, nil }
-func (*guard) add(string, hostIdentity, string) {}
-func (*guard) remove(string)                    {}
-func (*guard) close()                           {}
+func startHostGuard(func(error)) (*hostGuard, error) { return nil, nil }
+func (*hostGuard) add(string, hostIdentity, string)  {}
+func (*hostGuard) remove(string)                     {}
+func (*hostGuard) close()                            {}
