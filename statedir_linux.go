@@ -199,7 +199,8 @@ func stopOrphans(trees []orphanTree, grace time.Duration) []int {
 	k := newTreeKiller(trees)
 	defer k.close()
 	if grace > 0 {
-		k.signalGroups(unix.SIGTERM)
+		// The scan counts each process as it signals it; a group signal
+		// first would leave nothing to count.
 		k.round(unix.SIGTERM)
 		k.wait(grace)
 	}

@@ -916,3 +916,64 @@ func TestDetachKey(t *testing.T) {
 	}
 	mustWait(t, p)
 }
+
+// TestRecoveryStopsLiveOrphans: trees still running when a new Manager
+// starts (their host and its guard both died) are stopped by recovery and
+// counted: one found by its process group (the leader still has its
+// recorded start time) and its child that cleared its environment, one
+// found only by the marker (a record written before the shell's PID was).
+func TestRecoveryStopsLiveOrphans(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	byGroup, byMarker := uuid.NewString(), uuid.NewString()
+	start := func(id, command string) *exec.Cmd {
+		cmd := exec.Command("sh", "-c", command)
+		cmd.Env = append(os.Environ(), agentproc.MarkerEnv+"="+id)
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		out, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+		})
+		// The command says when its child runs.
+		if _, err := bufio.NewReader(out).ReadString('\n'); err != nil {
+			t.Fatal(err)
+		}
+		return cmd
+	}
+	// A child without the marker, in the leader's group.
+	g := start(byGroup, `env -i sleep 300 & echo ready; wait`)
+	m := start(byMarker, `echo ready; exec sleep 300`)
+	writeRecord(t, dir, byGroup, map[string]any{
+		"leader": map[string]any{"pid": g.Process.Pid, "start": startTicks(t, g.Process.Pid), "boot_id": currentBoot()},
+	})
+	writeRecord(t, dir, byMarker, nil)
+	fds := pinPIDs(t, []int{g.Process.Pid, m.Process.Pid})
+
+	mgr := newManager(t, agentproc.WithStateDir(dir), agentproc.WithGracePeriod(time.Second))
+	infos, err := mgr.Recovered(testContext(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]int{}
+	for _, info := range infos {
+		if info.Reason != agentproc.ReasonOrphaned {
+			t.Errorf("%s: reason got %q, want %q", info.ID, info.Reason, agentproc.ReasonOrphaned)
+		}
+		got[info.ID] = info.Leftovers
+	}
+	if want := map[string]int{byGroup: 2, byMarker: 1}; fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("Leftovers by process: got %v, want %v", got, want)
+	}
+	// The leaders are the test's children, so they are zombies now, which
+	// pidfds report as exited.
+	if left := waitExited(fds, 0); left != 0 {
+		t.Errorf("%d orphans alive after Recovered, want 0", left)
+	}
+}
