@@ -437,7 +437,7 @@ func (p *Process) finishDetached(st *detachStatus) {
 	r := p.rec
 	r.Exited, r.ExitCode, r.Signal, r.Reason, r.ExitedAt = true, code, sigName, reason, now
 	r.Manager, r.Host = p.m.instance, p.m.state.host
-	if err := p.m.state.write(r); err != nil {
+	if err := p.m.state.rewrite(r); err != nil {
 		p.m.cfg.logger.Warn(context.Background(), "update process record", slog.F("id", r.ID), fieldError(err))
 	}
 	p.m.exited(p, now)

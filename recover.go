@@ -107,7 +107,7 @@ func (m *Manager) recoverOrphans(entries []os.DirEntry) {
 		// The record is this Manager's now: if it dies too, the next one
 		// lists the process again instead of treating it as running.
 		r.Manager, r.Host = m.instance, s.host
-		if err := s.write(r); err != nil {
+		if err := s.rewrite(r); err != nil {
 			s.logger.Warn(ctx, "rewrite recovered record", slog.F("id", r.ID), fieldError(err))
 		}
 		procs = append(procs, p)
@@ -168,6 +168,12 @@ func (s *stateDir) readRecord(name string) (*stateRecord, error) {
 		var u recordUpdate
 		if err := json.Unmarshal(line, &u); err != nil {
 			break
+		}
+		if u.Manager != "" {
+			r.Manager = u.Manager
+		}
+		if u.Host != nil {
+			r.Host = *u.Host
 		}
 		if u.Leader != nil {
 			r.Leader = *u.Leader

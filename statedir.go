@@ -208,34 +208,30 @@ func (s *stateDir) newRecord(m *Manager, id, owner, command, dir string, req Req
 	}
 }
 
-// write replaces r's file atomically: a temporary file renamed over it,
-// so a reader (a recovering Manager) sees the old record or the new one,
-// never a part. Only recovery uses it; a running process's record is
-// created once by create and then grows by append.
-//
-// Nothing here calls fsync: the record has to survive the death of this
-// process, which the page cache does; a power loss changes the boot ID, and
-// every tree of the old boot is gone anyway.
-func (s *stateDir) write(r *stateRecord) error {
-	data, err := json.Marshal(r)
+// rewrite appends to r's record file the fields a recovering or adopting
+// Manager changes: the new owner (Manager, Host) and the exit. Like every
+// update it is one appended line, never a replace (see create).
+func (s *stateDir) rewrite(r *stateRecord) error {
+	u := recordUpdate{Manager: r.Manager, Host: &r.Host}
+	if r.Exited {
+		u.Exited, u.ExitCode, u.Signal, u.Reason, u.ExitedAt = true, r.ExitCode, r.Signal, r.Reason, r.ExitedAt
+	}
+	f, err := os.OpenFile(r.path, os.O_WRONLY|os.O_APPEND, 0)
 	if err != nil {
-		return xerrors.Errorf("encode record of %s: %w", r.ID, err)
+		return xerrors.Errorf("state dir %q: update record: %w", s.dir, err)
 	}
-	if r.path == "" {
-		r.path = filepath.Join(s.procs, "slot-"+uuid.NewString()+".json")
+	r.file = f
+	err = s.appendUpdate(r, u)
+	r.file = nil
+	if cerr := f.Close(); err == nil && cerr != nil {
+		err = xerrors.Errorf("state dir %q: update record: %w", s.dir, cerr)
 	}
-	tmp := filepath.Join(s.procs, "."+uuid.NewString()+".tmp")
-	if err := os.WriteFile(tmp, append(data, '\n'), 0o600); err != nil {
-		return xerrors.Errorf("state dir %q: write record: %w", s.dir, err)
+	if err == nil {
+		s.mu.Lock()
+		s.slotOf[r.ID] = r.path
+		s.mu.Unlock()
 	}
-	if err := os.Rename(tmp, r.path); err != nil {
-		_ = os.Remove(tmp)
-		return xerrors.Errorf("state dir %q: write record: %w", s.dir, err)
-	}
-	s.mu.Lock()
-	s.slotOf[r.ID] = r.path
-	s.mu.Unlock()
-	return nil
+	return err
 }
 
 // create writes the record of a process about to start, as one JSON line,
@@ -327,6 +323,8 @@ func (s *stateDir) abandon(r *stateRecord) {
 // recordUpdate is one appended line: the fields that change after the
 // record is created.
 type recordUpdate struct {
+	Manager  string        `json:"manager,omitempty"`
+	Host     *hostIdentity `json:"host,omitempty"`
 	Leader   *hostIdentity `json:"leader,omitempty"`
 	Runner   *hostIdentity `json:"runner,omitempty"`
 	Cgroup   string        `json:"cgroup,omitempty"`
