@@ -450,6 +450,7 @@ func (p *Process) finishDetached(st *detachStatus) {
 	p.info.Running = false
 	p.mu.Unlock()
 	close(p.done)
+	p.emitInfo(EventExited)
 }
 
 func readDetachStatus(dir string) *detachStatus {

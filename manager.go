@@ -67,6 +67,11 @@ type Request struct {
 	// elsewhere Start returns ErrUnsupported.
 	// false, the default, ties the process to the Manager.
 	Detach bool `json:"detach,omitempty"`
+	// Ready, when non-nil, says how to tell that the process is ready (a
+	// server listening, a line printed); once it is, Info.Ready becomes
+	// true and an EventReady is published. nil, the default, checks
+	// nothing.
+	Ready *ReadyCheck `json:"ready,omitempty"`
 	// Verbatim runs Command exactly as given: no background detection, even
 	// when the Manager has it on (WithBackgroundDetection), so a trailing
 	// "&" stays in the command and Background stays as set. false, the
@@ -116,8 +121,11 @@ type Manager struct {
 	// exitOrder lists the retained exited processes, oldest exit first.
 	exitOrder []exitRecord
 
-	state    *stateDir // nil without WithStateDir; see statedir.go
-	instance string    // this Manager's ID in its state records
+	state    *stateDir    // nil without WithStateDir; see statedir.go
+	instance string       // this Manager's ID in its state records
+	events   *eventBus    // see events.go
+	ports    portWatcher  // see ports.go
+	input    inputWatcher // see input.go
 }
 
 // exitRecord is one entry of Manager.exitOrder.
@@ -133,6 +141,7 @@ func New(opts ...Option) *Manager {
 		o.apply(&cfg)
 	}
 	m := &Manager{cfg: cfg, procs: make(map[string]*Process)}
+	m.events = newEventBus(func() time.Time { return cfg.clock.Now("agentproc", "event") })
 	if cfg.stateDir != "" {
 		m.openState()
 	}
@@ -193,6 +202,10 @@ func (m *Manager) Close() error {
 	m.removeLogsLocked()
 	m.mu.Unlock()
 	m.closeState()
+	// Every supervisor has published its exit by now.
+	m.ports.close()
+	m.input.close()
+	m.events.close()
 	return nil
 }
 
@@ -270,6 +283,9 @@ func (m *Manager) startAttach(req Request, owner string, attached *bool) (*Proce
 		return nil, err
 	}
 	if err := validateTimeout(req.Timeout); err != nil {
+		return nil, err
+	}
+	if err := req.Ready.validate(); err != nil {
 		return nil, err
 	}
 	if err := validateGuards(req); err != nil {
@@ -350,6 +366,7 @@ func (m *Manager) startAttach(req Request, owner string, attached *bool) (*Proce
 		// outlives Close; this race is rare and costs at most the grace.
 		_, _ = p.stop(context.Background(), ReasonShutdown)
 	}
+	p.emitInfo(EventStarted)
 	return p, nil
 }
 
@@ -425,6 +442,7 @@ func (m *Manager) spawn(req Request, owner, command, dir string, seq uint64, war
 	ctr.started(cmd)
 	m.raiseOOMScore(cmd.Process.Pid, ctr)
 	growPipe(st.out) // a no-op on a PTY master
+	inID := stdinIdentity(st.childIn)
 	// Only the child holds the write end now, so EOF comes when the last
 	// process of the tree that inherited it is gone.
 	st.closeChild()
@@ -484,6 +502,9 @@ func (m *Manager) spawn(req Request, owner, command, dir string, seq uint64, war
 		defer close(readerDone)
 		copyOutput(p.buf, p.log, st.out)
 	}()
+	// Before the supervisor: it waits for the readiness check that observe
+	// may start, so that EventReady always comes before EventExited.
+	m.observe(p, req, inID, st.out)
 	go p.supervise(st.out, readerDone)
 	return p, nil
 }
@@ -567,6 +588,7 @@ func (m *Manager) droppedLocked(p *Process) {
 	m.freeKeyLocked(p)
 	p.log.remove()
 	m.state.dropLocked(p.id)
+	p.emit(Event{Type: EventDropped})
 }
 
 // posixShell reports whether shell[0] names a shell that parses sh syntax,

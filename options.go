@@ -40,6 +40,7 @@ type config struct {
 	logDir       string
 	logMaxBytes  int64
 	stateDir     string
+	inputQuiet   time.Duration
 	limits       Limits // see limits.go
 	oomDelta     int    // see guard.go
 }
@@ -68,6 +69,7 @@ func defaultConfig() config {
 		stdinStall:   defaultStdinStall,
 		pipeDrain:    defaultPipeDrain,
 		bgDetect:     true,
+		inputQuiet:   DefaultInputQuiet,
 		oomDelta:     DefaultOOMScoreDelta,
 	}
 }

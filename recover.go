@@ -129,6 +129,9 @@ func (m *Manager) recoverOrphans(entries []os.DirEntry) {
 	m.mu.Unlock()
 	for _, p := range procs {
 		if !p.exited() {
+			// Adopted: subscribers learn of it as of a new start, and
+			// then of its exit.
+			p.emitInfo(EventStarted)
 			go p.superviseDetached()
 		}
 	}

@@ -977,3 +977,41 @@ func TestRecoveryStopsLiveOrphans(t *testing.T) {
 		t.Errorf("%d orphans alive after Recovered, want 0", left)
 	}
 }
+
+// TestDetachEvents: a detached process publishes started and exited like
+// any other, and so does one adopted by a new Manager.
+func TestDetachEvents(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	ctx := testContext(t)
+	fifo := makeFIFOs(t, 1)[0]
+	m1 := agentproc.New(agentproc.WithStateDir(dir))
+	events := m1.Subscribe(ctx)
+	p := mustStart(t, m1, agentproc.Request{Command: exitOnFIFO(fifo, 2), Detach: true})
+	next := func(ch <-chan agentproc.Event, want agentproc.EventType) agentproc.Event {
+		t.Helper()
+		for {
+			select {
+			case e := <-ch:
+				if e.ID == p.ID() && e.Type == want {
+					return e
+				}
+			case <-ctx.Done():
+				t.Fatalf("no %s event for %s", want, p.ID())
+			}
+		}
+	}
+	next(events, agentproc.EventStarted)
+	if err := m1.Close(); err != nil {
+		t.Fatal(err)
+	}
+	m2 := newManager(t, agentproc.WithStateDir(dir))
+	events2 := m2.Subscribe(ctx)
+	if _, err := m2.Recovered(ctx); err != nil {
+		t.Fatal(err)
+	}
+	writeFIFO(t, fifo, "x")
+	if e := next(events2, agentproc.EventExited); e.Info == nil || exitCode(*e.Info) != 2 {
+		t.Errorf("exited event: got %+v, want exit code 2", e)
+	}
+}
