@@ -52,6 +52,19 @@ type Request struct {
 	// Process.WriteStdin and ends with Process.CloseStdin. false, the
 	// default, gives it the null device.
 	Stdin bool
+	// Detach makes the process outlive its Manager (see WithStateDir, which
+	// it needs; without a state dir it is ErrInvalidRequest): it runs in a
+	// session of its own, its output goes to files in the state dir (the
+	// head and a rolling tail, capped by WithOutputLog's maxBytes or
+	// DefaultDetachLogBytes), and its exit status is written there too.
+	// Close and the host's death leave it running, and the next Manager on
+	// the dir adopts it: every method works on it as on any process. It
+	// cannot be combined with Stdin, TTY, Timeout, IdleTimeout or MaxOutput
+	// (ErrInvalidRequest) nor with Limits, WithLimits' defaults included
+	// (ErrUnsupported), and WithCgroup does not apply to it. Linux only;
+	// elsewhere Start returns ErrUnsupported.
+	// false, the default, ties the process to the Manager.
+	Detach bool
 	// Ready, when non-nil, says how to tell that the process is ready (a
 	// server listening, a line printed); once it is, Info.Ready becomes
 	// true and an EventReady is published. nil, the default, checks
@@ -107,9 +120,11 @@ type Manager struct {
 	// exitOrder lists the retained exited processes, oldest exit first.
 	exitOrder []exitRecord
 
-	events *eventBus    // see events.go
-	ports  portWatcher  // see ports.go
-	input  inputWatcher // see input.go
+	state    *stateDir    // nil without WithStateDir; see statedir.go
+	instance string       // this Manager's ID in its state records
+	events   *eventBus    // see events.go
+	ports    portWatcher  // see ports.go
+	input    inputWatcher // see input.go
 }
 
 // exitRecord is one entry of Manager.exitOrder.
@@ -126,6 +141,9 @@ func New(opts ...Option) *Manager {
 	}
 	m := &Manager{cfg: cfg, procs: make(map[string]*Process)}
 	m.events = newEventBus(func() time.Time { return cfg.clock.Now("agentproc", "event") })
+	if cfg.stateDir != "" {
+		m.openState()
+	}
 	return m
 }
 
@@ -169,7 +187,17 @@ func (m *Manager) Close() error {
 // cleaned up. When ctx ends first it kills every process tree at once (as
 // Process.Stop does) and returns ctx.Err() without waiting for the exits
 // to be recorded; call Close, or Shutdown again, to wait for that.
+// Detached processes (Request.Detach) are left running, only no longer
+// followed.
 func (m *Manager) Shutdown(ctx context.Context) error {
+	// Recovery may still be adopting processes; they must be seen below.
+	if m.state != nil {
+		select {
+		case <-m.state.recovered:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
 	m.mu.Lock()
 	m.closed = true
 	var running []*Process
@@ -188,32 +216,33 @@ func (m *Manager) Shutdown(ctx context.Context) error {
 		defer close(stopped)
 		var wg sync.WaitGroup
 		for _, p := range running {
+			if p.det != nil {
+				wg.Go(p.releaseDetached)
+				continue
+			}
 			wg.Go(func() { _, _ = p.stop(ctx, ReasonShutdown) })
 		}
 		wg.Wait()
 		// Processes whose Start was in flight when closed was set are still
 		// supervised; waiting on wg covers them too.
 		m.wg.Wait()
-		// Every supervisor has published its exit by now. Done here, not
-		// after the select, so that a Shutdown whose ctx ended still
-		// stops the watchers once the killed processes are gone.
+		// Every supervisor has published its exit by now. The clean-up is
+		// done here, not after the select, so that a Shutdown whose ctx
+		// ended still finishes it once the killed processes are gone.
+		m.mu.Lock()
+		m.removeLogsLocked()
+		m.mu.Unlock()
+		m.closeState()
 		m.ports.close()
 		m.input.close()
 		m.events.close()
 	}()
 	select {
 	case <-stopped:
+		return nil
 	case <-ctx.Done():
 		return ctx.Err()
 	}
-	m.mu.Lock()
-	m.removeLogsLocked()
-	m.mu.Unlock()
-	// Every supervisor has published its exit by now.
-	m.ports.close()
-	m.input.close()
-	m.events.close()
-	return nil
 }
 
 func (m *Manager) get(id string, visible func(*Process) bool) (*Process, error) {
@@ -299,6 +328,9 @@ func (m *Manager) startAttach(ctx context.Context, req Request, owner string) (*
 	if req.Limits, err = m.limitsFor(req.Limits); err != nil {
 		return nil, false, err
 	}
+	if err := m.validateDetach(req); err != nil {
+		return nil, false, err
+	}
 	dir, err := m.resolveWorkDir(req.WorkDir)
 	if err != nil {
 		return nil, false, err
@@ -354,16 +386,16 @@ func (m *Manager) startAttach(ctx context.Context, req Request, owner string) (*
 		// Close ran while this process was spawning and did not see it.
 		// Stopped here rather than in a goroutine, so that nothing of it
 		// outlives Close; this race is rare and costs at most the grace.
-		// Its exit removes its output log (recordExit sees closed).
+		// Its exit removes its output log (registerExit sees closed).
 		_, _ = p.stop(context.Background(), ReasonShutdown)
 	}
 	p.emitInfo(EventStarted)
 	return p, false, nil
 }
 
-// recordExit is called once by each process's supervisor, with its exit time,
+// registerExit is called once by each process's supervisor, with its exit time,
 // just before the exit is published in Info.
-func (m *Manager) recordExit(p *Process, at time.Time) {
+func (m *Manager) registerExit(p *Process, at time.Time) {
 	m.mu.Lock()
 	m.running--
 	m.exitOrder = append(m.exitOrder, exitRecord{p, at})
@@ -398,6 +430,7 @@ func (m *Manager) reapLocked() {
 func (m *Manager) droppedLocked(p *Process) {
 	m.freeKeyLocked(p)
 	p.log.remove()
+	m.state.dropLocked(p.id)
 	p.emit(Event{Type: EventDropped})
 }
 

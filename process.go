@@ -48,6 +48,10 @@ const (
 	ReasonShutdown ExitReason = "shutdown"
 	// ReasonTimeout: Request.Timeout expired and the process was stopped.
 	ReasonTimeout ExitReason = "timeout"
+	// ReasonOrphaned: the Manager that started it died (see WithStateDir);
+	// a later Manager on the same state dir stopped what was left of the
+	// tree. ExitCode is -1: nobody was there to see the real one.
+	ReasonOrphaned ExitReason = "orphaned"
 	// ReasonOOM: the kernel's OOM killer ended a process of the tree, as
 	// its cgroup counted (Linux with WithCgroup and the memory controller).
 	// Info.MaxRSS is then the tree's peak memory where the kernel reports
@@ -145,6 +149,9 @@ type Info struct {
 	Stdin bool
 	// TTY is true when the process runs under a pseudo-terminal.
 	TTY bool
+	// Detached is true for a Request.Detach process, which outlives the
+	// Manager.
+	Detached bool
 	// Ports are the sockets the tree listened on at the latest scan (see
 	// Process.Ports), rescanned at least once a second for Background
 	// processes and while someone is in WaitPort; nil for other processes,
@@ -199,7 +206,9 @@ type Process struct {
 	escalated    chan struct{}
 	escalateOnce sync.Once
 
-	events eventGate // orders this process's events; see events.go
+	rec    *stateRecord // nil without WithStateDir; only spawn and the supervisor touch it
+	det    *detached    // nil unless Request.Detach; see detach_linux.go
+	events eventGate    // orders this process's events; see events.go
 	// inputSig tells WaitOutput about input detection; guarded by mu.
 	inputSig inputSignal
 	// stdinWritten is set by WriteStdin for the input watcher.
@@ -282,6 +291,9 @@ func (p *Process) Signal(sig Signal) error {
 		return ErrNotRunning
 	}
 	p.signaled = true
+	if p.det != nil {
+		return p.signalDetachedLocked(sig)
+	}
 	return p.signalLocked(sig)
 }
 
@@ -306,6 +318,9 @@ func (p *Process) Stop(ctx context.Context) (Info, error) {
 }
 
 func (p *Process) stop(ctx context.Context, reason ExitReason) (Info, error) {
+	if p.det != nil {
+		return p.stopDetached(ctx, reason)
+	}
 	if p.exited() {
 		return p.Info(), nil
 	}

@@ -21,7 +21,7 @@ import (
 //   - supervise: another waits for the shell, then kills what is left of
 //     its tree so that nothing outlives the command, and lets the pipe drain.
 //   - release: OS handles (job, cgroup, pidfds) are freed.
-//   - exit: the registry gives back the slot (recordExit), then the exit is
+//   - exit: the state record and the registry (registerExit: the slot, retention) learn of it, then the exit is
 //     published in Info together with the buffer's EOF, then Done closes.
 //
 // Process (process.go) is the caller's handle: it reads Info, signals and
@@ -33,6 +33,18 @@ import (
 // calling run: since nothing can publish the exit before run, the registry
 // never meets a process that exited before it was listed.
 func (m *Manager) spawn(req Request, owner, command, dir string, seq uint64, warnings []string) (p *Process, run func(), err error) {
+	if err := m.state.usable(); err != nil {
+		return nil, nil, err
+	}
+	if req.Detach {
+		// A detached process is followed through its state files, not
+		// supervised as a child (detach_linux.go).
+		p, err := m.startDetached(req, owner, command, dir, seq, warnings)
+		if err != nil {
+			return nil, nil, err
+		}
+		return p, func() { go p.superviseDetached() }, nil
+	}
 	id := uuid.NewString()
 	env := m.buildEnv(req.Env, id)
 	// Containment beyond the process group (marker sweep, cgroup) is set up
@@ -231,6 +243,7 @@ const defaultPipeDrain = 2 * time.Second
 // reader has reached EOF or given up.
 func (p *Process) supervise(pipe *os.File, readerDone <-chan struct{}) {
 	defer p.m.wg.Done()
+	p.recordRunning()
 	waitErr := p.cmd.Wait()
 	state := p.cmd.ProcessState
 	// Writes from now on are ErrStdinClosed, whatever is left of the tree.
@@ -310,10 +323,11 @@ type exitFacts struct {
 // together with the buffer's EOF, then through Done.
 func (p *Process) publishExit(f exitFacts) {
 	now := p.m.cfg.clock.Now("agentproc", "exit")
+	p.recordExit(f.code, f.signal, f.oom, now)
 	// The running slot is given back before the exit is published, so a
 	// caller that sees it (Wait, Info, an EOF chunk) can start another
 	// process at once under WithMaxRunning.
-	p.m.recordExit(p, now)
+	p.m.registerExit(p, now)
 	p.mu.Lock()
 	p.info.ExitCode = &f.code
 	p.info.ExitSignal = f.signal
