@@ -90,8 +90,15 @@ func (m *Manager) spawn(req Request, owner, command, dir string, seq uint64, war
 	if err := applyLimits(req.Limits, sys, ctr); err != nil {
 		return fail("apply limits", err)
 	}
+	// Recorded before the start, so that a host that dies at any moment
+	// after it leaves a record for the next Manager (WithStateDir).
+	rec := m.state.newRecord(m, id, owner, command, dir, req, warnings, m.outputLogPath(id))
+	if err := m.state.recordStarting(rec, ctr.cgroupPath()); err != nil {
+		return fail("record process", err)
+	}
 	if err := cmd.Start(); err != nil {
 		sys.release()
+		m.state.abandon(rec)
 		return fail("start "+m.cfg.shell[0]+ctr.describe(), err)
 	}
 	ctr.started(cmd)
@@ -108,10 +115,12 @@ func (m *Manager) spawn(req Request, owner, command, dir string, seq uint64, war
 		_ = ctr.release()
 		kill()
 		st.closeAll()
+		m.state.abandon(rec)
 		return nil, nil, xerrors.Errorf("agentproc: contain process: %w", err)
 	}
 
 	p = &Process{
+		rec:   rec,
 		m:     m,
 		id:    id,
 		owner: owner,
