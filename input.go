@@ -28,7 +28,7 @@ func WithInputQuiet(d time.Duration) Option {
 	})
 }
 
-// The per-OS input layer (input_linux.go, input_other.go) provides:
+// The per-OS input layer (input_linux.go, input_nonlinux.go) provides:
 //
 //	type fileID
 //	    what identifies an open file across processes (device and inode

@@ -73,6 +73,19 @@ import (
 // choice over the host; hostOOMKills and treeOOMKills read the OOM kill
 // counters the exit's verdict compares (false where there are none).
 //
+// Observation (ports_linux.go, ports_windows.go, ports_nonlinux.go;
+// input_linux.go, input_nonlinux.go): portsSupported and listeningPorts
+// list the sockets a tree listens on (Process.Ports); stdinIdentity,
+// unreadOutput and readingStdin tell whether a tree is blocked reading its
+// stdin (Info.AwaitingInput). Without support they report nothing.
+//
+// State and detached processes (statedir_linux.go, hostguard_linux.go,
+// detach_linux.go; statedir_nonlinux.go and detach_nonlinux.go return
+// ErrUnsupported): process identities that survive PID reuse (selfIdentity,
+// identityOf, statIdentity), the state dir's lock, the host guard that
+// kills the trees of a dead host, stopping orphans, and the runner that
+// keeps a Request.Detach process alive beyond the Manager.
+//
 // Every implementation obeys the package's lock rule (see doc.go): the
 // portable code calls these without holding Manager.mu, and holds the
 // process's lock only around signal and beginStop, because the check that
@@ -132,6 +145,15 @@ var (
 	_ func(Limits, *config) error                       = checkLimits
 	_ func(Limits, *sysProc, *containment) error        = applyLimits
 	_ func() (uint64, bool)                             = hostOOMKills
+	_ func() error                                      = portsSupported
+	_ func(*portCache, []portTree) ([][]Port, error)    = listeningPorts
+	_ func(*os.File) fileID                             = stdinIdentity
+	_ func(*os.File) int                                = unreadOutput
+	_ func(int, string, fileID) bool                    = readingStdin
+	_ func() (hostIdentity, error)                      = selfIdentity
+	_ func(int) (hostIdentity, bool)                    = identityOf
+	_ func(string) (*os.File, error)                    = lockStateDir
+	_ func(func(error)) (*hostGuard, error)             = startHostGuard
 	_ func(*containment) (int64, bool)                  = treeOOMKills
 	_ func(*Manager, int, *containment)                 = (*Manager).raiseOOMScore
 	_ func(*syscall.SysProcAttr, int) error             = startInCgroup

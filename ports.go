@@ -113,7 +113,7 @@ func (p *Process) portTree() portTree {
 	return portTree{leader: p.cmd.Process.Pid, id: p.id, cgroup: p.ctr.cgroupDir(), sys: p.sys}
 }
 
-// The per-OS port layer (ports_linux.go, ports_other.go) provides:
+// The per-OS port layer (ports_linux.go, ports_nonlinux.go) provides:
 //
 //	portsSupported() error
 //	    nil where listeningPorts works, else ErrUnsupported wrapped with
