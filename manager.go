@@ -191,12 +191,10 @@ func (m *Manager) Close() error {
 // followed.
 func (m *Manager) Shutdown(ctx context.Context) error {
 	// Recovery may still be adopting processes; they must be seen below.
-	if m.state != nil {
-		select {
-		case <-m.state.recovered:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
+	select {
+	case <-m.recovered():
+	case <-ctx.Done():
+		return ctx.Err()
 	}
 	m.mu.Lock()
 	m.closed = true

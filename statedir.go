@@ -519,12 +519,13 @@ func (m *Manager) openState() {
 	go m.recoverOrphans(entries)
 }
 
-// waitRecovered is Close's first step: processes recovery adopts must be
-// registered before Close looks at what is running.
-func (m *Manager) waitRecovered() {
-	if m.state != nil {
-		<-m.state.recovered
+// recovered is closed once recovery has registered every process it adopts;
+// Shutdown waits for it (bounded by its ctx) before it looks at what runs.
+func (m *Manager) recovered() <-chan struct{} {
+	if m.state == nil {
+		return closedChan
 	}
+	return m.state.recovered
 }
 
 // validateDetach checks what Request.Detach needs.
