@@ -32,3 +32,6 @@ func (*containment) killEscaped() int        { return 0 }
 func (*containment) release() error          { return nil }
 
 func (*containment) usage(cpu time.Duration, rss int64) (time.Duration, int64) { return cpu, rss }
+
+// foreignProc is false: only Linux reads /proc.
+func foreignProc() bool { return false }

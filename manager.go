@@ -89,6 +89,13 @@ func New(opts ...Option) *Manager {
 	for _, o := range opts {
 		o.apply(&cfg)
 	}
+	if foreignProc() {
+		cfg.foreignProc = true
+		cfg.logger.Warn(context.Background(),
+			"agentproc: /proc belongs to another PID namespace (unshare --pid without remounting /proc?): "+
+				"processes that leave their process group are not found or killed, and Leftovers counts "+
+				"1 for a group that outlived its shell; mount a /proc of this namespace to restore both")
+	}
 	return &Manager{cfg: cfg, procs: make(map[string]*Process)}
 }
 
@@ -303,7 +310,7 @@ func (m *Manager) spawn(req Request, owner, command, dir string, seq uint64, war
 	cmd.Dir = dir
 	cmd.Env = env
 	st.attach(cmd)
-	sys := &sysProc{}
+	sys := newSysProc(&m.cfg)
 	cmd.Cancel = func() error {
 		if err := sys.signal(SignalKill); err != nil && !errors.Is(err, errNoProcess) {
 			return err
