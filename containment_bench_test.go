@@ -58,7 +58,7 @@ func waitMarkedCount(b *testing.B, id string, n int) {
 	tick := time.NewTicker(time.Millisecond)
 	defer tick.Stop()
 	for {
-		snap := takeSnapshot()
+		snap := takeSnapshot(markerPass, time.Now())
 		if snap.err != nil {
 			b.Fatal(snap.err)
 		}
@@ -84,7 +84,7 @@ func BenchmarkProcSweep(b *testing.B) {
 			startExtra(b, extra)
 			scanned := 0
 			for b.Loop() {
-				snap := takeSnapshot()
+				snap := takeSnapshot(markerPass, time.Now())
 				if found := snap.markedBy("00000000-0000-0000-0000-000000000000"); snap.err != nil || len(found) != 0 {
 					b.Fatalf("snapshot: got (%v, %v), want none", found, snap.err)
 				}

@@ -123,7 +123,11 @@ func (c *containment) started(cmd *exec.Cmd) {
 // on it, to every process of the tree outside the process group, which the
 // caller has just signalled itself: the first step of the stop ladder. The
 // kill step is killEscaped, run once the shell is gone.
-func (c *containment) terminate() {
+//
+// The processes are looked for in a pass over /proc begun after since: the
+// moment Stop was called, or the moment Close began, so that one pass
+// serves every process Close stops.
+func (c *containment) terminate(since time.Time) {
 	if c.noProc {
 		return
 	}
@@ -132,7 +136,7 @@ func (c *containment) terminate() {
 		return
 	}
 	defer s.close()
-	cands := c.candidates(s)
+	cands := c.candidates(s, since)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.signalLocked(s, cands, unix.SIGTERM)
@@ -191,7 +195,7 @@ func (c *containment) killEscaped() int {
 	}
 	c.mu.Unlock()
 	for range maxSweepRounds {
-		cands := c.candidates(s)
+		cands := c.candidates(s, time.Now())
 		c.mu.Lock()
 		n := c.signalLocked(s, cands, unix.SIGKILL)
 		c.mu.Unlock()
@@ -218,9 +222,9 @@ func (c *containment) foundCount() int {
 // candidates lists the processes that may belong to the tree outside its
 // group, unverified: cgroup members and marker carriers, the latter from a
 // probe of the PIDs handed out since the leader started when that range is
-// narrow, else from a snapshot of /proc begun after the call and shared
-// with every other sweep at about the same moment. No lock is held.
-func (c *containment) candidates(s *procScanner) []int {
+// narrow, else from a snapshot of /proc begun after since and shared with
+// every other sweep at about the same moment. No lock is held.
+func (c *containment) candidates(s *procScanner, since time.Time) []int {
 	var cands []int
 	if c.cg != nil {
 		cands = c.cg.members()
@@ -228,7 +232,7 @@ func (c *containment) candidates(s *procScanner) []int {
 	if pids, ok := s.candidatePIDs(c.leaderPID(), c.startedAt); ok {
 		return append(cands, s.probeMarked(pids, c.entry)...)
 	}
-	return append(cands, takeSnapshot().markedBy(c.id)...)
+	return append(cands, takeSnapshot(markerPass, since).markedBy(c.id)...)
 }
 
 // signalLocked sends sig to each candidate that is verified, right now, to

@@ -27,7 +27,7 @@ func newContainment(_ string, cfg *config) (*containment, error) {
 func (*containment) prepare(*exec.Cmd) error { return nil }
 func (*containment) describe() string        { return "" }
 func (*containment) started(*exec.Cmd)       {}
-func (*containment) terminate()              {}
+func (*containment) terminate(time.Time)     {}
 func (*containment) killEscaped() int        { return 0 }
 func (*containment) release() error          { return nil }
 

@@ -133,10 +133,12 @@ func (m *Manager) Close() error {
 	m.mu.Unlock()
 
 	// Every process gets its ladder at the same time: one grace period in
-	// total, not one per process.
+	// total, not one per process, and one pass over /proc begun after this
+	// moment serves all their terminate steps.
+	since := time.Now()
 	var wg sync.WaitGroup
 	for _, p := range running {
-		wg.Go(func() { _, _ = p.stop(context.Background(), ReasonShutdown) })
+		wg.Go(func() { _, _ = p.stop(context.Background(), ReasonShutdown, since) })
 	}
 	wg.Wait()
 	// Processes whose Start was in flight when closed was set are still
@@ -283,7 +285,7 @@ func (m *Manager) start(req Request, owner string) (*Process, error) {
 		// Close ran while this process was spawning and did not see it.
 		// Stopped here rather than in a goroutine, so that nothing of it
 		// outlives Close; this race is rare and costs at most the grace.
-		_, _ = p.stop(context.Background(), ReasonShutdown)
+		_, _ = p.stop(context.Background(), ReasonShutdown, time.Now())
 	}
 	return p, nil
 }

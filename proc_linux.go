@@ -229,17 +229,15 @@ func parseStat(data []byte) (state byte, pgrp int, ok bool) {
 }
 
 // leaderRunning reports whether the leader of group pgid (whose PID is
-// pgid) exists and is not a zombie. While any member of the group lives
-// the kernel does not hand the number to another process, so whatever
-// /proc/pgid is, it is the leader.
+// pgid), our child, has not exited yet. waitid with WNOWAIT looks without
+// reaping, so os/exec's Wait still gets the status; no /proc read is
+// needed for this common case of a running command.
 func leaderRunning(pgid int) bool {
-	s, err := newProcScanner()
-	if err != nil {
-		return false
-	}
-	defer s.close()
-	state, _, ok := s.stat(pgid)
-	return ok && state != 'Z'
+	var info unix.Siginfo
+	err := unix.Waitid(unix.P_PID, pgid, &info, unix.WEXITED|unix.WNOHANG|unix.WNOWAIT, nil)
+	// Linux zeroes info when no child is waitable; an exited leader fills
+	// in SIGCHLD. ECHILD: already reaped.
+	return err == nil && info.Signo == 0
 }
 
 // rangeProbeMax is the widest PID range candidatePIDs probes one by one
@@ -333,11 +331,16 @@ func (s *procScanner) probeMarked(pids []int, entry []byte) []int {
 	return found
 }
 
-// procSnapshot is what one pass over /proc saw: every process's group and
-// state, and which processes carry a marker. It is read-only once taken.
+// procSnapshot is what one pass over /proc saw, read-only once taken:
+// which processes carry a marker (a markerPass), or how many live
+// processes each process group has (a groupPass). The two are separate
+// passes because they read different files, and /proc/PID/stat, which the
+// group count needs, costs more than the environment and is rarely needed:
+// only for a group that outlived its leader.
 type procSnapshot struct {
-	done chan struct{} // closed once the fields below are set
-	err  error
+	began time.Time     // when the pass began; set under its queue's lock
+	done  chan struct{} // closed once the fields below are set
+	err   error
 	// marked lists, by marker value (the process ID after "AGENTPROC_ID="),
 	// the processes whose environment carries it.
 	marked map[string][]int
@@ -347,9 +350,9 @@ type procSnapshot struct {
 }
 
 // countGroup counts the live (non-zombie) processes whose process group is
-// pgid; ok is false when /proc could not be read. Zombies do not count: a
-// killed member whose parent died waits for init to reap it, and it neither
-// runs nor holds files.
+// pgid in a groupPass; ok is false when /proc could not be read. Zombies do
+// not count: a killed member whose parent died waits for init to reap it,
+// and it neither runs nor holds files.
 func (snap *procSnapshot) countGroup(pgid int) (n int, ok bool) {
 	if snap.err != nil {
 		return 0, false
@@ -357,57 +360,80 @@ func (snap *procSnapshot) countGroup(pgid int) (n int, ok bool) {
 	return snap.groups[pgid], true
 }
 
-// markedBy returns the processes carrying MarkerEnv=id when the snapshot
-// was taken (unverified: the caller checks each again before a signal).
+// markedBy returns the processes carrying MarkerEnv=id in a markerPass
+// (unverified: the caller checks each again before a signal).
 func (snap *procSnapshot) markedBy(id string) []int { return snap.marked[id] }
 
-// snapshots coalesces /proc passes. A caller asks for a snapshot begun
-// after its call (so it sees every process that existed when it asked);
-// all callers that ask while one pass runs share the next pass. Stopping N
-// processes at once therefore costs a few passes over /proc, each O(N +
-// processes on the host), instead of N of them.
-var snapshots struct {
+// passKind says what a pass over /proc reads.
+type passKind int
+
+const (
+	markerPass passKind = iota // every environment
+	groupPass                  // every stat
+)
+
+// snapshotQueue coalesces passes of one kind. A caller asks for a snapshot
+// begun after a moment of its choosing (so it sees every process that
+// existed then); every caller content with the pass that is running, or
+// the last one taken, uses it, and all others that ask while a pass runs
+// share the next one. Stopping N processes at once therefore costs a few
+// passes over /proc, each O(N + processes on the host), instead of N.
+type snapshotQueue struct {
 	mu      sync.Mutex
+	last    *procSnapshot // the latest pass begun, running or done; nil before the first
 	pending *procSnapshot // to be taken next; nil if nobody asked
 	running bool          // a caller is taking passes
 }
 
-// takeSnapshot returns a snapshot of /proc begun after the call. The first
-// caller that finds no pass running takes the passes itself (for itself and
-// for whoever asks meanwhile) until nobody waits; the others block on it.
-// No goroutine outlives the callers.
-func takeSnapshot() *procSnapshot {
-	snapshots.mu.Lock()
-	snap := snapshots.pending
+var snapshotQueues [2]snapshotQueue
+
+// takeSnapshot returns a snapshot of the given kind begun after since
+// (monotonic time). Close passes the moment it began, so that one pass
+// serves the terminate step of every process it stops; a single stop
+// passes the moment it was called. The first caller that finds no pass
+// running takes the passes itself (for itself and for whoever asks
+// meanwhile) until nobody waits; the others block on it. No goroutine
+// outlives the callers.
+func takeSnapshot(kind passKind, since time.Time) *procSnapshot {
+	q := &snapshotQueues[kind]
+	q.mu.Lock()
+	if last := q.last; last != nil && !last.began.Before(since) {
+		q.mu.Unlock()
+		<-last.done
+		return last
+	}
+	snap := q.pending
 	if snap == nil {
 		snap = &procSnapshot{done: make(chan struct{})}
-		snapshots.pending = snap
+		q.pending = snap
 	}
-	if snapshots.running {
-		snapshots.mu.Unlock()
+	if q.running {
+		q.mu.Unlock()
 		<-snap.done
 		return snap
 	}
-	snapshots.running = true
-	snapshots.mu.Unlock()
+	q.running = true
+	q.mu.Unlock()
 
 	for {
-		snapshots.mu.Lock()
-		next := snapshots.pending
-		snapshots.pending = nil
+		q.mu.Lock()
+		next := q.pending
+		q.pending = nil
 		if next == nil {
-			snapshots.running = false
-			snapshots.mu.Unlock()
+			q.running = false
+			q.mu.Unlock()
 			return snap
 		}
-		snapshots.mu.Unlock()
-		next.scan()
+		next.began = time.Now()
+		q.last = next
+		q.mu.Unlock()
+		next.scan(kind)
 		close(next.done)
 	}
 }
 
 // snapshotWorkersMin is the number of processes per worker below which a
-// pass runs on one goroutine: opening two files per process costs a few
+// pass runs on one goroutine: opening a file per process costs a few
 // microseconds, so only large process tables gain from spreading it.
 const snapshotWorkersMin = 256
 
@@ -415,7 +441,7 @@ var markerPrefix = []byte(MarkerEnv + "=")
 
 // scan fills snap from one pass over /proc, spread over up to four
 // goroutines for large process tables.
-func (snap *procSnapshot) scan() {
+func (snap *procSnapshot) scan(kind passKind) {
 	snap.marked = make(map[string][]int)
 	snap.groups = make(map[int]int)
 	s, err := newProcScanner()
@@ -431,19 +457,17 @@ func (snap *procSnapshot) scan() {
 	}
 	snap.scanned = len(pids)
 	workers := min(runtime.GOMAXPROCS(0), 4, len(pids)/snapshotWorkersMin+1)
-	type part struct {
-		marked map[string][]int
-		groups map[int]int
-	}
-	parts := make([]part, workers)
+	parts := make([]procSnapshot, workers)
 	scanPart := func(w int, sc *procScanner, pids []int) {
-		p := part{marked: make(map[string][]int), groups: make(map[int]int)}
+		p := procSnapshot{marked: make(map[string][]int), groups: make(map[int]int)}
 		for _, pid := range pids {
-			state, pgrp, ok := sc.stat(pid)
-			if !ok || state == 'Z' {
-				continue // gone, or a zombie: neither runs nor carries an environment
+			if kind == groupPass {
+				if state, pgrp, ok := sc.stat(pid); ok && state != 'Z' {
+					p.groups[pgrp]++
+				}
+				continue
 			}
-			p.groups[pgrp]++
+			// A zombie's environment reads empty, so it is never listed.
 			env, _, err := sc.read(pid, "environ", false)
 			if err != nil {
 				continue
@@ -524,12 +548,12 @@ func hasEnvEntry(env, entry []byte) bool {
 // from a snapshot begun after the call; ok is false when /proc cannot be
 // read.
 func countGroup(pgid int) (n int, ok bool) {
-	return takeSnapshot().countGroup(pgid)
+	return takeSnapshot(groupPass, time.Now()).countGroup(pgid)
 }
 
 // groupLive reports whether group pgid has a member that is not a zombie:
-// the leader, read alone, answers the common case of a running command;
-// only once it is a zombie or reaped is the whole group counted.
+// the leader, looked at alone, answers the common case of a running
+// command; only once it has exited is the whole group counted.
 func groupLive(pgid int) (live, ok bool) {
 	if leaderRunning(pgid) {
 		return true, true

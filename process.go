@@ -224,10 +224,14 @@ func (p *Process) signalLocked(sig Signal) error {
 // tree at once (so nothing is left half-stopped) and returns the current Info
 // with ctx.Err(). Stopping an exited process returns its Info and no error.
 func (p *Process) Stop(ctx context.Context) (Info, error) {
-	return p.stop(ctx, ReasonKilled)
+	return p.stop(ctx, ReasonKilled, time.Now())
 }
 
-func (p *Process) stop(ctx context.Context, reason ExitReason) (Info, error) {
+// stop runs the stop ladder. since is the moment from which the processes
+// that left the group are looked for (see containment.terminate): when the
+// stop was asked for, or, for Close, when Close began. It is monotonic
+// real time, not the Manager's clock: it orders reads of /proc.
+func (p *Process) stop(ctx context.Context, reason ExitReason, since time.Time) (Info, error) {
 	if p.exited() {
 		return p.Info(), nil
 	}
@@ -255,7 +259,7 @@ func (p *Process) stop(ctx context.Context, reason ExitReason) (Info, error) {
 	// Then whatever left the group. Outside p.mu: the sweep reads /proc, and
 	// it verifies every target itself, so it cannot reach a recycled PID
 	// even if the process exits meanwhile.
-	p.ctr.terminate()
+	p.ctr.terminate(since)
 
 	grace := p.m.cfg.clock.NewTimer(p.m.cfg.grace, "agentproc", "grace")
 	defer grace.Stop()

@@ -62,4 +62,3 @@ func TestChildCannotTakeHostTerminal(t *testing.T) {
 		t.Errorf("terminal got %q, want the command's own error about /dev/tty in its output", got)
 	}
 }
-
