@@ -114,6 +114,7 @@ func (c *containment) started(cmd *exec.Cmd) {
 	c.mu.Lock()
 	c.leader = cmd.Process.Pid
 	c.mu.Unlock()
+	addLeader(cmd.Process.Pid)
 	if c.cg != nil {
 		c.cg.closeDir()
 	}
@@ -140,6 +141,12 @@ func (c *containment) terminate(since time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.signalLocked(s, cands, unix.SIGTERM)
+}
+
+// reaped says the leader has been reaped: from now on its PID may name
+// another process, so marker passes read it again.
+func (c *containment) reaped() {
+	removeLeader(c.leaderPID())
 }
 
 // killEscaped SIGKILLs every process of the tree outside the process group,
@@ -412,6 +419,9 @@ func (c *containment) release() error {
 		return nil
 	}
 	c.released = true
+	if c.leader > 0 {
+		removeLeader(c.leader) // a spawn that failed after the start
+	}
 	for _, fd := range c.stale {
 		_ = unix.Close(fd)
 	}

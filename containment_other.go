@@ -28,6 +28,7 @@ func (*containment) prepare(*exec.Cmd) error { return nil }
 func (*containment) describe() string        { return "" }
 func (*containment) started(*exec.Cmd)       {}
 func (*containment) terminate(time.Time)     {}
+func (*containment) reaped()                 {}
 func (*containment) killEscaped() int        { return 0 }
 func (*containment) release() error          { return nil }
 

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"os"
 	"runtime"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -439,6 +440,36 @@ const snapshotWorkersMin = 256
 
 var markerPrefix = []byte(MarkerEnv + "=")
 
+// leaders holds the PIDs of the shells this package has started and not
+// yet reaped, in every Manager. A marker pass does not read their
+// environments: each is the leader of its own session and process group,
+// which it cannot leave, so it is never a process that escaped a group.
+// When Close stops a thousand processes that is most of what a pass would
+// otherwise read, and the slowest part, since they are dying meanwhile.
+//
+// A PID is removed just after its process is reaped, before that tree's
+// kill sweep; for another process to get the number in between, PIDs
+// would have to wrap around within microseconds.
+var leaders struct {
+	mu   sync.Mutex
+	pids map[int]bool
+}
+
+func addLeader(pid int) {
+	leaders.mu.Lock()
+	if leaders.pids == nil {
+		leaders.pids = make(map[int]bool)
+	}
+	leaders.pids[pid] = true
+	leaders.mu.Unlock()
+}
+
+func removeLeader(pid int) {
+	leaders.mu.Lock()
+	delete(leaders.pids, pid)
+	leaders.mu.Unlock()
+}
+
 // scan fills snap from one pass over /proc, spread over up to four
 // goroutines for large process tables.
 func (snap *procSnapshot) scan(kind passKind) {
@@ -454,6 +485,13 @@ func (snap *procSnapshot) scan(kind passKind) {
 	if err != nil {
 		snap.err = err
 		return
+	}
+	if kind == markerPass {
+		leaders.mu.Lock()
+		if len(leaders.pids) > 0 {
+			pids = slices.DeleteFunc(pids, func(pid int) bool { return leaders.pids[pid] })
+		}
+		leaders.mu.Unlock()
 	}
 	snap.scanned = len(pids)
 	workers := min(runtime.GOMAXPROCS(0), 4, len(pids)/snapshotWorkersMin+1)

@@ -338,6 +338,7 @@ const pipeDrain = 2 * time.Second
 func (p *Process) supervise(pipe *os.File, readerDone <-chan struct{}) {
 	defer p.m.wg.Done()
 	waitErr := p.cmd.Wait()
+	p.ctr.reaped()
 	state := p.cmd.ProcessState
 	// Writes from now on are ErrStdinClosed, whatever is left of the tree.
 	p.in.closeAtExit()
