@@ -149,6 +149,14 @@ func (c *containment) reaped() {
 	removeLeader(c.leaderPID())
 }
 
+// prepareStops takes the pass over /proc that the terminate steps of stops
+// asked for from since on will use, before any of them signals anything.
+func prepareStops(cfg *config, since time.Time) {
+	if !cfg.foreignProc {
+		takeSnapshot(markerPass, since)
+	}
+}
+
 // killEscaped SIGKILLs every process of the tree outside the process group,
 // which the caller has killed already: the cgroup as a whole, then the
 // processes terminate pinned with a pidfd, then whatever carries the

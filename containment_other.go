@@ -36,3 +36,6 @@ func (*containment) usage(cpu time.Duration, rss int64) (time.Duration, int64) {
 
 // foreignProc is false: only Linux reads /proc.
 func foreignProc() bool { return false }
+
+// prepareStops does nothing: there is no sweep to prepare.
+func prepareStops(*config, time.Time) {}

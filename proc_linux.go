@@ -381,55 +381,57 @@ const (
 // passes over /proc, each O(N + processes on the host), instead of N.
 type snapshotQueue struct {
 	mu      sync.Mutex
-	last    *procSnapshot // the latest pass begun, running or done; nil before the first
+	done    *procSnapshot // the latest pass taken; nil before the first
+	current *procSnapshot // the pass being taken; nil when none runs
 	pending *procSnapshot // to be taken next; nil if nobody asked
-	running bool          // a caller is taking passes
 }
 
 var snapshotQueues [2]snapshotQueue
 
 // takeSnapshot returns a snapshot of the given kind begun after since
-// (monotonic time). Close passes the moment it began, so that one pass
-// serves the terminate step of every process it stops; a single stop
-// passes the moment it was called. The first caller that finds no pass
-// running takes the passes itself (for itself and for whoever asks
+// (monotonic time): the last pass taken or the one running if either began
+// late enough, else the next. Close passes the moment it began, so that
+// one pass serves the terminate step of every process it stops; a single
+// stop passes the moment it was called. The first caller that finds no
+// pass running takes the passes itself (for itself and for whoever asks
 // meanwhile) until nobody waits; the others block on it. No goroutine
 // outlives the callers.
 func takeSnapshot(kind passKind, since time.Time) *procSnapshot {
 	q := &snapshotQueues[kind]
 	q.mu.Lock()
-	if last := q.last; last != nil && !last.began.Before(since) {
+	if d := q.done; d != nil && !d.began.Before(since) {
 		q.mu.Unlock()
-		<-last.done
-		return last
+		return d
+	}
+	if c := q.current; c != nil && !c.began.Before(since) {
+		q.mu.Unlock()
+		<-c.done
+		return c
 	}
 	snap := q.pending
 	if snap == nil {
 		snap = &procSnapshot{done: make(chan struct{})}
 		q.pending = snap
 	}
-	if q.running {
+	if q.current != nil {
 		q.mu.Unlock()
 		<-snap.done
 		return snap
 	}
-	q.running = true
-	q.mu.Unlock()
-
 	for {
-		q.mu.Lock()
 		next := q.pending
 		q.pending = nil
+		q.current = next
 		if next == nil {
-			q.running = false
 			q.mu.Unlock()
 			return snap
 		}
 		next.began = time.Now()
-		q.last = next
 		q.mu.Unlock()
 		next.scan(kind)
 		close(next.done)
+		q.mu.Lock()
+		q.done = next
 	}
 }
 
