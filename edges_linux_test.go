@@ -381,13 +381,13 @@ func waitStopped(t *testing.T, pid int) {
 	tick := time.NewTicker(2 * time.Millisecond)
 	defer tick.Stop()
 	for {
-		data, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-		if i := strings.LastIndexByte(string(data), ')'); i > 0 && i+2 < len(data) && data[i+2] == 'T' {
+		state, _ := agentproc.ProcState(pid)
+		if state == 'T' {
 			return
 		}
 		select {
 		case <-ctx.Done():
-			t.Fatalf("process %d: never stopped (stat %q)", pid, data)
+			t.Fatalf("process %d: state got %q, want 'T' (stopped)", pid, state)
 		case <-tick.C:
 		}
 	}

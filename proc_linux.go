@@ -601,3 +601,40 @@ func groupLive(pgid int) (live, ok bool) {
 	n, ok := countGroup(pgid)
 	return n > 0, ok
 }
+
+// procState returns the state letter of pid ('R', 'S', 'T', 'Z', ...),
+// and ok false when the process is gone or /proc cannot be read.
+func procState(pid int) (state byte, ok bool) {
+	s, err := newProcScanner()
+	if err != nil {
+		return 0, false
+	}
+	defer s.close()
+	state, _, ok = s.stat(pid)
+	return state, ok
+}
+
+// procsMarked returns the live processes carrying MarkerEnv=id, with their
+// command names, from a fresh pass that skips nothing.
+func procsMarked(id string) map[int]string {
+	s, err := newProcScanner()
+	if err != nil {
+		return nil
+	}
+	defer s.close()
+	pids, err := s.pids()
+	if err != nil {
+		return nil
+	}
+	entry := []byte(MarkerEnv + "=" + id)
+	out := make(map[int]string)
+	for _, pid := range pids {
+		if state, _, ok := s.stat(pid); !ok || state == 'Z' || !s.mayBeMarked(pid, entry) {
+			continue
+		}
+		if comm, _, err := s.read(pid, "comm", false); err == nil {
+			out[pid] = string(bytes.TrimSpace(comm))
+		}
+	}
+	return out
+}
