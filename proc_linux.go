@@ -243,10 +243,10 @@ func leaderRunning(pgid int) bool {
 
 // rangeProbeMax is the widest PID range candidatePIDs probes one by one
 // instead of taking a snapshot of all of /proc. Probing costs one failed
-// or successful open per PID; a snapshot costs two reads per process on the
+// or successful open per PID; a snapshot costs a read per process on the
 // host but is shared by every stop at about the same moment, so the probe
 // is kept for the short commands it was made for.
-const rangeProbeMax = 64
+const rangeProbeMax = 256
 
 // candidatePIDs returns the PIDs that can belong to descendants of leader,
 // started at startedAt, when that range is narrow enough to probe, and
@@ -321,9 +321,15 @@ func (s *procScanner) lastPID() (int, bool) {
 	return pid, err == nil
 }
 
-// probeMarked returns the PIDs of pids that mayBeMarked accepts.
+// probeMarked returns the PIDs of pids that mayBeMarked accepts, skipping
+// the supervised leaders (see leaders).
 func (s *procScanner) probeMarked(pids []int, entry []byte) []int {
 	var found []int
+	leaders.mu.Lock()
+	if len(leaders.pids) > 0 {
+		pids = slices.DeleteFunc(slices.Clone(pids), func(pid int) bool { return leaders.pids[pid] })
+	}
+	leaders.mu.Unlock()
 	for _, pid := range pids {
 		if s.mayBeMarked(pid, entry) {
 			found = append(found, pid)
