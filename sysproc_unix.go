@@ -89,9 +89,9 @@ func (s *sysProc) resume() {
 // alive reports whether any member of the group is still running. kill with
 // signal 0 answers "no" cheaply, which is the common case; a "yes" may be
 // only zombies waiting for init, so it is checked against /proc where that
-// can be read and is ours: the leader first (one file), then a count of the
-// whole group from a shared snapshot. It reads /proc: never call it with a
-// lock held.
+// can be read and is ours: the leader first (waitid, no /proc read), then,
+// once it has exited, a count of the whole group from a shared pass over
+// /proc. Never call it with a lock held.
 func (s *sysProc) alive() bool {
 	if s.pgid <= 0 || unix.Kill(-s.pgid, 0) != nil {
 		return false
