@@ -35,6 +35,10 @@ type Chunk struct {
 	// EOF reports that the process has exited and Next is the end of its
 	// output, so no read from Next will ever return more.
 	EOF bool `json:"eof"`
+	// AwaitingInput is set by WaitOutput when it returned because the
+	// process is waiting for input (Info.AwaitingInput) with nothing more
+	// to read: answer with WriteStdin before waiting again.
+	AwaitingInput bool `json:"awaiting_input,omitempty"`
 }
 
 // Truncation describes how Output.Text differs from the full output of a
@@ -290,6 +294,14 @@ func (b *outputBuffer) ringIndexLocked(pos int64) int {
 // rune at the very end whose remaining bytes have not been written yet is
 // left out; that alone does not make the Truncation non-nil.
 func (b *outputBuffer) text(maxLineBytes int) (string, *Truncation) {
+	return b.renderText(maxLineBytes, false)
+}
+
+// renderText is text; with plain, the head and the tail are each rendered
+// by PlainText before long lines are cut (so a line of a thousand progress
+// redraws is judged by what it shows). The Truncation counts raw bytes
+// either way.
+func (b *outputBuffer) renderText(maxLineBytes int, plain bool) (string, *Truncation) {
 	// Copy under the mutex, render without it: rendering is linear work
 	// that Write should not wait behind.
 	b.mu.Lock()
@@ -304,7 +316,7 @@ func (b *outputBuffer) text(maxLineBytes int) (string, *Truncation) {
 		if !closed {
 			raw = raw[:len(raw)-incompleteSuffixLen(raw)]
 		}
-		s, cut := cutLongLines(validString(raw), maxLineBytes)
+		s, cut := cutLongLines(displayString(raw, plain), maxLineBytes)
 		if cut == 0 {
 			return s, nil
 		}
@@ -327,8 +339,8 @@ func (b *outputBuffer) text(maxLineBytes int) (string, *Truncation) {
 	if !closed {
 		tail = tail[:len(tail)-incompleteSuffixLen(tail)]
 	}
-	headText, headCut := cutLongLines(validString(head), maxLineBytes)
-	tailText, tailCut := cutLongLines(validString(tail), maxLineBytes)
+	headText, headCut := cutLongLines(displayString(head, plain), maxLineBytes)
+	tailText, tailCut := cutLongLines(displayString(tail, plain), maxLineBytes)
 
 	var sb strings.Builder
 	sb.Grow(len(headText) + len(tailText) + 48)

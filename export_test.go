@@ -7,3 +7,10 @@ import "time"
 func WithStdinStall(d time.Duration) Option {
 	return optionFunc(func(c *config) { c.stdinStall = d })
 }
+
+// WithPipeDrain sets how long the exit path waits for the output pipe after
+// the shell exited. Tests lengthen it so that a stop that waits it out,
+// instead of sweeping what holds the pipe, misses the test deadline.
+func WithPipeDrain(d time.Duration) Option {
+	return optionFunc(func(c *config) { c.pipeDrain = d })
+}

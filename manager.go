@@ -54,6 +54,11 @@ type Request struct {
 	// Process.WriteStdin and ends with Process.CloseStdin. false, the
 	// default, gives it the null device.
 	Stdin bool `json:"stdin,omitempty"`
+	// Ready, when non-nil, says how to tell that the process is ready (a
+	// server listening, a line printed); once it is, Info.Ready becomes
+	// true and an EventReady is published. nil, the default, checks
+	// nothing.
+	Ready *ReadyCheck `json:"ready,omitempty"`
 	// Verbatim runs Command exactly as given: no background detection, even
 	// when the Manager has it on (WithBackgroundDetection), so a trailing
 	// "&" stays in the command and Background stays as set. false, the
@@ -66,6 +71,25 @@ type Request struct {
 	// is stdin, stdout and stderr, so TTY implies a writable stdin. nil, the
 	// default, means pipes.
 	TTY *TTYSize `json:"tty,omitempty"`
+	// Limits bounds the memory, processes and CPU of the whole tree; see
+	// Limits. A zero field takes the Manager's default (WithLimits); a limit
+	// that cannot be enforced here makes Start fail with ErrUnsupported.
+	Limits Limits `json:"limits,omitzero"`
+	// IdleTimeout stops the process (like Stop, with ReasonIdle) once it has
+	// written no output for that long, measured with the Manager's clock.
+	// A process with Stdin or TTY may be quietly waiting for its caller, so
+	// IdleTimeout applies to it only with IdleInteractive set; without, the
+	// request is ErrInvalidRequest. 0 means no limit; negative is
+	// ErrInvalidRequest.
+	IdleTimeout time.Duration `json:"idle_timeout_ns,omitempty"`
+	// IdleInteractive lets IdleTimeout apply to a process with Stdin or TTY:
+	// silence counts as idleness even while it may be waiting for input.
+	IdleInteractive bool `json:"idle_interactive,omitempty"`
+	// MaxOutput stops the process (like Stop, with ReasonOutputLimit) once
+	// it has written more than that many bytes of output; what it wrote
+	// stays readable as usual (head, tail and the output log). 0 means no
+	// limit; negative is ErrInvalidRequest.
+	MaxOutput int64 `json:"max_output_bytes,omitempty"`
 }
 
 // Manager starts and supervises processes. Use New to make one and Close to
@@ -83,6 +107,10 @@ type Manager struct {
 	closed  bool
 	// exitOrder lists the retained exited processes, oldest exit first.
 	exitOrder []exitRecord
+
+	events *eventBus    // see events.go
+	ports  portWatcher  // see ports.go
+	input  inputWatcher // see input.go
 }
 
 // exitRecord is one entry of Manager.exitOrder.
@@ -104,7 +132,9 @@ func New(opts ...Option) *Manager {
 				"processes that leave their process group are not found or killed, and Leftovers counts "+
 				"1 for a group that outlived its shell; mount a /proc of this namespace to restore both")
 	}
-	return &Manager{cfg: cfg, procs: make(map[string]*Process)}
+	m := &Manager{cfg: cfg, procs: make(map[string]*Process)}
+	m.events = newEventBus(func() time.Time { return cfg.clock.Now("agentproc", "event") })
+	return m
 }
 
 // Start validates req and starts it. It never blocks on the command; use
@@ -160,6 +190,10 @@ func (m *Manager) Close() error {
 	m.mu.Lock()
 	m.removeLogsLocked()
 	m.mu.Unlock()
+	// Every supervisor has published its exit by now.
+	m.ports.close()
+	m.input.close()
+	m.events.close()
 	return nil
 }
 
@@ -239,6 +273,15 @@ func (m *Manager) startAttach(req Request, owner string, attached *bool) (*Proce
 	if err := validateTimeout(req.Timeout); err != nil {
 		return nil, err
 	}
+	if err := req.Ready.validate(); err != nil {
+		return nil, err
+	}
+	if err := validateGuards(req); err != nil {
+		return nil, err
+	}
+	if req.Limits, err = m.limitsFor(req.Limits); err != nil {
+		return nil, err
+	}
 	dir, err := m.resolveWorkDir(req.WorkDir)
 	if err != nil {
 		return nil, err
@@ -308,6 +351,7 @@ func (m *Manager) startAttach(req Request, owner string, attached *bool) (*Proce
 		// outlives Close; this race is rare and costs at most the grace.
 		_, _ = p.stop(context.Background(), ReasonShutdown, time.Now())
 	}
+	p.emitInfo(EventStarted)
 	return p, nil
 }
 
@@ -343,7 +387,7 @@ func (m *Manager) spawn(req Request, owner, command, dir string, seq uint64, war
 	// With *os.File outputs os/exec starts no copying goroutines, so
 	// WaitDelay only bounds how long Wait waits after Cancel before it kills
 	// the leader itself.
-	cmd.WaitDelay = pipeDrain
+	cmd.WaitDelay = m.cfg.pipeDrain
 
 	fail := func(step string, err error) (*Process, error) {
 		_ = ctr.release()
@@ -357,6 +401,9 @@ func (m *Manager) spawn(req Request, owner, command, dir string, seq uint64, war
 	if err := ctr.prepare(cmd); err != nil {
 		return fail("prepare containment", err)
 	}
+	if err := applyLimits(req.Limits, sys, ctr); err != nil {
+		return fail("apply limits", err)
+	}
 	// After the others: a terminal replaces the process group with a
 	// session, amending the attributes they set.
 	if err := st.prepare(cmd); err != nil {
@@ -367,7 +414,9 @@ func (m *Manager) spawn(req Request, owner, command, dir string, seq uint64, war
 		return fail("start "+m.cfg.shell[0]+ctr.describe(), err)
 	}
 	ctr.started(cmd)
+	m.raiseOOMScore(cmd.Process.Pid, ctr)
 	growPipe(st.out) // a no-op on a PTY master
+	inID := stdinIdentity(st.childIn)
 	// Only the child holds the write end now, so EOF comes when the last
 	// process of the tree that inherited it is gone.
 	st.closeChild()
@@ -411,9 +460,12 @@ func (m *Manager) spawn(req Request, owner, command, dir string, seq uint64, war
 			Timeout:    req.Timeout,
 		},
 	}
+	p.guard = m.newGuard(req)
+	p.info.Limits, p.info.IdleTimeout, p.info.MaxOutput = req.Limits, p.guard.idle, req.MaxOutput
 	p.log = m.openOutputLog(id)
 	p.info.LogPath = p.log.pathOrEmpty()
 	p.enforceTimeout(req.Timeout)
+	p.watchOutput()
 	m.cfg.logger.Debug(context.Background(), "started process",
 		slog.F("id", id), slog.F("pid", cmd.Process.Pid), slog.F("owner", owner))
 
@@ -422,6 +474,9 @@ func (m *Manager) spawn(req Request, owner, command, dir string, seq uint64, war
 		defer close(readerDone)
 		copyOutput(p.buf, p.log, st.out)
 	}()
+	// Before the supervisor: it waits for the readiness check that observe
+	// may start, so that EventReady always comes before EventExited.
+	m.observe(p, req, inID, st.out)
 	go p.supervise(st.out, readerDone)
 	return p, nil
 }
@@ -504,6 +559,7 @@ func (m *Manager) reapLocked() {
 func (m *Manager) droppedLocked(p *Process) {
 	m.freeKeyLocked(p)
 	p.log.remove()
+	p.emit(Event{Type: EventDropped})
 }
 
 // posixShell reports whether shell[0] names a shell that parses sh syntax,

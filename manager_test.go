@@ -44,6 +44,8 @@ const helperEnv = "AGENTPROC_TEST_HELPER"
 //     print "terminated pid=N" and exit 0.
 //   - "ttyhost": act as an agent host running in a terminal (see
 //     TestChildCannotTakeHostTerminal).
+//   - "listen": listen on a TCP port of 127.0.0.1 chosen by the kernel,
+//     print "port=N", and block until a signal ends the process.
 func runHelper(mode string) int {
 	switch mode {
 	case "term":
@@ -62,6 +64,8 @@ func runHelper(mode string) int {
 			return 1
 		}
 		return 0
+	case "listen":
+		return helperListen()
 	case "ready":
 		fmt.Println("ready")
 		time.Sleep(time.Hour) // a child waiting to be signalled, not synchronisation

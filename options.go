@@ -37,10 +37,14 @@ type config struct {
 	grace        time.Duration
 	maxRunning   int
 	stdinStall   time.Duration // real time; tests shorten it
+	pipeDrain    time.Duration // real time; tests lengthen it
 	cgroupParent string
 	bgDetect     bool
 	logDir       string
 	logMaxBytes  int64
+	inputQuiet   time.Duration
+	limits       Limits // see limits.go
+	oomDelta     int    // see guard.go
 }
 
 // Defaults, named so the README and tests can refer to them.
@@ -65,7 +69,10 @@ func defaultConfig() config {
 		maxExited:    DefaultMaxExited,
 		grace:        DefaultGracePeriod,
 		stdinStall:   defaultStdinStall,
+		pipeDrain:    defaultPipeDrain,
 		bgDetect:     true,
+		inputQuiet:   DefaultInputQuiet,
+		oomDelta:     DefaultOOMScoreDelta,
 	}
 }
 

@@ -25,8 +25,12 @@ func TestCandidatePIDs(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// A leader started "now": only PIDs after it are candidates.
-	narrow, ok := s.candidatePIDs(last-1, time.Now())
+	// A young leader: only PIDs after it are candidates. "Young" is real
+	// time (under wrapWindow, a fraction of a second with pid_max 32768),
+	// and a loaded machine can keep this goroutine off a CPU that long
+	// between time.Now and the check, so the start time is put an hour
+	// ahead: the leader stays young however late the check runs.
+	narrow, ok := s.candidatePIDs(last-1, time.Now().Add(time.Hour))
 	if !ok {
 		t.Fatal("young leader: got no probe range, want the PIDs after it")
 	}
@@ -45,7 +49,7 @@ func TestCandidatePIDs(t *testing.T) {
 	if unknown, ok := s.candidatePIDs(last-1, time.Time{}); ok {
 		t.Errorf("unknown start: got %d candidates to probe, want a snapshot", len(unknown))
 	}
-	if far, ok := s.candidatePIDs(last-rangeProbeMax-1, time.Now()); ok {
+	if far, ok := s.candidatePIDs(last-rangeProbeMax-1, time.Now().Add(time.Hour)); ok {
 		t.Errorf("wide range: got %d candidates to probe, want a snapshot", len(far))
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/xerrors"
@@ -48,6 +49,17 @@ const (
 	ReasonShutdown ExitReason = "shutdown"
 	// ReasonTimeout: Request.Timeout expired and the process was stopped.
 	ReasonTimeout ExitReason = "timeout"
+	// ReasonOOM: the kernel's OOM killer ended a process of the tree, as
+	// its cgroup counted (Linux with WithCgroup and the memory controller).
+	// Info.MaxRSS is then the tree's peak memory where the kernel reports
+	// it (memory.peak).
+	ReasonOOM ExitReason = "oom"
+	// ReasonIdle: Request.IdleTimeout passed without output and the process
+	// was stopped.
+	ReasonIdle ExitReason = "idle"
+	// ReasonOutputLimit: the output passed Request.MaxOutput and the
+	// process was stopped.
+	ReasonOutputLimit ExitReason = "output_limit"
 )
 
 // Info describes a process at one moment. The zero values of the exit fields
@@ -64,9 +76,15 @@ type Info struct {
 	Running  bool     `json:"running"`
 	PID      int      `json:"pid"`
 	// ExitCode is nil while running; 128+N when signal N ended the process.
+	// On Windows it is the shell's exit code as Windows reports it: 1 after
+	// a job kill, 3221225786 (STATUS_CONTROL_C_EXIT) for a program the
+	// default console handler ended on Ctrl+Break.
 	ExitCode *int `json:"exit_code"`
 	// Signal is the name of the signal that ended the process ("SIGKILL"),
-	// or "" when it exited by itself.
+	// or "" when it exited by itself. Windows has no signals; there it is
+	// "TerminateJobObject" when this package killed the job while the shell
+	// ran, "CTRL_BREAK_EVENT" when the shell ended with
+	// STATUS_CONTROL_C_EXIT.
 	Signal    string     `json:"signal,omitempty"`
 	Reason    ExitReason `json:"reason,omitempty"`
 	StartedAt time.Time  `json:"started_at"`
@@ -74,7 +92,10 @@ type Info struct {
 	// CPUTime is user plus system time, known after exit.
 	CPUTime time.Duration `json:"cpu_time_ns,omitempty"`
 	// MaxRSS is the peak resident set size in bytes, known after exit where
-	// the OS reports it.
+	// the OS reports it. On Windows it is not resident memory: it is the
+	// largest peak commit charge (private memory allocated, in RAM or paged
+	// out) of any one process of the job, the closest figure Windows keeps
+	// per tree.
 	MaxRSS int64 `json:"max_rss_bytes,omitempty"`
 	// Leftovers counts the processes of the tree this package had to kill
 	// beyond the shell's own exit or stop: members of its process group
@@ -85,6 +106,21 @@ type Info struct {
 	Leftovers int `json:"leftovers,omitempty"`
 	// Timeout is the Request's Timeout; 0 means none.
 	Timeout time.Duration `json:"timeout_ns,omitempty"`
+	// Limits are the limits the tree runs under: the Request's merged with
+	// the Manager's defaults.
+	Limits Limits `json:"limits,omitzero"`
+	// IdleTimeout is the Request's IdleTimeout where it applies; 0 means none.
+	IdleTimeout time.Duration `json:"idle_timeout_ns,omitempty"`
+	// MaxOutput is the Request's MaxOutput; 0 means none.
+	MaxOutput int64 `json:"max_output_bytes,omitempty"`
+	// LikelyOOM is true when the process ended by a SIGKILL (or its shell
+	// exited with 137) that this package did not send while the kernel's
+	// host-wide OOM kill counter (/proc/vmstat oom_kill) rose: probably the
+	// OOM killer, but another process's OOM kill or another sender cannot be
+	// ruled out. It is only set where the tree's own count is unknown
+	// (without WithCgroup and its memory controller); where it is known,
+	// Reason is ReasonOOM instead.
+	LikelyOOM bool `json:"likely_oom,omitempty"`
 	// LogPath is the file holding the full output (WithOutputLog), or ""
 	// without one. The file is gone once retention drops the process.
 	LogPath string `json:"log_path,omitempty"`
@@ -93,6 +129,17 @@ type Info struct {
 	Stdin bool `json:"stdin"`
 	// TTY is true when the process runs under a pseudo-terminal.
 	TTY bool `json:"tty"`
+	// Ports are the sockets the tree listened on at the latest scan (see
+	// Process.Ports), rescanned at least once a second for Background
+	// processes and while someone is in WaitPort; nil for other processes,
+	// for exited ones and where Ports is unsupported.
+	Ports []Port `json:"ports,omitempty"`
+	// AwaitingInput is true while a process of the tree is blocked reading
+	// its stdin and the tree has written nothing for the quiet period (see
+	// WithInputQuiet; Linux only, false elsewhere). WriteStdin clears it.
+	AwaitingInput bool `json:"awaiting_input"`
+	// Ready is true once the check of Request.Ready has passed.
+	Ready bool `json:"ready,omitempty"`
 }
 
 // Output is one consistent snapshot of a process's state and output: when
@@ -120,6 +167,7 @@ type Process struct {
 	log   *outputLog // nil without WithOutputLog
 	sys   *sysProc
 	ctr   *containment // what of the tree may leave the group
+	guard guard        // idle, output and OOM watch; immutable after Start
 	cmd   *exec.Cmd
 	// kill cancels the context the command was started with; os/exec then
 	// calls cmd.Cancel, which kills the whole tree.
@@ -132,6 +180,15 @@ type Process struct {
 	escalateOnce sync.Once
 
 	dropped bool // retention dropped it; guarded by Manager.mu
+
+	events eventGate // orders this process's events; see events.go
+	// inputSig tells WaitOutput about input detection; guarded by mu.
+	inputSig inputSignal
+	// stdinWritten is set by WriteStdin for the input watcher.
+	stdinWritten atomic.Bool
+	// readyDone is closed when the readiness check of Request.Ready has
+	// ended; nil without one. Set before the supervisor starts.
+	readyDone chan struct{}
 
 	mu         sync.Mutex
 	info       Info
@@ -156,17 +213,20 @@ func (p *Process) infoLocked() Info {
 		info.ExitCode = &code
 	}
 	info.Warnings = slices.Clone(info.Warnings)
+	info.Ports = slices.Clone(info.Ports)
 	return info
 }
 
 // Output returns the process's state together with its retained output.
-func (p *Process) Output() Output {
+// With Plain, Text is terminal-clean text (see PlainText).
+func (p *Process) Output(opts ...OutputOption) Output {
+	o := outputOptionsOf(opts)
 	// The exit path sets the final state only after the output reader has
 	// finished, so holding p.mu while rendering means an exited Info is
 	// always paired with final text.
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	text, trunc := p.buf.text(p.m.cfg.maxLineBytes)
+	text, trunc := p.buf.renderText(p.m.cfg.maxLineBytes, o.plain)
 	return Output{Info: p.infoLocked(), Text: text, Truncated: trunc}
 }
 
@@ -248,6 +308,9 @@ func (p *Process) stop(ctx context.Context, reason ExitReason, since time.Time) 
 		p.mu.Unlock()
 		return p.Info(), nil
 	}
+	// The OS layer may treat a stop's terminate differently from one sent
+	// by Signal (Windows: a batch file's prompt after the break).
+	p.sys.beginStop()
 	// Setting the reason under the same lock as the signal means the exit
 	// path, which reads it under p.mu, cannot miss it. SIGCONT follows
 	// SIGTERM so that a stopped member acts on it within the grace.
@@ -326,11 +389,13 @@ func (p *Process) exited() bool {
 	}
 }
 
-// pipeDrain bounds how long the exit path waits for the output pipe to reach
-// EOF after the shell exited and its leftovers were killed. Only processes
-// that left the tree (and so escaped the kill) can hold the pipe that long.
-// It is real time on purpose: it is enforced by the pipe's read deadline.
-const pipeDrain = 2 * time.Second
+// defaultPipeDrain bounds how long the exit path waits for the output pipe
+// to reach EOF after the shell exited and its leftovers were killed. Only
+// processes that left the tree (and so escaped the kill) can hold the pipe
+// that long. It is real time on purpose: it is enforced by the pipe's read
+// deadline. It is config.pipeDrain, so that tests can make waiting it out
+// unmistakable.
+const defaultPipeDrain = 2 * time.Second
 
 // supervise runs in its own goroutine from Start until the process has
 // exited and its output is final. readerDone is closed when the output
@@ -348,17 +413,18 @@ func (p *Process) supervise(pipe *os.File, readerDone <-chan struct{}) {
 	}
 	// The shell is gone; whatever is left of its tree is killed now so that
 	// nothing outlives the command and the pipe can reach EOF: the group,
-	// then what escaped it, so that Wait does not sit out pipeDrain for
+	// then what escaped it, so that Wait does not sit out the pipe drain for
 	// escaped descendants that hold the pipe.
 	leftovers := p.sys.leftovers()
 	leftovers += p.ctr.killEscaped()
 	select {
 	case <-readerDone:
 	default:
-		if err := pipe.SetReadDeadline(time.Now().Add(pipeDrain)); err != nil {
-			// Unpollable pipes (Windows) cannot take a deadline; the job
-			// kill above closed every writer already.
-			p.m.cfg.logger.Debug(context.Background(), "pipe deadline unavailable")
+		if err := pipe.SetReadDeadline(time.Now().Add(p.m.cfg.pipeDrain)); err != nil {
+			// Every output file this package makes takes a deadline (a
+			// pipe, an overlapped named pipe on Windows, a PTY master or
+			// its relay on macOS); should one not, only EOF ends the drain.
+			p.m.cfg.logger.Warn(context.Background(), "pipe deadline unavailable", fieldError(err))
 		}
 		<-readerDone
 	}
@@ -368,11 +434,12 @@ func (p *Process) supervise(pipe *os.File, readerDone <-chan struct{}) {
 	var cpu time.Duration
 	var rss int64
 	if state != nil {
-		code, sigName = exitStatus(state)
+		code, sigName = p.sys.exitStatus(state)
 		cpu, rss = p.ctr.usage(p.sys.usage(state))
 	} else {
 		p.m.cfg.logger.Warn(context.Background(), "wait failed", fieldError(waitErr))
 	}
+	oom, likelyOOM := p.guard.oomVerdict(p.ctr, code, sigName)
 	p.sys.release()
 	if err := p.ctr.release(); err != nil {
 		p.m.cfg.logger.Warn(context.Background(), "release containment", fieldError(err))
@@ -391,9 +458,12 @@ func (p *Process) supervise(pipe *os.File, readerDone <-chan struct{}) {
 	p.info.CPUTime = cpu
 	p.info.MaxRSS = rss
 	p.info.Leftovers = leftovers
+	p.info.LikelyOOM = likelyOOM && p.stopReason == "" && !p.signaled
 	switch {
 	case p.stopReason != "":
 		p.info.Reason = p.stopReason
+	case oom:
+		p.info.Reason = ReasonOOM
 	case sigName != "" && p.signaled:
 		p.info.Reason = ReasonKilled
 	case sigName != "":
@@ -405,7 +475,14 @@ func (p *Process) supervise(pipe *os.File, readerDone <-chan struct{}) {
 	// that sees EOF and then asks for Info is told the process has exited.
 	p.buf.closeWrite()
 	p.info.Running = false
+	p.info.Ports, p.info.AwaitingInput = nil, false // a gone tree listens and reads nothing
 	p.mu.Unlock()
 
 	close(p.done)
+	if p.readyDone != nil {
+		// The check ends promptly now: WaitPort on done, WaitMatch on the
+		// EOF it reads after closeWrite.
+		<-p.readyDone
+	}
+	p.emitInfo(EventExited)
 }

@@ -31,13 +31,21 @@ const stdinChunk = 64 << 10
 // ErrStdinClosed after CloseStdin, once the process has exited, or when the
 // child closed its stdin.
 func (p *Process) WriteStdin(b []byte) (int, error) {
-	return p.in.write(context.Background(), b)
+	return p.WriteStdinContext(context.Background(), b)
 }
 
 // WriteStdinContext is WriteStdin that also gives up when ctx ends, then
 // returning the bytes written so far and ctx.Err().
 func (p *Process) WriteStdinContext(ctx context.Context, b []byte) (int, error) {
-	return p.in.write(ctx, b)
+	n, err := p.in.write(ctx, b)
+	if n > 0 {
+		// An answer ends the wait for input as far as the caller is
+		// concerned; the input watcher decides afresh after a new quiet
+		// period (see inputState.look).
+		p.stdinWritten.Store(true)
+		p.setAwaitingInput(false, 0)
+	}
+	return n, err
 }
 
 // CloseStdin signals end of input. For a pipe it closes the write end, so the
@@ -289,15 +297,21 @@ func openStdio(req Request, stall time.Duration) (*stdio, error) {
 		if err != nil {
 			return nil, err
 		}
-		return &stdio{out: master, childOut: slave, childIn: slave, in: newInput(master, true, stall), tty: true}, nil
+		out, err := ptyOutput(master)
+		if err != nil {
+			_ = master.Close()
+			_ = slave.Close()
+			return nil, err
+		}
+		return &stdio{out: out, childOut: slave, childIn: slave, in: newInput(master, true, stall), tty: true}, nil
 	}
-	r, w, err := os.Pipe()
+	r, w, err := outputPipe()
 	if err != nil {
 		return nil, xerrors.Errorf("agentproc: create output pipe: %w", err)
 	}
 	s := &stdio{out: r, childOut: w}
 	if req.Stdin {
-		ir, iw, err := os.Pipe()
+		ir, iw, err := inputPipe()
 		if err != nil {
 			_ = r.Close()
 			_ = w.Close()

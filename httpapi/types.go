@@ -39,6 +39,24 @@ type StartRequest struct {
 	// "30s"; when it passes the process is stopped (agentproc.Request
 	// Timeout). "" means no limit.
 	Timeout string `json:"timeout,omitempty"`
+	// Extension: when the process counts as ready (agentproc.ReadyCheck):
+	// {"port": N} for a listening port (0: any), {"match": REGEX} for a
+	// line of output. GET /events then carries a "ready" event.
+	Ready *agentproc.ReadyCheck `json:"ready,omitempty"`
+	// Extension: limits on the memory, processes and CPU of the whole tree
+	// (agentproc.Limits): {"memory_bytes", "procs", "cpu"}. A limit the
+	// server cannot enforce is a 501 naming the field.
+	Limits *agentproc.Limits `json:"limits,omitempty"`
+	// Extension: stop the process once it has written nothing for this
+	// long, as a Go duration such as "10m" (agentproc.Request IdleTimeout).
+	// "" means no limit.
+	IdleTimeout string `json:"idle_timeout,omitempty"`
+	// Extension: let idle_timeout apply to a process with stdin or tty,
+	// which may be waiting for input (agentproc.Request IdleInteractive).
+	IdleInteractive bool `json:"idle_interactive,omitempty"`
+	// Extension: stop the process once its output passes this many bytes
+	// (agentproc.Request MaxOutput). 0 means no limit.
+	MaxOutput int64 `json:"max_output_bytes,omitempty"`
 }
 
 // StartResponse is the reply to POST /start.
@@ -81,13 +99,33 @@ type Process struct {
 
 	// Extension: the process ID of the shell.
 	PID int `json:"pid,omitempty"`
-	// Extension: why the process ended (agentproc.ExitReason); absent while
-	// it runs.
+	// Extension: why the process ended (agentproc.ExitReason): "exited",
+	// "signaled", "killed", "shutdown", "timeout", "oom" (the kernel's OOM
+	// killer, under limits.memory_bytes), "idle" (idle_timeout) or
+	// "output_limit" (max_output_bytes); absent while it runs.
 	Reason agentproc.ExitReason `json:"reason,omitempty"`
 	// Extension: the signal that ended the process, such as "SIGKILL".
 	Signal string `json:"signal,omitempty"`
 	// Extension: advice about the command (agentproc.Info.Warnings).
 	Warnings []string `json:"warnings,omitempty"`
+	// Extension: the sockets the process's tree listens on
+	// (agentproc.Info.Ports).
+	Ports []agentproc.Port `json:"ports,omitempty"`
+	// Extension: a process of the tree is blocked reading its stdin and
+	// the tree has been quiet (agentproc.Info.AwaitingInput).
+	AwaitingInput bool `json:"awaiting_input,omitempty"`
+	// Extension: the start request's ready check has passed.
+	Ready bool `json:"ready,omitempty"`
+	// Extension: the limits the process runs under (agentproc.Info.Limits).
+	Limits *agentproc.Limits `json:"limits,omitempty"`
+	// Extension: for a process that ran out of memory (reason "oom", or
+	// likely_oom), its peak memory in bytes where known: its whole tree's
+	// with a cgroup (agentproc.Info.MaxRSS).
+	PeakMemory int64 `json:"peak_memory_bytes,omitempty"`
+	// Extension: a SIGKILL nobody here sent ended the process while the
+	// host's OOM kill count rose: probably, not certainly, out of memory
+	// (agentproc.Info.LikelyOOM).
+	LikelyOOM bool `json:"likely_oom,omitempty"`
 }
 
 // Output is the reply to GET /{id}/output.
@@ -116,6 +154,11 @@ type Output struct {
 	// timeout or the server's cap expired while the process was still
 	// running.
 	TimedOut bool `json:"timed_out,omitempty"`
+	// Extension: the socket ?wait_port found.
+	Port *agentproc.Port `json:"port,omitempty"`
+	// Extension: the process is waiting for input (answer with
+	// POST /{id}/stdin); see Process.
+	AwaitingInput bool `json:"awaiting_input,omitempty"`
 	// Extension: with ?offset only, where the read lies in the output.
 	*Position
 }
@@ -197,6 +240,18 @@ func processFromInfo(info agentproc.Info) Process {
 		Reason:     info.Reason,
 		Signal:     info.Signal,
 		Warnings:   info.Warnings,
+		LikelyOOM:  info.LikelyOOM,
+
+		Ports:         info.Ports,
+		AwaitingInput: info.AwaitingInput,
+		Ready:         info.Ready,
+	}
+	if info.Reason == agentproc.ReasonOOM || info.LikelyOOM {
+		p.PeakMemory = info.MaxRSS
+	}
+	if !info.Limits.IsZero() {
+		limits := info.Limits
+		p.Limits = &limits
 	}
 	if !info.ExitedAt.IsZero() {
 		exited := info.ExitedAt.Unix()

@@ -54,7 +54,8 @@ func Tools() []Tool {
 				"For anything that keeps running (dev servers, watchers, `tail -f`), set run_in_background: the call returns at once " +
 				"with a process_id; then call process_output with wait_for to wait until it is ready, and process_signal to stop it. " +
 				"Never end a command with `&` and never use nohup, setsid or disown: a job detached that way escapes supervision " +
-				"and is killed when the command ends. Long output keeps its first and last 16 KiB; the middle is dropped and marked.",
+				"and is killed when the command ends. Long output keeps its first and last 16 KiB; the middle is dropped and marked. " +
+				"A command whose output passes 64 MiB is stopped; when a command was stopped or killed, ended says why.",
 			InputSchema: object([]string{"command"}, map[string]any{
 				"command": str("The command, exactly as you would type it in a shell. Do not append `&`."),
 				"workdir": str("Directory to run in. Defaults to the project directory."),
@@ -177,6 +178,7 @@ type executeResult struct {
 	Running    bool     `json:"running"`
 	ExitCode   *int     `json:"exit_code,omitempty"`
 	Reason     string   `json:"reason,omitempty"` // only when not a plain exit
+	Ended      string   `json:"ended,omitempty"`  // why, in words, where the reason needs it
 	Output     string   `json:"output,omitempty"`
 	Next       *int64   `json:"next,omitempty"`
 	Omitted    int64    `json:"omitted_bytes,omitempty"`
@@ -200,6 +202,7 @@ func (tb *Toolbox) execute(ctx context.Context, a executeArgs) (executeResult, e
 		WorkDir:    a.WorkDir,
 		Background: a.RunInBackground,
 		Timeout:    timeout,
+		MaxOutput:  maxOutput,
 	})
 	if err != nil {
 		return executeResult{}, fmt.Errorf("could not start the command: %v", err)
@@ -230,6 +233,7 @@ func (tb *Toolbox) execute(ctx context.Context, a executeArgs) (executeResult, e
 	if info.Reason != agentproc.ReasonExited {
 		res.Reason = string(info.Reason)
 	}
+	res.Ended = ended(info)
 	text, next, omitted, err := readFrom(p, 0)
 	if err != nil {
 		return executeResult{}, err
@@ -250,6 +254,7 @@ type outputResult struct {
 	Running   bool   `json:"running"`
 	ExitCode  *int   `json:"exit_code,omitempty"`
 	Reason    string `json:"reason,omitempty"`
+	Ended     string `json:"ended,omitempty"`
 	Matched   string `json:"matched,omitempty"`
 	Output    string `json:"output"`
 	Next      int64  `json:"next"`
@@ -278,7 +283,7 @@ func (tb *Toolbox) output(ctx context.Context, a outputArgs) (outputResult, erro
 	defer cancel()
 	switch {
 	case re != nil:
-		line, err := p.WaitMatch(waitCtx, re)
+		line, err := p.WaitMatch(waitCtx, re, agentproc.Plain)
 		switch {
 		case err == nil:
 			res.Matched = line
@@ -309,6 +314,7 @@ func (tb *Toolbox) output(ctx context.Context, a outputArgs) (outputResult, erro
 	if !info.Running && info.Reason != agentproc.ReasonExited {
 		res.Reason = string(info.Reason)
 	}
+	res.Ended = ended(info)
 	res.Output, res.Next, res.Omitted = text, next, omitted
 	return res, nil
 }
@@ -324,6 +330,7 @@ type listedProcess struct {
 	Running    bool   `json:"running"`
 	ExitCode   *int   `json:"exit_code,omitempty"`
 	Reason     string `json:"reason,omitempty"`
+	Ended      string `json:"ended,omitempty"`
 }
 
 func (tb *Toolbox) list(context.Context, struct{}) (listResult, error) {
@@ -339,6 +346,7 @@ func (tb *Toolbox) list(context.Context, struct{}) (listResult, error) {
 		if !info.Running && info.Reason != agentproc.ReasonExited {
 			lp.Reason = string(info.Reason)
 		}
+		lp.Ended = ended(info)
 		res.Processes = append(res.Processes, lp)
 	}
 	return res, nil
@@ -431,5 +439,8 @@ func readFrom(p *agentproc.Process, offset int64) (text string, next, omitted in
 			break
 		}
 	}
-	return sb.String(), next, omitted, nil
+	// Models read text, not a terminal: colours and progress redraws are
+	// rendered away. The whole read is rendered at once so that a line
+	// redrawn across two reads shows only its last state.
+	return agentproc.PlainText(sb.String()), next, omitted, nil
 }
