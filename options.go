@@ -42,6 +42,7 @@ type config struct {
 	bgDetect     bool
 	logDir       string
 	logMaxBytes  int64
+	stateDir     string
 	inputQuiet   time.Duration
 	limits       Limits // see limits.go
 	oomDelta     int    // see guard.go
