@@ -206,8 +206,11 @@ func TestPIDReuseInNamespace(t *testing.T) {
 	// The escapee dies on SIGTERM and is reaped by the shell, which ignores
 	// SIGTERM and says when its PID is free again.
 	p := mustStart(t, m, agentproc.Request{Command: helperEnv + "=term setsid " + shellQuote(exe) +
-		" & echo esc=$!; trap '' TERM; wait $!; echo reaped; exec sleep 1000"})
-	esc, _ := strconv.Atoi(waitForOutput(t, p, regexp.MustCompile(`esc=(\d+)(?s:.*)ready pid=`))[1])
+		" & echo esc=$!; trap '' TERM; echo trapped; wait $!; echo reaped; exec sleep 1000"})
+	esc, _ := strconv.Atoi(waitForOutput(t, p, regexp.MustCompile(`esc=(\d+)`))[1])
+	// Both the escapee's handler and the shell's trap are in place.
+	waitForOutput(t, p, regexp.MustCompile(`ready pid=`))
+	waitForOutput(t, p, regexp.MustCompile(`trapped`))
 
 	stopped := make(chan agentproc.Info, 1)
 	go func() {
@@ -349,13 +352,17 @@ func TestStopContinuesStoppedProcess(t *testing.T) {
 	for _, tt := range []struct{ name, cmd string }{
 		{"group", "exec " + shellQuote(exe)},
 		// The shell ignores SIGTERM and ends once the escapee has.
-		{"escapee", helperEnv + "=term setsid " + shellQuote(exe) + " & trap '' TERM; wait $!"},
+		{"escapee", helperEnv + "=term setsid " + shellQuote(exe) + " & trap '' TERM; echo trapped; wait $!"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			m := newManager(t, agentproc.WithGracePeriod(time.Hour))
 			p := mustStart(t, m, agentproc.Request{Command: tt.cmd, Env: map[string]string{helperEnv: "term"}})
 			pid, _ := strconv.Atoi(waitForOutput(t, p, regexp.MustCompile(`ready pid=(\d+)`))[1])
+			if tt.name == "escapee" {
+				// The shell must ignore SIGTERM before Stop sends it.
+				waitForOutput(t, p, regexp.MustCompile(`trapped`))
+			}
 			if err := unix.Kill(pid, unix.SIGSTOP); err != nil {
 				t.Fatal(err)
 			}
