@@ -3,15 +3,16 @@
 package agentproc_test
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"os"
+	"os/signal"
 	"regexp"
 	"runtime"
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -37,6 +38,49 @@ func init() {
 	// ticks writes, for each byte read from the FIFO at helperFIFOEnv, one
 	// line holding the wall clock in Unix nanoseconds.
 	agentproc.RegisterHelper("ticks", helperTicks, true)
+	// term prints "ready pid=N" once SIGTERM is handled, then on SIGTERM
+	// prints "terminated pid=N" and exits 0.
+	agentproc.RegisterHelper("term", helperTerm, false)
+	// ttyhost acts as an agent host running in a terminal (see
+	// TestChildCannotTakeHostTerminal).
+	agentproc.RegisterHelper("ttyhost", helperTTYHost, false)
+}
+
+// helperTerm is the "term" helper mode.
+func helperTerm() int {
+	c := make(chan os.Signal, 1)
+	signal.Notify(c, syscall.SIGTERM)
+	fmt.Printf("ready pid=%d\n", os.Getpid())
+	<-c
+	fmt.Printf("terminated pid=%d\n", os.Getpid())
+	return 0
+}
+
+// ttyPrompt is what the child of the "ttyhost" helper writes to /dev/tty.
+const ttyPrompt = "agentproc-test-password: "
+
+// helperTTYHost starts a command that prompts on /dev/tty, as ssh or sudo
+// do, and reports how it ended. It runs with a terminal as its controlling
+// terminal; the prompt must not reach that terminal.
+func helperTTYHost() int {
+	m := agentproc.New()
+	defer m.Close()
+	p, err := m.Start(context.Background(), agentproc.Request{Command: "printf '" + ttyPrompt + "' >/dev/tty && read answer </dev/tty"})
+	if err != nil {
+		fmt.Println("host: start:", err)
+		return 1
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	info, err := p.Wait(ctx)
+	if err != nil {
+		fmt.Println("host: wait:", err)
+		return 1
+	}
+	// The output is quoted so that it cannot be mistaken for a prompt
+	// written to the terminal directly.
+	fmt.Printf("host: exit=%d output=%q\n", *info.ExitCode, p.Output().Text)
+	return 0
 }
 
 // helperRequest returns a Request that runs the test binary as a helper in
@@ -100,15 +144,15 @@ func pidsIn(t *testing.T, text string) []int {
 	return pids
 }
 
-// alive reports whether pid is a live, non-zombie process.
+// alive reports whether pid is a live, non-zombie process: from /proc
+// through the package's reader on Linux, else from kill(pid, 0), which
+// also counts zombies.
 func alive(pid int) bool {
+	if state, ok := agentproc.ProcState(pid); ok {
+		return state != 'Z'
+	}
 	if runtime.GOOS == "linux" {
-		data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-		if err != nil {
-			return false
-		}
-		i := bytes.LastIndexByte(data, ')')
-		return i > 0 && i+2 < len(data) && data[i+2] != 'Z'
+		return false // gone from /proc
 	}
 	return unix.Kill(pid, 0) == nil
 }

@@ -139,6 +139,13 @@ func New(opts ...Option) *Manager {
 	for _, o := range opts {
 		o.apply(&cfg)
 	}
+	if foreignProc() {
+		cfg.foreignProc = true
+		cfg.logger.Warn(context.Background(),
+			"agentproc: /proc belongs to another PID namespace (unshare --pid without remounting /proc?): "+
+				"processes that leave their process group are not found or killed, and Leftovers counts "+
+				"1 for a group that outlived its shell; mount a /proc of this namespace to restore both")
+	}
 	m := &Manager{cfg: cfg, procs: make(map[string]*Process)}
 	m.events = newEventBus(func() time.Time { return cfg.clock.Now("agentproc", "event") })
 	if cfg.stateDir != "" {
@@ -207,8 +214,15 @@ func (m *Manager) Shutdown(ctx context.Context) error {
 	m.mu.Unlock()
 
 	// Every process gets its ladder at the same time: one grace period in
-	// total, not one per process. Each stop kills its tree at once when ctx
-	// ends, so none is left half-stopped.
+	// total, not one per process, and one pass over /proc begun after this
+	// moment serves all their terminate steps. The pass is taken before
+	// any signal: once a thousand processes are dying, reading /proc is
+	// ten times slower. Each stop kills its tree at once when ctx ends, so
+	// none is left half-stopped.
+	since := time.Now()
+	if len(running) > 0 {
+		prepareStops(&m.cfg, since)
+	}
 	stopped := make(chan struct{})
 	go func() {
 		defer close(stopped)
@@ -218,7 +232,7 @@ func (m *Manager) Shutdown(ctx context.Context) error {
 				wg.Go(p.releaseDetached)
 				continue
 			}
-			wg.Go(func() { _, _ = p.stop(ctx, ReasonShutdown) })
+			wg.Go(func() { _, _ = p.stop(ctx, ReasonShutdown, since) })
 		}
 		wg.Wait()
 		// Processes whose Start was in flight when closed was set are still
@@ -385,7 +399,7 @@ func (m *Manager) startAttach(ctx context.Context, req Request, owner string) (*
 		// Stopped here rather than in a goroutine, so that nothing of it
 		// outlives Close; this race is rare and costs at most the grace.
 		// Its exit removes its output log (registerExit sees closed).
-		_, _ = p.stop(context.Background(), ReasonShutdown)
+		_, _ = p.stop(context.Background(), ReasonShutdown, time.Now())
 	}
 	p.emitInfo(EventStarted)
 	return p, false, nil

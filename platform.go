@@ -33,6 +33,8 @@ import (
 //   - signal(sig) reaches every member of the tree, returns errNoProcess
 //     when no member is left (never a raw ESRCH), and never reaches a
 //     process outside the tree (a recycled group ID).
+//   - resume() follows a stop's terminate: SIGCONT, so that a stopped
+//     member acts on SIGTERM within the grace (nothing on Windows).
 //   - beginStop() is called just before a stop's terminate, for an OS that
 //     treats it differently from a Signal (Windows: a batch file's
 //     "Terminate batch job?" prompt).
@@ -45,12 +47,18 @@ import (
 //   - usage(state) is CPU time and peak memory; release() frees OS handles.
 //
 // Escaped descendants (containment in containment_linux.go, with /proc read
-// by group_linux.go and sweep_linux.go and cgroups by cgroup_linux.go; the
-// process group alone in containment_nonlinux.go): newContainment makes it
-// before the child starts; prepare hands sysProc.prepare the cgroup to start
-// in, started follows cmd.Start; terminate is the terminate step of a stop,
-// killEscaped the kill after the shell exited; usage may replace the tree's
-// usage with the cgroup's; release frees it.
+// by proc_linux.go, the one /proc reader, and cgroups by cgroup_linux.go;
+// the process group alone in containment_nonlinux.go): newContainment makes
+// it before the child starts; prepare hands sysProc.prepare the cgroup to
+// start in, started follows cmd.Start and reaped the leader's reaping;
+// terminate(since) is the terminate step of a stop, looking for escapees in
+// a /proc pass begun after since, which prepareStops takes once for all
+// the stops of a Close; killEscaped is the kill after the shell exited;
+// usage may replace the tree's usage with the cgroup's; release frees it.
+// foreignProc reports a /proc of another PID namespace, which disables
+// everything that reads it. Counting a group's live members is countGroup
+// and groupLive (proc_linux.go, group_darwin.go, group_freebsd.go,
+// group_nocount.go; group_nonlinux.go).
 //
 // Pipes (pipe_unix.go, pipe_windows.go): outputPipe and inputPipe make the
 // pipes a child gets, with this process's end pollable so that deadlines and
@@ -104,6 +112,7 @@ type osTree interface {
 	prepare(cmd *exec.Cmd, a childAttrs) error
 	started(cmd *exec.Cmd) error
 	signal(sig Signal) error
+	resume()
 	alive() bool
 	killLeftovers() int
 	beginStop()
@@ -117,7 +126,8 @@ type escapeContainment interface {
 	prepare() (cgroupFD int)
 	describe() string
 	started(cmd *exec.Cmd)
-	terminate()
+	terminate(since time.Time)
+	reaped()
 	killEscaped() int
 	usage(cpu time.Duration, rss int64) (time.Duration, int64)
 	release() error
@@ -142,6 +152,9 @@ var (
 	_ func(*os.File, TTYSize) error                     = setTTYSize
 	_ func(*os.File) byte                               = veofChar
 	_ func(string, *config) (*containment, error)       = newContainment
+	_ func(*config) *sysProc                            = newSysProc
+	_ func(*config, time.Time)                          = prepareStops
+	_ func() bool                                       = foreignProc
 	_ func(Limits, *config) error                       = checkLimits
 	_ func(Limits, *sysProc, *containment) error        = applyLimits
 	_ func() (uint64, bool)                             = hostOOMKills

@@ -314,10 +314,14 @@ func (p *Process) signalLocked(sig Signal) error {
 // tree at once (so nothing is left half-stopped) and returns the current Info
 // with ctx.Err(). Stopping an exited process returns its Info and no error.
 func (p *Process) Stop(ctx context.Context) (Info, error) {
-	return p.stop(ctx, ReasonKilled)
+	return p.stop(ctx, ReasonKilled, time.Now())
 }
 
-func (p *Process) stop(ctx context.Context, reason ExitReason) (Info, error) {
+// stop runs the stop ladder. since is the moment from which the processes
+// that left the group are looked for (see containment.terminate): when the
+// stop was asked for, or, for Close, when Close began. It is monotonic
+// real time, not the Manager's clock: it orders reads of /proc.
+func (p *Process) stop(ctx context.Context, reason ExitReason, since time.Time) (Info, error) {
 	if p.det != nil {
 		return p.stopDetached(ctx, reason)
 	}
@@ -341,15 +345,17 @@ func (p *Process) stop(ctx context.Context, reason ExitReason) (Info, error) {
 	// by Signal (Windows: a batch file's prompt after the break).
 	p.sys.beginStop()
 	// Setting the reason under the same lock as the signal means the exit
-	// path, which reads it under p.mu, cannot miss it.
+	// path, which reads it under p.mu, cannot miss it. SIGCONT follows
+	// SIGTERM so that a stopped member acts on it within the grace.
 	if err := p.signalLocked(SignalTerminate); live && !errors.Is(err, ErrNotRunning) && p.stopReason == "" {
 		p.stopReason = reason
 	}
+	p.sys.resume()
 	p.mu.Unlock()
 	// Then whatever left the group. Outside p.mu: the sweep reads /proc, and
 	// it verifies every target itself, so it cannot reach a recycled PID
 	// even if the process exits meanwhile.
-	p.ctr.terminate()
+	p.ctr.terminate(since)
 
 	grace := p.m.cfg.clock.NewTimer(p.m.cfg.grace, "agentproc", "grace")
 	defer grace.Stop()

@@ -45,6 +45,15 @@ func (s *sysProc) exitStatus(state *os.ProcessState) (code int, signal string) {
 	return state.ExitCode(), ""
 }
 
+// resume sends SIGCONT to the group, right after terminate: a member
+// stopped by SIGSTOP, SIGTSTP or SIGTTIN acts on SIGTERM only once it is
+// continued, and would otherwise sit out the whole grace period.
+func (s *sysProc) resume() {
+	if s.pgid > 0 && !s.closed.Load() {
+		_ = unix.Kill(-s.pgid, unix.SIGCONT)
+	}
+}
+
 // beginStop is called before a stop's terminate. A process group needs
 // nothing: SIGTERM means the same from Stop and from Signal.
 func (s *sysProc) beginStop() {}

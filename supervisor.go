@@ -64,7 +64,7 @@ func (m *Manager) spawn(req Request, owner, command, dir string, seq uint64, war
 	cmd.Dir = dir
 	cmd.Env = env
 	st.attach(cmd)
-	sys := &sysProc{}
+	sys := newSysProc(&m.cfg)
 	cmd.Cancel = func() error {
 		if err := sys.signal(SignalKill); err != nil && !errors.Is(err, errNoProcess) {
 			return err
@@ -254,6 +254,7 @@ func (p *Process) supervise(pipe *os.File, readerDone <-chan struct{}) {
 	defer p.m.wg.Done()
 	p.recordRunning()
 	waitErr := p.cmd.Wait()
+	p.ctr.reaped()
 	state := p.cmd.ProcessState
 	// Writes from now on are ErrStdinClosed, whatever is left of the tree.
 	p.in.closeAtExit()

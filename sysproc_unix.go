@@ -36,23 +36,34 @@ func envKeyFold(k string) string { return k }
 // number may be handed out again (after a PID wrap), so from then on signal
 // refuses to use it: closed is set before killLeftovers returns.
 type sysProc struct {
-	pgid   int
+	pgid int
+	// noProc is set when /proc cannot be trusted to describe our
+	// processes (see foreignProc): the group is then judged by kill alone.
+	noProc bool
 	closed atomic.Bool
 }
+
+func newSysProc(cfg *config) *sysProc { return &sysProc{noProc: cfg.foreignProc} }
 
 // prepare builds the child's attributes. It is the only code that sets
 // cmd.SysProcAttr on Unix, so that no step undoes another.
 //
-// The child gets a new process group of its own. With a terminal it gets a
-// new session instead, with the terminal slave (its fd 0) as controlling
-// terminal: a new session is also a new process group whose ID is the
-// leader's PID, so every kill of -pgid still reaches the whole tree, and
-// Setpgid must then be off, since a process group leader cannot call
-// setsid. With a cgroup the kernel creates the leader inside it.
+// The child gets a new session of its own, which also makes it the leader
+// of a new process group whose ID is its PID, so every kill of -pgid
+// reaches the whole tree. The session is what matters: a child in the
+// host's session shares the host's controlling terminal, so a program that
+// opens /dev/tty (ssh or sudo asking for a password) would write its prompt
+// onto the host's terminal and then be stopped by SIGTTIN when it reads. In
+// a session of its own it has no controlling terminal, opening /dev/tty
+// fails at once (ENXIO) and the program reports that in its output. With
+// Request.TTY the terminal slave (its fd 0) becomes the session's
+// controlling terminal. With a cgroup the kernel creates the leader inside
+// it.
 func (s *sysProc) prepare(cmd *exec.Cmd, a childAttrs) error {
-	attr := &syscall.SysProcAttr{Setpgid: true}
+	attr := &syscall.SysProcAttr{Setsid: true}
 	if a.tty {
-		attr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
+		attr.Setctty = true
+		attr.Ctty = 0
 	}
 	if a.cgroupFD >= 0 {
 		if err := startInCgroup(attr, a.cgroupFD); err != nil {
@@ -63,7 +74,7 @@ func (s *sysProc) prepare(cmd *exec.Cmd, a childAttrs) error {
 	return nil
 }
 
-// started records the group; Setpgid made the leader's PID its ID.
+// started records the group; Setsid made the leader's PID its ID.
 func (s *sysProc) started(cmd *exec.Cmd) error {
 	s.pgid = cmd.Process.Pid
 	return nil
@@ -72,33 +83,41 @@ func (s *sysProc) started(cmd *exec.Cmd) error {
 // alive reports whether any member of the group is still running. kill with
 // signal 0 answers "no" cheaply, which is the common case; a "yes" may be
 // only zombies waiting for init, so it is checked against /proc where that
-// can be read.
+// can be read and is ours: the leader first (waitid, no /proc read), then,
+// once it has exited, a count of the whole group from a shared pass over
+// /proc. Never call it with a lock held.
 func (s *sysProc) alive() bool {
 	if s.pgid <= 0 || unix.Kill(-s.pgid, 0) != nil {
 		return false
 	}
-	if n, ok := countGroup(s.pgid); ok {
-		return n > 0
+	if s.noProc {
+		return true
 	}
-	return true
+	live, ok := groupLive(s.pgid)
+	return live || !ok
 }
 
 // killLeftovers kills what is left of the group after the leader exited and
 // returns how many members were still running (exact where the OS lets us
 // enumerate the group, else 1 when any remained). From then on the group ID
 // is never signalled again.
+//
+// The group is killed whenever kill(-pgid, 0) says it exists, whatever
+// /proc counts: a /proc of another PID namespace counts nothing, and a
+// group of zombies takes no harm.
 func (s *sysProc) killLeftovers() int {
 	defer s.closed.Store(true)
 	if s.pgid <= 0 || unix.Kill(-s.pgid, 0) != nil {
 		return 0
 	}
-	n, ok := countGroup(s.pgid)
+	n, ok := 0, false
+	if !s.noProc {
+		n, ok = countGroup(s.pgid)
+	}
 	if !ok {
 		n = 1
 	}
-	if n > 0 {
-		_ = unix.Kill(-s.pgid, unix.SIGKILL)
-	}
+	_ = unix.Kill(-s.pgid, unix.SIGKILL)
 	return n
 }
 
