@@ -7,3 +7,13 @@ import "time"
 func WithStdinStall(d time.Duration) Option {
 	return optionFunc(func(c *config) { c.stdinStall = d })
 }
+
+// WithLogDirBound shortens the bound on output log directory calls so tests
+// of a hung directory stay fast.
+func WithLogDirBound(d time.Duration) Option {
+	return optionFunc(func(c *config) { c.logDirBound = d })
+}
+
+// WaitLogRemovals waits (at most the log directory bound) until the output
+// logs queued for removal are gone.
+func WaitLogRemovals(m *Manager) { m.logs.waitRemoved() }

@@ -64,8 +64,9 @@ type Request struct {
 // stop everything it started; the zero value is not usable. A Manager is
 // safe for concurrent use.
 type Manager struct {
-	cfg config
-	wg  sync.WaitGroup // one per supervise goroutine
+	cfg  config
+	wg   sync.WaitGroup // one per supervise goroutine
+	logs *logDir        // nil without WithOutputLog
 
 	mu      sync.Mutex
 	procs   map[string]*Process
@@ -89,7 +90,7 @@ func New(opts ...Option) *Manager {
 	for _, o := range opts {
 		o.apply(&cfg)
 	}
-	return &Manager{cfg: cfg, procs: make(map[string]*Process)}
+	return &Manager{cfg: cfg, logs: newLogDir(&cfg), procs: make(map[string]*Process)}
 }
 
 // Start validates req and starts it. It never blocks on the command; use
@@ -136,8 +137,11 @@ func (m *Manager) Close() error {
 	// supervised; waiting on wg covers them too.
 	m.wg.Wait()
 	m.mu.Lock()
-	m.removeLogsLocked()
+	for _, p := range m.procs {
+		m.logs.remove(p.log)
+	}
 	m.mu.Unlock()
+	m.logs.waitRemoved()
 	return nil
 }
 
@@ -269,7 +273,7 @@ func (m *Manager) start(req Request, owner string) (*Process, error) {
 	if closed && p.exited() {
 		// Close swept the logs before p was listed, and p's exit came
 		// before Close began; a later exit removes its own.
-		p.log.remove()
+		m.logs.remove(p.log)
 	}
 	m.mu.Unlock()
 	if closed {
@@ -285,16 +289,23 @@ func (m *Manager) start(req Request, owner string) (*Process, error) {
 // supervise goroutine in m.wg.
 func (m *Manager) spawn(req Request, owner, command, dir string, seq uint64, warnings []string) (*Process, error) {
 	id := uuid.NewString()
-	env := m.buildEnv(req.Env, id)
-	// Containment beyond the process group (marker sweep, cgroup) is set up
-	// first: a cgroup that cannot be made fails Start before anything runs.
+	env := m.buildEnv(req.Env, id, req.TTY != nil)
+	// The output log and the containment beyond the process group (marker
+	// sweep, cgroup) are set up first: a log or a cgroup that cannot be
+	// made fails Start before anything runs.
+	log, err := m.logs.open(id)
+	if err != nil {
+		return nil, err
+	}
 	ctr, err := newContainment(id, &m.cfg)
 	if err != nil {
+		m.logs.discard(log)
 		return nil, xerrors.Errorf("agentproc: set up containment: %w", err)
 	}
 
 	st, err := openStdio(req, m.cfg.stdinStall)
 	if err != nil {
+		m.logs.discard(log)
 		_ = ctr.release()
 		return nil, err
 	}
@@ -316,6 +327,7 @@ func (m *Manager) spawn(req Request, owner, command, dir string, seq uint64, war
 	cmd.WaitDelay = pipeDrain
 
 	fail := func(step string, err error) (*Process, error) {
+		m.logs.discard(log)
 		_ = ctr.release()
 		kill()
 		st.closeAll()
@@ -343,6 +355,7 @@ func (m *Manager) spawn(req Request, owner, command, dir string, seq uint64, war
 	st.closeChild()
 	if err := sys.started(cmd); err != nil {
 		_ = cmd.Wait()
+		m.logs.discard(log)
 		sys.release()
 		_ = ctr.killEscaped()
 		_ = ctr.release()
@@ -357,6 +370,7 @@ func (m *Manager) spawn(req Request, owner, command, dir string, seq uint64, war
 		owner: owner,
 		seq:   seq,
 		buf:   newOutputBuffer(m.cfg.headBytes, m.cfg.tailBytes),
+		log:   log,
 		sys:   sys,
 		ctr:   ctr,
 		cmd:   cmd,
@@ -379,10 +393,10 @@ func (m *Manager) spawn(req Request, owner, command, dir string, seq uint64, war
 			PID:        cmd.Process.Pid,
 			StartedAt:  m.cfg.clock.Now("agentproc", "start"),
 			Timeout:    req.Timeout,
+			LogPath:    log.pathOrEmpty(),
 		},
 	}
-	p.log = m.openOutputLog(id)
-	p.info.LogPath = p.log.pathOrEmpty()
+	log.start()
 	p.enforceTimeout(req.Timeout)
 	m.cfg.logger.Debug(context.Background(), "started process",
 		slog.F("id", id), slog.F("pid", cmd.Process.Pid), slog.F("owner", owner))
@@ -443,7 +457,7 @@ func (m *Manager) exited(p *Process, at time.Time) {
 	m.running--
 	m.exitOrder = append(m.exitOrder, exitRecord{p, at})
 	if m.closed {
-		p.log.remove() // Close may have swept the logs before this exit
+		m.logs.remove(p.log) // Close may have swept the logs before this exit
 	}
 	m.reapLocked()
 	m.mu.Unlock()
@@ -473,7 +487,7 @@ func (m *Manager) reapLocked() {
 // has dropped it: its Key and its output log.
 func (m *Manager) droppedLocked(p *Process) {
 	m.freeKeyLocked(p)
-	p.log.remove()
+	m.logs.remove(p.log)
 }
 
 // posixShell reports whether shell[0] names a shell that parses sh syntax,
@@ -567,7 +581,7 @@ func (m *Manager) resolveWorkDir(dir string) (string, error) {
 
 // buildEnv layers os.Environ(), the hook and the request's env, then the
 // marker. Values are never logged.
-func (m *Manager) buildEnv(reqEnv map[string]string, id string) []string {
+func (m *Manager) buildEnv(reqEnv map[string]string, id string, tty bool) []string {
 	env := os.Environ()
 	if m.cfg.envHook != nil {
 		hooked, err := m.cfg.envHook(slices.Clone(env))

@@ -38,6 +38,7 @@ type config struct {
 	bgDetect     bool
 	logDir       string
 	logMaxBytes  int64
+	logDirBound  time.Duration // real time; tests shorten it
 }
 
 // Defaults, named so the README and tests can refer to them.
@@ -63,6 +64,7 @@ func defaultConfig() config {
 		grace:        DefaultGracePeriod,
 		stdinStall:   defaultStdinStall,
 		bgDetect:     true,
+		logDirBound:  logDirBound,
 	}
 }
 

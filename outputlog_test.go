@@ -5,6 +5,7 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 )
 
 // When the writer falls behind by maxLogBacklog, output is dropped from the
@@ -20,7 +21,7 @@ func TestOutputLogBacklogDropsAndMarks(t *testing.T) {
 	path := f.Name()
 	t.Cleanup(func() { _ = os.Remove(path) })
 	// No writer goroutine yet: everything stays queued.
-	l := &outputLog{path: path, f: f, wake: make(chan struct{}, 1), done: make(chan struct{})}
+	l := &outputLog{dir: &logDir{bound: time.Minute}, path: path, f: f, wake: make(chan struct{}, 1), done: make(chan struct{})}
 	chunk := bytes.Repeat([]byte("x"), 64<<10)
 	const chunks = maxLogBacklog/(64<<10) + 3
 	for range chunks {
