@@ -359,8 +359,9 @@ func (b *outputBuffer) text(maxLineBytes int) (string, *Truncation) {
 	if headLen > 0 && b.head[headLen-1] != '\n' {
 		sb.WriteByte('\n')
 	}
+	var num [20]byte // FormatInt would allocate the number
 	sb.WriteString("[... ")
-	sb.WriteString(strconv.FormatInt(markerBytes, 10))
+	sb.Write(strconv.AppendInt(num[:0], markerBytes, 10))
 	sb.WriteString(" bytes omitted ...]")
 	if tailLen > 0 {
 		sb.WriteByte('\n')

@@ -2,7 +2,6 @@ package agentproc
 
 import (
 	"context"
-	"errors"
 	"maps"
 	"os"
 	"path/filepath"
@@ -309,27 +308,19 @@ func (m *Manager) spawn(req Request, owner, command, dir string, seq uint64, war
 		_ = ctr.release()
 		return nil, err
 	}
-	ctx, kill := context.WithCancel(context.Background())
-	cmd := newShellCmd(ctx, m.cfg.shell, command)
+	// A context that never ends: the kill step is the ladder's own
+	// (Process.killTree), not os/exec's. With a cancellable context os/exec
+	// runs a goroutine per command to watch it, and Wait hands off to that
+	// goroutine and back after every exit: a tenth of Start+Wait of `true`.
+	cmd := newShellCmd(context.Background(), m.cfg.shell, command)
 	cmd.Dir = dir
 	cmd.Env = env
 	st.attach(cmd)
 	sys := &sysProc{}
-	cmd.Cancel = func() error {
-		if err := sys.signal(SignalKill); err != nil && !errors.Is(err, errNoProcess) {
-			return err
-		}
-		return nil
-	}
-	// With *os.File outputs os/exec starts no copying goroutines, so
-	// WaitDelay only bounds how long Wait waits after Cancel before it kills
-	// the leader itself.
-	cmd.WaitDelay = pipeDrain
 
 	fail := func(step string, err error) (*Process, error) {
 		m.logs.discard(log)
 		_ = ctr.release()
-		kill()
 		st.closeAll()
 		return nil, xerrors.Errorf("agentproc: %s: %w", step, err)
 	}
@@ -349,7 +340,6 @@ func (m *Manager) spawn(req Request, owner, command, dir string, seq uint64, war
 		return fail("start "+m.cfg.shell[0]+ctr.describe(), err)
 	}
 	ctr.started(cmd)
-	growPipe(st.out) // a no-op on a PTY master
 	// Only the child holds the write end now, so EOF comes when the last
 	// process of the tree that inherited it is gone.
 	st.closeChild()
@@ -359,7 +349,6 @@ func (m *Manager) spawn(req Request, owner, command, dir string, seq uint64, war
 		sys.release()
 		_ = ctr.killEscaped()
 		_ = ctr.release()
-		kill()
 		st.closeAll()
 		return nil, xerrors.Errorf("agentproc: contain process: %w", err)
 	}
@@ -374,7 +363,6 @@ func (m *Manager) spawn(req Request, owner, command, dir string, seq uint64, war
 		sys:   sys,
 		ctr:   ctr,
 		cmd:   cmd,
-		kill:  kill,
 		in:    st.in,
 		done:  make(chan struct{}),
 		// escalated is made with the process so the ladder and the
@@ -411,13 +399,14 @@ func (m *Manager) spawn(req Request, owner, command, dir string, seq uint64, war
 }
 
 // The reader starts with a small chunk and switches to a large one the first
-// time a read fills the small one. Quiet processes (an idle server) then pin
-// only 16 KiB each, while a fast writer gets reads big enough that the
-// buffer copies just the tail of each and a follower wakes less often: in
-// BenchmarkFollow, 256 KiB reads cut a follower's cost from about 45% to
-// about 10% of the child's throughput on two cores. Both sizes are pooled
-// because most commands are short and a fresh chunk per start showed up in
-// Start+Wait.
+// time a read fills the small one, growing the pipe's kernel buffer at the
+// same moment. Quiet processes (an idle server) then pin only 16 KiB each
+// and short commands skip the fcntl, while a fast writer gets reads big
+// enough that the buffer copies just the tail of each and a follower wakes
+// less often: in BenchmarkFollow, 256 KiB reads cut a follower's cost from
+// about 45% to about 10% of the child's throughput on two cores. Both sizes
+// are pooled because most commands are short and a fresh chunk per start
+// showed up in Start+Wait.
 var (
 	smallChunks = sync.Pool{New: func() any { b := make([]byte, 16<<10); return &b }}
 	largeChunks = sync.Pool{New: func() any { b := make([]byte, 256<<10); return &b }}
@@ -443,6 +432,7 @@ func copyOutput(buf *outputBuffer, log *outputLog, r *os.File) {
 			return
 		}
 		if n == len(*chunk) && pool == &smallChunks {
+			growPipe(r) // a no-op on a PTY master
 			pool.Put(chunk)
 			pool = &largeChunks
 			chunk = pool.Get().(*[]byte)

@@ -121,10 +121,7 @@ type Process struct {
 	sys   *sysProc
 	ctr   *containment // what of the tree may leave the group
 	cmd   *exec.Cmd
-	// kill cancels the context the command was started with; os/exec then
-	// calls cmd.Cancel, which kills the whole tree.
-	kill context.CancelFunc
-	in   *input // nil without Stdin or TTY
+	in    *input // nil without Stdin or TTY
 	done chan struct{}
 	// escalated is closed when the stop ladder moves from terminate to
 	// kill (see escalate).
@@ -269,12 +266,20 @@ func (p *Process) stop(ctx context.Context, reason ExitReason) (Info, error) {
 }
 
 // escalate is the kill step of the stop ladder: it tells a supervisor that
-// is giving the group its grace period to stop waiting, and cancels the
-// command's context, which makes os/exec kill the tree if the shell is
-// still running.
+// is giving the group its grace period to stop waiting, and kills the tree.
 func (p *Process) escalate() {
 	p.escalateOnce.Do(func() { close(p.escalated) })
-	p.kill()
+	p.killTree()
+}
+
+// killTree sends kill to the whole tree (the group on Unix, the job on
+// Windows). Should that fail for another reason than the tree being gone,
+// the shell is killed through its process handle, which names it even if
+// its PID has been reused.
+func (p *Process) killTree() {
+	if err := p.sys.signal(SignalKill); err != nil && !errors.Is(err, errNoProcess) {
+		_ = p.cmd.Process.Kill()
+	}
 }
 
 // stopping reports whether a stop ladder has sent terminate to the group.
@@ -364,7 +369,6 @@ func (p *Process) supervise(pipe *os.File, readerDone <-chan struct{}) {
 	if err := p.ctr.release(); err != nil {
 		p.m.cfg.logger.Warn(context.Background(), "release containment", fieldError(err))
 	}
-	p.kill() // releases the context; the process is already gone
 
 	now := p.m.cfg.clock.Now("agentproc", "exit")
 	// The running slot is given back before the exit is published, so a
