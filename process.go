@@ -122,7 +122,7 @@ type Process struct {
 	ctr   *containment // what of the tree may leave the group
 	cmd   *exec.Cmd
 	in    *input // nil without Stdin or TTY
-	done chan struct{}
+	done  chan struct{}
 	// escalated is closed when the stop ladder moves from terminate to
 	// kill (see escalate).
 	escalated    chan struct{}
