@@ -569,10 +569,13 @@ func (m *Manager) resolveWorkDir(dir string) (string, error) {
 	return home, nil
 }
 
-// buildEnv layers os.Environ(), the hook and the request's env, then the
-// marker. Values are never logged.
+// buildEnv layers os.Environ(), the non-interactive settings, the hook and
+// the request's env, then the marker. Values are never logged.
 func (m *Manager) buildEnv(reqEnv map[string]string, id string, tty bool) []string {
 	env := os.Environ()
+	if m.cfg.nonInteractive {
+		env = nonInteractiveEnv(env, tty)
+	}
 	if m.cfg.envHook != nil {
 		hooked, err := m.cfg.envHook(slices.Clone(env))
 		if err != nil {
@@ -587,17 +590,21 @@ func (m *Manager) buildEnv(reqEnv map[string]string, id string, tty bool) []stri
 	return mergeEnv(env, over)
 }
 
-// mergeEnv returns base with every key of over set to its value, replacing
-// earlier entries (compared the way the OS compares names).
-func mergeEnv(base []string, over map[string]string) []string {
+// mergeEnv returns base without the keys in unset and with every key of
+// over set to its value, replacing earlier entries (keys are compared the
+// way the OS compares names).
+func mergeEnv(base []string, over map[string]string, unset ...string) []string {
 	out := make([]string, 0, len(base)+len(over))
-	overKeys := make(map[string]bool, len(over))
+	drop := make(map[string]bool, len(over)+len(unset))
 	for k := range over {
-		overKeys[envKeyFold(k)] = true
+		drop[envKeyFold(k)] = true
+	}
+	for _, k := range unset {
+		drop[envKeyFold(k)] = true
 	}
 	for _, kv := range base {
 		k, _, _ := strings.Cut(kv, "=")
-		if !overKeys[envKeyFold(k)] {
+		if !drop[envKeyFold(k)] {
 			out = append(out, kv)
 		}
 	}

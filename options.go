@@ -36,9 +36,11 @@ type config struct {
 	stdinStall   time.Duration // real time; tests shorten it
 	cgroupParent string
 	bgDetect     bool
-	logDir       string
-	logMaxBytes  int64
-	logDirBound  time.Duration // real time; tests shorten it
+	// nonInteractive applies nonInteractiveSettings to every child.
+	nonInteractive bool
+	logDir         string
+	logMaxBytes    int64
+	logDirBound    time.Duration // real time; tests shorten it
 }
 
 // Defaults, named so the README and tests can refer to them.
@@ -53,18 +55,19 @@ const (
 
 func defaultConfig() config {
 	return config{
-		clock:        quartz.NewReal(),
-		shell:        defaultShell(),
-		workDir:      func() string { return "" },
-		headBytes:    DefaultHeadBytes,
-		tailBytes:    DefaultTailBytes,
-		maxLineBytes: DefaultMaxLineBytes,
-		retainAge:    DefaultRetention,
-		maxExited:    DefaultMaxExited,
-		grace:        DefaultGracePeriod,
-		stdinStall:   defaultStdinStall,
-		bgDetect:     true,
-		logDirBound:  logDirBound,
+		clock:          quartz.NewReal(),
+		shell:          defaultShell(),
+		workDir:        func() string { return "" },
+		headBytes:      DefaultHeadBytes,
+		tailBytes:      DefaultTailBytes,
+		maxLineBytes:   DefaultMaxLineBytes,
+		retainAge:      DefaultRetention,
+		maxExited:      DefaultMaxExited,
+		grace:          DefaultGracePeriod,
+		stdinStall:     defaultStdinStall,
+		bgDetect:       true,
+		nonInteractive: true,
+		logDirBound:    logDirBound,
 	}
 }
 
@@ -96,8 +99,10 @@ func WithShell(argv ...string) Option {
 	})
 }
 
-// WithEnv sets a hook that rewrites the base environment (os.Environ()) for
-// every process. If the hook fails, a warning is logged and the base is used.
+// WithEnv sets a hook that rewrites the base environment for every process:
+// os.Environ() with the non-interactive settings applied (see
+// WithNonInteractiveEnv), so the hook sees them and may change or remove
+// any. If the hook fails, a warning is logged and the base is used.
 // Request.Env is applied after the hook and wins.
 func WithEnv(hook func(base []string) ([]string, error)) Option {
 	return optionFunc(func(c *config) { c.envHook = hook })
@@ -177,6 +182,26 @@ func WithCgroup(parent string) Option {
 // runs unchanged (the shell reports the error) and is not promoted.
 func WithBackgroundDetection(on bool) Option {
 	return optionFunc(func(c *config) { c.bgDetect = on })
+}
+
+// WithNonInteractiveEnv turns on or off (default on) the environment that
+// keeps commands from waiting for a person. When on, every child gets, over
+// os.Environ() and under the WithEnv hook and Request.Env (which can set
+// any of them back):
+//
+//   - EDITOR, VISUAL, GIT_EDITOR and GIT_SEQUENCE_EDITOR set to a command
+//     that fails at once, saying on stderr that no editor is available,
+//     and GIT_MERGE_AUTOEDIT=no;
+//   - PAGER, GIT_PAGER, MANPAGER, GH_PAGER and SYSTEMD_PAGER set to cat;
+//   - GIT_TERMINAL_PROMPT=0, GCM_INTERACTIVE=never, GH_PROMPT_DISABLED=1,
+//     DEBIAN_FRONTEND=noninteractive and PIP_NO_INPUT=1, with GIT_ASKPASS,
+//     SSH_ASKPASS and GPG_TTY removed;
+//   - without Request.TTY only: TERM=dumb and NO_COLOR=1.
+//
+// Nothing answers "yes" on the user's behalf. The README gives the reason
+// for each entry.
+func WithNonInteractiveEnv(on bool) Option {
+	return optionFunc(func(c *config) { c.nonInteractive = on })
 }
 
 // homeDir is a variable so the fallback is visible in one place.
