@@ -212,11 +212,18 @@ var homeDir = os.UserHomeDir
 // path Info.LogPath reports. While the output fits in maxBytes the file holds
 // all of it; once it grows past maxBytes the file is cut back to its first
 // maxBytes/2 bytes, the rest is only counted, and a last line gives the
-// count when the process exits. maxBytes <= 0 means no cap. The file is
-// removed when retention drops the process and by Close. If the file cannot
-// be created or written (an unwritable dir, a full disk) a warning is logged
-// once and that process runs on without a log. An empty dir, the default,
-// turns logging off.
+// count when the process exits. maxBytes <= 0 means no cap. An empty dir,
+// the default, turns logging off.
+//
+// The file is created before the command starts: if it cannot be created
+// (an unwritable dir), or the directory does not answer within 5 s (a dead
+// network mount), Start fails with an error naming the file and nothing
+// runs; after such a timeout, Starts fail at once until the directory
+// answers again. A write error later (a full disk) logs one warning and the
+// process runs on without its log. The file is removed in the background
+// when retention drops the process, and by Close. No file-system call is
+// made under a lock: a hung directory delays an exit by at most 5 s, Close
+// by at most 5 s beyond its processes' exits, and Get and List not at all.
 func WithOutputLog(dir string, maxBytes int64) Option {
 	return optionFunc(func(c *config) {
 		c.logDir = dir

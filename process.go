@@ -86,7 +86,8 @@ type Info struct {
 	// Timeout is the Request's Timeout; 0 means none.
 	Timeout time.Duration `json:"timeout_ns,omitempty"`
 	// LogPath is the file holding the full output (WithOutputLog), or ""
-	// without one. The file is gone once retention drops the process.
+	// without one. The file is removed, in the background, once retention
+	// drops the process, and by Close.
 	LogPath string `json:"log_path,omitempty"`
 	// Stdin is true when the caller can write the process's stdin
 	// (Request.Stdin or Request.TTY).
