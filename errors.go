@@ -1,6 +1,10 @@
 package agentproc
 
-import "golang.org/x/xerrors"
+import (
+	"errors"
+
+	"golang.org/x/xerrors"
+)
 
 // Errors returned by the package. Check them with errors.Is; most are returned
 // wrapped with the detail that caused them.
@@ -32,8 +36,10 @@ var (
 	// Request.TTY.
 	ErrNoTTY = xerrors.New("agentproc: process has no terminal")
 	// ErrUnsupported is returned, wrapped with the platform's name, for a
-	// feature the platform lacks (Request.TTY on Windows).
-	ErrUnsupported = xerrors.New("agentproc: unsupported on this platform")
+	// feature the platform lacks (Request.TTY on Windows). It matches
+	// errors.ErrUnsupported under errors.Is, so one check covers it and the
+	// errors.ErrUnsupported that WithCgroup's failures wrap.
+	ErrUnsupported error = unsupportedError{}
 	// ErrExited is returned by Process.WaitMatch when the process exits
 	// without writing a matching line.
 	ErrExited = xerrors.New("agentproc: process exited")
@@ -46,3 +52,12 @@ var (
 // errNoProcess is what the OS layer returns when a signal finds no live
 // member of the tree; the portable code maps it to ErrNotRunning.
 var errNoProcess = xerrors.New("agentproc: no process in the tree")
+
+// unsupportedError is the type of ErrUnsupported: a comparable value, so
+// errors.Is finds it through any wrapping, that also claims to be
+// errors.ErrUnsupported.
+type unsupportedError struct{}
+
+func (unsupportedError) Error() string { return "agentproc: unsupported on this platform" }
+
+func (unsupportedError) Is(target error) bool { return target == errors.ErrUnsupported }

@@ -47,11 +47,19 @@ type Request struct {
 	// Env and Background returns that process (running or exited) and starts
 	// nothing, and a Start with a different one is ErrKeyConflict. The key
 	// is free again once retention drops the process. "" means no key.
+	// Scope.StartOrAttach says which of the two a Start did.
 	Key string `json:"key,omitempty"`
 	// Stdin gives the process a pipe as stdin that the caller writes with
 	// Process.WriteStdin and ends with Process.CloseStdin. false, the
 	// default, gives it the null device.
 	Stdin bool `json:"stdin,omitempty"`
+	// Verbatim runs Command exactly as given: no background detection, even
+	// when the Manager has it on (WithBackgroundDetection), so a trailing
+	// "&" stays in the command and Background stays as set. false, the
+	// default, leaves the choice to the Manager. A server that promises
+	// its clients verbatim commands (httpapi's Coder profile) sets it per
+	// request.
+	Verbatim bool `json:"verbatim,omitempty"`
 	// TTY, when non-nil, runs the process under a pseudo-terminal of that
 	// size (Unix only; Start returns ErrUnsupported elsewhere). The terminal
 	// is stdin, stdout and stderr, so TTY implies a writable stdin. nil, the
@@ -196,6 +204,13 @@ func (m *Manager) list(visible func(*Process) bool) []Info {
 }
 
 func (m *Manager) start(req Request, owner string) (*Process, error) {
+	var attached bool
+	return m.startAttach(req, owner, &attached)
+}
+
+// startAttach starts req for owner. When req.Key names a retained process it
+// returns that one instead and sets *attached (see Scope.StartOrAttach).
+func (m *Manager) startAttach(req Request, owner string, attached *bool) (*Process, error) {
 	command, err := validateCommand(req.Command)
 	if err != nil {
 		return nil, err
@@ -204,7 +219,7 @@ func (m *Manager) start(req Request, owner string) (*Process, error) {
 		return nil, err
 	}
 	var warnings []string
-	if m.cfg.bgDetect && posixShell(m.cfg.shell) {
+	if m.cfg.bgDetect && !req.Verbatim && posixShell(m.cfg.shell) {
 		command, req.Background, warnings = detectBackground(command, req.Background)
 	}
 	if err := validateEnv(req.Env); err != nil {
@@ -222,6 +237,7 @@ func (m *Manager) start(req Request, owner string) (*Process, error) {
 	if req.Key != "" {
 		p, c, err := m.claimKey(req, owner)
 		if p != nil || err != nil {
+			*attached = p != nil
 			return p, err
 		}
 		claim = c

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -100,18 +101,23 @@ func alive(pid int) bool {
 // requireGone waits (under the test deadline) until none of pids is alive.
 // Processes that held the output pipe are already gone when Wait returns;
 // the wait covers the others, whose SIGKILL is delivered asynchronously.
+// The event is each process's exit, seen through a pidfd on Linux; other
+// systems poll /proc or kill(pid, 0), having no such event for a process
+// that is not our child.
 func requireGone(t *testing.T, pids []int) {
 	t.Helper()
 	ctx := testContext(t)
+	var left []int
+	for _, pid := range pids {
+		if exited, ok := waitExit(ctx, pid); ok && exited {
+			continue
+		}
+		left = append(left, pid)
+	}
 	tick := time.NewTicker(2 * time.Millisecond)
 	defer tick.Stop()
 	for {
-		var left []int
-		for _, pid := range pids {
-			if alive(pid) {
-				left = append(left, pid)
-			}
-		}
+		left = slices.DeleteFunc(left, func(pid int) bool { return !alive(pid) })
 		if len(left) == 0 {
 			return
 		}
@@ -318,6 +324,8 @@ func TestWaitTimeoutReturnsRunning(t *testing.T) {
 	t.Parallel()
 	m := newManager(t)
 	p := mustStart(t, m, agentproc.Request{Command: "sleep 1000"})
+	// The process runs until stopped, so only the ctx can end this wait,
+	// however late its 20 ms deadline is noticed.
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
 	defer cancel()
 	info, err := p.Wait(ctx)
@@ -344,6 +352,8 @@ func TestConcurrentWaitersAllWake(t *testing.T) {
 			results <- info
 		})
 	}
+	// SIGKILL cannot be caught, so it needs no readiness event; a waiter
+	// that starts after the exit returns at once, so neither does Wait.
 	if err := q.Signal(agentproc.SignalKill); err != nil {
 		t.Fatal(err)
 	}
@@ -395,6 +405,9 @@ func TestSignaledFromOutside(t *testing.T) {
 	t.Parallel()
 	m := newManager(t)
 	p := mustStart(t, m, agentproc.Request{Command: "exec sleep 1000"})
+	// No readiness event is needed: Start returns after the exec of sh,
+	// and SIGTERM's default action ends sh and sleep alike, so the outcome
+	// is the same whenever it lands.
 	if err := unix.Kill(p.Info().PID, unix.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
@@ -439,18 +452,20 @@ func TestMaxRunning(t *testing.T) {
 func TestTruncatedOutputCounts(t *testing.T) {
 	t.Parallel()
 	m := newManager(t, agentproc.WithOutputLimits(1000, 1000, 0))
-	// 100000 lines "line NNNNN\n" of 11 bytes each.
-	p := mustStart(t, m, agentproc.Request{Command: `i=0; while [ $i -lt 100000 ]; do printf 'line %05d\n' $i; i=$((i+1)); done`})
+	// 20000 lines "line NNNNN\n" of 11 bytes each: 220 kB against 2 kB kept.
+	// Few enough that the CPU-bound loop ends well inside the test deadline
+	// on a loaded machine.
+	p := mustStart(t, m, agentproc.Request{Command: `i=0; while [ $i -lt 20000 ]; do printf 'line %05d\n' $i; i=$((i+1)); done`})
 	mustWait(t, p)
 	out := p.Output()
 	if out.Truncated == nil {
 		t.Fatalf("Truncated got nil, want counts")
 	}
 	tr := out.Truncated
-	if tr.OriginalBytes != 1100000 || tr.RetainedBytes+tr.OmittedBytes != tr.OriginalBytes || tr.RetainedBytes > 2000 || tr.Strategy != "head_tail" {
-		t.Errorf("Truncation got %+v, want 1100000 original, at most 2000 retained, head_tail", tr)
+	if tr.OriginalBytes != 220000 || tr.RetainedBytes+tr.OmittedBytes != tr.OriginalBytes || tr.RetainedBytes > 2000 || tr.Strategy != "head_tail" {
+		t.Errorf("Truncation got %+v, want 220000 original, at most 2000 retained, head_tail", tr)
 	}
-	if !strings.HasPrefix(out.Text, "line 00000\nline 00001\n") || !strings.HasSuffix(out.Text, "line 99998\nline 99999\n") {
+	if !strings.HasPrefix(out.Text, "line 00000\nline 00001\n") || !strings.HasSuffix(out.Text, "line 19998\nline 19999\n") {
 		t.Errorf("text should keep head and tail; got %q...%q", out.Text[:30], out.Text[len(out.Text)-30:])
 	}
 	if !strings.Contains(out.Text, fmt.Sprintf("%d bytes omitted", tr.OmittedBytes)) {
@@ -571,8 +586,9 @@ func TestStopEscalatesAfterGrace(t *testing.T) {
 	}()
 	call := trap.MustWait(ctx)
 	call.MustRelease(ctx)
-	// The shell ignores SIGTERM; its `sleep 1` children do not, so the loop
-	// keeps going. Nothing ends it until the grace period passes.
+	// The shell ignores SIGTERM, and so do its `sleep 1` children, which
+	// inherit the ignored disposition: nothing ends the loop until the
+	// grace period passes.
 	select {
 	case r := <-done:
 		t.Fatalf("Stop returned before the grace period: %+v", r)
@@ -721,12 +737,40 @@ func TestStopGivesGroupMembersTheGrace(t *testing.T) {
 // the exit as its own.
 func TestStopAfterShellExitKeepsReason(t *testing.T) {
 	t.Parallel()
-	m := newManager(t)
-	p := mustStart(t, m, agentproc.Request{Command: `setsid env -i sleep 1 & echo ready; exit 0`})
-	waitForOutput(t, p, regexp.MustCompile(`ready`))
-	// Wait until the shell itself is gone (reaped); Info still says running
-	// while the escaped sleep holds the pipe.
+	// The pipe drain is how long the process still counts as running after
+	// the shell's exit while the escapee holds the pipe: the window in
+	// which Stop must arrive. Half the test deadline leaves a loaded
+	// machine seconds to get from the shell's exit to Stop.
+	m := newManager(t, agentproc.WithPipeDrain(testTimeout/2))
+	// The escapee must have left the group before the shell exits: a child
+	// forked by "setsid ... &" stays in the shell's group until setsid(2)
+	// runs, and a Stop that arrives in that window rightly terminates a
+	// live member and claims the exit. It must also have dropped the marker
+	// (env -i), or the cleanup after the shell's exit kills it. So the shell
+	// waits on a FIFO that the escapee opens only after both, from the sh
+	// that env -i execs.
+	fifo := filepath.Join(t.TempDir(), "escaped")
+	if err := unix.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p := mustStart(t, m, agentproc.Request{
+		Command: `setsid env -i sh -c 'echo pid=$$ > "$1"; exec sleep 1000' sh "$FIFO" & read x < "$FIFO"; echo "ready $x"; exit 0`,
+		Env:     map[string]string{"FIFO": fifo},
+	})
+	// Event: the shell relays the escapee's PID, which the escapee wrote to
+	// the FIFO once it was outside the group and without the marker.
+	escapee := pidsIn(t, waitForOutput(t, p, regexp.MustCompile(`ready pid=\d+`))[0])[0]
+	// Nothing here kills the escapee, so its PID cannot be reused before
+	// this cleanup. It holds the pipe until the exit path gives up on it.
+	t.Cleanup(func() { _ = unix.Kill(escapee, unix.SIGKILL) })
+	// Event: the shell itself is gone (reaped, or a zombie).
 	requireGone(t, []int{p.Info().PID})
+	// The escapee holds the pipe, so the process is still running (for the
+	// pipe drain after the shell's exit): Stop takes the stop path rather
+	// than returning the final Info at once.
+	if !p.Info().Running {
+		t.Fatalf("got not running before Stop, want running while the escapee holds the pipe (output %q)", p.Output().Text)
+	}
 	info, err := p.Stop(testContext(t))
 	if err != nil {
 		t.Fatalf("Stop: %v", err)

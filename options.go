@@ -34,6 +34,7 @@ type config struct {
 	grace        time.Duration
 	maxRunning   int
 	stdinStall   time.Duration // real time; tests shorten it
+	pipeDrain    time.Duration // real time; tests lengthen it
 	cgroupParent string
 	bgDetect     bool
 	// nonInteractive applies nonInteractiveSettings to every child.
@@ -65,6 +66,7 @@ func defaultConfig() config {
 		maxExited:      DefaultMaxExited,
 		grace:          DefaultGracePeriod,
 		stdinStall:     defaultStdinStall,
+		pipeDrain:      defaultPipeDrain,
 		bgDetect:       true,
 		nonInteractive: true,
 		logDirBound:    logDirBound,

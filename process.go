@@ -320,11 +320,13 @@ func (p *Process) exited() bool {
 	}
 }
 
-// pipeDrain bounds how long the exit path waits for the output pipe to reach
-// EOF after the shell exited and its leftovers were killed. Only processes
-// that left the tree (and so escaped the kill) can hold the pipe that long.
-// It is real time on purpose: it is enforced by the pipe's read deadline.
-const pipeDrain = 2 * time.Second
+// defaultPipeDrain bounds how long the exit path waits for the output pipe
+// to reach EOF after the shell exited and its leftovers were killed. Only
+// processes that left the tree (and so escaped the kill) can hold the pipe
+// that long. It is real time on purpose: it is enforced by the pipe's read
+// deadline. It is config.pipeDrain, so that tests can make waiting it out
+// unmistakable.
+const defaultPipeDrain = 2 * time.Second
 
 // supervise runs in its own goroutine from Start until the process has
 // exited and its output is final. readerDone is closed when the output
@@ -341,14 +343,14 @@ func (p *Process) supervise(pipe *os.File, readerDone <-chan struct{}) {
 	}
 	// The shell is gone; whatever is left of its tree is killed now so that
 	// nothing outlives the command and the pipe can reach EOF: the group,
-	// then what escaped it, so that Wait does not sit out pipeDrain for
+	// then what escaped it, so that Wait does not sit out the pipe drain for
 	// escaped descendants that hold the pipe.
 	leftovers := p.sys.leftovers()
 	leftovers += p.ctr.killEscaped()
 	select {
 	case <-readerDone:
 	default:
-		if err := pipe.SetReadDeadline(time.Now().Add(pipeDrain)); err != nil {
+		if err := pipe.SetReadDeadline(time.Now().Add(p.m.cfg.pipeDrain)); err != nil {
 			// Unpollable pipes (Windows) cannot take a deadline; the job
 			// kill above closed every writer already.
 			p.m.cfg.logger.Debug(context.Background(), "pipe deadline unavailable")

@@ -24,6 +24,16 @@ func (s *Scope) Start(req Request) (*Process, error) {
 	return s.m.start(req, s.owner)
 }
 
+// StartOrAttach is Start that also says what it did: attached is true when
+// req.Key named a retained process of the owner, started with the same
+// request, which is returned and nothing is started; it is false when the
+// returned process was started by this call. A server uses it to answer a
+// retried start honestly. Without a Key it is always false.
+func (s *Scope) StartOrAttach(req Request) (p *Process, attached bool, err error) {
+	p, err = s.m.startAttach(req, s.owner, &attached)
+	return p, attached, err
+}
+
 // Get returns the owner's process with the given ID, or ErrNotFound.
 func (s *Scope) Get(id string) (*Process, error) {
 	return s.m.get(id, s.visible)

@@ -188,7 +188,11 @@ func TestStdinNeverRead(t *testing.T) {
 		wg.Wait()
 	})
 	t.Run("stop ends a blocked write", func(t *testing.T) {
-		slow := newManager(t) // the default bound, far longer than this test takes
+		// A bound far past the test deadline: the write can only end
+		// because Stop closed stdin (the event), however slowly Stop runs
+		// on a loaded machine. With the default 5 s bound a slow Stop
+		// would end the write with ErrDeadlineExceeded instead.
+		slow := newManager(t, agentproc.WithStdinStall(time.Hour))
 		q := mustStart(t, slow, agentproc.Request{Command: "exec sleep 1000", Stdin: true})
 		errc := make(chan error, 1)
 		go func() {

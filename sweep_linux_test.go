@@ -25,8 +25,12 @@ func TestCandidatePIDs(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// A leader started "now": only PIDs after it are candidates.
-	narrow, err := s.candidatePIDs(last-1, time.Now())
+	// A young leader: only PIDs after it are candidates. "Young" is real
+	// time (under wrapWindow, a fraction of a second with pid_max 32768),
+	// and a loaded machine can keep this goroutine off a CPU that long
+	// between time.Now and the check, so the start time is put an hour
+	// ahead: the leader stays young however late the check runs.
+	narrow, err := s.candidatePIDs(last-1, time.Now().Add(time.Hour))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,16 +1,18 @@
 // Package httpapi serves an agentproc.Manager over HTTP with JSON, and
 // provides a Client for it.
 //
-// The request and reply shapes of start, list, output and signal are
-// wire-compatible with the process API of Coder's workspace agent: the same
-// field names, the same error body {"message", "detail"}, the same status
-// codes for the same mistakes. Fields this package adds are extensions that
-// are omitted when empty. Times are Unix seconds.
+// The request and reply shapes of start, list, output and signal follow the
+// process API of Coder's workspace agent: the same field names, the same
+// error body {"message", "detail"}, the same status codes for the same
+// mistakes. Fields this package adds are extensions that are omitted when
+// empty. Times are Unix seconds. For Coder's behaviour too (chat scoping,
+// client tokens, its list order, exit codes and output markers), use
+// WithCoderCompat.
 //
 // Routes, relative to where the handler is mounted:
 //
 //	POST /start            {"command", "workdir", "env", "background", "timeout",
-//	                        "stdin", "tty": {"rows", "cols"}}
+//	                        "key", "stdin", "tty": {"rows", "cols"}}
 //	                       -> {"id", "started", "command", "background", "warnings"}
 //	GET  /list             -> {"processes": [Process...]}
 //	GET  /{id}             -> Process
@@ -32,12 +34,23 @@
 // "exit_code", "started_at_unix", "exited_at_unix", "pid", "reason",
 // "signal", "warnings"}.
 //
+// Safety: whoever can POST /start runs commands as the agent's user, so
+// NewHandler logs a warning when no WithAuthorize hook is set, and every
+// handler refuses, with 403, state-changing requests a browser marks as
+// cross-origin (net/http.CrossOriginProtection; WithTrustedOrigins) and
+// requests whose Host is not served here (DNS rebinding; see
+// WithAllowedHosts for the rule), and, with 415, bodies of POST routes not
+// sent as application/json.
+//
 // Status codes: 400 for a malformed body or query and for a request the
-// Manager rejects; 401 when the WithAuthorize hook finds no identity; 404 for
+// Manager rejects; 401 when the WithAuthorize hook finds no identity; 403
+// for a cross-origin browser request or a Host not served; 404 for
 // an ID the caller cannot see (unknown, dropped by retention, or another
 // owner's: the three are indistinguishable); 409 for a signal to a process
-// that has exited; 413 for a body over MaxBodyBytes; 429 when the Manager's
-// running limit is reached; 503 once the Manager is closed.
+// that has exited; 413 for a body over MaxBodyBytes; 415 for a POST body
+// not sent as application/json; 429 when the Manager's running limit or the
+// owner's (WithMaxRunningPerOwner) is reached; 503 once the Manager is
+// closed.
 //
 // Ownership: each request acts for one owner, taken from a header or decided
 // by a hook (see NewHandler), and sees only that owner's processes.

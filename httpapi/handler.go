@@ -1,11 +1,14 @@
 package httpapi
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"log"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/agentproc/agentproc"
@@ -15,6 +18,19 @@ import (
 type handler struct {
 	m   *agentproc.Manager
 	cfg config
+
+	mu sync.Mutex
+	// pending counts, per owner, the Starts past the per-owner cap check
+	// that have not returned yet (WithMaxRunningPerOwner).
+	pending map[string]int
+	// tokens is the Coder profile's client_token index (coder.go), swept
+	// of dropped processes' tokens when it reaches tokenSweepAt entries.
+	tokens       map[string]*tokenEntry
+	tokenSweepAt int
+
+	// created is when the handler was made, on its clock: the age of the
+	// token index, which starts empty with the handler.
+	created time.Time
 }
 
 // NewHandler returns an http.Handler serving m's processes over the routes
@@ -35,8 +51,23 @@ func NewHandler(m *agentproc.Manager, opts ...Option) http.Handler {
 	for _, o := range opts {
 		o.apply(&cfg)
 	}
-	h := &handler{m: m, cfg: cfg}
+	h := &handler{
+		m:            m,
+		cfg:          cfg,
+		pending:      make(map[string]int),
+		tokens:       make(map[string]*tokenEntry),
+		tokenSweepAt: minTokenSweep,
+		created:      cfg.clock.Now("httpapi", "created"),
+	}
+	if cfg.authorize == nil {
+		h.warn("httpapi: no WithAuthorize hook: anything that can reach this handler can run commands as this user; " +
+			"authenticate requests (such as with a bearer token) or serve it on a Unix socket only you can open")
+	}
 	mux := http.NewServeMux()
+	if cfg.coder {
+		h.routesCoder(mux)
+		return h.guard(mux)
+	}
 	// "GET /list" is more specific than "GET /{id}", so the mux routes
 	// /list there; an ID is a UUID and never collides with it.
 	mux.HandleFunc("POST /start", h.start)
@@ -45,7 +76,16 @@ func NewHandler(m *agentproc.Manager, opts ...Option) http.Handler {
 	mux.HandleFunc("GET /{id}/output", h.output)
 	mux.HandleFunc("POST /{id}/signal", h.signal)
 	mux.HandleFunc("POST /{id}/stdin", h.stdin)
-	return mux
+	return h.guard(mux)
+}
+
+// warn logs msg through the configured logger.
+func (h *handler) warn(msg string) {
+	if h.cfg.logger == nil {
+		log.Print(msg)
+		return
+	}
+	h.cfg.logger.Warn(context.Background(), msg)
 }
 
 // scope returns the view of the Manager the request acts in, or writes 401
@@ -83,8 +123,7 @@ func (h *handler) start(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var req StartRequest
-	if e := decodeBody(w, r, &req); e != nil {
-		writeError(w, e)
+	if !h.decode(w, r, &req) {
 		return
 	}
 	if req.Command == "" {
@@ -102,15 +141,22 @@ func (h *handler) start(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	p, err := s.Start(agentproc.Request{
+	release, e := h.reserve(s)
+	if e != nil {
+		writeError(w, e)
+		return
+	}
+	p, attached, err := s.StartOrAttach(agentproc.Request{
 		Command:    req.Command,
 		WorkDir:    req.WorkDir,
 		Env:        req.Env,
 		Background: req.Background,
 		Timeout:    timeout,
+		Key:        req.Key,
 		Stdin:      req.Stdin,
 		TTY:        req.TTY,
 	})
+	release()
 	if err != nil {
 		writeError(w, errorFor(err, ""))
 		return
@@ -118,7 +164,7 @@ func (h *handler) start(w http.ResponseWriter, r *http.Request) {
 	info := p.Info()
 	writeJSON(w, http.StatusOK, StartResponse{
 		ID:         p.ID(),
-		Started:    true,
+		Started:    !attached,
 		Command:    info.Command,
 		Background: info.Background,
 		Warnings:   info.Warnings,
@@ -157,8 +203,7 @@ func (h *handler) signal(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var req SignalRequest
-	if e := decodeBody(w, r, &req); e != nil {
-		writeError(w, e)
+	if !h.decode(w, r, &req) {
 		return
 	}
 	switch req.Signal {
@@ -184,6 +229,59 @@ func (h *handler) signal(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, Response{
 		Message: fmt.Sprintf("Sent %s to process %q.", req.Signal, p.ID()),
 	})
+}
+
+// decode checks the request's Content-Type and decodes its body into v, or
+// writes the error reply and returns false.
+func (h *handler) decode(w http.ResponseWriter, r *http.Request, v any) bool {
+	if !requireJSON(w, r) {
+		return false
+	}
+	if e := decodeBody(w, r, v); e != nil {
+		writeError(w, e)
+		return false
+	}
+	return true
+}
+
+// reserve takes one of the owner's running slots (WithMaxRunningPerOwner)
+// for a Start, or returns a 429. The caller calls release once Start has
+// returned: by then a started process is in List, so it goes on counting.
+// Counting List's running processes plus the Starts in flight may count a
+// process twice for an instant, never zero times, so the cap is never
+// overshot; the Manager is asked outside h.mu, as List may take a while
+// with many processes.
+func (h *handler) reserve(s *agentproc.Scope) (release func(), _ *Error) {
+	if h.cfg.maxPerOwner <= 0 {
+		return func() {}, nil
+	}
+	owner := s.Owner()
+	h.mu.Lock()
+	h.pending[owner]++
+	inFlight := h.pending[owner]
+	h.mu.Unlock()
+	release = func() {
+		h.mu.Lock()
+		if h.pending[owner]--; h.pending[owner] == 0 {
+			delete(h.pending, owner)
+		}
+		h.mu.Unlock()
+	}
+	running := 0
+	for _, info := range s.List() {
+		if info.Running {
+			running++
+		}
+	}
+	// inFlight includes this Start.
+	if running+inFlight > h.cfg.maxPerOwner {
+		release()
+		return nil, &Error{
+			StatusCode: http.StatusTooManyRequests,
+			Message:    fmt.Sprintf("This owner already has %d processes running, the most allowed; wait for one to exit or stop one.", h.cfg.maxPerOwner),
+		}
+	}
+	return release, nil
 }
 
 // decodeBody decodes the request body, exactly one JSON value of at most
@@ -226,15 +324,22 @@ func errorFor(err error, id string) *Error {
 		// No detail: the reply must not differ between an ID that never
 		// existed and another owner's.
 		e.StatusCode, e.Message, e.Detail = http.StatusNotFound, fmt.Sprintf("Process %q not found.", id), ""
-	case errors.Is(err, agentproc.ErrNotRunning):
+	case errors.Is(err, agentproc.ErrNotRunning), errors.Is(err, agentproc.ErrExited):
 		e.StatusCode, e.Message = http.StatusConflict, fmt.Sprintf("Process %q is not running.", id)
+	case errors.Is(err, agentproc.ErrKeyConflict):
+		e.StatusCode, e.Message = http.StatusConflict, "The key was already used to start a process with a different request."
+	case errors.Is(err, agentproc.ErrNoStdin), errors.Is(err, agentproc.ErrStdinClosed), errors.Is(err, agentproc.ErrNoTTY):
+		e.StatusCode, e.Message = http.StatusConflict, fmt.Sprintf("Process %q has no open input or terminal for the request.", id)
 	case errors.Is(err, agentproc.ErrInvalidRequest), errors.Is(err, agentproc.ErrUnsupportedSignal):
 		e.StatusCode, e.Message = http.StatusBadRequest, "The request is invalid."
 	case errors.Is(err, agentproc.ErrTooManyProcesses):
 		e.StatusCode, e.Message = http.StatusTooManyRequests, "Too many processes are running; wait for one to exit or stop one."
 	case errors.Is(err, agentproc.ErrClosed):
 		e.StatusCode, e.Message = http.StatusServiceUnavailable, "The process manager is shutting down."
-	case errors.Is(err, agentproc.ErrUnsupported):
+	case errors.Is(err, errors.ErrUnsupported):
+		// agentproc.ErrUnsupported matches it, and so does the
+		// errors.ErrUnsupported a cgroup Manager's Start wraps where
+		// cgroup v2 is missing.
 		e.StatusCode, e.Message = http.StatusNotImplemented, "This server's platform does not support the request."
 	case id == "":
 		e.Message = "Failed to start the process."

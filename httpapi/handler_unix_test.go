@@ -281,6 +281,9 @@ func TestSignals(t *testing.T) {
 		{agentproc.SignalInterrupt, "SIGINT", 130},
 	} {
 		id := start(t, c, httpapi.StartRequest{Command: forever})
+		// No readiness event is needed: Start returns after the exec of
+		// sh, which does not catch these signals, and neither does the
+		// sleep it execs, so the outcome is the same whenever one lands.
 		if err := c.Signal(ctx, id, tc.sig); err != nil {
 			t.Fatalf("signal %s: %v", tc.sig, err)
 		}
@@ -423,9 +426,14 @@ func TestWaitOutlivesWriteTimeout(t *testing.T) {
 	ctx := testContext(t)
 
 	// The command's own duration is what the test is about: it must
-	// outlast the WriteTimeout.
-	id := start(t, c, httpapi.StartRequest{Command: "sleep 0.3; echo finished"})
-	out, err := c.Output(ctx, id, httpapi.OutputOptions{Wait: true})
+	// outlast the WriteTimeout. It is started on the Manager, not through
+	// the server: the start handler does not extend its write deadline,
+	// and on a loaded machine its reply can take longer than 50 ms.
+	p, err := m.Start(agentproc.Request{Command: "sleep 0.3; echo finished"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := c.Output(ctx, p.ID(), httpapi.OutputOptions{Wait: true})
 	if err != nil {
 		t.Fatalf("wait longer than the WriteTimeout: %v", err)
 	}
@@ -684,6 +692,9 @@ func TestStartTimeout(t *testing.T) {
 	s := newTestServer(t, nil, nil)
 	ctx := testContext(t)
 	c := s.client()
+	// The timeout is real time, but the outcome does not depend on when
+	// it fires: the process runs until stopped, and SIGTERM ends sh and
+	// the sleep it execs alike.
 	id := start(t, c, httpapi.StartRequest{Command: forever, Timeout: "10ms"})
 	out, err := c.Output(ctx, id, httpapi.OutputOptions{Wait: true})
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"time"
 
+	"cdr.dev/slog/v3"
 	"github.com/coder/quartz"
 )
 
@@ -24,6 +25,12 @@ type config struct {
 	authorize   func(*http.Request) (string, error)
 	maxWait     time.Duration
 	clock       quartz.Clock
+
+	trustedOrigins []string
+	allowedHosts   []string
+	maxPerOwner    int
+	logger         *slog.Logger // nil: the standard library's log package
+	coder          bool         // WithCoderCompat
 }
 
 // Defaults, named so the README and tests can refer to them.
@@ -91,4 +98,44 @@ func WithClock(clk quartz.Clock) Option {
 			c.clock = clk
 		}
 	})
+}
+
+// WithTrustedOrigins lets browser pages served from these origins make
+// state-changing requests ("https://ui.example.com", scheme://host[:port]).
+// Without it every non-safe request a browser marks as cross-origin
+// (Sec-Fetch-Site, or an Origin that is not the Host) is refused with 403
+// (net/http.CrossOriginProtection); requests without browser headers, such
+// as Go clients and curl, are unaffected. NewHandler panics on a malformed
+// origin, as http.ServeMux does on a malformed pattern.
+func WithTrustedOrigins(origins ...string) Option {
+	return optionFunc(func(c *config) { c.trustedOrigins = append(c.trustedOrigins, origins...) })
+}
+
+// WithAllowedHosts sets the Host header values the handler answers, as host
+// names or addresses ("agent.internal", "10.0.0.5", matching with any port)
+// or exact host:port pairs; any other Host is refused with 403. Without it,
+// a request that arrived on a loopback address must name a loopback host
+// (localhost, a name under .localhost, 127.0.0.0/8 or ::1), which defeats
+// DNS rebinding against a loopback listener, and a request that arrived on
+// any other address or on a Unix socket may name any host.
+func WithAllowedHosts(hosts ...string) Option {
+	return optionFunc(func(c *config) { c.allowedHosts = append(c.allowedHosts, hosts...) })
+}
+
+// WithMaxRunningPerOwner caps how many processes one owner may have running
+// at a time; a Start beyond it is refused with 429, like the Manager-wide
+// agentproc.WithMaxRunning, so one owner cannot take every slot. Starts in
+// flight count against the cap, so concurrent Starts never overshoot it. A
+// repeated keyed start that would attach to a running process counts as a
+// start too. n <= 0, the default, means no per-owner cap.
+func WithMaxRunningPerOwner(n int) Option {
+	return optionFunc(func(c *config) { c.maxPerOwner = max(n, 0) })
+}
+
+// WithLogger sets where the handler logs, which today is only the warning
+// NewHandler writes when no WithAuthorize hook is set. Without it that
+// warning goes to the standard library's log package, as net/http.Server's
+// errors do, so it is not lost by default.
+func WithLogger(l slog.Logger) Option {
+	return optionFunc(func(c *config) { c.logger = &l })
 }

@@ -32,8 +32,7 @@ func (h *handler) stdin(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var req StdinRequest
-	if e := decodeBody(w, r, &req); e != nil {
-		writeError(w, e)
+	if !h.decode(w, r, &req) {
 		return
 	}
 	p, ok := h.process(w, r, s)

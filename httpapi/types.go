@@ -24,6 +24,11 @@ type StartRequest struct {
 	// Background marks a command meant to keep running, such as a server.
 	Background bool `json:"background,omitempty"`
 
+	// Extension: an idempotency key (agentproc.Request.Key) in the
+	// caller's owner namespace: while the process a start with this key
+	// began is retained, the same request gets that process again, with
+	// started false, and a different one is 409. "" means none.
+	Key string `json:"key,omitempty"`
 	// Extension: give the process a stdin pipe to write with
 	// POST /{id}/stdin; false gives it the null device.
 	Stdin bool `json:"stdin,omitempty"`
@@ -39,7 +44,8 @@ type StartRequest struct {
 // StartResponse is the reply to POST /start.
 type StartResponse struct {
 	ID string `json:"id"`
-	// Started is true when this request started the process.
+	// Started is true when this request started the process, false when
+	// its Key named a process already started, which ID names.
 	Started bool `json:"started"`
 
 	// Extension: the command as it runs. It differs from the request's
@@ -143,12 +149,19 @@ type Response struct {
 //     invalid query parameter) or the Manager rejected it
 //     (agentproc.ErrInvalidRequest).
 //   - 401: the WithAuthorize hook found no identity.
+//   - 403: a browser sent the request from another origin, or its Host is
+//     not one the handler serves (see WithAllowedHosts).
 //   - 404: no process with that ID is visible to the caller: it never
 //     existed, retention dropped it, or another owner started it.
 //   - 409: the process is not in a state that allows the request, such as a
-//     signal to a process that has exited.
+//     signal to a process that has exited, or the start request's key was
+//     used by a different request (agentproc.ErrKeyConflict).
 //   - 413: the request body is larger than MaxBodyBytes.
-//   - 429: the Manager's WithMaxRunning limit is reached.
+//   - 415: a POST body was not sent as application/json.
+//   - 429: the Manager's WithMaxRunning limit, or the owner's
+//     WithMaxRunningPerOwner limit, is reached.
+//   - 501: the platform lacks what the request needs, such as a terminal
+//     on Windows or a cgroup without cgroup v2 (errors.ErrUnsupported).
 //   - 503: the Manager is closed.
 //   - 500: anything else; Detail says what.
 type Error struct {
