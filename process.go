@@ -226,18 +226,24 @@ func (p *Process) Stop(ctx context.Context) (Info, error) {
 }
 
 func (p *Process) stop(ctx context.Context, reason ExitReason) (Info, error) {
-	p.mu.Lock()
-	if !p.info.Running {
-		p.mu.Unlock()
+	if p.exited() {
 		return p.Info(), nil
 	}
 	// Only a signal that reached a running process makes this package the
 	// cause of the exit. A group that is gone, or holds only the zombie of
 	// a shell not yet reaped, belongs to a shell that exited by itself and
-	// whose output may still be draining: it keeps its own reason. Setting
-	// the reason under the same lock as the signal means the exit path,
-	// which reads it under p.mu, cannot miss it.
+	// whose output may still be draining: it keeps its own reason. alive
+	// reads /proc, so it runs before p.mu is taken (no file-system call
+	// under a process lock); holding the lock would not keep its answer
+	// fresh anyway, since the kernel does not wait for p.mu. Setting the
+	// reason under the same lock as the signal means the exit path, which
+	// reads it under p.mu, cannot miss it.
 	live := p.sys.alive()
+	p.mu.Lock()
+	if !p.info.Running {
+		p.mu.Unlock()
+		return p.Info(), nil
+	}
 	if err := p.signalLocked(SignalTerminate); live && !errors.Is(err, ErrNotRunning) && p.stopReason == "" {
 		p.stopReason = reason
 	}
