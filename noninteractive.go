@@ -1,5 +1,7 @@
 package agentproc
 
+import "sync"
+
 // A model cannot answer an editor, a pager or a password prompt: a command
 // that waits for one waits until its timeout. Unless WithNonInteractiveEnv
 // turns it off, every child gets the variables below, which make the common
@@ -66,16 +68,40 @@ var nonInteractiveSettings = []envSetting{
 // nonInteractiveEnv returns base with the non-interactive settings for a
 // process with (tty) or without a terminal applied.
 func nonInteractiveEnv(base []string, tty bool) []string {
-	over := make(map[string]string, len(nonInteractiveSettings))
-	var unset []string
-	for _, s := range nonInteractiveSettings {
-		switch {
-		case s.noTTYOnly && tty:
-		case s.unset:
-			unset = append(unset, s.key)
-		default:
-			over[s.key] = s.value
+	s := nonInteractiveSets()[boolIndex(tty)]
+	return mergeEnv(base, s.over, s.unset...)
+}
+
+// envChanges is what nonInteractiveSettings does to one kind of process.
+type envChanges struct {
+	over  map[string]string
+	unset []string
+}
+
+// nonInteractiveSets holds the changes for processes without (index 0)
+// and with (index 1) a terminal, built once: every Start uses them, and
+// mergeEnv only reads them.
+var nonInteractiveSets = sync.OnceValue(func() [2]envChanges {
+	var sets [2]envChanges
+	for i, tty := range []bool{false, true} {
+		c := envChanges{over: make(map[string]string, len(nonInteractiveSettings))}
+		for _, s := range nonInteractiveSettings {
+			switch {
+			case s.noTTYOnly && tty:
+			case s.unset:
+				c.unset = append(c.unset, s.key)
+			default:
+				c.over[s.key] = s.value
+			}
 		}
+		sets[i] = c
 	}
-	return mergeEnv(base, over, unset...)
+	return sets
+})
+
+func boolIndex(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
