@@ -2,7 +2,9 @@ package agentproc
 
 import (
 	"bytes"
+	"errors"
 	"os"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -40,5 +42,39 @@ func TestOutputLogBacklogDropsAndMarks(t *testing.T) {
 	if got := string(data); got != kept+marker {
 		t.Errorf("log: got %d bytes ending %q, want %d kept bytes and the marker %q",
 			len(got), got[max(0, len(got)-80):], maxLogBacklog, marker)
+	}
+}
+
+// A call that outlives the bound makes the directory hung until it returns;
+// then its undo runs and the directory is usable again.
+func TestLogDirCallOverdue(t *testing.T) {
+	t.Parallel()
+	d := &logDir{bound: 10 * time.Millisecond}
+	release := make(chan struct{})
+	undone := make(chan struct{})
+	if d.call(func() { <-release }, func() { close(undone) }) {
+		t.Fatal("call: got true for a call blocked past the bound, want false")
+	}
+	if !d.hung() {
+		t.Error("hung after an overdue call: got false, want true")
+	}
+	if _, err := d.open("x"); !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Errorf("open while hung: got %v, want os.ErrDeadlineExceeded at once", err)
+	}
+	close(release)
+	select {
+	case <-undone: // the late call's goroutine ran undo
+	case <-time.After(10 * time.Second):
+		t.Fatal("undo did not run after the call returned")
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for d.hung() { // overdue drops right after undo, in the same goroutine
+		if time.Now().After(deadline) {
+			t.Fatal("still hung after the overdue call returned")
+		}
+		runtime.Gosched()
+	}
+	if !d.call(func() {}, nil) {
+		t.Error("call after recovery: got false, want true")
 	}
 }
