@@ -4,8 +4,12 @@ import (
 	"bufio"
 	"bytes"
 	"errors"
+	"fmt"
+	"maps"
+	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -239,4 +243,156 @@ func (g *cgroup) remove() error {
 			time.Sleep(time.Millisecond)
 		}
 	}
+}
+
+// cpuPeriod is the cpu.max period in microseconds: the kernel's default.
+// Over each period the tree may run for CPU × cpuPeriod.
+const cpuPeriod = 100_000
+
+// minCPUQuota is the smallest quota the kernel accepts (1 ms).
+const minCPUQuota = 1000
+
+// limitControllers lists, for each field of l that is set, the cgroup v2
+// controller that enforces it.
+func limitControllers(l Limits) []struct{ field, controller string } {
+	var need []struct{ field, controller string }
+	if l.Memory > 0 {
+		need = append(need, struct{ field, controller string }{"Limits.Memory", "memory"})
+	}
+	if l.Procs > 0 {
+		need = append(need, struct{ field, controller string }{"Limits.Procs", "pids"})
+	}
+	if l.CPU > 0 {
+		need = append(need, struct{ field, controller string }{"Limits.CPU", "cpu"})
+	}
+	return need
+}
+
+// setLimits enables in the parent the controllers l needs and writes l into
+// g. It is called before any process is in g.
+//
+// The parent passes a controller to its children only when it is listed in
+// its cgroup.subtree_control; writing it there is idempotent, so concurrent
+// Starts may race on it harmlessly. A controller the parent itself lacks
+// (not in its cgroup.controllers) cannot be enabled from here: the cgroup
+// above it has to, and on a host that still mounts cgroup v1 hierarchies
+// the controller may be bound to one of those and so absent from v2
+// altogether.
+func (g *cgroup) setLimits(l Limits) error {
+	parent := filepath.Dir(g.path)
+	avail := cgroupList(filepath.Join(parent, "cgroup.controllers"))
+	enabled := cgroupList(filepath.Join(parent, "cgroup.subtree_control"))
+	var add []string
+	for _, n := range limitControllers(l) {
+		if !avail[n.controller] {
+			return xerrors.Errorf("%s needs the %s controller, which cgroup %q does not have (its cgroup.controllers lists %q; "+
+				"the cgroup above it must enable %s in cgroup.subtree_control, and a cgroup v1 hierarchy may hold it instead): %w",
+				n.field, n.controller, parent, listNames(avail), n.controller, ErrUnsupported)
+		}
+		if !enabled[n.controller] {
+			add = append(add, "+"+n.controller)
+		}
+	}
+	if len(add) > 0 {
+		err := os.WriteFile(filepath.Join(parent, "cgroup.subtree_control"), []byte(strings.Join(add, " ")), 0)
+		if err != nil {
+			why := err.Error()
+			if errors.Is(err, unix.EBUSY) {
+				// The no-internal-process rule: a non-root cgroup with
+				// member processes cannot pass controllers on.
+				why = "the cgroup has processes of its own, and cgroup v2 lets only a cgroup without member processes " +
+					"enable controllers for its children; use a parent that holds no process"
+			}
+			return xerrors.Errorf("enable %s in %q: %s: %w",
+				strings.Join(add, " "), filepath.Join(parent, "cgroup.subtree_control"), why, ErrUnsupported)
+		}
+	}
+	// With any limit the tree also becomes one CPU scheduling group where
+	// the cpu controller is there to be had, even without Limits.CPU: a
+	// fork bomb held at pids.max then competes with the host as one entity
+	// of weight 100, not as dozens of busy processes. Best effort: without
+	// the controller the other limits still hold.
+	if l.CPU == 0 && avail["cpu"] && !enabled["cpu"] {
+		_ = os.WriteFile(filepath.Join(parent, "cgroup.subtree_control"), []byte("+cpu"), 0)
+	}
+	write := func(file, value string) error {
+		if err := os.WriteFile(filepath.Join(g.path, file), []byte(value), 0); err != nil {
+			return xerrors.Errorf("set %s of cgroup %q to %s: %w", file, g.path, value, err)
+		}
+		return nil
+	}
+	if l.Memory > 0 {
+		if err := write("memory.max", strconv.FormatInt(l.Memory, 10)); err != nil {
+			return err
+		}
+		// Without swap accounting (no memory.swap.max) the kernel cannot
+		// hold swap to a limit; with it, the tree may not swap at all, so
+		// that Memory is the tree's footprint and a hog ends in an OOM kill
+		// rather than in the host thrashing.
+		if g.has("memory.swap.max") {
+			if err := write("memory.swap.max", "0"); err != nil {
+				return err
+			}
+		}
+		// One OOM kill ends the whole tree: a shell whose command was
+		// killed would otherwise run on with half its work gone.
+		if g.has("memory.oom.group") {
+			if err := write("memory.oom.group", "1"); err != nil {
+				return err
+			}
+		}
+	}
+	if l.Procs > 0 {
+		if err := write("pids.max", strconv.Itoa(l.Procs)); err != nil {
+			return err
+		}
+	}
+	if l.CPU > 0 {
+		quota := max(int64(math.Ceil(l.CPU*cpuPeriod)), minCPUQuota)
+		if err := write("cpu.max", fmt.Sprintf("%d %d", quota, cpuPeriod)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// has reports whether g has the interface file name.
+func (g *cgroup) has(name string) bool {
+	_, err := os.Stat(filepath.Join(g.path, name))
+	return err == nil
+}
+
+// oomKills returns how many processes of g the kernel's OOM killer has
+// killed (memory.events oom_kill, counted by the memory controller for the
+// cgroup and its descendants). ok is false without the memory controller,
+// when the kernel does not count them for g.
+func (g *cgroup) oomKills() (n int64, ok bool) {
+	data, err := os.ReadFile(filepath.Join(g.path, "memory.events"))
+	if err != nil {
+		return 0, false
+	}
+	for line := range strings.Lines(string(data)) {
+		if v, found := strings.CutPrefix(line, "oom_kill "); found {
+			n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+			return n, err == nil
+		}
+	}
+	return 0, false
+}
+
+// cgroupList reads a space-separated cgroup list file such as
+// cgroup.controllers; a missing file is an empty list.
+func cgroupList(path string) map[string]bool {
+	set := make(map[string]bool)
+	if data, err := os.ReadFile(path); err == nil {
+		for _, f := range strings.Fields(string(data)) {
+			set[f] = true
+		}
+	}
+	return set
+}
+
+// listNames renders a set as a sorted space-separated list.
+func listNames(set map[string]bool) string {
+	return strings.Join(slices.Sorted(maps.Keys(set)), " ")
 }

@@ -2,6 +2,8 @@ package agentproc
 
 import (
 	"bufio"
+	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -49,6 +51,10 @@ func init() {
 //	ignorebreak  ignore Ctrl+Break, say "ready", sleep until killed
 //	onbreak      say "ready", exit 3 with "got break" on Ctrl+Break
 //	barrier      report, then exit when the test calls PIDReporter.Release
+//	console      print whether it has a console and a visible window
+//	nestedjob    run "echo nested" through a Manager (see runNestedJobHelper)
+//	commit       commit 256 MiB with VirtualAlloc, say "committed" or
+//	             "commit failed: ERR" (for Limits.Memory)
 func runHelper(mode string) int {
 	if addr := os.Getenv(helperAddrEnv); addr != "" {
 		conn, err := net.DialTimeout("tcp", addr, 10*time.Second)
@@ -56,7 +62,9 @@ func runHelper(mode string) int {
 			fmt.Fprintln(os.Stderr, "helper: dial:", err)
 			return 2
 		}
-		fmt.Fprintf(conn, "%s %d\n", mode, os.Getpid())
+		// The stdout handle lets a test duplicate the helper's output
+		// pipe into a process outside the job (TestDrainBoundedOutsideJob).
+		fmt.Fprintf(conn, "%s %d %d\n", mode, os.Getpid(), os.Stdout.Fd())
 		if mode == "barrier" {
 			// Block until the test lets go, so the shell cannot exit
 			// before its other children have reported.
@@ -71,8 +79,13 @@ func runHelper(mode string) int {
 		time.Sleep(time.Minute)
 		return 0
 	case "ignorebreak":
-		// Go delivers CTRL_BREAK_EVENT as os.Interrupt.
-		signal.Ignore(os.Interrupt)
+		// Go delivers CTRL_BREAK_EVENT as os.Interrupt. The event must be
+		// swallowed, not ignored: with signal.Ignore the runtime's console
+		// handler returns FALSE, and Windows then runs the default
+		// handler, which calls ExitProcess. With a channel registered (and
+		// never read) the runtime's handler returns TRUE, which ends the
+		// event's delivery to this process.
+		signal.Notify(make(chan os.Signal, 1), os.Interrupt)
 		fmt.Println("ready")
 		time.Sleep(time.Minute)
 		return 0
@@ -87,9 +100,53 @@ func runHelper(mode string) int {
 		case <-time.After(time.Minute):
 			return 0
 		}
+	case "console":
+		// Whether this process has a console and whether its window shows
+		// (TestSysProcConsole).
+		_, err := windows.GetConsoleCP()
+		w, _, _ := procGetConsoleWindow.Call()
+		visible, _, _ := windows.NewLazySystemDLL("user32.dll").NewProc("IsWindowVisible").Call(w)
+		fmt.Printf("console=%v visible=%v\n", err == nil, w != 0 && visible != 0)
+		return 0
+	case "nestedjob":
+		// Run one command through a Manager from inside whatever job the
+		// test put this helper in (TestNestedJob).
+		return runNestedJobHelper()
+	case "commit":
+		// VirtualAlloc directly: the Go allocator would throw on a failed
+		// commit instead of saying so.
+		if _, err := windows.VirtualAlloc(0, 256<<20, windows.MEM_RESERVE|windows.MEM_COMMIT, windows.PAGE_READWRITE); err != nil {
+			fmt.Println("commit failed:", err)
+			return 1
+		}
+		fmt.Println("committed")
+		return 0
 	}
 	fmt.Fprintln(os.Stderr, "helper: unknown mode", mode)
 	return 2
+}
+
+// runNestedJobHelper starts "echo nested" and exits 0 when it ran, 4 when
+// Start failed with ErrUnsupported (the error is printed), 5 otherwise.
+func runNestedJobHelper() int {
+	m := New()
+	defer m.Close()
+	p, err := m.Start(Request{Command: "echo nested"})
+	if err != nil {
+		fmt.Println("start:", err)
+		if errors.Is(err, ErrUnsupported) {
+			return 4
+		}
+		return 5
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := p.Wait(ctx); err != nil {
+		fmt.Println("wait:", err)
+		return 5
+	}
+	fmt.Print(p.Output().Text)
+	return 0
 }
 
 // underWine reports whether the test binary runs under Wine, whose ntdll
@@ -131,6 +188,21 @@ func (r *PIDReporter) Env() string { return helperAddrEnv + "=" + r.ln.Addr().St
 // cannot have been reused.
 func (r *PIDReporter) Next(deadline time.Time) (string, windows.Handle) {
 	r.t.Helper()
+	rep := r.NextReport(deadline)
+	return rep.Mode, rep.Handle
+}
+
+// HelperReport is what a helper reported, with a handle to it.
+type HelperReport struct {
+	Mode   string
+	PID    uint32
+	Stdout uintptr // the helper's stdout handle, in its own handle table
+	Handle windows.Handle
+}
+
+// NextReport is Next with everything the helper reported.
+func (r *PIDReporter) NextReport(deadline time.Time) HelperReport {
+	r.t.Helper()
 	if err := r.ln.SetDeadline(deadline); err != nil {
 		r.t.Fatalf("set deadline: %v", err)
 	}
@@ -140,8 +212,17 @@ func (r *PIDReporter) Next(deadline time.Time) (string, windows.Handle) {
 	}
 	_ = conn.SetReadDeadline(deadline)
 	line, err := bufio.NewReader(conn).ReadString('\n')
-	mode, pidText, _ := strings.Cut(strings.TrimSpace(line), " ")
-	pid, perr := strconv.Atoi(pidText)
+	fields := strings.Fields(line)
+	var mode string
+	var pid, stdout int
+	perr := strconv.ErrSyntax
+	if len(fields) == 3 {
+		mode = fields[0]
+		pid, perr = strconv.Atoi(fields[1])
+		if perr == nil {
+			stdout, perr = strconv.Atoi(fields[2])
+		}
+	}
 	if err != nil || perr != nil {
 		_ = conn.Close()
 		r.t.Fatalf("helper reported %q: %v %v", line, err, perr)
@@ -157,7 +238,7 @@ func (r *PIDReporter) Next(deadline time.Time) (string, windows.Handle) {
 		r.t.Fatalf("open helper %d: %v", pid, err)
 	}
 	r.t.Cleanup(func() { _ = windows.CloseHandle(h) })
-	return mode, h
+	return HelperReport{Mode: mode, PID: uint32(pid), Stdout: uintptr(stdout), Handle: h}
 }
 
 // Release lets every barrier helper that has reported exit.

@@ -65,6 +65,25 @@ type Request struct {
 	// is stdin, stdout and stderr, so TTY implies a writable stdin. nil, the
 	// default, means pipes.
 	TTY *TTYSize `json:"tty,omitempty"`
+	// Limits bounds the memory, processes and CPU of the whole tree; see
+	// Limits. A zero field takes the Manager's default (WithLimits); a limit
+	// that cannot be enforced here makes Start fail with ErrUnsupported.
+	Limits Limits `json:"limits,omitzero"`
+	// IdleTimeout stops the process (like Stop, with ReasonIdle) once it has
+	// written no output for that long, measured with the Manager's clock.
+	// A process with Stdin or TTY may be quietly waiting for its caller, so
+	// IdleTimeout applies to it only with IdleInteractive set; without, the
+	// request is ErrInvalidRequest. 0 means no limit; negative is
+	// ErrInvalidRequest.
+	IdleTimeout time.Duration `json:"idle_timeout_ns,omitempty"`
+	// IdleInteractive lets IdleTimeout apply to a process with Stdin or TTY:
+	// silence counts as idleness even while it may be waiting for input.
+	IdleInteractive bool `json:"idle_interactive,omitempty"`
+	// MaxOutput stops the process (like Stop, with ReasonOutputLimit) once
+	// it has written more than that many bytes of output; what it wrote
+	// stays readable as usual (head, tail and the output log). 0 means no
+	// limit; negative is ErrInvalidRequest.
+	MaxOutput int64 `json:"max_output_bytes,omitempty"`
 }
 
 // Manager starts and supervises processes. Use New to make one and Close to
@@ -228,6 +247,12 @@ func (m *Manager) startAttach(req Request, owner string, attached *bool) (*Proce
 	if err := validateTimeout(req.Timeout); err != nil {
 		return nil, err
 	}
+	if err := validateGuards(req); err != nil {
+		return nil, err
+	}
+	if req.Limits, err = m.limitsFor(req.Limits); err != nil {
+		return nil, err
+	}
 	dir, err := m.resolveWorkDir(req.WorkDir)
 	if err != nil {
 		return nil, err
@@ -346,6 +371,9 @@ func (m *Manager) spawn(req Request, owner, command, dir string, seq uint64, war
 	if err := ctr.prepare(cmd); err != nil {
 		return fail("prepare containment", err)
 	}
+	if err := applyLimits(req.Limits, sys, ctr); err != nil {
+		return fail("apply limits", err)
+	}
 	// After the others: a terminal replaces the process group with a
 	// session, amending the attributes they set.
 	if err := st.prepare(cmd); err != nil {
@@ -356,6 +384,7 @@ func (m *Manager) spawn(req Request, owner, command, dir string, seq uint64, war
 		return fail("start "+m.cfg.shell[0]+ctr.describe(), err)
 	}
 	ctr.started(cmd)
+	m.raiseOOMScore(cmd.Process.Pid, ctr)
 	// Only the child holds the write end now, so EOF comes when the last
 	// process of the tree that inherited it is gone.
 	st.closeChild()
@@ -400,8 +429,11 @@ func (m *Manager) spawn(req Request, owner, command, dir string, seq uint64, war
 			LogPath:    log.pathOrEmpty(),
 		},
 	}
+	p.guard = m.newGuard(req)
+	p.info.Limits, p.info.IdleTimeout, p.info.MaxOutput = req.Limits, p.guard.idle, req.MaxOutput
 	log.start()
 	p.enforceTimeout(req.Timeout)
+	p.watchOutput()
 	m.cfg.logger.Debug(context.Background(), "started process",
 		slog.F("id", id), slog.F("pid", cmd.Process.Pid), slog.F("owner", owner))
 

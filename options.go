@@ -42,6 +42,8 @@ type config struct {
 	logDir         string
 	logMaxBytes    int64
 	logDirBound    time.Duration // real time; tests shorten it
+	limits         Limits        // see limits.go
+	oomDelta       int           // see guard.go
 }
 
 // Defaults, named so the README and tests can refer to them.
@@ -70,6 +72,7 @@ func defaultConfig() config {
 		bgDetect:       true,
 		nonInteractive: true,
 		logDirBound:    logDirBound,
+		oomDelta:       DefaultOOMScoreDelta,
 	}
 }
 

@@ -48,6 +48,17 @@ const (
 	ReasonShutdown ExitReason = "shutdown"
 	// ReasonTimeout: Request.Timeout expired and the process was stopped.
 	ReasonTimeout ExitReason = "timeout"
+	// ReasonOOM: the kernel's OOM killer ended a process of the tree, as
+	// its cgroup counted (Linux with WithCgroup and the memory controller).
+	// Info.MaxRSS is then the tree's peak memory where the kernel reports
+	// it (memory.peak).
+	ReasonOOM ExitReason = "oom"
+	// ReasonIdle: Request.IdleTimeout passed without output and the process
+	// was stopped.
+	ReasonIdle ExitReason = "idle"
+	// ReasonOutputLimit: the output passed Request.MaxOutput and the
+	// process was stopped.
+	ReasonOutputLimit ExitReason = "output_limit"
 )
 
 // Info describes a process at one moment. The zero values of the exit fields
@@ -64,9 +75,15 @@ type Info struct {
 	Running  bool     `json:"running"`
 	PID      int      `json:"pid"`
 	// ExitCode is nil while running; 128+N when signal N ended the process.
+	// On Windows it is the shell's exit code as Windows reports it: 1 after
+	// a job kill, 3221225786 (STATUS_CONTROL_C_EXIT) for a program the
+	// default console handler ended on Ctrl+Break.
 	ExitCode *int `json:"exit_code"`
 	// Signal is the name of the signal that ended the process ("SIGKILL"),
-	// or "" when it exited by itself.
+	// or "" when it exited by itself. Windows has no signals; there it is
+	// "TerminateJobObject" when this package killed the job while the shell
+	// ran, "CTRL_BREAK_EVENT" when the shell ended with
+	// STATUS_CONTROL_C_EXIT.
 	Signal    string     `json:"signal,omitempty"`
 	Reason    ExitReason `json:"reason,omitempty"`
 	StartedAt time.Time  `json:"started_at"`
@@ -74,7 +91,10 @@ type Info struct {
 	// CPUTime is user plus system time, known after exit.
 	CPUTime time.Duration `json:"cpu_time_ns,omitempty"`
 	// MaxRSS is the peak resident set size in bytes, known after exit where
-	// the OS reports it.
+	// the OS reports it. On Windows it is not resident memory: it is the
+	// largest peak commit charge (private memory allocated, in RAM or paged
+	// out) of any one process of the job, the closest figure Windows keeps
+	// per tree.
 	MaxRSS int64 `json:"max_rss_bytes,omitempty"`
 	// Leftovers counts the processes of the tree this package had to kill
 	// beyond the shell's own exit or stop: members of its process group
@@ -85,6 +105,21 @@ type Info struct {
 	Leftovers int `json:"leftovers,omitempty"`
 	// Timeout is the Request's Timeout; 0 means none.
 	Timeout time.Duration `json:"timeout_ns,omitempty"`
+	// Limits are the limits the tree runs under: the Request's merged with
+	// the Manager's defaults.
+	Limits Limits `json:"limits,omitzero"`
+	// IdleTimeout is the Request's IdleTimeout where it applies; 0 means none.
+	IdleTimeout time.Duration `json:"idle_timeout_ns,omitempty"`
+	// MaxOutput is the Request's MaxOutput; 0 means none.
+	MaxOutput int64 `json:"max_output_bytes,omitempty"`
+	// LikelyOOM is true when the process ended by a SIGKILL (or its shell
+	// exited with 137) that this package did not send while the kernel's
+	// host-wide OOM kill counter (/proc/vmstat oom_kill) rose: probably the
+	// OOM killer, but another process's OOM kill or another sender cannot be
+	// ruled out. It is only set where the tree's own count is unknown
+	// (without WithCgroup and its memory controller); where it is known,
+	// Reason is ReasonOOM instead.
+	LikelyOOM bool `json:"likely_oom,omitempty"`
 	// LogPath is the file holding the full output (WithOutputLog), or ""
 	// without one. The file is removed, in the background, once retention
 	// drops the process, and by Close.
@@ -121,6 +156,7 @@ type Process struct {
 	log   *outputLog // nil without WithOutputLog
 	sys   *sysProc
 	ctr   *containment // what of the tree may leave the group
+	guard guard        // idle, output and OOM watch; immutable after Start
 	cmd   *exec.Cmd
 	in    *input // nil without Stdin or TTY
 	done  chan struct{}
@@ -244,6 +280,9 @@ func (p *Process) stop(ctx context.Context, reason ExitReason) (Info, error) {
 		p.mu.Unlock()
 		return p.Info(), nil
 	}
+	// The OS layer may treat a stop's terminate differently from one sent
+	// by Signal (Windows: a batch file's prompt after the break).
+	p.sys.beginStop()
 	if err := p.signalLocked(SignalTerminate); live && !errors.Is(err, ErrNotRunning) && p.stopReason == "" {
 		p.stopReason = reason
 	}
@@ -357,9 +396,10 @@ func (p *Process) supervise(pipe *os.File, readerDone <-chan struct{}) {
 	case <-readerDone:
 	default:
 		if err := pipe.SetReadDeadline(time.Now().Add(p.m.cfg.pipeDrain)); err != nil {
-			// Unpollable pipes (Windows) cannot take a deadline; the job
-			// kill above closed every writer already.
-			p.m.cfg.logger.Debug(context.Background(), "pipe deadline unavailable")
+			// Every output file this package makes takes a deadline (a
+			// pipe, an overlapped named pipe on Windows, a PTY master or
+			// its relay on macOS); should one not, only EOF ends the drain.
+			p.m.cfg.logger.Warn(context.Background(), "pipe deadline unavailable", fieldError(err))
 		}
 		<-readerDone
 	}
@@ -369,11 +409,12 @@ func (p *Process) supervise(pipe *os.File, readerDone <-chan struct{}) {
 	var cpu time.Duration
 	var rss int64
 	if state != nil {
-		code, sigName = exitStatus(state)
+		code, sigName = p.sys.exitStatus(state)
 		cpu, rss = p.ctr.usage(p.sys.usage(state))
 	} else {
 		p.m.cfg.logger.Warn(context.Background(), "wait failed", fieldError(waitErr))
 	}
+	oom, likelyOOM := p.guard.oomVerdict(p.ctr, code, sigName)
 	p.sys.release()
 	if err := p.ctr.release(); err != nil {
 		p.m.cfg.logger.Warn(context.Background(), "release containment", fieldError(err))
@@ -391,9 +432,12 @@ func (p *Process) supervise(pipe *os.File, readerDone <-chan struct{}) {
 	p.info.CPUTime = cpu
 	p.info.MaxRSS = rss
 	p.info.Leftovers = leftovers
+	p.info.LikelyOOM = likelyOOM && p.stopReason == "" && !p.signaled
 	switch {
 	case p.stopReason != "":
 		p.info.Reason = p.stopReason
+	case oom:
+		p.info.Reason = ReasonOOM
 	case sigName != "" && p.signaled:
 		p.info.Reason = ReasonKilled
 	case sigName != "":

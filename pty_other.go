@@ -23,3 +23,5 @@ func prepareTTY(*exec.Cmd) error { return ErrUnsupported }
 func setTTYSize(*os.File, TTYSize) error { return ErrUnsupported }
 
 func veofChar(*os.File) byte { return 0x04 }
+
+func ptyOutput(master *os.File) (*os.File, error) { return master, nil }

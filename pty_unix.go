@@ -20,11 +20,14 @@ func openPTY(size TTYSize) (master, slave *os.File, err error) {
 	if err != nil {
 		return nil, nil, xerrors.Errorf("agentproc: open pseudo-terminal: %w", err)
 	}
-	master, err = pollable(blocking)
-	if err != nil {
-		_ = blocking.Close()
-		_ = slave.Close()
-		return nil, nil, xerrors.Errorf("agentproc: set up pseudo-terminal: %w", err)
+	master = blocking
+	if !ptyRelay {
+		master, err = pollable(blocking)
+		if err != nil {
+			_ = blocking.Close()
+			_ = slave.Close()
+			return nil, nil, xerrors.Errorf("agentproc: set up pseudo-terminal: %w", err)
+		}
 	}
 	if err := setTTYSize(master, size.withDefaults()); err != nil {
 		_ = master.Close()
@@ -70,6 +73,20 @@ func pollable(f *os.File) (*os.File, error) {
 	_ = f.Close()
 	// NewFile registers a non-blocking descriptor with the runtime poller.
 	return os.NewFile(uintptr(dup), f.Name()), nil
+}
+
+// ptyOutput returns the file the output reader reads for master: master
+// itself, or on platforms that keep it blocking (ptyRelay) a relay whose
+// goroutine from then on owns the master's closing.
+func ptyOutput(master *os.File) (*os.File, error) {
+	if !ptyRelay {
+		return master, nil
+	}
+	out, err := relayMaster(master)
+	if err != nil {
+		return nil, xerrors.Errorf("agentproc: relay pseudo-terminal: %w", err)
+	}
+	return out, nil
 }
 
 // prepareTTY makes the child a session leader with the slave (its fd 0) as

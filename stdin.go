@@ -289,15 +289,21 @@ func openStdio(req Request, stall time.Duration) (*stdio, error) {
 		if err != nil {
 			return nil, err
 		}
-		return &stdio{out: master, childOut: slave, childIn: slave, in: newInput(master, true, stall), tty: true}, nil
+		out, err := ptyOutput(master)
+		if err != nil {
+			_ = master.Close()
+			_ = slave.Close()
+			return nil, err
+		}
+		return &stdio{out: out, childOut: slave, childIn: slave, in: newInput(master, true, stall), tty: true}, nil
 	}
-	r, w, err := os.Pipe()
+	r, w, err := outputPipe()
 	if err != nil {
 		return nil, xerrors.Errorf("agentproc: create output pipe: %w", err)
 	}
 	s := &stdio{out: r, childOut: w}
 	if req.Stdin {
-		ir, iw, err := os.Pipe()
+		ir, iw, err := inputPipe()
 		if err != nil {
 			_ = r.Close()
 			_ = w.Close()

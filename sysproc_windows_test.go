@@ -6,8 +6,10 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/windows"
 )
@@ -115,7 +117,7 @@ func TestSysProcExitCode(t *testing.T) {
 	cmd, s, out := startSys(t, defaultShell(), `exit /b 42`)
 	waitCmd(t, cmd, 10*time.Second)
 	recvOutput(t, out, 10*time.Second)
-	if code, sig := exitStatus(cmd.ProcessState); code != 42 || sig != "" {
+	if code, sig := s.exitStatus(cmd.ProcessState); code != 42 || sig != "" {
 		t.Errorf("exitStatus: got (%d, %q), want (42, \"\")", code, sig)
 	}
 	// The job's accounting is not asserted: Wine reports zero CPU time, and
@@ -223,4 +225,211 @@ func TestSysProcRelease(t *testing.T) {
 		t.Fatalf("helper still running 10s after the job handle was closed")
 	}
 	recvOutput(t, out, 10*time.Second)
+}
+
+func TestSysProcPIDPinnedUntilRelease(t *testing.T) {
+	t.Parallel()
+	cmd, s, out := startSys(t, defaultShell(), `exit /b 42`)
+	waitCmd(t, cmd, 10*time.Second)
+	recvOutput(t, out, 10*time.Second)
+	pid := uint32(cmd.Process.Pid)
+	// os/exec has closed its handle to the shell. Ours keeps the process
+	// object, so the PID (the group ID breaks target) still names the
+	// exited shell, not a new process. (Wine keeps an exited process
+	// openable anyway, so there only the checks of s.pid and s.proc below
+	// can fail: the old code forgot the PID in leftovers.)
+	h, err := windows.OpenProcess(windows.PROCESS_QUERY_LIMITED_INFORMATION, false, pid)
+	if err != nil {
+		t.Fatalf("open exited shell %d before release: got %v, want the pinned process", pid, err)
+	}
+	var code uint32
+	err = windows.GetExitCodeProcess(h, &code)
+	_ = windows.CloseHandle(h)
+	if err != nil || code != 42 {
+		t.Errorf("exit code of PID %d before release: got %d, %v, want 42 (the shell)", pid, code, err)
+	}
+	if n := s.leftovers(); n != 0 {
+		t.Errorf("leftovers: got %d, want 0", n)
+	}
+	s.mu.Lock()
+	pinned := s.pid == pid && s.proc != 0
+	s.mu.Unlock()
+	if !pinned {
+		t.Errorf("after leftovers: pid, handle got unset, want the shell's kept until release")
+	}
+	s.release()
+	if s.pid != 0 || s.proc != 0 {
+		t.Errorf("after release: pid %d, handle %v, want 0, 0", s.pid, s.proc)
+	}
+	if err := s.signal(SignalTerminate); err != errNoProcess {
+		t.Errorf("signal after release: got %v, want errNoProcess", err)
+	}
+}
+
+func TestSysProcKillIsNamed(t *testing.T) {
+	t.Parallel()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep := NewPIDReporter(t)
+	cmd, s, out := startSys(t, defaultShell(), `"`+exe+`"`, helperModeEnv+"=sleep", rep.Env())
+	rep.Next(time.Now().Add(20 * time.Second))
+	if err := s.signal(SignalKill); err != nil {
+		t.Fatalf("signal kill: %v", err)
+	}
+	waitCmd(t, cmd, 10*time.Second)
+	recvOutput(t, out, 10*time.Second)
+	if code, sig := s.exitStatus(cmd.ProcessState); code != winJobKillExitCode || sig != winSignalJobKill {
+		t.Errorf("exitStatus after kill: got (%d, %q), want (%d, %q)", code, sig, winJobKillExitCode, winSignalJobKill)
+	}
+	// A job kill after the shell exited (the leftovers path) does not
+	// make the shell's own exit a kill.
+	cmd2, s2, out2 := startSys(t, defaultShell(), `exit /b 1`)
+	waitCmd(t, cmd2, 10*time.Second)
+	recvOutput(t, out2, 10*time.Second)
+	_ = s2.terminate()
+	if code, sig := s2.exitStatus(cmd2.ProcessState); code != 1 || sig != "" {
+		t.Errorf("exitStatus of exit /b 1: got (%d, %q), want (1, \"\")", code, sig)
+	}
+}
+
+func TestSysProcBatchPromptWatcher(t *testing.T) {
+	t.Parallel()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep := NewPIDReporter(t)
+	// After the helper, cmd.exe stays busy with a builtin that never ends,
+	// as it would on the "Terminate batch job (Y/N)?" prompt: nothing but
+	// cmd.exe is left in the job.
+	cmd, s, out := startSys(t, defaultShell(), `"`+exe+`" & for /l %i in (0,0,1) do @rem`, helperModeEnv+"=sleep", rep.Env())
+	helper := rep.NextReport(time.Now().Add(20 * time.Second))
+	s.mu.Lock()
+	s.stopping = true // as Stop would
+	s.watchBatchPromptLocked()
+	s.mu.Unlock()
+	// The helper reported, so it runs in the job next to cmd.exe.
+	if images, err := s.memberImages(); err != nil || len(images) < 2 {
+		t.Fatalf("job members: got %q, %v, want cmd.exe and the helper", images, err)
+	}
+	// While the helper runs the watcher must leave the tree alone: the
+	// shell must not exit during ten of the watcher's polls.
+	if ev, _ := windows.WaitForSingleObject(s.proc, uint32(10*batchPoll/time.Millisecond)); ev != uint32(windows.WAIT_TIMEOUT) {
+		t.Fatalf("shell exited while the helper ran: the watcher killed a tree with a program in it")
+	}
+	hk, err := windows.OpenProcess(windows.PROCESS_TERMINATE, false, helper.PID)
+	if err != nil {
+		t.Fatalf("open helper: %v", err)
+	}
+	_ = windows.TerminateProcess(hk, 0)
+	_ = windows.CloseHandle(hk)
+	waitCmd(t, cmd, 10*time.Second)
+	recvOutput(t, out, 10*time.Second)
+	if code, sig := s.exitStatus(cmd.ProcessState); sig != winSignalJobKill {
+		t.Errorf("exitStatus: got (%d, %q), want the watcher's job kill %q", code, sig, winSignalJobKill)
+	}
+}
+
+// TestNestedJob runs a Manager inside a job set up as a host's might be:
+// without UI limits the command's job nests; with UI limits it can only
+// break away where the job allows it, and otherwise Start must fail with
+// ErrUnsupported naming the cause, before anything runs.
+func TestNestedJob(t *testing.T) {
+	t.Parallel()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		name      string
+		uiLimits  bool
+		breakaway bool
+		wantCode  int
+		wantText  string
+	}{
+		{"no UI limits", false, false, 0, "nested"},
+		{"UI limits, breakaway allowed", true, true, 0, "nested"},
+		{"UI limits, no breakaway", true, false, 4, "UI restrictions"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			if tt.wantCode != 0 && underWine() {
+				// Under Wine the nested job is made and the command
+				// runs: there is nothing to refuse.
+				t.Skip("Wine 8.0 does not refuse nesting under a job with UI restrictions")
+			}
+			job, err := windows.CreateJobObject(nil, nil)
+			if err != nil {
+				t.Fatalf("create job: %v", err)
+			}
+			defer windows.CloseHandle(job)
+			var limits windows.JOBOBJECT_EXTENDED_LIMIT_INFORMATION
+			limits.BasicLimitInformation.LimitFlags = windows.JOB_OBJECT_LIMIT_KILL_ON_JOB_CLOSE
+			if tt.breakaway {
+				limits.BasicLimitInformation.LimitFlags |= windows.JOB_OBJECT_LIMIT_BREAKAWAY_OK
+			}
+			if _, err := windows.SetInformationJobObject(job, windows.JobObjectExtendedLimitInformation,
+				uintptr(unsafe.Pointer(&limits)), uint32(unsafe.Sizeof(limits))); err != nil {
+				t.Fatalf("set job limits: %v", err)
+			}
+			if tt.uiLimits {
+				ui := windows.JOBOBJECT_BASIC_UI_RESTRICTIONS{UIRestrictionsClass: windows.JOB_OBJECT_UILIMIT_DESKTOP}
+				if _, err := windows.SetInformationJobObject(job, windows.JobObjectBasicUIRestrictions,
+					uintptr(unsafe.Pointer(&ui)), uint32(unsafe.Sizeof(ui))); err != nil {
+					t.Fatalf("set UI limits: %v", err)
+				}
+			}
+			host := exec.Command(exe)
+			host.Env = append(os.Environ(), helperModeEnv+"=nestedjob")
+			var out strings.Builder
+			host.Stdout, host.Stderr = &out, &out
+			host.SysProcAttr = &syscall.SysProcAttr{CreationFlags: windows.CREATE_SUSPENDED}
+			if err := host.Start(); err != nil {
+				t.Fatalf("start host: %v", err)
+			}
+			h, err := windows.OpenProcess(windows.PROCESS_SET_QUOTA|windows.PROCESS_TERMINATE|windows.PROCESS_SUSPEND_RESUME, false, uint32(host.Process.Pid))
+			if err != nil {
+				_ = host.Process.Kill()
+				_ = host.Wait()
+				t.Fatalf("open host: %v", err)
+			}
+			defer windows.CloseHandle(h)
+			if err := windows.AssignProcessToJobObject(job, h); err != nil {
+				_ = host.Process.Kill()
+				_ = host.Wait()
+				t.Fatalf("assign host to job: %v", err)
+			}
+			_, _, _ = ntResumeProcess.Call(uintptr(h))
+			waitCmd(t, host, 20*time.Second)
+			if code := host.ProcessState.ExitCode(); code != tt.wantCode || !strings.Contains(out.String(), tt.wantText) {
+				t.Errorf("host exit %d, output %q, want %d and %q", code, out.String(), tt.wantCode, tt.wantText)
+			}
+		})
+	}
+}
+
+// TestSysProcConsole checks what a child gets for a console: a console in
+// every case (console programs need one), and, when this host has none
+// (under Wine the test binary has none), a console whose window is not
+// shown: a service or GUI host must never open a window per command.
+func TestSysProcConsole(t *testing.T) {
+	t.Parallel()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd, s, out := startSys(t, defaultShell(), `"`+exe+`"`, helperModeEnv+"=console")
+	waitCmd(t, cmd, 10*time.Second)
+	got := strings.TrimSpace(recvOutput(t, out, 10*time.Second))
+	if s.ownConsole == hostHasConsole() {
+		t.Errorf("ownConsole got %v with hostHasConsole %v, want the opposite", s.ownConsole, hostHasConsole())
+	}
+	if !strings.Contains(got, "console=true") {
+		t.Errorf("child: got %q, want it to have a console", got)
+	}
+	if s.ownConsole && !strings.Contains(got, "visible=false") {
+		t.Errorf("child of a host without a console: got %q, want no visible window", got)
+	}
 }

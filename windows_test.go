@@ -371,3 +371,98 @@ func TestWindowsMultiLineRejected(t *testing.T) {
 		t.Errorf("trailing newline: got %q, want [\"one\"]", got)
 	}
 }
+
+func TestWindowsKillReason(t *testing.T) {
+	t.Parallel()
+	m := newManager(t)
+	p, gone := startTree(t, m, `%HELPER%`, "sleep")
+	if err := p.Signal(agentproc.SignalKill); err != nil {
+		t.Fatalf("Signal(kill): %v", err)
+	}
+	info := mustWait(t, p)
+	if info.Reason != agentproc.ReasonKilled || info.Signal != "TerminateJobObject" {
+		t.Errorf("reason, signal got %q, %q, want %q, %q", info.Reason, info.Signal, agentproc.ReasonKilled, "TerminateJobObject")
+	}
+	if !gone(testTimeout) {
+		t.Errorf("helper still running after Signal(kill)")
+	}
+	// exit 1 by itself stays an exit, although the job kill uses code 1.
+	info = mustWait(t, mustStart(t, m, agentproc.Request{Command: `exit 1`}))
+	if info.Reason != agentproc.ReasonExited || info.Signal != "" {
+		t.Errorf("exit 1: reason, signal got %q, %q, want %q, \"\"", info.Reason, info.Signal, agentproc.ReasonExited)
+	}
+}
+
+// TestWindowsDrainBoundedOutsideJob gives a process outside the job (this
+// test binary) a copy of the child's output pipe, as a process started
+// through runas or a member stuck in termination would hold it: the job
+// kill cannot close it, and Stop must still return within the drain bound.
+func TestWindowsDrainBoundedOutsideJob(t *testing.T) {
+	t.Parallel()
+	m := newManager(t, agentproc.WithGracePeriod(100*time.Millisecond))
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep := agentproc.NewPIDReporter(t)
+	p := mustStart(t, m, agentproc.Request{
+		Command: `"` + exe + `"`,
+		Env:     map[string]string{agentproc.HelperModeEnv: "sleep", agentproc.HelperAddrEnv: rep.Addr()},
+	})
+	helper := rep.NextReport(time.Now().Add(testTimeout))
+	hp, err := windows.OpenProcess(windows.PROCESS_DUP_HANDLE, false, helper.PID)
+	if err != nil {
+		t.Fatalf("open helper: %v", err)
+	}
+	var dup windows.Handle
+	err = windows.DuplicateHandle(hp, windows.Handle(helper.Stdout), windows.CurrentProcess(), &dup, 0, false, windows.DUPLICATE_SAME_ACCESS)
+	_ = windows.CloseHandle(hp)
+	if err != nil {
+		t.Fatalf("duplicate the helper's stdout: %v", err)
+	}
+	// Registered after newManager's Close: runs first, so that an unbounded
+	// drain (the bug) fails this test instead of hanging Close.
+	t.Cleanup(func() { _ = windows.CloseHandle(dup) })
+
+	start := time.Now()
+	info, err := p.Stop(testContext(t))
+	if err != nil || info.Running {
+		t.Fatalf("Stop with the pipe held outside the job: got %v, running %v, want the exit within the drain bound", err, info.Running)
+	}
+	if elapsed := time.Since(start); elapsed > 2*time.Second+5*time.Second {
+		t.Errorf("Stop took %v, want at most the 2s drain plus slack", elapsed)
+	}
+}
+
+// TestWindowsStdinNeverRead writes more than the pipe holds to a child that
+// never reads: the write returns within the stall bound with the count of
+// what went in, as on Unix (the overlapped pipe takes a write deadline; a
+// synchronous one could only be abandoned, reporting nothing written).
+func TestWindowsStdinNeverRead(t *testing.T) {
+	t.Parallel()
+	const stall = 200 * time.Millisecond
+	m := newManager(t, agentproc.WithStdinStall(stall))
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep := agentproc.NewPIDReporter(t)
+	p := mustStart(t, m, agentproc.Request{
+		Command: `"` + exe + `"`,
+		Env:     map[string]string{agentproc.HelperModeEnv: "sleep", agentproc.HelperAddrEnv: rep.Addr()},
+		Stdin:   true,
+	})
+	rep.Next(time.Now().Add(testTimeout))
+	big := make([]byte, 4<<20)
+	start := time.Now()
+	n, err := p.WriteStdin(big)
+	if !errors.Is(err, os.ErrDeadlineExceeded) || n <= 0 || n >= len(big) {
+		t.Errorf("WriteStdin: got (%d, %v), want part of it written and os.ErrDeadlineExceeded", n, err)
+	}
+	if elapsed := time.Since(start); elapsed > testTimeout {
+		t.Errorf("WriteStdin took %v, want about the %v stall bound", elapsed, stall)
+	}
+	if _, err := p.Stop(testContext(t)); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -12,7 +12,9 @@
 // Routes, relative to where the handler is mounted:
 //
 //	POST /start            {"command", "workdir", "env", "background", "timeout",
-//	                        "key", "stdin", "tty": {"rows", "cols"}}
+//	                        "key", "stdin", "tty": {"rows", "cols"},
+//	                        "limits": {"memory_bytes", "procs", "cpu"},
+//	                        "idle_timeout", "idle_interactive", "max_output_bytes"}
 //	                       -> {"id", "started", "command", "background", "warnings"}
 //	GET  /list             -> {"processes": [Process...]}
 //	GET  /{id}             -> Process
@@ -29,10 +31,14 @@
 //	                       -> {"message"}
 //	POST /{id}/stdin       {"data", "close"} -> {"written"}; the process
 //	                       must have been started with "stdin" or "tty"
+//	POST /stop-all         {} -> {"processes": [Process...]}: every running
+//	                       process of the caller's owner, stopped at once
 //
 // A Process is {"id", "command", "workdir", "background", "running",
 // "exit_code", "started_at_unix", "exited_at_unix", "pid", "reason",
-// "signal", "warnings"}.
+// "signal", "warnings", "limits", "peak_memory_bytes", "likely_oom"}. Its reason
+// is one of "exited", "signaled", "killed", "shutdown", "timeout", "oom",
+// "idle" and "output_limit".
 //
 // Safety: whoever can POST /start runs commands as the agent's user, so
 // NewHandler logs a warning when no WithAuthorize hook is set, and every
@@ -49,8 +55,9 @@
 // owner's: the three are indistinguishable); 409 for a signal to a process
 // that has exited; 413 for a body over MaxBodyBytes; 415 for a POST body
 // not sent as application/json; 429 when the Manager's running limit or the
-// owner's (WithMaxRunningPerOwner) is reached; 503 once the Manager is
-// closed.
+// owner's (WithMaxRunningPerOwner) is reached; 501 for what the platform
+// cannot do, such as a limit that cannot be enforced (the detail names the
+// field); 503 once the Manager is closed.
 //
 // Ownership: each request acts for one owner, taken from a header or decided
 // by a hook (see NewHandler), and sees only that owner's processes.

@@ -76,6 +76,7 @@ func NewHandler(m *agentproc.Manager, opts ...Option) http.Handler {
 	mux.HandleFunc("GET /{id}/output", h.output)
 	mux.HandleFunc("POST /{id}/signal", h.signal)
 	mux.HandleFunc("POST /{id}/stdin", h.stdin)
+	mux.HandleFunc("POST /stop-all", h.stopAll)
 	return h.guard(mux)
 }
 
@@ -141,12 +142,7 @@ func (h *handler) start(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	release, e := h.reserve(s)
-	if e != nil {
-		writeError(w, e)
-		return
-	}
-	p, attached, err := s.StartOrAttach(agentproc.Request{
+	areq := agentproc.Request{
 		Command:    req.Command,
 		WorkDir:    req.WorkDir,
 		Env:        req.Env,
@@ -155,7 +151,17 @@ func (h *handler) start(w http.ResponseWriter, r *http.Request) {
 		Key:        req.Key,
 		Stdin:      req.Stdin,
 		TTY:        req.TTY,
-	})
+	}
+	if e := guardsFromRequest(req, &areq); e != nil {
+		writeError(w, e)
+		return
+	}
+	release, e := h.reserve(s)
+	if e != nil {
+		writeError(w, e)
+		return
+	}
+	p, attached, err := s.StartOrAttach(areq)
 	release()
 	if err != nil {
 		writeError(w, errorFor(err, ""))

@@ -39,6 +39,20 @@ type StartRequest struct {
 	// "30s"; when it passes the process is stopped (agentproc.Request
 	// Timeout). "" means no limit.
 	Timeout string `json:"timeout,omitempty"`
+	// Extension: limits on the memory, processes and CPU of the whole tree
+	// (agentproc.Limits): {"memory_bytes", "procs", "cpu"}. A limit the
+	// server cannot enforce is a 501 naming the field.
+	Limits *agentproc.Limits `json:"limits,omitempty"`
+	// Extension: stop the process once it has written nothing for this
+	// long, as a Go duration such as "10m" (agentproc.Request IdleTimeout).
+	// "" means no limit.
+	IdleTimeout string `json:"idle_timeout,omitempty"`
+	// Extension: let idle_timeout apply to a process with stdin or tty,
+	// which may be waiting for input (agentproc.Request IdleInteractive).
+	IdleInteractive bool `json:"idle_interactive,omitempty"`
+	// Extension: stop the process once its output passes this many bytes
+	// (agentproc.Request MaxOutput). 0 means no limit.
+	MaxOutput int64 `json:"max_output_bytes,omitempty"`
 }
 
 // StartResponse is the reply to POST /start.
@@ -81,13 +95,25 @@ type Process struct {
 
 	// Extension: the process ID of the shell.
 	PID int `json:"pid,omitempty"`
-	// Extension: why the process ended (agentproc.ExitReason); absent while
-	// it runs.
+	// Extension: why the process ended (agentproc.ExitReason): "exited",
+	// "signaled", "killed", "shutdown", "timeout", "oom" (the kernel's OOM
+	// killer, under limits.memory_bytes), "idle" (idle_timeout) or
+	// "output_limit" (max_output_bytes); absent while it runs.
 	Reason agentproc.ExitReason `json:"reason,omitempty"`
 	// Extension: the signal that ended the process, such as "SIGKILL".
 	Signal string `json:"signal,omitempty"`
 	// Extension: advice about the command (agentproc.Info.Warnings).
 	Warnings []string `json:"warnings,omitempty"`
+	// Extension: the limits the process runs under (agentproc.Info.Limits).
+	Limits *agentproc.Limits `json:"limits,omitempty"`
+	// Extension: for a process that ran out of memory (reason "oom", or
+	// likely_oom), its peak memory in bytes where known: its whole tree's
+	// with a cgroup (agentproc.Info.MaxRSS).
+	PeakMemory int64 `json:"peak_memory_bytes,omitempty"`
+	// Extension: a SIGKILL nobody here sent ended the process while the
+	// host's OOM kill count rose: probably, not certainly, out of memory
+	// (agentproc.Info.LikelyOOM).
+	LikelyOOM bool `json:"likely_oom,omitempty"`
 }
 
 // Output is the reply to GET /{id}/output.
@@ -197,6 +223,14 @@ func processFromInfo(info agentproc.Info) Process {
 		Reason:     info.Reason,
 		Signal:     info.Signal,
 		Warnings:   info.Warnings,
+		LikelyOOM:  info.LikelyOOM,
+	}
+	if info.Reason == agentproc.ReasonOOM || info.LikelyOOM {
+		p.PeakMemory = info.MaxRSS
+	}
+	if !info.Limits.IsZero() {
+		limits := info.Limits
+		p.Limits = &limits
 	}
 	if !info.ExitedAt.IsZero() {
 		exited := info.ExitedAt.Unix()

@@ -56,7 +56,8 @@ func Tools() []Tool {
 				"Never end a command with `&` and never use nohup, setsid or disown: a job detached that way escapes supervision " +
 				"and is killed when the command ends. Commands cannot prompt: there is no terminal, editors fail at once and pagers print " +
 				"everything, so pass text as arguments (git commit -m, git merge --no-edit) and credentials through the environment or files. " +
-				"Long output keeps its first and last 16 KiB; the middle is dropped and marked.",
+				"Long output keeps its first and last 16 KiB; the middle is dropped and marked. " +
+				"A command whose output passes 64 MiB is stopped; when a command was stopped or killed, ended says why.",
 			InputSchema: object([]string{"command"}, map[string]any{
 				"command": str("The command, exactly as you would type it in a shell. Do not append `&`."),
 				"workdir": str("Directory to run in. Defaults to the project directory."),
@@ -179,6 +180,7 @@ type executeResult struct {
 	Running    bool     `json:"running"`
 	ExitCode   *int     `json:"exit_code,omitempty"`
 	Reason     string   `json:"reason,omitempty"` // only when not a plain exit
+	Ended      string   `json:"ended,omitempty"`  // why, in words, where the reason needs it
 	Output     string   `json:"output,omitempty"`
 	Next       *int64   `json:"next,omitempty"`
 	Omitted    int64    `json:"omitted_bytes,omitempty"`
@@ -202,6 +204,7 @@ func (tb *Toolbox) execute(ctx context.Context, a executeArgs) (executeResult, e
 		WorkDir:    a.WorkDir,
 		Background: a.RunInBackground,
 		Timeout:    timeout,
+		MaxOutput:  maxOutput,
 	})
 	if err != nil {
 		return executeResult{}, fmt.Errorf("could not start the command: %v", err)
@@ -232,6 +235,7 @@ func (tb *Toolbox) execute(ctx context.Context, a executeArgs) (executeResult, e
 	if info.Reason != agentproc.ReasonExited {
 		res.Reason = string(info.Reason)
 	}
+	res.Ended = ended(info)
 	text, next, omitted, err := readFrom(p, 0)
 	if err != nil {
 		return executeResult{}, err
@@ -252,6 +256,7 @@ type outputResult struct {
 	Running   bool   `json:"running"`
 	ExitCode  *int   `json:"exit_code,omitempty"`
 	Reason    string `json:"reason,omitempty"`
+	Ended     string `json:"ended,omitempty"`
 	Matched   string `json:"matched,omitempty"`
 	Output    string `json:"output"`
 	Next      int64  `json:"next"`
@@ -311,6 +316,7 @@ func (tb *Toolbox) output(ctx context.Context, a outputArgs) (outputResult, erro
 	if !info.Running && info.Reason != agentproc.ReasonExited {
 		res.Reason = string(info.Reason)
 	}
+	res.Ended = ended(info)
 	res.Output, res.Next, res.Omitted = text, next, omitted
 	return res, nil
 }
@@ -326,6 +332,7 @@ type listedProcess struct {
 	Running    bool   `json:"running"`
 	ExitCode   *int   `json:"exit_code,omitempty"`
 	Reason     string `json:"reason,omitempty"`
+	Ended      string `json:"ended,omitempty"`
 }
 
 func (tb *Toolbox) list(context.Context, struct{}) (listResult, error) {
@@ -341,6 +348,7 @@ func (tb *Toolbox) list(context.Context, struct{}) (listResult, error) {
 		if !info.Running && info.Reason != agentproc.ReasonExited {
 			lp.Reason = string(info.Reason)
 		}
+		lp.Ended = ended(info)
 		res.Processes = append(res.Processes, lp)
 	}
 	return res, nil

@@ -1,0 +1,219 @@
+package agentproc
+
+import (
+	"cmp"
+	"context"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/coder/quartz"
+	"golang.org/x/xerrors"
+)
+
+// DefaultOOMScoreDelta is how much higher than the host's own
+// oom_score_adj the processes get by default (see WithOOMScoreDelta).
+const DefaultOOMScoreDelta = 500
+
+// maxOOMScoreAdj is the kernel's upper bound for oom_score_adj.
+const maxOOMScoreAdj = 1000
+
+// WithOOMScoreDelta makes every process's oom_score_adj the host process's
+// own plus delta, capped at 1000, so that when memory runs out the kernel's
+// OOM killer picks a command before the agent that runs it. The default is
+// DefaultOOMScoreDelta (500); 0 or less leaves the processes at the host's
+// value. Linux only; elsewhere it does nothing.
+//
+// The value is set on the shell right after it starts and on what it has
+// started by then, each before its own children are looked up, so every
+// later descendant inherits it. A process whose fork is in progress at the
+// moment its parent is changed (the kernel copies the value before it lists
+// the child), or that is forked and orphaned within those first
+// microseconds, keeps the host's value, as do its descendants.
+func WithOOMScoreDelta(delta int) Option {
+	return optionFunc(func(c *config) { c.oomDelta = max(delta, 0) })
+}
+
+// guard is what a process needs for the guards beyond Timeout: idleness,
+// output size and telling an OOM kill.
+type guard struct {
+	idle      time.Duration // 0: no idle limit
+	maxOutput int64         // 0: no output limit
+	// oomBase is the host-wide OOM kill count when the process started,
+	// for LikelyOOM; oomBaseOK is false where it cannot be read.
+	oomBase   uint64
+	oomBaseOK bool
+}
+
+// validateGuards checks the request fields of the idle and output guards.
+func validateGuards(req Request) error {
+	switch {
+	case req.IdleTimeout < 0:
+		return xerrors.Errorf("negative IdleTimeout %s: %w", req.IdleTimeout, ErrInvalidRequest)
+	case req.IdleTimeout > 0 && (req.Stdin || req.TTY != nil) && !req.IdleInteractive:
+		return xerrors.Errorf("IdleTimeout on a process with Stdin or TTY, which may be waiting for input, "+
+			"needs IdleInteractive: %w", ErrInvalidRequest)
+	case req.MaxOutput < 0:
+		return xerrors.Errorf("negative MaxOutput %d: %w", req.MaxOutput, ErrInvalidRequest)
+	}
+	return nil
+}
+
+// newGuard makes the guard of a process about to be described by Start.
+// The OOM baseline is a reading of the host-wide count from at most
+// oomBaseMaxAge ago: a kill of this process, which ran for microseconds so
+// far, is hardly in it, and a kill elsewhere just before is what makes the
+// verdict "likely" rather than certain.
+func (m *Manager) newGuard(req Request) guard {
+	g := guard{idle: req.IdleTimeout, maxOutput: req.MaxOutput}
+	if req.Limits.Memory == 0 || m.cfg.cgroupParent == "" {
+		// With a memory limit the cgroup counts the tree's own kills, so
+		// the host-wide count is not needed.
+		g.oomBase, g.oomBaseOK = recentHostOOMKills()
+	}
+	return g
+}
+
+// oomBaseMaxAge is how old a reading of the host-wide OOM kill count may be
+// to serve as a new process's baseline. Reading /proc/vmstat costs about
+// 0.1 ms, a tenth of a Start; a burst of Starts shares one reading. An OOM
+// kill elsewhere in the moment before a start can then make a later
+// unexplained SIGKILL look likely OOM, which LikelyOOM's "likely" allows.
+const oomBaseMaxAge = 100 * time.Millisecond
+
+// oomSample is one reading of the host-wide OOM kill count.
+type oomSample struct {
+	n  uint64
+	ok bool
+	at time.Time // real, monotonic: this is a cache, not behaviour
+}
+
+var lastOOMSample atomic.Pointer[oomSample]
+
+// recentHostOOMKills returns the host-wide OOM kill count as read at most
+// oomBaseMaxAge ago.
+func recentHostOOMKills() (uint64, bool) {
+	if s := lastOOMSample.Load(); s != nil && time.Since(s.at) < oomBaseMaxAge {
+		return s.n, s.ok
+	}
+	n, ok := hostOOMKillCount()
+	lastOOMSample.Store(&oomSample{n: n, ok: ok, at: time.Now()})
+	return n, ok
+}
+
+// watchOutput stops the process with ReasonOutputLimit once its output
+// passes the guard's maxOutput, and with ReasonIdle once no output has come
+// for the guard's idle duration on the Manager's clock. It does nothing
+// without either limit.
+//
+// It follows the output buffer's change notifications rather than hooking
+// the reader, so the copy loop is the same with guards as without. The
+// idle timer is made here, before Start returns, so the idle period starts
+// with the process (and a mock clock's trap sees it at once); it is reset
+// on every change, which a mock clock's TimerReset trap sees.
+func (p *Process) watchOutput() {
+	idle, maxOutput := p.guard.idle, p.guard.maxOutput
+	if idle <= 0 && maxOutput <= 0 {
+		return
+	}
+	var timer *quartz.Timer
+	var timeout <-chan time.Time
+	if idle > 0 {
+		timer = p.m.cfg.clock.NewTimer(idle, "agentproc", "idle")
+		timeout = timer.C
+	}
+	// Counted in the Manager's WaitGroup (whose count the process's own
+	// supervisor holds above zero here), so Close waits for it too.
+	p.m.wg.Add(1)
+	go func() {
+		defer p.m.wg.Done()
+		if timer != nil {
+			defer timer.Stop()
+		}
+		var seen int64
+		for {
+			// changed before total, so a write after the total is read
+			// still wakes this loop.
+			changed := p.buf.changed()
+			total := p.buf.total()
+			if maxOutput > 0 && total > maxOutput {
+				_, _ = p.stop(context.Background(), ReasonOutputLimit)
+				return
+			}
+			if timer != nil && total != seen {
+				seen = total
+				timer.Reset(idle, "agentproc", "idle")
+			}
+			if changed == closedChan {
+				// No more output: the process is exiting.
+				<-p.done
+				return
+			}
+			select {
+			case <-p.done:
+				return
+			case <-changed:
+			case <-timeout:
+				// stop keeps the first reason given, so a Stop that got
+				// there first still names the process's end.
+				_, _ = p.stop(context.Background(), ReasonIdle)
+				return
+			}
+		}
+	}()
+}
+
+// oomVerdict tells, once the shell has exited and before the containment is
+// released, whether the kernel's OOM killer ended part of the tree. oom is
+// certain: the tree's cgroup counted a kill. likely is the guess made where
+// the tree's own count is unknown: the shell was SIGKILLed (or, running the
+// command as a child, exited with 128+9) while the host-wide count rose. The
+// caller drops likely when this package sent a signal itself.
+func (g *guard) oomVerdict(c *containment, code int, sigName string) (oom, likely bool) {
+	if n, ok := treeOOMKills(c); ok {
+		return n > 0, false
+	}
+	if !g.oomBaseOK || (sigName != "SIGKILL" && code != 128+9) {
+		return false, false
+	}
+	n, ok := hostOOMKillCount()
+	return false, ok && n > g.oomBase
+}
+
+// hostOOMKillCount is hostOOMKills, a variable so that a white-box test can
+// make the count rise without an OOM kill on the test machine.
+var hostOOMKillCount = hostOOMKills
+
+// StopAll stops every running process of the Scope's owner, all at once as
+// Close does (terminate, one grace period for all of them, kill), and
+// returns their final Infos, newest first. Processes of other owners are
+// not touched. If ctx ends first, every remaining tree is killed at once
+// and StopAll returns the Infos as they are, with ctx.Err(). Processes
+// started while StopAll runs are not stopped.
+func (s *Scope) StopAll(ctx context.Context) ([]Info, error) {
+	m := s.m
+	m.mu.Lock()
+	var running []*Process
+	for _, p := range m.procs {
+		if s.visible(p) && !p.exited() {
+			running = append(running, p)
+		}
+	}
+	m.mu.Unlock()
+	slices.SortFunc(running, func(a, b *Process) int { return cmp.Compare(b.seq, a.seq) })
+
+	infos := make([]Info, len(running))
+	errs := make([]error, len(running))
+	var wg sync.WaitGroup
+	for i, p := range running {
+		wg.Go(func() { infos[i], errs[i] = p.stop(ctx, ReasonKilled) })
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return infos, err
+		}
+	}
+	return infos, nil
+}

@@ -1,0 +1,73 @@
+package httpapi
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/agentproc/agentproc"
+)
+
+// guardsFromRequest copies the resource guards of a start request into the
+// library's request, or returns the reply for a malformed one.
+func guardsFromRequest(req StartRequest, areq *agentproc.Request) *Error {
+	if req.Limits != nil {
+		areq.Limits = *req.Limits
+	}
+	if req.IdleTimeout != "" {
+		d, err := time.ParseDuration(req.IdleTimeout)
+		if err != nil || d <= 0 {
+			return &Error{
+				StatusCode: http.StatusBadRequest,
+				Message:    fmt.Sprintf(`Invalid idle_timeout %q: want a positive duration such as "10m".`, req.IdleTimeout),
+			}
+		}
+		areq.IdleTimeout = d
+	}
+	areq.IdleInteractive = req.IdleInteractive
+	areq.MaxOutput = req.MaxOutput
+	return nil
+}
+
+// stopAll stops every running process of the caller's owner at once
+// (agentproc.Scope.StopAll) and replies with their final state. The stop
+// ladder runs to its end even if the client goes away, so that nothing is
+// left half-stopped; the reply can take up to the Manager's grace period.
+func (h *handler) stopAll(w http.ResponseWriter, r *http.Request) {
+	s, ok := h.scope(w, r)
+	if !ok {
+		return
+	}
+	// The body is an empty object, sent as application/json like every
+	// state-changing route's, so that a page cannot send it without a
+	// preflight.
+	var req struct{}
+	if !h.decode(w, r, &req) {
+		return
+	}
+	// Real time on purpose, like a blocking wait: the network stack
+	// enforces the deadline. The ladder's length is the Manager's grace
+	// period, which this handler does not know, so the deadline is the
+	// server's wait cap.
+	_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(h.cfg.maxWait + writeHeadroom))
+	infos, err := s.StopAll(context.WithoutCancel(r.Context()))
+	if err != nil {
+		writeError(w, errorFor(err, ""))
+		return
+	}
+	resp := ListResponse{Processes: make([]Process, len(infos))}
+	for i, info := range infos {
+		resp.Processes[i] = processFromInfo(info)
+	}
+	writeJSON(w, http.StatusOK, resp)
+}
+
+// StopAll stops every running process of the caller's owner
+// (POST /stop-all with the body {}) and returns their final state, newest
+// first.
+func (c *Client) StopAll(ctx context.Context) ([]Process, error) {
+	var resp ListResponse
+	err := c.do(ctx, http.MethodPost, "/stop-all", nil, struct{}{}, &resp)
+	return resp.Processes, err
+}
