@@ -4,6 +4,7 @@ import (
 	"context"
 	"maps"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -93,6 +94,11 @@ type Manager struct {
 	cfg  config
 	wg   sync.WaitGroup // one per supervise goroutine
 	logs *logDir        // nil without WithOutputLog
+
+	// The shell's path under PATH as it was (see shellPath).
+	shellMu       sync.Mutex
+	shellPathEnv  string
+	shellResolved string
 
 	mu      sync.Mutex
 	procs   map[string]*Process
@@ -352,8 +358,8 @@ func (m *Manager) spawn(req Request, owner, command, dir string, seq uint64, war
 	// A context that never ends: the kill step is the ladder's own
 	// (Process.killTree), not os/exec's. With a cancellable context os/exec
 	// runs a goroutine per command to watch it, and Wait hands off to that
-	// goroutine and back after every exit: a tenth of Start+Wait of `true`.
-	cmd := newShellCmd(context.Background(), m.cfg.shell, command)
+	// goroutine and back after every exit.
+	cmd := m.shellCmd(command)
 	cmd.Dir = dir
 	cmd.Env = env
 	st.attach(cmd)
@@ -381,6 +387,7 @@ func (m *Manager) spawn(req Request, owner, command, dir string, seq uint64, war
 	}
 	if err := cmd.Start(); err != nil {
 		sys.release()
+		m.forgetShellPath()
 		return fail("start "+m.cfg.shell[0]+ctr.describe(), err)
 	}
 	ctr.started(cmd)
@@ -444,6 +451,55 @@ func (m *Manager) spawn(req Request, owner, command, dir string, seq uint64, war
 	}()
 	go p.supervise(st.out, readerDone)
 	return p, nil
+}
+
+// shellCmd builds the command of one Start. The shell is looked up in PATH
+// once per value of PATH, not on every Start: exec.Command's LookPath stats
+// each PATH entry in turn, about 20 µs of Start+Wait of `true`. The shell
+// keeps the name it was given as its argv[0] ($0), as with exec.Command.
+func (m *Manager) shellCmd(command string) *exec.Cmd {
+	shell := m.cfg.shell
+	if path := m.shellPath(); path != "" {
+		shell = append([]string{path}, shell[1:]...)
+	}
+	cmd := newShellCmd(context.Background(), shell, command)
+	cmd.Args[0] = m.cfg.shell[0]
+	return cmd
+}
+
+// shellPath returns the shell's path as LookPath finds it under the current
+// PATH, or "" when the name is used as given (it holds a separator, or
+// LookPath fails, in which case exec.Command reports why).
+func (m *Manager) shellPath() string {
+	name := m.cfg.shell[0]
+	if filepath.Base(name) != name {
+		return ""
+	}
+	pathEnv := os.Getenv("PATH")
+	m.shellMu.Lock()
+	if m.shellPathEnv == pathEnv && m.shellResolved != "" {
+		resolved := m.shellResolved
+		m.shellMu.Unlock()
+		return resolved
+	}
+	m.shellMu.Unlock()
+	// Looked up without the lock: it stats files.
+	resolved, err := exec.LookPath(name)
+	if err != nil || !filepath.IsAbs(resolved) {
+		return ""
+	}
+	m.shellMu.Lock()
+	m.shellPathEnv, m.shellResolved = pathEnv, resolved
+	m.shellMu.Unlock()
+	return resolved
+}
+
+// forgetShellPath drops the cached shell path after a Start failed, so
+// that the next one looks the shell up again (it may have moved).
+func (m *Manager) forgetShellPath() {
+	m.shellMu.Lock()
+	m.shellResolved = ""
+	m.shellMu.Unlock()
 }
 
 // The reader starts with a small chunk and switches to a large one the first

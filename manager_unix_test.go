@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"runtime"
@@ -777,5 +778,31 @@ func TestStopAfterShellExitKeepsReason(t *testing.T) {
 	}
 	if info.Reason != agentproc.ReasonExited || exitCode(info) != 0 {
 		t.Errorf("got reason %q code %d, want %q and 0", info.Reason, exitCode(info), agentproc.ReasonExited)
+	}
+}
+
+// The shell is looked up in PATH once per value of PATH, and keeps the name
+// it was given as $0. Not parallel: it changes PATH.
+func TestShellFollowsPATH(t *testing.T) {
+	m := newManager(t)
+	p := mustStart(t, m, agentproc.Request{Command: "echo $0"})
+	mustWait(t, p)
+	if got := p.Output().Text; got != "sh\n" {
+		t.Errorf("$0: got %q, want %q", got, "sh\n")
+	}
+	dir := t.TempDir()
+	real, err := exec.LookPath("sh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fake := "#!" + real + "\necho fake sh\n"
+	if err := os.WriteFile(filepath.Join(dir, "sh"), []byte(fake), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PATH", dir+string(os.PathListSeparator)+os.Getenv("PATH"))
+	p = mustStart(t, m, agentproc.Request{Command: "echo real"})
+	mustWait(t, p)
+	if got := p.Output().Text; got != "fake sh\n" {
+		t.Errorf("after PATH changed: got %q, want the shell found first in the new PATH", got)
 	}
 }
