@@ -51,6 +51,7 @@ cross:
 fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzBuffer$$' -fuzztime 30s .
 	$(GO) test -run '^$$' -fuzz '^FuzzAnalyzeCommand$$' -fuzztime 30s .
+	$(GO) test -run '^$$' -fuzz '^FuzzPlainText$$' -fuzztime 30s .
 
 include mk/windows.mk
 

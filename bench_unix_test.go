@@ -70,7 +70,7 @@ func BenchmarkOutput(b *testing.B) {
 			b.Fatalf("Truncated: got %+v, want %d original bytes", tr, lines*39)
 		}
 		b.ReportAllocs()
-		cpu := cpuTime()
+		cpu := processCPU()
 		for b.Loop() {
 			_ = p.Output()
 		}
@@ -83,7 +83,7 @@ func BenchmarkOutput(b *testing.B) {
 		}
 		kept := out[:32<<10]
 		b.ReportAllocs()
-		cpu := cpuTime()
+		cpu := processCPU()
 		for b.Loop() {
 			_ = string(kept)
 		}
@@ -165,8 +165,8 @@ func BenchmarkIdleProcess(b *testing.B) {
 	})
 }
 
-// cpuTime returns the CPU time this process has used, user plus system.
-func cpuTime() time.Duration {
+// processCPU returns the CPU time this process has used, user plus system.
+func processCPU() time.Duration {
 	var ru syscall.Rusage
 	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
 		return 0
@@ -178,7 +178,7 @@ func cpuTime() time.Duration {
 // On a shared machine it moves far less with the load than ns/op, which
 // also counts the time spent waiting for a core.
 func reportCPU(b *testing.B, start time.Duration) {
-	b.ReportMetric(float64((cpuTime()-start).Nanoseconds())/float64(b.N), "cpu-ns/op")
+	b.ReportMetric(float64((processCPU()-start).Nanoseconds())/float64(b.N), "cpu-ns/op")
 }
 
 // throughputBytes is what the child prints per iteration: 1 GiB, or 64 MiB

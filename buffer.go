@@ -35,6 +35,10 @@ type Chunk struct {
 	// EOF reports that the process has exited and Next is the end of its
 	// output, so no read from Next will ever return more.
 	EOF bool `json:"eof"`
+	// AwaitingInput is set by WaitOutput when it returned because the
+	// process is waiting for input (Info.AwaitingInput) with nothing more
+	// to read: answer with WriteStdin before waiting again.
+	AwaitingInput bool `json:"awaiting_input,omitempty"`
 }
 
 // Truncation describes how Output.Text differs from the full output of a
@@ -309,10 +313,19 @@ func (b *outputBuffer) ringIndexLocked(pos int64) int {
 // rune at the very end whose remaining bytes have not been written yet is
 // left out; that alone does not make the Truncation non-nil.
 func (b *outputBuffer) text(maxLineBytes int) (string, *Truncation) {
+	return b.renderText(maxLineBytes, false)
+}
+
+// renderText is text; with plain, the head and the tail are each rendered
+// by PlainText before long lines are cut (so a line of a thousand progress
+// redraws is judged by what it shows). The Truncation counts raw bytes
+// either way.
+func (b *outputBuffer) renderText(maxLineBytes int, plain bool) (string, *Truncation) {
 	// The text is copied under the mutex straight into the string that is
 	// returned: a copy Write waits behind no longer than for any snapshot.
 	// The checks for invalid UTF-8 and long lines run after unlocking, and
-	// only when one finds something is the text rendered again from it.
+	// only when one finds something (or plain asks for it) is the text
+	// rendered again from it.
 	b.mu.Lock()
 	total, closed := b.written, b.closed
 	headEnd, tailStart := int64(len(b.head)), b.tailStartLocked()
@@ -327,7 +340,7 @@ func (b *outputBuffer) text(maxLineBytes int) (string, *Truncation) {
 		b.writeRangeLocked(&sb, 0, end)
 		b.mu.Unlock()
 		raw := sb.String()
-		s, cut := cutLongLines(validText(raw), maxLineBytes)
+		s, cut := cutLongLines(displayText(raw, plain), maxLineBytes)
 		if cut == 0 {
 			return s, nil
 		}
@@ -376,13 +389,13 @@ func (b *outputBuffer) text(maxLineBytes int) (string, *Truncation) {
 		OmittedBytes:  total - int64(headLen+tailLen),
 		Strategy:      truncationStrategy,
 	}
-	if utf8.ValidString(s) && (maxLineBytes <= 0 || !hasLongLine(s, maxLineBytes)) {
+	if !plain && utf8.ValidString(s) && (maxLineBytes <= 0 || !hasLongLine(s, maxLineBytes)) {
 		return s, trunc
 	}
 	// Rendered again piece by piece: the marker line is never cut, and the
 	// newline before it depends on the head as shown.
-	headText, headCut := cutLongLines(validText(s[:headLen]), maxLineBytes)
-	tailText, tailCut := cutLongLines(validText(s[len(s)-tailLen:]), maxLineBytes)
+	headText, headCut := cutLongLines(displayText(s[:headLen], plain), maxLineBytes)
+	tailText, tailCut := cutLongLines(displayText(s[len(s)-tailLen:], plain), maxLineBytes)
 	var out strings.Builder
 	out.Grow(len(headText) + len(tailText) + 48)
 	out.WriteString(headText)
@@ -613,6 +626,24 @@ func validText(s string) string {
 		return s
 	}
 	return strings.ToValidUTF8(s, string(utf8.RuneError))
+}
+
+// displayText is validText, rendered by PlainText when plain is set.
+func displayText(s string, plain bool) string {
+	s = validText(s)
+	if plain {
+		s = PlainText(s)
+	}
+	return s
+}
+
+// validString returns p as a string with each run of invalid UTF-8 replaced
+// by U+FFFD.
+func validString(p []byte) string {
+	if utf8.Valid(p) {
+		return string(p)
+	}
+	return strings.ToValidUTF8(string(p), string(utf8.RuneError))
 }
 
 // hasLongLine reports whether a line of s, not counting its newline, is

@@ -97,3 +97,64 @@ func ExampleProcess_WriteStdin() {
 	fmt.Print(p.Output().Text)
 	// Output: hello, agent
 }
+
+// A dev server is ready when its tree listens, whatever it prints and
+// whichever port it picks; another process on the port does not count.
+func ExampleProcess_WaitPort() {
+	m := agentproc.New()
+	defer m.Close()
+
+	p, err := m.Start(agentproc.Request{
+		Command:    "exec python3 -m http.server 0 --bind 127.0.0.1",
+		Background: true,
+	})
+	if err != nil {
+		fmt.Println("start:", err)
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	port, err := p.WaitPort(ctx, 0) // 0: the first port it listens on
+	if err != nil {
+		fmt.Println("not ready:", err, p.Output(agentproc.Plain).Text)
+		return
+	}
+	fmt.Printf("serving on %s:%d\n", port.Addr, port.Port)
+}
+
+// Follow an installer until it asks something, then answer.
+func ExampleChunk_awaitingInput() {
+	m := agentproc.New()
+	defer m.Close()
+
+	p, err := m.Start(agentproc.Request{
+		Command: `printf 'Proceed? [y/N] '; read answer; echo "answer: $answer"`,
+		Stdin:   true,
+	})
+	if err != nil {
+		fmt.Println("start:", err)
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var next int64
+	for {
+		c, err := p.WaitOutput(ctx, next)
+		if err != nil {
+			fmt.Println("wait:", err)
+			return
+		}
+		fmt.Print(c.Data)
+		next = c.Next
+		if c.AwaitingInput { // the prompt is out and the process reads its stdin
+			_, _ = p.WriteStdin([]byte("y\n"))
+			fmt.Println("y") // a pipe does not echo the answer
+		}
+		if c.EOF {
+			return
+		}
+	}
+	// Output:
+	// Proceed? [y/N] y
+	// answer: y
+}

@@ -54,6 +54,11 @@ type Request struct {
 	// Process.WriteStdin and ends with Process.CloseStdin. false, the
 	// default, gives it the null device.
 	Stdin bool `json:"stdin,omitempty"`
+	// Ready, when non-nil, says how to tell that the process is ready (a
+	// server listening, a line printed); once it is, Info.Ready becomes
+	// true and an EventReady is published. nil, the default, checks
+	// nothing.
+	Ready *ReadyCheck `json:"ready,omitempty"`
 	// Verbatim runs Command exactly as given: no background detection, even
 	// when the Manager has it on (WithBackgroundDetection), so a trailing
 	// "&" stays in the command and Background stays as set. false, the
@@ -108,6 +113,10 @@ type Manager struct {
 	closed  bool
 	// exitOrder lists the retained exited processes, oldest exit first.
 	exitOrder []exitRecord
+
+	events *eventBus    // see events.go
+	ports  portWatcher  // see ports.go
+	input  inputWatcher // see input.go
 }
 
 // exitRecord is one entry of Manager.exitOrder.
@@ -122,7 +131,9 @@ func New(opts ...Option) *Manager {
 	for _, o := range opts {
 		o.apply(&cfg)
 	}
-	return &Manager{cfg: cfg, logs: newLogDir(&cfg), procs: make(map[string]*Process)}
+	m := &Manager{cfg: cfg, logs: newLogDir(&cfg), procs: make(map[string]*Process)}
+	m.events = newEventBus(func() time.Time { return cfg.clock.Now("agentproc", "event") })
+	return m
 }
 
 // Start validates req and starts it. It never blocks on the command; use
@@ -174,6 +185,10 @@ func (m *Manager) Close() error {
 	}
 	m.mu.Unlock()
 	m.logs.waitRemoved()
+	// Every supervisor has published its exit by now.
+	m.ports.close()
+	m.input.close()
+	m.events.close()
 	return nil
 }
 
@@ -253,6 +268,9 @@ func (m *Manager) startAttach(req Request, owner string, attached *bool) (*Proce
 	if err := validateTimeout(req.Timeout); err != nil {
 		return nil, err
 	}
+	if err := req.Ready.validate(); err != nil {
+		return nil, err
+	}
 	if err := validateGuards(req); err != nil {
 		return nil, err
 	}
@@ -328,6 +346,7 @@ func (m *Manager) startAttach(req Request, owner string, attached *bool) (*Proce
 		// outlives Close; this race is rare and costs at most the grace.
 		_, _ = p.stop(context.Background(), ReasonShutdown)
 	}
+	p.emitInfo(EventStarted)
 	return p, nil
 }
 
@@ -392,6 +411,7 @@ func (m *Manager) spawn(req Request, owner, command, dir string, seq uint64, war
 	}
 	ctr.started(cmd)
 	m.raiseOOMScore(cmd.Process.Pid, ctr)
+	inID := stdinIdentity(st.childIn)
 	// Only the child holds the write end now, so EOF comes when the last
 	// process of the tree that inherited it is gone.
 	st.closeChild()
@@ -449,6 +469,9 @@ func (m *Manager) spawn(req Request, owner, command, dir string, seq uint64, war
 		defer close(readerDone)
 		copyOutput(p.buf, p.log, st.out)
 	}()
+	// Before the supervisor: it waits for the readiness check that observe
+	// may start, so that EventReady always comes before EventExited.
+	m.observe(p, req, inID, st.out)
 	go p.supervise(st.out, readerDone)
 	return p, nil
 }
@@ -582,6 +605,7 @@ func (m *Manager) reapLocked() {
 func (m *Manager) droppedLocked(p *Process) {
 	m.freeKeyLocked(p)
 	m.logs.remove(p.log)
+	p.emit(Event{Type: EventDropped})
 }
 
 // posixShell reports whether shell[0] names a shell that parses sh syntax,

@@ -38,6 +38,8 @@ const helperEnv = "AGENTPROC_TEST_HELPER"
 //   - "cat": copy stdin to stdout until EOF.
 //   - "ticks": for each byte read from the FIFO at helperFIFOEnv, write one
 //     line holding the wall clock in Unix nanoseconds.
+//   - "listen": listen on a TCP port of 127.0.0.1 chosen by the kernel,
+//     print "port=N", and block until a signal ends the process.
 func runHelper(mode string) int {
 	switch mode {
 	case "pieces":
@@ -52,6 +54,8 @@ func runHelper(mode string) int {
 			return 1
 		}
 		return 0
+	case "listen":
+		return helperListen()
 	case "ready":
 		fmt.Println("ready")
 		time.Sleep(time.Hour) // a child waiting to be signalled, not synchronisation

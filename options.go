@@ -42,8 +42,9 @@ type config struct {
 	logDir         string
 	logMaxBytes    int64
 	logDirBound    time.Duration // real time; tests shorten it
-	limits         Limits        // see limits.go
-	oomDelta       int           // see guard.go
+	inputQuiet     time.Duration
+	limits         Limits // see limits.go
+	oomDelta       int    // see guard.go
 }
 
 // Defaults, named so the README and tests can refer to them.

@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/xerrors"
@@ -129,6 +130,17 @@ type Info struct {
 	Stdin bool `json:"stdin"`
 	// TTY is true when the process runs under a pseudo-terminal.
 	TTY bool `json:"tty"`
+	// Ports are the sockets the tree listened on at the latest scan (see
+	// Process.Ports), rescanned at least once a second for Background
+	// processes and while someone is in WaitPort; nil for other processes,
+	// for exited ones and where Ports is unsupported.
+	Ports []Port `json:"ports,omitempty"`
+	// AwaitingInput is true while a process of the tree is blocked reading
+	// its stdin and the tree has written nothing for the quiet period (see
+	// WithInputQuiet; Linux only, false elsewhere). WriteStdin clears it.
+	AwaitingInput bool `json:"awaiting_input"`
+	// Ready is true once the check of Request.Ready has passed.
+	Ready bool `json:"ready,omitempty"`
 }
 
 // Output is one consistent snapshot of a process's state and output: when
@@ -167,6 +179,15 @@ type Process struct {
 
 	dropped bool // retention dropped it; guarded by Manager.mu
 
+	events eventGate // orders this process's events; see events.go
+	// inputSig tells WaitOutput about input detection; guarded by mu.
+	inputSig inputSignal
+	// stdinWritten is set by WriteStdin for the input watcher.
+	stdinWritten atomic.Bool
+	// readyDone is closed when the readiness check of Request.Ready has
+	// ended; nil without one. Set before the supervisor starts.
+	readyDone chan struct{}
+
 	mu         sync.Mutex
 	info       Info
 	stopReason ExitReason // why this package is ending it, "" if it is not
@@ -190,17 +211,20 @@ func (p *Process) infoLocked() Info {
 		info.ExitCode = &code
 	}
 	info.Warnings = slices.Clone(info.Warnings)
+	info.Ports = slices.Clone(info.Ports)
 	return info
 }
 
 // Output returns the process's state together with its retained output.
-func (p *Process) Output() Output {
+// With Plain, Text is terminal-clean text (see PlainText).
+func (p *Process) Output(opts ...OutputOption) Output {
+	o := outputOptionsOf(opts)
 	// The exit path sets the final state only after the output reader has
 	// finished, so holding p.mu while rendering means an exited Info is
 	// always paired with final text.
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	text, trunc := p.buf.text(p.m.cfg.maxLineBytes)
+	text, trunc := p.buf.renderText(p.m.cfg.maxLineBytes, o.plain)
 	return Output{Info: p.infoLocked(), Text: text, Truncated: trunc}
 }
 
@@ -449,7 +473,14 @@ func (p *Process) supervise(pipe *os.File, readerDone <-chan struct{}) {
 	// that sees EOF and then asks for Info is told the process has exited.
 	p.buf.closeWrite()
 	p.info.Running = false
+	p.info.Ports, p.info.AwaitingInput = nil, false // a gone tree listens and reads nothing
 	p.mu.Unlock()
 
 	close(p.done)
+	if p.readyDone != nil {
+		// The check ends promptly now: WaitPort on done, WaitMatch on the
+		// EOF it reads after closeWrite.
+		<-p.readyDone
+	}
+	p.emitInfo(EventExited)
 }

@@ -31,13 +31,21 @@ const stdinChunk = 64 << 10
 // ErrStdinClosed after CloseStdin, once the process has exited, or when the
 // child closed its stdin.
 func (p *Process) WriteStdin(b []byte) (int, error) {
-	return p.in.write(context.Background(), b)
+	return p.WriteStdinContext(context.Background(), b)
 }
 
 // WriteStdinContext is WriteStdin that also gives up when ctx ends, then
 // returning the bytes written so far and ctx.Err().
 func (p *Process) WriteStdinContext(ctx context.Context, b []byte) (int, error) {
-	return p.in.write(ctx, b)
+	n, err := p.in.write(ctx, b)
+	if n > 0 {
+		// An answer ends the wait for input as far as the caller is
+		// concerned; the input watcher decides afresh after a new quiet
+		// period (see inputState.look).
+		p.stdinWritten.Store(true)
+		p.setAwaitingInput(false, 0)
+	}
+	return n, err
 }
 
 // CloseStdin signals end of input. For a pipe it closes the write end, so the

@@ -31,15 +31,46 @@ func (p *Process) Read(offset int64) (Chunk, error) {
 }
 
 // WaitOutput is Read, but when there is nothing after offset yet it blocks
-// until the process writes a byte, exits, or ctx ends. It wakes on the write
-// itself, not on a timer, and waiters cost no goroutine of their own. When
-// ctx ends first it returns Read(offset) and ctx.Err(); output already
-// available is returned even if ctx has ended.
+// until the process writes a byte, exits, starts waiting for input, or ctx
+// ends. It wakes on the write itself, not on a timer, and waiters cost no
+// goroutine of their own. When ctx ends first it returns Read(offset) and
+// ctx.Err(); output already available is returned even if ctx has ended.
+//
+// For a process with Request.Stdin or Request.TTY, WaitOutput returns at
+// once with Chunk.AwaitingInput set while the process awaits input
+// (Info.AwaitingInput) and nothing after offset is left to read: the
+// unfinished prompt line has been returned already, and more output will
+// only come after the caller answers. A write to its stdin (WriteStdin)
+// clears the state; until then, or until the process writes again,
+// WaitOutput keeps returning at once, so a caller that does not answer
+// must wait on something else.
 func (p *Process) WaitOutput(ctx context.Context, offset int64) (Chunk, error) {
 	if err := validateOffset(offset); err != nil {
 		return Chunk{Offset: offset, Next: offset}, err
 	}
-	return p.buf.waitRead(ctx, offset)
+	if p.in == nil {
+		return p.buf.waitRead(ctx, offset)
+	}
+	for {
+		// Both channels are taken before the read, so neither a write nor
+		// the start of a wait for input can slip in unnoticed.
+		changed := p.buf.changed()
+		awaiting, inputCh := p.inputWait()
+		c := p.buf.read(offset)
+		if c.Data != "" || c.Omitted > 0 || c.EOF {
+			return c, nil
+		}
+		if awaiting {
+			c.AwaitingInput = true
+			return c, nil
+		}
+		select {
+		case <-changed:
+		case <-inputCh:
+		case <-ctx.Done():
+			return p.buf.read(offset), ctx.Err()
+		}
+	}
 }
 
 // WaitMatch blocks until a complete line of output matches re and returns
@@ -55,11 +86,15 @@ func (p *Process) WaitOutput(ctx context.Context, offset int64) (Chunk, error) {
 // a large head, is still matched). WaitMatch returns
 // ErrExited if the process exits without a matching line, and ctx.Err() if
 // ctx ends first. A nil re is ErrInvalidRequest.
-func (p *Process) WaitMatch(ctx context.Context, re *regexp.Regexp) (string, error) {
+//
+// With Plain, each line is rendered by PlainText before it is matched and
+// is returned rendered, so a pattern sees what a terminal shows: a URL
+// printed with colour codes inside it matches a plain pattern.
+func (p *Process) WaitMatch(ctx context.Context, re *regexp.Regexp, opts ...OutputOption) (string, error) {
 	if re == nil {
 		return "", xerrors.Errorf("nil regexp: %w", ErrInvalidRequest)
 	}
-	lm := lineMatcher{re: re}
+	lm := lineMatcher{re: re, plain: outputOptionsOf(opts).plain}
 	var offset int64
 	for {
 		c, err := p.buf.waitRead(ctx, offset)
@@ -90,7 +125,8 @@ func validateOffset(offset int64) error {
 // each complete line once. Only the unfinished last line is kept between
 // chunks, so every byte is scanned once however often WaitMatch wakes.
 type lineMatcher struct {
-	re *regexp.Regexp
+	re    *regexp.Regexp
+	plain bool // match and return lines rendered by PlainText
 	// partial is the start of the current line when it began in an earlier
 	// chunk.
 	partial strings.Builder
@@ -125,8 +161,8 @@ func (l *lineMatcher) feed(c Chunk) (string, bool) {
 			line = l.partial.String()
 			l.partial.Reset()
 		}
-		if l.match(line) {
-			return strings.TrimSuffix(line, "\r"), true
+		if m, ok := l.match(line); ok {
+			return m, true
 		}
 	}
 	if !l.skip && data != "" {
@@ -148,12 +184,15 @@ func (l *lineMatcher) finish() (string, bool) {
 	}
 	line := l.partial.String()
 	l.partial.Reset()
-	if l.match(line) {
-		return strings.TrimSuffix(line, "\r"), true
-	}
-	return "", false
+	return l.match(line)
 }
 
-func (l *lineMatcher) match(line string) bool {
-	return l.re.MatchString(strings.TrimSuffix(line, "\r"))
+// match returns the line as WaitMatch reports it (without "\r", rendered
+// with plain) and whether it matches.
+func (l *lineMatcher) match(line string) (string, bool) {
+	line = strings.TrimSuffix(line, "\r")
+	if l.plain {
+		line = PlainText(line)
+	}
+	return line, l.re.MatchString(line)
 }

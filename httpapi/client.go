@@ -50,6 +50,13 @@ type OutputOptions struct {
 	// Offset, when not nil, asks for a read from that absolute offset
 	// (?offset=) instead of a snapshot; Output.Position is then set.
 	Offset *int64
+	// WaitPort, when not nil, blocks until the process's tree listens on
+	// that port, 0 meaning any (?wait_port=); Output.Port is then set. Use
+	// one of Wait, WaitFor and WaitPort.
+	WaitPort *int
+	// Plain asks for terminal-clean text (?plain=true; see
+	// agentproc.PlainText); WaitFor then matches rendered lines.
+	Plain bool
 }
 
 // Start starts a process (POST /start).
@@ -87,6 +94,12 @@ func (c *Client) Output(ctx context.Context, id string, opts OutputOptions) (Out
 	}
 	if opts.Offset != nil {
 		q.Set("offset", strconv.FormatInt(*opts.Offset, 10))
+	}
+	if opts.WaitPort != nil {
+		q.Set("wait_port", strconv.Itoa(*opts.WaitPort))
+	}
+	if opts.Plain {
+		q.Set("plain", "true")
 	}
 	var resp Output
 	err := c.do(ctx, http.MethodGet, "/"+url.PathEscape(id)+"/output", q, nil, &resp)

@@ -14,15 +14,21 @@
 //	POST /start            {"command", "workdir", "env", "background", "timeout",
 //	                        "key", "stdin", "tty": {"rows", "cols"},
 //	                        "limits": {"memory_bytes", "procs", "cpu"},
-//	                        "idle_timeout", "idle_interactive", "max_output_bytes"}
+//	                        "idle_timeout", "idle_interactive", "max_output_bytes",
+//	                        "ready": {"port", "match"}}
 //	                       -> {"id", "started", "command", "background", "warnings"}
 //	GET  /list             -> {"processes": [Process...]}
 //	GET  /{id}             -> Process
 //	GET  /{id}/output      -> {"output", "truncated", "running", "exit_code",
-//	                           "reason", "signal", "match", "timed_out"}
+//	                           "reason", "signal", "match", "timed_out", "port",
+//	                           "awaiting_input"}
 //	     ?wait=true        block until the process exits (at most the
 //	                       server's cap, WithMaxWait)
 //	     ?wait_for=REGEX   block until a line of output matches (RE2 syntax)
+//	     ?wait_port=N      block until the process's tree listens on port N
+//	                       (0: any port); "port" is the socket found
+//	     ?plain=true       terminal-clean text (agentproc.PlainText); wait_for
+//	                       then matches rendered lines
 //	     ?timeout=10s      bound a blocking wait further
 //	     ?offset=N         read from absolute offset N instead of taking a
 //	                       snapshot; adds "offset", "next", "omitted", "eof"
@@ -33,10 +39,16 @@
 //	                       must have been started with "stdin" or "tty"
 //	POST /stop-all         {} -> {"processes": [Process...]}: every running
 //	                       process of the caller's owner, stopped at once
+//	GET  /events           Server-Sent Events of the caller's processes:
+//	                       "id: SEQ", "event: started|ready|awaiting_input|
+//	                       exited|dropped|lost", "data: agentproc.Event";
+//	                       resume with Last-Event-ID (or ?after=SEQ) within
+//	                       the Manager's last agentproc.EventBuffer events
 //
 // A Process is {"id", "command", "workdir", "background", "running",
 // "exit_code", "started_at_unix", "exited_at_unix", "pid", "reason",
-// "signal", "warnings", "limits", "peak_memory_bytes", "likely_oom"}. Its reason
+// "signal", "warnings", "limits", "peak_memory_bytes", "likely_oom",
+// "ports", "awaiting_input", "ready"}. Its reason
 // is one of "exited", "signaled", "killed", "shutdown", "timeout", "oom",
 // "idle" and "output_limit".
 //

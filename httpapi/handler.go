@@ -76,6 +76,7 @@ func NewHandler(m *agentproc.Manager, opts ...Option) http.Handler {
 	mux.HandleFunc("GET /{id}/output", h.output)
 	mux.HandleFunc("POST /{id}/signal", h.signal)
 	mux.HandleFunc("POST /{id}/stdin", h.stdin)
+	mux.HandleFunc("GET /events", h.events)
 	mux.HandleFunc("POST /stop-all", h.stopAll)
 	return h.guard(mux)
 }
@@ -151,6 +152,7 @@ func (h *handler) start(w http.ResponseWriter, r *http.Request) {
 		Key:        req.Key,
 		Stdin:      req.Stdin,
 		TTY:        req.TTY,
+		Ready:      req.Ready,
 	}
 	if e := guardsFromRequest(req, &areq); e != nil {
 		writeError(w, e)

@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -18,8 +19,10 @@ const writeHeadroom = 30 * time.Second
 
 // outputQuery is the parsed query of GET /{id}/output.
 type outputQuery struct {
-	wait    bool           // until exit
-	waitFor *regexp.Regexp // until a line matches; nil for none
+	wait     bool           // until exit
+	waitFor  *regexp.Regexp // until a line matches; nil for none
+	waitPort int            // until the tree listens on it; -1 for no wait
+	plain    bool           // render output as terminal-clean text
 	// limit bounds a blocking wait: the client's timeout, at most the
 	// server's cap.
 	limit time.Duration
@@ -30,7 +33,7 @@ type outputQuery struct {
 // parseOutputQuery validates the query; an invalid value is the client's
 // mistake and gets a 400 rather than being ignored.
 func parseOutputQuery(q url.Values, maxWait time.Duration) (outputQuery, *Error) {
-	oq := outputQuery{limit: maxWait, offset: -1}
+	oq := outputQuery{limit: maxWait, offset: -1, waitPort: -1}
 	bad := func(name, value, why string) (outputQuery, *Error) {
 		return outputQuery{}, &Error{
 			StatusCode: http.StatusBadRequest,
@@ -55,6 +58,23 @@ func parseOutputQuery(q url.Values, maxWait time.Duration) (outputQuery, *Error)
 			return bad("wait_for", v, "use either wait or wait_for, not both")
 		}
 		oq.waitFor = re
+	}
+	if v := q.Get("wait_port"); v != "" {
+		port, err := strconv.Atoi(v)
+		if err != nil || port < 0 || port > 65535 {
+			return bad("wait_port", v, "want a port from 0 (any) to 65535")
+		}
+		if oq.wait || oq.waitFor != nil {
+			return bad("wait_port", v, "use one of wait, wait_for and wait_port")
+		}
+		oq.waitPort = port
+	}
+	if v := q.Get("plain"); v != "" {
+		plain, err := strconv.ParseBool(v)
+		if err != nil {
+			return bad("plain", v, "want true or false")
+		}
+		oq.plain = plain
 	}
 	if v := q.Get("offset"); v != "" {
 		off, err := strconv.ParseInt(v, 10, 64)
@@ -87,8 +107,14 @@ func (h *handler) output(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
+	var opts []agentproc.OutputOption
+	if q.plain {
+		opts = append(opts, agentproc.Plain)
+	}
 	var match string
+	var port *agentproc.Port
 	matched := false
+	var waitErr error
 	switch {
 	case q.wait:
 		h.hold(w, r, q.limit, func(ctx context.Context) { _, _ = p.Wait(ctx) })
@@ -97,9 +123,22 @@ func (h *handler) output(w http.ResponseWriter, r *http.Request) {
 		// say it.
 		h.hold(w, r, q.limit, func(ctx context.Context) {
 			var err error
-			match, err = p.WaitMatch(ctx, q.waitFor)
+			match, err = p.WaitMatch(ctx, q.waitFor, opts...)
 			matched = err == nil
 		})
+	case q.waitPort >= 0:
+		h.hold(w, r, q.limit, func(ctx context.Context) {
+			pt, err := p.WaitPort(ctx, q.waitPort)
+			if err == nil {
+				port, matched = &pt, true
+			} else if errors.Is(err, agentproc.ErrUnsupported) {
+				waitErr = err
+			}
+		})
+	}
+	if waitErr != nil {
+		writeError(w, errorFor(waitErr, p.ID()))
+		return
 	}
 	if r.Context().Err() != nil {
 		// The client has gone: nobody reads the reply.
@@ -109,7 +148,7 @@ func (h *handler) output(w http.ResponseWriter, r *http.Request) {
 	var resp Output
 	var info agentproc.Info
 	if q.offset < 0 {
-		out := p.Output()
+		out := p.Output(opts...)
 		info = out.Info
 		resp.Output, resp.Truncated = out.Text, out.Truncated
 	} else {
@@ -124,14 +163,19 @@ func (h *handler) output(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		resp.Output = c.Data
+		if q.plain {
+			resp.Output = agentproc.PlainText(c.Data)
+		}
 		resp.Position = &Position{Offset: c.Offset, Next: c.Next, Omitted: c.Omitted, EOF: c.EOF}
 	}
 	resp.Running, resp.ExitCode = info.Running, info.ExitCode
 	resp.Reason, resp.Signal = info.Reason, info.Signal
 	resp.Match = match
+	resp.Port = port
+	resp.AwaitingInput = info.AwaitingInput
 	// A wait that ended while the process runs, without a match and with
 	// the client still there, was ended by the limit.
-	resp.TimedOut = (q.wait || q.waitFor != nil) && !matched && info.Running
+	resp.TimedOut = (q.wait || q.waitFor != nil || q.waitPort >= 0) && !matched && info.Running
 	writeJSON(w, http.StatusOK, resp)
 }
 

@@ -39,6 +39,10 @@ type StartRequest struct {
 	// "30s"; when it passes the process is stopped (agentproc.Request
 	// Timeout). "" means no limit.
 	Timeout string `json:"timeout,omitempty"`
+	// Extension: when the process counts as ready (agentproc.ReadyCheck):
+	// {"port": N} for a listening port (0: any), {"match": REGEX} for a
+	// line of output. GET /events then carries a "ready" event.
+	Ready *agentproc.ReadyCheck `json:"ready,omitempty"`
 	// Extension: limits on the memory, processes and CPU of the whole tree
 	// (agentproc.Limits): {"memory_bytes", "procs", "cpu"}. A limit the
 	// server cannot enforce is a 501 naming the field.
@@ -104,6 +108,14 @@ type Process struct {
 	Signal string `json:"signal,omitempty"`
 	// Extension: advice about the command (agentproc.Info.Warnings).
 	Warnings []string `json:"warnings,omitempty"`
+	// Extension: the sockets the process's tree listens on
+	// (agentproc.Info.Ports).
+	Ports []agentproc.Port `json:"ports,omitempty"`
+	// Extension: a process of the tree is blocked reading its stdin and
+	// the tree has been quiet (agentproc.Info.AwaitingInput).
+	AwaitingInput bool `json:"awaiting_input,omitempty"`
+	// Extension: the start request's ready check has passed.
+	Ready bool `json:"ready,omitempty"`
 	// Extension: the limits the process runs under (agentproc.Info.Limits).
 	Limits *agentproc.Limits `json:"limits,omitempty"`
 	// Extension: for a process that ran out of memory (reason "oom", or
@@ -142,6 +154,11 @@ type Output struct {
 	// timeout or the server's cap expired while the process was still
 	// running.
 	TimedOut bool `json:"timed_out,omitempty"`
+	// Extension: the socket ?wait_port found.
+	Port *agentproc.Port `json:"port,omitempty"`
+	// Extension: the process is waiting for input (answer with
+	// POST /{id}/stdin); see Process.
+	AwaitingInput bool `json:"awaiting_input,omitempty"`
 	// Extension: with ?offset only, where the read lies in the output.
 	*Position
 }
@@ -224,6 +241,10 @@ func processFromInfo(info agentproc.Info) Process {
 		Signal:     info.Signal,
 		Warnings:   info.Warnings,
 		LikelyOOM:  info.LikelyOOM,
+
+		Ports:         info.Ports,
+		AwaitingInput: info.AwaitingInput,
+		Ready:         info.Ready,
 	}
 	if info.Reason == agentproc.ReasonOOM || info.LikelyOOM {
 		p.PeakMemory = info.MaxRSS

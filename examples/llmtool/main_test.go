@@ -135,3 +135,20 @@ func TestOutputFollowsWithNext(t *testing.T) {
 		t.Fatalf("wait_for on an exited process: got %v, want a note that nothing matched", res)
 	}
 }
+
+func TestOutputIsPlainText(t *testing.T) {
+	t.Parallel()
+	m := agentproc.New()
+	defer m.Close()
+	tb := NewToolbox(m.Scope("test"))
+
+	res := dispatch(t, tb, "execute", `{"command": "printf '\\033[1;32mBuilding\\033[0m\\n'; for i in 1 2 3; do printf '\\r\\033[K%d/3' $i; done; printf '\\n\\033[32m  Local: http://localhost:\\033[1m5173\\033[22m/\\033[0m\\n'"}`)
+	if want := "Building\n3/3\n  Local: http://localhost:5173/\n"; res["output"] != want {
+		t.Fatalf("output: got %q, want %q", res["output"], want)
+	}
+	id, _ := res["process_id"].(string)
+	res = dispatch(t, tb, "process_output", fmt.Sprintf(`{"process_id": %q, "wait_for": "localhost:\\d+/"}`, id))
+	if res["matched"] != "  Local: http://localhost:5173/" {
+		t.Fatalf("wait_for: got %v, want the rendered line", res)
+	}
+}

@@ -285,7 +285,7 @@ func (tb *Toolbox) output(ctx context.Context, a outputArgs) (outputResult, erro
 	defer cancel()
 	switch {
 	case re != nil:
-		line, err := p.WaitMatch(waitCtx, re)
+		line, err := p.WaitMatch(waitCtx, re, agentproc.Plain)
 		switch {
 		case err == nil:
 			res.Matched = line
@@ -441,5 +441,8 @@ func readFrom(p *agentproc.Process, offset int64) (text string, next, omitted in
 			break
 		}
 	}
-	return sb.String(), next, omitted, nil
+	// Models read text, not a terminal: colours and progress redraws are
+	// rendered away. The whole read is rendered at once so that a line
+	// redrawn across two reads shows only its last state.
+	return agentproc.PlainText(sb.String()), next, omitted, nil
 }

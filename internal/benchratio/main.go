@@ -17,7 +17,7 @@ import (
 	"strings"
 )
 
-var baselines = []string{"os_exec", "discard", "idle"}
+var baselines = []string{"os_exec", "discard", "idle", "regexp_strip"}
 
 func main() {
 	samples := map[string]map[string][]float64{} // name -> unit -> values

@@ -1,0 +1,378 @@
+package agentproc
+
+import (
+	"slices"
+	"strings"
+	"unicode/utf8"
+)
+
+// PlainText renders terminal output the way a terminal would show it, as
+// plain text for a reader that is not a terminal (a log, a language model):
+//
+//   - escape sequences are removed: CSI (colours, cursor movement), OSC
+//     (titles, hyperlinks; ended by BEL, ST or a newline), DCS, SOS, PM and
+//     APC strings, two- and three-byte ESC sequences, and their 8-bit C1
+//     forms;
+//   - within each line, "\r" returns to the start of the line and later text
+//     overwrites what was there, "\b" moves back one character, and the
+//     erase-in-line (CSI K) and horizontal cursor sequences (CSI C, D, G)
+//     act on the line, so a progress bar redrawn a thousand times shows its
+//     last state once; "\r\n" ends a line like "\n";
+//   - other control characters except "\t" and "\n" are removed;
+//   - each run of invalid UTF-8 becomes U+FFFD, as in Chunk.Data.
+//
+// Cursor movement never goes past the end of the text already on the line,
+// so the result is never longer than the input with invalid bytes replaced
+// (for valid UTF-8: never longer than s). Sequences that move between lines
+// (cursor up, scroll regions, full-screen programs) are removed without
+// being acted on. PlainText returns s itself, without allocating, when
+// there is nothing to change. It is safe for concurrent use.
+func PlainText(s string) string {
+	if !needsPlain(s) {
+		return s
+	}
+	var r plainRenderer
+	return r.render(s)
+}
+
+// OutputOption changes how Process.Output and Process.WaitMatch present
+// output. The zero set of options presents it as the process wrote it.
+type OutputOption interface {
+	applyOutput(*outputOptions)
+}
+
+type outputOptions struct {
+	plain bool
+}
+
+type plainOption struct{}
+
+func (plainOption) applyOutput(o *outputOptions) { o.plain = true }
+
+// Plain presents output as terminal-clean text (see PlainText): Output.Text
+// has the head and the tail each rendered before long lines are cut, and
+// WaitMatch matches and returns rendered lines. Truncation still counts the
+// raw bytes the process wrote, so its accounting stays exact. Rendering is
+// per call; the retained output is never changed.
+var Plain OutputOption = plainOption{}
+
+func outputOptionsOf(opts []OutputOption) outputOptions {
+	var o outputOptions
+	for _, opt := range opts {
+		if opt != nil {
+			opt.applyOutput(&o)
+		}
+	}
+	return o
+}
+
+// displayString is validString, rendered by PlainText when plain is set.
+func displayString(p []byte, plain bool) string {
+	s := validString(p)
+	if plain {
+		s = PlainText(s)
+	}
+	return s
+}
+
+// needsPlain reports whether PlainText would change s.
+func needsPlain(s string) bool {
+	for i := 0; i < len(s); {
+		b := s[i]
+		if b < utf8.RuneSelf {
+			if b < 0x20 && b != '\n' && b != '\t' || b == 0x7f {
+				return true
+			}
+			i++
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 || r >= 0x80 && r <= 0x9f {
+			return true
+		}
+		i += size
+	}
+	return false
+}
+
+// plainRenderer holds the line being rendered as UTF-8 bytes with the
+// cursor as a byte offset at a rune boundary. Cursor movement counts runes
+// (one cell each); text written at the end of the line, by far the common
+// case, is appended in bulk without decoding it twice.
+type plainRenderer struct {
+	out  []byte
+	line []byte
+	cur  int
+}
+
+const (
+	esc = 0x1b
+	bel = 0x07
+)
+
+func (r *plainRenderer) render(s string) string {
+	// Rendered terminal output is usually far shorter than its input (a
+	// redrawn progress bar keeps one state of hundreds), so the output
+	// starts small and grows rather than reserving len(s).
+	r.out = make([]byte, 0, min(len(s), 1024))
+	for i := 0; i < len(s); {
+		// A run of printable text: no C0 control, DEL or C1 control (the
+		// only UTF-8 encoding of U+0080-U+009F is 0xC2 0x80-0x9F). Found
+		// byte by byte and validated in one call, which is several times
+		// faster than decoding rune by rune.
+		j := i
+		for j < len(s) {
+			c := s[j]
+			if stopByte[c] && (c != 0xc2 || j+1 < len(s) && s[j+1] >= 0x80 && s[j+1] <= 0x9f) {
+				break
+			}
+			j++
+		}
+		if j > i {
+			run := s[i:j]
+			if !utf8.ValidString(run) {
+				// Write the valid prefix; the invalid bytes are handled
+				// below, one U+FFFD per run of them.
+				k := 0
+				for k < len(run) {
+					rn, size := utf8.DecodeRuneInString(run[k:])
+					if rn == utf8.RuneError && size == 1 {
+						break
+					}
+					k += size
+				}
+				run = run[:k]
+			}
+			if run != "" {
+				r.write(run)
+				i += len(run)
+				continue
+			}
+		}
+		if s[i] < utf8.RuneSelf {
+			i = r.control(s, i)
+			continue
+		}
+		c, size := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case c == utf8.RuneError && size == 1:
+			// One U+FFFD for the whole run of invalid bytes, as
+			// strings.ToValidUTF8 does for Chunk.Data.
+			r.write(string(utf8.RuneError))
+			i++
+			for i < len(s) {
+				c2, size2 := utf8.DecodeRuneInString(s[i:])
+				if c2 != utf8.RuneError || size2 != 1 {
+					break
+				}
+				i++
+			}
+		case c == 0x9b: // C1 CSI
+			i = r.csi(s, i+size)
+		case c == 0x9d: // C1 OSC
+			i = skipString(s, i+size, true)
+		case c == 0x90 || c == 0x98 || c == 0x9e || c == 0x9f: // C1 DCS, SOS, PM, APC
+			i = skipString(s, i+size, false)
+		default:
+			i += size // other C1 controls show nothing
+		}
+	}
+	r.flushLine()
+	return string(r.out)
+}
+
+// stopByte marks the bytes that may end a run of printable text: C0
+// controls, DEL, and 0xC2, which starts a C1 control when 0x80-0x9F
+// follows it.
+var stopByte = func() (t [256]bool) {
+	for c := range 0x20 {
+		t[c] = true
+	}
+	t[0x7f], t[0xc2] = true, true
+	return t
+}()
+
+// control handles the ASCII control byte at s[i] and returns where to go on.
+func (r *plainRenderer) control(s string, i int) int {
+	switch s[i] {
+	case '\n':
+		r.flushLine()
+		r.out = append(r.out, '\n')
+	case '\r':
+		r.cur = 0
+	case '\b':
+		r.cur = r.back(r.cur, 1)
+	case '\t':
+		r.write("\t")
+	case esc:
+		return r.escape(s, i+1)
+	}
+	// Every other control (BEL, NUL, DEL, ...) shows nothing.
+	return i + 1
+}
+
+// escape handles the sequence whose ESC was just before s[i].
+func (r *plainRenderer) escape(s string, i int) int {
+	if i >= len(s) {
+		return i
+	}
+	switch s[i] {
+	case '[':
+		return r.csi(s, i+1)
+	case ']':
+		return skipString(s, i+1, true)
+	case 'P', 'X', '^', '_':
+		return skipString(s, i+1, false)
+	}
+	// nF sequences: intermediates 0x20-0x2F, then one final byte
+	// (ESC ( B selects a character set); plain Fp/Fe/Fs sequences have no
+	// intermediates (ESC 7, ESC M, ESC c).
+	for i < len(s) && s[i] >= 0x20 && s[i] <= 0x2f {
+		i++
+	}
+	if i < len(s) && s[i] >= 0x30 && s[i] <= 0x7e {
+		i++
+	}
+	return i
+}
+
+// csi handles a control sequence whose introducer ended just before s[i]:
+// parameter bytes 0x30-0x3F, intermediate bytes 0x20-0x2F, one final byte
+// 0x40-0x7E. A byte outside those ranges ends a malformed sequence without
+// being consumed, so text after a broken sequence is not lost.
+func (r *plainRenderer) csi(s string, i int) int {
+	start := i
+	for i < len(s) && s[i] >= 0x30 && s[i] <= 0x3f {
+		i++
+	}
+	params := s[start:i]
+	for i < len(s) && s[i] >= 0x20 && s[i] <= 0x2f {
+		i++
+	}
+	if i >= len(s) || s[i] < 0x40 || s[i] > 0x7e {
+		return i
+	}
+	final := s[i]
+	if i > start+len(params) {
+		return i + 1 // intermediates: not a sequence acted on here
+	}
+	n := firstParam(params)
+	switch final {
+	case 'K': // erase in line
+		switch n {
+		case 0:
+			r.line = r.line[:r.cur]
+		case 1:
+			// Blank every cell up to and including the cursor's: one
+			// space per rune, so the line never grows.
+			end := r.forward(r.cur, 1)
+			at := utf8.RuneCount(r.line[:r.cur])
+			r.line = slices.Replace(r.line, 0, end, []byte(strings.Repeat(" ", utf8.RuneCount(r.line[:end])))...)
+			r.cur = at // every cell before it is one byte now
+		case 2:
+			r.line = r.line[:0]
+			r.cur = 0
+		}
+	case 'C': // cursor forward, never past the text on the line
+		r.cur = r.forward(r.cur, max(n, 1))
+	case 'D': // cursor back
+		r.cur = r.back(r.cur, max(n, 1))
+	case 'G': // cursor to column n (1-based)
+		r.cur = r.forward(0, max(n, 1)-1)
+	}
+	return i + 1
+}
+
+// firstParam returns the first numeric parameter of a CSI sequence, 0 when
+// it is absent or not a plain number. It saturates instead of overflowing.
+func firstParam(params string) int {
+	n := 0
+	for i := 0; i < len(params); i++ {
+		c := params[i]
+		if c == ';' {
+			break
+		}
+		if c < '0' || c > '9' {
+			return 0
+		}
+		n = min(n*10+int(c-'0'), 1<<20)
+	}
+	return n
+}
+
+// skipString skips a string sequence (OSC, DCS, SOS, PM, APC) starting at
+// s[i], up to and including its terminator: ST (ESC \ or C1 0x9C) or BEL.
+// An OSC also ends before a newline: an unterminated title must not swallow
+// the rest of the output. Returns the index after the sequence.
+func skipString(s string, i int, osc bool) int {
+	for i < len(s) {
+		switch s[i] {
+		case bel:
+			return i + 1
+		case esc:
+			if i+1 < len(s) && s[i+1] == '\\' {
+				return i + 2
+			}
+			// ESC followed by anything else aborts the string; the new
+			// sequence is handled by the caller.
+			return i
+		case '\n':
+			if osc {
+				return i
+			}
+		case 0xc2:
+			if i+1 < len(s) && s[i+1] == 0x9c {
+				return i + 2
+			}
+		}
+		i++
+	}
+	return i
+}
+
+// write puts text (valid UTF-8, no controls) at the cursor, overwriting one
+// cell per rune.
+func (r *plainRenderer) write(text string) {
+	if r.cur == len(r.line) {
+		r.line = append(r.line, text...)
+		r.cur = len(r.line)
+		return
+	}
+	for len(text) > 0 {
+		if r.cur == len(r.line) {
+			r.line = append(r.line, text...)
+			r.cur = len(r.line)
+			return
+		}
+		_, newSize := utf8.DecodeRuneInString(text)
+		_, oldSize := utf8.DecodeRune(r.line[r.cur:])
+		r.line = slices.Replace(r.line, r.cur, r.cur+oldSize, []byte(text[:newSize])...)
+		r.cur += newSize
+		text = text[newSize:]
+	}
+}
+
+// forward returns the offset n runes after off, at most len(line).
+func (r *plainRenderer) forward(off, n int) int {
+	for ; n > 0 && off < len(r.line); n-- {
+		_, size := utf8.DecodeRune(r.line[off:])
+		off += size
+	}
+	return off
+}
+
+// back returns the offset n runes before off, at least 0.
+func (r *plainRenderer) back(off, n int) int {
+	for ; n > 0 && off > 0; n-- {
+		_, size := utf8.DecodeLastRune(r.line[:off])
+		off -= size
+	}
+	return off
+}
+
+// flushLine appends the current line to the output and starts a new one.
+func (r *plainRenderer) flushLine() {
+	r.out = append(r.out, r.line...)
+	r.line = r.line[:0]
+	r.cur = 0
+}

@@ -1,0 +1,184 @@
+package agentproc
+
+import (
+	"bytes"
+	"os"
+	"strconv"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// fileID identifies an open file by device and inode: the same for both
+// ends of a pipe and for every descriptor of one terminal.
+type fileID struct {
+	dev, ino uint64
+}
+
+func stdinIdentity(f *os.File) fileID {
+	if f == nil {
+		return fileID{}
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
+		return fileID{}
+	}
+	return fileID{dev: st.Dev, ino: st.Ino}
+}
+
+// readingStdin looks at every thread of the tree's processes in
+// /proc/PID/task/TID/syscall, which names the system call a blocked thread
+// is in and its arguments. A thread counts when it is in read, readv,
+// pread64 or preadv on a descriptor that is in, or in poll, ppoll, select
+// or pselect6 waiting for in to become readable (the descriptor sets are
+// read from its memory with process_vm_readv). The tree is the leader and
+// its descendants (from /proc/PID/task/TID/children) plus cgroup members.
+//
+// What it misses: a process reading through epoll (Node.js, anything on an
+// event loop that registers stdin), a descendant that double-forked away
+// from the leader without WithCgroup, and processes this one may not trace
+// (/proc/PID/syscall needs ptrace access: another user's setuid program).
+func readingStdin(leader int, cgroup string, in fileID) bool {
+	pids := descendants(leader)
+	if cgroup != "" {
+		if data, err := os.ReadFile(cgroup + "/cgroup.procs"); err == nil {
+			for _, f := range bytes.Fields(data) {
+				if pid, err := strconv.Atoi(string(f)); err == nil {
+					pids = append(pids, pid)
+				}
+			}
+		}
+	}
+	for _, pid := range pids {
+		tasks, err := os.ReadDir("/proc/" + strconv.Itoa(pid) + "/task")
+		if err != nil {
+			continue
+		}
+		for _, t := range tasks {
+			data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/task/" + t.Name() + "/syscall")
+			if err == nil && blockedReading(pid, data, in) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func unreadOutput(f *os.File) int {
+	n := 0
+	conn, err := f.SyscallConn()
+	if err != nil {
+		return 0
+	}
+	// TIOCINQ is FIONREAD: unread bytes of a pipe or a terminal master.
+	// Control keeps the descriptor from being closed (and reused) under the
+	// ioctl while the supervisor closes the pipe at exit.
+	_ = conn.Control(func(fd uintptr) {
+		n, _ = unix.IoctlGetInt(int(fd), unix.TIOCINQ)
+	})
+	return n
+}
+
+// descendants returns leader and every process below it.
+func descendants(leader int) []int {
+	out := []int{leader}
+	for i := 0; i < len(out) && i < 4096; i++ {
+		pid := strconv.Itoa(out[i])
+		tasks, err := os.ReadDir("/proc/" + pid + "/task")
+		if err != nil {
+			continue
+		}
+		for _, t := range tasks {
+			data, err := os.ReadFile("/proc/" + pid + "/task/" + t.Name() + "/children")
+			if err != nil {
+				continue
+			}
+			for _, f := range bytes.Fields(data) {
+				if c, err := strconv.Atoi(string(f)); err == nil {
+					out = append(out, c)
+				}
+			}
+		}
+	}
+	return out
+}
+
+// blockedReading decides from the contents of a task's syscall file:
+// "NR ARG1 ... ARG6 SP PC" with hex arguments, or "running", or "-1 ..."
+// when not in a system call.
+func blockedReading(pid int, data []byte, in fileID) bool {
+	f := bytes.Fields(data)
+	if len(f) < 4 {
+		return false
+	}
+	nr, err := strconv.Atoi(string(f[0]))
+	if err != nil {
+		return false
+	}
+	arg := func(i int) uint64 {
+		v, _ := strconv.ParseUint(string(bytes.TrimPrefix(f[i], []byte("0x"))), 16, 64)
+		return v
+	}
+	switch {
+	case nr == unix.SYS_READ || nr == unix.SYS_READV || nr == unix.SYS_PREAD64 || nr == unix.SYS_PREADV:
+		return fdIs(pid, int(arg(1)), in)
+	case nr == unix.SYS_PPOLL || nr == sysPoll:
+		return pollWaitsOn(pid, uintptr(arg(1)), int(arg(2)), in)
+	case nr == unix.SYS_PSELECT6 || nr == sysSelect:
+		return selectWaitsOn(pid, int(arg(1)), uintptr(arg(2)), in)
+	}
+	return false
+}
+
+// fdIs reports whether pid's descriptor fd is the file in.
+func fdIs(pid, fd int, in fileID) bool {
+	var st unix.Stat_t
+	if err := unix.Stat("/proc/"+strconv.Itoa(pid)+"/fd/"+strconv.Itoa(fd), &st); err != nil {
+		return false
+	}
+	return st.Dev == in.dev && st.Ino == in.ino
+}
+
+// maxWatchedFDs bounds how much of a poll or select set is read.
+const maxWatchedFDs = 1024
+
+func pollWaitsOn(pid int, fds uintptr, nfds int, in fileID) bool {
+	if nfds <= 0 || nfds > maxWatchedFDs || fds == 0 {
+		return false
+	}
+	set := make([]unix.PollFd, nfds)
+	if !readMemory(pid, fds, unsafe.Slice((*byte)(unsafe.Pointer(&set[0])), nfds*int(unsafe.Sizeof(set[0])))) {
+		return false
+	}
+	for _, pfd := range set {
+		if pfd.Events&unix.POLLIN != 0 && pfd.Fd >= 0 && fdIs(pid, int(pfd.Fd), in) {
+			return true
+		}
+	}
+	return false
+}
+
+func selectWaitsOn(pid, nfds int, readfds uintptr, in fileID) bool {
+	if nfds <= 0 || nfds > maxWatchedFDs || readfds == 0 {
+		return false
+	}
+	bits := make([]byte, (nfds+7)/8)
+	if !readMemory(pid, readfds, bits) {
+		return false
+	}
+	for fd := range nfds {
+		if bits[fd/8]&(1<<(fd%8)) != 0 && fdIs(pid, fd, in) {
+			return true
+		}
+	}
+	return false
+}
+
+// readMemory copies len(buf) bytes at addr in pid's memory into buf.
+func readMemory(pid int, addr uintptr, buf []byte) bool {
+	local := []unix.Iovec{{Base: &buf[0]}}
+	local[0].SetLen(len(buf))
+	remote := []unix.RemoteIovec{{Base: addr, Len: len(buf)}}
+	n, err := unix.ProcessVMReadv(pid, local, remote, 0)
+	return err == nil && n == len(buf)
+}
