@@ -637,15 +637,6 @@ func displayText(s string, plain bool) string {
 	return s
 }
 
-// validString returns p as a string with each run of invalid UTF-8 replaced
-// by U+FFFD.
-func validString(p []byte) string {
-	if utf8.Valid(p) {
-		return string(p)
-	}
-	return strings.ToValidUTF8(string(p), string(utf8.RuneError))
-}
-
 // hasLongLine reports whether a line of s, not counting its newline, is
 // longer than maxLineBytes (> 0). It reads about one line per maxLineBytes
 // of s: the last newline in a window of maxLineBytes+1 bytes ends lines
