@@ -88,11 +88,13 @@ func (m *Manager) freeKeyLocked(p *Process) {
 // command as the one that took the key. Timeout is not compared: it limits
 // the run, it does not say what runs. Stdin and TTY are: a caller that
 // expects to type into the process, or a terminal of some size, must not be
-// handed one without.
+// handed one without; nor one that asked for a process that outlives the
+// Manager (Detach) one that does not.
 func sameKeyedRequest(a, b Request) bool {
 	return a.Command == b.Command &&
 		a.WorkDir == b.WorkDir &&
 		a.Background == b.Background &&
+		a.Detach == b.Detach &&
 		a.Stdin == b.Stdin &&
 		sameTTY(a.TTY, b.TTY) &&
 		maps.Equal(a.Env, b.Env)

@@ -54,6 +54,19 @@ type Request struct {
 	// Process.WriteStdin and ends with Process.CloseStdin. false, the
 	// default, gives it the null device.
 	Stdin bool `json:"stdin,omitempty"`
+	// Detach makes the process outlive its Manager (see WithStateDir, which
+	// it needs; without a state dir it is ErrInvalidRequest): it runs in a
+	// session of its own, its output goes to files in the state dir (the
+	// head and a rolling tail, capped by WithOutputLog's maxBytes or
+	// DefaultDetachLogBytes), and its exit status is written there too.
+	// Close and the host's death leave it running, and the next Manager on
+	// the dir adopts it: every method works on it as on any process. It
+	// cannot be combined with Stdin, TTY, Timeout, IdleTimeout or MaxOutput
+	// (ErrInvalidRequest) nor with Limits, WithLimits' defaults included
+	// (ErrUnsupported), and WithCgroup does not apply to it. Linux only;
+	// elsewhere Start returns ErrUnsupported.
+	// false, the default, ties the process to the Manager.
+	Detach bool `json:"detach,omitempty"`
 	// Ready, when non-nil, says how to tell that the process is ready (a
 	// server listening, a line printed); once it is, Info.Ready becomes
 	// true and an EventReady is published. nil, the default, checks
@@ -98,7 +111,7 @@ type Request struct {
 type Manager struct {
 	cfg  config
 	wg   sync.WaitGroup // one per supervise goroutine
-	logs *logDir        // nil without WithOutputLog
+	logs *logDir        // output logs; opens none without WithOutputLog
 
 	// The shell's path under PATH as it was (see shellPath).
 	shellMu       sync.Mutex
@@ -114,9 +127,11 @@ type Manager struct {
 	// exitOrder lists the retained exited processes, oldest exit first.
 	exitOrder []exitRecord
 
-	events *eventBus    // see events.go
-	ports  portWatcher  // see ports.go
-	input  inputWatcher // see input.go
+	state    *stateDir    // nil without WithStateDir; see statedir.go
+	instance string       // this Manager's ID in its state records
+	events   *eventBus    // see events.go
+	ports    portWatcher  // see ports.go
+	input    inputWatcher // see input.go
 }
 
 // exitRecord is one entry of Manager.exitOrder.
@@ -133,6 +148,9 @@ func New(opts ...Option) *Manager {
 	}
 	m := &Manager{cfg: cfg, logs: newLogDir(&cfg), procs: make(map[string]*Process)}
 	m.events = newEventBus(func() time.Time { return cfg.clock.Now("agentproc", "event") })
+	if cfg.stateDir != "" {
+		m.openState()
+	}
 	return m
 }
 
@@ -159,6 +177,8 @@ func (m *Manager) List() []Info {
 // Exited processes stay readable through the Process values callers hold.
 // Calling Close again returns nil once the first call is done.
 func (m *Manager) Close() error {
+	// Recovery may still be adopting processes; they must be seen below.
+	m.waitRecovered()
 	m.mu.Lock()
 	m.closed = true
 	var running []*Process
@@ -173,6 +193,11 @@ func (m *Manager) Close() error {
 	// total, not one per process.
 	var wg sync.WaitGroup
 	for _, p := range running {
+		if p.det != nil {
+			// Detached: left running, only no longer followed.
+			wg.Go(p.releaseDetached)
+			continue
+		}
 		wg.Go(func() { _, _ = p.stop(context.Background(), ReasonShutdown) })
 	}
 	wg.Wait()
@@ -185,6 +210,7 @@ func (m *Manager) Close() error {
 	}
 	m.mu.Unlock()
 	m.logs.waitRemoved()
+	m.closeState()
 	// Every supervisor has published its exit by now.
 	m.ports.close()
 	m.input.close()
@@ -277,6 +303,9 @@ func (m *Manager) startAttach(req Request, owner string, attached *bool) (*Proce
 	if req.Limits, err = m.limitsFor(req.Limits); err != nil {
 		return nil, err
 	}
+	if err := m.validateDetach(req); err != nil {
+		return nil, err
+	}
 	dir, err := m.resolveWorkDir(req.WorkDir)
 	if err != nil {
 		return nil, err
@@ -353,6 +382,12 @@ func (m *Manager) startAttach(req Request, owner string, attached *bool) (*Proce
 // spawn starts the command. The caller has reserved a running slot and a
 // supervise goroutine in m.wg.
 func (m *Manager) spawn(req Request, owner, command, dir string, seq uint64, warnings []string) (*Process, error) {
+	if err := m.state.usable(); err != nil {
+		return nil, err
+	}
+	if req.Detach {
+		return m.startDetached(req, owner, command, dir, seq, warnings)
+	}
 	id := uuid.NewString()
 	env := m.buildEnv(req.Env, id, req.TTY != nil)
 	// The output log and the containment beyond the process group (marker
@@ -404,9 +439,14 @@ func (m *Manager) spawn(req Request, owner, command, dir string, seq uint64, war
 	if err := st.prepare(cmd); err != nil {
 		return fail("prepare terminal", err)
 	}
+	rec := m.state.newRecord(m, id, owner, command, dir, req, warnings, m.outputLogPath(id))
+	if err := m.state.recordStarting(rec, ctr.cgroupPath()); err != nil {
+		return fail("record process", err)
+	}
 	if err := cmd.Start(); err != nil {
 		sys.release()
 		m.forgetShellPath()
+		m.state.abandon(rec)
 		return fail("start "+m.cfg.shell[0]+ctr.describe(), err)
 	}
 	ctr.started(cmd)
@@ -422,10 +462,12 @@ func (m *Manager) spawn(req Request, owner, command, dir string, seq uint64, war
 		_ = ctr.killEscaped()
 		_ = ctr.release()
 		st.closeAll()
+		m.state.abandon(rec)
 		return nil, xerrors.Errorf("agentproc: contain process: %w", err)
 	}
 
 	p := &Process{
+		rec:   rec,
 		m:     m,
 		id:    id,
 		owner: owner,
@@ -605,6 +647,7 @@ func (m *Manager) reapLocked() {
 func (m *Manager) droppedLocked(p *Process) {
 	m.freeKeyLocked(p)
 	m.logs.remove(p.log)
+	m.state.dropLocked(p.id)
 	p.emit(Event{Type: EventDropped})
 }
 

@@ -41,6 +41,7 @@ type config struct {
 	nonInteractive bool
 	logDir         string
 	logMaxBytes    int64
+	stateDir       string
 	logDirBound    time.Duration // real time; tests shorten it
 	inputQuiet     time.Duration
 	limits         Limits // see limits.go

@@ -73,11 +73,10 @@ type removal struct {
 	f    *os.File
 }
 
-// newLogDir returns the log directory of cfg, or nil when logging is off.
+// newLogDir returns the log directory of cfg. Without WithOutputLog its
+// path is "" and it opens no log; it still removes the logs of processes a
+// state directory recovered from an earlier Manager.
 func newLogDir(cfg *config) *logDir {
-	if cfg.logDir == "" {
-		return nil
-	}
 	return &logDir{path: cfg.logDir, maxBytes: cfg.logMaxBytes, bound: cfg.logDirBound, logger: cfg.logger}
 }
 
@@ -147,7 +146,7 @@ func (d *logDir) await(state *atomic.Int32, done <-chan struct{}) bool {
 // the caller asked for the whole output, so the process must not run
 // without it.
 func (d *logDir) open(id string) (*outputLog, error) {
-	if d == nil {
+	if d == nil || d.path == "" {
 		return nil, nil
 	}
 	path := filepath.Join(d.path, id+".log")

@@ -49,6 +49,10 @@ const (
 	ReasonShutdown ExitReason = "shutdown"
 	// ReasonTimeout: Request.Timeout expired and the process was stopped.
 	ReasonTimeout ExitReason = "timeout"
+	// ReasonOrphaned: the Manager that started it died (see WithStateDir);
+	// a later Manager on the same state dir stopped what was left of the
+	// tree. ExitCode is -1: nobody was there to see the real one.
+	ReasonOrphaned ExitReason = "orphaned"
 	// ReasonOOM: the kernel's OOM killer ended a process of the tree, as
 	// its cgroup counted (Linux with WithCgroup and the memory controller).
 	// Info.MaxRSS is then the tree's peak memory where the kernel reports
@@ -130,6 +134,9 @@ type Info struct {
 	Stdin bool `json:"stdin"`
 	// TTY is true when the process runs under a pseudo-terminal.
 	TTY bool `json:"tty"`
+	// Detached is true for a Request.Detach process, which outlives the
+	// Manager.
+	Detached bool `json:"detached,omitempty"`
 	// Ports are the sockets the tree listened on at the latest scan (see
 	// Process.Ports), rescanned at least once a second for Background
 	// processes and while someone is in WaitPort; nil for other processes,
@@ -179,7 +186,9 @@ type Process struct {
 
 	dropped bool // retention dropped it; guarded by Manager.mu
 
-	events eventGate // orders this process's events; see events.go
+	rec    *stateRecord // nil without WithStateDir; only spawn and the supervisor touch it
+	det    *detached    // nil unless Request.Detach; see detach_linux.go
+	events eventGate    // orders this process's events; see events.go
 	// inputSig tells WaitOutput about input detection; guarded by mu.
 	inputSig inputSignal
 	// stdinWritten is set by WriteStdin for the input watcher.
@@ -262,6 +271,9 @@ func (p *Process) Signal(sig Signal) error {
 		return ErrNotRunning
 	}
 	p.signaled = true
+	if p.det != nil {
+		return p.signalDetachedLocked(sig)
+	}
 	return p.signalLocked(sig)
 }
 
@@ -286,6 +298,9 @@ func (p *Process) Stop(ctx context.Context) (Info, error) {
 }
 
 func (p *Process) stop(ctx context.Context, reason ExitReason) (Info, error) {
+	if p.det != nil {
+		return p.stopDetached(ctx, reason)
+	}
 	if p.exited() {
 		return p.Info(), nil
 	}
@@ -402,6 +417,7 @@ const defaultPipeDrain = 2 * time.Second
 // reader has reached EOF or given up.
 func (p *Process) supervise(pipe *os.File, readerDone <-chan struct{}) {
 	defer p.m.wg.Done()
+	p.recordRunning()
 	waitErr := p.cmd.Wait()
 	state := p.cmd.ProcessState
 	// Writes from now on are ErrStdinClosed, whatever is left of the tree.
@@ -445,6 +461,7 @@ func (p *Process) supervise(pipe *os.File, readerDone <-chan struct{}) {
 	}
 
 	now := p.m.cfg.clock.Now("agentproc", "exit")
+	p.recordExit(code, sigName, oom, now)
 	// The running slot is given back before the exit is published, so a
 	// caller that sees it (Wait, Info, an EOF chunk) can start another
 	// process at once under WithMaxRunning.

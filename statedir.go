@@ -1,0 +1,674 @@
+package agentproc
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"time"
+
+	"cdr.dev/slog/v3"
+	"github.com/google/uuid"
+	"golang.org/x/xerrors"
+)
+
+// WithStateDir makes the Manager record every process it starts in dir, so
+// that a Manager started after this one died (crash, OOM kill, SIGKILL) can
+// stop what it left behind. A record is written before the child runs,
+// updated with the shell's PID and start time once it runs and with its
+// exit once it exits, and removed when retention drops the process or Close
+// ends it. No write can be seen in part (see docs/containment.md) and none
+// runs under a lock of the Manager. The records need only outlive the host
+// process, not a reboot, so a tmpfs dir (/run, $XDG_RUNTIME_DIR) is a
+// natural place for them.
+//
+// A Manager with a state dir locks it (dir/lock): only one live Manager may
+// use a dir at a time. When New starts, it recovers in the background every
+// record left by a Manager that is dead: trees still running are stopped
+// like Close stops them and are listed as exited with ReasonOrphaned and
+// whatever their output log holds; Recovered waits for that, and
+// Request.Detach processes are adopted instead. A guard process (a copy of
+// the host binary holding a pipe to it) also kills the Manager's trees, all
+// but the detached ones, as soon as the host dies, even when no new Manager
+// is ever started (see docs/containment.md).
+//
+// A dir that cannot be used (not creatable or writable, or locked by another
+// live Manager) makes every Start and Recovered fail with an error naming
+// the dir and the reason; the Manager never runs without the state it was
+// asked to keep. Linux only: elsewhere Start fails with ErrUnsupported. ""
+// (the default) turns it off.
+func WithStateDir(dir string) Option {
+	return optionFunc(func(c *config) { c.stateDir = dir })
+}
+
+// stateDir is a Manager's state directory. Its files:
+//
+//	dir/lock          flock'ed by the live Manager; holds its host's PID
+//	dir/procs/ID.json one record per retained process
+//	dir/out/ID/       a detached process's output and exit status
+//
+// The zero of everything but err is unusable; a nil *stateDir (no
+// WithStateDir) records nothing, so callers need no checks.
+type stateDir struct {
+	dir       string
+	procs     string // dir/procs
+	err       error  // non-nil: the dir cannot be used; Start returns it
+	lock      *os.File
+	host      hostIdentity
+	logger    slog.Logger
+	hostGuard *hostGuard // nil where there is none (not Linux)
+
+	recovered chan struct{} // closed when recovery has finished
+	found     []Info        // what recovery found; read after recovered
+	recErr    error
+
+	mu       sync.Mutex // guards the removal queue only; never held for FS work
+	drops    []string   // record IDs to remove
+	removing bool       // a removal goroutine is running
+	idle     *sync.Cond // signalled when removing turns false
+
+	// slotOf maps a process ID to its record file; free lists empty record
+	// files open for reuse (see create). Both under mu.
+	slotOf  map[string]string
+	free    []freeSlot
+	closing bool // close has begun: freed slots are deleted, not kept
+
+	closeOnce sync.Once
+}
+
+// hostIdentity names one process on one boot, so that a PID reused by
+// another process, or the same PID after a reboot, is not mistaken for it.
+// start is the process's start time in clock ticks since boot (Linux:
+// field 22 of /proc/PID/stat).
+type hostIdentity struct {
+	PID   int    `json:"pid"`
+	Start uint64 `json:"start"`
+	Boot  string `json:"boot_id"`
+}
+
+// stateRecord is one record file. Version 1.
+type stateRecord struct {
+	Version    int      `json:"version"`
+	ID         string   `json:"id"`
+	Owner      string   `json:"owner,omitempty"`
+	Command    string   `json:"command"`
+	WorkDir    string   `json:"workdir"`
+	Key        string   `json:"key,omitempty"`
+	Background bool     `json:"background,omitempty"`
+	Warnings   []string `json:"warnings,omitempty"`
+	Marker     string   `json:"marker"` // MarkerEnv=ID
+	LogPath    string   `json:"log_path,omitempty"`
+	Detached   bool     `json:"detached,omitempty"`
+	// SegBytes is the size of a detached process's output segments.
+	SegBytes int64 `json:"seg_bytes,omitempty"`
+	// Runner is a detached process's runner (see detach_linux.go).
+	Runner    hostIdentity `json:"runner,omitzero"`
+	StartedAt time.Time    `json:"started_at"`
+	// Leader is the shell; zero until it runs. Its PID is the process
+	// group ID.
+	Leader hostIdentity `json:"leader"`
+	Cgroup string       `json:"cgroup,omitempty"`
+	// Manager and Host name the Manager that started the process.
+	Manager string       `json:"manager"`
+	Host    hostIdentity `json:"host"`
+
+	// Set at exit.
+	Exited   bool       `json:"exited,omitempty"`
+	ExitCode int        `json:"exit_code,omitempty"`
+	Signal   string     `json:"signal,omitempty"`
+	Reason   ExitReason `json:"reason,omitempty"`
+	ExitedAt time.Time  `json:"exited_at,omitzero"`
+
+	// file is the open record while the process runs (see create); path
+	// is the record's file.
+	file *os.File
+	path string
+}
+
+const stateRecordVersion = 1
+
+// openStateDir prepares dir for a Manager: it creates it (0700), checks it is
+// a writable directory and takes its lock. Every failure is kept in err,
+// naming the dir and the reason, for Start to return.
+func openStateDir(dir string, logger slog.Logger) *stateDir {
+	s := &stateDir{dir: dir, procs: filepath.Join(dir, "procs"), logger: logger,
+		recovered: make(chan struct{}), slotOf: make(map[string]string)}
+	s.idle = sync.NewCond(&s.mu)
+	fail := func(reason string, err error) *stateDir {
+		s.err = xerrors.Errorf("agentproc: state dir %q %s: %w", dir, reason, err)
+		if s.lock != nil {
+			_ = s.lock.Close()
+			s.lock = nil
+		}
+		close(s.recovered)
+		return s
+	}
+	if err := stateSupported(); err != nil {
+		return fail("unusable", err)
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return fail("unusable", err)
+	}
+	s.dir, s.procs = abs, filepath.Join(abs, "procs")
+	if err := os.MkdirAll(s.procs, 0o700); err != nil {
+		return fail("cannot be created", err)
+	}
+	host, err := selfIdentity()
+	if err != nil {
+		return fail("unusable: cannot identify this process", err)
+	}
+	s.host = host
+	lock, err := lockStateDir(filepath.Join(abs, "lock"))
+	if err != nil {
+		return fail("is not usable", err)
+	}
+	s.lock = lock
+	// Written after the lock is held: it only helps a person (or the error
+	// of a second Manager) see who holds it.
+	if err := lock.Truncate(0); err != nil {
+		return fail("is not writable", err)
+	}
+	if _, err := lock.WriteAt([]byte(strconv.Itoa(host.PID)+"\n"), 0); err != nil {
+		return fail("is not writable", err)
+	}
+	// A probe write shows a read-only dir now rather than at the first
+	// Start.
+	probe := filepath.Join(s.procs, ".probe-"+uuid.NewString())
+	if err := os.WriteFile(probe, nil, 0o600); err != nil {
+		return fail("is not writable", err)
+	}
+	_ = os.Remove(probe)
+	return s
+}
+
+// newRecord returns the record of a process about to start.
+func (s *stateDir) newRecord(m *Manager, id, owner, command, dir string, req Request, warnings []string, logPath string) *stateRecord {
+	if s == nil {
+		return nil
+	}
+	return &stateRecord{
+		Version:    stateRecordVersion,
+		ID:         id,
+		Owner:      owner,
+		Command:    command,
+		WorkDir:    dir,
+		Key:        req.Key,
+		Background: req.Background,
+		Warnings:   warnings,
+		Marker:     MarkerEnv + "=" + id,
+		LogPath:    logPath,
+		StartedAt:  m.cfg.clock.Now("agentproc", "record"),
+		Manager:    m.instance,
+		Host:       s.host,
+	}
+}
+
+// rewrite appends to r's record file the fields a recovering or adopting
+// Manager changes: the new owner (Manager, Host) and the exit. Like every
+// update it is one appended line, never a replace (see create).
+func (s *stateDir) rewrite(r *stateRecord) error {
+	u := recordUpdate{Manager: r.Manager, Host: &r.Host}
+	if r.Exited {
+		u.Exited, u.ExitCode, u.Signal, u.Reason, u.ExitedAt = true, r.ExitCode, r.Signal, r.Reason, r.ExitedAt
+	}
+	f, err := os.OpenFile(r.path, os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		return xerrors.Errorf("state dir %q: update record: %w", s.dir, err)
+	}
+	r.file = f
+	err = s.appendUpdate(r, u)
+	r.file = nil
+	if cerr := f.Close(); err == nil && cerr != nil {
+		err = xerrors.Errorf("state dir %q: update record: %w", s.dir, cerr)
+	}
+	if err == nil {
+		s.mu.Lock()
+		s.slotOf[r.ID] = r.path
+		s.mu.Unlock()
+	}
+	return err
+}
+
+// create writes the record of a process about to start, as one JSON line,
+// into a slot: a record file whose last process was dropped (see
+// freeSlot). The file stays open (append-only) for the updates.
+//
+// Slots are reused rather than a file being created per process, and
+// updates are appended rather than the file replaced, because creating and
+// renaming files are metadata operations that wait on the file system's
+// journal: about 2 ms each on this project's busy ext4 disk, twice a
+// Start+Wait. Writing to a file that exists costs a few microseconds. A
+// new slot is created only when every slot holds a retained process.
+//
+// No write needs a temporary file: the child is started only after this
+// write has returned, so a slot that is empty or cut short can only be
+// left by a host that died before starting anything. A line under a page
+// is written by one write call, which the death of this process cannot
+// tear; a reader still ignores a last line that does not parse.
+func (s *stateDir) create(r *stateRecord) error {
+	data, err := json.Marshal(r)
+	if err != nil {
+		return xerrors.Errorf("encode record of %s: %w", r.ID, err)
+	}
+	s.mu.Lock()
+	var slot freeSlot
+	if n := len(s.free); n > 0 {
+		slot = s.free[n-1]
+		s.free = s.free[:n-1]
+	}
+	s.mu.Unlock()
+	if slot.f == nil {
+		slot.path = filepath.Join(s.procs, "slot-"+uuid.NewString()+".json")
+		slot.f, err = os.OpenFile(slot.path, os.O_WRONLY|os.O_CREATE|os.O_EXCL|os.O_APPEND, 0o600)
+		if err != nil {
+			return xerrors.Errorf("state dir %q: create record: %w", s.dir, err)
+		}
+	}
+	if _, err := slot.f.Write(append(data, '\n')); err != nil {
+		_ = slot.f.Close()
+		_ = os.Remove(slot.path)
+		return xerrors.Errorf("state dir %q: write record: %w", s.dir, err)
+	}
+	r.file, r.path = slot.f, slot.path
+	s.mu.Lock()
+	s.slotOf[r.ID] = r.path
+	s.mu.Unlock()
+	return nil
+}
+
+// freeSlot is an empty record file, open for appending.
+type freeSlot struct {
+	path string
+	f    *os.File
+}
+
+// slotTombstone ends the record before it in a slot file; slotCompactBytes
+// is the size past which a freed slot is truncated.
+const (
+	slotTombstone    = "{\"dropped\":true}\n"
+	slotCompactBytes = 64 << 10
+)
+
+// currentRecord returns the part of a slot file after its last tombstone:
+// the record it holds now, or nothing for a free slot.
+func currentRecord(data []byte) []byte {
+	if i := bytes.LastIndex(data, []byte(slotTombstone)); i >= 0 {
+		return data[i+len(slotTombstone):]
+	}
+	return data
+}
+
+// maxFreeSlots bounds the empty record files kept open for reuse; beyond
+// it a freed slot is deleted.
+const maxFreeSlots = 64
+
+// abandon removes the record of a process that was never started.
+func (s *stateDir) abandon(r *stateRecord) {
+	if s == nil || r == nil {
+		return
+	}
+	if r.file != nil {
+		_ = r.file.Close()
+		r.file = nil
+	}
+	s.hostGuard.remove(r.ID)
+	s.remove(r.ID)
+}
+
+// recordUpdate is one appended line: the fields that change after the
+// record is created.
+type recordUpdate struct {
+	Manager  string        `json:"manager,omitempty"`
+	Host     *hostIdentity `json:"host,omitempty"`
+	Leader   *hostIdentity `json:"leader,omitempty"`
+	Runner   *hostIdentity `json:"runner,omitempty"`
+	Cgroup   string        `json:"cgroup,omitempty"`
+	Exited   bool          `json:"exited,omitempty"`
+	ExitCode int           `json:"exit_code,omitempty"`
+	Signal   string        `json:"signal,omitempty"`
+	Reason   ExitReason    `json:"reason,omitempty"`
+	ExitedAt time.Time     `json:"exited_at,omitzero"`
+}
+
+// appendUpdate adds u to r's open record file.
+func (s *stateDir) appendUpdate(r *stateRecord, u recordUpdate) error {
+	if r.file == nil {
+		return xerrors.Errorf("state dir %q: record of %s is not open", s.dir, r.ID)
+	}
+	data, err := json.Marshal(u)
+	if err != nil {
+		return xerrors.Errorf("encode record update of %s: %w", r.ID, err)
+	}
+	if _, err := r.file.Write(append(data, '\n')); err != nil {
+		return xerrors.Errorf("state dir %q: update record: %w", s.dir, err)
+	}
+	return nil
+}
+
+// dropLocked queues the removal of a record; the caller holds Manager.mu,
+// so the file is removed by a goroutine that runs while there are records
+// to remove.
+func (s *stateDir) dropLocked(id string) {
+	if s == nil || s.err != nil {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.drops = append(s.drops, id)
+	if !s.removing {
+		s.removing = true
+		go s.removeQueued()
+	}
+}
+
+func (s *stateDir) removeQueued() {
+	for {
+		s.mu.Lock()
+		ids := s.drops
+		s.drops = nil
+		if len(ids) == 0 {
+			s.removing = false
+			s.idle.Broadcast()
+			s.mu.Unlock()
+			return
+		}
+		s.mu.Unlock()
+		for _, id := range ids {
+			s.remove(id)
+		}
+	}
+}
+
+// remove empties a process's record slot (keeping it for reuse, or
+// deleting it when enough are kept) and, for a detached process, deletes
+// its output files (the directory is simply absent for the others).
+func (s *stateDir) remove(id string) {
+	s.mu.Lock()
+	path := s.slotOf[id]
+	delete(s.slotOf, id)
+	s.mu.Unlock()
+	if path != "" {
+		s.freeSlot(path, true)
+	}
+	if err := os.RemoveAll(filepath.Join(s.dir, "out", id)); err != nil {
+		s.logger.Warn(context.Background(), "remove detached output", slog.F("id", id), fieldError(err))
+	}
+}
+
+// freeSlot empties the record file at path and lists it as free, or
+// deletes it when maxFreeSlots are listed or the dir is closing.
+//
+// A slot is emptied by appending a tombstone line, not by truncating it:
+// on ext4 a truncate frees blocks through the journal (tens of
+// microseconds), an append is a page-cache write. Readers take only what
+// follows the last tombstone (see currentRecord). A slot grown past
+// slotCompactBytes is truncated when freed, once every few dozen uses.
+func (s *stateDir) freeSlot(path string, tombstone bool) {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
+	if err == nil {
+		if tombstone {
+			_, err = f.WriteString(slotTombstone)
+		}
+		if st, serr := f.Stat(); err == nil && serr == nil && st.Size() > slotCompactBytes {
+			err = f.Truncate(0)
+		}
+		if err == nil {
+			s.mu.Lock()
+			if len(s.free) < maxFreeSlots && !s.closing {
+				s.free = append(s.free, freeSlot{path, f})
+				s.mu.Unlock()
+				return
+			}
+			s.mu.Unlock()
+		}
+		_ = f.Close()
+	}
+	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		s.logger.Warn(context.Background(), "remove process record", slog.F("path", path), fieldError(err))
+	}
+}
+
+// close removes the records of ids (the Manager's processes, all exited),
+// waits for queued removals and releases the lock. The next Manager on the
+// dir then recovers only what this one left running on purpose. Empty
+// slots are left for it.
+func (s *stateDir) close(ids []string) {
+	if s == nil || s.err != nil {
+		return
+	}
+	<-s.recovered
+	s.mu.Lock()
+	for s.removing {
+		s.idle.Wait()
+	}
+	s.mu.Unlock()
+	s.closeOnce.Do(func() {
+		for _, id := range ids {
+			s.remove(id)
+		}
+		s.mu.Lock()
+		s.closing = true
+		free := s.free
+		s.free = nil
+		s.mu.Unlock()
+		for _, f := range free {
+			_ = f.f.Close()
+		}
+		s.hostGuard.close()
+		_ = s.lock.Close()
+	})
+}
+
+// Recovered waits until the recovery that New started has finished and
+// returns the Info of every process it found: trees a dead Manager left
+// running (stopped now, with ReasonOrphaned) and processes that had exited
+// before it died (with the reason recorded then). They are also listed by
+// List and Get until retention drops them. Without WithStateDir it returns
+// nil, nil; with an unusable dir, the dir's error. If ctx ends first it
+// returns ctx.Err(); recovery goes on.
+func (m *Manager) Recovered(ctx context.Context) ([]Info, error) {
+	s := m.state
+	if s == nil {
+		return nil, nil
+	}
+	select {
+	case <-s.recovered:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	if s.err != nil {
+		return nil, s.err
+	}
+	infos := make([]Info, len(s.found))
+	copy(infos, s.found)
+	return infos, s.recErr
+}
+
+// openState is New's hook: it opens the state dir, starts the guard and
+// recovery. Only the lock and the guard's start run before New returns.
+func (m *Manager) openState() {
+	m.instance = uuid.NewString()
+	s := openStateDir(m.cfg.stateDir, m.cfg.logger)
+	m.state = s
+	if s.err != nil {
+		return
+	}
+	g, err := startHostGuard(func(err error) { m.cfg.logger.Warn(context.Background(), "guard", fieldError(err)) })
+	if err != nil {
+		s.err = xerrors.Errorf("agentproc: state dir %q: %w", s.dir, err)
+		_ = s.lock.Close()
+		close(s.recovered)
+		return
+	}
+	s.hostGuard = g
+	// The records are listed before New returns, so recovery never looks
+	// at the record of a process this Manager starts meanwhile (it could
+	// catch one between its creation and its first write). Listing is one
+	// getdents; the slow part, stopping trees, runs in the background.
+	entries, err := os.ReadDir(s.procs)
+	if err != nil {
+		s.recErr = xerrors.Errorf("agentproc: state dir %q: read records: %w", s.dir, err)
+		close(s.recovered)
+		return
+	}
+	go m.recoverOrphans(entries)
+}
+
+// waitRecovered is Close's first step: processes recovery adopts must be
+// registered before Close looks at what is running.
+func (m *Manager) waitRecovered() {
+	if m.state != nil {
+		<-m.state.recovered
+	}
+}
+
+// validateDetach checks what Request.Detach needs.
+func (m *Manager) validateDetach(req Request) error {
+	if !req.Detach {
+		return nil
+	}
+	if err := detachSupported(); err != nil {
+		return xerrors.Errorf("agentproc: detach: %w", err)
+	}
+	switch {
+	case m.state == nil:
+		return xerrors.Errorf("detach needs WithStateDir: %w", ErrInvalidRequest)
+	case req.Stdin || req.TTY != nil:
+		return xerrors.Errorf("a detached process cannot have a stdin or a terminal: %w", ErrInvalidRequest)
+	case req.Timeout != 0 || req.IdleTimeout != 0 || req.MaxOutput != 0:
+		// Each is enforced by the Manager, which a detached process
+		// outlives.
+		return xerrors.Errorf("a detached process cannot have a timeout, an idle timeout or an output limit: %w", ErrInvalidRequest)
+	case req.Limits != (Limits{}):
+		// Limits hold through the tree's cgroup, which a detached process
+		// does not get (req.Limits includes WithLimits' defaults here).
+		return xerrors.Errorf("detach: limits cannot be enforced on a detached process: %w", ErrUnsupported)
+	}
+	return nil
+}
+
+// usable returns the dir's error, if any, for Start.
+func (s *stateDir) usable() error {
+	if s == nil {
+		return nil
+	}
+	return s.err
+}
+
+// recordStarting stores the record of a process about to start and lists
+// it with the guard, so that even a host that dies before the shell's PID
+// is known leaves nothing running: the guard finds the tree by its marker
+// and cgroup, and its process group through a leader that carries the
+// marker. recordRunning tells it the leader too, so that it can kill the
+// group before scanning /proc.
+func (s *stateDir) recordStarting(r *stateRecord, cgroup string) error {
+	if s == nil {
+		return nil
+	}
+	if err := s.create(r); err != nil {
+		return err
+	}
+	s.hostGuard.add(r.ID, hostIdentity{}, cgroup)
+	return nil
+}
+
+// recordRunning adds the leader and the cgroup once the shell runs. The
+// supervisor calls it first thing, so that reading the leader's start time
+// overlaps the child's start instead of lengthening Start. A failed write
+// is logged, not fatal: the process runs already, and the first record's
+// marker still lets a new Manager find the tree.
+func (p *Process) recordRunning() {
+	s, r := p.m.state, p.rec
+	if s == nil || r == nil {
+		return
+	}
+	pid, cgroup := p.cmd.Process.Pid, p.ctr.cgroupPath()
+	// The shell is not reaped before this returns (the supervisor waits
+	// for it afterwards), so its stat is there even if it has exited.
+	if id, _, ok := statIdentity(pid); ok {
+		r.Leader = id
+	} else {
+		r.Leader = hostIdentity{PID: pid}
+	}
+	r.Cgroup = cgroup
+	// The guard can then kill the group at once, before its /proc scan.
+	s.hostGuard.add(r.ID, r.Leader, cgroup)
+	if err := s.appendUpdate(r, recordUpdate{Leader: &r.Leader, Cgroup: cgroup}); err != nil {
+		s.logger.Warn(context.Background(), "update process record", slog.F("id", r.ID), fieldError(err))
+	}
+}
+
+// recordExit is the supervisor's hook, called after the tree is gone and
+// before the exit is published, so that a record is never rewritten after
+// retention removed it.
+func (p *Process) recordExit(code int, sigName string, oom bool, now time.Time) {
+	s := p.m.state
+	if s == nil || p.rec == nil {
+		return
+	}
+	p.mu.Lock()
+	reason := p.stopReason
+	signaled := p.signaled
+	p.mu.Unlock()
+	// The same choice as the supervisor's, from the same facts.
+	switch {
+	case reason != "":
+	case oom:
+		reason = ReasonOOM
+	case sigName != "" && signaled:
+		reason = ReasonKilled
+	case sigName != "":
+		reason = ReasonSignaled
+	default:
+		reason = ReasonExited
+	}
+	r := p.rec
+	r.Exited, r.ExitCode, r.Signal, r.Reason, r.ExitedAt = true, code, sigName, reason, now
+	s.hostGuard.remove(r.ID)
+	err := s.appendUpdate(r, recordUpdate{Exited: true, ExitCode: code, Signal: sigName, Reason: reason, ExitedAt: now})
+	if err != nil {
+		s.logger.Warn(context.Background(), "update process record", slog.F("id", r.ID), fieldError(err))
+	}
+	if r.file != nil {
+		_ = r.file.Close()
+		r.file = nil
+	}
+}
+
+// closeState is Close's hook, run once every process has exited: it
+// removes their records and releases the dir.
+func (m *Manager) closeState() {
+	s := m.state
+	if s == nil || s.err != nil {
+		return
+	}
+	<-s.recovered
+	m.mu.Lock()
+	ids := make([]string, 0, len(m.procs))
+	for id, p := range m.procs {
+		if p.det != nil && !p.exited() {
+			continue // kept for the next Manager
+		}
+		ids = append(ids, id)
+	}
+	m.mu.Unlock()
+	s.close(ids)
+}
+
+// outputLogPath is where openOutputLog will put the log of process id, or
+// "" without WithOutputLog.
+func (m *Manager) outputLogPath(id string) string {
+	if m.state == nil || m.cfg.logDir == "" {
+		return ""
+	}
+	dir, err := filepath.Abs(m.cfg.logDir)
+	if err != nil {
+		dir = m.cfg.logDir
+	}
+	return filepath.Join(dir, id+".log")
+}

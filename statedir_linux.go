@@ -1,0 +1,428 @@
+package agentproc
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+	"golang.org/x/xerrors"
+)
+
+// The OS layer of the state dir. Each OS file provides:
+//
+//	stateSupported() error                     nil where WithStateDir works
+//	selfIdentity() (hostIdentity, error)       this process on this boot
+//	identityOf(pid int) (hostIdentity, bool)   a live process on this boot
+//	statIdentity(pid int) (hostIdentity, zombie, ok bool) the same, zombies too
+//	lockStateDir(path string) (*os.File, error) take the dir's lock, or say who holds it
+//	(*containment).cgroupPath() string         the tree's cgroup, "" without one
+//	stopOrphans(trees []orphanTree, grace time.Duration) []int
+//	startHostGuard() (*hostGuard, error) and its add, remove and close
+//
+// stopOrphans stops trees whose Manager is dead: SIGTERM to every verified
+// member, up to grace for them to exit, then SIGKILL until nothing is left
+// (grace 0 skips the SIGTERM), and returns how many processes of each tree
+// it found.
+
+func stateSupported() error { return nil }
+
+var (
+	bootIDOnce sync.Once
+	bootIDVal  string
+)
+
+// bootID is /proc/sys/kernel/random/boot_id: a new random value each boot,
+// so a record from an earlier boot is never matched to a live process.
+func bootID() string {
+	bootIDOnce.Do(func() {
+		data, err := os.ReadFile("/proc/sys/kernel/random/boot_id")
+		if err == nil {
+			bootIDVal = strings.TrimSpace(string(data))
+		}
+	})
+	return bootIDVal
+}
+
+func selfIdentity() (hostIdentity, error) {
+	id, ok := identityOf(os.Getpid())
+	if !ok {
+		return hostIdentity{}, xerrors.New("agentproc: cannot read /proc/self/stat")
+	}
+	if id.Boot == "" {
+		return hostIdentity{}, xerrors.New("agentproc: cannot read /proc/sys/kernel/random/boot_id")
+	}
+	return id, nil
+}
+
+// identityOf returns pid's start time (field 22 of /proc/PID/stat, clock
+// ticks since boot) on the current boot; ok is false when pid is not a live
+// process. A zombie counts as gone: it runs nothing and holds no files.
+func identityOf(pid int) (hostIdentity, bool) {
+	id, zombie, ok := statIdentity(pid)
+	return id, ok && !zombie
+}
+
+// statIdentity is identityOf that also accepts a zombie (saying so): a
+// child that already exited still has the start time it was given.
+func statIdentity(pid int) (id hostIdentity, zombie, ok bool) {
+	if pid <= 0 {
+		return hostIdentity{}, false, false
+	}
+	// Read with bare syscalls: os.ReadFile's stat and second read double
+	// the cost of a file that fits in one read.
+	fd, err := unix.Open("/proc/"+strconv.Itoa(pid)+"/stat", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return hostIdentity{}, false, false
+	}
+	var buf [1024]byte
+	n, err := unix.Read(fd, buf[:])
+	_ = unix.Close(fd)
+	if err != nil || n <= 0 {
+		return hostIdentity{}, false, false
+	}
+	start, state, ok := parseStatStart(buf[:n])
+	if !ok {
+		return hostIdentity{}, false, false
+	}
+	return hostIdentity{PID: pid, Start: start, Boot: bootID()}, state == 'Z', true
+}
+
+// parseStatStart returns field 22 (starttime) and the state of a
+// /proc/PID/stat.
+func parseStatStart(data []byte) (start uint64, state byte, ok bool) {
+	i := bytes.LastIndexByte(data, ')')
+	if i < 0 {
+		return 0, 0, false
+	}
+	fields := bytes.Fields(data[i+1:])
+	// fields[0] is field 3 (state), so field 22 is fields[19].
+	if len(fields) < 20 || len(fields[0]) != 1 {
+		return 0, 0, false
+	}
+	start, err := strconv.ParseUint(string(fields[19]), 10, 64)
+	if err != nil {
+		return 0, 0, false
+	}
+	return start, fields[0][0], true
+}
+
+// lockStateDir takes an exclusive flock on path. flock locks belong to the
+// open file, so a second Manager in the same process is refused too, and
+// the kernel drops the lock when its holder dies: a dead Manager never
+// keeps the dir.
+func lockStateDir(path string) (*os.File, error) {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, xerrors.Errorf("open lock file: %w", err)
+	}
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		holder := "another Manager"
+		if data, rerr := os.ReadFile(path); rerr == nil && len(bytes.TrimSpace(data)) > 0 {
+			holder += " (host PID " + string(bytes.TrimSpace(data)) + ")"
+		}
+		_ = f.Close()
+		if errors.Is(err, unix.EWOULDBLOCK) {
+			return nil, xerrors.Errorf("held by %s, which is still running: %w", holder, err)
+		}
+		return nil, xerrors.Errorf("lock %s: %w", path, err)
+	}
+	return f, nil
+}
+
+func (c *containment) cgroupPath() string {
+	if c == nil || c.cg == nil {
+		return ""
+	}
+	return c.cg.path
+}
+
+// orphanTree is what a record says about a tree to stop.
+type orphanTree struct {
+	id     string
+	leader hostIdentity // zero when the record was made before the shell ran
+	cgroup string
+}
+
+// treeKiller stops orphaned trees. A process belongs to a tree when its
+// environment carries the tree's marker, when it is in the tree's process
+// group while the leader is verified to be the recorded one (same PID,
+// start time and boot), or when it is in the tree's cgroup. Every target is
+// pinned with a pidfd and checked again before it is signalled through it,
+// so a PID reused by an unrelated process is never signalled.
+type treeKiller struct {
+	trees    []orphanTree
+	byMarker map[string]int // marker value (the ID) -> tree index
+	groups   map[int]int    // verified process group -> tree index
+	// led holds the groups whose leader was found carrying a tree's
+	// marker: ours, whatever the record says (the guard knows no PIDs).
+	led     map[int]int
+	cgroups map[int]*cgroup
+	targets map[int]*orphanTarget
+	seen    map[int]bool // every PID counted in found
+	found   []int
+}
+
+type orphanTarget struct {
+	fd     int
+	killed bool
+}
+
+func newTreeKiller(trees []orphanTree) *treeKiller {
+	k := &treeKiller{
+		trees:    trees,
+		byMarker: make(map[string]int, len(trees)),
+		cgroups:  make(map[int]*cgroup),
+		targets:  make(map[int]*orphanTarget),
+		seen:     make(map[int]bool),
+		found:    make([]int, len(trees)),
+		led:      make(map[int]int),
+	}
+	for i, t := range trees {
+		k.byMarker[t.id] = i
+		if g := orphanCgroup(t); g != nil {
+			k.cgroups[i] = g
+		}
+	}
+	return k
+}
+
+func stopOrphans(trees []orphanTree, grace time.Duration) []int {
+	if len(trees) == 0 {
+		return nil
+	}
+	k := newTreeKiller(trees)
+	defer k.close()
+	if grace > 0 {
+		// The scan counts each process as it signals it; a group signal
+		// first would leave nothing to count.
+		k.round(unix.SIGTERM)
+		k.wait(grace)
+	}
+	// What needs no /proc scan goes first: on a loaded machine the scan
+	// of every process takes long, and the guard must be quick.
+	for _, g := range k.cgroups {
+		g.kill()
+	}
+	k.signalGroups(unix.SIGKILL)
+	for range maxSweepRounds {
+		if k.round(unix.SIGKILL) == 0 {
+			break
+		}
+	}
+	k.wait(escapeeDeathWait)
+	for _, g := range k.cgroups {
+		_ = g.remove()
+	}
+	return k.found
+}
+
+// orphanCgroup returns the tree's cgroup if the record names one that looks
+// like ours: an absolute path in a cgroup v2 hierarchy whose last element
+// is agentproc-ID. Anything else is ignored rather than killed.
+func orphanCgroup(t orphanTree) *cgroup {
+	if t.cgroup == "" || !filepath.IsAbs(t.cgroup) || filepath.Base(t.cgroup) != "agentproc-"+t.id {
+		return nil
+	}
+	var fs unix.Statfs_t
+	if err := unix.Statfs(t.cgroup, &fs); err != nil || fs.Type != unix.CGROUP2_SUPER_MAGIC {
+		return nil
+	}
+	_, err := os.Stat(filepath.Join(t.cgroup, "cgroup.kill"))
+	return &cgroup{path: t.cgroup, dirfd: -1, hasKill: err == nil}
+}
+
+// verifyGroups records the process groups whose leader is still the
+// recorded process. While it lives the group ID cannot be reused.
+func (k *treeKiller) verifyGroups() {
+	k.groups = make(map[int]int, len(k.trees)+len(k.led))
+	for pg, i := range k.led {
+		k.groups[pg] = i
+	}
+	boot := bootID()
+	for i, t := range k.trees {
+		if t.leader.PID <= 0 || t.leader.Boot != boot {
+			continue
+		}
+		if id, ok := identityOf(t.leader.PID); ok && id.Start == t.leader.Start {
+			k.groups[t.leader.PID] = i
+		}
+	}
+}
+
+// signalGroups sends sig to every process group whose leader is still the
+// recorded process, at once and without a scan. The scan that follows
+// counts and pins them one by one.
+func (k *treeKiller) signalGroups(sig unix.Signal) {
+	k.verifyGroups()
+	for pg := range k.groups {
+		_ = unix.Kill(-pg, sig)
+	}
+}
+
+// belongs returns the tree pid belongs to. A zombie belongs to none: it is
+// dead already, and its (empty) environment says nothing.
+func (k *treeKiller) belongs(s *procScanner, pid int, inCgroup map[int]int) (int, bool) {
+	stat, _, err := s.read(pid, "stat", false)
+	if err != nil {
+		return 0, false
+	}
+	state, pgrp, ok := parseStat(stat)
+	if !ok || state == 'Z' {
+		return 0, false
+	}
+	if i, ok := inCgroup[pid]; ok {
+		return i, true
+	}
+	if env, uid, err := s.read(pid, "environ", true); err == nil && uid == s.euid {
+		if i, ok := k.byMarker[markerValue(env)]; ok {
+			if pgrp == pid {
+				k.led[pid] = i
+				k.groups[pid] = i
+			}
+			return i, true
+		}
+	}
+	if i, ok := k.groups[pgrp]; ok {
+		return i, true
+	}
+	return 0, false
+}
+
+// round scans /proc once, signals every member of the trees not signalled
+// with sig before, and returns how many it signalled.
+func (k *treeKiller) round(sig unix.Signal) int {
+	s, err := newProcScanner()
+	if err != nil {
+		return 0
+	}
+	defer s.close()
+	pids, err := s.pids()
+	if err != nil {
+		return 0
+	}
+	k.verifyGroups()
+	inCgroup := k.cgroupMembers()
+	n := 0
+	for _, pid := range pids {
+		if t, ok := k.targets[pid]; ok {
+			if !pidfdExited(t.fd) {
+				if sig == unix.SIGKILL && !t.killed {
+					_ = signalTarget(pid, t.fd, sig)
+					t.killed = true
+					n++
+				}
+				continue
+			}
+			_ = unix.Close(t.fd)
+			delete(k.targets, pid)
+		}
+		i, ok := k.belongs(s, pid, inCgroup)
+		if !ok {
+			continue
+		}
+		fd, err := pidfdOpen(pid)
+		if err != nil {
+			continue
+		}
+		// Checked again now that the PID is pinned: if it was reused
+		// between the scan and the pin, the newcomer fails the check.
+		if j, ok := k.belongs(s, pid, k.cgroupMembers()); !ok || j != i {
+			if fd >= 0 {
+				_ = unix.Close(fd)
+			}
+			continue
+		}
+		if err := signalTarget(pid, fd, sig); err != nil {
+			if fd >= 0 {
+				_ = unix.Close(fd)
+			}
+			continue
+		}
+		k.targets[pid] = &orphanTarget{fd: fd, killed: sig == unix.SIGKILL}
+		if !k.seen[pid] {
+			// Counted once, even if a later round meets it again.
+			k.seen[pid] = true
+			k.found[i]++
+		}
+		n++
+	}
+	return n
+}
+
+func (k *treeKiller) cgroupMembers() map[int]int {
+	if len(k.cgroups) == 0 {
+		return nil
+	}
+	m := make(map[int]int)
+	for i, g := range k.cgroups {
+		for _, pid := range g.members() {
+			m[pid] = i
+		}
+	}
+	return m
+}
+
+// wait blocks in poll until every target has exited (pidfds poll readable
+// at exit) or timeout passes.
+func (k *treeKiller) wait(timeout time.Duration) {
+	deadline := time.Now().Add(timeout)
+	var pfds []unix.PollFd
+	for _, t := range k.targets {
+		if t.fd >= 0 {
+			pfds = append(pfds, unix.PollFd{Fd: int32(t.fd), Events: unix.POLLIN})
+		}
+	}
+	for len(pfds) > 0 {
+		left := time.Until(deadline)
+		if left <= 0 {
+			return
+		}
+		n, err := unix.Poll(pfds, int(left/time.Millisecond)+1)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil || n == 0 {
+			return
+		}
+		waiting := pfds[:0]
+		for _, p := range pfds {
+			if p.Revents == 0 {
+				waiting = append(waiting, p)
+			}
+		}
+		pfds = waiting
+	}
+}
+
+func (k *treeKiller) close() {
+	for pid, t := range k.targets {
+		if t.fd >= 0 {
+			_ = unix.Close(t.fd)
+		}
+		delete(k.targets, pid)
+	}
+}
+
+// markerValue returns the value of the MarkerEnv entry of a NUL-separated
+// environment, or "".
+func markerValue(env []byte) string {
+	prefix := []byte(MarkerEnv + "=")
+	for len(env) > 0 {
+		entry := env
+		if i := bytes.IndexByte(env, 0); i >= 0 {
+			entry, env = env[:i], env[i+1:]
+		} else {
+			env = nil
+		}
+		if v, ok := bytes.CutPrefix(entry, prefix); ok {
+			return string(v)
+		}
+	}
+	return ""
+}

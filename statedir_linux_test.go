@@ -1,0 +1,1017 @@
+package agentproc_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"golang.org/x/sys/unix"
+
+	"github.com/agentproc/agentproc"
+)
+
+// Helper hosts: the test binary re-executed as a program that uses a
+// Manager with a state dir and is then SIGKILLed by the test. init runs
+// before TestMain, so a host never runs tests.
+const (
+	hostModeEnv   = "AGENTPROC_TEST_HOST"
+	hostDirEnv    = "AGENTPROC_TEST_HOST_DIR"
+	hostCgroupEnv = "AGENTPROC_TEST_HOST_CGROUP"
+	hostFIFOEnv   = "AGENTPROC_TEST_HOST_FIFO" // two FIFOs, space-separated
+)
+
+func init() {
+	if mode := os.Getenv(hostModeEnv); mode != "" {
+		os.Exit(runHost(mode))
+	}
+}
+
+// runHost starts processes whose commands print "pids A B" (the shell and
+// a child), prints each such line, then "ready", and blocks until killed.
+// Mode "three": a plain tree and a setsid escapee on dir/a, and, when
+// hostCgroupEnv names a cgroup parent, a tree in a cgroup on dir/b.
+func runHost(mode string) int {
+	dir := os.Getenv(hostDirEnv)
+	type job struct {
+		m       *agentproc.Manager
+		command string
+	}
+	var jobs []job
+	switch mode {
+	case "three":
+		logs := agentproc.WithOutputLog(filepath.Join(dir, "logs"), 0)
+		a := agentproc.New(agentproc.WithStateDir(filepath.Join(dir, "a")), logs)
+		jobs = append(jobs,
+			job{a, `sleep 300 & echo "pids $$ $!"; wait`},
+			job{a, `setsid sleep 300 & echo "pids $$ $!"; wait`})
+		if cg := os.Getenv(hostCgroupEnv); cg != "" {
+			b := agentproc.New(agentproc.WithStateDir(filepath.Join(dir, "b")), agentproc.WithCgroup(cg), logs)
+			jobs = append(jobs, job{b, `sleep 300 & echo "pids $$ $!"; wait`})
+		}
+	case "detach":
+		return runDetachHost(dir)
+	default:
+		fmt.Fprintf(os.Stderr, "unknown host mode %q\n", mode)
+		return 2
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	for _, j := range jobs {
+		p, err := j.m.Start(agentproc.Request{Command: j.command})
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "host: start:", err)
+			return 1
+		}
+		line, err := p.WaitMatch(ctx, regexp.MustCompile(`^pids \d+ \d+$`))
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "host: wait for pids:", err)
+			return 1
+		}
+		// The output log is written behind the buffer; recovery shows what
+		// it holds, so the host waits until the line is on disk. The file
+		// is the only event there is.
+		tick := time.NewTicker(time.Millisecond)
+		for {
+			if data, _ := os.ReadFile(p.Info().LogPath); strings.Contains(string(data), line) {
+				break
+			}
+			select {
+			case <-ctx.Done():
+				fmt.Fprintln(os.Stderr, "host: the output log never got", line)
+				return 1
+			case <-tick.C:
+			}
+		}
+		tick.Stop()
+		fmt.Println(strings.TrimSpace(line), p.ID())
+	}
+	fmt.Println("ready")
+	select {} // until the test SIGKILLs this host
+}
+
+// startHost runs a helper host and returns it with the PIDs and process IDs
+// it printed once it said "ready".
+func startHost(t *testing.T, mode string, env ...string) (*exec.Cmd, []int, []string) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = append(append(os.Environ(), hostModeEnv+"="+mode), env...)
+	cmd.Stderr = os.Stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	})
+	type result struct {
+		pids []int
+		ids  []string
+		err  error
+	}
+	done := make(chan result, 1)
+	go func() {
+		var r result
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			f := strings.Fields(sc.Text())
+			if len(f) == 1 && f[0] == "ready" {
+				done <- r
+				return
+			}
+			if len(f) != 4 || f[0] != "pids" {
+				r.err = fmt.Errorf("host printed %q", sc.Text())
+				continue
+			}
+			for _, s := range f[1:3] {
+				pid, _ := strconv.Atoi(s)
+				r.pids = append(r.pids, pid)
+			}
+			r.ids = append(r.ids, f[3])
+		}
+		r.err = fmt.Errorf("host output ended before ready: %v", sc.Err())
+		done <- r
+	}()
+	select {
+	case r := <-done:
+		if r.err != nil {
+			t.Fatal(r.err)
+		}
+		return cmd, r.pids, r.ids
+	case <-testContext(t).Done():
+		t.Fatal("host did not get ready")
+	}
+	return nil, nil, nil
+}
+
+// pinPIDs opens a pidfd for each pid, so that their exit can be waited for
+// and a reused PID cannot be mistaken for them.
+func pinPIDs(t *testing.T, pids []int) []int {
+	t.Helper()
+	fds := make([]int, len(pids))
+	for i, pid := range pids {
+		fd, err := unix.PidfdOpen(pid, 0)
+		if err != nil {
+			t.Fatalf("pidfd_open(%d): %v", pid, err)
+		}
+		fds[i] = fd
+		t.Cleanup(func() { _ = unix.Close(fd) })
+	}
+	return fds
+}
+
+// waitExited waits up to timeout until every pidfd polls readable (its
+// process has exited) and returns how many are still alive.
+func waitExited(fds []int, timeout time.Duration) int {
+	deadline := time.Now().Add(timeout)
+	pfds := make([]unix.PollFd, len(fds))
+	for i, fd := range fds {
+		pfds[i] = unix.PollFd{Fd: int32(fd), Events: unix.POLLIN}
+	}
+	for len(pfds) > 0 {
+		left := time.Until(deadline)
+		if left < 0 {
+			left = 0
+		}
+		n, err := unix.Poll(pfds, int(left/time.Millisecond))
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil || n == 0 {
+			break
+		}
+		waiting := pfds[:0]
+		for _, p := range pfds {
+			if p.Revents == 0 {
+				waiting = append(waiting, p)
+			}
+		}
+		pfds = waiting
+	}
+	return len(pfds)
+}
+
+func pidfdAlive(t *testing.T, fd int) bool {
+	t.Helper()
+	return waitExited([]int{fd}, 0) == 1
+}
+
+// TestHostDeathKillsTrees is the crash test: a host with three trees (a
+// plain one, a setsid escapee, one in a cgroup when available) is
+// SIGKILLed. Its guard kills every tree within 2 s with no new Manager,
+// and a new Manager on the same dir reports them all as orphaned.
+func TestHostDeathKillsTrees(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	env := []string{hostDirEnv + "=" + dir}
+	want := 2
+	if os.Geteuid() == 0 && len(testCgroup2Mounts()) > 0 {
+		// As root with cgroup v2 mounted a writable parent is expected;
+		// cgroupParent skips, saying why, if there is none.
+		env = append(env, hostCgroupEnv+"="+cgroupParent(t))
+		want = 3
+	}
+	host, pids, ids := startHost(t, "three", env...)
+	if len(ids) != want {
+		t.Fatalf("host started %d processes, want %d", len(ids), want)
+	}
+	fds := pinPIDs(t, pids)
+
+	killed := time.Now()
+	if err := host.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	left := waitExited(fds, 2*time.Second)
+	elapsed := time.Since(killed)
+	if left != 0 {
+		t.Fatalf("%d of %d processes alive 2 s after the host was SIGKILLed, want 0", left, len(fds))
+	}
+	t.Logf("all %d processes of %d trees dead %v after the host's SIGKILL", len(fds), want, elapsed)
+
+	got := map[string]agentproc.Info{}
+	for _, sub := range []string{"a", "b"} {
+		if _, err := os.Stat(filepath.Join(dir, sub)); err != nil {
+			continue
+		}
+		m := newManager(t, agentproc.WithStateDir(filepath.Join(dir, sub)), agentproc.WithGracePeriod(time.Second))
+		infos, err := m.Recovered(testContext(t))
+		if err != nil {
+			t.Fatalf("Recovered(%s): %v", sub, err)
+		}
+		for _, info := range infos {
+			got[info.ID] = info
+			p, err := m.Get(info.ID)
+			if err != nil || p.Info().Reason != agentproc.ReasonOrphaned {
+				t.Fatalf("Get(%s) after recovery: got %v, %v, want the orphaned process", info.ID, p, err)
+			}
+			// The output log is all that is left of the output.
+			if out := p.Output().Text; !strings.HasPrefix(out, "pids ") {
+				t.Errorf("recovered output of %s: got %q, want what its log holds", info.ID, out)
+			}
+		}
+	}
+	for _, id := range ids {
+		info, ok := got[id]
+		if !ok {
+			t.Errorf("process %s not recovered; recovered %v", id, got)
+			continue
+		}
+		if info.Running || info.Reason != agentproc.ReasonOrphaned || exitCode(info) != -1 {
+			t.Errorf("recovered %s: got running=%v reason=%q code=%d, want exited, %q, -1",
+				id, info.Running, info.Reason, exitCode(info), agentproc.ReasonOrphaned)
+		}
+	}
+}
+
+// deadHost is a host identity no live process has: the PID is above the
+// kernel's largest pid_max.
+var deadHost = map[string]any{"pid": 1 << 23, "start": 1, "boot_id": currentBoot()}
+
+func currentBoot() string {
+	data, _ := os.ReadFile("/proc/sys/kernel/random/boot_id")
+	return strings.TrimSpace(string(data))
+}
+
+// startTicks reads field 22 of /proc/PID/stat on its own.
+func startTicks(t testing.TB, pid int) uint64 {
+	t.Helper()
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := strings.Fields(string(data[strings.LastIndexByte(string(data), ')')+1:]))
+	n, err := strconv.ParseUint(f[19], 10, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// startDecoy starts an unrelated process (no marker, a group of its own)
+// and returns its PID and a pidfd for it.
+func startDecoy(t *testing.T) (int, int) {
+	t.Helper()
+	cmd := exec.Command("sleep", "300")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	})
+	return cmd.Process.Pid, pinPIDs(t, []int{cmd.Process.Pid})[0]
+}
+
+// writeRecord writes a record the way a dead Manager would have, with
+// fields overriding the defaults of a running process.
+func writeRecord(t testing.TB, dir, id string, fields map[string]any) {
+	t.Helper()
+	rec := map[string]any{
+		"version":    1,
+		"id":         id,
+		"command":    "sleep 300",
+		"workdir":    "/",
+		"marker":     agentproc.MarkerEnv + "=" + id,
+		"started_at": time.Now(),
+		"manager":    uuid.NewString(),
+		"host":       deadHost,
+	}
+	for k, v := range fields {
+		rec[k] = v
+	}
+	data, err := json.Marshal(rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(dir, "procs"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "procs", id+".json"), data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestRecoveryPIDReuse: a record whose leader PID now belongs to an
+// unrelated process (same PID, another start time) is recovered as gone,
+// and that process is never signalled.
+func TestRecoveryPIDReuse(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	pid, fd := startDecoy(t)
+	id := uuid.NewString()
+	writeRecord(t, dir, id, map[string]any{
+		"leader": map[string]any{"pid": pid, "start": startTicks(t, pid) + 1, "boot_id": currentBoot()},
+	})
+	m := newManager(t, agentproc.WithStateDir(dir), agentproc.WithGracePeriod(100*time.Millisecond))
+	infos, err := m.Recovered(testContext(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(infos) != 1 || infos[0].ID != id || infos[0].Reason != agentproc.ReasonOrphaned || infos[0].Leftovers != 0 {
+		t.Fatalf("Recovered: got %+v, want %s orphaned with no leftovers", infos, id)
+	}
+	// Recovered returns after the whole stop ladder (grace included), so a
+	// signal sent to the decoy would have ended it by now.
+	if !pidfdAlive(t, fd) {
+		t.Fatal("the unrelated process holding the recorded PID was signalled")
+	}
+}
+
+// TestRecoveryBadState: corrupt and truncated records, a record from
+// another boot and one whose host is alive are each skipped or recovered
+// without a signal to anyone, and recovery of the rest goes on.
+func TestRecoveryBadState(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	pid, fd := startDecoy(t)
+	decoy := map[string]any{"pid": pid, "start": startTicks(t, pid), "boot_id": currentBoot()}
+
+	otherBoot := uuid.NewString()
+	writeRecord(t, dir, otherBoot, map[string]any{
+		// The decoy's real identity, but on another boot: nothing of that
+		// boot can be alive.
+		"leader": map[string]any{"pid": pid, "start": decoy["start"], "boot_id": uuid.NewString()},
+		"host":   map[string]any{"pid": 1 << 23, "start": 1, "boot_id": uuid.NewString()},
+	})
+	liveHost := uuid.NewString()
+	writeRecord(t, dir, liveHost, map[string]any{"leader": decoy, "host": decoy})
+	good := uuid.NewString()
+	writeRecord(t, dir, good, nil)
+	valid, err := os.ReadFile(filepath.Join(dir, "procs", good+".json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	truncated := uuid.NewString()
+	procs := filepath.Join(dir, "procs")
+	// A reused slot: the dropped record, its tombstone, then the current
+	// one. Only the current one is recovered.
+	reused := uuid.NewString()
+	writeRecord(t, dir, reused, nil)
+	current, err := os.ReadFile(filepath.Join(procs, reused+".json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dropped := bytes.Replace(valid, []byte(good), []byte(uuid.NewString()), -1)
+	slot := append(append(dropped, "{\"dropped\":true}\n"...), current...)
+	if err := os.WriteFile(filepath.Join(procs, reused+".json"), slot, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// A free slot: nothing after the tombstone.
+	if err := os.WriteFile(filepath.Join(procs, "free.json"), append(dropped, "{\"dropped\":true}\n"...), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(procs, truncated+".json"), valid[:len(valid)/2], 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(procs, "corrupt.json"), []byte("{\x00not json"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	m := newManager(t, agentproc.WithStateDir(dir), agentproc.WithGracePeriod(100*time.Millisecond))
+	infos, err := m.Recovered(testContext(t))
+	if err != nil {
+		t.Fatalf("Recovered: %v", err)
+	}
+	got := map[string]agentproc.ExitReason{}
+	for _, info := range infos {
+		got[info.ID] = info.Reason
+	}
+	want := map[string]agentproc.ExitReason{
+		otherBoot: agentproc.ReasonOrphaned, good: agentproc.ReasonOrphaned, reused: agentproc.ReasonOrphaned,
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("Recovered: got %v, want %v", got, want)
+	}
+	for _, name := range []string{truncated + ".json.bad", "corrupt.json.bad", liveHost + ".json"} {
+		if _, err := os.Stat(filepath.Join(procs, name)); err != nil {
+			t.Errorf("want %s kept: %v", name, err)
+		}
+	}
+	if !pidfdAlive(t, fd) {
+		t.Fatal("the live process named by the other-boot and live-host records was signalled")
+	}
+}
+
+// TestStateDirUnusable: a dir that cannot be created and a dir locked by a
+// live Manager each make Start and Recovered fail with an error naming the
+// dir and the reason.
+func TestStateDirUnusable(t *testing.T) {
+	t.Parallel()
+	file := filepath.Join(t.TempDir(), "file")
+	if err := os.WriteFile(file, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	held := t.TempDir()
+	holder := newManager(t, agentproc.WithStateDir(held))
+	if _, err := holder.Recovered(testContext(t)); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		dir, reason string
+	}{
+		{filepath.Join(file, "state"), "cannot be created"},
+		{held, fmt.Sprintf("is not usable: held by another Manager (host PID %d), which is still running", os.Getpid())},
+	} {
+		m := newManager(t, agentproc.WithStateDir(tc.dir))
+		_, err := m.Start(agentproc.Request{Command: "true"})
+		if err == nil || !strings.Contains(err.Error(), strconv.Quote(tc.dir)) || !strings.Contains(err.Error(), tc.reason) {
+			t.Errorf("Start with state dir %s: got %v, want an error naming it and %q", tc.dir, err, tc.reason)
+		}
+		if _, rerr := m.Recovered(testContext(t)); rerr == nil || rerr.Error() != fmt.Sprint(err) {
+			t.Errorf("Recovered: got %v, want %v", rerr, err)
+		}
+	}
+}
+
+// TestStateRecords: a running process's record names its leader, host and
+// marker; the exit is recorded; retention and Close remove records; a
+// Manager started after a clean Close recovers nothing.
+func TestStateRecords(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	m := agentproc.New(agentproc.WithStateDir(dir), agentproc.WithGracePeriod(time.Second))
+	defer m.Close()
+	read := func(id string) map[string]any {
+		t.Helper()
+		rec := findRecord(t, dir, id)
+		if rec == nil {
+			t.Fatalf("no record of %s", id)
+		}
+		return rec
+	}
+	p := mustStart(t, m, agentproc.Request{Command: "sleep 300", Key: "k"})
+	if rec := read(p.ID()); rec["marker"] != agentproc.MarkerEnv+"="+p.ID() {
+		t.Errorf("record right after Start: got %v, want the marker", rec)
+	}
+	// The supervisor appends the leader's identity once the shell runs,
+	// concurrently with the caller; the record file is the only event.
+	rec := read(p.ID())
+	tick := time.NewTicker(time.Millisecond)
+	defer tick.Stop()
+	for ctx := testContext(t); rec["leader"].(map[string]any)["pid"] == float64(0); rec = read(p.ID()) {
+		select {
+		case <-ctx.Done():
+			t.Fatalf("record never got the leader: %v", rec)
+		case <-tick.C:
+		}
+	}
+	leader, _ := rec["leader"].(map[string]any)
+	host, _ := rec["host"].(map[string]any)
+	if leader["pid"] != float64(p.Info().PID) || leader["start"] == float64(0) || leader["boot_id"] != currentBoot() ||
+		host["pid"] != float64(os.Getpid()) || rec["marker"] != agentproc.MarkerEnv+"="+p.ID() ||
+		rec["key"] != "k" || rec["exited"] != nil {
+		t.Errorf("record of a running process: got %v", rec)
+	}
+	e := mustStart(t, m, agentproc.Request{Command: "exit 7"})
+	mustWait(t, e)
+	if rec := read(e.ID()); rec["exited"] != true || rec["exit_code"] != float64(7) || rec["reason"] != "exited" {
+		t.Errorf("record of an exited process: got %v", rec)
+	}
+	if err := m.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if n := recordCount(t, dir); n != 0 {
+		t.Errorf("records after Close: got %d, want none (empty slots may stay)", n)
+	}
+
+	m2 := newManager(t, agentproc.WithStateDir(dir), agentproc.WithRetention(0, 0))
+	if infos, err := m2.Recovered(testContext(t)); err != nil || len(infos) != 0 {
+		t.Errorf("Recovered after a clean Close: got %v, %v, want nothing", infos, err)
+	}
+	q := mustStart(t, m2, agentproc.Request{Command: "true"})
+	mustWait(t, q)
+	if _, err := m2.Get(q.ID()); !errors.Is(err, agentproc.ErrNotFound) {
+		t.Fatalf("Get after retention: got %v, want ErrNotFound", err)
+	}
+	agentproc.WaitStateIdle(m2)
+	if rec := findRecord(t, dir, q.ID()); rec != nil {
+		t.Errorf("record after retention dropped the process: got %v, want it removed", rec)
+	}
+}
+
+// findRecord returns the record of process id in the state dir, with its
+// updates applied, or nil. A record file holds one JSON line, then a line
+// per update of some of its fields; file names say nothing (see
+// stateDir.create).
+func findRecord(t *testing.T, dir, id string) map[string]any {
+	t.Helper()
+	files, _ := filepath.Glob(filepath.Join(dir, "procs", "*.json"))
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		// A slot file: only what follows the last tombstone is current.
+		if i := strings.LastIndex(string(data), "{\"dropped\":true}\n"); i >= 0 {
+			data = data[i+len("{\"dropped\":true}\n"):]
+		}
+		if len(data) == 0 {
+			continue
+		}
+		rec := map[string]any{}
+		for line := range strings.Lines(string(data)) {
+			if err := json.Unmarshal([]byte(line), &rec); err != nil {
+				t.Fatalf("record file %s: %v", f, err)
+			}
+		}
+		if rec["id"] == id {
+			return rec
+		}
+	}
+	return nil
+}
+
+// recordCount counts the record files in the state dir that hold a
+// record.
+func recordCount(t *testing.T, dir string) int {
+	t.Helper()
+	files, _ := filepath.Glob(filepath.Join(dir, "procs", "*.json"))
+	n := 0
+	for _, f := range files {
+		data, _ := os.ReadFile(f)
+		if len(data) > 0 && !strings.HasSuffix(string(data), "{\"dropped\":true}\n") {
+			n++
+		}
+	}
+	return n
+}
+
+// fifoServer is a command that prints "got X" for each line X written to
+// the FIFO at path. Opening it read-write keeps it from blocking on open
+// and from seeing EOF between writers.
+func fifoServer(path string) string {
+	return `exec 3<>` + path + `; while read -r x <&3; do echo "got $x"; done`
+}
+
+// exitOnFIFO is a command that exits with code once a line arrives on the
+// FIFO at path.
+func exitOnFIFO(path string, code int) string {
+	return fmt.Sprintf(`exec 3<>%s; read -r x <&3; echo "bye $x"; exit %d`, path, code)
+}
+
+// runDetachHost starts a detached server on the first FIFO and a detached
+// command that exits 3 on the second, waits until the server answered the
+// request the test sent before starting it ("1"), prints both IDs and
+// "ready", and blocks until killed.
+func runDetachHost(dir string) int {
+	fifos := strings.Fields(os.Getenv(hostFIFOEnv))
+	m := agentproc.New(agentproc.WithStateDir(dir))
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	server, err := m.Start(agentproc.Request{Command: fifoServer(fifos[0]), Detach: true})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "host: start:", err)
+		return 1
+	}
+	exiter, err := m.Start(agentproc.Request{Command: exitOnFIFO(fifos[1], 3), Detach: true})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "host: start:", err)
+		return 1
+	}
+	if _, err := server.WaitMatch(ctx, regexp.MustCompile(`^got 1$`)); err != nil {
+		fmt.Fprintln(os.Stderr, "host: wait for the server:", err)
+		return 1
+	}
+	fmt.Printf("pids %d %d %s\n", server.Info().PID, exiter.Info().PID, server.ID())
+	fmt.Printf("pids %d %d %s\n", server.Info().PID, exiter.Info().PID, exiter.ID())
+	fmt.Println("ready")
+	select {}
+}
+
+func makeFIFOs(t *testing.T, n int) []string {
+	t.Helper()
+	dir := t.TempDir()
+	paths := make([]string, n)
+	for i := range paths {
+		paths[i] = filepath.Join(dir, fmt.Sprintf("fifo%d", i))
+		if err := unix.Mkfifo(paths[i], 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return paths
+}
+
+// writeFIFO writes one line to a FIFO whose reader has it open.
+func writeFIFO(t *testing.T, path, line string) {
+	t.Helper()
+	f, err := os.OpenFile(path, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.WriteString(line + "\n"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestDetachSurvivesHostDeath: a host starts a detached server and a
+// detached command and is SIGKILLed; both keep running, and a new Manager
+// adopts them: the server's output from before and after the host's death
+// is readable by offset, WaitMatch finds a later line, Stop ends it with
+// the usual reason, and the other's Wait returns its exit code.
+func TestDetachSurvivesHostDeath(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	fifos := makeFIFOs(t, 2)
+	// The server answers this once it runs; the host waits for the answer.
+	go func() {
+		f, err := os.OpenFile(fifos[0], os.O_WRONLY, 0) // blocks until the server opens it
+		if err == nil {
+			_, _ = f.WriteString("1\n")
+			_ = f.Close()
+		}
+	}()
+	host, pids, ids := startHost(t, "detach", hostDirEnv+"="+dir, hostFIFOEnv+"="+strings.Join(fifos, " "))
+	fds := pinPIDs(t, pids[:2])
+	if err := host.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_ = host.Wait()
+	// The host is reaped, so its guard has seen EOF; a detached tree is
+	// not the guard's to kill.
+	writeFIFO(t, fifos[0], "2")
+
+	m := newManager(t, agentproc.WithStateDir(dir), agentproc.WithGracePeriod(2*time.Second))
+	infos, err := m.Recovered(testContext(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(infos) != 2 {
+		t.Fatalf("Recovered: got %+v, want the 2 detached processes", infos)
+	}
+	for _, info := range infos {
+		if !info.Running || !info.Detached {
+			t.Errorf("adopted %s: got running=%v detached=%v, want both", info.ID, info.Running, info.Detached)
+		}
+	}
+	server, err := m.Get(ids[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := testContext(t)
+	if _, err := server.WaitMatch(ctx, regexp.MustCompile(`^got 2$`)); err != nil {
+		t.Fatalf("WaitMatch for the line written after the host died: %v", err)
+	}
+	writeFIFO(t, fifos[0], "3")
+	if _, err := server.WaitMatch(ctx, regexp.MustCompile(`^got 3$`)); err != nil {
+		t.Fatalf("WaitMatch for a line written after adoption: %v", err)
+	}
+	c, err := server.Read(0)
+	if err != nil || c.Offset != 0 || !strings.HasPrefix(c.Data, "got 1\ngot 2\ngot 3\n") {
+		t.Errorf("Read(0): got %+v, %v, want the output from before and after the host's death", c, err)
+	}
+	if c2, err := server.Read(int64(len("got 1\n"))); err != nil || !strings.HasPrefix(c2.Data, "got 2\n") {
+		t.Errorf("Read(6): got %+v, %v, want it to start at the second line", c2, err)
+	}
+	info, err := server.Stop(ctx)
+	if err != nil || info.Running || info.Reason != agentproc.ReasonKilled {
+		t.Errorf("Stop: got %+v, %v, want exited with %q", info, err, agentproc.ReasonKilled)
+	}
+	if waitExited(fds[:1], testTimeout) != 0 {
+		t.Error("the server is alive after Stop")
+	}
+
+	exiter, err := m.Get(ids[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeFIFO(t, fifos[1], "x")
+	info = mustWait(t, exiter)
+	if exitCode(info) != 3 || info.Reason != agentproc.ReasonExited {
+		t.Errorf("Wait: got code %d reason %q, want 3 %q", exitCode(info), info.Reason, agentproc.ReasonExited)
+	}
+	if got := exiter.Output().Text; got != "bye x\n" {
+		t.Errorf("output: got %q, want %q", got, "bye x\n")
+	}
+}
+
+// TestDetachGracefulRestart: Close leaves a detached process running and
+// stops the rest; the next Manager on the dir adopts the detached one.
+func TestDetachGracefulRestart(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	fifos := makeFIFOs(t, 2)
+	fifo := fifos[0]
+	m1 := agentproc.New(agentproc.WithStateDir(dir), agentproc.WithGracePeriod(time.Second))
+	det := mustStart(t, m1, agentproc.Request{Command: exitOnFIFO(fifo, 5), Detach: true})
+	server := mustStart(t, m1, agentproc.Request{Command: fifoServer(fifos[1]), Detach: true})
+	tied := mustStart(t, m1, agentproc.Request{Command: "sleep 300"})
+	if !det.Info().Detached || tied.Info().Detached {
+		t.Fatalf("Info.Detached: got %v and %v, want true and false", det.Info().Detached, tied.Info().Detached)
+	}
+	fd := pinPIDs(t, []int{det.Info().PID})[0]
+	if err := m1.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if info := tied.Info(); info.Running || info.Reason != agentproc.ReasonShutdown {
+		t.Errorf("tied process after Close: got %+v, want stopped with %q", info, agentproc.ReasonShutdown)
+	}
+	if !pidfdAlive(t, fd) {
+		t.Fatal("Close stopped the detached process")
+	}
+
+	m2 := newManager(t, agentproc.WithStateDir(dir))
+	infos, err := m2.Recovered(testContext(t))
+	if err != nil || len(infos) != 2 || !infos[0].Running || !infos[1].Running {
+		t.Fatalf("Recovered: got %+v, %v, want the 2 detached processes running", infos, err)
+	}
+	// Signal reaches an adopted process's group.
+	s2, err := m2.Get(server.ID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s2.Signal(agentproc.SignalKill); err != nil {
+		t.Fatalf("Signal: %v", err)
+	}
+	if info := mustWait(t, s2); info.Reason != agentproc.ReasonKilled || info.Signal != "SIGKILL" {
+		t.Errorf("after Signal(kill): got reason %q signal %q, want %q SIGKILL", info.Reason, info.Signal, agentproc.ReasonKilled)
+	}
+	if err := s2.Signal(agentproc.SignalKill); !errors.Is(err, agentproc.ErrNotRunning) {
+		t.Errorf("Signal after exit: got %v, want ErrNotRunning", err)
+	}
+	p, err := m2.Get(det.ID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeFIFO(t, fifo, "now")
+	info := mustWait(t, p)
+	if exitCode(info) != 5 || p.Output().Text != "bye now\n" {
+		t.Errorf("adopted process: got code %d output %q, want 5 %q", exitCode(info), p.Output().Text, "bye now\n")
+	}
+}
+
+func TestDetachInvalid(t *testing.T) {
+	t.Parallel()
+	m := newManager(t)
+	if _, err := m.Start(agentproc.Request{Command: "true", Detach: true}); !errors.Is(err, agentproc.ErrInvalidRequest) {
+		t.Errorf("Detach without a state dir: got %v, want ErrInvalidRequest", err)
+	}
+	ms := newManager(t, agentproc.WithStateDir(t.TempDir()))
+	for _, req := range []agentproc.Request{
+		{Command: "true", Detach: true, Stdin: true},
+		{Command: "true", Detach: true, Timeout: time.Second},
+		{Command: "true", Detach: true, IdleTimeout: time.Second},
+		{Command: "true", Detach: true, MaxOutput: 1},
+	} {
+		if _, err := ms.Start(req); !errors.Is(err, agentproc.ErrInvalidRequest) {
+			t.Errorf("Start(%+v): got %v, want ErrInvalidRequest", req, err)
+		}
+	}
+	limited := newManager(t, agentproc.WithStateDir(t.TempDir()), agentproc.WithLimits(agentproc.Limits{Procs: 64}))
+	if _, err := limited.Start(agentproc.Request{Command: "true", Detach: true}); !errors.Is(err, agentproc.ErrUnsupported) {
+		t.Errorf("Detach under WithLimits: got %v, want ErrUnsupported", err)
+	}
+}
+
+// TestDetachLongOutput: a detached process printing far more than its cap
+// keeps the head and the end of its output on disk; the Manager following
+// it, and a Manager adopting it after it exited with no Manager around,
+// both show the start and the last line with exact byte counts.
+func TestDetachLongOutput(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	// A 64 KiB cap: 16 KiB segments, two for the head, the last two for
+	// the tail. seq 1 200000 prints 1288895 bytes.
+	const total = 1288895
+	limit := agentproc.WithOutputLog("", 64<<10)
+	check := func(who string, out agentproc.Output) {
+		t.Helper()
+		if !strings.HasPrefix(out.Text, "1\n2\n3\n") || !strings.HasSuffix(out.Text, "\n199999\n200000\n") {
+			t.Errorf("%s: output got %q...%q, want the start and the end", who,
+				out.Text[:min(20, len(out.Text))], out.Text[max(0, len(out.Text)-20):])
+		}
+		if out.Truncated == nil || out.Truncated.OriginalBytes != total {
+			t.Errorf("%s: Truncated got %+v, want %d original bytes", who, out.Truncated, total)
+		}
+	}
+
+	m1 := agentproc.New(agentproc.WithStateDir(dir), limit)
+	p := mustStart(t, m1, agentproc.Request{Command: "seq 1 200000", Detach: true})
+	if info := mustWait(t, p); exitCode(info) != 0 {
+		t.Fatalf("exit code: got %d, want 0", exitCode(info))
+	}
+	check("follower", p.Output())
+	if segs, _ := filepath.Glob(filepath.Join(dir, "out", p.ID(), "seg-*")); len(segs) > 4 {
+		t.Errorf("segment files: got %d, want at most 4 (head and rolling tail)", len(segs))
+	}
+
+	fifo := makeFIFOs(t, 1)[0]
+	q := mustStart(t, m1, agentproc.Request{Command: "exec 3<>" + fifo + "; read -r x <&3; seq 1 200000", Detach: true})
+	if err := m1.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// The runner's identity is in the record; its exit (after it wrote
+	// the status) is the event to wait for.
+	rec := findRecord(t, dir, q.ID())
+	if rec == nil {
+		t.Fatalf("no record of %s after Close", q.ID())
+	}
+	runner := int(rec["runner"].(map[string]any)["pid"].(float64))
+	runnerFD := pinPIDs(t, []int{runner})
+	writeFIFO(t, fifo, "go")
+	if waitExited(runnerFD, testTimeout) != 0 {
+		t.Fatal("the runner did not exit")
+	}
+
+	m2 := newManager(t, agentproc.WithStateDir(dir), limit)
+	infos, err := m2.Recovered(testContext(t))
+	if err != nil || len(infos) != 1 || infos[0].Running || exitCode(infos[0]) != 0 || infos[0].Reason != agentproc.ReasonExited {
+		t.Fatalf("Recovered: got %+v, %v, want %s exited 0", infos, err, q.ID())
+	}
+	adopted, err := m2.Get(q.ID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	check("adopter", adopted.Output())
+}
+
+// TestDetachRetention: retention drops an exited detached process with its
+// record and output files.
+func TestDetachRetention(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	m := newManager(t, agentproc.WithRetention(0, 0), agentproc.WithStateDir(dir))
+	p := mustStart(t, m, agentproc.Request{Command: "echo hi", Detach: true})
+	mustWait(t, p)
+	if _, err := m.Get(p.ID()); !errors.Is(err, agentproc.ErrNotFound) {
+		t.Fatalf("Get after retention: got %v, want ErrNotFound", err)
+	}
+	agentproc.WaitStateIdle(m)
+	if rec := findRecord(t, dir, p.ID()); rec != nil {
+		t.Errorf("record after retention: got %v, want it removed", rec)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "out", p.ID())); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("output files after retention: got %v, want them removed", err)
+	}
+}
+
+// TestDetachKey: a retried Start with the same Key but another Detach is a
+// conflict, never the process of the other kind.
+func TestDetachKey(t *testing.T) {
+	t.Parallel()
+	m := newManager(t, agentproc.WithStateDir(t.TempDir()))
+	p := mustStart(t, m, agentproc.Request{Command: "echo hi", Key: "k", Detach: true})
+	if q, err := m.Start(agentproc.Request{Command: "echo hi", Key: "k", Detach: true}); err != nil || q.ID() != p.ID() {
+		t.Errorf("same keyed request: got %v, %v, want process %s", q, err, p.ID())
+	}
+	if _, err := m.Start(agentproc.Request{Command: "echo hi", Key: "k"}); !errors.Is(err, agentproc.ErrKeyConflict) {
+		t.Errorf("same key without Detach: got %v, want ErrKeyConflict", err)
+	}
+	mustWait(t, p)
+}
+
+// TestRecoveryStopsLiveOrphans: trees still running when a new Manager
+// starts (their host and its guard both died) are stopped by recovery and
+// counted: one found by its process group (the leader still has its
+// recorded start time) and its child that cleared its environment, one
+// found only by the marker (a record written before the shell's PID was).
+func TestRecoveryStopsLiveOrphans(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	byGroup, byMarker := uuid.NewString(), uuid.NewString()
+	start := func(id, command string) *exec.Cmd {
+		cmd := exec.Command("sh", "-c", command)
+		cmd.Env = append(os.Environ(), agentproc.MarkerEnv+"="+id)
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		out, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+		})
+		// The command says when its child runs.
+		if _, err := bufio.NewReader(out).ReadString('\n'); err != nil {
+			t.Fatal(err)
+		}
+		return cmd
+	}
+	// A child without the marker, in the leader's group.
+	g := start(byGroup, `env -i sleep 300 & echo ready; wait`)
+	m := start(byMarker, `echo ready; exec sleep 300`)
+	writeRecord(t, dir, byGroup, map[string]any{
+		"leader": map[string]any{"pid": g.Process.Pid, "start": startTicks(t, g.Process.Pid), "boot_id": currentBoot()},
+	})
+	writeRecord(t, dir, byMarker, nil)
+	fds := pinPIDs(t, []int{g.Process.Pid, m.Process.Pid})
+
+	mgr := newManager(t, agentproc.WithStateDir(dir), agentproc.WithGracePeriod(time.Second))
+	infos, err := mgr.Recovered(testContext(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]int{}
+	for _, info := range infos {
+		if info.Reason != agentproc.ReasonOrphaned {
+			t.Errorf("%s: reason got %q, want %q", info.ID, info.Reason, agentproc.ReasonOrphaned)
+		}
+		got[info.ID] = info.Leftovers
+	}
+	if want := map[string]int{byGroup: 2, byMarker: 1}; fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("Leftovers by process: got %v, want %v", got, want)
+	}
+	// The leaders are the test's children, so they are zombies now, which
+	// pidfds report as exited.
+	if left := waitExited(fds, 0); left != 0 {
+		t.Errorf("%d orphans alive after Recovered, want 0", left)
+	}
+}
+
+// TestDetachEvents: a detached process publishes started and exited like
+// any other, and so does one adopted by a new Manager.
+func TestDetachEvents(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	ctx := testContext(t)
+	fifo := makeFIFOs(t, 1)[0]
+	m1 := agentproc.New(agentproc.WithStateDir(dir))
+	events := m1.Subscribe(ctx)
+	p := mustStart(t, m1, agentproc.Request{Command: exitOnFIFO(fifo, 2), Detach: true})
+	next := func(ch <-chan agentproc.Event, want agentproc.EventType) agentproc.Event {
+		t.Helper()
+		for {
+			select {
+			case e := <-ch:
+				if e.ID == p.ID() && e.Type == want {
+					return e
+				}
+			case <-ctx.Done():
+				t.Fatalf("no %s event for %s", want, p.ID())
+			}
+		}
+	}
+	next(events, agentproc.EventStarted)
+	if err := m1.Close(); err != nil {
+		t.Fatal(err)
+	}
+	m2 := newManager(t, agentproc.WithStateDir(dir))
+	events2 := m2.Subscribe(ctx)
+	if _, err := m2.Recovered(ctx); err != nil {
+		t.Fatal(err)
+	}
+	writeFIFO(t, fifo, "x")
+	if e := next(events2, agentproc.EventExited); e.Info == nil || exitCode(*e.Info) != 2 {
+		t.Errorf("exited event: got %+v, want exit code 2", e)
+	}
+}
