@@ -49,7 +49,7 @@ func TestOutputLogBacklogDropsAndMarks(t *testing.T) {
 // then its undo runs and the directory is usable again.
 func TestLogDirCallOverdue(t *testing.T) {
 	t.Parallel()
-	d := &logDir{bound: 10 * time.Millisecond}
+	d := &logDir{path: t.TempDir(), bound: 10 * time.Millisecond}
 	release := make(chan struct{})
 	undone := make(chan struct{})
 	if d.call(func() { <-release }, func() { close(undone) }) {
