@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"os"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
@@ -49,7 +50,9 @@ func TestOutputLogBacklogDropsAndMarks(t *testing.T) {
 // then its undo runs and the directory is usable again.
 func TestLogDirCallOverdue(t *testing.T) {
 	t.Parallel()
-	d := &logDir{path: t.TempDir(), bound: 10 * time.Millisecond}
+	// open fails before it touches the path: no directory is made (and
+	// none left for Wine's TempDir cleanup, which cannot remove one).
+	d := &logDir{path: filepath.Join(os.TempDir(), "agentproc-never-created"), bound: 10 * time.Millisecond}
 	release := make(chan struct{})
 	undone := make(chan struct{})
 	if d.call(func() { <-release }, func() { close(undone) }) {
