@@ -6,6 +6,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -335,4 +336,48 @@ func rssBytes() int64 {
 		}
 	}
 	return -1
+}
+
+// BenchmarkClose times Manager.Close of n running `exec sleep 1000` (each
+// ends on SIGTERM), against os/exec sending SIGTERM to n such commands and
+// waiting for each. Starting them is not timed. Close must stay linear in
+// n: `make bench` prints the n=1000 : n=125 ratio of each variant.
+func BenchmarkClose(b *testing.B) {
+	for _, n := range []int{125, 250, 500, 1000} {
+		b.Run(fmt.Sprintf("n=%d/agentproc", n), func(b *testing.B) {
+			for b.Loop() {
+				b.StopTimer()
+				m := agentproc.New()
+				for range n {
+					if _, err := m.Start(agentproc.Request{Command: "exec sleep 1000"}); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.StartTimer()
+				if err := m.Close(); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+		b.Run(fmt.Sprintf("n=%d/os_exec", n), func(b *testing.B) {
+			for b.Loop() {
+				b.StopTimer()
+				cmds := make([]*exec.Cmd, n)
+				for i := range cmds {
+					cmds[i] = exec.Command("sh", "-c", "exec sleep 1000")
+					cmds[i].SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+					if err := cmds[i].Start(); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.StartTimer()
+				for _, c := range cmds {
+					_ = c.Process.Signal(syscall.SIGTERM)
+				}
+				for _, c := range cmds {
+					_ = c.Wait()
+				}
+			}
+		})
+	}
 }

@@ -51,23 +51,15 @@ func BenchmarkStopEscaped50(b *testing.B) {
 	}
 }
 
-// waitMarkedCount polls until n processes carry id's marker.
+// waitMarkedCount polls until n processes carry id's marker, leader
+// included (procsMarked skips nothing).
 func waitMarkedCount(b *testing.B, id string, n int) {
 	b.Helper()
-	s, err := newProcScanner()
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer s.close()
-	entry := []byte(MarkerEnv + "=" + id)
 	deadline := time.Now().Add(10 * time.Second)
 	tick := time.NewTicker(time.Millisecond)
 	defer tick.Stop()
 	for {
-		found, _, err := s.markedPIDs(entry, 0, time.Time{})
-		if err != nil {
-			b.Fatal(err)
-		}
+		found := procsMarked(id)
 		if len(found) >= n {
 			return
 		}
@@ -78,26 +70,22 @@ func waitMarkedCount(b *testing.B, id string, n int) {
 	}
 }
 
-// BenchmarkProcSweep times one marker scan of /proc, over the machine's
-// processes and with 2000 more, against the simplest correct alternative
-// (os.ReadDir plus os.ReadFile of every environ).
+// BenchmarkProcSweep times one snapshot of /proc (every process's group,
+// state and marker), over the machine's processes and with 2000 more,
+// against the simplest correct alternative for the marker alone (os.ReadDir
+// plus os.ReadFile of every environ).
 func BenchmarkProcSweep(b *testing.B) {
 	entry := []byte(MarkerEnv + "=00000000-0000-0000-0000-000000000000")
 	for _, extra := range []int{0, 2000} {
 		b.Run(fmt.Sprintf("extra=%d/scanner", extra), func(b *testing.B) {
 			startExtra(b, extra)
-			s, err := newProcScanner()
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer s.close()
 			scanned := 0
 			for b.Loop() {
-				found, n, err := s.markedPIDs(entry, 0, time.Time{})
-				if err != nil || len(found) != 0 {
-					b.Fatalf("markedPIDs: got (%v, %v), want none", found, err)
+				snap := takeSnapshot(markerPass, time.Now())
+				if found := snap.markedBy("00000000-0000-0000-0000-000000000000"); snap.err != nil || len(found) != 0 {
+					b.Fatalf("snapshot: got (%v, %v), want none", found, snap.err)
 				}
-				scanned = n
+				scanned = snap.scanned
 			}
 			b.ReportMetric(float64(scanned), "procs")
 			b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N), "µs/op")

@@ -17,10 +17,20 @@ import (
 // containment acts after it on each stop path.
 //
 // Sweeps read /proc, so they run only when something is being stopped,
-// never on a timer.
+// never on a timer. The pass over /proc that finds candidates runs without
+// any lock and is shared with every other sweep at about the same moment
+// (takeSnapshot). mu serialises the per-candidate steps of this one tree
+// (pin, verify, signal, record) with its release; it is never taken by
+// Info, Get, List or any other process, so a slow /proc read under it
+// delays only this tree's own stop.
 type containment struct {
+	id    string
 	entry []byte  // MarkerEnv=<id>, exactly as it appears in /proc/PID/environ
 	cg    *cgroup // nil without WithCgroup
+	// noProc is set when /proc belongs to another PID namespace (see
+	// foreignProc): no PID read from it means anything here, so there is
+	// no sweep, and only the cgroup, if any, is killed as a whole.
+	noProc bool
 
 	// startedAt is when the leader was about to start (monotonic), for
 	// candidatePIDs' cheap path.
@@ -30,12 +40,17 @@ type containment struct {
 	leader   int              // PID and process group ID of the shell
 	found    map[int]bool     // every PID found outside the group, for Leftovers
 	targets  map[int]*escapee // processes signalled so far, by PID
+	stale    []int            // pidfds of targets that exited, closed at release
 	released bool
 }
 
 // escapee is one process outside the group that was verified and signalled.
 type escapee struct {
-	fd     int // pidfd naming it, -1 where the kernel has none
+	// fd is a pidfd naming it, or -1 when none could be opened (no pidfd
+	// support, or pidfd_open denied by a seccomp profile). Without one the
+	// entry only records that the PID was signalled: it is never used to
+	// signal again, since the PID may name another process by then.
+	fd     int
 	killed bool
 }
 
@@ -46,11 +61,17 @@ const (
 	// escapeeDeathWait bounds how long a kill sweep waits for what it
 	// killed to be gone, so that Stop returns with the tree gone.
 	escapeeDeathWait = time.Second
+	// goneWithoutPidfdPoll is how often the kill sweep looks again whether
+	// processes it killed without a pidfd are gone; there is no event for
+	// that without one.
+	goneWithoutPidfdPoll = 5 * time.Millisecond
 )
 
 func newContainment(id string, cfg *config) (*containment, error) {
 	c := &containment{
+		id:      id,
 		entry:   []byte(MarkerEnv + "=" + id),
+		noProc:  cfg.foreignProc,
 		found:   make(map[int]bool),
 		targets: make(map[int]*escapee),
 	}
@@ -93,18 +114,22 @@ func (c *containment) started(cmd *exec.Cmd) {
 	c.mu.Lock()
 	c.leader = cmd.Process.Pid
 	c.mu.Unlock()
+	addLeader(cmd.Process.Pid)
 	if c.cg != nil {
 		c.cg.closeDir()
 	}
 }
 
-// terminate sends SIGTERM to every process of the tree outside the process
-// group, which the caller has just signalled itself: the first step of the
-// stop ladder. The kill step is killEscaped, run once the shell is gone.
-func (c *containment) terminate() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.released {
+// terminate sends SIGTERM, then SIGCONT so that a stopped process can act
+// on it, to every process of the tree outside the process group, which the
+// caller has just signalled itself: the first step of the stop ladder. The
+// kill step is killEscaped, run once the shell is gone.
+//
+// The processes are looked for in a pass over /proc begun after since: the
+// moment Stop was called, or the moment Close began, so that one pass
+// serves every process Close stops.
+func (c *containment) terminate(since time.Time) {
+	if c.noProc {
 		return
 	}
 	s, err := newProcScanner()
@@ -112,72 +137,137 @@ func (c *containment) terminate() {
 		return
 	}
 	defer s.close()
-	c.signalNewLocked(s, unix.SIGTERM)
+	cands := c.candidates(s, since)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.signalLocked(s, cands, unix.SIGTERM)
+}
+
+// reaped says the leader has been reaped: from now on its PID may name
+// another process, so marker passes read it again.
+func (c *containment) reaped() {
+	removeLeader(c.leaderPID())
+}
+
+// prepareStops takes the pass over /proc that the terminate steps of stops
+// asked for from since on will use, before any of them signals anything.
+func prepareStops(cfg *config, since time.Time) {
+	if !cfg.foreignProc {
+		takeSnapshot(markerPass, since)
+	}
 }
 
 // killEscaped SIGKILLs every process of the tree outside the process group,
 // which the caller has killed already: the cgroup as a whole, then the
-// processes signalled by terminate, then whatever carries the marker,
-// scanning again until a scan finds nothing new (a process may fork between
-// a scan and its kill). It waits briefly for them to be gone, so their end
-// of the output pipe is closed, and returns how many processes outside the
-// group were found on all stop paths of this tree.
+// processes terminate pinned with a pidfd, then whatever carries the
+// marker, scanning again until a scan finds nothing new (a process may fork
+// between a scan and its kill). It waits briefly for them to be gone, so
+// their end of the output pipe is closed, and returns how many processes
+// outside the group were found on all stop paths of this tree.
 func (c *containment) killEscaped() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.released {
-		return len(c.found)
-	}
-	s, err := newProcScanner()
-	if err != nil {
-		return len(c.found)
-	}
-	defer s.close()
 	if c.cg != nil {
 		// Counted before cgroup.kill makes them vanish; the kill itself
-		// needs no PID, so it cannot hit a reused one.
-		for _, pid := range c.cg.members() {
-			if pg, ok := s.pgrp(pid); ok && pg != c.leader {
-				c.found[pid] = true
+		// needs no PID, so it cannot hit a reused one. cgroup.procs lists
+		// PIDs of our own namespace, but telling group members apart needs
+		// /proc.
+		var outside []int
+		if !c.noProc {
+			if s, err := newProcScanner(); err == nil {
+				for _, pid := range c.cg.members() {
+					if pg, ok := s.pgrp(pid); ok && pg != c.leaderPID() {
+						outside = append(outside, pid)
+					}
+				}
+				s.close()
 			}
 		}
 		c.cg.kill()
+		c.mu.Lock()
+		for _, pid := range outside {
+			c.found[pid] = true
+		}
+		c.mu.Unlock()
 	}
-	for pid, e := range c.targets {
-		if !e.killed {
-			_ = signalTarget(pid, e.fd, unix.SIGKILL)
+	if c.noProc {
+		c.waitGone(escapeeDeathWait)
+		return c.foundCount()
+	}
+	s, err := newProcScanner()
+	if err != nil {
+		return c.foundCount()
+	}
+	defer s.close()
+	c.mu.Lock()
+	// A pidfd names the process terminate verified even if its PID was
+	// reused meanwhile, so these need no new check. Targets without one
+	// are not signalled from this list: the scan below finds them again
+	// if they still carry the marker.
+	for _, e := range c.targets {
+		if e.fd >= 0 && !e.killed && !c.released {
+			_ = unix.PidfdSendSignal(e.fd, unix.SIGKILL, nil, 0)
 			e.killed = true
 		}
 	}
+	c.mu.Unlock()
 	for range maxSweepRounds {
-		if c.signalNewLocked(s, unix.SIGKILL) == 0 {
+		cands := c.candidates(s, time.Now())
+		c.mu.Lock()
+		n := c.signalLocked(s, cands, unix.SIGKILL)
+		c.mu.Unlock()
+		if n == 0 {
 			break
 		}
 	}
-	c.waitGoneLocked(escapeeDeathWait)
+	c.waitGone(escapeeDeathWait)
+	return c.foundCount()
+}
+
+func (c *containment) leaderPID() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.leader
+}
+
+func (c *containment) foundCount() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	return len(c.found)
 }
 
-// signalNewLocked finds the tree's processes outside the group (cgroup
-// members and marker carriers), sends sig to each one not signalled with it
-// before, and returns how many it signalled.
-//
-// PID reuse: a candidate is first pinned with a pidfd, then checked again
-// (marker in its environment, or listed in cgroup.procs) and only then
-// signalled through the pidfd. If the PID was reused before the pidfd was
-// opened, the check fails on the newcomer; if after, the pidfd names the
-// dead original and the signal goes nowhere.
-func (c *containment) signalNewLocked(s *procScanner, sig unix.Signal) int {
+// candidates lists the processes that may belong to the tree outside its
+// group, unverified: cgroup members and marker carriers, the latter from a
+// probe of the PIDs handed out since the leader started when that range is
+// narrow, else from a snapshot of /proc begun after since and shared with
+// every other sweep at about the same moment. No lock is held.
+func (c *containment) candidates(s *procScanner, since time.Time) []int {
 	var cands []int
 	if c.cg != nil {
 		cands = c.cg.members()
 	}
-	marked, _, err := s.markedPIDs(c.entry, c.leader, c.startedAt)
-	if err == nil {
-		cands = append(cands, marked...)
+	if pids, ok := s.candidatePIDs(c.leaderPID(), c.startedAt); ok {
+		return append(cands, s.probeMarked(pids, c.entry)...)
 	}
-	type pinned struct{ pid, fd int }
-	var pins []pinned
+	return append(cands, takeSnapshot(markerPass, since).markedBy(c.id)...)
+}
+
+// signalLocked sends sig to each candidate that is verified, right now, to
+// be a process of the tree outside the group, and returns how many it
+// signalled that had not been sent sig before. A SIGTERM is followed by a
+// SIGCONT, so that a stopped process acts on it.
+//
+// PID reuse: a candidate is first pinned with a pidfd, then checked again
+// (marker in its environment, or its cgroup in /proc/PID/cgroup) and only
+// then signalled through the pidfd. If the PID was reused before the pidfd
+// was opened, the check fails on the newcomer; if after, the pidfd names
+// the dead original and the signal goes nowhere. When no pidfd can be
+// opened, for whatever reason, the check is made immediately before kill
+// with nothing in between but the kill itself; a PID is never signalled
+// because it was found earlier.
+func (c *containment) signalLocked(s *procScanner, cands []int, sig unix.Signal) int {
+	if c.released {
+		return 0
+	}
+	n := 0
 	seen := make(map[int]bool, len(cands))
 	for _, pid := range cands {
 		if seen[pid] || pid == c.leader {
@@ -187,67 +277,75 @@ func (c *containment) signalNewLocked(s *procScanner, sig unix.Signal) int {
 		if pg, ok := s.pgrp(pid); !ok || pg == c.leader {
 			continue // gone, or in the group the caller signals
 		}
-		if e, ok := c.targets[pid]; ok {
+		e := c.targets[pid]
+		if e != nil && e.fd >= 0 {
 			if !pidfdExited(e.fd) {
 				if sig == unix.SIGKILL && !e.killed {
-					_ = signalTarget(pid, e.fd, sig)
+					_ = unix.PidfdSendSignal(e.fd, sig, nil, 0)
 					e.killed = true
 				}
 				continue
 			}
 			// The one we signalled is gone and its PID is back: a new
-			// process, checked like any other.
-			_ = unix.Close(e.fd)
+			// process, checked like any other. Its pidfd is closed at
+			// release, not now: waitGone may be polling it.
+			c.stale = append(c.stale, e.fd)
 			delete(c.targets, pid)
+			e = nil
 		}
-		fd, err := pidfdOpen(pid)
-		if err != nil {
-			continue // exited since the scan
-		}
-		pins = append(pins, pinned{pid, fd})
-	}
-	if len(pins) == 0 {
-		return 0
-	}
-	var inCgroup map[int]bool
-	if c.cg != nil {
-		inCgroup = make(map[int]bool)
-		for _, pid := range c.cg.members() {
-			inCgroup[pid] = true
-		}
-	}
-	n := 0
-	for _, p := range pins {
-		if !inCgroup[p.pid] && !s.marked(p.pid, c.entry) {
-			if p.fd >= 0 {
-				_ = unix.Close(p.fd)
+		fd := pidfdOpen(pid)
+		if !c.verify(s, pid) || signalTarget(pid, fd, sig) != nil {
+			if fd >= 0 {
+				_ = unix.Close(fd)
 			}
 			continue
 		}
-		if err := signalTarget(p.pid, p.fd, sig); err != nil {
-			if p.fd >= 0 {
-				_ = unix.Close(p.fd)
-			}
-			continue
+		if sig == unix.SIGTERM {
+			_ = signalTarget(pid, fd, unix.SIGCONT)
 		}
-		c.found[p.pid] = true
-		c.targets[p.pid] = &escapee{fd: p.fd, killed: sig == unix.SIGKILL}
+		c.found[pid] = true
+		if e == nil {
+			e = &escapee{fd: fd}
+			c.targets[pid] = e
+		} else if fd >= 0 {
+			e.fd = fd
+		}
+		if sig == unix.SIGKILL {
+			if e.killed {
+				continue // killed before without a pidfd and not gone yet
+			}
+			e.killed = true
+		}
 		n++
 	}
 	return n
 }
 
-// waitGoneLocked waits up to timeout until every killed target has exited
-// and the cgroup, if any, is empty. pidfds poll readable at exit, so this
-// blocks in poll rather than on a timer.
-func (c *containment) waitGoneLocked(timeout time.Duration) {
+// verify reports whether pid belongs to the tree: it carries the marker
+// and runs as our user, or it sits in the tree's cgroup.
+func (c *containment) verify(s *procScanner, pid int) bool {
+	return s.marked(pid, c.entry) || (c.cg != nil && s.inCgroup(pid, "agentproc-"+c.id))
+}
+
+// waitGone waits up to timeout until every killed target has exited and
+// the cgroup, if any, is empty. pidfds poll readable at exit, so this
+// blocks in poll rather than on a timer; targets killed without a pidfd are
+// looked up in /proc again every goneWithoutPidfdPoll.
+func (c *containment) waitGone(timeout time.Duration) {
 	deadline := time.Now().Add(timeout)
 	var pfds []unix.PollFd
-	for _, e := range c.targets {
-		if e.killed && e.fd >= 0 {
+	var bare []int
+	c.mu.Lock()
+	for pid, e := range c.targets {
+		switch {
+		case !e.killed:
+		case e.fd >= 0:
 			pfds = append(pfds, unix.PollFd{Fd: int32(e.fd), Events: unix.POLLIN})
+		default:
+			bare = append(bare, pid)
 		}
 	}
+	c.mu.Unlock()
 	for len(pfds) > 0 {
 		left := time.Until(deadline)
 		if left <= 0 {
@@ -257,10 +355,7 @@ func (c *containment) waitGoneLocked(timeout time.Duration) {
 		if err == unix.EINTR {
 			continue
 		}
-		if err != nil {
-			return
-		}
-		if n == 0 {
+		if err != nil || n == 0 {
 			return
 		}
 		waiting := pfds[:0]
@@ -271,8 +366,37 @@ func (c *containment) waitGoneLocked(timeout time.Duration) {
 		}
 		pfds = waiting
 	}
+	if len(bare) > 0 {
+		c.waitGoneBare(bare, deadline)
+	}
 	if c.cg != nil {
 		c.cg.waitEvent("populated", "0", time.Until(deadline))
+	}
+}
+
+// waitGoneBare waits until deadline for processes killed without a pidfd:
+// a PID is gone once it no longer names a live process carrying the marker
+// (a zombie's environment reads empty).
+func (c *containment) waitGoneBare(pids []int, deadline time.Time) {
+	s, err := newProcScanner()
+	if err != nil {
+		return
+	}
+	defer s.close()
+	tick := time.NewTicker(goneWithoutPidfdPoll)
+	defer tick.Stop()
+	for {
+		left := pids[:0]
+		for _, pid := range pids {
+			if s.marked(pid, c.entry) {
+				left = append(left, pid)
+			}
+		}
+		pids = left
+		if len(pids) == 0 || time.Now().After(deadline) {
+			return
+		}
+		<-tick.C
 	}
 }
 
@@ -294,22 +418,66 @@ func (c *containment) usage(cpu time.Duration, rss int64) (time.Duration, int64)
 }
 
 // release closes the pidfds and removes the cgroup. Later calls of the
-// other methods do nothing.
+// other methods do nothing. The cgroup is removed after mu is released:
+// removal may wait for the last members to finish dying.
 func (c *containment) release() error {
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	if c.released {
+		c.mu.Unlock()
 		return nil
 	}
 	c.released = true
+	if c.leader > 0 {
+		removeLeader(c.leader) // a spawn that failed after the start
+	}
+	for _, fd := range c.stale {
+		_ = unix.Close(fd)
+	}
+	c.stale = nil
 	for pid, e := range c.targets {
 		if e.fd >= 0 {
 			_ = unix.Close(e.fd)
 		}
 		delete(c.targets, pid)
 	}
+	c.mu.Unlock()
 	if c.cg != nil {
 		return c.cg.remove()
 	}
 	return nil
+}
+
+// pidfdOpen returns a pidfd for pid, or -1 when none can be had. Every
+// error means "no pidfd" and nothing more: ENOSYS on kernels before 5.3,
+// EPERM or anything else a seccomp profile chooses, ESRCH for a process
+// that is gone. The caller then verifies and signals by PID, which is safe
+// on its own (see signalLocked); reading an error as "exited" would let
+// every escapee survive where pidfd_open is denied.
+func pidfdOpen(pid int) int {
+	fd, err := unix.PidfdOpen(pid, 0)
+	if err != nil {
+		return -1
+	}
+	return fd
+}
+
+// signalTarget sends sig to the process named by fd (a pidfd), or by pid
+// when fd is -1. A pidfd keeps naming the same process even after its PID is
+// reused, so once the target was verified the signal cannot go astray.
+func signalTarget(pid, fd int, sig unix.Signal) error {
+	if fd >= 0 {
+		return unix.PidfdSendSignal(fd, sig, nil, 0)
+	}
+	return unix.Kill(pid, sig)
+}
+
+// pidfdExited reports whether the process behind a pidfd has exited; a
+// pidfd polls readable from then on.
+func pidfdExited(fd int) bool {
+	if fd < 0 {
+		return false
+	}
+	pfd := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+	n, err := unix.Poll(pfd, 0)
+	return err == nil && n > 0
 }

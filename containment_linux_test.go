@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -24,26 +23,9 @@ import (
 )
 
 // markedProcs lists the live processes whose environment holds exactly
-// MarkerEnv=id, with their command names. It reads /proc on its own, so it
-// checks the library rather than trusting it.
-func markedProcs(id string) map[int]string {
-	want := agentproc.MarkerEnv + "=" + id
-	out := make(map[int]string)
-	entries, _ := os.ReadDir("/proc")
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil || !alive(pid) {
-			continue
-		}
-		env, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
-		if err != nil || !slices.Contains(strings.Split(string(env), "\x00"), want) {
-			continue
-		}
-		comm, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
-		out[pid] = strings.TrimSpace(string(comm))
-	}
-	return out
-}
+// MarkerEnv=id, with their command names. It reads all of /proc through the
+// package's reader, skipping nothing, rather than asking the sweep.
+func markedProcs(id string) map[int]string { return agentproc.ProcsMarked(id) }
 
 // waitMarked waits until at least n processes named comm, other than the
 // leader, carry the marker. The state waited for is in /proc only: the

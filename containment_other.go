@@ -27,8 +27,15 @@ func newContainment(_ string, cfg *config) (*containment, error) {
 func (*containment) prepare(*exec.Cmd) error { return nil }
 func (*containment) describe() string        { return "" }
 func (*containment) started(*exec.Cmd)       {}
-func (*containment) terminate()              {}
+func (*containment) terminate(time.Time)     {}
+func (*containment) reaped()                 {}
 func (*containment) killEscaped() int        { return 0 }
 func (*containment) release() error          { return nil }
 
 func (*containment) usage(cpu time.Duration, rss int64) (time.Duration, int64) { return cpu, rss }
+
+// foreignProc is false: only Linux reads /proc.
+func foreignProc() bool { return false }
+
+// prepareStops does nothing: there is no sweep to prepare.
+func prepareStops(*config, time.Time) {}

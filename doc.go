@@ -2,8 +2,9 @@
 // a model.
 //
 // A Manager starts each command under a shell (sh -c on Unix, cmd.exe /d /s /c
-// on Windows) in its own process group (Unix) or Job Object (Windows), captures
-// stdout and stderr together into a bounded head-plus-tail buffer, records the
+// on Windows) in its own session and process group (Unix) or Job Object
+// (Windows), captures stdout and stderr together into a bounded head-plus-tail
+// buffer, records the
 // exit, reaps old entries, and stops every process it started when it is
 // closed. Waits block on channels, never on a poll timer, and every blocking
 // call takes a context.

@@ -138,7 +138,7 @@ func (p *Process) watchOutput() {
 			changed := p.buf.changed()
 			total := p.buf.total()
 			if maxOutput > 0 && total > maxOutput {
-				_, _ = p.stop(context.Background(), ReasonOutputLimit)
+				_, _ = p.stop(context.Background(), ReasonOutputLimit, time.Now())
 				return
 			}
 			if timer != nil && total != seen {
@@ -157,7 +157,7 @@ func (p *Process) watchOutput() {
 			case <-timeout:
 				// stop keeps the first reason given, so a Stop that got
 				// there first still names the process's end.
-				_, _ = p.stop(context.Background(), ReasonIdle)
+				_, _ = p.stop(context.Background(), ReasonIdle, time.Now())
 				return
 			}
 		}
@@ -205,9 +205,15 @@ func (s *Scope) StopAll(ctx context.Context) ([]Info, error) {
 
 	infos := make([]Info, len(running))
 	errs := make([]error, len(running))
+	// As in Close, one pass over /proc, taken before any signal, serves
+	// every terminate step.
+	since := time.Now()
+	if len(running) > 0 {
+		prepareStops(&m.cfg, since)
+	}
 	var wg sync.WaitGroup
 	for i, p := range running {
-		wg.Go(func() { infos[i], errs[i] = p.stop(ctx, ReasonKilled) })
+		wg.Go(func() { infos[i], errs[i] = p.stop(ctx, ReasonKilled, since) })
 	}
 	wg.Wait()
 	for _, err := range errs {

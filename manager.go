@@ -146,6 +146,13 @@ func New(opts ...Option) *Manager {
 	for _, o := range opts {
 		o.apply(&cfg)
 	}
+	if foreignProc() {
+		cfg.foreignProc = true
+		cfg.logger.Warn(context.Background(),
+			"agentproc: /proc belongs to another PID namespace (unshare --pid without remounting /proc?): "+
+				"processes that leave their process group are not found or killed, and Leftovers counts "+
+				"1 for a group that outlived its shell; mount a /proc of this namespace to restore both")
+	}
 	m := &Manager{cfg: cfg, logs: newLogDir(&cfg), procs: make(map[string]*Process)}
 	m.events = newEventBus(func() time.Time { return cfg.clock.Now("agentproc", "event") })
 	if cfg.stateDir != "" {
@@ -190,7 +197,14 @@ func (m *Manager) Close() error {
 	m.mu.Unlock()
 
 	// Every process gets its ladder at the same time: one grace period in
-	// total, not one per process.
+	// total, not one per process, and one pass over /proc begun after this
+	// moment serves all their terminate steps. The pass is taken before
+	// any signal: once a thousand processes are dying, reading /proc is
+	// ten times slower.
+	since := time.Now()
+	if len(running) > 0 {
+		prepareStops(&m.cfg, since)
+	}
 	var wg sync.WaitGroup
 	for _, p := range running {
 		if p.det != nil {
@@ -198,7 +212,7 @@ func (m *Manager) Close() error {
 			wg.Go(p.releaseDetached)
 			continue
 		}
-		wg.Go(func() { _, _ = p.stop(context.Background(), ReasonShutdown) })
+		wg.Go(func() { _, _ = p.stop(context.Background(), ReasonShutdown, since) })
 	}
 	wg.Wait()
 	// Processes whose Start was in flight when closed was set are still
@@ -373,7 +387,7 @@ func (m *Manager) startAttach(req Request, owner string, attached *bool) (*Proce
 		// Close ran while this process was spawning and did not see it.
 		// Stopped here rather than in a goroutine, so that nothing of it
 		// outlives Close; this race is rare and costs at most the grace.
-		_, _ = p.stop(context.Background(), ReasonShutdown)
+		_, _ = p.stop(context.Background(), ReasonShutdown, time.Now())
 	}
 	p.emitInfo(EventStarted)
 	return p, nil
@@ -417,7 +431,7 @@ func (m *Manager) spawn(req Request, owner, command, dir string, seq uint64, war
 	cmd.Dir = dir
 	cmd.Env = env
 	st.attach(cmd)
-	sys := &sysProc{}
+	sys := newSysProc(&m.cfg)
 
 	fail := func(step string, err error) (*Process, error) {
 		m.logs.discard(log)

@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -38,10 +40,18 @@ const helperEnv = "AGENTPROC_TEST_HELPER"
 //   - "cat": copy stdin to stdout until EOF.
 //   - "ticks": for each byte read from the FIFO at helperFIFOEnv, write one
 //     line holding the wall clock in Unix nanoseconds.
+//   - "term": print "ready pid=N" once SIGTERM is handled, then on SIGTERM
+//     print "terminated pid=N" and exit 0.
+//   - "ttyhost": act as an agent host running in a terminal (see
+//     TestChildCannotTakeHostTerminal).
 //   - "listen": listen on a TCP port of 127.0.0.1 chosen by the kernel,
 //     print "port=N", and block until a signal ends the process.
 func runHelper(mode string) int {
 	switch mode {
+	case "term":
+		return helperTerm()
+	case "ttyhost":
+		return helperTTYHost()
 	case "pieces":
 		return helperPieces()
 	case "stream":
@@ -63,6 +73,42 @@ func runHelper(mode string) int {
 	}
 	fmt.Fprintf(os.Stderr, "unknown helper mode %q\n", mode)
 	return 2
+}
+
+func helperTerm() int {
+	c := make(chan os.Signal, 1)
+	signal.Notify(c, syscall.SIGTERM)
+	fmt.Printf("ready pid=%d\n", os.Getpid())
+	<-c
+	fmt.Printf("terminated pid=%d\n", os.Getpid())
+	return 0
+}
+
+// ttyPrompt is what the child of the "ttyhost" helper writes to /dev/tty.
+const ttyPrompt = "agentproc-test-password: "
+
+// helperTTYHost starts a command that prompts on /dev/tty, as ssh or sudo
+// do, and reports how it ended. It runs with a terminal as its controlling
+// terminal; the prompt must not reach that terminal.
+func helperTTYHost() int {
+	m := agentproc.New()
+	defer m.Close()
+	p, err := m.Start(agentproc.Request{Command: "printf '" + ttyPrompt + "' >/dev/tty && read answer </dev/tty"})
+	if err != nil {
+		fmt.Println("host: start:", err)
+		return 1
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	info, err := p.Wait(ctx)
+	if err != nil {
+		fmt.Println("host: wait:", err)
+		return 1
+	}
+	// The output is quoted so that it cannot be mistaken for a prompt
+	// written to the terminal directly.
+	fmt.Printf("host: exit=%d output=%q\n", *info.ExitCode, p.Output().Text)
+	return 0
 }
 
 // testTimeout bounds every wait in these tests.

@@ -3,7 +3,6 @@
 package agentproc_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -86,15 +85,15 @@ func pidsIn(t *testing.T, text string) []int {
 	return pids
 }
 
-// alive reports whether pid is a live, non-zombie process.
+// alive reports whether pid is a live, non-zombie process: from /proc
+// through the package's reader on Linux, else from kill(pid, 0), which
+// also counts zombies.
 func alive(pid int) bool {
+	if state, ok := agentproc.ProcState(pid); ok {
+		return state != 'Z'
+	}
 	if runtime.GOOS == "linux" {
-		data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-		if err != nil {
-			return false
-		}
-		i := bytes.LastIndexByte(data, ')')
-		return i > 0 && i+2 < len(data) && data[i+2] != 'Z'
+		return false // gone from /proc
 	}
 	return unix.Kill(pid, 0) == nil
 }

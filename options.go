@@ -21,6 +21,9 @@ func (f optionFunc) apply(c *config) { f(c) }
 // config holds every Manager-wide setting. defaultConfig is the one place
 // where defaults live.
 type config struct {
+	// foreignProc is set by New when /proc belongs to another PID
+	// namespace (see foreignProc); it is not an option.
+	foreignProc  bool
 	logger       slog.Logger
 	clock        quartz.Clock
 	shell        []string

@@ -294,10 +294,14 @@ func (p *Process) signalLocked(sig Signal) error {
 // tree at once (so nothing is left half-stopped) and returns the current Info
 // with ctx.Err(). Stopping an exited process returns its Info and no error.
 func (p *Process) Stop(ctx context.Context) (Info, error) {
-	return p.stop(ctx, ReasonKilled)
+	return p.stop(ctx, ReasonKilled, time.Now())
 }
 
-func (p *Process) stop(ctx context.Context, reason ExitReason) (Info, error) {
+// stop runs the stop ladder. since is the moment from which the processes
+// that left the group are looked for (see containment.terminate): when the
+// stop was asked for, or, for Close, when Close began. It is monotonic
+// real time, not the Manager's clock: it orders reads of /proc.
+func (p *Process) stop(ctx context.Context, reason ExitReason, since time.Time) (Info, error) {
 	if p.det != nil {
 		return p.stopDetached(ctx, reason)
 	}
@@ -308,11 +312,9 @@ func (p *Process) stop(ctx context.Context, reason ExitReason) (Info, error) {
 	// cause of the exit. A group that is gone, or holds only the zombie of
 	// a shell not yet reaped, belongs to a shell that exited by itself and
 	// whose output may still be draining: it keeps its own reason. alive
-	// reads /proc, so it runs before p.mu is taken (no file-system call
-	// under a process lock); holding the lock would not keep its answer
-	// fresh anyway, since the kernel does not wait for p.mu. Setting the
-	// reason under the same lock as the signal means the exit path, which
-	// reads it under p.mu, cannot miss it.
+	// reads /proc, so it runs before p.mu is taken; a process that dies
+	// between the look and the signal is the same race as one that dies
+	// just after the signal.
 	live := p.sys.alive()
 	p.mu.Lock()
 	if !p.info.Running {
@@ -322,14 +324,18 @@ func (p *Process) stop(ctx context.Context, reason ExitReason) (Info, error) {
 	// The OS layer may treat a stop's terminate differently from one sent
 	// by Signal (Windows: a batch file's prompt after the break).
 	p.sys.beginStop()
+	// Setting the reason under the same lock as the signal means the exit
+	// path, which reads it under p.mu, cannot miss it. SIGCONT follows
+	// SIGTERM so that a stopped member acts on it within the grace.
 	if err := p.signalLocked(SignalTerminate); live && !errors.Is(err, ErrNotRunning) && p.stopReason == "" {
 		p.stopReason = reason
 	}
+	p.sys.resume()
 	p.mu.Unlock()
 	// Then whatever left the group. Outside p.mu: the sweep reads /proc, and
 	// it verifies every target itself, so it cannot reach a recycled PID
 	// even if the process exits meanwhile.
-	p.ctr.terminate()
+	p.ctr.terminate(since)
 
 	grace := p.m.cfg.clock.NewTimer(p.m.cfg.grace, "agentproc", "grace")
 	defer grace.Stop()
@@ -419,6 +425,7 @@ func (p *Process) supervise(pipe *os.File, readerDone <-chan struct{}) {
 	defer p.m.wg.Done()
 	p.recordRunning()
 	waitErr := p.cmd.Wait()
+	p.ctr.reaped()
 	state := p.cmd.ProcessState
 	// Writes from now on are ErrStdinClosed, whatever is left of the tree.
 	p.in.closeAtExit()

@@ -310,8 +310,13 @@ func (k *treeKiller) round(sig unix.Signal) int {
 	inCgroup := k.cgroupMembers()
 	n := 0
 	for _, pid := range pids {
+		killedBare := false
 		if t, ok := k.targets[pid]; ok {
-			if !pidfdExited(t.fd) {
+			// Only a pidfd may be signalled from this list: without one
+			// the PID may name another process by now, so it is checked
+			// again below like a newcomer.
+			killedBare = t.fd < 0 && t.killed
+			if t.fd >= 0 && !pidfdExited(t.fd) {
 				if sig == unix.SIGKILL && !t.killed {
 					_ = signalTarget(pid, t.fd, sig)
 					t.killed = true
@@ -319,17 +324,18 @@ func (k *treeKiller) round(sig unix.Signal) int {
 				}
 				continue
 			}
-			_ = unix.Close(t.fd)
+			if t.fd >= 0 {
+				_ = unix.Close(t.fd)
+			}
 			delete(k.targets, pid)
 		}
 		i, ok := k.belongs(s, pid, inCgroup)
 		if !ok {
 			continue
 		}
-		fd, err := pidfdOpen(pid)
-		if err != nil {
-			continue
-		}
+		// -1 when no pidfd can be had, for whatever reason: the check
+		// below is then made right before a plain kill.
+		fd := pidfdOpen(pid)
 		// Checked again now that the PID is pinned: if it was reused
 		// between the scan and the pin, the newcomer fails the check.
 		if j, ok := k.belongs(s, pid, k.cgroupMembers()); !ok || j != i {
@@ -349,6 +355,9 @@ func (k *treeKiller) round(sig unix.Signal) int {
 			// Counted once, even if a later round meets it again.
 			k.seen[pid] = true
 			k.found[i]++
+		}
+		if killedBare && sig == unix.SIGKILL {
+			continue // killed before without a pidfd and not gone yet
 		}
 		n++
 	}

@@ -36,17 +36,30 @@ func envKeyFold(k string) string { return k }
 // number may be handed out again (after a PID wrap), so from then on signal
 // refuses to use it: closed is set before leftovers returns.
 type sysProc struct {
-	pgid   int
+	pgid int
+	// noProc is set when /proc cannot be trusted to describe our
+	// processes (see foreignProc): the group is then judged by kill alone.
+	noProc bool
 	closed atomic.Bool
 }
 
-// prepare puts the child in a new process group of its own.
+func newSysProc(cfg *config) *sysProc { return &sysProc{noProc: cfg.foreignProc} }
+
+// prepare puts the child in a new session of its own, which also makes it
+// the leader of a new process group. The session is what matters: a child
+// in the host's session shares the host's controlling terminal, so a
+// program that opens /dev/tty (ssh or sudo asking for a password) would
+// write its prompt onto the host's terminal and then be stopped by SIGTTIN
+// when it reads. In a session of its own it has no controlling terminal,
+// opening /dev/tty fails at once (ENXIO) and the program reports that in
+// its output. A Request.TTY amends this to make the terminal the session's
+// controlling terminal (prepareTTY).
 func (s *sysProc) prepare(cmd *exec.Cmd) error {
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	return nil
 }
 
-// started records the group; Setpgid made the leader's PID its ID.
+// started records the group; Setsid made the leader's PID its ID.
 func (s *sysProc) started(cmd *exec.Cmd) error {
 	s.pgid = cmd.Process.Pid
 	return nil
@@ -64,36 +77,53 @@ func (s *sysProc) signal(sig Signal) error {
 	return err
 }
 
+// resume sends SIGCONT to the group, right after terminate: a member
+// stopped by SIGSTOP, SIGTSTP or SIGTTIN acts on SIGTERM only once it is
+// continued, and would otherwise sit out the whole grace period.
+func (s *sysProc) resume() {
+	if s.pgid > 0 && !s.closed.Load() {
+		_ = unix.Kill(-s.pgid, unix.SIGCONT)
+	}
+}
+
 // alive reports whether any member of the group is still running. kill with
 // signal 0 answers "no" cheaply, which is the common case; a "yes" may be
 // only zombies waiting for init, so it is checked against /proc where that
-// can be read.
+// can be read and is ours: the leader first (waitid, no /proc read), then,
+// once it has exited, a count of the whole group from a shared pass over
+// /proc. Never call it with a lock held.
 func (s *sysProc) alive() bool {
 	if s.pgid <= 0 || unix.Kill(-s.pgid, 0) != nil {
 		return false
 	}
-	if n, ok := countGroup(s.pgid); ok {
-		return n > 0
+	if s.noProc {
+		return true
 	}
-	return true
+	live, ok := groupLive(s.pgid)
+	return live || !ok
 }
 
 // leftovers kills what is left of the group after the leader exited and
 // returns how many members were still running (exact where the OS lets us
 // enumerate the group, else 1 when any remained). From then on the group ID
 // is never signalled again.
+//
+// The group is killed whenever kill(-pgid, 0) says it exists, whatever
+// /proc counts: a /proc of another PID namespace counts nothing, and a
+// group of zombies takes no harm.
 func (s *sysProc) leftovers() int {
 	defer s.closed.Store(true)
 	if s.pgid <= 0 || unix.Kill(-s.pgid, 0) != nil {
 		return 0
 	}
-	n, ok := countGroup(s.pgid)
+	n, ok := 0, false
+	if !s.noProc {
+		n, ok = countGroup(s.pgid)
+	}
 	if !ok {
 		n = 1
 	}
-	if n > 0 {
-		_ = unix.Kill(-s.pgid, unix.SIGKILL)
-	}
+	_ = unix.Kill(-s.pgid, unix.SIGKILL)
 	return n
 }
 

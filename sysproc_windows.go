@@ -95,6 +95,12 @@ type sysProc struct {
 	stopWatch atomic.Bool
 }
 
+func newSysProc(*config) *sysProc { return &sysProc{} }
+
+// resume does nothing: Windows has no stopped state a console signal must
+// first end.
+func (s *sysProc) resume() {}
+
 // ntResumeProcess resumes every thread of a process. os.StartProcess closes
 // the handle of the initial thread, so ResumeThread cannot be used on a
 // child started with CREATE_SUSPENDED.

@@ -39,7 +39,7 @@ func (p *Process) enforceTimeout(d time.Duration) {
 		case <-timer.C:
 			// stop keeps the first reason given, so a Stop or Close that
 			// got there first still names the process's end.
-			_, _ = p.stop(context.Background(), ReasonTimeout)
+			_, _ = p.stop(context.Background(), ReasonTimeout, time.Now())
 		}
 	}()
 }

@@ -6,6 +6,10 @@
 // BenchmarkX/<baseline>/... where baseline is os_exec, discard or idle.
 // Every metric is summarised by its median over -count runs, and the
 // ratio is agentproc / baseline.
+//
+// Benchmarks with a size element "n=K" in their name are also compared
+// across sizes: for each variant, the largest n against the smallest, so
+// that a cost that grows faster than n shows as a ratio above n_max/n_min.
 package main
 
 import (
@@ -87,6 +91,7 @@ func main() {
 			printed = true
 		}
 	}
+	printed = printScaling(order, samples) || printed
 	if !printed {
 		fmt.Fprintln(os.Stderr, "benchratio: no benchmark lines on stdin")
 		os.Exit(1)
@@ -139,4 +144,58 @@ func fmtNum(v float64) string {
 		return strconv.FormatFloat(v, 'f', 2, 64)
 	}
 	return strconv.FormatFloat(v, 'g', 3, 64)
+}
+
+// printScaling prints, for every benchmark family with an "n=K" element,
+// the median ns/op at the largest n against the smallest, and reports
+// whether it printed anything.
+func printScaling(order []string, samples map[string]map[string][]float64) bool {
+	type size struct {
+		n    int
+		name string
+	}
+	families := map[string][]size{}
+	var keys []string
+	for _, name := range order {
+		parts := strings.Split(name, "/")
+		for i, p := range parts {
+			v, ok := strings.CutPrefix(p, "n=")
+			if !ok {
+				continue
+			}
+			n, err := strconv.Atoi(v)
+			if err != nil {
+				continue
+			}
+			parts[i] = "n=*"
+			key := strings.Join(parts, "/")
+			if families[key] == nil {
+				keys = append(keys, key)
+			}
+			families[key] = append(families[key], size{n, name})
+			break
+		}
+	}
+	printed := false
+	for _, key := range keys {
+		sizes := families[key]
+		if len(sizes) < 2 {
+			continue
+		}
+		slices.SortFunc(sizes, func(a, b size) int { return a.n - b.n })
+		lo, hi := sizes[0], sizes[len(sizes)-1]
+		a, b := samples[hi.name]["ns/op"], samples[lo.name]["ns/op"]
+		if len(a) == 0 || len(b) == 0 {
+			continue
+		}
+		if !printed {
+			fmt.Println()
+			fmt.Println("| benchmark | n | median ns/op | vs smallest n | n ratio |")
+			fmt.Println("|---|---|---|---|---|")
+			printed = true
+		}
+		fmt.Printf("| %s | %d : %d | %s : %s | %.2f | %.0f |\n", key, hi.n, lo.n,
+			fmtNum(median(a)), fmtNum(median(b)), median(a)/median(b), float64(hi.n)/float64(lo.n))
+	}
+	return printed
 }

@@ -30,9 +30,9 @@ func TestCandidatePIDs(t *testing.T) {
 	// and a loaded machine can keep this goroutine off a CPU that long
 	// between time.Now and the check, so the start time is put an hour
 	// ahead: the leader stays young however late the check runs.
-	narrow, err := s.candidatePIDs(last-1, time.Now().Add(time.Hour))
-	if err != nil {
-		t.Fatal(err)
+	narrow, ok := s.candidatePIDs(last-1, time.Now().Add(time.Hour))
+	if !ok {
+		t.Fatal("young leader: got no probe range, want the PIDs after it")
 	}
 	if len(narrow) > rangeProbeMax || slices.ContainsFunc(narrow, func(pid int) bool { return pid < last-1 }) {
 		t.Errorf("young leader: got %d candidates (min %v), want only PIDs after the leader", len(narrow), slices.Min(append(narrow, last)))
@@ -40,16 +40,16 @@ func TestCandidatePIDs(t *testing.T) {
 
 	// The same leader, but started long enough ago for PIDs to have
 	// wrapped past it: all of /proc is scanned.
-	wide, err := s.candidatePIDs(last-1, time.Now().Add(-wrapWindow()-time.Second))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(wide) < len(all)/2 || !slices.ContainsFunc(wide, func(pid int) bool { return pid < last-1 }) {
-		t.Errorf("old leader: got %d candidates, want the full listing (%d processes)", len(wide), len(all))
+	if wide, ok := s.candidatePIDs(last-1, time.Now().Add(-wrapWindow()-time.Second)); ok {
+		t.Errorf("old leader: got %d candidates to probe, want a snapshot of all %d processes", len(wide), len(all))
 	}
 
-	// Unknown start also means a full scan.
-	if unknown, _ := s.candidatePIDs(last-1, time.Time{}); len(unknown) < len(all)/2 {
-		t.Errorf("unknown start: got %d candidates, want the full listing (%d)", len(unknown), len(all))
+	// Unknown start, or a range wider than rangeProbeMax, also means a
+	// snapshot.
+	if unknown, ok := s.candidatePIDs(last-1, time.Time{}); ok {
+		t.Errorf("unknown start: got %d candidates to probe, want a snapshot", len(unknown))
+	}
+	if far, ok := s.candidatePIDs(last-rangeProbeMax-1, time.Now().Add(time.Hour)); ok {
+		t.Errorf("wide range: got %d candidates to probe, want a snapshot", len(far))
 	}
 }
