@@ -84,8 +84,9 @@ var closedChan = func() chan struct{} {
 // outputBuffer collects a process's combined stdout and stderr. It keeps the
 // first headBytes written and a ring of the last tailBytes, and counts every
 // byte exactly, so its memory stays bounded by headBytes+tailBytes however
-// much the process writes. Bytes go to the head until it is full and only then
-// to the ring, so the two never overlap.
+// much the process writes, and grows with the output up to that bound: a
+// large limit costs only what is written. Bytes go to the head until it is
+// full and only then to the ring, so the two never overlap.
 //
 // Absolute offsets count every byte ever written, from 0. The retained bytes
 // are [0, headEnd) and [tailStart, total); they are one contiguous region when
@@ -97,15 +98,16 @@ type outputBuffer struct {
 	mu sync.Mutex
 
 	headBytes int // capacity limit of head
-	tailBytes int // size of ring once allocated; 0 keeps no tail
+	tailBytes int // size of ring once grown in full; 0 keeps no tail
 
 	// head holds the first min(total, headBytes) bytes. It grows by doubling
 	// rather than being allocated in full, because most processes write far
 	// less than headBytes.
 	head []byte
 	// ring holds the last ringLen bytes written after the head filled, ending
-	// just before ring[ringEnd]. It is allocated once, at full size, by the
-	// first write that overflows the head.
+	// just before ring[ringEnd]; indexes wrap at tailBytes. It grows like the
+	// head, by doubling, and until it reaches tailBytes it has never wrapped:
+	// its bytes are ring[:ringLen], and ringEnd is ringLen.
 	ring    []byte
 	ringLen int
 	ringEnd int
@@ -119,18 +121,24 @@ type outputBuffer struct {
 	notify chan struct{}
 }
 
+// maxOutputLimit is the largest head or tail a buffer keeps; larger limits
+// are clamped to it, so that head plus tail cannot overflow an int.
+const maxOutputLimit = 1 << 30
+
 // newOutputBuffer returns a buffer keeping the first headBytes and the last
 // tailBytes written. Either may be 0: a zero tail keeps only the head, a zero
 // head only the tail, and both zero keep nothing but still count bytes.
-// Negative sizes are treated as 0.
+// Negative sizes are treated as 0, sizes above maxOutputLimit as that.
 func newOutputBuffer(headBytes, tailBytes int) *outputBuffer {
-	return &outputBuffer{headBytes: max(headBytes, 0), tailBytes: max(tailBytes, 0)}
+	return &outputBuffer{headBytes: clampOutputLimit(headBytes), tailBytes: clampOutputLimit(tailBytes)}
 }
 
+func clampOutputLimit(n int) int { return min(max(n, 0), maxOutputLimit) }
+
 // Write records p and returns len(p), nil: it never fails, so a process's
-// output copier never stops because of the buffer. Once the head is full and
-// the ring allocated, Write does not allocate, and it holds the mutex only
-// for a copy of at most headBytes+tailBytes bytes, however long p is.
+// output copier never stops because of the buffer. Once the head and the
+// ring have grown in full, Write does not allocate, and it holds the mutex
+// only for a copy of at most headBytes+tailBytes bytes, however long p is.
 //
 // Writes after closeWrite are ignored, so that an EOF a reader has seen stays
 // true. An empty write changes nothing and wakes nobody.
@@ -176,20 +184,31 @@ func (b *outputBuffer) writeRingLocked(p []byte) {
 	if b.tailBytes == 0 {
 		return
 	}
-	if b.ring == nil {
-		b.ring = make([]byte, b.tailBytes)
-	}
 	if len(p) >= b.tailBytes {
 		// Only the last tailBytes of p survive; copy just those.
+		b.growRingLocked(b.tailBytes)
 		copy(b.ring, p[len(p)-b.tailBytes:])
 		b.ringEnd = 0
 		b.ringLen = b.tailBytes
 		return
 	}
+	b.growRingLocked(min(b.ringLen+len(p), b.tailBytes))
 	k := copy(b.ring[b.ringEnd:], p)
 	copy(b.ring, p[k:])
 	b.ringEnd = (b.ringEnd + len(p)) % b.tailBytes
 	b.ringLen = min(b.ringLen+len(p), b.tailBytes)
+}
+
+// growRingLocked makes the ring at least need bytes long (need <=
+// tailBytes), doubling as the head does. Below tailBytes the ring has never
+// wrapped, so its bytes are ring[:ringLen] and keep their places.
+func (b *outputBuffer) growRingLocked(need int) {
+	if need <= len(b.ring) {
+		return
+	}
+	grown := make([]byte, min(max(2*len(b.ring), need, minHeadGrowth), b.tailBytes))
+	copy(grown, b.ring[:b.ringLen])
+	b.ring = grown
 }
 
 // wakeLocked releases everyone waiting on the current notify channel.
@@ -305,21 +324,26 @@ func (b *outputBuffer) text(maxLineBytes int) (string, *Truncation) {
 // redraws is judged by what it shows). The Truncation counts raw bytes
 // either way.
 func (b *outputBuffer) renderText(maxLineBytes int, plain bool) (string, *Truncation) {
-	// Copy under the mutex, render without it: rendering is linear work
-	// that Write should not wait behind.
+	// The text is copied under the mutex straight into the string that is
+	// returned: a copy Write waits behind no longer than for any snapshot.
+	// The checks for invalid UTF-8 and long lines run after unlocking, and
+	// only when one finds something (or plain asks for it) is the text
+	// rendered again from it.
 	b.mu.Lock()
 	total, closed := b.written, b.closed
 	headEnd, tailStart := int64(len(b.head)), b.tailStartLocked()
-	raw := make([]byte, 0, len(b.head)+b.ringLen)
-	raw = b.appendRangeLocked(raw, 0, headEnd)
-	raw = b.appendRangeLocked(raw, tailStart, total)
-	b.mu.Unlock()
 
 	if tailStart == headEnd {
+		end := total
 		if !closed {
-			raw = raw[:len(raw)-incompleteSuffixLen(raw)]
+			end -= b.incompleteSuffixLocked(0, total)
 		}
-		s, cut := cutLongLines(displayString(raw, plain), maxLineBytes)
+		var sb strings.Builder
+		sb.Grow(int(end))
+		b.writeRangeLocked(&sb, 0, end)
+		b.mu.Unlock()
+		raw := sb.String()
+		s, cut := cutLongLines(displayText(raw, plain), maxLineBytes)
 		if cut == 0 {
 			return s, nil
 		}
@@ -332,39 +356,80 @@ func (b *outputBuffer) renderText(maxLineBytes int, plain bool) (string, *Trunca
 		}
 	}
 
-	head, tail := raw[:headEnd], raw[headEnd:]
-	// Both seams lose the rune they cut through: its other bytes are in
-	// the dropped middle, and showing U+FFFD would claim the process wrote
+	// Both seams lose the rune they cut through: its other bytes are in the
+	// dropped middle, and showing U+FFFD would claim the process wrote
 	// invalid UTF-8.
-	head = head[:len(head)-incompleteSuffixLen(head)]
-	tail = tail[leadingContinuationLen(tail):]
-	markerBytes := total - int64(len(head)) - int64(len(tail)) // before holding back the end
-	if !closed {
-		tail = tail[:len(tail)-incompleteSuffixLen(tail)]
+	var lead [utf8.UTFMax - 1]byte
+	headKeep := headEnd - b.incompleteSuffixLocked(0, headEnd)
+	tailFrom := tailStart + int64(leadingContinuationLen(
+		b.appendRangeLocked(lead[:0], tailStart, min(tailStart+utf8.UTFMax-1, total))))
+	markerBytes := tailFrom - headKeep // before holding back the end
+	tailTo := total
+	if !closed && tailFrom < total {
+		tailTo -= b.incompleteSuffixLocked(tailFrom, total)
 	}
-	headText, headCut := cutLongLines(displayString(head, plain), maxLineBytes)
-	tailText, tailCut := cutLongLines(displayString(tail, plain), maxLineBytes)
-
+	headLen, tailLen := int(headKeep), int(tailTo-tailFrom)
 	var sb strings.Builder
-	sb.Grow(len(headText) + len(tailText) + 48)
-	sb.WriteString(headText)
-	if headText != "" && !strings.HasSuffix(headText, "\n") {
+	sb.Grow(headLen + tailLen + 48)
+	b.writeRangeLocked(&sb, 0, headKeep)
+	if headLen > 0 && b.head[headLen-1] != '\n' {
 		sb.WriteByte('\n')
 	}
+	var num [20]byte // FormatInt would allocate the number
 	sb.WriteString("[... ")
-	sb.WriteString(strconv.FormatInt(markerBytes, 10))
+	sb.Write(strconv.AppendInt(num[:0], markerBytes, 10))
 	sb.WriteString(" bytes omitted ...]")
-	if tailText != "" {
+	if tailLen > 0 {
 		sb.WriteByte('\n')
-		sb.WriteString(tailText)
+		b.writeRangeLocked(&sb, tailFrom, tailTo)
 	}
-	retained := int64(len(head) + len(tail))
-	return sb.String(), &Truncation{
-		OriginalBytes:  total,
-		RetainedBytes:  retained,
-		OmittedBytes:   total - retained,
-		TruncatedLines: headCut + tailCut,
-		Strategy:       truncationStrategy,
+	b.mu.Unlock()
+
+	s := sb.String()
+	trunc := &Truncation{
+		OriginalBytes: total,
+		RetainedBytes: int64(headLen + tailLen),
+		OmittedBytes:  total - int64(headLen+tailLen),
+		Strategy:      truncationStrategy,
+	}
+	if !plain && utf8.ValidString(s) && (maxLineBytes <= 0 || !hasLongLine(s, maxLineBytes)) {
+		return s, trunc
+	}
+	// Rendered again piece by piece: the marker line is never cut, and the
+	// newline before it depends on the head as shown.
+	headText, headCut := cutLongLines(displayText(s[:headLen], plain), maxLineBytes)
+	tailText, tailCut := cutLongLines(displayText(s[len(s)-tailLen:], plain), maxLineBytes)
+	var out strings.Builder
+	out.Grow(len(headText) + len(tailText) + 48)
+	out.WriteString(headText)
+	if headText != "" && !strings.HasSuffix(headText, "\n") {
+		out.WriteByte('\n')
+	}
+	out.WriteString("[... ")
+	out.WriteString(strconv.FormatInt(markerBytes, 10))
+	out.WriteString(" bytes omitted ...]")
+	if tailText != "" {
+		out.WriteByte('\n')
+		out.WriteString(tailText)
+	}
+	trunc.TruncatedLines = headCut + tailCut
+	return out.String(), trunc
+}
+
+// writeRangeLocked writes the retained bytes at absolute offsets [from, to),
+// which lie within one retained region, to sb.
+func (b *outputBuffer) writeRangeLocked(sb *strings.Builder, from, to int64) {
+	headEnd := int64(len(b.head))
+	if from < headEnd {
+		sb.Write(b.head[from:min(to, headEnd)])
+		from = headEnd
+	}
+	if from < to {
+		i := b.ringIndexLocked(from)
+		n := int(to - from)
+		k := min(n, b.tailBytes-i)
+		sb.Write(b.ring[i : i+k])
+		sb.Write(b.ring[:n-k])
 	}
 }
 
@@ -439,18 +504,7 @@ func (b *outputBuffer) makeChunkLocked(offset, start, end int64) Chunk {
 func (b *outputBuffer) stringLocked(from, to int64) string {
 	var sb strings.Builder
 	sb.Grow(int(to - from))
-	headEnd := int64(len(b.head))
-	if from < headEnd {
-		sb.Write(b.head[from:min(to, headEnd)])
-		from = headEnd
-	}
-	if from < to {
-		i := b.ringIndexLocked(from)
-		n := int(to - from)
-		k := min(n, b.tailBytes-i)
-		sb.Write(b.ring[i : i+k])
-		sb.Write(b.ring[:n-k])
-	}
+	b.writeRangeLocked(&sb, from, to)
 	s := sb.String()
 	if !utf8.ValidString(s) {
 		s = strings.ToValidUTF8(s, string(utf8.RuneError))
@@ -569,20 +623,43 @@ func leadingContinuationLen(p []byte) int {
 	return n
 }
 
-// validString returns p as a string with each run of invalid UTF-8 replaced
-// by U+FFFD.
-func validString(p []byte) string {
-	if utf8.Valid(p) {
-		return string(p)
+// validText returns s with each run of invalid UTF-8 replaced by U+FFFD.
+func validText(s string) string {
+	if utf8.ValidString(s) {
+		return s
 	}
-	return strings.ToValidUTF8(string(p), string(utf8.RuneError))
+	return strings.ToValidUTF8(s, string(utf8.RuneError))
+}
+
+// displayText is validText, rendered by PlainText when plain is set.
+func displayText(s string, plain bool) string {
+	s = validText(s)
+	if plain {
+		s = PlainText(s)
+	}
+	return s
+}
+
+// hasLongLine reports whether a line of s, not counting its newline, is
+// longer than maxLineBytes (> 0). It reads about one line per maxLineBytes
+// of s: the last newline in a window of maxLineBytes+1 bytes ends lines
+// that all fit, and a window without one starts a line that does not.
+func hasLongLine(s string, maxLineBytes int) bool {
+	for len(s) > maxLineBytes {
+		i := strings.LastIndexByte(s[:maxLineBytes+1], '\n')
+		if i < 0 {
+			return true
+		}
+		s = s[i+1:]
+	}
+	return false
 }
 
 // cutLongLines cuts each line of s longer than maxLineBytes, not counting its
 // newline, to at most maxLineBytes at a rune boundary and marks it. It returns
 // the result and how many lines were cut; s must be valid UTF-8.
 func cutLongLines(s string, maxLineBytes int) (string, int) {
-	if maxLineBytes <= 0 {
+	if maxLineBytes <= 0 || !hasLongLine(s, maxLineBytes) {
 		return s, 0
 	}
 	var sb strings.Builder

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"runtime"
 	"strings"
@@ -752,13 +753,56 @@ func TestWriteDoesNotAllocate(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			b := newOutputBuffer(tt.head, tt.tail)
 			p := bytes.Repeat([]byte("x"), tt.size)
-			// Fill the head and allocate the ring: the only allocations
-			// Write makes.
-			b.Write(bytes.Repeat([]byte("x"), tt.head+1))
+			// Fill the head and grow the ring in full: the only
+			// allocations Write makes.
+			b.Write(bytes.Repeat([]byte("x"), tt.head+tt.tail+1))
 			if got := testing.AllocsPerRun(100, func() { b.Write(p) }); got != 0 {
 				t.Errorf("Write allocated %v times per call, want 0", got)
 			}
 		})
+	}
+}
+
+// Limits are bounds, not allocations: a huge tail costs what is written, and
+// limits beyond 1 GiB are clamped rather than passed to make (where 1<<50
+// panicked with "len out of range" in the output reader).
+func TestBufferLargeLimitsGrowWithOutput(t *testing.T) {
+	t.Parallel()
+	for _, tail := range []int{1 << 30, 1 << 50, math.MaxInt} {
+		b := newOutputBuffer(4, tail)
+		if b.tailBytes > maxOutputLimit {
+			t.Errorf("tail %d: kept limit got %d, want at most %d", tail, b.tailBytes, maxOutputLimit)
+		}
+		var want []byte
+		for i := range 2000 { // 78,000 bytes in 39-byte writes
+			line := fmt.Appendf(nil, "%038d\n", i)
+			b.Write(line)
+			want = append(want, line...)
+		}
+		if got := cap(b.ring); got > 2*len(want) {
+			t.Errorf("tail %d: ring capacity got %d after %d bytes, want at most %d", tail, got, len(want), 2*len(want))
+		}
+		if text, trunc := b.text(0); text != string(want) || trunc != nil {
+			t.Errorf("tail %d: text got %d bytes (%+v), want the %d written", tail, len(text), trunc, len(want))
+		}
+	}
+	// A ring that grew to its limit wraps and keeps the last bytes.
+	b := newOutputBuffer(4, 1000)
+	var want []byte
+	for i := range 2000 {
+		line := fmt.Appendf(nil, "%038d\n", i)
+		b.Write(line)
+		want = append(want, line...)
+	}
+	if got := cap(b.ring); got != 1000 {
+		t.Errorf("ring capacity at its limit: got %d, want 1000", got)
+	}
+	if text, _ := b.text(0); !strings.HasSuffix(text, " bytes omitted ...]\n"+string(want[len(want)-1000:])) {
+		t.Errorf("text of a grown, wrapped ring ends %q, want the last 1000 bytes written", text[max(0, len(text)-80):])
+	}
+	head := newOutputBuffer(math.MaxInt, math.MaxInt)
+	if head.headBytes+head.tailBytes <= 0 {
+		t.Errorf("head+tail overflowed: %d + %d", head.headBytes, head.tailBytes)
 	}
 }
 

@@ -4,6 +4,7 @@ package agentproc_test
 
 import (
 	"fmt"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -31,6 +32,29 @@ func TestTruncatedOutputCounts(t *testing.T) {
 	}
 	if !strings.Contains(out.Text, fmt.Sprintf("%d bytes omitted", tr.OmittedBytes)) {
 		t.Errorf("text has no marker with %d omitted bytes", tr.OmittedBytes)
+	}
+}
+
+// Output limits far beyond what a process writes cost what it writes: a
+// 1<<50 tail used to panic the output reader, and a 1<<30 one to allocate
+// 1 GiB per process once the head was full. Not parallel: it reads the
+// heap's allocation total.
+func TestOutputLimitsOutOfRange(t *testing.T) {
+	const mib = 1 << 20
+	for _, tail := range []int{1 << 30, 1 << 50} {
+		m := newManager(t, agentproc.WithOutputLimits(4, tail, 0))
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		p := mustStart(t, m, agentproc.Request{Command: "head -c 1048576 /dev/zero | tr '\\0' x"})
+		mustWait(t, p)
+		out := p.Output()
+		runtime.ReadMemStats(&after)
+		if len(out.Text) != mib || out.Truncated != nil {
+			t.Errorf("tail %d: got %d bytes (%+v), want the whole MiB", tail, len(out.Text), out.Truncated)
+		}
+		if grew := after.TotalAlloc - before.TotalAlloc; grew > 64*mib {
+			t.Errorf("tail %d: allocated %d MiB for 1 MiB of output, want at most 64", tail, grew/mib)
+		}
 	}
 }
 

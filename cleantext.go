@@ -57,22 +57,18 @@ func (plainOption) applyOutput(o *outputOptions) { o.plain = true }
 var Plain OutputOption = plainOption{}
 
 func outputOptionsOf(opts []OutputOption) outputOptions {
-	var o outputOptions
+	if len(opts) == 0 {
+		// Without this, o escapes through the interface call below on
+		// every Output, options or not: one allocation of Output's three.
+		return outputOptions{}
+	}
+	o := new(outputOptions)
 	for _, opt := range opts {
 		if opt != nil {
-			opt.applyOutput(&o)
+			opt.applyOutput(o)
 		}
 	}
-	return o
-}
-
-// displayString is validString, rendered by PlainText when plain is set.
-func displayString(p []byte, plain bool) string {
-	s := validString(p)
-	if plain {
-		s = PlainText(s)
-	}
-	return s
+	return *o
 }
 
 // needsPlain reports whether PlainText would change s.

@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -230,5 +231,31 @@ func TestShutdownIdle(t *testing.T) {
 	mustWait(t, mustStart(t, m, agentproc.Request{Command: "true"}))
 	if err := m.Shutdown(testContext(t)); err != nil {
 		t.Errorf("Shutdown: got %v, want nil", err)
+	}
+}
+
+// The shell is looked up in PATH once per value of PATH, and keeps the name
+// it was given as $0. Not parallel: it changes PATH.
+func TestShellFollowsPATH(t *testing.T) {
+	m := newManager(t)
+	p := mustStart(t, m, agentproc.Request{Command: "echo $0"})
+	mustWait(t, p)
+	if got := p.Output().Text; got != "sh\n" {
+		t.Errorf("$0: got %q, want %q", got, "sh\n")
+	}
+	dir := t.TempDir()
+	real, err := exec.LookPath("sh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fake := "#!" + real + "\necho fake sh\n"
+	if err := os.WriteFile(filepath.Join(dir, "sh"), []byte(fake), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PATH", dir+string(os.PathListSeparator)+os.Getenv("PATH"))
+	p = mustStart(t, m, agentproc.Request{Command: "echo real"})
+	mustWait(t, p)
+	if got := p.Output().Text; got != "fake sh\n" {
+		t.Errorf("after PATH changed: got %q, want the shell found first in the new PATH", got)
 	}
 }

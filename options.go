@@ -40,12 +40,15 @@ type config struct {
 	pipeDrain    time.Duration // real time; tests lengthen it
 	cgroupParent string
 	bgDetect     bool
-	logDir       string
-	logMaxBytes  int64
-	stateDir     string
-	inputQuiet   time.Duration
-	limits       Limits // see limits.go
-	oomDelta     int    // see guard.go
+	// nonInteractive applies nonInteractiveSettings to every child.
+	nonInteractive bool
+	logDir         string
+	logMaxBytes    int64
+	stateDir       string
+	logDirBound    time.Duration // real time; tests shorten it
+	inputQuiet     time.Duration
+	limits         Limits // see limits.go
+	oomDelta       int    // see guard.go
 }
 
 // Defaults, named so the README and tests can refer to them.
@@ -60,20 +63,21 @@ const (
 
 func defaultConfig() config {
 	return config{
-		clock:        quartz.NewReal(),
-		shell:        defaultShell(),
-		workDir:      func() string { return "" },
-		headBytes:    DefaultHeadBytes,
-		tailBytes:    DefaultTailBytes,
-		maxLineBytes: DefaultMaxLineBytes,
-		retainAge:    DefaultRetention,
-		maxExited:    DefaultMaxExited,
-		grace:        DefaultGracePeriod,
-		stdinStall:   defaultStdinStall,
-		pipeDrain:    defaultPipeDrain,
-		bgDetect:     true,
-		inputQuiet:   DefaultInputQuiet,
-		oomDelta:     DefaultOOMScoreDelta,
+		clock:          quartz.NewReal(),
+		shell:          defaultShell(),
+		workDir:        func() string { return "" },
+		headBytes:      DefaultHeadBytes,
+		tailBytes:      DefaultTailBytes,
+		maxLineBytes:   DefaultMaxLineBytes,
+		retainAge:      DefaultRetention,
+		maxExited:      DefaultMaxExited,
+		grace:          DefaultGracePeriod,
+		stdinStall:     defaultStdinStall,
+		pipeDrain:      defaultPipeDrain,
+		bgDetect:       true,
+		nonInteractive: true,
+		logDirBound:    logDirBound,
+		oomDelta:       DefaultOOMScoreDelta,
 	}
 }
 
@@ -105,8 +109,10 @@ func WithShell(argv ...string) Option {
 	})
 }
 
-// WithEnv sets a hook that rewrites the base environment (os.Environ()) for
-// every process. If the hook fails, a warning is logged and the base is used.
+// WithEnv sets a hook that rewrites the base environment for every process:
+// os.Environ() with the non-interactive settings applied (see
+// WithNonInteractiveEnv), so the hook sees them and may change or remove
+// any. If the hook fails, a warning is logged and the base is used.
 // Request.Env is applied after the hook and wins.
 func WithEnv(hook func(base []string) ([]string, error)) Option {
 	return optionFunc(func(c *config) { c.envHook = hook })
@@ -126,11 +132,13 @@ func WithWorkDir(dir func() string) Option {
 // WithOutputLimits sets how much output each process keeps: the first
 // headBytes, the last tailBytes, and the longest line Output.Text shows
 // before cutting it (maxLineBytes <= 0 disables cutting). Negative sizes are
-// treated as zero. Defaults: 16384, 16384, 2048.
+// treated as zero, sizes above 1 GiB as 1 GiB. The limits are bounds, not
+// allocations: a process's buffer grows with its output, by doubling, up to
+// headBytes+tailBytes. Defaults: 16384, 16384, 2048.
 func WithOutputLimits(headBytes, tailBytes, maxLineBytes int) Option {
 	return optionFunc(func(c *config) {
-		c.headBytes = max(headBytes, 0)
-		c.tailBytes = max(tailBytes, 0)
+		c.headBytes = clampOutputLimit(headBytes)
+		c.tailBytes = clampOutputLimit(tailBytes)
 		c.maxLineBytes = maxLineBytes
 	})
 }
@@ -186,6 +194,26 @@ func WithBackgroundDetection(on bool) Option {
 	return optionFunc(func(c *config) { c.bgDetect = on })
 }
 
+// WithNonInteractiveEnv turns on or off (default on) the environment that
+// keeps commands from waiting for a person. When on, every child gets, over
+// os.Environ() and under the WithEnv hook and Request.Env (which can set
+// any of them back):
+//
+//   - EDITOR, VISUAL, GIT_EDITOR and GIT_SEQUENCE_EDITOR set to a command
+//     that fails at once, saying on stderr that no editor is available,
+//     and GIT_MERGE_AUTOEDIT=no;
+//   - PAGER, GIT_PAGER, MANPAGER, GH_PAGER and SYSTEMD_PAGER set to cat;
+//   - GIT_TERMINAL_PROMPT=0, GCM_INTERACTIVE=never, GH_PROMPT_DISABLED=1,
+//     DEBIAN_FRONTEND=noninteractive and PIP_NO_INPUT=1, with GIT_ASKPASS,
+//     SSH_ASKPASS and GPG_TTY removed;
+//   - without Request.TTY only: TERM=dumb and NO_COLOR=1.
+//
+// Nothing answers "yes" on the user's behalf. The README gives the reason
+// for each entry.
+func WithNonInteractiveEnv(on bool) Option {
+	return optionFunc(func(c *config) { c.nonInteractive = on })
+}
+
 // homeDir is a variable so the fallback is visible in one place.
 var homeDir = os.UserHomeDir
 
@@ -194,11 +222,18 @@ var homeDir = os.UserHomeDir
 // path Info.LogPath reports. While the output fits in maxBytes the file holds
 // all of it; once it grows past maxBytes the file is cut back to its first
 // maxBytes/2 bytes, the rest is only counted, and a last line gives the
-// count when the process exits. maxBytes <= 0 means no cap. The file is
-// removed when retention drops the process and by Close. If the file cannot
-// be created or written (an unwritable dir, a full disk) a warning is logged
-// once and that process runs on without a log. An empty dir, the default,
-// turns logging off.
+// count when the process exits. maxBytes <= 0 means no cap. An empty dir,
+// the default, turns logging off.
+//
+// The file is created before the command starts: if it cannot be created
+// (an unwritable dir), or the directory does not answer within 5 s (a dead
+// network mount), Start fails with an error naming the file and nothing
+// runs; after such a timeout, Starts fail at once until the directory
+// answers again. A write error later (a full disk) logs one warning and the
+// process runs on without its log. The file is removed in the background
+// when retention drops the process, and by Close. No file-system call is
+// made under a lock: a hung directory delays an exit by at most 5 s, Close
+// by at most 5 s beyond its processes' exits, and Get and List not at all.
 func WithOutputLog(dir string, maxBytes int64) Option {
 	return optionFunc(func(c *config) {
 		c.logDir = dir

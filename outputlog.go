@@ -3,13 +3,16 @@ package agentproc
 import (
 	"context"
 	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"cdr.dev/slog/v3"
+	"golang.org/x/xerrors"
 )
 
 // maxLogBacklog bounds the output waiting to be written to one process's
@@ -23,25 +26,259 @@ var logChunks = sync.Pool{New: func() any {
 	return &b
 }}
 
+// logDirBound is the longest anyone waits for a file-system call in the
+// output log directory: the open of a log at Start, the writing of what is
+// queued when a process exits, and the removal of the logs at Close. A
+// working disk answers in milliseconds; a hung one (a dead network mount, a
+// frozen file system) must cost a caller at most this once. Real time, like
+// the pipe drain: it guards against the OS, not against the caller.
+const logDirBound = 5 * time.Second
+
+// logDir is the directory of WithOutputLog, through which every file-system
+// call on the logs goes. None runs under Manager.mu or a Process lock, and
+// nobody waits for one longer than bound: a call that has not returned by
+// then is left to finish in its own goroutine, and the directory counts as
+// hung until it does. While it is hung, Start fails at once rather than
+// waiting out the bound again, and exits and Close do not wait for it at
+// all, so a dead disk costs each caller at most one bound and most of them
+// nothing.
+//
+// Removals are queued (which is safe under any lock) and done one at a time
+// by a goroutine that runs only while the queue is not empty, so a hung
+// directory holds at most one goroutine for removals, however many
+// processes retention drops meanwhile.
+type logDir struct {
+	path     string
+	maxBytes int64 // the cap of each log; <= 0: none
+	bound    time.Duration
+	logger   slog.Logger
+
+	// overdue counts the calls a caller stopped waiting for that have not
+	// returned yet.
+	overdue atomic.Int32
+	// removingSince is when the removal in progress began (Unix
+	// nanoseconds), 0 when none is.
+	removingSince atomic.Int64
+
+	mu       sync.Mutex // guards the fields below; no call is made under it
+	removals []removal
+	removing bool          // the remover goroutine is running
+	idle     chan struct{} // closed when that goroutine stops
+}
+
+// removal is one file for the remover to delete, and the descriptor to
+// close first when the log never got a writer (a Start that failed).
+type removal struct {
+	path string
+	f    *os.File
+}
+
+// newLogDir returns the log directory of cfg. Without WithOutputLog its
+// path is "" and it opens no log; it still removes the logs of processes a
+// state directory recovered from an earlier Manager.
+func newLogDir(cfg *config) *logDir {
+	return &logDir{path: cfg.logDir, maxBytes: cfg.logMaxBytes, bound: cfg.logDirBound, logger: cfg.logger}
+}
+
+// hung reports whether a call in the directory has been running for longer
+// than the bound.
+func (d *logDir) hung() bool {
+	if d.overdue.Load() > 0 {
+		return true
+	}
+	since := d.removingSince.Load()
+	return since != 0 && time.Since(time.Unix(0, since)) > d.bound
+}
+
+// The states of a bounded call, for the compare-and-swap that decides
+// whether its caller or its own goroutine deals with the result.
+const (
+	callRunning int32 = iota
+	callReturned
+	callAbandoned
+)
+
+// call runs fn in a goroutine of its own and waits for it at most the bound.
+// It reports whether fn returned in time. If it did not, the call counts as
+// overdue until fn returns, and undo (if not nil) then runs in that
+// goroutine, to release what fn made for a caller that is gone.
+func (d *logDir) call(fn, undo func()) bool {
+	var state atomic.Int32
+	done := make(chan struct{})
+	go func() {
+		fn()
+		if !state.CompareAndSwap(callRunning, callReturned) {
+			if undo != nil {
+				undo()
+			}
+			d.overdue.Add(-1)
+			return
+		}
+		close(done)
+	}()
+	return d.await(&state, done)
+}
+
+// await waits at most the bound for done, the end of a call whose goroutine
+// moves state from callRunning to callReturned before closing done, or else
+// finds it callAbandoned and then decrements overdue itself.
+func (d *logDir) await(state *atomic.Int32, done <-chan struct{}) bool {
+	t := time.NewTimer(d.bound)
+	defer t.Stop()
+	select {
+	case <-done:
+		return true
+	case <-t.C:
+	}
+	// Counted before the swap, so that the goroutine, which decrements
+	// after failing its own swap, never takes overdue below zero.
+	d.overdue.Add(1)
+	if state.CompareAndSwap(callRunning, callAbandoned) {
+		return false
+	}
+	d.overdue.Add(-1) // it returned just as the bound ran out
+	<-done
+	return true
+}
+
+// open creates the log of process id before the process starts. A log that
+// cannot be created, or not within the bound, is an error naming its path:
+// the caller asked for the whole output, so the process must not run
+// without it.
+func (d *logDir) open(id string) (*outputLog, error) {
+	if d == nil || d.path == "" {
+		return nil, nil
+	}
+	path := filepath.Join(d.path, id+".log")
+	if d.hung() {
+		return nil, xerrors.Errorf("agentproc: open output log %q: an earlier call in %q has not returned within %v: %w",
+			path, d.path, d.bound, os.ErrDeadlineExceeded)
+	}
+	var f *os.File
+	var err error
+	ok := d.call(func() {
+		if err = os.MkdirAll(d.path, 0o700); err != nil {
+			return
+		}
+		// O_EXCL: the ID is new, so an existing file is someone else's.
+		f, err = os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	}, func() {
+		if f != nil {
+			_ = f.Close()
+			_ = os.Remove(path)
+		}
+	})
+	if !ok {
+		return nil, xerrors.Errorf("agentproc: open output log %q: no answer within %v: %w", path, d.bound, os.ErrDeadlineExceeded)
+	}
+	if err != nil {
+		return nil, xerrors.Errorf("agentproc: open output log %q: %w", path, err)
+	}
+	return &outputLog{dir: d, path: path, f: f}, nil
+}
+
+// remove queues the deletion of l's file. It makes no call itself, so it is
+// safe under any lock; the file goes soon after, unless the directory hangs.
+func (d *logDir) remove(l *outputLog) {
+	if d == nil || l == nil {
+		return
+	}
+	d.queueRemoval(l, removal{path: l.path})
+}
+
+// discard closes and deletes the file of a log whose process never started.
+func (d *logDir) discard(l *outputLog) {
+	if d == nil || l == nil {
+		return
+	}
+	d.queueRemoval(l, removal{path: l.path, f: l.f})
+}
+
+func (d *logDir) queueRemoval(l *outputLog, r removal) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if l.removed {
+		return
+	}
+	l.removed = true
+	d.removals = append(d.removals, r)
+	if !d.removing {
+		d.removing = true
+		d.idle = make(chan struct{})
+		go d.removeQueued()
+	}
+}
+
+// removeQueued is the remover goroutine: it deletes the queued files one by
+// one and stops when none is left.
+func (d *logDir) removeQueued() {
+	for {
+		d.mu.Lock()
+		if len(d.removals) == 0 {
+			d.removals = nil
+			d.removing = false
+			close(d.idle)
+			d.mu.Unlock()
+			return
+		}
+		r := d.removals[0]
+		d.removals[0] = removal{}
+		d.removals = d.removals[1:]
+		d.mu.Unlock()
+
+		d.removingSince.Store(time.Now().UnixNano())
+		if r.f != nil {
+			_ = r.f.Close()
+		}
+		if err := os.Remove(r.path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			d.warn("remove output log", r.path, err)
+		}
+		d.removingSince.Store(0)
+	}
+}
+
+// waitRemoved waits until the queued removals are done, at most the bound,
+// and not at all while the directory hangs. Close calls it last.
+func (d *logDir) waitRemoved() {
+	if d == nil || d.hung() {
+		return
+	}
+	d.mu.Lock()
+	idle, busy := d.idle, d.removing
+	d.mu.Unlock()
+	if !busy {
+		return
+	}
+	t := time.NewTimer(d.bound)
+	defer t.Stop()
+	select {
+	case <-idle:
+	case <-t.C:
+	}
+}
+
+func (d *logDir) warn(step, path string, err error) {
+	d.logger.Warn(context.Background(), step, slog.F("path", path), fieldError(err))
+}
+
 // outputLog copies one process's output to a file, for callers who need
 // more than the head and tail the buffer keeps. A nil *outputLog logs
 // nothing, so callers need no checks.
 //
 // The output reader hands each pipe read to enqueue, which only copies it
 // into a bounded queue, so the child waits for the log no longer than for
-// the buffer; a goroutine of the log's own writes the queue to the file.
-// The file state (f, size, total, capped) belongs to that goroutine; the
-// queue is guarded by mu. remove is called only with m.mu held after the
-// process has exited, so after the writer has finished.
+// the buffer; a goroutine of the log's own, started once the process runs,
+// writes the queue to the file. The file state (f, size, total, capped)
+// belongs to that goroutine; the queue is guarded by mu.
 type outputLog struct {
-	logger   slog.Logger
-	path     string
-	f        *os.File // nil once closed or failed
-	maxBytes int64    // <= 0: no cap
-	size     int64    // bytes in the file
-	total    int64    // bytes the process wrote, as far as the writer got
-	capped   bool     // total passed maxBytes; the file keeps maxBytes/2
-	removed  bool
+	dir     *logDir
+	path    string
+	f       *os.File     // nil once closed or failed
+	size    int64        // bytes in the file
+	total   int64        // bytes the process wrote, as far as the writer got
+	capped  bool         // total passed the cap; the file keeps half of it
+	removed bool         // queued for removal; guarded by dir.mu
+	writer  atomic.Int32 // the writer as a bounded call (callRunning, ...)
 
 	mu      sync.Mutex
 	queue   []logItem
@@ -57,31 +294,14 @@ type logItem struct {
 	dropped int64
 }
 
-// openOutputLog creates the log file of process id, or returns nil when
-// logging is off or the file cannot be made; that failure is logged and the
-// process runs without a log.
-func (m *Manager) openOutputLog(id string) *outputLog {
-	dir := m.cfg.logDir
-	if dir == "" {
-		return nil
+// start starts the writer goroutine, once the process runs.
+func (l *outputLog) start() {
+	if l == nil {
+		return
 	}
-	path := filepath.Join(dir, id+".log")
-	l := &outputLog{logger: m.cfg.logger, path: path, maxBytes: m.cfg.logMaxBytes}
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		l.warn("create output log dir", err)
-		return nil
-	}
-	// O_EXCL: the ID is new, so an existing file is someone else's.
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-	if err != nil {
-		l.warn("create output log", err)
-		return nil
-	}
-	l.f = f
 	l.wake = make(chan struct{}, 1)
 	l.done = make(chan struct{})
 	go l.run()
-	return l
 }
 
 // enqueue queues p for the log without blocking. It runs on the output
@@ -110,18 +330,12 @@ func (l *outputLog) enqueue(p []byte) {
 	}
 }
 
-// logFinishBound bounds how long the exit waits for the log writer. The
-// queue holds at most maxLogBacklog, which a working disk takes in
-// milliseconds; a hung one (a dead network mount) must not keep the exit
-// from being published, nor Close from returning. Real time, like the pipe
-// drain: it guards against the OS, not against the caller.
-const logFinishBound = 5 * time.Second
-
 // finish tells the writer the output has ended and waits until it has
 // written the queue and closed the file: the exit is published only after,
 // so a log that Info shows for an exited process is complete, unless the
-// disk did not take the rest within logFinishBound. The writer is then left
-// to finish (or stay stuck) on its own.
+// disk did not take the rest within the bound, or the directory was already
+// hung, in which case finish does not wait. The writer is then left to
+// finish (or stay stuck) on its own.
 func (l *outputLog) finish() {
 	if l == nil {
 		return
@@ -133,17 +347,14 @@ func (l *outputLog) finish() {
 	case l.wake <- struct{}{}:
 	default:
 	}
-	t := time.NewTimer(logFinishBound)
-	defer t.Stop()
-	select {
-	case <-l.done:
-	case <-t.C:
+	if l.dir.hung() {
+		return
 	}
+	l.dir.await(&l.writer, l.done)
 }
 
 // run is the writer goroutine.
 func (l *outputLog) run() {
-	defer close(l.done)
 	var batch []logItem
 	for range l.wake {
 		l.mu.Lock()
@@ -165,9 +376,14 @@ func (l *outputLog) run() {
 		}
 		if closing {
 			l.close()
-			return
+			break
 		}
 	}
+	if !l.writer.CompareAndSwap(callRunning, callReturned) {
+		l.dir.overdue.Add(-1) // finish gave up on this writer
+		return
+	}
+	close(l.done)
 }
 
 // skip records bytes that were dropped because the disk fell behind.
@@ -176,7 +392,7 @@ func (l *outputLog) skip(n int64) {
 		return
 	}
 	l.total += n
-	if l.capped || (l.maxBytes > 0 && l.total > l.maxBytes) {
+	if l.capped || (l.dir.maxBytes > 0 && l.total > l.dir.maxBytes) {
 		l.capLog(nil)
 		return
 	}
@@ -203,7 +419,7 @@ func (l *outputLog) write(p []byte) {
 		return
 	}
 	l.total += int64(len(p))
-	if l.maxBytes > 0 && l.total > l.maxBytes {
+	if l.dir.maxBytes > 0 && l.total > l.dir.maxBytes {
 		l.capLog(p)
 		return
 	}
@@ -222,7 +438,7 @@ func (l *outputLog) capLog(p []byte) {
 		return
 	}
 	l.capped = true
-	keep := l.maxBytes / 2
+	keep := l.dir.maxBytes / 2
 	if l.size > keep {
 		if err := l.f.Truncate(keep); err != nil {
 			l.fail("truncate output log", err)
@@ -263,17 +479,6 @@ func (l *outputLog) close() {
 	l.f = nil
 }
 
-// remove deletes the file. The caller holds m.mu and the process has exited.
-func (l *outputLog) remove() {
-	if l == nil || l.removed {
-		return
-	}
-	l.removed = true
-	if err := os.Remove(l.path); err != nil && !errors.Is(err, os.ErrNotExist) {
-		l.warn("remove output log", err)
-	}
-}
-
 // fail turns logging off for this process after a write error (a full disk,
 // say). The process keeps running; its file keeps what was written.
 func (l *outputLog) fail(step string, err error) {
@@ -283,13 +488,5 @@ func (l *outputLog) fail(step string, err error) {
 }
 
 func (l *outputLog) warn(step string, err error) {
-	l.logger.Warn(context.Background(), step, slog.F("path", l.path), fieldError(err))
-}
-
-// removeLogsLocked deletes the logs of every retained process; Close calls
-// it once they have all exited.
-func (m *Manager) removeLogsLocked() {
-	for _, p := range m.procs {
-		p.log.remove()
-	}
+	l.dir.warn(step, l.path, err)
 }

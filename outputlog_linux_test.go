@@ -22,7 +22,7 @@ func TestOutputLogFullDisk(t *testing.T) {
 		t.Skipf("no /dev/full: %v", err)
 	}
 	var sink countingSink
-	l := &outputLog{logger: slog.Make(&sink), path: "/dev/full", f: f}
+	l := &outputLog{dir: &logDir{logger: slog.Make(&sink)}, path: "/dev/full", f: f}
 	for range 3 {
 		l.write([]byte("data"))
 	}

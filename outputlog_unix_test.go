@@ -3,16 +3,13 @@
 package agentproc_test
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"cdr.dev/slog/v3"
 	"github.com/coder/quartz"
 
 	"github.com/agentproc/agentproc"
@@ -95,7 +92,8 @@ func TestOutputLogRemovedByRetention(t *testing.T) {
 		t.Fatalf("log: got %q, want hi", got)
 	}
 	clk.Advance(time.Minute)
-	_ = m.List() // retention is applied on access
+	_ = m.List() // retention is applied on access, and queues the removal
+	agentproc.WaitLogRemovals(m)
 	if _, err := os.Stat(info.LogPath); !os.IsNotExist(err) {
 		t.Errorf("log after retention drop: got %v, want it removed", err)
 	}
@@ -120,41 +118,30 @@ func TestOutputLogRemovedByClose(t *testing.T) {
 	}
 }
 
-// warnings counts the entries logged at warning level.
-type warnings struct {
-	mu       sync.Mutex
-	messages []string
-}
-
-func (w *warnings) LogEntry(_ context.Context, e slog.SinkEntry) {
-	if e.Level == slog.LevelWarn {
-		w.mu.Lock()
-		w.messages = append(w.messages, e.Message)
-		w.mu.Unlock()
-	}
-}
-func (w *warnings) Sync() {}
-
+// A log that cannot be created fails Start with an error naming it, and the
+// command does not run: the caller asked for its whole output.
 func TestOutputLogUnwritableDir(t *testing.T) {
 	t.Parallel()
 	// A regular file where the dir should be: unusable even for root.
-	notDir := filepath.Join(t.TempDir(), "file")
+	tmp := t.TempDir()
+	notDir := filepath.Join(tmp, "file")
 	if err := os.WriteFile(notDir, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	var w warnings
-	m := newManager(t, agentproc.WithLogger(slog.Make(&w)), agentproc.WithOutputLog(notDir, 0))
-	p := mustStart(t, m, agentproc.Request{Command: linesCommand(100)})
-	info := mustWait(t, p)
-	if info.LogPath != "" || exitCode(info) != 0 {
-		t.Errorf("got LogPath %q exit %d, want no log and a normal exit", info.LogPath, exitCode(info))
+	m := newManager(t, agentproc.WithOutputLog(notDir, 0))
+	ran := filepath.Join(tmp, "ran")
+	p, err := m.Start(t.Context(), agentproc.Request{Command: "touch " + ran})
+	if err == nil {
+		t.Fatalf("Start: got process %s, want an error", p.ID())
 	}
-	if got := p.Output().Text; got != wantLines(0, 100) {
-		t.Errorf("output without a log: got %d bytes, want 1200", len(got))
+	if !strings.Contains(err.Error(), notDir) {
+		t.Errorf("Start error: got %q, want it to name %q", err, notDir)
 	}
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if len(w.messages) != 1 {
-		t.Errorf("warnings: got %q, want exactly one", w.messages)
+	if len(m.List()) != 0 {
+		t.Errorf("List after the failed Start: got %+v, want nothing", m.List())
+	}
+	// Nothing was spawned, so nothing can create the file later either.
+	if _, err := os.Stat(ran); !os.IsNotExist(err) {
+		t.Errorf("the command ran (stat %s: %v)", ran, err)
 	}
 }

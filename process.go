@@ -142,7 +142,8 @@ type Info struct {
 	// Reason is ReasonOOM instead.
 	LikelyOOM bool
 	// LogPath is the file holding the full output (WithOutputLog), or ""
-	// without one. The file is gone once retention drops the process.
+	// without one. The file is removed, in the background, once retention
+	// drops the process, and by Close.
 	LogPath string
 	// Stdin is true when the caller can write the process's stdin
 	// (Request.Stdin or Request.TTY).
@@ -196,11 +197,8 @@ type Process struct {
 	ctr   *containment // what of the tree may leave the group
 	guard guard        // idle, output and OOM watch; immutable after Start
 	cmd   *exec.Cmd
-	// kill cancels the context the command was started with; os/exec then
-	// calls cmd.Cancel, which kills the whole tree.
-	kill context.CancelFunc
-	in   *input // nil without Stdin or TTY
-	done chan struct{}
+	in    *input // nil without Stdin or TTY
+	done  chan struct{}
 	// escalated is closed when the stop ladder moves from terminate to
 	// kill (see escalate).
 	escalated    chan struct{}
@@ -377,12 +375,20 @@ func (p *Process) stop(ctx context.Context, reason ExitReason, since time.Time) 
 }
 
 // escalate is the kill step of the stop ladder: it tells a supervisor that
-// is giving the group its grace period to stop waiting, and cancels the
-// command's context, which makes os/exec kill the tree if the shell is
-// still running.
+// is giving the group its grace period to stop waiting, and kills the tree.
 func (p *Process) escalate() {
 	p.escalateOnce.Do(func() { close(p.escalated) })
-	p.kill()
+	p.killTree()
+}
+
+// killTree sends kill to the whole tree (the group on Unix, the job on
+// Windows). Should that fail for another reason than the tree being gone,
+// the shell is killed through its process handle, which names it even if
+// its PID has been reused.
+func (p *Process) killTree() {
+	if err := p.sys.signal(SignalKill); err != nil && !errors.Is(err, errNoProcess) {
+		_ = p.cmd.Process.Kill()
+	}
 }
 
 // exited reports whether the process has exited.

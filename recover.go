@@ -218,7 +218,6 @@ func (m *Manager) recoveredProcess(r *stateRecord, leftovers int) *Process {
 		id:        r.ID,
 		owner:     r.Owner,
 		buf:       newOutputBuffer(m.cfg.headBytes, m.cfg.tailBytes),
-		kill:      func() {},
 		done:      done,
 		escalated: make(chan struct{}),
 		rec:       r,
@@ -240,7 +239,7 @@ func (m *Manager) recoveredProcess(r *stateRecord, leftovers int) *Process {
 		},
 	}
 	if r.LogPath != "" {
-		p.log = &outputLog{logger: m.cfg.logger, path: r.LogPath}
+		p.log = &outputLog{dir: m.logs, path: r.LogPath}
 		if f, err := os.Open(r.LogPath); err == nil {
 			_, _ = io.Copy(p.buf, f)
 			_ = f.Close()

@@ -2,7 +2,6 @@ package agentproc
 
 import (
 	"context"
-	"errors"
 	"os"
 	"sync"
 	"time"
@@ -46,39 +45,39 @@ func (m *Manager) spawn(req Request, owner, command, dir string, seq uint64, war
 		return p, func() { go p.superviseDetached() }, nil
 	}
 	id := uuid.NewString()
-	env := m.buildEnv(req.Env, id)
-	// Containment beyond the process group (marker sweep, cgroup) is set up
-	// first: a cgroup that cannot be made fails Start before anything runs.
+	env := m.buildEnv(req.Env, id, req.TTY != nil)
+	// The output log and the containment beyond the process group (marker
+	// sweep, cgroup) are set up first: a log or a cgroup that cannot be
+	// made fails Start before anything runs.
+	log, err := m.logs.open(id)
+	if err != nil {
+		return nil, nil, err
+	}
 	ctr, err := newContainment(id, &m.cfg)
 	if err != nil {
+		m.logs.discard(log)
 		return nil, nil, xerrors.Errorf("agentproc: set up containment: %w", err)
 	}
 
 	st, err := openStdio(req, m.cfg.stdinStall)
 	if err != nil {
+		m.logs.discard(log)
 		_ = ctr.release()
 		return nil, nil, err
 	}
-	ctx, kill := context.WithCancel(context.Background())
-	cmd := newShellCmd(ctx, m.cfg.shell, command)
+	// A context that never ends: the kill step is the ladder's own
+	// (Process.killTree), not os/exec's. With a cancellable context os/exec
+	// runs a goroutine per command to watch it, and Wait hands off to that
+	// goroutine and back after every exit.
+	cmd := m.shellCmd(command)
 	cmd.Dir = dir
 	cmd.Env = env
 	st.attach(cmd)
 	sys := newSysProc(&m.cfg)
-	cmd.Cancel = func() error {
-		if err := sys.signal(SignalKill); err != nil && !errors.Is(err, errNoProcess) {
-			return err
-		}
-		return nil
-	}
-	// With *os.File outputs os/exec starts no copying goroutines, so
-	// WaitDelay only bounds how long Wait waits after Cancel before it kills
-	// the leader itself.
-	cmd.WaitDelay = m.cfg.pipeDrain
 
 	fail := func(step string, err error) (*Process, func(), error) {
+		m.logs.discard(log)
 		_ = ctr.release()
-		kill()
 		st.closeAll()
 		return nil, nil, xerrors.Errorf("agentproc: %s: %w", step, err)
 	}
@@ -98,22 +97,22 @@ func (m *Manager) spawn(req Request, owner, command, dir string, seq uint64, war
 	}
 	if err := cmd.Start(); err != nil {
 		sys.release()
+		m.forgetShellPath()
 		m.state.abandon(rec)
 		return fail("start "+m.cfg.shell[0]+ctr.describe(), err)
 	}
 	ctr.started(cmd)
 	m.raiseOOMScore(cmd.Process.Pid, ctr)
-	growPipe(st.out) // a no-op on a PTY master
 	inID := stdinIdentity(st.childIn)
 	// Only the child holds the write end now, so EOF comes when the last
 	// process of the tree that inherited it is gone.
 	st.closeChild()
 	if err := sys.started(cmd); err != nil {
 		_ = cmd.Wait()
+		m.logs.discard(log)
 		sys.release()
 		_ = ctr.killEscaped()
 		_ = ctr.release()
-		kill()
 		st.closeAll()
 		m.state.abandon(rec)
 		return nil, nil, xerrors.Errorf("agentproc: contain process: %w", err)
@@ -126,10 +125,10 @@ func (m *Manager) spawn(req Request, owner, command, dir string, seq uint64, war
 		owner: owner,
 		seq:   seq,
 		buf:   newOutputBuffer(m.cfg.headBytes, m.cfg.tailBytes),
+		log:   log,
 		sys:   sys,
 		ctr:   ctr,
 		cmd:   cmd,
-		kill:  kill,
 		in:    st.in,
 		done:  make(chan struct{}),
 		// escalated is made with the process so the ladder and the
@@ -148,14 +147,14 @@ func (m *Manager) spawn(req Request, owner, command, dir string, seq uint64, war
 			PID:        cmd.Process.Pid,
 			StartedAt:  m.cfg.clock.Now("agentproc", "start"),
 			Timeout:    req.Timeout,
+			LogPath:    log.pathOrEmpty(),
 		},
 	}
-	p.log = m.openOutputLog(id)
-	p.info.LogPath = p.log.pathOrEmpty()
 	p.guard = m.newGuard(req)
 	p.info.Limits, p.info.IdleTimeout, p.info.MaxOutput = req.Limits, p.guard.idle, req.MaxOutput
-	p.watchOutput()
+	log.start()
 	p.enforceTimeout(req.Timeout)
+	p.watchOutput()
 	m.cfg.logger.Debug(context.Background(), "started process",
 		slog.F("id", id), slog.F("pid", cmd.Process.Pid), slog.F("owner", owner))
 
@@ -174,8 +173,9 @@ func (m *Manager) spawn(req Request, owner, command, dir string, seq uint64, war
 }
 
 // The reader starts with a small chunk and switches to a large one the first
-// time a read fills the small one. Quiet processes (an idle server) then pin
-// only 16 KiB each, while a fast writer gets reads big enough that the
+// time a read fills the small one, growing the pipe's kernel buffer at the
+// same moment. Quiet processes (an idle server) then pin only 16 KiB each
+// and short commands skip the fcntl, while a fast writer gets reads big enough that the
 // buffer copies just the tail of each and a follower wakes once per large
 // read rather than once per 16 KiB (BenchmarkFollow measures the follower's
 // share). Both sizes are pooled because most commands are short, and a fresh
@@ -205,6 +205,7 @@ func copyOutput(buf *outputBuffer, log *outputLog, r *os.File) {
 			return
 		}
 		if n == len(*chunk) && pool == &smallChunks {
+			growPipe(r) // a no-op on a PTY master
 			pool.Put(chunk)
 			pool = &largeChunks
 			chunk = pool.Get().(*[]byte)
@@ -308,14 +309,13 @@ func (p *Process) drainOutput(pipe *os.File, readerDone <-chan struct{}) {
 }
 
 // release frees what the OS holds for the process: the job or group, the
-// cgroup and pidfds, and the command's context. It runs before the exit is
+// cgroup and pidfds. It runs before the exit is
 // published, so that a caller who sees the exit finds nothing still open.
 func (p *Process) release() {
 	p.sys.release()
 	if err := p.ctr.release(); err != nil {
 		p.m.cfg.logger.Warn(context.Background(), "release containment", fieldError(err))
 	}
-	p.kill() // releases the context; the process is already gone
 }
 
 // exitFacts is what supervise learned about the end of the process.

@@ -54,7 +54,9 @@ func Tools() []Tool {
 				"For anything that keeps running (dev servers, watchers, `tail -f`), set run_in_background: the call returns at once " +
 				"with a process_id; then call process_output with wait_for to wait until it is ready, and process_signal to stop it. " +
 				"Never end a command with `&` and never use nohup, setsid or disown: a job detached that way escapes supervision " +
-				"and is killed when the command ends. Long output keeps its first and last 16 KiB; the middle is dropped and marked. " +
+				"and is killed when the command ends. Commands cannot prompt: there is no terminal, editors fail at once and pagers print " +
+				"everything, so pass text as arguments (git commit -m, git merge --no-edit) and credentials through the environment or files. " +
+				"Long output keeps its first and last 16 KiB; the middle is dropped and marked. " +
 				"A command whose output passes 64 MiB is stopped; when a command was stopped or killed, ended says why.",
 			InputSchema: object([]string{"command"}, map[string]any{
 				"command": str("The command, exactly as you would type it in a shell. Do not append `&`."),

@@ -89,6 +89,9 @@ func TestToolSchemas(t *testing.T) {
 	if !strings.Contains(desc["execute"], "Never end a command with `&`") {
 		t.Errorf("execute description does not forbid a trailing &")
 	}
+	if !strings.Contains(desc["execute"], "Commands cannot prompt") {
+		t.Errorf("execute description does not say that commands cannot prompt")
+	}
 	if !strings.Contains(desc["process_output"], "pass back next") {
 		t.Errorf("process_output description does not teach passing back next")
 	}

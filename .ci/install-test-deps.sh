@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Installs the tools some tests drive (Debian, as root): git for the
+# non-interactive environment tests, mkfs.ext4 (e2fsprogs) and fsfreeze
+# (util-linux) for the frozen output log directory test. Those tests skip
+# with a reason when a tool is missing; CI should run them. Safe to run
+# again; it installs nothing that is already there.
+set -euo pipefail
+
+need=()
+command -v git >/dev/null 2>&1 || need+=(git)
+command -v mkfs.ext4 >/dev/null 2>&1 || need+=(e2fsprogs)
+command -v fsfreeze >/dev/null 2>&1 || need+=(util-linux)
+command -v less >/dev/null 2>&1 || need+=(less) # the pager git falls back to
+if [ ${#need[@]} -eq 0 ]; then
+	exit 0
+fi
+
+sudo=""
+if [ "$(id -u)" -ne 0 ]; then
+	sudo="sudo"
+fi
+export DEBIAN_FRONTEND=noninteractive
+$sudo apt-get update -qq
+$sudo apt-get install -y -qq --no-install-recommends "${need[@]}"
