@@ -17,12 +17,22 @@ import (
 // child and then exits, or, running a batch file, asks whether to terminate
 // it (see watchBatchPrompt).
 func (s *sysProc) signal(sig Signal) error {
-	if !s.alive() {
+	alive := s.alive()
+	if sig == SignalKill {
+		// The job is terminated even when the count says it is empty:
+		// that is harmless on an empty job, while a count that missed a
+		// member (a process whose image could not be read) would leave it
+		// running, and kill is the ladder's last word.
+		err := s.terminate()
+		if !alive {
+			return errNoProcess
+		}
+		return err
+	}
+	if !alive {
 		return errNoProcess
 	}
 	switch sig {
-	case SignalKill:
-		return s.terminate()
 	case SignalInterrupt, SignalTerminate:
 		// s.mu is held through the send: release, which frees the PID for
 		// reuse, cannot run in between, so the group ID is still ours.

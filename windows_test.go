@@ -441,7 +441,10 @@ func TestWindowsDrainBoundedOutsideJob(t *testing.T) {
 func TestWindowsStdinNeverRead(t *testing.T) {
 	t.Parallel()
 	const stall = 200 * time.Millisecond
-	m := newManager(t, agentproc.WithStdinStall(stall))
+	// A short grace: the helper ignores nothing, but under Wine the break
+	// never arrives, so the Stop below always waits the whole grace, and
+	// the default 5 s left a loaded run too little of the 10 s deadline.
+	m := newManager(t, agentproc.WithStdinStall(stall), agentproc.WithGracePeriod(500*time.Millisecond))
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
