@@ -182,11 +182,12 @@ type Output struct {
 // concurrent use. A Process stays usable after the Manager drops it by
 // retention; it is then no longer found by Get or List.
 type Process struct {
-	// The fields fall in two groups. Those above mu are set by spawn before
-	// the Process is shared and never reassigned (the values they point to
-	// guard themselves); those below are guarded by mu. The Manager's
-	// bookkeeping of a process (its key, retention order) lives in the
-	// Manager's registry, under Manager.mu, not here.
+	// The fields fall in two groups. Those above mu are set before the
+	// supervisor starts and never reassigned, or synchronise themselves
+	// (the values they point to, sync.Once, atomics, the event gate); those
+	// below are guarded by mu. The Manager's bookkeeping of a process (its
+	// key, retention order) lives in the Manager's registry, under
+	// Manager.mu, not here.
 	m     *Manager
 	id    string
 	owner string
@@ -207,8 +208,6 @@ type Process struct {
 	rec    *stateRecord // nil without WithStateDir; only spawn and the supervisor touch it
 	det    *detached    // nil unless Request.Detach; see detach_linux.go
 	events eventGate    // orders this process's events; see events.go
-	// inputSig tells WaitOutput about input detection; guarded by mu.
-	inputSig inputSignal
 	// stdinWritten is set by WriteStdin for the input watcher.
 	stdinWritten atomic.Bool
 	// readyDone is closed when the readiness check of Request.Ready has
@@ -219,6 +218,8 @@ type Process struct {
 	info       Info
 	stopReason ExitReason // why this package is ending it, "" if it is not
 	signaled   bool       // Signal was called at least once
+	// inputSig tells WaitOutput about input detection.
+	inputSig inputSignal
 }
 
 // ID returns the process's unique ID.
