@@ -319,14 +319,13 @@ func (m *Manager) detachLogBytes() int64 {
 func (m *Manager) newDetachedProcess(r *stateRecord, seq uint64) *Process {
 	wake, _ := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
 	p := &Process{
-		m:         m,
-		id:        r.ID,
-		owner:     r.Owner,
-		seq:       seq,
-		buf:       newOutputBuffer(m.cfg.headBytes, m.cfg.tailBytes),
-		done:      make(chan struct{}),
-		escalated: make(chan struct{}),
-		rec:       r,
+		m:          m,
+		id:         r.ID,
+		owner:      r.Owner,
+		seq:        seq,
+		buf:        newOutputBuffer(m.cfg.headBytes, m.cfg.tailBytes),
+		done:       make(chan struct{}),
+		supervisor: supervisor{escalated: make(chan struct{}), rec: r},
 		det: &detached{
 			dir:      filepath.Join(m.state.dir, "out", r.ID),
 			segBytes: r.SegBytes,

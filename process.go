@@ -194,25 +194,21 @@ type Process struct {
 	seq   uint64 // start order, for List
 	buf   *outputBuffer
 	log   *outputLog // nil without WithOutputLog
-	sys   *sysProc
-	ctr   *containment // what of the tree may leave the group
-	guard guard        // idle, output and OOM watch; immutable after Start
-	cmd   *exec.Cmd
-	in    *input // nil without Stdin or TTY
+	guard guard      // idle, output and OOM watch; immutable after Start
+	in    *input     // nil without Stdin or TTY
 	done  chan struct{}
-	// escalated is closed when the stop ladder moves from terminate to
-	// kill (see escalate).
-	escalated    chan struct{}
-	escalateOnce sync.Once
 
-	rec    *stateRecord // nil without WithStateDir; only spawn and the supervisor touch it
-	det    *detached    // nil unless Request.Detach; see detach_linux.go
-	events eventGate    // orders this process's events; see events.go
+	det    *detached // nil unless Request.Detach; see detach_linux.go
+	events eventGate // orders this process's events; see events.go
 	// stdinWritten is set by WriteStdin for the input watcher.
 	stdinWritten atomic.Bool
 	// readyDone is closed when the readiness check of Request.Ready has
 	// ended; nil without one. Set before the supervisor starts.
 	readyDone chan struct{}
+
+	// supervisor is the part that runs the process's life (supervisor.go);
+	// its fields are promoted, as p.sys, p.cmd and so on.
+	supervisor
 
 	mu         sync.Mutex
 	info       Info
@@ -220,6 +216,23 @@ type Process struct {
 	signaled   bool       // Signal was called at least once
 	// inputSig tells WaitOutput about input detection.
 	inputSig inputSignal
+}
+
+// supervisor holds what only the life of one process uses: the command, its
+// tree (process group or Job Object), what of it may escape, the state
+// record, and the stop ladder's escalation. spawn (or adoption) sets it
+// before the Process is shared, nothing reassigns it, and the values it
+// points to synchronise themselves; the caller's handle, Process, reaches
+// the OS only through it.
+type supervisor struct {
+	cmd *exec.Cmd
+	sys *sysProc
+	ctr *containment // what of the tree may leave the group
+	rec *stateRecord // nil without WithStateDir
+	// escalated is closed when the stop ladder moves from terminate to
+	// kill (see escalate).
+	escalated    chan struct{}
+	escalateOnce sync.Once
 }
 
 // ID returns the process's unique ID.

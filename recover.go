@@ -214,13 +214,12 @@ func (m *Manager) recoveredProcess(r *stateRecord, leftovers int) *Process {
 	done := make(chan struct{})
 	close(done)
 	p := &Process{
-		m:         m,
-		id:        r.ID,
-		owner:     r.Owner,
-		buf:       newOutputBuffer(m.cfg.headBytes, m.cfg.tailBytes),
-		done:      done,
-		escalated: make(chan struct{}),
-		rec:       r,
+		m:          m,
+		id:         r.ID,
+		owner:      r.Owner,
+		buf:        newOutputBuffer(m.cfg.headBytes, m.cfg.tailBytes),
+		done:       done,
+		supervisor: supervisor{escalated: make(chan struct{}), rec: r},
 		info: Info{
 			ID:         r.ID,
 			Command:    r.Command,

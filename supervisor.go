@@ -24,7 +24,8 @@ import (
 //     published in Info together with the buffer's EOF, then Done closes.
 //
 // Process (process.go) is the caller's handle: it reads Info, signals and
-// stops, and never runs any of these steps itself.
+// stops, and never runs any of these steps itself. What only these steps
+// and the stop ladder use is grouped in its embedded supervisor.
 
 // spawn starts the command and returns its Process, and run, which starts
 // copying its output and supervising it. The caller has reserved a running
@@ -119,21 +120,20 @@ func (m *Manager) spawn(req Request, owner, command, dir string, seq uint64, war
 	}
 
 	p = &Process{
-		rec:   rec,
 		m:     m,
 		id:    id,
 		owner: owner,
 		seq:   seq,
 		buf:   newOutputBuffer(m.cfg.headBytes, m.cfg.tailBytes),
 		log:   log,
-		sys:   sys,
-		ctr:   ctr,
-		cmd:   cmd,
 		in:    st.in,
 		done:  make(chan struct{}),
-		// escalated is made with the process so the ladder and the
-		// supervisor never see it nil.
-		escalated: make(chan struct{}),
+		supervisor: supervisor{
+			cmd: cmd, sys: sys, ctr: ctr, rec: rec,
+			// escalated is made with the process so the ladder and the
+			// supervisor never see it nil.
+			escalated: make(chan struct{}),
+		},
 		info: Info{
 			ID:         id,
 			Command:    command,
