@@ -99,6 +99,9 @@ type plainRenderer struct {
 	out  []byte
 	line []byte
 	cur  int
+	// erasedUntil is the end of the part of the input in which
+	// skipErased found no eraseLine to skip to.
+	erasedUntil int
 }
 
 const (
@@ -112,38 +115,10 @@ func (r *plainRenderer) render(s string) string {
 	// starts small and grows rather than reserving len(s).
 	r.out = make([]byte, 0, min(len(s), 1024))
 	for i := 0; i < len(s); {
-		// A run of printable text: no C0 control, DEL or C1 control (the
-		// only UTF-8 encoding of U+0080-U+009F is 0xC2 0x80-0x9F). Found
-		// byte by byte and validated in one call, which is several times
-		// faster than decoding rune by rune.
-		j := i
-		for j < len(s) {
-			c := s[j]
-			if stopByte[c] && (c != 0xc2 || j+1 < len(s) && s[j+1] >= 0x80 && s[j+1] <= 0x9f) {
-				break
-			}
-			j++
-		}
-		if j > i {
-			run := s[i:j]
-			if !utf8.ValidString(run) {
-				// Write the valid prefix; the invalid bytes are handled
-				// below, one U+FFFD per run of them.
-				k := 0
-				for k < len(run) {
-					rn, size := utf8.DecodeRuneInString(run[k:])
-					if rn == utf8.RuneError && size == 1 {
-						break
-					}
-					k += size
-				}
-				run = run[:k]
-			}
-			if run != "" {
-				r.write(run)
-				i += len(run)
-				continue
-			}
+		if j := printableEnd(s, i); j > i {
+			r.write(s[i:j])
+			i = j
+			continue
 		}
 		if s[i] < utf8.RuneSelf {
 			i = r.control(s, i)
@@ -177,16 +152,47 @@ func (r *plainRenderer) render(s string) string {
 	return string(r.out)
 }
 
-// stopByte marks the bytes that may end a run of printable text: C0
-// controls, DEL, and 0xC2, which starts a C1 control when 0x80-0x9F
-// follows it.
-var stopByte = func() (t [256]bool) {
-	for c := range 0x20 {
-		t[c] = true
+// printableEnd returns the end of the run of printable text at s[i]:
+// valid UTF-8 without C0 controls, DEL or C1 controls (U+0080-U+009F).
+// Validating while scanning, rather than finding the run's end and then
+// calling utf8.ValidString on it, reads every byte once. (Checking eight
+// ASCII bytes at a time was tried and measured slower: box-drawing bars
+// mix ASCII and multi-byte runes too often for it to pay.)
+func printableEnd(s string, i int) int {
+	for i < len(s) {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			if c < 0x20 || c == 0x7f {
+				return i
+			}
+			i++
+			continue
+		}
+		// The common two- and three-byte forms are checked inline;
+		// the first byte rules out overlong forms, surrogates and C1
+		// controls, so only the continuation bytes need a look.
+		switch {
+		case c >= 0xc3 && c <= 0xdf:
+			if i+1 < len(s) && s[i+1]&0xc0 == 0x80 {
+				i += 2
+				continue
+			}
+		case c >= 0xe1 && c <= 0xef && c != 0xed:
+			if i+2 < len(s) && s[i+1]&0xc0 == 0x80 && s[i+2]&0xc0 == 0x80 {
+				i += 3
+				continue
+			}
+		}
+		rn, size := utf8.DecodeRuneInString(s[i:])
+		if size == 1 || rn <= 0x9f {
+			// Invalid (utf8.RuneError of size 1) or a C1 control: every
+			// valid encoding of another rune is at least 2 bytes long.
+			return i
+		}
+		i += size
 	}
-	t[0x7f], t[0xc2] = true, true
-	return t
-}()
+	return i
+}
 
 // control handles the ASCII control byte at s[i] and returns where to go on.
 func (r *plainRenderer) control(s string, i int) int {
@@ -268,6 +274,7 @@ func (r *plainRenderer) csi(s string, i int) int {
 		case 2:
 			r.line = r.line[:0]
 			r.cur = 0
+			return r.skipErased(s, i+1)
 		}
 	case 'C': // cursor forward, never past the text on the line
 		r.cur = r.forward(r.cur, max(n, 1))
@@ -277,6 +284,42 @@ func (r *plainRenderer) csi(s string, i int) int {
 		r.cur = r.forward(0, max(n, 1)-1)
 	}
 	return i + 1
+}
+
+// eraseLine is the erase-in-line sequence that progress bars (rich, pip,
+// log-update) send before each redraw.
+const eraseLine = "\x1b[2K"
+
+// skipErased returns where to go on after a sequence that erased the whole
+// line, ending just before s[i]: at the last eraseLine before the next
+// newline byte, when there is one, since everything drawn before it is
+// erased again. A bar redrawn a thousand times on one line is then
+// rendered once instead of a thousand times.
+//
+// The skip is exact because the skipped bytes hold no newline, the only
+// thing that moves text from the line to the output, and because the ESC
+// of eraseLine always starts a sequence however the bytes before it
+// parse: no sequence or string consumes an ESC except as the ST "ESC \\".
+func (r *plainRenderer) skipErased(s string, i int) int {
+	if i < r.erasedUntil {
+		return i // searched before: no eraseLine left before the newline
+	}
+	end := len(s)
+	if nl := strings.IndexByte(s[i:], '\n'); nl >= 0 {
+		end = i + nl
+	}
+	r.erasedUntil = end
+	for k := end; k > i; {
+		p := strings.LastIndexByte(s[i:k], esc)
+		if p < 0 {
+			break
+		}
+		if strings.HasPrefix(s[i+p:end], eraseLine) {
+			return i + p
+		}
+		k = i + p
+	}
+	return i
 }
 
 // firstParam returns the first numeric parameter of a CSI sequence, 0 when

@@ -39,11 +39,17 @@ func TestPlainText(t *testing.T) {
 		{"private mode", "\x1b[?25lx\x1b[?25h", "x"},
 		{"c1 csi", "a\u009b31mb", "ab"},
 		{"bell and nul", "a\x07b\x00c\x7f", "abc"},
+		{"controls inside long ascii", "abcdefg\x7fhijklm\x01nopqrstu\x1fvwxyz", "abcdefghijklmnopqrstuvwxyz"},
 		{"invalid utf8", "a\xff\xfeb", "a\uFFFDb"},
 		{"multibyte overwrite", "héllo\rHE", "HEllo"},
 		{"truncated csi at end", "x\x1b[3", "x"},
 		{"lone esc at end", "x\x1b", "x"},
 		{"broken csi keeps text", "\x1b[12\nnext", "\nnext"},
+		{"erased redraws", "x\n10%\r\x1b[2K20%\r\x1b[2K30%\r\nok", "x\n30%\nok"},
+		{"overwrite after last erase", "abc\x1b[2Kdef\x1b[2Kgi\x1b[1Dh", "gh"},
+		{"erase after dcs newline", "a\x1bP\n\x1b[2Kb", "b"},
+		{"erase after osc newline", "a\x1b]0;t\n\x1b[2Kb", "a\nb"},
+		{"erase inside osc aborts it", "a\x1b]0;t\x1b[2Kb\x07c", "bc"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -98,7 +104,7 @@ func TestPlainTextRecordedProgressBar(t *testing.T) {
 }
 
 func FuzzPlainText(f *testing.F) {
-	for _, s := range []string{"", "a\r\nb", "\x1b[31mx\x1b[0m", "ab\x1b[2Dc\x1b[K", "\x1b]0;t\x07", "é\b\bx", "\xff\xc2\x9b1m", "\x1bP\x1b\\", "\x1b[9999999999C."} {
+	for _, s := range []string{"", "a\r\nb", "\x1b[31mx\x1b[0m", "ab\x1b[2Dc\x1b[K", "\x1b]0;t\x07", "é\b\bx", "\xff\xc2\x9b1m", "\x1bP\x1b\\", "\x1b[9999999999C.", "a\x1b[2Kb\rc\x1b[2Kd\ne\x1b[2K", "\x1bPx\r\x1b[2Ky\n\x1b[2Kz\x1b\\w", "\x1b]0;t\x1b[2Kq\x9b2K"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
@@ -111,6 +117,12 @@ func FuzzPlainText(f *testing.F) {
 		// ever removes or overwrites.
 		if limit := len(strings.ToValidUTF8(s, "\uFFFD")); len(got) > limit {
 			t.Fatalf("PlainText(%q) = %q: %d bytes, want at most %d", s, got, len(got), limit)
+		}
+		// "CSI 2;0K" erases the whole line like "CSI 2K" but is not the
+		// sequence PlainText skips ahead to, so this renders every
+		// redraw: skipping must not change the result.
+		if slow := agentproc.PlainText(strings.ReplaceAll(s, "\x1b[2K", "\x1b[2;0K")); slow != got {
+			t.Fatalf("PlainText(%q) = %q, but %q with CSI 2;0K for CSI 2K", s, got, slow)
 		}
 		if again := agentproc.PlainText(got); again != got {
 			t.Fatalf("PlainText not idempotent on %q: %q then %q", s, got, again)
@@ -134,6 +146,23 @@ func BenchmarkPlainText(b *testing.B) {
 		reportThreadCPU(b, func() {
 			for b.Loop() {
 				_ = agentproc.PlainText(s)
+			}
+		})
+	})
+	// The same redraws with "CSI K" (erase to the end, from column 0
+	// after the "\r") instead of "CSI 2K": the same text, but rendered
+	// redraw by redraw, since only "CSI 2K" lets PlainText skip to the
+	// last redraw of a line.
+	noSkip := strings.ReplaceAll(s, "\x1b[2K", "\x1b[0K")
+	b.Run("agentproc_erase_to_end", func(b *testing.B) {
+		if agentproc.PlainText(noSkip) != agentproc.PlainText(s) {
+			b.Fatal("CSI K and CSI 2K after \\r render differently")
+		}
+		b.SetBytes(int64(len(noSkip)))
+		b.ReportAllocs()
+		reportThreadCPU(b, func() {
+			for b.Loop() {
+				_ = agentproc.PlainText(noSkip)
 			}
 		})
 	})
