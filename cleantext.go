@@ -160,24 +160,22 @@ func (r *plainRenderer) render(s string) string {
 // mix ASCII and multi-byte runes too often for it to pay.)
 func printableEnd(s string, i int) int {
 	for i < len(s) {
-		c := s[i]
-		if c < utf8.RuneSelf {
-			if c < 0x20 || c == 0x7f {
-				return i
-			}
+		// The common one-, two- and three-byte forms are checked
+		// inline; their first byte rules out controls, overlong forms,
+		// surrogates and C1 controls, so only the continuation bytes
+		// need a look.
+		switch firstByte[s[i]] {
+		case printableASCII:
 			i++
 			continue
-		}
-		// The common two- and three-byte forms are checked inline;
-		// the first byte rules out overlong forms, surrogates and C1
-		// controls, so only the continuation bytes need a look.
-		switch {
-		case c >= 0xc3 && c <= 0xdf:
+		case stopASCII:
+			return i
+		case lead2:
 			if i+1 < len(s) && s[i+1]&0xc0 == 0x80 {
 				i += 2
 				continue
 			}
-		case c >= 0xe1 && c <= 0xef && c != 0xed:
+		case lead3:
 			if i+2 < len(s) && s[i+1]&0xc0 == 0x80 && s[i+2]&0xc0 == 0x80 {
 				i += 3
 				continue
@@ -193,6 +191,32 @@ func printableEnd(s string, i int) int {
 	}
 	return i
 }
+
+// Classes of firstByte.
+const (
+	otherByte      = iota // decoded with utf8.DecodeRuneInString
+	printableASCII        // 0x20-0x7E
+	stopASCII             // C0 controls and DEL
+	lead2                 // 0xC3-0xDF: a two-byte rune above U+00BF
+	lead3                 // 0xE1-0xEF except 0xED: a three-byte rune, no surrogate
+)
+
+// firstByte classifies the byte that starts a rune, for printableEnd.
+var firstByte = func() (t [256]uint8) {
+	for c := range 256 {
+		switch {
+		case c >= 0x20 && c < 0x7f:
+			t[c] = printableASCII
+		case c < 0x80:
+			t[c] = stopASCII
+		case c >= 0xc3 && c <= 0xdf:
+			t[c] = lead2
+		case c >= 0xe1 && c <= 0xef && c != 0xed:
+			t[c] = lead3
+		}
+	}
+	return t
+}()
 
 // control handles the ASCII control byte at s[i] and returns where to go on.
 func (r *plainRenderer) control(s string, i int) int {
@@ -257,6 +281,13 @@ func (r *plainRenderer) csi(s string, i int) int {
 	final := s[i]
 	if i > start+len(params) {
 		return i + 1 // intermediates: not a sequence acted on here
+	}
+	switch final {
+	case 'K', 'C', 'D', 'G':
+	default:
+		// Colours (SGR, "m") and the rest are dropped without parsing
+		// their parameters.
+		return i + 1
 	}
 	n := firstParam(params)
 	switch final {
