@@ -114,6 +114,9 @@ func (r *plainRenderer) render(s string) string {
 	// redrawn progress bar keeps one state of hundreds), so the output
 	// starts small and grows rather than reserving len(s).
 	r.out = make([]byte, 0, min(len(s), 1024))
+	// One line of a terminal is rarely wider than 256 columns; growing
+	// the line from nothing took four or five allocations per call.
+	r.line = make([]byte, 0, min(len(s), 256))
 	for i := 0; i < len(s); {
 		if j := printableEnd(s, i); j > i {
 			r.write(s[i:j])
