@@ -350,25 +350,8 @@ func (c *containment) waitGone(timeout time.Duration) {
 		}
 	}
 	c.mu.Unlock()
-	for len(pfds) > 0 {
-		left := time.Until(deadline)
-		if left <= 0 {
-			return
-		}
-		n, err := unix.Poll(pfds, int(left/time.Millisecond)+1)
-		if err == unix.EINTR {
-			continue
-		}
-		if err != nil || n == 0 {
-			return
-		}
-		waiting := pfds[:0]
-		for _, p := range pfds {
-			if p.Revents == 0 {
-				waiting = append(waiting, p)
-			}
-		}
-		pfds = waiting
+	if !waitPidfds(pfds, deadline) {
+		return
 	}
 	if len(bare) > 0 {
 		c.waitGoneBare(bare, deadline)
@@ -484,4 +467,30 @@ func pidfdExited(fd int) bool {
 	pfd := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
 	n, err := unix.Poll(pfd, 0)
 	return err == nil && n > 0
+}
+
+// waitPidfds blocks in poll until every pidfd in pfds is readable (its
+// process has exited) or deadline passes, and reports whether all were.
+func waitPidfds(pfds []unix.PollFd, deadline time.Time) bool {
+	for len(pfds) > 0 {
+		left := time.Until(deadline)
+		if left <= 0 {
+			return false
+		}
+		n, err := unix.Poll(pfds, int(left/time.Millisecond)+1)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil || n == 0 {
+			return false
+		}
+		waiting := pfds[:0]
+		for _, p := range pfds {
+			if p.Revents == 0 {
+				waiting = append(waiting, p)
+			}
+		}
+		pfds = waiting
+	}
+	return true
 }

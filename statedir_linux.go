@@ -387,26 +387,7 @@ func (k *treeKiller) wait(timeout time.Duration) {
 			pfds = append(pfds, unix.PollFd{Fd: int32(t.fd), Events: unix.POLLIN})
 		}
 	}
-	for len(pfds) > 0 {
-		left := time.Until(deadline)
-		if left <= 0 {
-			return
-		}
-		n, err := unix.Poll(pfds, int(left/time.Millisecond)+1)
-		if err == unix.EINTR {
-			continue
-		}
-		if err != nil || n == 0 {
-			return
-		}
-		waiting := pfds[:0]
-		for _, p := range pfds {
-			if p.Revents == 0 {
-				waiting = append(waiting, p)
-			}
-		}
-		pfds = waiting
-	}
+	waitPidfds(pfds, deadline)
 }
 
 func (k *treeKiller) close() {
