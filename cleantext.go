@@ -320,8 +320,8 @@ func (r *plainRenderer) csi(s string, i int) int {
 	return i + 1
 }
 
-// eraseLine is the erase-in-line sequence that progress bars (rich, pip,
-// log-update) send before each redraw.
+// eraseLine is the erase-in-line sequence that progress bars such as rich
+// (and pip, which vendors it) send before each redraw.
 const eraseLine = "\x1b[2K"
 
 // skipErased returns where to go on after a sequence that erased the whole
