@@ -44,15 +44,7 @@ func BenchmarkWaitPort100(b *testing.B) {
 			// Let the poller reach its longest interval before measuring:
 			// the window is the steady cost, not the first second.
 			time.Sleep(time.Second) // measuring a rate over time, not synchronising
-			b.ResetTimer()
-			var cpu time.Duration
-			for range b.N {
-				before := cpuTime(b)
-				time.Sleep(window) // the measurement window itself
-				cpu += cpuTime(b) - before
-			}
-			b.StopTimer()
-			b.ReportMetric(100*cpu.Seconds()/(window.Seconds()*float64(b.N)), "%core")
+			reportCoreShare(b, window)
 			cancel()
 			wg.Wait()
 		})
@@ -78,15 +70,21 @@ func BenchmarkInputWatch100(b *testing.B) {
 			// Past the quiet period and the first backoff steps: the
 			// window measures the steady cost.
 			time.Sleep(3 * time.Second) // measuring a rate over time, not synchronising
-			b.ResetTimer()
-			var cpu time.Duration
-			for range b.N {
-				before := cpuTime(b)
-				time.Sleep(window) // the measurement window itself
-				cpu += cpuTime(b) - before
-			}
-			b.StopTimer()
-			b.ReportMetric(100*cpu.Seconds()/(window.Seconds()*float64(b.N)), "%core")
+			reportCoreShare(b, window)
 		})
 	}
+}
+
+// reportCoreShare reports, as "%core", the share of one core this process
+// used over b.N windows of the given length.
+func reportCoreShare(b *testing.B, window time.Duration) {
+	b.ResetTimer()
+	var cpu time.Duration
+	for range b.N {
+		before := cpuTime(b)
+		time.Sleep(window) // the measurement window itself
+		cpu += cpuTime(b) - before
+	}
+	b.StopTimer()
+	b.ReportMetric(100*cpu.Seconds()/(window.Seconds()*float64(b.N)), "%core")
 }

@@ -11,14 +11,4 @@ command -v git >/dev/null 2>&1 || need+=(git)
 command -v mkfs.ext4 >/dev/null 2>&1 || need+=(e2fsprogs)
 command -v fsfreeze >/dev/null 2>&1 || need+=(util-linux)
 command -v less >/dev/null 2>&1 || need+=(less) # the pager git falls back to
-if [ ${#need[@]} -eq 0 ]; then
-	exit 0
-fi
-
-sudo=""
-if [ "$(id -u)" -ne 0 ]; then
-	sudo="sudo"
-fi
-export DEBIAN_FRONTEND=noninteractive
-$sudo apt-get update -qq
-$sudo apt-get install -y -qq --no-install-recommends "${need[@]}"
+bash "$(dirname "$0")/apt-install.sh" ${need[@]+"${need[@]}"}

@@ -11,14 +11,4 @@ if [ ! -x /usr/lib/wine/wine64 ] || ! command -v wine >/dev/null 2>&1; then
 	need+=(wine wine64)
 fi
 command -v x86_64-w64-mingw32-gcc >/dev/null 2>&1 || need+=(gcc-mingw-w64-x86-64-win32)
-if [ ${#need[@]} -eq 0 ]; then
-	exit 0
-fi
-
-sudo=""
-if [ "$(id -u)" -ne 0 ]; then
-	sudo="sudo"
-fi
-export DEBIAN_FRONTEND=noninteractive
-$sudo apt-get update -qq
-$sudo apt-get install -y -qq --no-install-recommends "${need[@]}"
+bash "$(dirname "$0")/apt-install.sh" ${need[@]+"${need[@]}"}
