@@ -75,9 +75,9 @@ func TestLikelyOOM(t *testing.T) {
 	}
 }
 
-// TestRaiseOOMScoreWalksChildren runs raiseOOMScore on a tree whose
-// children and grandchildren exist already (forked before the call, as a
-// fast shell's may be): all of them get the raised value.
+// TestRaiseOOMScoreWalksChildren runs raiseOOMScore and raiseOOMScoreTree
+// on a tree whose children and grandchildren exist already (forked before
+// the call, as a fast shell's may be): all of them get the raised value.
 func TestRaiseOOMScoreWalksChildren(t *testing.T) {
 	t.Parallel()
 	host, err := hostOOMScore()
@@ -110,7 +110,7 @@ func TestRaiseOOMScoreWalksChildren(t *testing.T) {
 	}
 	m := New(WithOOMScoreDelta(300))
 	defer m.Close()
-	m.raiseOOMScore(cmd.Process.Pid, &containment{})
+	raiseOOMScoreTree(cmd.Process.Pid, &containment{}, m.raiseOOMScore(cmd.Process.Pid))
 	want := strconv.Itoa(min(host+300, maxOOMScoreAdj))
 	for _, pid := range append(pids, cmd.Process.Pid) {
 		got, err := os.ReadFile(fmt.Sprintf("/proc/%d/oom_score_adj", pid))

@@ -9,4 +9,7 @@ func hostOOMKills() (uint64, bool) { return 0, false }
 func treeOOMKills(*containment) (int64, bool) { return 0, false }
 
 // raiseOOMScore: oom_score_adj is Linux's.
-func (m *Manager) raiseOOMScore(int, *containment) {}
+func (m *Manager) raiseOOMScore(int) []byte { return nil }
+
+// raiseOOMScoreTree: oom_score_adj is Linux's.
+func raiseOOMScoreTree(int, *containment, []byte) {}

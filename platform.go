@@ -77,8 +77,9 @@ import (
 // guard_linux.go, guard_nonlinux.go): checkLimits(l, cfg) refuses with
 // ErrUnsupported a Limits the OS cannot enforce, before anything starts;
 // applyLimits puts them on the tree before cmd.Start (a cgroup's files, a
-// Job Object's limits); raiseOOMScore makes the tree the kernel's first
-// choice over the host; hostOOMKills and treeOOMKills read the OOM kill
+// Job Object's limits); raiseOOMScore (the leader, before Start returns)
+// and raiseOOMScoreTree (what the leader forked before, from the
+// supervisor) make the tree the kernel's first choice over the host; hostOOMKills and treeOOMKills read the OOM kill
 // counters the exit's verdict compares (false where there are none).
 //
 // Observation (ports_linux.go, ports_windows.go, ports_nonlinux.go;
@@ -168,6 +169,7 @@ var (
 	_ func(string) (*os.File, error)                    = lockStateDir
 	_ func(func(error)) (*hostGuard, error)             = startHostGuard
 	_ func(*containment) (int64, bool)                  = treeOOMKills
-	_ func(*Manager, int, *containment)                 = (*Manager).raiseOOMScore
+	_ func(*Manager, int) []byte                        = (*Manager).raiseOOMScore
+	_ func(int, *containment, []byte)                   = raiseOOMScoreTree
 	_ func(*syscall.SysProcAttr, int) error             = startInCgroup
 )

@@ -43,14 +43,17 @@ func foreignProc() bool {
 	return self != strconv.Itoa(os.Getpid())
 }
 
-// procScanner reads /proc through one directory descriptor. Its buffer is
+// procScanner reads /proc. Single files are opened relative to procRoot,
+// one descriptor of /proc shared by the package; a listing of /proc takes a
+// descriptor of its own (the listing moves its offset). Its buffer is
 // reused for every file it reads, so a pass over thousands of processes
 // allocates little. A scanner is used by one goroutine at a time.
 //
 // Reading /proc/PID/environ needs the same permission as ptrace-reading the
 // process, so an unprivileged caller only ever sees its own processes.
 type procScanner struct {
-	proc  int    // open directory fd of /proc
+	proc  int    // procRoot: for openat of single files, never closed here
+	list  int    // own descriptor of /proc for pids, opened on first use; -1 before
 	buf   []byte // file contents, grown on demand
 	dents []byte // getdents buffer
 	names []string
@@ -58,32 +61,68 @@ type procScanner struct {
 	euid  uint32
 }
 
-func newProcScanner() (*procScanner, error) {
+// procRootFD is a descriptor of /proc opened once and kept for the life of
+// the host process: the exit path of every command reads a file or two of
+// /proc, and opening the directory each time was a third of those calls.
+// A failure is not kept, so a /proc mounted later is found.
+var procRootFD struct {
+	mu sync.Mutex
+	fd int // 0 until opened (0 is never /proc: it is the host's stdin)
+}
+
+func procRoot() (int, error) {
+	procRootFD.mu.Lock()
+	defer procRootFD.mu.Unlock()
+	if procRootFD.fd > 0 {
+		return procRootFD.fd, nil
+	}
 	fd, err := unix.Open("/proc", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return nil, xerrors.Errorf("open /proc: %w", err)
+		return 0, xerrors.Errorf("open /proc: %w", err)
+	}
+	procRootFD.fd = fd
+	return fd, nil
+}
+
+func newProcScanner() (*procScanner, error) {
+	fd, err := procRoot()
+	if err != nil {
+		return nil, err
 	}
 	// buf and dents are made on first use: the sweep after a short
 	// command's exit usually probes a handful of PIDs and lists nothing.
 	return &procScanner{
 		proc: fd,
+		list: -1,
 		self: os.Getpid(),
 		euid: uint32(os.Geteuid()),
 	}, nil
 }
 
-func (s *procScanner) close() { _ = unix.Close(s.proc) }
+// close closes the scanner's own listing descriptor, if it opened one.
+func (s *procScanner) close() {
+	if s.list >= 0 {
+		_ = unix.Close(s.list)
+		s.list = -1
+	}
+}
 
-// sibling returns a scanner sharing s's /proc descriptor with a buffer of
-// its own, for a worker goroutine. It must not be closed.
+// sibling returns a scanner for a worker goroutine, with buffers of its
+// own; it is closed like any other.
 func (s *procScanner) sibling() *procScanner {
-	return &procScanner{proc: s.proc, self: s.self, euid: s.euid}
+	return &procScanner{proc: s.proc, list: -1, self: s.self, euid: s.euid}
 }
 
 // pids lists the thread-group IDs in /proc (threads are not listed at the
 // top level), without our own.
 func (s *procScanner) pids() ([]int, error) {
-	if _, err := unix.Seek(s.proc, 0, 0); err != nil {
+	if s.list < 0 {
+		fd, err := unix.Open("/proc", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return nil, xerrors.Errorf("open /proc: %w", err)
+		}
+		s.list = fd
+	} else if _, err := unix.Seek(s.list, 0, 0); err != nil {
 		return nil, xerrors.Errorf("rewind /proc: %w", err)
 	}
 	s.names = s.names[:0]
@@ -91,7 +130,7 @@ func (s *procScanner) pids() ([]int, error) {
 		s.dents = make([]byte, 32<<10)
 	}
 	for {
-		n, err := unix.Getdents(s.proc, s.dents)
+		n, err := unix.Getdents(s.list, s.dents)
 		if err == unix.EINTR {
 			continue
 		}
@@ -303,11 +342,19 @@ var wrapWindow = sync.OnceValue(func() time.Duration {
 	return time.Duration(float64(spare) / float64(runtime.NumCPU()*maxForksPerCPU) * float64(time.Second))
 })
 
-// lastPID returns the last PID allocated in this PID namespace. It reads
-// through the scanner's /proc descriptor into a stack buffer: it runs after
-// every command's exit, where os.ReadFile's allocations showed.
-func (s *procScanner) lastPID() (int, bool) {
-	fd, err := unix.Openat(s.proc, "sys/kernel/ns_last_pid", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+// lastPID returns the last PID allocated in this PID namespace.
+func (s *procScanner) lastPID() (int, bool) { return nsLastPID() }
+
+// nsLastPID returns the last PID the kernel handed out in our PID namespace
+// (/proc/sys/kernel/ns_last_pid, Linux 3.3+). It reads through procRoot into
+// a stack buffer: it runs after every command's exit, where os.ReadFile's
+// allocations showed.
+func nsLastPID() (int, bool) {
+	root, err := procRoot()
+	if err != nil {
+		return 0, false
+	}
+	fd, err := unix.Openat(root, "sys/kernel/ns_last_pid", unix.O_RDONLY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return 0, false
 	}

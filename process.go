@@ -229,6 +229,9 @@ type supervisor struct {
 	sys *sysProc
 	ctr *containment // what of the tree may leave the group
 	rec *stateRecord // nil without WithStateDir
+	// oomValue is the oom_score_adj spawn gave the leader, for the rest of
+	// the tree (raiseOOMScoreTree); nil when none is raised.
+	oomValue []byte
 	// escalated is closed when the stop ladder moves from terminate to
 	// kill (see escalate).
 	escalated    chan struct{}

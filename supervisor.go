@@ -103,7 +103,7 @@ func (m *Manager) spawn(req Request, owner, command, dir string, seq uint64, war
 		return fail("start "+m.cfg.shell[0]+ctr.describe(), err)
 	}
 	ctr.started(cmd)
-	m.raiseOOMScore(cmd.Process.Pid, ctr)
+	oomValue := m.raiseOOMScore(cmd.Process.Pid)
 	inID := stdinIdentity(st.childIn)
 	// Only the child holds the write end now, so EOF comes when the last
 	// process of the tree that inherited it is gone.
@@ -129,7 +129,7 @@ func (m *Manager) spawn(req Request, owner, command, dir string, seq uint64, war
 		in:    st.in,
 		done:  make(chan struct{}),
 		supervisor: supervisor{
-			cmd: cmd, sys: sys, ctr: ctr, rec: rec,
+			cmd: cmd, sys: sys, ctr: ctr, rec: rec, oomValue: oomValue,
 			// escalated is made with the process so the ladder and the
 			// supervisor never see it nil.
 			escalated: make(chan struct{}),
@@ -253,6 +253,7 @@ const defaultPipeDrain = 2 * time.Second
 // reader has reached EOF or given up.
 func (p *Process) supervise(pipe *os.File, readerDone <-chan struct{}) {
 	defer p.m.wg.Done()
+	raiseOOMScoreTree(p.cmd.Process.Pid, p.ctr, p.oomValue)
 	p.recordRunning()
 	waitErr := p.cmd.Wait()
 	p.ctr.reaped()
