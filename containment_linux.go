@@ -196,6 +196,9 @@ func (c *containment) killEscaped() int {
 		c.waitGone(escapeeDeathWait)
 		return c.foundCount()
 	}
+	if c.nothingForked() {
+		return 0
+	}
 	s, err := newProcScanner()
 	if err != nil {
 		return c.foundCount()
@@ -224,6 +227,23 @@ func (c *containment) killEscaped() int {
 	}
 	c.waitGone(escapeeDeathWait)
 	return c.foundCount()
+}
+
+// nothingForked reports, for a tree without a cgroup whose stop ladder
+// found nothing, whether the kernel has handed out no PID since the leader's:
+// then the leader forked nothing, so nothing can have escaped. It is the
+// usual case for a short command on a quiet host, and one read of a sysctl
+// instead of a sweep. A PID range that may have wrapped is never taken as
+// proof.
+func (c *containment) nothingForked() bool {
+	c.mu.Lock()
+	leader, quiet := c.leader, len(c.targets) == 0 && len(c.found) == 0
+	c.mu.Unlock()
+	if !quiet || c.cg != nil || leader <= 0 || time.Since(c.startedAt) >= wrapWindow() {
+		return false
+	}
+	last, ok := nsLastPID()
+	return ok && last == leader
 }
 
 func (c *containment) leaderPID() int {

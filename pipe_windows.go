@@ -15,6 +15,9 @@ func growPipe(*os.File) {}
 // pipeBuffer is the buffer asked for each direction of a pipe.
 const pipeBuffer = 64 << 10
 
+// childStdin: the child of a Start without Stdin gets os/exec's own NUL.
+func childStdin() *os.File { return nil }
+
 // outputPipe returns the pipe the child writes its output to, with an
 // overlapped read end for this process (see asyncPipe).
 func outputPipe() (r, w *os.File, err error) {

@@ -60,11 +60,13 @@ import (
 // and groupLive (proc_linux.go, group_darwin.go, group_freebsd.go,
 // group_nocount.go; group_nonlinux.go).
 //
-// Pipes (pipe_unix.go, pipe_windows.go): outputPipe and inputPipe make the
-// pipes a child gets, with this process's end pollable so that deadlines and
-// Close work on it (on Windows an overlapped named pipe). growPipe(f)
-// enlarges the output pipe where the OS allows (pipe_linux.go; a no-op in
-// pipe_nonlinux.go and on Windows). isBrokenPipe(err) recognises a write to
+// Pipes (pipe_unix.go, pipe_linux.go, pipe_nonlinux.go, pipe_windows.go):
+// outputPipe and inputPipe make the pipes a child gets, with this process's
+// end pollable so that deadlines and Close work on it (on Windows an
+// overlapped named pipe). childStdin is the /dev/null a child without stdin
+// gets, shared by all of them where that is kept open (Linux), else nil
+// for os/exec's own. growPipe(f) enlarges the output pipe where the OS
+// allows (pipe_linux.go; a no-op in pipe_nonlinux.go and on Windows). isBrokenPipe(err) recognises a write to
 // a stdin whose reader is gone (signal_unix.go, signal_windows.go: EPIPE is
 // SIGPIPE's error).
 //
@@ -147,6 +149,7 @@ var (
 	_ func(*os.File)                                    = growPipe
 	_ func() (*os.File, *os.File, error)                = outputPipe
 	_ func() (*os.File, *os.File, error)                = inputPipe
+	_ func() *os.File                                   = childStdin
 	_ func(*os.File) (*os.File, error)                  = ptyOutput
 	_ func(error) bool                                  = isBrokenPipe
 	_ func(TTYSize) (*os.File, *os.File, error)         = openPTY

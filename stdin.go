@@ -331,6 +331,8 @@ func openStdio(req Request, stall time.Duration) (*stdio, error) {
 func (s *stdio) attach(cmd *exec.Cmd) {
 	if s.childIn != nil {
 		cmd.Stdin = s.childIn
+	} else if null := childStdin(); null != nil {
+		cmd.Stdin = null
 	}
 	cmd.Stdout = s.childOut
 	cmd.Stderr = s.childOut

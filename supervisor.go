@@ -155,8 +155,10 @@ func (m *Manager) spawn(req Request, owner, command, dir string, seq uint64, war
 	log.start()
 	p.enforceTimeout(req.Timeout)
 	p.watchOutput()
-	m.cfg.logger.Debug(context.Background(), "started process",
-		slog.F("id", id), slog.F("pid", cmd.Process.Pid), slog.F("owner", owner))
+	if m.cfg.logDebug {
+		m.cfg.logger.Debug(context.Background(), "started process",
+			slog.F("id", id), slog.F("pid", cmd.Process.Pid), slog.F("owner", owner))
+	}
 
 	// Before the supervisor: it waits for the readiness check that observe
 	// may start, so that EventReady always comes before EventExited.
