@@ -259,3 +259,20 @@ func TestShellFollowsPATH(t *testing.T) {
 		t.Errorf("after PATH changed: got %q, want the shell found first in the new PATH", got)
 	}
 }
+
+// TestNoStdinReadsEOF checks that children started at the same time
+// without Stdin all read end of file at once from the /dev/null they share.
+func TestNoStdinReadsEOF(t *testing.T) {
+	t.Parallel()
+	m := newManager(t)
+	var ps []*agentproc.Process
+	for range 8 {
+		ps = append(ps, mustStart(t, m, agentproc.Request{Command: `cat; echo "eof $?"`}))
+	}
+	for _, p := range ps {
+		mustWait(t, p)
+		if got := p.Output().Text; got != "eof 0\n" {
+			t.Errorf("%s printed %q, want %q", p.ID(), got, "eof 0\n")
+		}
+	}
+}

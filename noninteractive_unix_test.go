@@ -260,3 +260,23 @@ func TestNonInteractiveGitCredentials(t *testing.T) {
 		}
 	}
 }
+
+// TestEnvFollowsHost checks that a change to the host's environment between
+// two Starts reaches the second child: the Manager keeps the environment it
+// built only while os.Environ is what it was built from. An inherited
+// marker (a host that itself runs under agentproc) is replaced, never
+// doubled.
+func TestEnvFollowsHost(t *testing.T) {
+	m := newManager(t)
+	t.Setenv("AGENTPROC_TEST_HOST", "first")
+	t.Setenv(agentproc.MarkerEnv, "the-hosts-own")
+	if got := childEnv(t, m, agentproc.Request{})["AGENTPROC_TEST_HOST"]; got != "first" {
+		t.Fatalf("first child: AGENTPROC_TEST_HOST=%q, want first", got)
+	}
+	t.Setenv("AGENTPROC_TEST_HOST", "second")
+	p := mustStart(t, m, agentproc.Request{Command: `env | grep -c '^AGENTPROC_ID='; echo "$AGENTPROC_ID $AGENTPROC_TEST_HOST"`})
+	mustWait(t, p)
+	if want := "1\n" + p.ID() + " second\n"; p.Output().Text != want {
+		t.Errorf("second child printed %q, want %q", p.Output().Text, want)
+	}
+}
