@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -547,18 +548,28 @@ func (m *Manager) resolveWorkDir(dir string) (string, error) {
 	return home, nil
 }
 
-// buildEnv layers os.Environ(), the non-interactive settings, the hook and
-// the request's env, then the marker. Values are never logged.
-func (m *Manager) buildEnv(reqEnv map[string]string, id string, tty bool) []string {
+// buildEnv layers os.Environ(), the non-interactive settings, the hook,
+// PWD, the request's env, then the marker. Values are never logged.
+//
+// PWD names dir, the directory the child starts in (Unix; it is what a
+// shell would export after cd, and what os/exec sets when it builds the
+// environment itself). The host's PWD names the host's directory, and a
+// shell that finds it stale must look the directory up again.
+func (m *Manager) buildEnv(reqEnv map[string]string, id, dir string, tty bool) []string {
 	env := m.env.base(os.Environ(), m.cfg.nonInteractive, tty)
+	pwd := dir != "" && runtime.GOOS != "windows"
 	if m.cfg.envHook == nil && len(reqEnv) == 0 {
-		// The common case, without a map: the base less any marker the
-		// host inherited, plus the process's own.
-		out := make([]string, 0, len(env)+1)
+		// The common case, without a map: the base less any marker or
+		// PWD the host inherited, plus the process's own.
+		out := make([]string, 0, len(env)+2)
 		for _, kv := range env {
-			if k, _, _ := strings.Cut(kv, "="); envKeyFold(k) != MarkerEnv {
+			k, _, _ := strings.Cut(kv, "=")
+			if k = envKeyFold(k); k != MarkerEnv && (k != "PWD" || !pwd) {
 				out = append(out, kv)
 			}
+		}
+		if pwd {
+			out = append(out, "PWD="+dir)
 		}
 		return append(out, MarkerEnv+"="+id)
 	}
@@ -570,7 +581,10 @@ func (m *Manager) buildEnv(reqEnv map[string]string, id string, tty bool) []stri
 			env = hooked
 		}
 	}
-	over := make(map[string]string, len(reqEnv)+1)
+	over := make(map[string]string, len(reqEnv)+2)
+	if pwd {
+		over["PWD"] = dir
+	}
 	maps.Copy(over, reqEnv)
 	over[MarkerEnv] = id
 	return mergeEnv(env, over)

@@ -46,7 +46,7 @@ func (m *Manager) spawn(req Request, owner, command, dir string, seq uint64, war
 		return p, func() { go p.superviseDetached() }, nil
 	}
 	id := uuid.NewString()
-	env := m.buildEnv(req.Env, id, req.TTY != nil)
+	env := m.buildEnv(req.Env, id, dir, req.TTY != nil)
 	// The output log and the containment beyond the process group (marker
 	// sweep, cgroup) are set up first: a log or a cgroup that cannot be
 	// made fails Start before anything runs.
