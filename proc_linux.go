@@ -346,10 +346,36 @@ var wrapWindow = sync.OnceValue(func() time.Duration {
 func (s *procScanner) lastPID() (int, bool) { return nsLastPID() }
 
 // nsLastPID returns the last PID the kernel handed out in our PID namespace
-// (/proc/sys/kernel/ns_last_pid, Linux 3.3+). It reads through procRoot into
-// a stack buffer: it runs after every command's exit, where os.ReadFile's
-// allocations showed.
+// (/proc/sys/kernel/ns_last_pid, Linux 3.3+). It runs after every command's
+// exit, so the file is opened once and read with pread, which makes the
+// kernel format the value afresh, into a stack buffer: one system call.
 func nsLastPID() (int, bool) {
+	fd, ok := lastPIDFile()
+	if !ok {
+		return 0, false
+	}
+	var buf [24]byte
+	n, err := unix.Pread(fd, buf[:], 0)
+	if err != nil || n <= 0 {
+		return 0, false
+	}
+	pid, err := strconv.Atoi(string(bytes.TrimSpace(buf[:n])))
+	return pid, err == nil
+}
+
+// lastPIDFD is ns_last_pid opened once, for the life of the host process. A
+// failure is not kept, as for procRootFD.
+var lastPIDFD struct {
+	mu sync.Mutex
+	fd int // 0 until opened
+}
+
+func lastPIDFile() (int, bool) {
+	lastPIDFD.mu.Lock()
+	defer lastPIDFD.mu.Unlock()
+	if lastPIDFD.fd > 0 {
+		return lastPIDFD.fd, true
+	}
 	root, err := procRoot()
 	if err != nil {
 		return 0, false
@@ -358,14 +384,8 @@ func nsLastPID() (int, bool) {
 	if err != nil {
 		return 0, false
 	}
-	defer unix.Close(fd)
-	var buf [24]byte
-	n, err := unix.Read(fd, buf[:])
-	if err != nil || n <= 0 {
-		return 0, false
-	}
-	pid, err := strconv.Atoi(string(bytes.TrimSpace(buf[:n])))
-	return pid, err == nil
+	lastPIDFD.fd = fd
+	return fd, true
 }
 
 // probeMarked returns the PIDs of pids that mayBeMarked accepts, skipping
