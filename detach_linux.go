@@ -204,9 +204,24 @@ type detached struct {
 	stopWake int // eventfd: Close stops the follower without the process exiting
 	ended    chan struct{}
 	once     sync.Once
-	// released is set, under the Process's mu, once the Manager closed
-	// and the follower stopped: runnerFD is closed from then on.
-	released bool
+
+	// gate is this handle's own lock, as sysProc's is: a signal holds it
+	// across its check of the runner and its kill(2), and the follower
+	// shuts it before it publishes the exit or closes runnerFD, so a signal
+	// never uses a closed descriptor and what it records under the gate is
+	// seen by the exit. It is never taken with the Process's lock held.
+	gate sync.Mutex
+	// shut is set once the runner exited or the Manager closed; released
+	// says it was the latter. Both are guarded by gate.
+	shut, released bool
+}
+
+// shutGate closes the gate: no signal goes out from here on. released says
+// the Manager closed rather than the runner exiting.
+func (d *detached) shutGate(released bool) {
+	d.gate.Lock()
+	d.shut, d.released = true, released
+	d.gate.Unlock()
 }
 
 // startDetached starts req through a runner and returns the running
@@ -389,9 +404,7 @@ func (p *Process) superviseDetached() {
 		}
 		if pfds[1].Revents != 0 || (err != nil && err != unix.EINTR) {
 			// The Manager closed: the process runs on, unwatched.
-			p.mu.Lock()
-			d.released = true
-			p.mu.Unlock()
+			d.shutGate(true)
 			return
 		}
 		if len(pfds) > 2 && pfds[2].Revents != 0 {
@@ -405,6 +418,9 @@ func (p *Process) superviseDetached() {
 			break
 		}
 	}
+	// Before the exit reads why the process ended: a signal that went out
+	// has recorded itself by now, and none goes out after.
+	d.shutGate(false)
 	if d.runner != nil {
 		_ = d.runner.Wait()
 	}
@@ -562,13 +578,16 @@ func (b *outputBuffer) skip(n int64) {
 
 // signalDetached sends sig to a detached process's group. The runner holds
 // the shell unreaped until it has exited, so while the runner is alive and
-// the leader still has its recorded identity the group is ours.
-func (p *Process) signalDetachedLocked(sig Signal) error {
+// the leader still has its recorded identity the group is ours. It takes
+// only the gate, and the Process's lock after a delivered signal.
+func (p *Process) signalDetached(sig Signal) error {
 	d := p.det
+	d.gate.Lock()
+	defer d.gate.Unlock()
 	if d.released {
 		return ErrClosed
 	}
-	if pidfdExited(d.runnerFD) {
+	if d.shut || pidfdExited(d.runnerFD) {
 		return ErrNotRunning
 	}
 	if err := unix.Kill(-d.leader.PID, osSignal(sig)); err != nil {
@@ -577,25 +596,37 @@ func (p *Process) signalDetachedLocked(sig Signal) error {
 		}
 		return xerrors.Errorf("signal %s to process %s: %w", sig, p.id, err)
 	}
+	p.markSignaled()
 	return nil
 }
 
 // stopDetached is Stop for a detached process: terminate to the group and
 // everything carrying the marker, the grace period, then kill.
 func (p *Process) stopDetached(ctx context.Context, reason ExitReason) (Info, error) {
-	p.mu.Lock()
-	if !p.info.Running {
-		p.mu.Unlock()
+	if !p.running() {
 		return p.Info(), nil
 	}
-	if p.det.released {
-		p.mu.Unlock()
+	// The reason is claimed under the gate, which the follower shuts before
+	// the exit reads it.
+	d := p.det
+	d.gate.Lock()
+	released, shut := d.released, d.shut
+	if !shut {
+		p.claimStop(reason)
+	}
+	d.gate.Unlock()
+	if released {
 		return p.Info(), ErrClosed
 	}
-	if p.stopReason == "" {
-		p.stopReason = reason
+	if shut {
+		// The runner has exited: the exit is being published.
+		select {
+		case <-p.done:
+			return p.Info(), nil
+		case <-ctx.Done():
+			return p.Info(), ctx.Err()
+		}
 	}
-	p.mu.Unlock()
 	tree := []orphanTree{{id: p.id, leader: p.det.leader}}
 	k := newTreeKiller(tree)
 	defer k.close()

@@ -23,7 +23,7 @@ func (m *Manager) startDetached(Request, string, string, string, uint64, []strin
 	return nil, detachSupported()
 }
 
-func (p *Process) signalDetachedLocked(Signal) error { return detachSupported() }
+func (p *Process) signalDetached(Signal) error { return detachSupported() }
 
 func (p *Process) stopDetached(context.Context, ExitReason) (Info, error) {
 	return p.Info(), detachSupported()

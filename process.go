@@ -298,22 +298,25 @@ func (p *Process) Signal(sig Signal) error {
 	if !sig.valid() {
 		return xerrors.Errorf("signal %q: %w", string(sig), ErrUnsupportedSignal)
 	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	// Holding p.mu keeps the exit path from publishing the exit between the
-	// check and the signal, so a signal never targets a recycled group.
-	if !p.info.Running {
+	if p.det != nil {
+		return p.signalDetached(sig)
+	}
+	if !p.running() {
 		return ErrNotRunning
 	}
-	p.signaled = true
-	if p.det != nil {
-		return p.signalDetachedLocked(sig)
-	}
-	return p.signalLocked(sig)
+	// The check and the signal are not one step, and need not be: the OS
+	// handle's gate refuses a signal once the exit path has closed it,
+	// which it does before publishing the exit, so a signal never targets
+	// a recycled group. Whether this call ended the process is recorded
+	// under the gate too, so that the exit path cannot miss it.
+	return p.signalTree(sig, p.markSignaled)
 }
 
-func (p *Process) signalLocked(sig Signal) error {
-	err := p.sys.signal(sig)
+// signalTree sends sig to the tree through the OS handle; sent runs under
+// the handle's gate when the tree was there to signal (see sysProc.signal).
+// It is called with no lock held.
+func (p *Process) signalTree(sig Signal, sent func()) error {
+	err := p.sys.signal(sig, sent)
 	if errors.Is(err, errNoProcess) {
 		return ErrNotRunning
 	}
@@ -321,6 +324,31 @@ func (p *Process) signalLocked(sig Signal) error {
 		return xerrors.Errorf("signal %s to process %s: %w", sig, p.id, err)
 	}
 	return nil
+}
+
+// running reports whether the exit has not been published yet.
+func (p *Process) running() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.info.Running
+}
+
+// markSignaled notes that Signal reached the tree. It runs under the OS
+// handle's gate (lock order: gate, then p.mu).
+func (p *Process) markSignaled() {
+	p.mu.Lock()
+	p.signaled = true
+	p.mu.Unlock()
+}
+
+// claimStop makes reason the cause of the exit unless another stop claimed
+// it first. It runs under the OS handle's gate, like markSignaled.
+func (p *Process) claimStop(reason ExitReason) {
+	p.mu.Lock()
+	if p.stopReason == "" {
+		p.stopReason = reason
+	}
+	p.mu.Unlock()
 }
 
 // Stop ends the process tree: it sends terminate, waits up to the grace
@@ -347,27 +375,28 @@ func (p *Process) stop(ctx context.Context, reason ExitReason, since time.Time) 
 	// cause of the exit. A group that is gone, or holds only the zombie of
 	// a shell not yet reaped, belongs to a shell that exited by itself and
 	// whose output may still be draining: it keeps its own reason. alive
-	// may read /proc, so it runs before p.mu is taken (the lock rule); a
+	// may read /proc, so it runs with no lock held (the lock rule); a
 	// process that dies between the look and the signal is the same race as
 	// one that dies just after the signal.
 	live := p.sys.alive()
-	p.mu.Lock()
-	if !p.info.Running {
-		p.mu.Unlock()
+	if !p.running() {
 		return p.Info(), nil
 	}
 	// The OS layer may treat a stop's terminate differently from one sent
 	// by Signal (Windows: a batch file's prompt after the break).
 	p.sys.beginStop()
-	// Setting the reason under the same lock as the signal means the exit
-	// path, which reads it under p.mu, cannot miss it. SIGCONT follows
+	// The reason is claimed under the OS handle's gate just before the
+	// signal goes out, so neither the supervisor that the signal wakes nor
+	// the exit path, which closes the gate before it reads the reason, can
+	// miss it; once the gate is closed nothing is claimed. SIGCONT follows
 	// SIGTERM so that a stopped member acts on it within the grace.
-	if err := p.signalLocked(SignalTerminate); live && !errors.Is(err, ErrNotRunning) && p.stopReason == "" {
-		p.stopReason = reason
+	var claim func()
+	if live {
+		claim = func() { p.claimStop(reason) }
 	}
+	_ = p.signalTree(SignalTerminate, claim)
 	p.sys.resume()
-	p.mu.Unlock()
-	// Then whatever left the group. Outside p.mu: the sweep reads /proc, and
+	// Then whatever left the group. The sweep reads /proc, and
 	// it verifies every target itself, so it cannot reach a recycled PID
 	// even if the process exits meanwhile.
 	p.ctr.terminate(since)
@@ -403,7 +432,7 @@ func (p *Process) escalate() {
 // the shell is killed through its process handle, which names it even if
 // its PID has been reused.
 func (p *Process) killTree() {
-	if err := p.sys.signal(SignalKill); err != nil && !errors.Is(err, errNoProcess) {
+	if err := p.sys.signal(SignalKill, nil); err != nil && !errors.Is(err, errNoProcess) {
 		_ = p.cmd.Process.Kill()
 	}
 }
