@@ -312,10 +312,10 @@ func (m *Manager) startDetached(req Request, owner, command, dir string, seq uin
 		return fail("watch runner", err)
 	}
 	p := m.newDetachedProcess(rec, seq)
-	p.det.runner = runner
-	p.det.runnerFD = fd
-	p.info.Warnings = warnings
-	p.info.StartedAt = m.cfg.clock.Now("agentproc", "start")
+	p.sup.det.runner = runner
+	p.sup.det.runnerFD = fd
+	p.state.info.Warnings = warnings
+	p.state.info.StartedAt = m.cfg.clock.Now("agentproc", "start")
 	// The caller starts superviseDetached once the registry lists p (see
 	// spawn).
 	return p, nil
@@ -334,22 +334,25 @@ func (m *Manager) detachLogBytes() int64 {
 func (m *Manager) newDetachedProcess(r *stateRecord, seq uint64) *Process {
 	wake, _ := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
 	p := &Process{
-		m:          m,
-		id:         r.ID,
-		owner:      r.Owner,
-		seq:        seq,
-		buf:        newOutputBuffer(m.cfg.headBytes, m.cfg.tailBytes),
-		done:       make(chan struct{}),
-		supervisor: supervisor{escalated: make(chan struct{}), rec: r},
-		det: &detached{
-			dir:      filepath.Join(m.state.dir, "out", r.ID),
-			segBytes: r.SegBytes,
-			runnerFD: -1,
-			leader:   r.Leader,
-			stopWake: wake,
-			ended:    make(chan struct{}),
+		m:     m,
+		id:    r.ID,
+		owner: r.Owner,
+		seq:   seq,
+		buf:   newOutputBuffer(m.cfg.headBytes, m.cfg.tailBytes),
+		sup: &supervisor{
+			done:      make(chan struct{}),
+			escalated: make(chan struct{}),
+			rec:       r,
+			det: &detached{
+				dir:      filepath.Join(m.state.dir, "out", r.ID),
+				segBytes: r.SegBytes,
+				runnerFD: -1,
+				leader:   r.Leader,
+				stopWake: wake,
+				ended:    make(chan struct{}),
+			},
 		},
-		info: Info{
+		state: handleState{info: Info{
 			ID:         r.ID,
 			Command:    r.Command,
 			WorkDir:    r.WorkDir,
@@ -360,16 +363,18 @@ func (m *Manager) newDetachedProcess(r *stateRecord, seq uint64) *Process {
 			PID:        r.Leader.PID,
 			StartedAt:  r.StartedAt,
 			Detached:   true,
-		},
+		}},
 	}
+	p.sup.p = p
 	return p
 }
 
 // superviseDetached follows the output files until the runner exits (its
 // pidfd polls readable) or the Manager closes, then publishes the exit.
-func (p *Process) superviseDetached() {
+func (s *supervisor) superviseDetached() {
+	p := s.p
 	defer p.m.wg.Done()
-	d := p.det
+	d := s.det
 	defer close(d.ended)
 	defer func() {
 		_ = unix.Close(d.runnerFD)
@@ -425,46 +430,45 @@ func (p *Process) superviseDetached() {
 		_ = d.runner.Wait()
 	}
 	f.follow()
-	p.finishDetached(readDetachStatus(d.dir))
+	s.finishDetached(readDetachStatus(d.dir))
 }
 
 // finishDetached publishes the exit of a detached process.
-func (p *Process) finishDetached(st *detachStatus) {
+func (s *supervisor) finishDetached(st *detachStatus) {
+	p := s.p
 	code, sigName := -1, ""
 	if st != nil {
 		code, sigName = st.Code, st.Signal
 	}
 	now := p.m.cfg.clock.Now("agentproc", "exit")
-	p.mu.Lock()
-	reason := p.stopReason
+	reason, signaled := p.state.cause()
 	switch {
 	case reason != "":
 	case st == nil:
 		reason = ReasonOrphaned
-	case sigName != "" && p.signaled:
+	case sigName != "" && signaled:
 		reason = ReasonKilled
 	case sigName != "":
 		reason = ReasonSignaled
 	default:
 		reason = ReasonExited
 	}
-	p.mu.Unlock()
-	r := p.rec
+	r := s.rec
 	r.Exited, r.ExitCode, r.Signal, r.Reason, r.ExitedAt = true, code, sigName, reason, now
 	r.Manager, r.Host = p.m.instance, p.m.state.host
 	if err := p.m.state.rewrite(r); err != nil {
 		p.m.cfg.logger.Warn(context.Background(), "update process record", slog.F("id", r.ID), fieldError(err))
 	}
 	p.m.registerExit(p, now)
-	p.mu.Lock()
-	p.info.ExitCode = &code
-	p.info.ExitSignal = sigName
-	p.info.ExitedAt = now
-	p.info.Reason = reason
+	p.state.mu.Lock()
+	p.state.info.ExitCode = &code
+	p.state.info.ExitSignal = sigName
+	p.state.info.ExitedAt = now
+	p.state.info.Reason = reason
 	p.buf.closeWrite()
-	p.info.Running = false
-	p.mu.Unlock()
-	close(p.done)
+	p.state.info.Running = false
+	p.state.mu.Unlock()
+	close(s.done)
 	p.emitInfo(EventExited)
 }
 
@@ -580,8 +584,9 @@ func (b *outputBuffer) skip(n int64) {
 // the shell unreaped until it has exited, so while the runner is alive and
 // the leader still has its recorded identity the group is ours. It takes
 // only the gate, and the Process's lock after a delivered signal.
-func (p *Process) signalDetached(sig Signal) error {
-	d := p.det
+func (s *supervisor) signalDetached(sig Signal) error {
+	p := s.p
+	d := s.det
 	d.gate.Lock()
 	defer d.gate.Unlock()
 	if d.released {
@@ -596,23 +601,24 @@ func (p *Process) signalDetached(sig Signal) error {
 		}
 		return xerrors.Errorf("signal %s to process %s: %w", sig, p.id, err)
 	}
-	p.markSignaled()
+	p.state.markSignaled()
 	return nil
 }
 
 // stopDetached is Stop for a detached process: terminate to the group and
 // everything carrying the marker, the grace period, then kill.
-func (p *Process) stopDetached(ctx context.Context, reason ExitReason) (Info, error) {
-	if !p.running() {
+func (s *supervisor) stopDetached(ctx context.Context, reason ExitReason) (Info, error) {
+	p := s.p
+	if !p.state.running() {
 		return p.Info(), nil
 	}
 	// The reason is claimed under the gate, which the follower shuts before
 	// the exit reads it.
-	d := p.det
+	d := s.det
 	d.gate.Lock()
 	released, shut := d.released, d.shut
 	if !shut {
-		p.claimStop(reason)
+		p.state.claimStop(reason)
 	}
 	d.gate.Unlock()
 	if released {
@@ -621,20 +627,20 @@ func (p *Process) stopDetached(ctx context.Context, reason ExitReason) (Info, er
 	if shut {
 		// The runner has exited: the exit is being published.
 		select {
-		case <-p.done:
+		case <-s.done:
 			return p.Info(), nil
 		case <-ctx.Done():
 			return p.Info(), ctx.Err()
 		}
 	}
-	tree := []orphanTree{{id: p.id, leader: p.det.leader}}
+	tree := []orphanTree{{id: p.id, leader: s.det.leader}}
 	k := newTreeKiller(tree)
 	defer k.close()
 	k.round(unix.SIGTERM)
 	grace := p.m.cfg.clock.NewTimer(p.m.cfg.grace, "agentproc", "grace")
 	defer grace.Stop()
 	select {
-	case <-p.done:
+	case <-s.done:
 		return p.Info(), nil
 	case <-grace.C:
 	case <-ctx.Done():
@@ -645,7 +651,7 @@ func (p *Process) stopDetached(ctx context.Context, reason ExitReason) (Info, er
 		}
 	}
 	select {
-	case <-p.done:
+	case <-s.done:
 		return p.Info(), ctx.Err()
 	case <-ctx.Done():
 		return p.Info(), ctx.Err()
@@ -654,8 +660,8 @@ func (p *Process) stopDetached(ctx context.Context, reason ExitReason) (Info, er
 
 // releaseDetached stops following a detached process without stopping it
 // (Close): its supervisor ends and it runs on for the next Manager.
-func (p *Process) releaseDetached() {
-	d := p.det
+func (s *supervisor) releaseDetached() {
+	d := s.det
 	d.once.Do(func() {
 		var one [8]byte
 		one[0] = 1
@@ -675,19 +681,19 @@ func (m *Manager) adoptDetached(r *stateRecord) *Process {
 			if id, ok := identityOf(r.Runner.PID); ok && id.Start == r.Runner.Start {
 				// Running: the caller starts superviseDetached once p
 				// is registered.
-				p.det.runnerFD = fd
+				p.sup.det.runnerFD = fd
 				return p
 			}
 			_ = unix.Close(fd)
 		}
 	}
 	// The runner is gone: what it wrote is all there is.
-	_ = unix.Close(p.det.stopWake)
-	close(p.det.ended)
-	f := &segFollower{dir: p.det.dir, segBytes: p.det.segBytes, buf: p.buf}
+	_ = unix.Close(p.sup.det.stopWake)
+	close(p.sup.det.ended)
+	f := &segFollower{dir: p.sup.det.dir, segBytes: p.sup.det.segBytes, buf: p.buf}
 	f.follow()
 	f.close()
-	st := readDetachStatus(p.det.dir)
+	st := readDetachStatus(p.sup.det.dir)
 	code, sigName, reason := -1, "", ReasonOrphaned
 	if st != nil {
 		code, sigName, reason = st.Code, st.Signal, ReasonExited
@@ -698,16 +704,16 @@ func (m *Manager) adoptDetached(r *stateRecord) *Process {
 	if r.Exited {
 		code, sigName, reason = r.ExitCode, r.Signal, r.Reason
 	}
-	p.info.Running = false
-	p.info.ExitCode = &code
-	p.info.ExitSignal = sigName
-	p.info.Reason = reason
-	p.info.ExitedAt = r.ExitedAt
-	if p.info.ExitedAt.IsZero() {
-		p.info.ExitedAt = m.cfg.clock.Now("agentproc", "recover")
+	p.state.info.Running = false
+	p.state.info.ExitCode = &code
+	p.state.info.ExitSignal = sigName
+	p.state.info.Reason = reason
+	p.state.info.ExitedAt = r.ExitedAt
+	if p.state.info.ExitedAt.IsZero() {
+		p.state.info.ExitedAt = m.cfg.clock.Now("agentproc", "recover")
 	}
-	r.Exited, r.ExitCode, r.Signal, r.Reason, r.ExitedAt = true, code, sigName, reason, p.info.ExitedAt
+	r.Exited, r.ExitCode, r.Signal, r.Reason, r.ExitedAt = true, code, sigName, reason, p.state.info.ExitedAt
 	p.buf.closeWrite()
-	close(p.done)
+	close(p.sup.done)
 	return p
 }

@@ -164,7 +164,7 @@ func (st *inputState) look(now time.Time) {
 	}
 	st.backoff = min(max(2*st.backoff, inputPoll), inputBackoffMax)
 	st.nextLook = now.Add(st.backoff)
-	waiting := readingStdin(p.cmd.Process.Pid, p.ctr.cgroupDir(), st.id)
+	waiting := readingStdin(p.sup.cmd.Process.Pid, p.sup.ctr.cgroupDir(), st.id)
 	// Output written while /proc was read makes the answer stale.
 	if !st.quietSince(now) {
 		waiting = false
@@ -194,19 +194,19 @@ type inputSignal struct {
 // wakes WaitOutput callers and publishes EventAwaitingInput with the last
 // unfinished line of output (the prompt), rendered.
 func (p *Process) setAwaitingInput(waiting bool, total int64) {
-	p.mu.Lock()
-	if !p.info.Running || p.info.AwaitingInput == waiting {
-		p.mu.Unlock()
+	p.state.mu.Lock()
+	if !p.state.info.Running || p.state.info.AwaitingInput == waiting {
+		p.state.mu.Unlock()
 		return
 	}
-	p.info.AwaitingInput = waiting
+	p.state.info.AwaitingInput = waiting
 	var wake chan struct{}
 	if waiting {
-		wake = p.inputSig.changed
-		p.inputSig.changed = nil
+		wake = p.state.inputSig.changed
+		p.state.inputSig.changed = nil
 	}
-	p.inputSig.awaiting = waiting
-	p.mu.Unlock()
+	p.state.inputSig.awaiting = waiting
+	p.state.mu.Unlock()
 	if !waiting {
 		return
 	}
@@ -219,15 +219,15 @@ func (p *Process) setAwaitingInput(waiting bool, total int64) {
 // inputWait returns whether the process awaits input now and, if not, a
 // channel closed when it starts to.
 func (p *Process) inputWait() (bool, <-chan struct{}) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.inputSig.awaiting {
+	p.state.mu.Lock()
+	defer p.state.mu.Unlock()
+	if p.state.inputSig.awaiting {
 		return true, nil
 	}
-	if p.inputSig.changed == nil {
-		p.inputSig.changed = make(chan struct{})
+	if p.state.inputSig.changed == nil {
+		p.state.inputSig.changed = make(chan struct{})
 	}
-	return false, p.inputSig.changed
+	return false, p.state.inputSig.changed
 }
 
 // maxPromptBytes bounds the prompt an EventAwaitingInput carries.

@@ -44,7 +44,7 @@ func TestNoProcessLockAcrossSignal(t *testing.T) {
 			}
 			inSignal, letGo := make(chan struct{}), make(chan struct{})
 			var once sync.Once
-			p.sys.signalHook = func() {
+			p.sup.sys.signalHook = func() {
 				once.Do(func() {
 					close(inSignal)
 					<-letGo
