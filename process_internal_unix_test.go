@@ -92,3 +92,32 @@ func TestNoProcessLockAcrossSignal(t *testing.T) {
 		})
 	}
 }
+
+// TestGateClosedAfterExit: once the exit path has killed the leftovers, the
+// group's gate is closed: a signal returns errNoProcess and records nothing
+// (its callback does not run), so no later Signal or Stop can claim an exit
+// that happened by itself.
+func TestGateClosedAfterExit(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	m := New()
+	defer m.Close()
+	p, err := m.Start(ctx, Request{Command: "exit 3"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := p.Wait(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, sig := range []Signal{SignalInterrupt, SignalTerminate, SignalKill} {
+		ran := false
+		if err := p.sup.sys.signal(sig, func() { ran = true }); err != errNoProcess || ran {
+			t.Errorf("signal %s after the exit: got (%v, callback ran %v), want (errNoProcess, false)", sig, err, ran)
+		}
+	}
+	if info.Reason != ReasonExited {
+		t.Errorf("reason: got %q, want %q", info.Reason, ReasonExited)
+	}
+}
