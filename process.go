@@ -206,15 +206,15 @@ type Process struct {
 	sup *supervisor
 }
 
-// handleState is a process handle's guarded state: what Info reports, and what
-// decides the reason of its exit. Everything in it is read and written
+// handleState is a process handle's guarded state: what Info reports, and
+// what decides the reason of its exit. Everything in it is read and written
 // under mu, and nothing is done under mu but reading and writing it (the
 // lock rule in doc.go).
 type handleState struct {
 	mu         sync.Mutex
 	info       Info
 	stopReason ExitReason // why this package is ending it, "" if it is not
-	signaled   bool       // Signal reached the tree at least once
+	signaled   bool       // a Signal went out to the tree at least once
 	// inputSig tells WaitOutput about input detection.
 	inputSig inputSignal
 }
@@ -244,8 +244,8 @@ func (st *handleState) running() bool {
 	return st.info.Running
 }
 
-// markSignaled notes that Signal reached the tree. It runs under the OS
-// handle's gate (lock order: gate, then st.mu).
+// markSignaled notes that a Signal is going out to the tree. It runs under
+// the OS handle's gate (lock order: gate, then st.mu).
 func (st *handleState) markSignaled() {
 	st.mu.Lock()
 	st.signaled = true
