@@ -286,7 +286,7 @@ func (s *supervisor) supervise(pipe *os.File, readerDone <-chan struct{}) {
 	s.recordRunning()
 	waitErr := s.cmd.Wait()
 	s.ctr.reaped()
-	ps := s.cmd.ProcessState
+	state := s.cmd.ProcessState
 	// Writes from now on are ErrStdinClosed, whatever is left of the tree.
 	s.p.in.closeAtExit()
 
@@ -295,9 +295,9 @@ func (s *supervisor) supervise(pipe *os.File, readerDone <-chan struct{}) {
 	code, sigName := -1, ""
 	var cpu time.Duration
 	var rss int64
-	if ps != nil {
-		code, sigName = s.sys.exitStatus(ps)
-		cpu, rss = s.ctr.usage(s.sys.usage(ps))
+	if state != nil {
+		code, sigName = s.sys.exitStatus(state)
+		cpu, rss = s.ctr.usage(s.sys.usage(state))
 	} else {
 		s.p.m.cfg.logger.Warn(context.Background(), "wait failed", fieldError(waitErr))
 	}
