@@ -441,17 +441,11 @@ func (s *supervisor) finishDetached(st *detachStatus) {
 		code, sigName = st.Code, st.Signal
 	}
 	now := p.m.cfg.clock.Now("agentproc", "exit")
-	reason, signaled := p.state.cause()
-	switch {
-	case reason != "":
-	case st == nil:
-		reason = ReasonOrphaned
-	case sigName != "" && signaled:
-		reason = ReasonKilled
-	case sigName != "":
-		reason = ReasonSignaled
-	default:
-		reason = ReasonExited
+	// The follower shut the gate before this: the cause is final.
+	stopReason, signaled := p.state.cause()
+	reason := exitReason(stopReason, signaled, false, sigName)
+	if st == nil && stopReason == "" {
+		reason = ReasonOrphaned // the runner wrote no status
 	}
 	r := s.rec
 	r.Exited, r.ExitCode, r.Signal, r.Reason, r.ExitedAt = true, code, sigName, reason, now
@@ -460,14 +454,12 @@ func (s *supervisor) finishDetached(st *detachStatus) {
 		p.m.cfg.logger.Warn(context.Background(), "update process record", slog.F("id", r.ID), fieldError(err))
 	}
 	p.m.registerExit(p, now)
-	p.state.mu.Lock()
-	p.state.info.ExitCode = &code
-	p.state.info.ExitSignal = sigName
-	p.state.info.ExitedAt = now
-	p.state.info.Reason = reason
-	p.buf.closeWrite()
-	p.state.info.Running = false
-	p.state.mu.Unlock()
+	p.state.publishExit(p.buf, func(info *Info) {
+		info.ExitCode = &code
+		info.ExitSignal = sigName
+		info.ExitedAt = now
+		info.Reason = reason
+	})
 	close(s.done)
 	p.emitInfo(EventExited)
 }

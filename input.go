@@ -194,40 +194,42 @@ type inputSignal struct {
 // wakes WaitOutput callers and publishes EventAwaitingInput with the last
 // unfinished line of output (the prompt), rendered.
 func (p *Process) setAwaitingInput(waiting bool, total int64) {
-	p.state.mu.Lock()
-	if !p.state.info.Running || p.state.info.AwaitingInput == waiting {
-		p.state.mu.Unlock()
+	if !p.state.setAwaitingInput(waiting) || !waiting {
 		return
-	}
-	p.state.info.AwaitingInput = waiting
-	var wake chan struct{}
-	if waiting {
-		wake = p.state.inputSig.changed
-		p.state.inputSig.changed = nil
-	}
-	p.state.inputSig.awaiting = waiting
-	p.state.mu.Unlock()
-	if !waiting {
-		return
-	}
-	if wake != nil {
-		close(wake)
 	}
 	p.emit(Event{Type: EventAwaitingInput, Line: p.promptLine(total)})
+}
+
+// setAwaitingInput records the verdict in Info while the process runs, and
+// reports whether it changed; a change to true wakes inputWait's callers.
+func (st *handleState) setAwaitingInput(waiting bool) (changed bool) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if !st.info.Running || st.info.AwaitingInput == waiting {
+		return false
+	}
+	st.info.AwaitingInput = waiting
+	st.inputSig.awaiting = waiting
+	if waiting && st.inputSig.changed != nil {
+		close(st.inputSig.changed)
+		st.inputSig.changed = nil
+	}
+	return true
 }
 
 // inputWait returns whether the process awaits input now and, if not, a
 // channel closed when it starts to.
 func (p *Process) inputWait() (bool, <-chan struct{}) {
-	p.state.mu.Lock()
-	defer p.state.mu.Unlock()
-	if p.state.inputSig.awaiting {
+	st := &p.state
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.inputSig.awaiting {
 		return true, nil
 	}
-	if p.state.inputSig.changed == nil {
-		p.state.inputSig.changed = make(chan struct{})
+	if st.inputSig.changed == nil {
+		st.inputSig.changed = make(chan struct{})
 	}
-	return false, p.state.inputSig.changed
+	return false, st.inputSig.changed
 }
 
 // maxPromptBytes bounds the prompt an EventAwaitingInput carries.

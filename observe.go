@@ -74,9 +74,7 @@ func (p *Process) checkReady(r ReadyCheck) {
 	ready := func(e Event) {
 		once.Do(func() {
 			cancel()
-			p.state.mu.Lock()
-			p.state.info.Ready = true
-			p.state.mu.Unlock()
+			p.state.setReady()
 			e.Type = EventReady
 			p.emit(e)
 		})

@@ -269,7 +269,7 @@ func (pw *portWatcher) loop() {
 		res, err := listeningPorts(&pw.cache, trees)
 		for i, p := range procs {
 			if err == nil {
-				p.setPorts(res[i])
+				p.state.setPorts(res[i])
 			}
 		}
 
@@ -310,11 +310,11 @@ func (pw *portWatcher) loop() {
 
 // setPorts records the ports of the latest scan in Info.Ports, unless the
 // process has exited meanwhile (an exited process listens on nothing).
-func (p *Process) setPorts(ports []Port) {
-	p.state.mu.Lock()
-	defer p.state.mu.Unlock()
-	if p.state.info.Running {
-		p.state.info.Ports = ports
+func (st *handleState) setPorts(ports []Port) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.info.Running {
+		st.info.Ports = ports
 	}
 }
 

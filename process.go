@@ -277,6 +277,43 @@ func (st *handleState) cause() (ExitReason, bool) {
 	return st.stopReason, st.signaled
 }
 
+// publishExit sets the exit's fields of Info with set and marks the
+// process exited, closing buf in the same critical section: a reader that
+// sees EOF and then asks for Info is told the process has exited.
+func (st *handleState) publishExit(buf *outputBuffer, set func(*Info)) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	set(&st.info)
+	buf.closeWrite()
+	st.info.Running = false
+	st.info.Ports, st.info.AwaitingInput = nil, false // a gone tree listens and reads nothing
+}
+
+// setReady records that the check of Request.Ready passed.
+func (st *handleState) setReady() {
+	st.mu.Lock()
+	st.info.Ready = true
+	st.mu.Unlock()
+}
+
+// exitReason is why a process ended, from what this package did to it (a
+// stop's claimed reason, a Signal) and what the exit showed (an OOM kill
+// its cgroup counted, the name of the signal that ended it).
+func exitReason(stopReason ExitReason, signaled, oom bool, sigName string) ExitReason {
+	switch {
+	case stopReason != "":
+		return stopReason
+	case oom:
+		return ReasonOOM
+	case sigName != "" && signaled:
+		return ReasonKilled
+	case sigName != "":
+		return ReasonSignaled
+	default:
+		return ReasonExited
+	}
+}
+
 // ID returns the process's unique ID.
 func (p *Process) ID() string { return p.id }
 

@@ -607,23 +607,10 @@ func (sv *supervisor) recordRunning() {
 // recordExit is the supervisor's hook, called after the tree is gone and
 // before the exit is published, so that a record is never rewritten after
 // retention removed it.
-func (sv *supervisor) recordExit(code int, sigName string, oom bool, now time.Time) {
+func (sv *supervisor) recordExit(code int, sigName string, reason ExitReason, now time.Time) {
 	s := sv.p.m.state
 	if s == nil || sv.rec == nil {
 		return
-	}
-	reason, signaled := sv.p.state.cause()
-	// The same choice as the supervisor's, from the same facts.
-	switch {
-	case reason != "":
-	case oom:
-		reason = ReasonOOM
-	case sigName != "" && signaled:
-		reason = ReasonKilled
-	case sigName != "":
-		reason = ReasonSignaled
-	default:
-		reason = ReasonExited
 	}
 	r := sv.rec
 	r.Exited, r.ExitCode, r.Signal, r.Reason, r.ExitedAt = true, code, sigName, reason, now

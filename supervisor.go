@@ -364,38 +364,26 @@ type exitFacts struct {
 func (s *supervisor) publishExit(f exitFacts) {
 	p := s.p
 	now := p.m.cfg.clock.Now("agentproc", "exit")
-	s.recordExit(f.code, f.signal, f.oom, now)
+	// The gate is closed by now (killLeftovers, release), so no Signal or
+	// stop can change what this package did: the record and Info are told
+	// the same reason.
+	stopReason, signaled := p.state.cause()
+	reason := exitReason(stopReason, signaled, f.oom, f.signal)
+	s.recordExit(f.code, f.signal, reason, now)
 	// The running slot is given back before the exit is published, so a
 	// caller that sees it (Wait, Info, an EOF chunk) can start another
 	// process at once under WithMaxRunning.
 	p.m.registerExit(p, now)
-	st := &p.state
-	st.mu.Lock()
-	st.info.ExitCode = &f.code
-	st.info.ExitSignal = f.signal
-	st.info.ExitedAt = now
-	st.info.CPUTime = f.cpu
-	st.info.MaxRSS = f.rss
-	st.info.Leftovers = f.leftovers
-	st.info.LikelyOOM = f.likelyOOM && st.stopReason == "" && !st.signaled
-	switch {
-	case st.stopReason != "":
-		st.info.Reason = st.stopReason
-	case f.oom:
-		st.info.Reason = ReasonOOM
-	case f.signal != "" && st.signaled:
-		st.info.Reason = ReasonKilled
-	case f.signal != "":
-		st.info.Reason = ReasonSignaled
-	default:
-		st.info.Reason = ReasonExited
-	}
-	// Closing the buffer inside the same critical section means a reader
-	// that sees EOF and then asks for Info is told the process has exited.
-	p.buf.closeWrite()
-	st.info.Running = false
-	st.info.Ports, st.info.AwaitingInput = nil, false // a gone tree listens and reads nothing
-	st.mu.Unlock()
+	p.state.publishExit(p.buf, func(info *Info) {
+		info.ExitCode = &f.code
+		info.ExitSignal = f.signal
+		info.ExitedAt = now
+		info.CPUTime = f.cpu
+		info.MaxRSS = f.rss
+		info.Leftovers = f.leftovers
+		info.LikelyOOM = f.likelyOOM && stopReason == "" && !signaled
+		info.Reason = reason
+	})
 
 	close(s.done)
 	if s.readyDone != nil {
