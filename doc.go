@@ -47,10 +47,10 @@
 // detached process), held only across the signal call, as os.Process
 // orders a signal against closing its handle. The exit path closes the
 // gate before it publishes the exit, so a signal never reaches a recycled
-// group, and whatever a delivered signal records (the stop reason, that
-// Signal was called) is recorded by a callback under the gate, which takes
-// the process's lock after it: the lock order is gate, then process lock,
-// and no process lock is held while taking a gate.
+// group, and what a signal that goes out means for the exit (a stop's
+// reason, that Signal was called) is recorded by a callback under the gate,
+// which takes the process's lock after it: the lock order is gate, then
+// process lock, and no process lock is held while taking a gate.
 // The per-OS layer is listed in platform.go; docs/architecture.md maps the
 // files.
 package agentproc

@@ -179,13 +179,13 @@ type Output struct {
 // Process is one command started by a Manager. Its methods are safe for
 // concurrent use. A Process stays usable after the Manager drops it by
 // retention; it is then no longer found by Get or List.
-//
-// Process is the caller's handle: its identity, the pieces callers read and
-// write, and its guarded state. The life of the process (the command, its
-// tree, the exit, the stop ladder) belongs to its supervisor
-// (supervisor.go), and the Manager's bookkeeping of it (key, retention
-// order) to the Manager's registry, under Manager.mu.
 type Process struct {
+	// Process is the caller's handle: its identity, the pieces callers
+	// read and write, and its guarded state. The life of the process (the
+	// command, its tree, the exit, the stop ladder) belongs to its
+	// supervisor (supervisor.go), and the Manager's bookkeeping of it (key,
+	// retention order) to the Manager's registry, under Manager.mu.
+
 	// Identity: set before the Process is shared, never reassigned.
 	m     *Manager
 	id    string
