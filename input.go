@@ -219,8 +219,7 @@ func (st *handleState) setAwaitingInput(waiting bool) (changed bool) {
 
 // inputWait returns whether the process awaits input now and, if not, a
 // channel closed when it starts to.
-func (p *Process) inputWait() (bool, <-chan struct{}) {
-	st := &p.state
+func (st *handleState) inputWait() (bool, <-chan struct{}) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	if st.inputSig.awaiting {
