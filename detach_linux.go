@@ -204,9 +204,24 @@ type detached struct {
 	stopWake int // eventfd: Close stops the follower without the process exiting
 	ended    chan struct{}
 	once     sync.Once
-	// released is set, under the Process's mu, once the Manager closed
-	// and the follower stopped: runnerFD is closed from then on.
-	released bool
+
+	// gate is this handle's own lock, as sysProc's is: a signal holds it
+	// across its check of the runner and its kill(2), and the follower
+	// shuts it before it publishes the exit or closes runnerFD, so a signal
+	// never uses a closed descriptor and what it records under the gate is
+	// seen by the exit. It is never taken with the Process's lock held.
+	gate sync.Mutex
+	// shut is set once the runner exited or the Manager closed; released
+	// says it was the latter. Both are guarded by gate.
+	shut, released bool
+}
+
+// shutGate closes the gate: no signal goes out from here on. released says
+// the Manager closed rather than the runner exiting.
+func (d *detached) shutGate(released bool) {
+	d.gate.Lock()
+	d.shut, d.released = true, released
+	d.gate.Unlock()
 }
 
 // startDetached starts req through a runner and returns the running
@@ -297,10 +312,10 @@ func (m *Manager) startDetached(req Request, owner, command, dir string, seq uin
 		return fail("watch runner", err)
 	}
 	p := m.newDetachedProcess(rec, seq)
-	p.det.runner = runner
-	p.det.runnerFD = fd
-	p.info.Warnings = warnings
-	p.info.StartedAt = m.cfg.clock.Now("agentproc", "start")
+	p.sup.det.runner = runner
+	p.sup.det.runnerFD = fd
+	p.state.info.Warnings = warnings
+	p.state.info.StartedAt = m.cfg.clock.Now("agentproc", "start")
 	// The caller starts superviseDetached once the registry lists p (see
 	// spawn).
 	return p, nil
@@ -319,22 +334,25 @@ func (m *Manager) detachLogBytes() int64 {
 func (m *Manager) newDetachedProcess(r *stateRecord, seq uint64) *Process {
 	wake, _ := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
 	p := &Process{
-		m:          m,
-		id:         r.ID,
-		owner:      r.Owner,
-		seq:        seq,
-		buf:        newOutputBuffer(m.cfg.headBytes, m.cfg.tailBytes),
-		done:       make(chan struct{}),
-		supervisor: supervisor{escalated: make(chan struct{}), rec: r},
-		det: &detached{
-			dir:      filepath.Join(m.state.dir, "out", r.ID),
-			segBytes: r.SegBytes,
-			runnerFD: -1,
-			leader:   r.Leader,
-			stopWake: wake,
-			ended:    make(chan struct{}),
+		m:     m,
+		id:    r.ID,
+		owner: r.Owner,
+		seq:   seq,
+		buf:   newOutputBuffer(m.cfg.headBytes, m.cfg.tailBytes),
+		sup: &supervisor{
+			done:      make(chan struct{}),
+			escalated: make(chan struct{}),
+			rec:       r,
+			det: &detached{
+				dir:      filepath.Join(m.state.dir, "out", r.ID),
+				segBytes: r.SegBytes,
+				runnerFD: -1,
+				leader:   r.Leader,
+				stopWake: wake,
+				ended:    make(chan struct{}),
+			},
 		},
-		info: Info{
+		state: handleState{info: Info{
 			ID:         r.ID,
 			Command:    r.Command,
 			WorkDir:    r.WorkDir,
@@ -345,16 +363,18 @@ func (m *Manager) newDetachedProcess(r *stateRecord, seq uint64) *Process {
 			PID:        r.Leader.PID,
 			StartedAt:  r.StartedAt,
 			Detached:   true,
-		},
+		}},
 	}
+	p.sup.p = p
 	return p
 }
 
 // superviseDetached follows the output files until the runner exits (its
 // pidfd polls readable) or the Manager closes, then publishes the exit.
-func (p *Process) superviseDetached() {
+func (s *supervisor) superviseDetached() {
+	p := s.p
 	defer p.m.wg.Done()
-	d := p.det
+	d := s.det
 	defer close(d.ended)
 	defer func() {
 		_ = unix.Close(d.runnerFD)
@@ -389,9 +409,7 @@ func (p *Process) superviseDetached() {
 		}
 		if pfds[1].Revents != 0 || (err != nil && err != unix.EINTR) {
 			// The Manager closed: the process runs on, unwatched.
-			p.mu.Lock()
-			d.released = true
-			p.mu.Unlock()
+			d.shutGate(true)
 			return
 		}
 		if len(pfds) > 2 && pfds[2].Revents != 0 {
@@ -405,50 +423,44 @@ func (p *Process) superviseDetached() {
 			break
 		}
 	}
+	// Before the exit reads why the process ended: a signal that went out
+	// has recorded itself by now, and none goes out after.
+	d.shutGate(false)
 	if d.runner != nil {
 		_ = d.runner.Wait()
 	}
 	f.follow()
-	p.finishDetached(readDetachStatus(d.dir))
+	s.finishDetached(readDetachStatus(d.dir))
 }
 
 // finishDetached publishes the exit of a detached process.
-func (p *Process) finishDetached(st *detachStatus) {
+func (s *supervisor) finishDetached(st *detachStatus) {
+	p := s.p
 	code, sigName := -1, ""
 	if st != nil {
 		code, sigName = st.Code, st.Signal
 	}
 	now := p.m.cfg.clock.Now("agentproc", "exit")
-	p.mu.Lock()
-	reason := p.stopReason
-	switch {
-	case reason != "":
-	case st == nil:
-		reason = ReasonOrphaned
-	case sigName != "" && p.signaled:
-		reason = ReasonKilled
-	case sigName != "":
-		reason = ReasonSignaled
-	default:
-		reason = ReasonExited
+	// The follower shut the gate before this: the cause is final.
+	stopReason, signaled := p.state.cause()
+	reason := exitReason(stopReason, signaled, false, sigName)
+	if st == nil && stopReason == "" {
+		reason = ReasonOrphaned // the runner wrote no status
 	}
-	p.mu.Unlock()
-	r := p.rec
+	r := s.rec
 	r.Exited, r.ExitCode, r.Signal, r.Reason, r.ExitedAt = true, code, sigName, reason, now
 	r.Manager, r.Host = p.m.instance, p.m.state.host
 	if err := p.m.state.rewrite(r); err != nil {
 		p.m.cfg.logger.Warn(context.Background(), "update process record", slog.F("id", r.ID), fieldError(err))
 	}
 	p.m.registerExit(p, now)
-	p.mu.Lock()
-	p.info.ExitCode = &code
-	p.info.ExitSignal = sigName
-	p.info.ExitedAt = now
-	p.info.Reason = reason
-	p.buf.closeWrite()
-	p.info.Running = false
-	p.mu.Unlock()
-	close(p.done)
+	p.state.publishExit(p.buf, func(info *Info) {
+		info.ExitCode = &code
+		info.ExitSignal = sigName
+		info.ExitedAt = now
+		info.Reason = reason
+	})
+	close(s.done)
 	p.emitInfo(EventExited)
 }
 
@@ -562,13 +574,17 @@ func (b *outputBuffer) skip(n int64) {
 
 // signalDetached sends sig to a detached process's group. The runner holds
 // the shell unreaped until it has exited, so while the runner is alive and
-// the leader still has its recorded identity the group is ours.
-func (p *Process) signalDetachedLocked(sig Signal) error {
-	d := p.det
+// the leader still has its recorded identity the group is ours. It takes
+// only the gate, and the Process's lock after a delivered signal.
+func (s *supervisor) signalDetached(sig Signal) error {
+	p := s.p
+	d := s.det
+	d.gate.Lock()
+	defer d.gate.Unlock()
 	if d.released {
 		return ErrClosed
 	}
-	if pidfdExited(d.runnerFD) {
+	if d.shut || pidfdExited(d.runnerFD) {
 		return ErrNotRunning
 	}
 	if err := unix.Kill(-d.leader.PID, osSignal(sig)); err != nil {
@@ -577,33 +593,46 @@ func (p *Process) signalDetachedLocked(sig Signal) error {
 		}
 		return xerrors.Errorf("signal %s to process %s: %w", sig, p.id, err)
 	}
+	p.state.markSignaled()
 	return nil
 }
 
 // stopDetached is Stop for a detached process: terminate to the group and
 // everything carrying the marker, the grace period, then kill.
-func (p *Process) stopDetached(ctx context.Context, reason ExitReason) (Info, error) {
-	p.mu.Lock()
-	if !p.info.Running {
-		p.mu.Unlock()
+func (s *supervisor) stopDetached(ctx context.Context, reason ExitReason) (Info, error) {
+	p := s.p
+	if !p.state.running() {
 		return p.Info(), nil
 	}
-	if p.det.released {
-		p.mu.Unlock()
+	// The reason is claimed under the gate, which the follower shuts before
+	// the exit reads it.
+	d := s.det
+	d.gate.Lock()
+	released, shut := d.released, d.shut
+	if !shut {
+		p.state.claimStop(reason)
+	}
+	d.gate.Unlock()
+	if released {
 		return p.Info(), ErrClosed
 	}
-	if p.stopReason == "" {
-		p.stopReason = reason
+	if shut {
+		// The runner has exited: the exit is being published.
+		select {
+		case <-s.done:
+			return p.Info(), nil
+		case <-ctx.Done():
+			return p.Info(), ctx.Err()
+		}
 	}
-	p.mu.Unlock()
-	tree := []orphanTree{{id: p.id, leader: p.det.leader}}
+	tree := []orphanTree{{id: p.id, leader: s.det.leader}}
 	k := newTreeKiller(tree)
 	defer k.close()
 	k.round(unix.SIGTERM)
 	grace := p.m.cfg.clock.NewTimer(p.m.cfg.grace, "agentproc", "grace")
 	defer grace.Stop()
 	select {
-	case <-p.done:
+	case <-s.done:
 		return p.Info(), nil
 	case <-grace.C:
 	case <-ctx.Done():
@@ -614,7 +643,7 @@ func (p *Process) stopDetached(ctx context.Context, reason ExitReason) (Info, er
 		}
 	}
 	select {
-	case <-p.done:
+	case <-s.done:
 		return p.Info(), ctx.Err()
 	case <-ctx.Done():
 		return p.Info(), ctx.Err()
@@ -623,8 +652,8 @@ func (p *Process) stopDetached(ctx context.Context, reason ExitReason) (Info, er
 
 // releaseDetached stops following a detached process without stopping it
 // (Close): its supervisor ends and it runs on for the next Manager.
-func (p *Process) releaseDetached() {
-	d := p.det
+func (s *supervisor) releaseDetached() {
+	d := s.det
 	d.once.Do(func() {
 		var one [8]byte
 		one[0] = 1
@@ -644,19 +673,19 @@ func (m *Manager) adoptDetached(r *stateRecord) *Process {
 			if id, ok := identityOf(r.Runner.PID); ok && id.Start == r.Runner.Start {
 				// Running: the caller starts superviseDetached once p
 				// is registered.
-				p.det.runnerFD = fd
+				p.sup.det.runnerFD = fd
 				return p
 			}
 			_ = unix.Close(fd)
 		}
 	}
 	// The runner is gone: what it wrote is all there is.
-	_ = unix.Close(p.det.stopWake)
-	close(p.det.ended)
-	f := &segFollower{dir: p.det.dir, segBytes: p.det.segBytes, buf: p.buf}
+	_ = unix.Close(p.sup.det.stopWake)
+	close(p.sup.det.ended)
+	f := &segFollower{dir: p.sup.det.dir, segBytes: p.sup.det.segBytes, buf: p.buf}
 	f.follow()
 	f.close()
-	st := readDetachStatus(p.det.dir)
+	st := readDetachStatus(p.sup.det.dir)
 	code, sigName, reason := -1, "", ReasonOrphaned
 	if st != nil {
 		code, sigName, reason = st.Code, st.Signal, ReasonExited
@@ -667,16 +696,16 @@ func (m *Manager) adoptDetached(r *stateRecord) *Process {
 	if r.Exited {
 		code, sigName, reason = r.ExitCode, r.Signal, r.Reason
 	}
-	p.info.Running = false
-	p.info.ExitCode = &code
-	p.info.ExitSignal = sigName
-	p.info.Reason = reason
-	p.info.ExitedAt = r.ExitedAt
-	if p.info.ExitedAt.IsZero() {
-		p.info.ExitedAt = m.cfg.clock.Now("agentproc", "recover")
+	p.state.info.Running = false
+	p.state.info.ExitCode = &code
+	p.state.info.ExitSignal = sigName
+	p.state.info.Reason = reason
+	p.state.info.ExitedAt = r.ExitedAt
+	if p.state.info.ExitedAt.IsZero() {
+		p.state.info.ExitedAt = m.cfg.clock.Now("agentproc", "recover")
 	}
-	r.Exited, r.ExitCode, r.Signal, r.Reason, r.ExitedAt = true, code, sigName, reason, p.info.ExitedAt
+	r.Exited, r.ExitCode, r.Signal, r.Reason, r.ExitedAt = true, code, sigName, reason, p.state.info.ExitedAt
 	p.buf.closeWrite()
-	close(p.done)
+	close(p.sup.done)
 	return p
 }

@@ -23,12 +23,12 @@ func (m *Manager) startDetached(Request, string, string, string, uint64, []strin
 	return nil, detachSupported()
 }
 
-func (p *Process) signalDetachedLocked(Signal) error { return detachSupported() }
+func (s *supervisor) signalDetached(Signal) error { return detachSupported() }
 
-func (p *Process) stopDetached(context.Context, ExitReason) (Info, error) {
-	return p.Info(), detachSupported()
+func (s *supervisor) stopDetached(context.Context, ExitReason) (Info, error) {
+	return s.p.Info(), detachSupported()
 }
 
-func (p *Process) releaseDetached()                    {}
-func (p *Process) superviseDetached()                  {}
+func (s *supervisor) releaseDetached()                 {}
+func (s *supervisor) superviseDetached()               {}
 func (m *Manager) adoptDetached(*stateRecord) *Process { return nil }

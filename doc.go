@@ -38,14 +38,19 @@
 //
 // # For maintainers
 //
-// The lock rule: no system call, file-system call or /proc read while
-// holding Manager.mu or a process's lock. Copy what is needed, unlock, then
-// act, so that a hung disk or a slow /proc never freezes unrelated callers.
-// The one exception is the signal itself, sent under the process's lock
-// because checking that the process still runs and signalling it must not
-// be split; the signal path makes only quick calls that cannot hang
-// (kill(2); on Windows TerminateJobObject or a console break), never a
-// file-system call or a /proc read.
+// The lock rule, without exception: no system call, file-system call or
+// /proc read while holding Manager.mu or a process's lock. Copy what is
+// needed, unlock, then act, so that a hung disk or a slow /proc never
+// freezes unrelated callers. A signal is no exception: what orders it
+// against the end of the process is the gate, the OS handle's own lock
+// (sysProc's on Unix, the Job Object's on Windows, the runner's for a
+// detached process), held only across the signal call, as os.Process
+// orders a signal against closing its handle. The exit path closes the
+// gate before it publishes the exit, so a signal never reaches a recycled
+// group, and what a signal that goes out means for the exit (a stop's
+// reason, that Signal was called) is recorded by a callback under the gate,
+// which takes the process's lock after it: the lock order is gate, then
+// process lock, and no process lock is held while taking a gate.
 // The per-OS layer is listed in platform.go; docs/architecture.md maps the
 // files.
 package agentproc

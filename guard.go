@@ -113,7 +113,7 @@ func recentHostOOMKills() (uint64, bool) {
 // with the process (and a mock clock's trap sees it at once); it is reset
 // on every change, which a mock clock's TimerReset trap sees.
 func (p *Process) watchOutput() {
-	idle, maxOutput := p.guard.idle, p.guard.maxOutput
+	idle, maxOutput := p.sup.guard.idle, p.sup.guard.maxOutput
 	if idle <= 0 && maxOutput <= 0 {
 		return
 	}
@@ -138,7 +138,7 @@ func (p *Process) watchOutput() {
 			changed := p.buf.changed()
 			total := p.buf.total()
 			if maxOutput > 0 && total > maxOutput {
-				_, _ = p.stop(context.Background(), ReasonOutputLimit, time.Now())
+				_, _ = p.sup.stop(context.Background(), ReasonOutputLimit, time.Now())
 				return
 			}
 			if timer != nil && total != seen {
@@ -147,17 +147,17 @@ func (p *Process) watchOutput() {
 			}
 			if changed == closedChan {
 				// No more output: the process is exiting.
-				<-p.done
+				<-p.Done()
 				return
 			}
 			select {
-			case <-p.done:
+			case <-p.Done():
 				return
 			case <-changed:
 			case <-timeout:
 				// stop keeps the first reason given, so a Stop that got
 				// there first still names the process's end.
-				_, _ = p.stop(context.Background(), ReasonIdle, time.Now())
+				_, _ = p.sup.stop(context.Background(), ReasonIdle, time.Now())
 				return
 			}
 		}
@@ -213,7 +213,7 @@ func (s *Scope) StopAll(ctx context.Context) ([]Info, error) {
 	}
 	var wg sync.WaitGroup
 	for i, p := range running {
-		wg.Go(func() { infos[i], errs[i] = p.stop(ctx, ReasonKilled, since) })
+		wg.Go(func() { infos[i], errs[i] = p.sup.stop(ctx, ReasonKilled, since) })
 	}
 	wg.Wait()
 	for _, err := range errs {

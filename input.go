@@ -164,7 +164,7 @@ func (st *inputState) look(now time.Time) {
 	}
 	st.backoff = min(max(2*st.backoff, inputPoll), inputBackoffMax)
 	st.nextLook = now.Add(st.backoff)
-	waiting := readingStdin(p.cmd.Process.Pid, p.ctr.cgroupDir(), st.id)
+	waiting := readingStdin(p.sup.cmd.Process.Pid, p.sup.ctr.cgroupDir(), st.id)
 	// Output written while /proc was read makes the answer stale.
 	if !st.quietSince(now) {
 		waiting = false
@@ -194,40 +194,41 @@ type inputSignal struct {
 // wakes WaitOutput callers and publishes EventAwaitingInput with the last
 // unfinished line of output (the prompt), rendered.
 func (p *Process) setAwaitingInput(waiting bool, total int64) {
-	p.mu.Lock()
-	if !p.info.Running || p.info.AwaitingInput == waiting {
-		p.mu.Unlock()
+	if !p.state.setAwaitingInput(waiting) || !waiting {
 		return
-	}
-	p.info.AwaitingInput = waiting
-	var wake chan struct{}
-	if waiting {
-		wake = p.inputSig.changed
-		p.inputSig.changed = nil
-	}
-	p.inputSig.awaiting = waiting
-	p.mu.Unlock()
-	if !waiting {
-		return
-	}
-	if wake != nil {
-		close(wake)
 	}
 	p.emit(Event{Type: EventAwaitingInput, Line: p.promptLine(total)})
 }
 
+// setAwaitingInput records the verdict in Info while the process runs, and
+// reports whether it changed; a change to true wakes inputWait's callers.
+func (st *handleState) setAwaitingInput(waiting bool) (changed bool) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if !st.info.Running || st.info.AwaitingInput == waiting {
+		return false
+	}
+	st.info.AwaitingInput = waiting
+	st.inputSig.awaiting = waiting
+	if waiting && st.inputSig.changed != nil {
+		close(st.inputSig.changed)
+		st.inputSig.changed = nil
+	}
+	return true
+}
+
 // inputWait returns whether the process awaits input now and, if not, a
 // channel closed when it starts to.
-func (p *Process) inputWait() (bool, <-chan struct{}) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.inputSig.awaiting {
+func (st *handleState) inputWait() (bool, <-chan struct{}) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.inputSig.awaiting {
 		return true, nil
 	}
-	if p.inputSig.changed == nil {
-		p.inputSig.changed = make(chan struct{})
+	if st.inputSig.changed == nil {
+		st.inputSig.changed = make(chan struct{})
 	}
-	return false, p.inputSig.changed
+	return false, st.inputSig.changed
 }
 
 // maxPromptBytes bounds the prompt an EventAwaitingInput carries.

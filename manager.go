@@ -238,11 +238,11 @@ func (m *Manager) Shutdown(ctx context.Context) error {
 		defer close(stopped)
 		var wg sync.WaitGroup
 		for _, p := range running {
-			if p.det != nil {
-				wg.Go(p.releaseDetached)
+			if p.sup.det != nil {
+				wg.Go(p.sup.releaseDetached)
 				continue
 			}
-			wg.Go(func() { _, _ = p.stop(ctx, ReasonShutdown, since) })
+			wg.Go(func() { _, _ = p.sup.stop(ctx, ReasonShutdown, since) })
 		}
 		wg.Wait()
 		// Processes whose Start was in flight when closed was set are still
@@ -253,7 +253,7 @@ func (m *Manager) Shutdown(ctx context.Context) error {
 		// ended still finishes it once the killed processes are gone.
 		m.mu.Lock()
 		for _, p := range m.procs {
-			m.logs.remove(p.log)
+			m.logs.remove(p.sup.log)
 		}
 		m.mu.Unlock()
 		m.logs.waitRemoved()
@@ -412,7 +412,7 @@ func (m *Manager) startAttach(ctx context.Context, req Request, owner string) (*
 		// Stopped here rather than in a goroutine, so that nothing of it
 		// outlives Close; this race is rare and costs at most the grace.
 		// Its exit removes its output log (registerExit sees closed).
-		_, _ = p.stop(context.Background(), ReasonShutdown, time.Now())
+		_, _ = p.sup.stop(context.Background(), ReasonShutdown, time.Now())
 	}
 	p.emitInfo(EventStarted)
 	return p, false, nil
@@ -425,7 +425,7 @@ func (m *Manager) registerExit(p *Process, at time.Time) {
 	m.running--
 	m.exitOrder = append(m.exitOrder, exitRecord{p, at})
 	if m.closed {
-		m.logs.remove(p.log) // Close may have swept the logs before this exit
+		m.logs.remove(p.sup.log) // Close may have swept the logs before this exit
 	}
 	m.reapLocked()
 	m.mu.Unlock()
@@ -454,7 +454,7 @@ func (m *Manager) reapLocked() {
 // has dropped it: its Key and its output log.
 func (m *Manager) droppedLocked(p *Process) {
 	m.freeKeyLocked(p)
-	m.logs.remove(p.log)
+	m.logs.remove(p.sup.log)
 	m.state.dropLocked(p.id)
 	p.emit(Event{Type: EventDropped})
 }

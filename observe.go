@@ -65,18 +65,16 @@ func (m *Manager) observe(p *Process, req Request, inID fileID, out *os.File) {
 }
 
 // checkReady runs the readiness check in goroutines counted in m.wg; they
-// end when it passes or the process exits, and then close p.readyDone.
+// end when it passes or the process exits, and then close the supervisor's readyDone.
 func (p *Process) checkReady(r ReadyCheck) {
-	p.readyDone = make(chan struct{})
+	p.sup.readyDone = make(chan struct{})
 	ctx, cancel := context.WithCancel(context.Background())
 	var once sync.Once
 	var wg sync.WaitGroup
 	ready := func(e Event) {
 		once.Do(func() {
 			cancel()
-			p.mu.Lock()
-			p.info.Ready = true
-			p.mu.Unlock()
+			p.state.setReady()
 			e.Type = EventReady
 			p.emit(e)
 		})
@@ -109,6 +107,6 @@ func (p *Process) checkReady(r ReadyCheck) {
 		defer p.m.wg.Done()
 		wg.Wait()
 		cancel()
-		close(p.readyDone)
+		close(p.sup.readyDone)
 	}()
 }

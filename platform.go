@@ -30,9 +30,15 @@ import (
 //     request (group or session, controlling terminal, cgroup); started(cmd)
 //     ties the tree to the child, and an error from it means the child could
 //     not be contained and must be killed.
-//   - signal(sig) reaches every member of the tree, returns errNoProcess
-//     when no member is left (never a raw ESRCH), and never reaches a
-//     process outside the tree (a recycled group ID).
+//   - signal(sig, sent) reaches every member of the tree, returns
+//     errNoProcess when no member is left (never a raw ESRCH), and never
+//     reaches a process outside the tree (a recycled group ID). It holds
+//     the handle's gate, its own lock, across the send; the exit path
+//     closes the gate (killLeftovers on Unix, release on Windows) before it
+//     publishes the exit. sent, when not nil, runs under the gate just
+//     before the send, once the gate is found open and the tree there, so
+//     that what it records is seen by the exit and by the supervisor the
+//     signal wakes.
 //   - resume() follows a stop's terminate: SIGCONT, so that a stopped
 //     member acts on SIGTERM within the grace (nothing on Windows).
 //   - beginStop() is called just before a stop's terminate, for an OS that
@@ -98,10 +104,11 @@ import (
 // keeps a Request.Detach process alive beyond the Manager.
 //
 // Every implementation obeys the package's lock rule (see doc.go): the
-// portable code calls these without holding Manager.mu, and holds the
-// process's lock only around signal and beginStop, because the check that
-// the process still runs and the signal must not be split. They make no
-// file-system call and read no /proc there.
+// portable code calls all of these with no Manager or Process lock held.
+// The only lock an implementation holds across a system call is its own
+// (the gate around a signal, a Job Object's handle lock, containment's
+// target table), and the only Process lock it takes is in signal's sent
+// callback, after the gate: lock order gate, then the Process's lock.
 
 // childAttrs is what the portable code asks of a child's start, for
 // sysProc.prepare to turn into cmd.SysProcAttr.
@@ -114,7 +121,7 @@ type childAttrs struct {
 type osTree interface {
 	prepare(cmd *exec.Cmd, a childAttrs) error
 	started(cmd *exec.Cmd) error
-	signal(sig Signal) error
+	signal(sig Signal, sent func()) error
 	resume()
 	alive() bool
 	killLeftovers() int

@@ -88,7 +88,7 @@ func (p *Process) WaitPort(ctx context.Context, port int) (Port, error) {
 	select {
 	case r := <-w.found:
 		return r.port, r.err
-	case <-p.done:
+	case <-p.Done():
 		// A socket the last scan found is still an answer.
 		select {
 		case r := <-w.found:
@@ -110,7 +110,7 @@ type portTree struct {
 }
 
 func (p *Process) portTree() portTree {
-	return portTree{leader: p.cmd.Process.Pid, id: p.id, cgroup: p.ctr.cgroupDir(), sys: p.sys}
+	return portTree{leader: p.sup.cmd.Process.Pid, id: p.id, cgroup: p.sup.ctr.cgroupDir(), sys: p.sup.sys}
 }
 
 // The per-OS port layer (ports_linux.go, ports_nonlinux.go) provides:
@@ -269,7 +269,7 @@ func (pw *portWatcher) loop() {
 		res, err := listeningPorts(&pw.cache, trees)
 		for i, p := range procs {
 			if err == nil {
-				p.setPorts(res[i])
+				p.state.setPorts(res[i])
 			}
 		}
 
@@ -310,11 +310,11 @@ func (pw *portWatcher) loop() {
 
 // setPorts records the ports of the latest scan in Info.Ports, unless the
 // process has exited meanwhile (an exited process listens on nothing).
-func (p *Process) setPorts(ports []Port) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.info.Running {
-		p.info.Ports = ports
+func (st *handleState) setPorts(ports []Port) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.info.Running {
+		st.info.Ports = ports
 	}
 }
 

@@ -43,8 +43,8 @@ func TestWindowsSocketTableLayout(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if pids := p.sys.jobPIDs(); !slices.Contains(pids, uint32(p.cmd.Process.Pid)) {
-		t.Errorf("job PIDs: got %v, want the shell's %d among them", pids, p.cmd.Process.Pid)
+	if pids := p.sup.sys.jobPIDs(); !slices.Contains(pids, uint32(p.sup.cmd.Process.Pid)) {
+		t.Errorf("job PIDs: got %v, want the shell's %d among them", pids, p.sup.cmd.Process.Pid)
 	}
 }
 

@@ -2,8 +2,6 @@ package agentproc
 
 import (
 	"context"
-	"errors"
-	"os/exec"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -182,74 +180,54 @@ type Output struct {
 // concurrent use. A Process stays usable after the Manager drops it by
 // retention; it is then no longer found by Get or List.
 type Process struct {
-	// The fields fall in two groups. Those above mu are set before the
-	// supervisor starts and never reassigned, or synchronise themselves
-	// (the values they point to, sync.Once, atomics, the event gate); those
-	// below are guarded by mu. The Manager's bookkeeping of a process (its
-	// key, retention order) lives in the Manager's registry, under
-	// Manager.mu, not here.
+	// Process is the caller's handle: its identity, the pieces callers
+	// read and write, and its guarded state. The life of the process (the
+	// command, its tree, the exit, the stop ladder) belongs to its
+	// supervisor (supervisor.go), and the Manager's bookkeeping of it (key,
+	// retention order) to the Manager's registry, under Manager.mu.
+
+	// Identity: set before the Process is shared, never reassigned.
 	m     *Manager
 	id    string
 	owner string
 	seq   uint64 // start order, for List
-	buf   *outputBuffer
-	log   *outputLog // nil without WithOutputLog
-	guard guard      // idle, output and OOM watch; immutable after Start
-	in    *input     // nil without Stdin or TTY
-	done  chan struct{}
 
-	det    *detached // nil unless Request.Detach; see detach_linux.go
+	// What callers read and write; each synchronises itself.
+	buf    *outputBuffer
+	in     *input    // nil without Stdin or TTY
 	events eventGate // orders this process's events; see events.go
 	// stdinWritten is set by WriteStdin for the input watcher.
 	stdinWritten atomic.Bool
-	// readyDone is closed when the readiness check of Request.Ready has
-	// ended; nil without one. Set before the supervisor starts.
-	readyDone chan struct{}
 
-	// supervisor is the part that runs the process's life (supervisor.go);
-	// its fields are promoted, as p.sys, p.cmd and so on.
-	supervisor
+	// state is everything guarded by the process's lock.
+	state handleState
 
+	// sup runs the process's life; set before the Process is shared.
+	sup *supervisor
+}
+
+// handleState is a process handle's guarded state: what Info reports, and
+// what decides the reason of its exit. Everything in it is read and written
+// under mu, and nothing is done under mu but reading and writing it (the
+// lock rule in doc.go).
+type handleState struct {
 	mu         sync.Mutex
 	info       Info
 	stopReason ExitReason // why this package is ending it, "" if it is not
-	signaled   bool       // Signal was called at least once
+	signaled   bool       // a Signal went out to the tree at least once
 	// inputSig tells WaitOutput about input detection.
 	inputSig inputSignal
 }
 
-// supervisor holds what only the life of one process uses: the command, its
-// tree (process group or Job Object), what of it may escape, the state
-// record, and the stop ladder's escalation. spawn (or adoption) sets it
-// before the Process is shared, nothing reassigns it, and the values it
-// points to synchronise themselves; the caller's handle, Process, reaches
-// the OS only through it.
-type supervisor struct {
-	cmd *exec.Cmd
-	sys *sysProc
-	ctr *containment // what of the tree may leave the group
-	rec *stateRecord // nil without WithStateDir
-	// oomValue is the oom_score_adj spawn gave the leader, for the rest of
-	// the tree (raiseOOMScoreTree); nil when none is raised.
-	oomValue []byte
-	// escalated is closed when the stop ladder moves from terminate to
-	// kill (see escalate).
-	escalated    chan struct{}
-	escalateOnce sync.Once
+// snapshot returns a copy of Info that shares nothing with st.
+func (st *handleState) snapshot() Info {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return st.infoLocked()
 }
 
-// ID returns the process's unique ID.
-func (p *Process) ID() string { return p.id }
-
-// Info returns the current state of the process.
-func (p *Process) Info() Info {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.infoLocked()
-}
-
-func (p *Process) infoLocked() Info {
-	info := p.info
+func (st *handleState) infoLocked() Info {
+	info := st.info
 	if info.ExitCode != nil {
 		code := *info.ExitCode
 		info.ExitCode = &code
@@ -259,28 +237,111 @@ func (p *Process) infoLocked() Info {
 	return info
 }
 
+// running reports whether the exit has not been published yet.
+func (st *handleState) running() bool {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return st.info.Running
+}
+
+// markSignaled notes that a Signal is going out to the tree. It runs under
+// the OS handle's gate (lock order: gate, then st.mu).
+func (st *handleState) markSignaled() {
+	st.mu.Lock()
+	st.signaled = true
+	st.mu.Unlock()
+}
+
+// claimStop makes reason the cause of the exit unless another stop claimed
+// it first. It runs under the OS handle's gate, like markSignaled.
+func (st *handleState) claimStop(reason ExitReason) {
+	st.mu.Lock()
+	if st.stopReason == "" {
+		st.stopReason = reason
+	}
+	st.mu.Unlock()
+}
+
+// stopping reports whether a stop ladder has claimed the exit.
+func (st *handleState) stopping() bool {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return st.stopReason != ""
+}
+
+// cause returns what this package did to the process: the reason a stop
+// claimed ("" when none did) and whether Signal reached it.
+func (st *handleState) cause() (ExitReason, bool) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return st.stopReason, st.signaled
+}
+
+// publishExit sets the exit's fields of Info with set and marks the
+// process exited, closing buf in the same critical section: a reader that
+// sees EOF and then asks for Info is told the process has exited.
+func (st *handleState) publishExit(buf *outputBuffer, set func(*Info)) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	set(&st.info)
+	buf.closeWrite()
+	st.info.Running = false
+	st.info.Ports, st.info.AwaitingInput = nil, false // a gone tree listens and reads nothing
+}
+
+// setReady records that the check of Request.Ready passed.
+func (st *handleState) setReady() {
+	st.mu.Lock()
+	st.info.Ready = true
+	st.mu.Unlock()
+}
+
+// exitReason is why a process ended, from what this package did to it (a
+// stop's claimed reason, a Signal) and what the exit showed (an OOM kill
+// its cgroup counted, the name of the signal that ended it).
+func exitReason(stopReason ExitReason, signaled, oom bool, sigName string) ExitReason {
+	switch {
+	case stopReason != "":
+		return stopReason
+	case oom:
+		return ReasonOOM
+	case sigName != "" && signaled:
+		return ReasonKilled
+	case sigName != "":
+		return ReasonSignaled
+	default:
+		return ReasonExited
+	}
+}
+
+// ID returns the process's unique ID.
+func (p *Process) ID() string { return p.id }
+
+// Info returns the current state of the process.
+func (p *Process) Info() Info { return p.state.snapshot() }
+
 // Output returns the process's state together with its retained output.
 // With Plain, Text is terminal-clean text (see PlainText).
 func (p *Process) Output(opts ...OutputOption) Output {
 	o := outputOptionsOf(opts)
 	// The exit path sets the final state only after the output reader has
-	// finished, so holding p.mu while rendering means an exited Info is
-	// always paired with final text.
-	p.mu.Lock()
-	defer p.mu.Unlock()
+	// finished, so holding the lock while rendering (memory only) means an
+	// exited Info is always paired with final text.
+	p.state.mu.Lock()
+	defer p.state.mu.Unlock()
 	text, trunc := p.buf.renderText(p.m.cfg.maxLineBytes, o.plain)
-	return Output{Info: p.infoLocked(), Text: text, Truncated: trunc}
+	return Output{Info: p.state.infoLocked(), Text: text, Truncated: trunc}
 }
 
 // Done returns a channel that is closed when the process has exited and its
 // output is final.
-func (p *Process) Done() <-chan struct{} { return p.done }
+func (p *Process) Done() <-chan struct{} { return p.sup.done }
 
 // Wait blocks until the process exits and returns its final Info. If ctx ends
 // first it returns the current Info and ctx.Err(); the process keeps running.
 func (p *Process) Wait(ctx context.Context) (Info, error) {
 	select {
-	case <-p.done:
+	case <-p.sup.done:
 		return p.Info(), nil
 	case <-ctx.Done():
 		return p.Info(), ctx.Err()
@@ -298,29 +359,7 @@ func (p *Process) Signal(sig Signal) error {
 	if !sig.valid() {
 		return xerrors.Errorf("signal %q: %w", string(sig), ErrUnsupportedSignal)
 	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	// Holding p.mu keeps the exit path from publishing the exit between the
-	// check and the signal, so a signal never targets a recycled group.
-	if !p.info.Running {
-		return ErrNotRunning
-	}
-	p.signaled = true
-	if p.det != nil {
-		return p.signalDetachedLocked(sig)
-	}
-	return p.signalLocked(sig)
-}
-
-func (p *Process) signalLocked(sig Signal) error {
-	err := p.sys.signal(sig)
-	if errors.Is(err, errNoProcess) {
-		return ErrNotRunning
-	}
-	if err != nil {
-		return xerrors.Errorf("signal %s to process %s: %w", sig, p.id, err)
-	}
-	return nil
+	return p.sup.signal(sig)
 }
 
 // Stop ends the process tree: it sends terminate, waits up to the grace
@@ -329,91 +368,8 @@ func (p *Process) signalLocked(sig Signal) error {
 // tree at once (so nothing is left half-stopped) and returns the current Info
 // with ctx.Err(). Stopping an exited process returns its Info and no error.
 func (p *Process) Stop(ctx context.Context) (Info, error) {
-	return p.stop(ctx, ReasonKilled, time.Now())
-}
-
-// stop runs the stop ladder. since is the moment from which the processes
-// that left the group are looked for (see containment.terminate): when the
-// stop was asked for, or, for Close, when Close began. It is monotonic
-// real time, not the Manager's clock: it orders reads of /proc.
-func (p *Process) stop(ctx context.Context, reason ExitReason, since time.Time) (Info, error) {
-	if p.det != nil {
-		return p.stopDetached(ctx, reason)
-	}
-	if p.exited() {
-		return p.Info(), nil
-	}
-	// Only a signal that reached a running process makes this package the
-	// cause of the exit. A group that is gone, or holds only the zombie of
-	// a shell not yet reaped, belongs to a shell that exited by itself and
-	// whose output may still be draining: it keeps its own reason. alive
-	// may read /proc, so it runs before p.mu is taken (the lock rule); a
-	// process that dies between the look and the signal is the same race as
-	// one that dies just after the signal.
-	live := p.sys.alive()
-	p.mu.Lock()
-	if !p.info.Running {
-		p.mu.Unlock()
-		return p.Info(), nil
-	}
-	// The OS layer may treat a stop's terminate differently from one sent
-	// by Signal (Windows: a batch file's prompt after the break).
-	p.sys.beginStop()
-	// Setting the reason under the same lock as the signal means the exit
-	// path, which reads it under p.mu, cannot miss it. SIGCONT follows
-	// SIGTERM so that a stopped member acts on it within the grace.
-	if err := p.signalLocked(SignalTerminate); live && !errors.Is(err, ErrNotRunning) && p.stopReason == "" {
-		p.stopReason = reason
-	}
-	p.sys.resume()
-	p.mu.Unlock()
-	// Then whatever left the group. Outside p.mu: the sweep reads /proc, and
-	// it verifies every target itself, so it cannot reach a recycled PID
-	// even if the process exits meanwhile.
-	p.ctr.terminate(since)
-
-	grace := p.m.cfg.clock.NewTimer(p.m.cfg.grace, "agentproc", "grace")
-	defer grace.Stop()
-	select {
-	case <-p.done:
-		return p.Info(), nil
-	case <-grace.C:
-	case <-ctx.Done():
-		p.escalate()
-		return p.Info(), ctx.Err()
-	}
-	p.escalate()
-	select {
-	case <-p.done:
-		return p.Info(), nil
-	case <-ctx.Done():
-		return p.Info(), ctx.Err()
-	}
-}
-
-// escalate is the kill step of the stop ladder: it tells a supervisor that
-// is giving the group its grace period to stop waiting, and kills the tree.
-func (p *Process) escalate() {
-	p.escalateOnce.Do(func() { close(p.escalated) })
-	p.killTree()
-}
-
-// killTree sends kill to the whole tree (the group on Unix, the job on
-// Windows). Should that fail for another reason than the tree being gone,
-// the shell is killed through its process handle, which names it even if
-// its PID has been reused.
-func (p *Process) killTree() {
-	if err := p.sys.signal(SignalKill); err != nil && !errors.Is(err, errNoProcess) {
-		_ = p.cmd.Process.Kill()
-	}
+	return p.sup.stop(ctx, ReasonKilled, time.Now())
 }
 
 // exited reports whether the process has exited.
-func (p *Process) exited() bool {
-	select {
-	case <-p.done:
-		return true
-	default:
-		return false
-	}
-}
+func (p *Process) exited() bool { return p.sup.exited() }

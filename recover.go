@@ -132,7 +132,7 @@ func (m *Manager) recoverOrphans(entries []os.DirEntry) {
 			// Adopted: subscribers learn of it as of a new start, and
 			// then of its exit.
 			p.emitInfo(EventStarted)
-			go p.superviseDetached()
+			go p.sup.superviseDetached()
 		}
 	}
 
@@ -214,13 +214,12 @@ func (m *Manager) recoveredProcess(r *stateRecord, leftovers int) *Process {
 	done := make(chan struct{})
 	close(done)
 	p := &Process{
-		m:          m,
-		id:         r.ID,
-		owner:      r.Owner,
-		buf:        newOutputBuffer(m.cfg.headBytes, m.cfg.tailBytes),
-		done:       done,
-		supervisor: supervisor{escalated: make(chan struct{}), rec: r},
-		info: Info{
+		m:     m,
+		id:    r.ID,
+		owner: r.Owner,
+		buf:   newOutputBuffer(m.cfg.headBytes, m.cfg.tailBytes),
+		sup:   &supervisor{done: done, escalated: make(chan struct{}), rec: r},
+		state: handleState{info: Info{
 			ID:         r.ID,
 			Command:    r.Command,
 			WorkDir:    r.WorkDir,
@@ -235,10 +234,11 @@ func (m *Manager) recoveredProcess(r *stateRecord, leftovers int) *Process {
 			ExitedAt:   r.ExitedAt,
 			Leftovers:  leftovers,
 			LogPath:    r.LogPath,
-		},
+		}},
 	}
+	p.sup.p = p
 	if r.LogPath != "" {
-		p.log = &outputLog{dir: m.logs, path: r.LogPath}
+		p.sup.log = &outputLog{dir: m.logs, path: r.LogPath}
 		if f, err := os.Open(r.LogPath); err == nil {
 			_, _ = io.Copy(p.buf, f)
 			_ = f.Close()

@@ -10,10 +10,21 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// signal sends sig to every member of the group.
-func (s *sysProc) signal(sig Signal) error {
-	if s.pgid <= 0 || s.closed.Load() {
+// signal sends sig to every member of the group, under the gate (see
+// sysProc). sent, when not nil, runs under the gate just before the kill,
+// once the gate is found open: before the signal can end anything, so the
+// supervisor, woken by that end, finds what sent recorded.
+func (s *sysProc) signal(sig Signal, sent func()) error {
+	s.gate.Lock()
+	defer s.gate.Unlock()
+	if s.pgid <= 0 || s.closed {
 		return errNoProcess
+	}
+	if s.signalHook != nil {
+		s.signalHook()
+	}
+	if sent != nil {
+		sent()
 	}
 	err := unix.Kill(-s.pgid, osSignal(sig))
 	if errors.Is(err, unix.ESRCH) {
@@ -49,7 +60,9 @@ func (s *sysProc) exitStatus(state *os.ProcessState) (code int, signal string) {
 // stopped by SIGSTOP, SIGTSTP or SIGTTIN acts on SIGTERM only once it is
 // continued, and would otherwise sit out the whole grace period.
 func (s *sysProc) resume() {
-	if s.pgid > 0 && !s.closed.Load() {
+	s.gate.Lock()
+	defer s.gate.Unlock()
+	if s.pgid > 0 && !s.closed {
 		_ = unix.Kill(-s.pgid, unix.SIGCONT)
 	}
 }

@@ -16,14 +16,29 @@ import (
 // treat it as Ctrl+Break, which most end on; cmd.exe waits for its
 // child and then exits, or, running a batch file, asks whether to terminate
 // it (see watchBatchPrompt).
-func (s *sysProc) signal(sig Signal) error {
+//
+// s.mu is this handle's gate, as the process group's gate is on Unix: it is
+// held through the send and release takes it to close the job and the
+// shell's handle, so a signal cannot reach a reused PID. sent, when not nil,
+// runs under it just before the send, when the tree is there to signal:
+// before the signal can end anything, and before the exit is published.
+func (s *sysProc) signal(sig Signal, sent func()) error {
+	// alive takes s.mu itself and opens member processes: before the gate.
 	alive := s.alive()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.job == 0 {
+		return errNoProcess // released: the exit is being published
+	}
 	if sig == SignalKill {
 		// The job is terminated even when the count says it is empty:
 		// that is harmless on an empty job, while a count that missed a
 		// member (a process whose image could not be read) would leave it
 		// running, and kill is the ladder's last word.
-		err := s.terminate()
+		if alive && sent != nil {
+			sent()
+		}
+		err := s.terminateLocked()
 		if !alive {
 			return errNoProcess
 		}
@@ -34,14 +49,13 @@ func (s *sysProc) signal(sig Signal) error {
 	}
 	switch sig {
 	case SignalInterrupt, SignalTerminate:
-		// s.mu is held through the send: release, which frees the PID for
-		// reuse, cannot run in between, so the group ID is still ours.
-		s.mu.Lock()
-		defer s.mu.Unlock()
 		if s.pid == 0 {
 			// Group 0 means every process on our console, this one
 			// included: never send that.
 			return errNoProcess
+		}
+		if sent != nil {
+			sent()
 		}
 		if err := s.sendBreakLocked(); err != nil {
 			return xerrors.Errorf("send CTRL_BREAK_EVENT to group %d: %w", s.pid, err)

@@ -583,12 +583,12 @@ func (s *stateDir) recordStarting(r *stateRecord, cgroup string) error {
 // overlaps the child's start instead of lengthening Start. A failed write
 // is logged, not fatal: the process runs already, and the first record's
 // marker still lets a new Manager find the tree.
-func (p *Process) recordRunning() {
-	s, r := p.m.state, p.rec
+func (sv *supervisor) recordRunning() {
+	s, r := sv.p.m.state, sv.rec
 	if s == nil || r == nil {
 		return
 	}
-	pid, cgroup := p.cmd.Process.Pid, p.ctr.cgroupPath()
+	pid, cgroup := sv.cmd.Process.Pid, sv.ctr.cgroupPath()
 	// The shell is not reaped before this returns (the supervisor waits
 	// for it afterwards), so its stat is there even if it has exited.
 	if id, _, ok := statIdentity(pid); ok {
@@ -607,28 +607,12 @@ func (p *Process) recordRunning() {
 // recordExit is the supervisor's hook, called after the tree is gone and
 // before the exit is published, so that a record is never rewritten after
 // retention removed it.
-func (p *Process) recordExit(code int, sigName string, oom bool, now time.Time) {
-	s := p.m.state
-	if s == nil || p.rec == nil {
+func (sv *supervisor) recordExit(code int, sigName string, reason ExitReason, now time.Time) {
+	s := sv.p.m.state
+	if s == nil || sv.rec == nil {
 		return
 	}
-	p.mu.Lock()
-	reason := p.stopReason
-	signaled := p.signaled
-	p.mu.Unlock()
-	// The same choice as the supervisor's, from the same facts.
-	switch {
-	case reason != "":
-	case oom:
-		reason = ReasonOOM
-	case sigName != "" && signaled:
-		reason = ReasonKilled
-	case sigName != "":
-		reason = ReasonSignaled
-	default:
-		reason = ReasonExited
-	}
-	r := p.rec
+	r := sv.rec
 	r.Exited, r.ExitCode, r.Signal, r.Reason, r.ExitedAt = true, code, sigName, reason, now
 	s.hostGuard.remove(r.ID)
 	err := s.appendUpdate(r, recordUpdate{Exited: true, ExitCode: code, Signal: sigName, Reason: reason, ExitedAt: now})
@@ -652,7 +636,7 @@ func (m *Manager) closeState() {
 	m.mu.Lock()
 	ids := make([]string, 0, len(m.procs))
 	for id, p := range m.procs {
-		if p.det != nil && !p.exited() {
+		if p.sup.det != nil && !p.exited() {
 			continue // kept for the next Manager
 		}
 		ids = append(ids, id)

@@ -55,7 +55,7 @@ func (p *Process) WaitOutput(ctx context.Context, offset int64) (Chunk, error) {
 		// Both channels are taken before the read, so neither a write nor
 		// the start of a wait for input can slip in unnoticed.
 		changed := p.buf.changed()
-		awaiting, inputCh := p.inputWait()
+		awaiting, inputCh := p.state.inputWait()
 		c := p.buf.read(offset)
 		if c.Data != "" || c.Omitted > 0 || c.EOF {
 			return c, nil

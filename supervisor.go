@@ -2,7 +2,9 @@ package agentproc
 
 import (
 	"context"
+	"errors"
 	"os"
+	"os/exec"
 	"sync"
 	"time"
 
@@ -20,12 +22,46 @@ import (
 //   - supervise: another waits for the shell, then kills what is left of
 //     its tree so that nothing outlives the command, and lets the pipe drain.
 //   - release: OS handles (job, cgroup, pidfds) are freed.
-//   - exit: the state record and the registry (registerExit: the slot, retention) learn of it, then the exit is
-//     published in Info together with the buffer's EOF, then Done closes.
+//   - exit: the state record and the registry (registerExit: the slot,
+//     retention) learn of it, then the exit is published in Info together
+//     with the buffer's EOF, then Done closes.
+//   - stop, at the end: the ladder that ends the process early (Stop,
+//     Close, timeouts and guards), through the same supervisor.
 //
 // Process (process.go) is the caller's handle: it reads Info, signals and
-// stops, and never runs any of these steps itself. What only these steps
-// and the stop ladder use is grouped in its embedded supervisor.
+// stops, and never runs any of these steps itself; it points to its
+// supervisor, which holds everything only these steps use.
+
+// supervisor owns the life of one process: the command, its tree (process
+// group or Job Object), what of it may escape, the state record, the output
+// log, the guards, and the stop ladder's escalation. spawn (or adoption)
+// sets it before the Process is shared and nothing reassigns its fields;
+// the values they point to synchronise themselves. It publishes what it
+// learns to its Process (p.state, p.buf, events), never the reverse.
+type supervisor struct {
+	p *Process // the handle it publishes to
+
+	cmd   *exec.Cmd
+	sys   *sysProc
+	ctr   *containment // what of the tree may leave the group
+	rec   *stateRecord // nil without WithStateDir
+	log   *outputLog   // nil without WithOutputLog
+	guard guard        // idle, output and OOM watch
+	det   *detached    // nil unless Request.Detach; see detach_linux.go
+	// oomValue is the oom_score_adj spawn gave the leader, for the rest of
+	// the tree (raiseOOMScoreTree); nil when none is raised.
+	oomValue []byte
+	// done is closed when the process has exited and its output is final
+	// (Process.Done).
+	done chan struct{}
+	// readyDone is closed when the readiness check of Request.Ready has
+	// ended; nil without one. Set before the supervisor starts.
+	readyDone chan struct{}
+	// escalated is closed when the stop ladder moves from terminate to
+	// kill (see escalate).
+	escalated    chan struct{}
+	escalateOnce sync.Once
+}
 
 // spawn starts the command and returns its Process, and run, which starts
 // copying its output and supervising it. The caller has reserved a running
@@ -43,7 +79,7 @@ func (m *Manager) spawn(req Request, owner, command, dir string, seq uint64, war
 		if err != nil {
 			return nil, nil, err
 		}
-		return p, func() { go p.superviseDetached() }, nil
+		return p, func() { go p.sup.superviseDetached() }, nil
 	}
 	id := uuid.NewString()
 	env := m.buildEnv(req.Env, id, dir, req.TTY != nil)
@@ -125,16 +161,15 @@ func (m *Manager) spawn(req Request, owner, command, dir string, seq uint64, war
 		owner: owner,
 		seq:   seq,
 		buf:   newOutputBuffer(m.cfg.headBytes, m.cfg.tailBytes),
-		log:   log,
 		in:    st.in,
-		done:  make(chan struct{}),
-		supervisor: supervisor{
-			cmd: cmd, sys: sys, ctr: ctr, rec: rec, oomValue: oomValue,
+		sup: &supervisor{
+			cmd: cmd, sys: sys, ctr: ctr, rec: rec, log: log, oomValue: oomValue,
+			done: make(chan struct{}),
 			// escalated is made with the process so the ladder and the
 			// supervisor never see it nil.
 			escalated: make(chan struct{}),
 		},
-		info: Info{
+		state: handleState{info: Info{
 			ID:         id,
 			Command:    command,
 			WorkDir:    dir,
@@ -148,10 +183,11 @@ func (m *Manager) spawn(req Request, owner, command, dir string, seq uint64, war
 			StartedAt:  m.cfg.clock.Now("agentproc", "start"),
 			Timeout:    req.Timeout,
 			LogPath:    log.pathOrEmpty(),
-		},
+		}},
 	}
-	p.guard = m.newGuard(req)
-	p.info.Limits, p.info.IdleTimeout, p.info.MaxOutput = req.Limits, p.guard.idle, req.MaxOutput
+	p.sup.p = p
+	p.sup.guard = m.newGuard(req)
+	p.state.info.Limits, p.state.info.IdleTimeout, p.state.info.MaxOutput = req.Limits, p.sup.guard.idle, req.MaxOutput
 	log.start()
 	p.enforceTimeout(req.Timeout)
 	p.watchOutput()
@@ -167,9 +203,9 @@ func (m *Manager) spawn(req Request, owner, command, dir string, seq uint64, war
 		readerDone := make(chan struct{})
 		go func() {
 			defer close(readerDone)
-			copyOutput(p.buf, p.log, st.out)
+			copyOutput(p.buf, p.sup.log, st.out)
 		}()
-		go p.supervise(st.out, readerDone)
+		go p.sup.supervise(st.out, readerDone)
 	}
 	return p, run, nil
 }
@@ -215,13 +251,6 @@ func copyOutput(buf *outputBuffer, log *outputLog, r *os.File) {
 	}
 }
 
-// stopping reports whether a stop ladder has sent terminate to the group.
-func (p *Process) stopping() bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.stopReason != ""
-}
-
 // groupPoll is how often the supervisor looks whether a stopping group has
 // emptied after its shell exited. The kernel has no event for "a process
 // group is empty", and this only runs during a stop's grace period.
@@ -230,12 +259,12 @@ const groupPoll = 5 * time.Millisecond
 // awaitGroup waits, during a stop, until no member of the group is left or
 // the ladder escalates to kill. Members that got terminate with the shell
 // may still be cleaning up; Stop promises them the grace period.
-func (p *Process) awaitGroup() {
+func (s *supervisor) awaitGroup() {
 	tick := time.NewTicker(groupPoll)
 	defer tick.Stop()
-	for p.sys.alive() {
+	for s.sys.alive() {
 		select {
-		case <-p.escalated:
+		case <-s.escalated:
 			return
 		case <-tick.C:
 		}
@@ -253,31 +282,31 @@ const defaultPipeDrain = 2 * time.Second
 // supervise runs in its own goroutine from Start until the process has
 // exited and its output is final. readerDone is closed when the output
 // reader has reached EOF or given up.
-func (p *Process) supervise(pipe *os.File, readerDone <-chan struct{}) {
-	defer p.m.wg.Done()
-	raiseOOMScoreTree(p.cmd.Process.Pid, p.ctr, p.oomValue)
-	p.recordRunning()
-	waitErr := p.cmd.Wait()
-	p.ctr.reaped()
-	state := p.cmd.ProcessState
+func (s *supervisor) supervise(pipe *os.File, readerDone <-chan struct{}) {
+	defer s.p.m.wg.Done()
+	raiseOOMScoreTree(s.cmd.Process.Pid, s.ctr, s.oomValue)
+	s.recordRunning()
+	waitErr := s.cmd.Wait()
+	s.ctr.reaped()
+	state := s.cmd.ProcessState
 	// Writes from now on are ErrStdinClosed, whatever is left of the tree.
-	p.in.closeAtExit()
+	s.p.in.closeAtExit()
 
-	leftovers := p.clearTree()
-	p.drainOutput(pipe, readerDone)
+	leftovers := s.clearTree()
+	s.drainOutput(pipe, readerDone)
 	code, sigName := -1, ""
 	var cpu time.Duration
 	var rss int64
 	if state != nil {
-		code, sigName = p.sys.exitStatus(state)
-		cpu, rss = p.ctr.usage(p.sys.usage(state))
+		code, sigName = s.sys.exitStatus(state)
+		cpu, rss = s.ctr.usage(s.sys.usage(state))
 	} else {
-		p.m.cfg.logger.Warn(context.Background(), "wait failed", fieldError(waitErr))
+		s.p.m.cfg.logger.Warn(context.Background(), "wait failed", fieldError(waitErr))
 	}
 	// Before release: the verdict reads the cgroup's OOM count.
-	oom, likelyOOM := p.guard.oomVerdict(p.ctr, code, sigName)
-	p.release()
-	p.publishExit(exitFacts{code: code, signal: sigName, cpu: cpu, rss: rss, leftovers: leftovers, oom: oom, likelyOOM: likelyOOM})
+	oom, likelyOOM := s.guard.oomVerdict(s.ctr, code, sigName)
+	s.release()
+	s.publishExit(exitFacts{code: code, signal: sigName, cpu: cpu, rss: rss, leftovers: leftovers, oom: oom, likelyOOM: likelyOOM})
 }
 
 // clearTree kills whatever is left of the tree once the shell is gone, so
@@ -285,26 +314,26 @@ func (p *Process) supervise(pipe *os.File, readerDone <-chan struct{}) {
 // then what escaped it, so that the drain is not sat out for
 // escaped descendants that hold the pipe. During a stop, members that got
 // terminate with the shell first get the rest of the grace period.
-func (p *Process) clearTree() (leftovers int) {
-	if p.stopping() {
-		p.awaitGroup()
+func (s *supervisor) clearTree() (leftovers int) {
+	if s.p.state.stopping() {
+		s.awaitGroup()
 	}
-	leftovers = p.sys.killLeftovers()
-	leftovers += p.ctr.killEscaped()
+	leftovers = s.sys.killLeftovers()
+	leftovers += s.ctr.killEscaped()
 	return leftovers
 }
 
 // drainOutput waits for the output copier to reach EOF, at most the pipe
 // drain once the tree is gone, and closes the pipe.
-func (p *Process) drainOutput(pipe *os.File, readerDone <-chan struct{}) {
+func (s *supervisor) drainOutput(pipe *os.File, readerDone <-chan struct{}) {
 	select {
 	case <-readerDone:
 	default:
-		if err := pipe.SetReadDeadline(time.Now().Add(p.m.cfg.pipeDrain)); err != nil {
+		if err := pipe.SetReadDeadline(time.Now().Add(s.p.m.cfg.pipeDrain)); err != nil {
 			// Every output file this package makes takes a deadline (a
 			// pipe, an overlapped named pipe on Windows, a PTY master or
 			// its relay on macOS); should one not, only EOF ends the drain.
-			p.m.cfg.logger.Warn(context.Background(), "pipe deadline unavailable", fieldError(err))
+			s.p.m.cfg.logger.Warn(context.Background(), "pipe deadline unavailable", fieldError(err))
 		}
 		<-readerDone
 	}
@@ -314,10 +343,10 @@ func (p *Process) drainOutput(pipe *os.File, readerDone <-chan struct{}) {
 // release frees what the OS holds for the process: the job or group, the
 // cgroup and pidfds. It runs before the exit is
 // published, so that a caller who sees the exit finds nothing still open.
-func (p *Process) release() {
-	p.sys.release()
-	if err := p.ctr.release(); err != nil {
-		p.m.cfg.logger.Warn(context.Background(), "release containment", fieldError(err))
+func (s *supervisor) release() {
+	s.sys.release()
+	if err := s.ctr.release(); err != nil {
+		s.p.m.cfg.logger.Warn(context.Background(), "release containment", fieldError(err))
 	}
 }
 
@@ -334,45 +363,158 @@ type exitFacts struct {
 
 // publishExit makes the exit visible: to the registry first, then in Info
 // together with the buffer's EOF, then through Done.
-func (p *Process) publishExit(f exitFacts) {
+func (s *supervisor) publishExit(f exitFacts) {
+	p := s.p
 	now := p.m.cfg.clock.Now("agentproc", "exit")
-	p.recordExit(f.code, f.signal, f.oom, now)
+	// The gate is closed by now (killLeftovers, release), so no Signal or
+	// stop can change what this package did: the record and Info are told
+	// the same reason.
+	stopReason, signaled := p.state.cause()
+	reason := exitReason(stopReason, signaled, f.oom, f.signal)
+	s.recordExit(f.code, f.signal, reason, now)
 	// The running slot is given back before the exit is published, so a
 	// caller that sees it (Wait, Info, an EOF chunk) can start another
 	// process at once under WithMaxRunning.
 	p.m.registerExit(p, now)
-	p.mu.Lock()
-	p.info.ExitCode = &f.code
-	p.info.ExitSignal = f.signal
-	p.info.ExitedAt = now
-	p.info.CPUTime = f.cpu
-	p.info.MaxRSS = f.rss
-	p.info.Leftovers = f.leftovers
-	p.info.LikelyOOM = f.likelyOOM && p.stopReason == "" && !p.signaled
-	switch {
-	case p.stopReason != "":
-		p.info.Reason = p.stopReason
-	case f.oom:
-		p.info.Reason = ReasonOOM
-	case f.signal != "" && p.signaled:
-		p.info.Reason = ReasonKilled
-	case f.signal != "":
-		p.info.Reason = ReasonSignaled
-	default:
-		p.info.Reason = ReasonExited
-	}
-	// Closing the buffer inside the same critical section means a reader
-	// that sees EOF and then asks for Info is told the process has exited.
-	p.buf.closeWrite()
-	p.info.Running = false
-	p.info.Ports, p.info.AwaitingInput = nil, false // a gone tree listens and reads nothing
-	p.mu.Unlock()
+	p.state.publishExit(p.buf, func(info *Info) {
+		info.ExitCode = &f.code
+		info.ExitSignal = f.signal
+		info.ExitedAt = now
+		info.CPUTime = f.cpu
+		info.MaxRSS = f.rss
+		info.Leftovers = f.leftovers
+		info.LikelyOOM = f.likelyOOM && stopReason == "" && !signaled
+		info.Reason = reason
+	})
 
-	close(p.done)
-	if p.readyDone != nil {
+	close(s.done)
+	if s.readyDone != nil {
 		// The check ends promptly now: WaitPort on done, WaitMatch on the
 		// EOF it reads after closeWrite.
-		<-p.readyDone
+		<-s.readyDone
 	}
 	p.emitInfo(EventExited)
+}
+
+// The stop ladder: Signal, Stop, Close, timeouts and guards end the process
+// through these. They run on the caller's goroutine, never take a lock
+// across a system call, and reach the tree only through the OS handle's
+// gate (see sysProc), which the exit path closes before publishing.
+
+// signal is Process.Signal for a valid sig.
+func (s *supervisor) signal(sig Signal) error {
+	if s.det != nil {
+		return s.signalDetached(sig)
+	}
+	if !s.p.state.running() {
+		return ErrNotRunning
+	}
+	// The check and the signal are not one step, and need not be: the OS
+	// handle's gate refuses a signal once the exit path has closed it,
+	// which it does before publishing the exit, so a signal never targets
+	// a recycled group. That the signal went out is recorded under the
+	// gate too, so that the exit path cannot miss it.
+	return s.signalTree(sig, s.p.state.markSignaled)
+}
+
+// signalTree sends sig to the tree through the OS handle; sent runs under
+// the handle's gate just before the send (see sysProc.signal). It is called
+// with no lock held.
+func (s *supervisor) signalTree(sig Signal, sent func()) error {
+	err := s.sys.signal(sig, sent)
+	if errors.Is(err, errNoProcess) {
+		return ErrNotRunning
+	}
+	if err != nil {
+		return xerrors.Errorf("signal %s to process %s: %w", sig, s.p.id, err)
+	}
+	return nil
+}
+
+// stop runs the stop ladder. since is the moment from which the processes
+// that left the group are looked for (see containment.terminate): when the
+// stop was asked for, or, for Close, when Close began. It is monotonic
+// real time, not the Manager's clock: it orders reads of /proc.
+func (s *supervisor) stop(ctx context.Context, reason ExitReason, since time.Time) (Info, error) {
+	p := s.p
+	if s.det != nil {
+		return s.stopDetached(ctx, reason)
+	}
+	if s.exited() {
+		return p.Info(), nil
+	}
+	// Only a signal that reached a running process makes this package the
+	// cause of the exit. A group that is gone, or holds only the zombie of
+	// a shell not yet reaped, belongs to a shell that exited by itself and
+	// whose output may still be draining: it keeps its own reason. alive
+	// may read /proc, so it runs with no lock held (the lock rule); a
+	// process that dies between the look and the signal is the same race as
+	// one that dies just after the signal.
+	live := s.sys.alive()
+	if !p.state.running() {
+		return p.Info(), nil
+	}
+	// The OS layer may treat a stop's terminate differently from one sent
+	// by Signal (Windows: a batch file's prompt after the break).
+	s.sys.beginStop()
+	// The reason is claimed under the OS handle's gate just before the
+	// signal goes out, so neither the supervisor that the signal wakes nor
+	// the exit path, which closes the gate before it reads the reason, can
+	// miss it; once the gate is closed nothing is claimed. SIGCONT follows
+	// SIGTERM so that a stopped member acts on it within the grace.
+	var claim func()
+	if live {
+		claim = func() { p.state.claimStop(reason) }
+	}
+	_ = s.signalTree(SignalTerminate, claim)
+	s.sys.resume()
+	// Then whatever left the group. The sweep reads /proc, and it verifies
+	// every target itself, so it cannot reach a recycled PID even if the
+	// process exits meanwhile.
+	s.ctr.terminate(since)
+
+	grace := p.m.cfg.clock.NewTimer(p.m.cfg.grace, "agentproc", "grace")
+	defer grace.Stop()
+	select {
+	case <-s.done:
+		return p.Info(), nil
+	case <-grace.C:
+	case <-ctx.Done():
+		s.escalate()
+		return p.Info(), ctx.Err()
+	}
+	s.escalate()
+	select {
+	case <-s.done:
+		return p.Info(), nil
+	case <-ctx.Done():
+		return p.Info(), ctx.Err()
+	}
+}
+
+// escalate is the kill step of the stop ladder: it tells a supervisor that
+// is giving the group its grace period to stop waiting, and kills the tree.
+func (s *supervisor) escalate() {
+	s.escalateOnce.Do(func() { close(s.escalated) })
+	s.killTree()
+}
+
+// killTree sends kill to the whole tree (the group on Unix, the job on
+// Windows). Should that fail for another reason than the tree being gone,
+// the shell is killed through its process handle, which names it even if
+// its PID has been reused.
+func (s *supervisor) killTree() {
+	if err := s.sys.signal(SignalKill, nil); err != nil && !errors.Is(err, errNoProcess) {
+		_ = s.cmd.Process.Kill()
+	}
+}
+
+// exited reports whether the process has exited.
+func (s *supervisor) exited() bool {
+	select {
+	case <-s.done:
+		return true
+	default:
+		return false
+	}
 }

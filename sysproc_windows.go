@@ -283,6 +283,10 @@ func (s *sysProc) started(cmd *exec.Cmd) error {
 func (s *sysProc) terminate() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	return s.terminateLocked()
+}
+
+func (s *sysProc) terminateLocked() error {
 	if s.job == 0 {
 		return nil
 	}

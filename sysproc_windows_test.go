@@ -55,7 +55,7 @@ func startSys(t *testing.T, shell []string, command string, env ...string) (*exe
 	// goroutine waits forever for a Wait that never comes.
 	t.Cleanup(func() {
 		if cmd.ProcessState == nil {
-			_ = s.signal(SignalKill)
+			_ = s.signal(SignalKill, nil)
 			_ = cmd.Wait()
 		}
 	})
@@ -172,7 +172,7 @@ func TestSysProcSignalKillTree(t *testing.T) {
 	deadline := time.Now().Add(20 * time.Second)
 	cmd, s, out := startSys(t, defaultShell(), `"`+exe+`"`, helperEnv+"="+useHelper("sleep"), rep.Env())
 	_, child := rep.Next(deadline)
-	if err := s.signal(SignalKill); err != nil {
+	if err := s.signal(SignalKill, nil); err != nil {
 		t.Fatalf("signal kill: %v", err)
 	}
 	waitCmd(t, cmd, 10*time.Second)
@@ -180,7 +180,7 @@ func TestSysProcSignalKillTree(t *testing.T) {
 		t.Fatalf("helper still running 10s after kill")
 	}
 	recvOutput(t, out, 10*time.Second)
-	if err := s.signal(SignalKill); err != errNoProcess {
+	if err := s.signal(SignalKill, nil); err != errNoProcess {
 		t.Errorf("signal to empty tree: got %v, want errNoProcess", err)
 	}
 }
@@ -195,7 +195,7 @@ func TestSysProcBreak(t *testing.T) {
 	deadline := time.Now().Add(20 * time.Second)
 	cmd, s, out := startSys(t, defaultShell(), `"`+exe+`"`, helperEnv+"="+useHelper("onbreak"), rep.Env())
 	_, _ = rep.Next(deadline)
-	if err := s.signal(SignalTerminate); err != nil {
+	if err := s.signal(SignalTerminate, nil); err != nil {
 		if underWine() {
 			t.Skipf("Wine 8.0 cannot deliver console control events to a process group: %v", err)
 		}
@@ -261,7 +261,7 @@ func TestSysProcPIDPinnedUntilRelease(t *testing.T) {
 	if s.pid != 0 || s.proc != 0 {
 		t.Errorf("after release: pid %d, handle %v, want 0, 0", s.pid, s.proc)
 	}
-	if err := s.signal(SignalTerminate); err != errNoProcess {
+	if err := s.signal(SignalTerminate, nil); err != errNoProcess {
 		t.Errorf("signal after release: got %v, want errNoProcess", err)
 	}
 }
@@ -275,7 +275,7 @@ func TestSysProcKillIsNamed(t *testing.T) {
 	rep := NewPIDReporter(t)
 	cmd, s, out := startSys(t, defaultShell(), `"`+exe+`"`, helperEnv+"="+useHelper("sleep"), rep.Env())
 	rep.Next(time.Now().Add(20 * time.Second))
-	if err := s.signal(SignalKill); err != nil {
+	if err := s.signal(SignalKill, nil); err != nil {
 		t.Fatalf("signal kill: %v", err)
 	}
 	waitCmd(t, cmd, 10*time.Second)

@@ -35,11 +35,11 @@ func (p *Process) enforceTimeout(d time.Duration) {
 		defer p.m.wg.Done()
 		defer timer.Stop()
 		select {
-		case <-p.done:
+		case <-p.Done():
 		case <-timer.C:
 			// stop keeps the first reason given, so a Stop or Close that
 			// got there first still names the process's end.
-			_, _ = p.stop(context.Background(), ReasonTimeout, time.Now())
+			_, _ = p.sup.stop(context.Background(), ReasonTimeout, time.Now())
 		}
 	}()
 }
