@@ -105,6 +105,16 @@ func startInCgroup(attr *syscall.SysProcAttr, fd int) error {
 	return nil
 }
 
+// cgroupDir is the tree's cgroup directory, "" without WithCgroup (or
+// without a containment: a detached process has none). cg is set once by
+// newContainment and never changes.
+func (c *containment) cgroupDir() string {
+	if c == nil || c.cg == nil {
+		return ""
+	}
+	return c.cg.path
+}
+
 // describe names the cgroup for a start error.
 func (c *containment) describe() string {
 	if c.cg == nil {

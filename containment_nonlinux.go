@@ -27,6 +27,7 @@ func newContainment(_ string, cfg *config) (*containment, error) {
 
 func (*containment) prepare() int        { return -1 }
 func (*containment) describe() string    { return "" }
+func (*containment) cgroupDir() string   { return "" }
 func (*containment) started(*exec.Cmd)   {}
 func (*containment) terminate(time.Time) {}
 func (*containment) reaped()             {}

@@ -135,6 +135,7 @@ type osTree interface {
 type escapeContainment interface {
 	prepare() (cgroupFD int)
 	describe() string
+	cgroupDir() string
 	started(cmd *exec.Cmd)
 	terminate(since time.Time)
 	reaped()

@@ -13,15 +13,6 @@ import (
 
 func portsSupported() error { return nil }
 
-// cgroupDir is the tree's cgroup directory, "" without WithCgroup. cg is
-// set once by newContainment and never changes.
-func (c *containment) cgroupDir() string {
-	if c.cg == nil {
-		return ""
-	}
-	return c.cg.path
-}
-
 // treeMember is a process found to belong to trees[tree].
 type treeMember struct {
 	pid, tree int

@@ -15,8 +15,6 @@ func portsSupported() error { return nil }
 // owning process directly.
 type portCache struct{}
 
-func (*containment) cgroupDir() string { return "" }
-
 var (
 	iphlpapi            = windows.NewLazySystemDLL("iphlpapi.dll")
 	getExtendedTCPTable = iphlpapi.NewProc("GetExtendedTcpTable")

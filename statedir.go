@@ -588,7 +588,7 @@ func (sv *supervisor) recordRunning() {
 	if s == nil || r == nil {
 		return
 	}
-	pid, cgroup := sv.cmd.Process.Pid, sv.ctr.cgroupPath()
+	pid, cgroup := sv.cmd.Process.Pid, sv.ctr.cgroupDir()
 	// The shell is not reaped before this returns (the supervisor waits
 	// for it afterwards), so its stat is there even if it has exited.
 	if id, _, ok := statIdentity(pid); ok {

@@ -21,7 +21,6 @@ import (
 //	identityOf(pid int) (hostIdentity, bool)   a live process on this boot
 //	statIdentity(pid int) (hostIdentity, zombie, ok bool) the same, zombies too
 //	lockStateDir(path string) (*os.File, error) take the dir's lock, or say who holds it
-//	(*containment).cgroupPath() string         the tree's cgroup, "" without one
 //	stopOrphans(trees []orphanTree, grace time.Duration) []int
 //	startHostGuard() (*hostGuard, error) and its add, remove and close
 //
@@ -133,13 +132,6 @@ func lockStateDir(path string) (*os.File, error) {
 		return nil, xerrors.Errorf("lock %s: %w", path, err)
 	}
 	return f, nil
-}
-
-func (c *containment) cgroupPath() string {
-	if c == nil || c.cg == nil {
-		return ""
-	}
-	return c.cg.path
 }
 
 // orphanTree is what a record says about a tree to stop.

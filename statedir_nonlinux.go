@@ -23,7 +23,6 @@ func selfIdentity() (hostIdentity, error)               { return hostIdentity{},
 func identityOf(int) (hostIdentity, bool)               { return hostIdentity{}, false }
 func statIdentity(int) (hostIdentity, bool, bool)       { return hostIdentity{}, false, false }
 func lockStateDir(string) (*os.File, error)             { return nil, stateSupported() }
-func (*containment) cgroupPath() string                 { return "" }
 func stopOrphans(t []orphanTree, _ time.Duration) []int { return make([]int, len(t)) }
 
 type orphanTree struct {

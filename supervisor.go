@@ -129,7 +129,7 @@ func (m *Manager) spawn(req Request, owner, command, dir string, seq uint64, war
 	// Recorded before the start, so that a host that dies at any moment
 	// after it leaves a record for the next Manager (WithStateDir).
 	rec := m.state.newRecord(m, id, owner, command, dir, req, warnings, m.outputLogPath(id))
-	if err := m.state.recordStarting(rec, ctr.cgroupPath()); err != nil {
+	if err := m.state.recordStarting(rec, ctr.cgroupDir()); err != nil {
 		return fail("record process", err)
 	}
 	if err := cmd.Start(); err != nil {
