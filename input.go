@@ -28,21 +28,9 @@ func WithInputQuiet(d time.Duration) Option {
 	})
 }
 
-// The per-OS input layer (input_linux.go, input_nonlinux.go) provides:
-//
-//	type fileID
-//	    what identifies an open file across processes (device and inode
-//	    on Linux); its zero value identifies nothing.
-//	stdinIdentity(f *os.File) fileID
-//	    the identity of the child's end of its stdin, before the parent
-//	    closes it; zero for a nil f or where detection is unsupported.
-//	unreadOutput(f *os.File) int
-//	    how many bytes wait in the output pipe or terminal f for the
-//	    reader to copy them; 0 where unknown.
-//	readingStdin(leader int, cgroup string, in fileID) bool
-//	    whether a process of the tree (the leader and its descendants, and
-//	    cgroup members) is blocked in a system call reading in. Called with
-//	    no lock held; false where unsupported.
+// The per-OS input layer (input_linux.go, input_nonlinux.go: fileID,
+// stdinIdentity, unreadOutput, readingStdin) is part of the contract in
+// platform.go.
 
 // inputState is one process's part of input detection.
 type inputState struct {

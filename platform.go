@@ -22,12 +22,15 @@ import (
 //     command the shell would silently run only in part.
 //   - envKeyFold(k) is the form in which the OS compares environment names.
 //
-// Process tree (sysProc in sysproc_unix.go and sysproc_windows.go; its
-// signals in signal_unix.go and signal_windows.go): one started shell and
-// everything it starts, as a process group (Unix) or a Job Object (Windows).
+// Process tree (sysProc, made by newSysProc, in sysproc_unix.go and
+// sysproc_windows.go; signal, resume, beginStop and exitStatus in
+// signal_unix.go and signal_windows.go): one started shell and everything
+// it starts, as a process group (Unix) or a Job Object (Windows).
 //   - prepare(cmd, childAttrs) sets what must be in place before the child
 //     runs, and is the one place that builds cmd.SysProcAttr from the
-//     request (group or session, controlling terminal, cgroup); started(cmd)
+//     request (group or session, controlling terminal, cgroup; on Windows
+//     it adds the creation flags to the CmdLine newShellCmd wrote, and
+//     changes nothing else); started(cmd)
 //     ties the tree to the child, and an error from it means the child could
 //     not be contained and must be killed.
 //   - signal(sig, sent) reaches every member of the tree, returns
@@ -56,15 +59,19 @@ import (
 // by proc_linux.go, the one /proc reader, and cgroups by cgroup_linux.go;
 // the process group alone in containment_nonlinux.go): newContainment makes
 // it before the child starts; prepare hands sysProc.prepare the cgroup to
-// start in, started follows cmd.Start and reaped the leader's reaping;
+// start in (startInCgroup writes it into the SysProcAttr sysProc.prepare
+// builds), describe names it for a start error and cgroupDir gives its
+// directory ("" without one); started follows cmd.Start and reaped the
+// leader's reaping;
 // terminate(since) is the terminate step of a stop, looking for escapees in
 // a /proc pass begun after since, which prepareStops takes once for all
 // the stops of a Close; killEscaped is the kill after the shell exited;
 // usage may replace the tree's usage with the cgroup's; release frees it.
 // foreignProc reports a /proc of another PID namespace, which disables
 // everything that reads it. Counting a group's live members is countGroup
-// and groupLive (proc_linux.go, group_darwin.go, group_freebsd.go,
-// group_nocount.go; group_nonlinux.go).
+// (proc_linux.go, group_darwin.go, group_freebsd.go, group_nocount.go) and
+// groupLive (proc_linux.go, group_nonlinux.go), for sysProc on Unix only
+// (checked in sysproc_unix.go, since this file builds on Windows too).
 //
 // Pipes (pipe_unix.go, pipe_linux.go, pipe_nonlinux.go, pipe_windows.go):
 // outputPipe and inputPipe make the pipes a child gets, with this process's
@@ -72,9 +79,9 @@ import (
 // overlapped named pipe). childStdin is the /dev/null a child without stdin
 // gets, shared by all of them where that is kept open (Linux), else nil
 // for os/exec's own. growPipe(f) enlarges the output pipe where the OS
-// allows (pipe_linux.go; a no-op in pipe_nonlinux.go and on Windows). isBrokenPipe(err) recognises a write to
-// a stdin whose reader is gone (signal_unix.go, signal_windows.go: EPIPE is
-// SIGPIPE's error).
+// allows (pipe_linux.go; a no-op in pipe_nonlinux.go and on Windows).
+// isBrokenPipe(err) recognises a write to a stdin whose reader is gone
+// (signal_unix.go, signal_windows.go: EPIPE is SIGPIPE's error).
 //
 // Terminals (pty_unix.go, with ptyrelay_unix.go for macOS; pty_none.go on
 // Windows and AIX): openPTY, ptyOutput, setTTYSize and veofChar implement
@@ -87,21 +94,47 @@ import (
 // applyLimits puts them on the tree before cmd.Start (a cgroup's files, a
 // Job Object's limits); raiseOOMScore (the leader, before Start returns)
 // and raiseOOMScoreTree (what the leader forked before, from the
-// supervisor) make the tree the kernel's first choice over the host; hostOOMKills and treeOOMKills read the OOM kill
-// counters the exit's verdict compares (false where there are none).
+// supervisor) make the tree the kernel's first choice over the host;
+// hostOOMKills and treeOOMKills read the OOM kill counters the exit's
+// verdict compares (false where there are none).
 //
 // Observation (ports_linux.go, ports_windows.go, ports_nonlinux.go;
-// input_linux.go, input_nonlinux.go): portsSupported and listeningPorts
-// list the sockets a tree listens on (Process.Ports); stdinIdentity,
-// unreadOutput and readingStdin tell whether a tree is blocked reading its
-// stdin (Info.AwaitingInput). Without support they report nothing.
+// input_linux.go, input_nonlinux.go), for Process.Ports and
+// Info.AwaitingInput:
+//   - portsSupported() is nil where listeningPorts works, else ErrUnsupported
+//     wrapped with the platform's name.
+//   - listeningPorts(cache, trees) gives the listening sockets of each tree,
+//     sorted, from one pass over the system's processes. cache (a
+//     portCache, whose zero value is empty) is what a poller keeps between
+//     passes; it may be nil, and one cache is used by one goroutine at a
+//     time.
+//   - fileID identifies an open file across processes (device and inode on
+//     Linux); its zero value identifies nothing. stdinIdentity(f) is that
+//     of the child's end of its stdin, taken before the parent closes it
+//     (zero for a nil f or where detection is unsupported).
+//   - unreadOutput(f) is how many bytes wait in the output pipe or terminal
+//     f for the reader to copy them (0 where unknown).
+//   - readingStdin(leader, cgroup, in) reports whether a process of the tree
+//     (the leader, its descendants and the cgroup's members) is blocked in
+//     a system call reading in (false where unsupported).
 //
-// State and detached processes (statedir_linux.go, hostguard_linux.go,
-// detach_linux.go; statedir_nonlinux.go and detach_nonlinux.go return
-// ErrUnsupported): process identities that survive PID reuse (selfIdentity,
-// identityOf, statIdentity), the state dir's lock, the host guard that
-// kills the trees of a dead host, stopping orphans, and the runner that
-// keeps a Request.Detach process alive beyond the Manager.
+// State dir (statedir_linux.go, hostguard_linux.go; statedir_nonlinux.go,
+// where stateSupported and selfIdentity return ErrUnsupported):
+// stateSupported says whether WithStateDir works; selfIdentity,
+// identityOf and statIdentity give process identities that survive PID
+// reuse (start time and boot ID; statIdentity also accepts a zombie);
+// lockStateDir takes the dir's lock; stopOrphans stops the trees of a dead
+// Manager (orphanTree) and counts what it found; startHostGuard starts the
+// host guard, whose add, remove and close keep its list of trees, and which
+// kills them when the host dies (a nil *hostGuard does nothing).
+//
+// Detached processes (detach_linux.go; detach_nonlinux.go returns
+// ErrUnsupported from detachSupported, startDetached and the supervisor's
+// signalDetached and stopDetached): detachSupported, startDetached (a
+// Request.Detach start, through a runner that outlives the Manager),
+// adoptDetached (a record's live process for a new Manager), and the
+// supervisor's superviseDetached, signalDetached, stopDetached and
+// releaseDetached, which stand in for the child-process steps.
 //
 // Every implementation obeys the package's lock rule (see doc.go): the
 // portable code calls all of these with no Manager or Process lock held.
@@ -150,37 +183,51 @@ var (
 	_ osTree            = (*sysProc)(nil)
 	_ escapeContainment = (*containment)(nil)
 
-	_ func() []string                                   = defaultShell
-	_ func(context.Context, []string, string) *exec.Cmd = newShellCmd
-	_ func([]string, string) error                      = checkShellCommand
-	_ func(string) string                               = envKeyFold
-	_ func(*os.File)                                    = growPipe
-	_ func() (*os.File, *os.File, error)                = outputPipe
-	_ func() (*os.File, *os.File, error)                = inputPipe
-	_ func() *os.File                                   = childStdin
-	_ func(*os.File) (*os.File, error)                  = ptyOutput
-	_ func(error) bool                                  = isBrokenPipe
-	_ func(TTYSize) (*os.File, *os.File, error)         = openPTY
-	_ func(*os.File, TTYSize) error                     = setTTYSize
-	_ func(*os.File) byte                               = veofChar
-	_ func(string, *config) (*containment, error)       = newContainment
-	_ func(*config) *sysProc                            = newSysProc
-	_ func(*config, time.Time)                          = prepareStops
-	_ func() bool                                       = foreignProc
-	_ func(Limits, *config) error                       = checkLimits
-	_ func(Limits, *sysProc, *containment) error        = applyLimits
-	_ func() (uint64, bool)                             = hostOOMKills
-	_ func() error                                      = portsSupported
-	_ func(*portCache, []portTree) ([][]Port, error)    = listeningPorts
-	_ func(*os.File) fileID                             = stdinIdentity
-	_ func(*os.File) int                                = unreadOutput
-	_ func(int, string, fileID) bool                    = readingStdin
-	_ func() (hostIdentity, error)                      = selfIdentity
-	_ func(int) (hostIdentity, bool)                    = identityOf
-	_ func(string) (*os.File, error)                    = lockStateDir
-	_ func(func(error)) (*hostGuard, error)             = startHostGuard
-	_ func(*containment) (int64, bool)                  = treeOOMKills
-	_ func(*Manager, int) []byte                        = (*Manager).raiseOOMScore
-	_ func(int, *containment, []byte)                   = raiseOOMScoreTree
-	_ func(*syscall.SysProcAttr, int) error             = startInCgroup
+	_ func() []string                                              = defaultShell
+	_ func(context.Context, []string, string) *exec.Cmd            = newShellCmd
+	_ func([]string, string) error                                 = checkShellCommand
+	_ func(string) string                                          = envKeyFold
+	_ func(*os.File)                                               = growPipe
+	_ func() (*os.File, *os.File, error)                           = outputPipe
+	_ func() (*os.File, *os.File, error)                           = inputPipe
+	_ func() *os.File                                              = childStdin
+	_ func(*os.File) (*os.File, error)                             = ptyOutput
+	_ func(error) bool                                             = isBrokenPipe
+	_ func(TTYSize) (*os.File, *os.File, error)                    = openPTY
+	_ func(*os.File, TTYSize) error                                = setTTYSize
+	_ func(*os.File) byte                                          = veofChar
+	_ func(string, *config) (*containment, error)                  = newContainment
+	_ func(*config) *sysProc                                       = newSysProc
+	_ func(*config, time.Time)                                     = prepareStops
+	_ func() bool                                                  = foreignProc
+	_ func(Limits, *config) error                                  = checkLimits
+	_ func(Limits, *sysProc, *containment) error                   = applyLimits
+	_ func() (uint64, bool)                                        = hostOOMKills
+	_ func() error                                                 = portsSupported
+	_ func(*portCache, []portTree) ([][]Port, error)               = listeningPorts
+	_ func(*os.File) fileID                                        = stdinIdentity
+	_ func(*os.File) int                                           = unreadOutput
+	_ func(int, string, fileID) bool                               = readingStdin
+	_ func() (hostIdentity, error)                                 = selfIdentity
+	_ func(int) (hostIdentity, bool)                               = identityOf
+	_ func(string) (*os.File, error)                               = lockStateDir
+	_ func(func(error)) (*hostGuard, error)                        = startHostGuard
+	_ func(*containment) (int64, bool)                             = treeOOMKills
+	_ func(*Manager, int) []byte                                   = (*Manager).raiseOOMScore
+	_ func(int, *containment, []byte)                              = raiseOOMScoreTree
+	_ func(*syscall.SysProcAttr, int) error                        = startInCgroup
+	_ func() error                                                 = stateSupported
+	_ func(int) (hostIdentity, bool, bool)                         = statIdentity
+	_ func([]orphanTree, time.Duration) []int                      = stopOrphans
+	_ func(*hostGuard, string, hostIdentity, string)               = (*hostGuard).add
+	_ func(*hostGuard, string)                                     = (*hostGuard).remove
+	_ func(*hostGuard)                                             = (*hostGuard).close
+	_ func() error                                                 = detachSupported
+	_ func(*Manager, *stateRecord) *Process                        = (*Manager).adoptDetached
+	_ func(*supervisor)                                            = (*supervisor).superviseDetached
+	_ func(*supervisor, Signal) error                              = (*supervisor).signalDetached
+	_ func(*supervisor, context.Context, ExitReason) (Info, error) = (*supervisor).stopDetached
+	_ func(*supervisor)                                            = (*supervisor).releaseDetached
+
+	_ func(*Manager, Request, string, string, string, uint64, []string) (*Process, error) = (*Manager).startDetached
 )

@@ -113,17 +113,9 @@ func (p *Process) portTree() portTree {
 	return portTree{leader: p.sup.cmd.Process.Pid, id: p.id, cgroup: p.sup.ctr.cgroupDir(), sys: p.sup.sys}
 }
 
-// The per-OS port layer (ports_linux.go, ports_nonlinux.go) provides:
-//
-//	portsSupported() error
-//	    nil where listeningPorts works, else ErrUnsupported wrapped with
-//	    the platform's name.
-//	type portCache
-//	    what a poller keeps between scans; its zero value is empty.
-//	listeningPorts(cache *portCache, trees []portTree) ([][]Port, error)
-//	    the listening sockets of each tree, sorted, in one pass over the
-//	    system's processes; cache may be nil. It is called with no lock
-//	    held, and with one cache by one goroutine at a time.
+// The per-OS port layer (ports_linux.go, ports_windows.go,
+// ports_nonlinux.go: portsSupported, portCache, listeningPorts) is part of
+// the contract in platform.go.
 
 type portWaiter struct {
 	port  int

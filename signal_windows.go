@@ -2,6 +2,7 @@ package agentproc
 
 import (
 	"errors"
+	"os"
 	"sync"
 	"time"
 
@@ -156,4 +157,26 @@ func (s *sysProc) watchBatchPromptLocked() {
 // other end any more.
 func isBrokenPipe(err error) bool {
 	return errors.Is(err, windows.ERROR_BROKEN_PIPE) || errors.Is(err, windows.ERROR_NO_DATA)
+}
+
+// resume does nothing: Windows has no stopped state a console signal must
+// first end.
+func (s *sysProc) resume() {}
+
+// beginStop marks that a stop ladder is under way (see stopping).
+func (s *sysProc) beginStop() {
+	s.mu.Lock()
+	s.stopping = true
+	s.mu.Unlock()
+}
+
+// exitStatus reports the shell's exit code and, as Info.ExitSignal, what ended
+// it where that was a console break or this package's job kill (see
+// winExitSignal).
+func (s *sysProc) exitStatus(state *os.ProcessState) (code int, signal string) {
+	code = state.ExitCode()
+	s.mu.Lock()
+	killed := s.killedRunning
+	s.mu.Unlock()
+	return code, winExitSignal(uint32(code), killed)
 }

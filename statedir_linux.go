@@ -14,15 +14,7 @@ import (
 	"golang.org/x/xerrors"
 )
 
-// The OS layer of the state dir. Each OS file provides:
-//
-//	stateSupported() error                     nil where WithStateDir works
-//	selfIdentity() (hostIdentity, error)       this process on this boot
-//	identityOf(pid int) (hostIdentity, bool)   a live process on this boot
-//	statIdentity(pid int) (hostIdentity, zombie, ok bool) the same, zombies too
-//	lockStateDir(path string) (*os.File, error) take the dir's lock, or say who holds it
-//	stopOrphans(trees []orphanTree, grace time.Duration) []int
-//	startHostGuard() (*hostGuard, error) and its add, remove and close
+// The state dir's part of the OS contract (listed in platform.go).
 //
 // stopOrphans stops trees whose Manager is dead: SIGTERM to every verified
 // member, up to grace for them to exit, then SIGKILL until nothing is left

@@ -13,7 +13,7 @@ import (
 // The state dir needs what only Linux offers here: a start time per PID
 // that survives the host (/proc/PID/stat), pidfds to signal an orphan
 // without racing PID reuse, and /proc to find a tree by its marker. See the
-// list of functions in statedir_linux.go.
+// state dir's part of the contract in platform.go.
 
 func stateSupported() error {
 	return xerrors.Errorf("needs Linux, this is %s: %w", runtime.GOOS, ErrUnsupported)

@@ -27,6 +27,13 @@ func newShellCmd(ctx context.Context, shell []string, command string) *exec.Cmd 
 // Unix names are case-sensitive.
 func envKeyFold(k string) string { return k }
 
+// The group-counting part of the OS contract (platform.go), which exists on
+// Unix only.
+var (
+	_ func(int) (int, bool)  = countGroup
+	_ func(int) (bool, bool) = groupLive
+)
+
 // sysProc ties a started command to its process group. The group ID is the
 // leader's PID, and the kernel does not hand that number to a new process
 // while any member of the group is alive, so signalling -pgid can only reach

@@ -97,10 +97,6 @@ type sysProc struct {
 
 func newSysProc(*config) *sysProc { return &sysProc{} }
 
-// resume does nothing: Windows has no stopped state a console signal must
-// first end.
-func (s *sysProc) resume() {}
-
 // ntResumeProcess resumes every thread of a process. os.StartProcess closes
 // the handle of the initial thread, so ResumeThread cannot be used on a
 // child started with CREATE_SUSPENDED.
@@ -302,24 +298,6 @@ func (s *sysProc) terminateLocked() error {
 		s.killedRunning = true
 	}
 	return nil
-}
-
-// beginStop marks that a stop ladder is under way (see stopping).
-func (s *sysProc) beginStop() {
-	s.mu.Lock()
-	s.stopping = true
-	s.mu.Unlock()
-}
-
-// exitStatus reports the shell's exit code and, as Info.ExitSignal, what ended
-// it where that was a console break or this package's job kill (see
-// winExitSignal).
-func (s *sysProc) exitStatus(state *os.ProcessState) (code int, signal string) {
-	code = state.ExitCode()
-	s.mu.Lock()
-	killed := s.killedRunning
-	s.mu.Unlock()
-	return code, winExitSignal(uint32(code), killed)
 }
 
 // jobAccounting is JOBOBJECT_BASIC_ACCOUNTING_INFORMATION, which
