@@ -3,7 +3,6 @@ package agentproc
 import (
 	"context"
 	"errors"
-	"fmt"
 	"os"
 	"strconv"
 	"strings"
@@ -145,26 +144,4 @@ func setOOMScore(pid int, value []byte) error {
 // /proc (ENOENT), or an exited one not yet reaped (ESRCH).
 func processGone(err error) bool {
 	return errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ESRCH)
-}
-
-// procChildren lists the children of every thread of pid
-// (/proc/PID/task/TID/children, Linux 3.5+ with CONFIG_PROC_CHILDREN).
-func procChildren(pid int) []int {
-	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
-	if err != nil {
-		return nil
-	}
-	var kids []int
-	for _, t := range tasks {
-		data, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/children", pid, t.Name()))
-		if err != nil {
-			continue
-		}
-		for _, f := range strings.Fields(string(data)) {
-			if k, err := strconv.Atoi(f); err == nil {
-				kids = append(kids, k)
-			}
-		}
-	}
-	return kids
 }

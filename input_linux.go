@@ -23,7 +23,7 @@ func stdinIdentity(f *os.File) fileID {
 	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
 		return fileID{}
 	}
-	return fileID{dev: st.Dev, ino: st.Ino}
+	return fileID{dev: uint64(st.Dev), ino: uint64(st.Ino)} // Dev is uint32 on mips
 }
 
 // readingStdin looks at every thread of the tree's processes in
@@ -50,15 +50,8 @@ func readingStdin(leader int, cgroup string, in fileID) bool {
 		}
 	}
 	for _, pid := range pids {
-		tasks, err := os.ReadDir("/proc/" + strconv.Itoa(pid) + "/task")
-		if err != nil {
-			continue
-		}
-		for _, t := range tasks {
-			data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/task/" + t.Name() + "/syscall")
-			if err == nil && blockedReading(pid, data, in) {
-				return true
-			}
+		if procTaskSyscalls(pid, func(data []byte) bool { return blockedReading(pid, data, in) }) {
+			return true
 		}
 	}
 	return false
@@ -77,30 +70,6 @@ func unreadOutput(f *os.File) int {
 		n, _ = unix.IoctlGetInt(int(fd), unix.TIOCINQ)
 	})
 	return n
-}
-
-// descendants returns leader and every process below it.
-func descendants(leader int) []int {
-	out := []int{leader}
-	for i := 0; i < len(out) && i < 4096; i++ {
-		pid := strconv.Itoa(out[i])
-		tasks, err := os.ReadDir("/proc/" + pid + "/task")
-		if err != nil {
-			continue
-		}
-		for _, t := range tasks {
-			data, err := os.ReadFile("/proc/" + pid + "/task/" + t.Name() + "/children")
-			if err != nil {
-				continue
-			}
-			for _, f := range bytes.Fields(data) {
-				if c, err := strconv.Atoi(string(f)); err == nil {
-					out = append(out, c)
-				}
-			}
-		}
-	}
-	return out
 }
 
 // blockedReading decides from the contents of a task's syscall file:
@@ -132,11 +101,8 @@ func blockedReading(pid int, data []byte, in fileID) bool {
 
 // fdIs reports whether pid's descriptor fd is the file in.
 func fdIs(pid, fd int, in fileID) bool {
-	var st unix.Stat_t
-	if err := unix.Stat("/proc/"+strconv.Itoa(pid)+"/fd/"+strconv.Itoa(fd), &st); err != nil {
-		return false
-	}
-	return st.Dev == in.dev && st.Ino == in.ino
+	dev, ino, ok := procFDFile(pid, fd)
+	return ok && dev == in.dev && ino == in.ino
 }
 
 // maxWatchedFDs bounds how much of a poll or select set is read.

@@ -7,8 +7,6 @@ import (
 	"net/netip"
 	"os"
 	"strconv"
-
-	"golang.org/x/sys/unix"
 )
 
 func portsSupported() error { return nil }
@@ -109,7 +107,6 @@ func (s *procScanner) treeMembers(cache *portCache, trees []portTree) ([]treeMem
 	if err != nil {
 		return nil, err
 	}
-	prefix := []byte(MarkerEnv + "=")
 	alive := make(map[int]bool, len(pids))
 	for _, pid := range pids {
 		alive[pid] = true
@@ -123,7 +120,7 @@ func (s *procScanner) treeMembers(cache *portCache, trees []portTree) ([]treeMem
 		if !ok {
 			ent = markerEntry{}
 			if env, _, err := s.read(pid, "environ", false); err == nil {
-				if id, found := envValue(env, prefix); found {
+				if id, found := envValue(env, markerPrefix); found {
 					// Copied before the next read reuses the buffer.
 					ent.id = string(id)
 					ent.start = s.startTime(pid)
@@ -158,15 +155,6 @@ func (s *procScanner) treeMembers(cache *portCache, trees []portTree) ([]treeMem
 	return members, nil
 }
 
-// startTime returns the start time field of /proc/PID/stat, "" if unknown.
-func (s *procScanner) startTime(pid int) string {
-	data, _, err := s.read(pid, "stat", false)
-	if err != nil {
-		return ""
-	}
-	return statStartTime(data)
-}
-
 // portCache is what a port poller keeps between scans: the marker each
 // process carries ("" for none), with the start time of marked ones.
 type portCache struct {
@@ -174,67 +162,21 @@ type portCache struct {
 }
 
 type markerEntry struct {
-	start string // /proc/PID/stat's starttime
+	start uint64 // /proc/PID/stat's starttime; 0 if unknown
 	id    string
-}
-
-// statStartTime returns field 22 of /proc/PID/stat, the start time.
-func statStartTime(data []byte) string {
-	i := bytes.LastIndexByte(data, ')')
-	if i < 0 {
-		return ""
-	}
-	f := bytes.Fields(data[i+1:])
-	if len(f) < 20 {
-		return ""
-	}
-	return string(f[19]) // fields after the name start at field 3
-}
-
-// envValue returns the value of the variable whose "NAME=" is prefix in a
-// NUL-separated environment block.
-func envValue(env, prefix []byte) ([]byte, bool) {
-	for len(env) > 0 {
-		entry := env
-		if i := bytes.IndexByte(env, 0); i >= 0 {
-			entry, env = env[:i], env[i+1:]
-		} else {
-			env = nil
-		}
-		if bytes.HasPrefix(entry, prefix) {
-			return entry[len(prefix):], true
-		}
-	}
-	return nil, false
 }
 
 // socketInodes adds the inode of every socket m's process has open.
 func (s *procScanner) socketInodes(m treeMember, into map[uint64]treeMember) {
-	dir := strconv.Itoa(m.pid) + "/fd"
-	fd, err := unix.Openat(s.proc, dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return
-	}
-	f := os.NewFile(uintptr(fd), dir)
-	names, err := f.Readdirnames(-1)
-	_ = f.Close()
-	if err != nil {
-		return
-	}
-	var link [64]byte
-	for _, name := range names {
-		n, err := unix.Readlinkat(s.proc, dir+"/"+name, link[:])
-		if err != nil {
-			continue
-		}
-		inode, ok := socketInode(link[:n])
+	s.fdLinks(m.pid, func(link []byte) {
+		inode, ok := socketInode(link)
 		if !ok {
-			continue
+			return
 		}
 		if old, ok := into[inode]; !ok || m.pid < old.pid {
 			into[inode] = m
 		}
-	}
+	})
 }
 
 // socketInode parses an fd link of the form "socket:[12345]".

@@ -13,8 +13,13 @@ import (
 	"golang.org/x/xerrors"
 )
 
-// This file is the one reader of /proc: group counting (sysProc), the
-// marker sweep (containment) and the tests all go through it.
+// This file is the one reader of /proc's per-process files: group counting
+// (sysProc), the marker sweep (containment), orphan stopping and process
+// identities (the state dir), Process.Ports, Info.AwaitingInput and the
+// tests all go through it. The system-wide files a feature reads for
+// itself (/proc/net's socket tables in ports_linux.go, /proc/vmstat and
+// oom_score_adj in guard_linux.go, mountinfo in cgroup_linux.go, boot_id in
+// statedir_linux.go) are read where they are used.
 //
 // Two ways to look:
 //   - a procScanner reads single processes (stat, environ, cgroup) and, for
@@ -266,6 +271,82 @@ func parseStat(data []byte) (state byte, pgrp int, ok bool) {
 		return 0, 0, false
 	}
 	return fields[0][0], pgrp, true
+}
+
+// fdLinks calls fn with the target of every /proc/PID/fd link of pid
+// ("socket:[12345]", "/dev/null", ...), up to 64 bytes of it, which is
+// enough for the kinds of file the callers look for. link is valid only
+// during the call.
+func (s *procScanner) fdLinks(pid int, fn func(link []byte)) {
+	dir := strconv.Itoa(pid) + "/fd"
+	fd, err := unix.Openat(s.proc, dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return
+	}
+	f := os.NewFile(uintptr(fd), dir)
+	names, err := f.Readdirnames(-1)
+	_ = f.Close()
+	if err != nil {
+		return
+	}
+	var link [64]byte
+	for _, name := range names {
+		n, err := unix.Readlinkat(s.proc, dir+"/"+name, link[:])
+		if err != nil {
+			continue
+		}
+		fn(link[:n])
+	}
+}
+
+// parseStatStart returns field 22 (starttime, in clock ticks since boot)
+// and the state of the contents of a /proc/PID/stat file.
+func parseStatStart(data []byte) (start uint64, state byte, ok bool) {
+	i := bytes.LastIndexByte(data, ')')
+	if i < 0 {
+		return 0, 0, false
+	}
+	fields := bytes.Fields(data[i+1:])
+	// fields[0] is field 3 (state), so field 22 is fields[19].
+	if len(fields) < 20 || len(fields[0]) != 1 {
+		return 0, 0, false
+	}
+	start, err := strconv.ParseUint(string(fields[19]), 10, 64)
+	if err != nil {
+		return 0, 0, false
+	}
+	return start, fields[0][0], true
+}
+
+// startTime returns the start time field of /proc/PID/stat, 0 if unknown.
+func (s *procScanner) startTime(pid int) uint64 {
+	data, _, err := s.read(pid, "stat", false)
+	if err != nil {
+		return 0
+	}
+	start, _, _ := parseStatStart(data)
+	return start
+}
+
+// procStartTime returns the start time and state of pid from
+// /proc/PID/stat, without a procScanner: it is read with bare system calls
+// into a stack buffer, since os.ReadFile's stat and second read double the
+// cost of a file that fits in one read.
+func procStartTime(pid int) (start uint64, state byte, ok bool) {
+	if pid <= 0 {
+		return 0, 0, false
+	}
+	fd, err := unix.Open("/proc/"+strconv.Itoa(pid)+"/stat", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return 0, 0, false
+	}
+	var buf [1024]byte
+	n, err := unix.Read(fd, buf[:])
+	_ = unix.Close(fd)
+	if err != nil || n <= 0 {
+		return 0, 0, false
+	}
+	return parseStatStart(buf[:n])
 }
 
 // leaderRunning reports whether the leader of group pgid (whose PID is
@@ -637,6 +718,23 @@ func eachMarker(env []byte, fn func(id []byte)) {
 	}
 }
 
+// envValue returns the value of the variable whose "NAME=" is prefix in a
+// NUL-separated environment block.
+func envValue(env, prefix []byte) ([]byte, bool) {
+	for len(env) > 0 {
+		entry := env
+		if i := bytes.IndexByte(env, 0); i >= 0 {
+			entry, env = env[:i], env[i+1:]
+		} else {
+			env = nil
+		}
+		if bytes.HasPrefix(entry, prefix) {
+			return entry[len(prefix):], true
+		}
+	}
+	return nil, false
+}
+
 // hasEnvEntry reports whether env, a block of NUL-terminated NAME=value
 // strings, holds entry as one whole string. A longer name that merely starts
 // with the same bytes (AGENTPROC_ID_X=...) or a value with a common prefix
@@ -710,4 +808,64 @@ func procsMarked(id string) map[int]string {
 		}
 	}
 	return out
+}
+
+// procChildren lists the children of every thread of pid
+// (/proc/PID/task/TID/children, Linux 3.5+ with CONFIG_PROC_CHILDREN).
+func procChildren(pid int) []int {
+	dir := "/proc/" + strconv.Itoa(pid) + "/task"
+	tasks, err := os.ReadDir(dir)
+	if err != nil {
+		return nil
+	}
+	var kids []int
+	for _, t := range tasks {
+		data, err := os.ReadFile(dir + "/" + t.Name() + "/children")
+		if err != nil {
+			continue
+		}
+		for _, f := range bytes.Fields(data) {
+			if k, err := strconv.Atoi(string(f)); err == nil {
+				kids = append(kids, k)
+			}
+		}
+	}
+	return kids
+}
+
+// descendants returns leader and every process below it, at most 4096.
+func descendants(leader int) []int {
+	out := []int{leader}
+	for i := 0; i < len(out) && i < 4096; i++ {
+		out = append(out, procChildren(out[i])...)
+	}
+	return out
+}
+
+// procTaskSyscalls calls fn with the contents of /proc/PID/task/TID/syscall
+// of each thread of pid, until fn returns true, and reports whether it did.
+func procTaskSyscalls(pid int, fn func(data []byte) bool) bool {
+	dir := "/proc/" + strconv.Itoa(pid) + "/task"
+	tasks, err := os.ReadDir(dir)
+	if err != nil {
+		return false
+	}
+	for _, t := range tasks {
+		data, err := os.ReadFile(dir + "/" + t.Name() + "/syscall")
+		if err == nil && fn(data) {
+			return true
+		}
+	}
+	return false
+}
+
+// procFDFile returns the device and inode of the file pid's descriptor fd
+// is open on (a stat through /proc/PID/fd/FD); ok is false when that
+// cannot be read.
+func procFDFile(pid, fd int) (dev, ino uint64, ok bool) {
+	var st unix.Stat_t
+	if err := unix.Stat("/proc/"+strconv.Itoa(pid)+"/fd/"+strconv.Itoa(fd), &st); err != nil {
+		return 0, 0, false
+	}
+	return uint64(st.Dev), uint64(st.Ino), true
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -62,45 +61,11 @@ func identityOf(pid int) (hostIdentity, bool) {
 // statIdentity is identityOf that also accepts a zombie (saying so): a
 // child that already exited still has the start time it was given.
 func statIdentity(pid int) (id hostIdentity, zombie, ok bool) {
-	if pid <= 0 {
-		return hostIdentity{}, false, false
-	}
-	// Read with bare syscalls: os.ReadFile's stat and second read double
-	// the cost of a file that fits in one read.
-	fd, err := unix.Open("/proc/"+strconv.Itoa(pid)+"/stat", unix.O_RDONLY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return hostIdentity{}, false, false
-	}
-	var buf [1024]byte
-	n, err := unix.Read(fd, buf[:])
-	_ = unix.Close(fd)
-	if err != nil || n <= 0 {
-		return hostIdentity{}, false, false
-	}
-	start, state, ok := parseStatStart(buf[:n])
+	start, state, ok := procStartTime(pid)
 	if !ok {
 		return hostIdentity{}, false, false
 	}
 	return hostIdentity{PID: pid, Start: start, Boot: bootID()}, state == 'Z', true
-}
-
-// parseStatStart returns field 22 (starttime) and the state of a
-// /proc/PID/stat.
-func parseStatStart(data []byte) (start uint64, state byte, ok bool) {
-	i := bytes.LastIndexByte(data, ')')
-	if i < 0 {
-		return 0, 0, false
-	}
-	fields := bytes.Fields(data[i+1:])
-	// fields[0] is field 3 (state), so field 22 is fields[19].
-	if len(fields) < 20 || len(fields[0]) != 1 {
-		return 0, 0, false
-	}
-	start, err := strconv.ParseUint(string(fields[19]), 10, 64)
-	if err != nil {
-		return 0, 0, false
-	}
-	return start, fields[0][0], true
 }
 
 // lockStateDir takes an exclusive flock on path. flock locks belong to the
@@ -264,7 +229,8 @@ func (k *treeKiller) belongs(s *procScanner, pid int, inCgroup map[int]int) (int
 		return i, true
 	}
 	if env, uid, err := s.read(pid, "environ", true); err == nil && uid == s.euid {
-		if i, ok := k.byMarker[markerValue(env)]; ok {
+		v, _ := envValue(env, markerPrefix)
+		if i, ok := k.byMarker[string(v)]; ok {
 			if pgrp == pid {
 				k.led[pid] = i
 				k.groups[pid] = i
@@ -381,22 +347,4 @@ func (k *treeKiller) close() {
 		}
 		delete(k.targets, pid)
 	}
-}
-
-// markerValue returns the value of the MarkerEnv entry of a NUL-separated
-// environment, or "".
-func markerValue(env []byte) string {
-	prefix := []byte(MarkerEnv + "=")
-	for len(env) > 0 {
-		entry := env
-		if i := bytes.IndexByte(env, 0); i >= 0 {
-			entry, env = env[:i], env[i+1:]
-		} else {
-			env = nil
-		}
-		if v, ok := bytes.CutPrefix(entry, prefix); ok {
-			return string(v)
-		}
-	}
-	return ""
 }
