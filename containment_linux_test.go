@@ -231,7 +231,7 @@ func waitComm(t *testing.T, pids []int, comm string) {
 	defer tick.Stop()
 	for _, pid := range pids {
 		for {
-			got, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
+			got, _ := agentproc.ProcFile(pid, "comm")
 			if strings.TrimSpace(string(got)) == comm {
 				break
 			}

@@ -1,7 +1,27 @@
 package agentproc
 
+import "bytes"
+
 // The tests read /proc through the package's one reader (proc_linux.go).
 var (
 	ProcState   = procState
 	ProcsMarked = procsMarked
 )
+
+// ProcFile returns the contents of /proc/PID/name.
+func ProcFile(pid int, name string) ([]byte, error) {
+	s, err := newProcScanner()
+	if err != nil {
+		return nil, err
+	}
+	defer s.close()
+	data, _, err := s.read(pid, name, false)
+	return bytes.Clone(data), err
+}
+
+// ProcStartTime returns field 22 of /proc/PID/stat, the start time that
+// state records keep; ok is false when it cannot be read.
+func ProcStartTime(pid int) (start uint64, ok bool) {
+	start, _, ok = procStartTime(pid)
+	return start, ok
+}

@@ -3,8 +3,6 @@ package agentproc
 import (
 	"bufio"
 	"context"
-	"fmt"
-	"os"
 	"os/exec"
 	"regexp"
 	"strconv"
@@ -113,7 +111,7 @@ func TestRaiseOOMScoreWalksChildren(t *testing.T) {
 	raiseOOMScoreTree(cmd.Process.Pid, &containment{}, m.raiseOOMScore(cmd.Process.Pid))
 	want := strconv.Itoa(min(host+300, maxOOMScoreAdj))
 	for _, pid := range append(pids, cmd.Process.Pid) {
-		got, err := os.ReadFile(fmt.Sprintf("/proc/%d/oom_score_adj", pid))
+		got, err := ProcFile(pid, "oom_score_adj")
 		if err != nil || strings.TrimSpace(string(got)) != want {
 			t.Errorf("pid %d: got oom_score_adj %q (%v), want %s", pid, got, err, want)
 		}

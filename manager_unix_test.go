@@ -5,12 +5,10 @@ package agentproc_test
 import (
 	"context"
 	"errors"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -277,36 +275,4 @@ func TestNoStdinReadsEOF(t *testing.T) {
 			t.Errorf("%s printed %q, want %q", p.ID(), got, "eof 0\n")
 		}
 	}
-}
-
-// TestPWDNamesWorkDir checks that the environment a child starts with has
-// PWD naming the directory it starts in, not the host's: a shell would find
-// the host's stale and look the directory up again. It reads the
-// environment the shell was executed with from /proc (a shell rewrites its
-// own PWD, so asking it would prove nothing).
-func TestPWDNamesWorkDir(t *testing.T) {
-	t.Parallel()
-	if runtime.GOOS != "linux" {
-		t.Skip("reads /proc/PID/environ (Linux)")
-	}
-	dir := t.TempDir()
-	m := newManager(t)
-	p := mustStart(t, m, agentproc.Request{Command: `read x`, WorkDir: dir, Stdin: true})
-	env, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", p.Info().PID))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var pwd []string
-	for kv := range strings.SplitSeq(string(env), "\x00") {
-		if v, ok := strings.CutPrefix(kv, "PWD="); ok {
-			pwd = append(pwd, v)
-		}
-	}
-	if len(pwd) != 1 || pwd[0] != dir {
-		t.Errorf("PWD entries %q, want exactly %q", pwd, dir)
-	}
-	if err := p.CloseStdin(testContext(t)); err != nil {
-		t.Fatal(err)
-	}
-	mustWait(t, p)
 }

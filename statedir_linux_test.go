@@ -288,17 +288,12 @@ func currentBoot() string {
 	return strings.TrimSpace(string(data))
 }
 
-// startTicks reads field 22 of /proc/PID/stat on its own.
+// startTicks returns pid's start time as a state record keeps it.
 func startTicks(t testing.TB, pid int) uint64 {
 	t.Helper()
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		t.Fatal(err)
-	}
-	f := strings.Fields(string(data[strings.LastIndexByte(string(data), ')')+1:]))
-	n, err := strconv.ParseUint(f[19], 10, 64)
-	if err != nil {
-		t.Fatal(err)
+	n, ok := agentproc.ProcStartTime(pid)
+	if !ok {
+		t.Fatalf("start time of %d: cannot read /proc/%d/stat", pid, pid)
 	}
 	return n
 }
