@@ -88,7 +88,7 @@ func newCgroup(parent, id string) (*cgroup, error) {
 	mounts := cgroup2Mounts()
 	if len(mounts) == 0 {
 		return nil, xerrors.Errorf("cgroup parent %q: no cgroup v2 hierarchy is mounted (none in /proc/self/mountinfo): %w",
-			parent, errors.ErrUnsupported)
+			parent, ErrUnsupported)
 	}
 	where := "cgroup v2 is mounted at " + strings.Join(mounts, ", ")
 	var fs unix.Statfs_t

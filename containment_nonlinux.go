@@ -3,7 +3,6 @@
 package agentproc
 
 import (
-	"errors"
 	"os/exec"
 	"runtime"
 	"syscall"
@@ -20,7 +19,7 @@ type containment struct{}
 func newContainment(_ string, cfg *config) (*containment, error) {
 	if cfg.cgroupParent != "" {
 		return nil, xerrors.Errorf("cgroup parent %q: cgroup containment needs Linux, this is %s: %w",
-			cfg.cgroupParent, runtime.GOOS, errors.ErrUnsupported)
+			cfg.cgroupParent, runtime.GOOS, ErrUnsupported)
 	}
 	return &containment{}, nil
 }

@@ -38,9 +38,9 @@ var (
 	// Request.TTY.
 	ErrNoTTY = xerrors.New("agentproc: process has no terminal")
 	// ErrUnsupported is returned, wrapped with the platform's name, for a
-	// feature the platform lacks (Request.TTY on Windows). It matches
-	// errors.ErrUnsupported under errors.Is, so one check covers it and the
-	// errors.ErrUnsupported that WithCgroup's failures wrap.
+	// feature the platform lacks (Request.TTY on Windows, WithCgroup
+	// without cgroup v2). It also matches errors.ErrUnsupported under
+	// errors.Is, so either check finds every such failure.
 	ErrUnsupported error = unsupportedError{}
 	// ErrExited is returned by a wait for something the process was to
 	// write (Process.WaitMatch) when the process exited without writing

@@ -181,8 +181,8 @@ func WithMaxRunning(n int) Option {
 // tree's CPU time.
 //
 // Linux only. If parent is not a writable cgroup v2 directory, or this is
-// not Linux, Start fails (wrapping ErrInvalidRequest, or
-// errors.ErrUnsupported where cgroup v2 is unavailable); it never falls back
+// not Linux, Start fails (wrapping ErrInvalidRequest, or ErrUnsupported
+// where cgroup v2 is unavailable); it never falls back
 // to weaker containment. "" (the default) turns it off.
 func WithCgroup(parent string) Option {
 	return optionFunc(func(c *config) { c.cgroupParent = parent })

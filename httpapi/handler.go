@@ -347,9 +347,8 @@ func errorFor(err error, id string) *Error {
 	case errors.Is(err, agentproc.ErrClosed):
 		e.StatusCode, e.Message = http.StatusServiceUnavailable, "The process manager is shutting down."
 	case errors.Is(err, errors.ErrUnsupported):
-		// agentproc.ErrUnsupported matches it, and so does the
-		// errors.ErrUnsupported a cgroup Manager's Start wraps where
-		// cgroup v2 is missing.
+		// agentproc.ErrUnsupported matches it, and so does an
+		// errors.ErrUnsupported from anywhere else.
 		e.StatusCode, e.Message = http.StatusNotImplemented, "This server's platform does not support the request."
 	case id == "":
 		e.Message = "Failed to start the process."

@@ -205,7 +205,8 @@ type Response struct {
 //   - 429: the Manager's WithMaxRunning limit, or the owner's
 //     WithMaxRunningPerOwner limit, is reached.
 //   - 501: the platform lacks what the request needs, such as a terminal
-//     on Windows or a cgroup without cgroup v2 (errors.ErrUnsupported).
+//     on Windows or a cgroup without cgroup v2 (agentproc.ErrUnsupported,
+//     or any errors.ErrUnsupported).
 //   - 503: the Manager is closed.
 //   - 500: anything else; Detail says what.
 type Error struct {
