@@ -166,7 +166,8 @@ func New(opts ...Option) *Manager {
 
 // Start validates req and starts it. It never waits for the command; use
 // Process.Wait for that. Processes started through the Manager have no owner
-// and are seen by Scope("") only.
+// and are seen by Scope("") only. With a Request.Key it may return a process
+// an earlier Start began; Scope("").StartOrAttach says which it did.
 //
 // ctx bounds only what Start itself may wait for: a concurrent Start with
 // the same Request.Key that is still spawning. When ctx ends first Start
