@@ -36,8 +36,8 @@ func TestTruncatedOutputCounts(t *testing.T) {
 }
 
 // Output limits far beyond what a process writes cost what it writes: a
-// 1<<50 tail used to panic the output reader, and a 1<<30 one to allocate
-// 1 GiB per process once the head was full. Not parallel: it reads the
+// 1<<50 tail must not panic the output reader, nor a 1<<30 one allocate
+// 1 GiB per process once the head is full. Not parallel: it reads the
 // heap's allocation total.
 func TestOutputLimitsOutOfRange(t *testing.T) {
 	const mib = 1 << 20

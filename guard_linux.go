@@ -57,7 +57,7 @@ var hostOOMScore = sync.OnceValues(func() (int, error) {
 //
 // The first is three system calls on a descriptor of /proc kept open; the
 // walk reads a directory and a file per process, which on the caller's path
-// cost about 7% of a Start+Wait of `true`. A failure is logged, not fatal:
+// would cost about 7% of BenchmarkStartWait. A failure is logged, not fatal:
 // the command runs, only less protected. It returns the value to pass to
 // raiseOOMScoreTree, nil when there is nothing to raise.
 func (m *Manager) raiseOOMScore(leader int) (value []byte) {

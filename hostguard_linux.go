@@ -107,9 +107,10 @@ func (g *hostGuard) close() {
 }
 
 // hostGuardBatch is how long the guard lets messages gather in the pipe
-// after each read. Waking the guard for every start and exit cost Start+Wait
-// about 7% on two cores; waking it at most every 20 ms costs nothing
-// measurable, and delays its reaction to the host's death by at most that.
+// after each read. Waking the guard for every start and exit costs about 7%
+// of BenchmarkStateDir/StartWait on two cores; waking it at most every 20 ms
+// costs nothing measurable there, and delays its reaction to the host's
+// death by at most that.
 const hostGuardBatch = 20 * time.Millisecond
 
 // batchedReader pauses after every read that returned data, so that the

@@ -593,8 +593,8 @@ func (m *Manager) buildEnv(reqEnv map[string]string, id, dir string, tty bool) [
 
 // envCache keeps the base environment with the non-interactive defaults
 // applied, for as long as the host's environment stays what it was built
-// from. Building it (two maps and a sort per Start) was about 2% of a
-// Start+Wait of `true`; checking that os.Environ is unchanged compares
+// from. Building it (two maps and a sort per Start) costs about 2% of
+// BenchmarkStartWait; checking that os.Environ is unchanged compares
 // strings that share their bytes with the cached ones.
 type envCache struct {
 	mu      sync.Mutex
@@ -649,8 +649,9 @@ func fieldError(err error) slog.Field { return slog.Error(err) }
 
 // shellCmd builds the command of one Start. The shell is looked up in PATH
 // once per value of PATH, not on every Start: exec.Command's LookPath stats
-// each PATH entry in turn, about 20 µs of Start+Wait of `true`. The shell
-// keeps the name it was given as its argv[0] ($0), as with exec.Command.
+// each PATH entry in turn, about 20 µs of each Start in BenchmarkStartWait.
+// The shell keeps the name it was given as its argv[0] ($0), as with
+// exec.Command.
 func (m *Manager) shellCmd(command string) *exec.Cmd {
 	shell := m.cfg.shell
 	if path := m.shellPath(); path != "" {

@@ -27,7 +27,7 @@ type config struct {
 	logger      slog.Logger
 	// logDebug is set by WithLogger: the zero Logger is silent, but it
 	// still builds every entry (the caller's location included), which
-	// showed as 1% of a Start+Wait for the one Debug line per start.
+	// costs about 1% of BenchmarkStartWait for the one Debug line per start.
 	logDebug     bool
 	clock        quartz.Clock
 	shell        []string

@@ -68,7 +68,8 @@ type procScanner struct {
 
 // procRootFD is a descriptor of /proc opened once and kept for the life of
 // the host process: the exit path of every command reads a file or two of
-// /proc, and opening the directory each time was a third of those calls.
+// /proc, and opening the directory each time would be a third of those
+// calls.
 // A failure is not kept, so a /proc mounted later is found.
 var procRootFD struct {
 	mu sync.Mutex

@@ -237,7 +237,7 @@ func TestSysProcPIDPinnedUntilRelease(t *testing.T) {
 	// object, so the PID (the group ID breaks target) still names the
 	// exited shell, not a new process. (Wine keeps an exited process
 	// openable anyway, so there only the checks of s.pid and s.proc below
-	// can fail: the old code forgot the PID in leftovers.)
+	// can fail: they catch a release that forgets the PID in leftovers.)
 	h, err := windows.OpenProcess(windows.PROCESS_QUERY_LIMITED_INFORMATION, false, pid)
 	if err != nil {
 		t.Fatalf("open exited shell %d before release: got %v, want the pinned process", pid, err)
