@@ -265,6 +265,7 @@ func TestLimitsForkBomb(t *testing.T) {
 // the OOM killer ends it, the reason is ReasonOOM and the peak is reported.
 func TestLimitsMemoryOOM(t *testing.T) {
 	t.Parallel()
+	hog := agentproc.UseHelper("hog") // before the skip: the mode is this test's either way
 	parent := limitsParent(t, "memory")
 	m := newManager(t, agentproc.WithCgroup(parent))
 	ctx, cancel := context.WithTimeout(testContext(t), 5*time.Second)
@@ -275,7 +276,7 @@ func TestLimitsMemoryOOM(t *testing.T) {
 	}
 	p := mustStart(t, m, agentproc.Request{
 		Command: shellQuote(exe) + `; echo survived`,
-		Env:     map[string]string{hogEnv: "1"},
+		Env:     map[string]string{agentproc.HelperEnv: hog},
 		Limits:  agentproc.Limits{Memory: 64 << 20},
 	})
 	info, err := p.Wait(ctx)
@@ -299,20 +300,17 @@ func TestLimitsMemoryOOM(t *testing.T) {
 	t.Logf("memory hog: reason %s, peak %s", info.Reason, fmtMiB(info.MaxRSS))
 }
 
-// hogEnv makes the test binary a memory hog instead of running tests: it
-// allocates 1 GiB and touches every page, then says "allocated".
-const hogEnv = "AGENTPROC_TEST_HOG"
-
+// The helper mode "hog" is a memory hog: it allocates 1 GiB and touches
+// every page, then says "allocated".
 func init() {
-	if os.Getenv(hogEnv) == "" {
-		return
-	}
-	b := make([]byte, 1<<30)
-	for i := 0; i < len(b); i += 4096 {
-		b[i] = 1
-	}
-	fmt.Println("allocated")
-	os.Exit(0)
+	agentproc.RegisterHelper("hog", func() int {
+		b := make([]byte, 1<<30)
+		for i := 0; i < len(b); i += 4096 {
+			b[i] = 1
+		}
+		fmt.Println("allocated")
+		return 0
+	}, false)
 }
 
 func fmtMiB(n int64) string { return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20)) }

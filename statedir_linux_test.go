@@ -23,49 +23,39 @@ import (
 	"github.com/agentproc/agentproc"
 )
 
-// Helper hosts: the test binary re-executed as a program that uses a
-// Manager with a state dir and is then SIGKILLed by the test. init runs
-// before TestMain, so a host never runs tests.
+// Helper hosts: the helper modes "host-three" and "host-detach" (see
+// helper_test.go) are programs that use a Manager with a state dir and are
+// then SIGKILLed by the test. These variables configure them.
 const (
-	hostModeEnv   = "AGENTPROC_TEST_HOST"
 	hostDirEnv    = "AGENTPROC_TEST_HOST_DIR"
 	hostCgroupEnv = "AGENTPROC_TEST_HOST_CGROUP"
 	hostFIFOEnv   = "AGENTPROC_TEST_HOST_FIFO" // two FIFOs, space-separated
 )
 
 func init() {
-	if mode := os.Getenv(hostModeEnv); mode != "" {
-		os.Exit(runHost(mode))
-	}
+	agentproc.RegisterHelper("host-three", runThreeTreesHost, false)
+	agentproc.RegisterHelper("host-detach", func() int { return runDetachHost(os.Getenv(hostDirEnv)) }, false)
 }
 
-// runHost starts processes whose commands print "pids A B" (the shell and
-// a child), prints each such line, then "ready", and blocks until killed.
-// Mode "three": a plain tree and a setsid escapee on dir/a, and, when
+// runThreeTreesHost starts processes whose commands print "pids A B" (the
+// shell and a child), prints each such line, then "ready", and blocks until
+// killed: a plain tree and a setsid escapee on dir/a, and, when
 // hostCgroupEnv names a cgroup parent, a tree in a cgroup on dir/b.
-func runHost(mode string) int {
+func runThreeTreesHost() int {
 	dir := os.Getenv(hostDirEnv)
 	type job struct {
 		m       *agentproc.Manager
 		command string
 	}
-	var jobs []job
-	switch mode {
-	case "three":
-		logs := agentproc.WithOutputLog(filepath.Join(dir, "logs"), 0)
-		a := agentproc.New(agentproc.WithStateDir(filepath.Join(dir, "a")), logs)
-		jobs = append(jobs,
-			job{a, `sleep 300 & echo "pids $$ $!"; wait`},
-			job{a, `setsid sleep 300 & echo "pids $$ $!"; wait`})
-		if cg := os.Getenv(hostCgroupEnv); cg != "" {
-			b := agentproc.New(agentproc.WithStateDir(filepath.Join(dir, "b")), agentproc.WithCgroup(cg), logs)
-			jobs = append(jobs, job{b, `sleep 300 & echo "pids $$ $!"; wait`})
-		}
-	case "detach":
-		return runDetachHost(dir)
-	default:
-		fmt.Fprintf(os.Stderr, "unknown host mode %q\n", mode)
-		return 2
+	logs := agentproc.WithOutputLog(filepath.Join(dir, "logs"), 0)
+	a := agentproc.New(agentproc.WithStateDir(filepath.Join(dir, "a")), logs)
+	jobs := []job{
+		{a, `sleep 300 & echo "pids $$ $!"; wait`},
+		{a, `setsid sleep 300 & echo "pids $$ $!"; wait`},
+	}
+	if cg := os.Getenv(hostCgroupEnv); cg != "" {
+		b := agentproc.New(agentproc.WithStateDir(filepath.Join(dir, "b")), agentproc.WithCgroup(cg), logs)
+		jobs = append(jobs, job{b, `sleep 300 & echo "pids $$ $!"; wait`})
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
@@ -102,12 +92,12 @@ func runHost(mode string) int {
 	select {} // until the test SIGKILLs this host
 }
 
-// startHost runs a helper host and returns it with the PIDs and process IDs
-// it printed once it said "ready".
+// startHost runs the helper host mode (from UseHelper) and returns it with
+// the PIDs and process IDs it printed once it said "ready".
 func startHost(t *testing.T, mode string, env ...string) (*exec.Cmd, []int, []string) {
 	t.Helper()
 	cmd := exec.Command(os.Args[0])
-	cmd.Env = append(append(os.Environ(), hostModeEnv+"="+mode), env...)
+	cmd.Env = append(append(os.Environ(), agentproc.HelperEnv+"="+mode), env...)
 	cmd.Stderr = os.Stderr
 	out, err := cmd.StdoutPipe()
 	if err != nil {
@@ -218,6 +208,7 @@ func pidfdAlive(t *testing.T, fd int) bool {
 // and a new Manager on the same dir reports them all as orphaned.
 func TestHostDeathKillsTrees(t *testing.T) {
 	t.Parallel()
+	mode := agentproc.UseHelper("host-three") // before cgroupParent's skip
 	dir := t.TempDir()
 	env := []string{hostDirEnv + "=" + dir}
 	want := 2
@@ -227,7 +218,7 @@ func TestHostDeathKillsTrees(t *testing.T) {
 		env = append(env, hostCgroupEnv+"="+cgroupParent(t))
 		want = 3
 	}
-	host, pids, ids := startHost(t, "three", env...)
+	host, pids, ids := startHost(t, mode, env...)
 	if len(ids) != want {
 		t.Fatalf("host started %d processes, want %d", len(ids), want)
 	}
@@ -673,7 +664,7 @@ func TestDetachSurvivesHostDeath(t *testing.T) {
 			_ = f.Close()
 		}
 	}()
-	host, pids, ids := startHost(t, "detach", hostDirEnv+"="+dir, hostFIFOEnv+"="+strings.Join(fifos, " "))
+	host, pids, ids := startHost(t, agentproc.UseHelper("host-detach"), hostDirEnv+"="+dir, hostFIFOEnv+"="+strings.Join(fifos, " "))
 	fds := pinPIDs(t, pids[:2])
 	if err := host.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
