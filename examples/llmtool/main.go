@@ -17,7 +17,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -26,6 +25,8 @@ import (
 	"runtime"
 	"strings"
 	"time"
+
+	"golang.org/x/xerrors"
 
 	"github.com/agentproc/agentproc"
 )
@@ -123,7 +124,7 @@ func run(ctx context.Context, w io.Writer) error {
 		}
 	}
 	if server == "" {
-		return errors.New("the session never started its server")
+		return xerrors.New("the session never started its server")
 	}
 	return m.Close()
 }

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"golang.org/x/xerrors"
+
 	"github.com/agentproc/agentproc"
 )
 
@@ -138,7 +140,7 @@ func (tb *Toolbox) Dispatch(ctx context.Context, name string, args json.RawMessa
 	case "process_signal":
 		return call(ctx, args, tb.signal)
 	}
-	return nil, fmt.Errorf("unknown tool %q", name)
+	return nil, xerrors.Errorf("unknown tool %q", name)
 }
 
 // call decodes args strictly (a misspelt parameter is an error the model
@@ -149,7 +151,7 @@ func call[A, R any](ctx context.Context, args json.RawMessage, f func(context.Co
 		dec := json.NewDecoder(bytes.NewReader(args))
 		dec.DisallowUnknownFields()
 		if err := dec.Decode(&a); err != nil {
-			return nil, fmt.Errorf("invalid arguments: %v", err)
+			return nil, xerrors.Errorf("invalid arguments: %v", err)
 		}
 	}
 	r, err := f(ctx, a)
@@ -190,11 +192,11 @@ type executeResult struct {
 
 func (tb *Toolbox) execute(ctx context.Context, a executeArgs) (executeResult, error) {
 	if strings.TrimSpace(a.Command) == "" {
-		return executeResult{}, errors.New("command is required")
+		return executeResult{}, xerrors.New("command is required")
 	}
 	timeout := time.Duration(a.Timeout) * time.Second
 	if a.Timeout < 0 || timeout > maxTimeout {
-		return executeResult{}, fmt.Errorf("timeout must be between 1 and %d seconds", int(maxTimeout/time.Second))
+		return executeResult{}, xerrors.Errorf("timeout must be between 1 and %d seconds", int(maxTimeout/time.Second))
 	}
 	if timeout == 0 && !a.RunInBackground {
 		timeout = foregroundTimeout
@@ -207,7 +209,7 @@ func (tb *Toolbox) execute(ctx context.Context, a executeArgs) (executeResult, e
 		MaxOutput:  maxOutput,
 	})
 	if err != nil {
-		return executeResult{}, fmt.Errorf("could not start the command: %v", err)
+		return executeResult{}, xerrors.Errorf("could not start the command: %v", err)
 	}
 	info := p.Info()
 	res := executeResult{ProcessID: p.ID(), Warnings: info.Warnings}
@@ -269,11 +271,11 @@ func (tb *Toolbox) output(ctx context.Context, a outputArgs) (outputResult, erro
 	if a.WaitFor != "" {
 		var err error
 		if re, err = regexp.Compile(a.WaitFor); err != nil {
-			return outputResult{}, fmt.Errorf("wait_for is not a valid regular expression: %v", err)
+			return outputResult{}, xerrors.Errorf("wait_for is not a valid regular expression: %v", err)
 		}
 	}
 	if a.Offset < 0 {
-		return outputResult{}, errors.New("offset must not be negative")
+		return outputResult{}, xerrors.New("offset must not be negative")
 	}
 	p, err := tb.process(a.ProcessID)
 	if err != nil {
@@ -372,7 +374,7 @@ func (tb *Toolbox) signal(ctx context.Context, a signalArgs) (signalResult, erro
 	switch sig := agentproc.Signal(a.Signal); sig {
 	case agentproc.SignalTerminate, agentproc.SignalKill, agentproc.SignalInterrupt:
 	default:
-		return signalResult{}, fmt.Errorf("signal must be terminate, kill or interrupt, not %q", a.Signal)
+		return signalResult{}, xerrors.Errorf("signal must be terminate, kill or interrupt, not %q", a.Signal)
 	}
 	p, err := tb.process(a.ProcessID)
 	if err != nil {
@@ -380,7 +382,7 @@ func (tb *Toolbox) signal(ctx context.Context, a signalArgs) (signalResult, erro
 	}
 	switch err := p.Signal(agentproc.Signal(a.Signal)); {
 	case errors.Is(err, agentproc.ErrNotRunning):
-		return signalResult{}, errors.New("the process has already exited")
+		return signalResult{}, xerrors.New("the process has already exited")
 	case err != nil:
 		return signalResult{}, err
 	}
@@ -403,11 +405,11 @@ func (tb *Toolbox) signal(ctx context.Context, a signalArgs) (signalResult, erro
 // like an unknown one.
 func (tb *Toolbox) process(id string) (*agentproc.Process, error) {
 	if id == "" {
-		return nil, errors.New("process_id is required")
+		return nil, xerrors.New("process_id is required")
 	}
 	p, err := tb.procs.Get(id)
 	if err != nil {
-		return nil, fmt.Errorf("no process %q: it never existed or was dropped; call process_list", id)
+		return nil, xerrors.Errorf("no process %q: it never existed or was dropped; call process_list", id)
 	}
 	return p, nil
 }

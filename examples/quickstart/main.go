@@ -16,6 +16,8 @@ import (
 	"strings"
 	"time"
 
+	"golang.org/x/xerrors"
+
 	"github.com/agentproc/agentproc"
 )
 
@@ -61,7 +63,7 @@ func run(w io.Writer, cmds commands) error {
 	// Wait for readiness by what the server says, not for a fixed time.
 	line, err := server.WaitMatch(ctx, regexp.MustCompile(`listening`))
 	if err != nil {
-		return fmt.Errorf("server never got ready: %w", err)
+		return xerrors.Errorf("server never got ready: %w", err)
 	}
 	fmt.Fprintf(w, "server is ready: %q\n", line)
 	// Remember where its output stands, to read only what comes next.
@@ -78,7 +80,7 @@ func run(w io.Writer, cmds commands) error {
 
 	info, err := build.Wait(ctx)
 	if err != nil {
-		return fmt.Errorf("wait for build: %w", err)
+		return xerrors.Errorf("wait for build: %w", err)
 	}
 	out := build.Output()
 	fmt.Fprintf(w, "\nbuild exited: code %d, reason %s, took %s\n",
@@ -110,7 +112,7 @@ func run(w io.Writer, cmds commands) error {
 
 	stopped, err := server.Stop(ctx)
 	if err != nil {
-		return fmt.Errorf("stop server: %w", err)
+		return xerrors.Errorf("stop server: %w", err)
 	}
 	fmt.Fprintf(w, "\nserver stopped: reason %s, signal %q, exit code %d\n",
 		stopped.Reason, stopped.ExitSignal, *stopped.ExitCode)
