@@ -56,9 +56,18 @@ var (
 	ErrKeyConflict = xerrors.New("agentproc: key used by a different request")
 )
 
-// errNoProcess is what the OS layer returns when a signal finds no live
-// member of the tree; the portable code maps it to ErrNotRunning.
-var errNoProcess = xerrors.New("agentproc: no process in the tree")
+// Errors the package returns to itself and never to a caller. (The Windows
+// OS layer has one of its own, errJobReleased, in sysproc_windows.go.)
+var (
+	// errNoProcess is what the OS layer returns when a signal finds no
+	// live member of the tree; the portable code maps it to ErrNotRunning.
+	errNoProcess = xerrors.New("agentproc: no process in the tree")
+	// errFreeSlot is readRecord's answer for a slot that holds no record:
+	// an empty file, or one whose last process was dropped (see freeSlot).
+	// An empty one may also be left by a host that died before writing its
+	// first record, and so before starting anything.
+	errFreeSlot = xerrors.New("agentproc: free record slot")
+)
 
 // unsupportedError is the type of ErrUnsupported: a comparable value, so
 // errors.Is finds it through any wrapping, that also claims to be

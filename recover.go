@@ -142,12 +142,6 @@ func (m *Manager) recoverOrphans(entries []os.DirEntry) {
 	}
 }
 
-// errFreeSlot is readRecord's answer for a slot that holds no record: an
-// empty file, or one whose last process was dropped (see freeSlot). An
-// empty one may also be left by a host that died before writing its first
-// record, and so before starting anything.
-var errFreeSlot = xerrors.New("free record slot")
-
 // readRecord reads and checks one record file.
 func (s *stateDir) readRecord(name string) (*stateRecord, error) {
 	data, err := os.ReadFile(filepath.Join(s.procs, name))
