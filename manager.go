@@ -6,7 +6,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -552,13 +551,13 @@ func (m *Manager) resolveWorkDir(dir string) (string, error) {
 // buildEnv layers os.Environ(), the non-interactive settings, the hook,
 // PWD, the request's env, then the marker. Values are never logged.
 //
-// PWD names dir, the directory the child starts in (Unix; it is what a
-// shell would export after cd, and what os/exec sets when it builds the
-// environment itself). The host's PWD names the host's directory, and a
+// PWD names dir, the directory the child starts in (where envHasPWD: it is
+// what a shell would export after cd, and what os/exec sets when it builds
+// the environment itself). The host's PWD names the host's directory, and a
 // shell that finds it stale must look the directory up again.
 func (m *Manager) buildEnv(reqEnv map[string]string, id, dir string, tty bool) []string {
 	env := m.env.base(os.Environ(), m.cfg.nonInteractive, tty)
-	pwd := dir != "" && runtime.GOOS != "windows"
+	pwd := dir != "" && envHasPWD
 	if m.cfg.envHook == nil && len(reqEnv) == 0 {
 		// The common case, without a map: the base less any marker or
 		// PWD the host inherited, plus the process's own.

@@ -21,6 +21,8 @@ import (
 //   - checkShellCommand(shell, command) refuses, with ErrInvalidRequest, a
 //     command the shell would silently run only in part.
 //   - envKeyFold(k) is the form in which the OS compares environment names.
+//   - envHasPWD says whether a child's environment names its directory in
+//     PWD.
 //
 // Process tree (sysProc, made by newSysProc, in sysproc_unix.go and
 // sysproc_windows.go; signal, resume, beginStop and exitStatus in
@@ -187,6 +189,7 @@ var (
 	_ func(context.Context, []string, string) *exec.Cmd            = newShellCmd
 	_ func([]string, string) error                                 = checkShellCommand
 	_ func(string) string                                          = envKeyFold
+	_ bool                                                         = envHasPWD
 	_ func(*os.File)                                               = growPipe
 	_ func() (*os.File, *os.File, error)                           = outputPipe
 	_ func() (*os.File, *os.File, error)                           = inputPipe

@@ -27,6 +27,10 @@ func newShellCmd(ctx context.Context, shell []string, command string) *exec.Cmd 
 // Unix names are case-sensitive.
 func envKeyFold(k string) string { return k }
 
+// envHasPWD: a Unix child is told its directory in PWD, as a shell exports
+// it after cd.
+const envHasPWD = true
+
 // The group-counting part of the OS contract (platform.go), which exists on
 // Unix only.
 var (

@@ -54,6 +54,10 @@ func newShellCmd(ctx context.Context, shell []string, command string) *exec.Cmd 
 // case-insensitively.
 func envKeyFold(k string) string { return strings.ToUpper(k) }
 
+// envHasPWD: Windows programs do not read PWD (os/exec does not set it
+// there either).
+const envHasPWD = false
+
 // isCmdExe reports whether name is cmd.exe, spelled in any case, with or
 // without its directory and extension.
 func isCmdExe(name string) bool {
