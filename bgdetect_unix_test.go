@@ -38,3 +38,17 @@ func TestBackgroundDetection(t *testing.T) {
 		})
 	}
 }
+
+func TestVerbatimSkipsBackgroundDetection(t *testing.T) {
+	t.Parallel()
+	m := newManager(t) // detection is on by default
+	p := mustStart(t, m, agentproc.Request{Command: "true &", Verbatim: true})
+	if info := mustWait(t, p); info.Command != "true &" || info.Background || info.Warnings != nil {
+		t.Fatalf("got command %q, background %v, warnings %q; want the command as sent, not background",
+			info.Command, info.Background, info.Warnings)
+	}
+	q := mustStart(t, m, agentproc.Request{Command: "true &"})
+	if info := mustWait(t, q); info.Command != "true" || !info.Background {
+		t.Fatalf("without Verbatim got command %q, background %v; want detection to apply", info.Command, info.Background)
+	}
+}
