@@ -136,7 +136,8 @@ import (
 // Request.Detach start, through a runner that outlives the Manager),
 // adoptDetached (a record's live process for a new Manager), and the
 // supervisor's superviseDetached, signalDetached, stopDetached and
-// releaseDetached, which stand in for the child-process steps.
+// releaseDetached, which stand in for the child-process steps (their state
+// is the type detached, empty where there is none).
 //
 // Every implementation obeys the package's lock rule (see doc.go): the
 // portable code calls all of these with no Manager or Process lock held.
