@@ -262,34 +262,47 @@ func BenchmarkPaired(b *testing.B) {
 			defer m.Close()
 			ctx := context.Background()
 			var ours, run, combined []time.Duration
-			for b.Loop() {
-				start := time.Now()
-				p, err := m.Start(ctx, agentproc.Request{Command: tt.command})
-				if err != nil {
-					b.Fatal(err)
-				}
-				if _, err := p.Wait(ctx); err != nil {
-					b.Fatal(err)
-				}
-				ours = append(ours, time.Since(start))
-
-				start = time.Now()
-				cmd := exec.Command("sh", "-c", tt.command)
-				if tt.bytes > 0 {
-					cmd.Stdout = io.Discard
-				}
-				if err := cmd.Run(); err != nil {
-					b.Fatal(err)
-				}
-				run = append(run, time.Since(start))
-
-				if tt.bytes == 0 {
-					start = time.Now()
+			variants := []func(){
+				func() {
+					start := time.Now()
+					p, err := m.Start(ctx, agentproc.Request{Command: tt.command})
+					if err != nil {
+						b.Fatal(err)
+					}
+					if _, err := p.Wait(ctx); err != nil {
+						b.Fatal(err)
+					}
+					ours = append(ours, time.Since(start))
+				},
+				func() {
+					start := time.Now()
+					cmd := exec.Command("sh", "-c", tt.command)
+					if tt.bytes > 0 {
+						cmd.Stdout = io.Discard
+					}
+					if err := cmd.Run(); err != nil {
+						b.Fatal(err)
+					}
+					run = append(run, time.Since(start))
+				},
+			}
+			if tt.bytes == 0 {
+				variants = append(variants, func() {
+					start := time.Now()
 					if _, err := exec.Command("sh", "-c", tt.command).CombinedOutput(); err != nil {
 						b.Fatal(err)
 					}
 					combined = append(combined, time.Since(start))
+				})
+			}
+			// Each round starts with the next variant, so that none of
+			// them always follows the same one.
+			round := 0
+			for b.Loop() {
+				for i := range variants {
+					variants[(round+i)%len(variants)]()
 				}
+				round++
 			}
 			a, o := medianDuration(ours), medianDuration(run)
 			if tt.bytes > 0 {
