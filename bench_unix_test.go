@@ -245,7 +245,8 @@ func BenchmarkThroughput(b *testing.B) {
 //
 // StartWait has two baselines: Run with no output (the child's output goes
 // to the null device), and CombinedOutput, which is what a caller of
-// os/exec writes to get the output agentproc keeps.
+// os/exec writes to get the output agentproc keeps. StartWaitNoOOMScore is
+// the same without the default oom_score_adj raise (WithOOMScoreDelta(0)).
 func BenchmarkPaired(b *testing.B) {
 	n := throughputBytes()
 	big := "head -c " + strconv.FormatInt(n, 10) + " /dev/zero"
@@ -253,12 +254,16 @@ func BenchmarkPaired(b *testing.B) {
 		name    string
 		command string
 		bytes   int64
+		opts    []agentproc.Option
 	}{
-		{"StartWait", "true", 0},
-		{"Throughput", big, n},
+		{"StartWait", "true", 0, nil},
+		// The default raise of each child's oom_score_adj is a write to
+		// /proc/PID of every new process; this row shows its share.
+		{"StartWaitNoOOMScore", "true", 0, []agentproc.Option{agentproc.WithOOMScoreDelta(0)}},
+		{"Throughput", big, n, nil},
 	} {
 		b.Run(tt.name, func(b *testing.B) {
-			m := agentproc.New()
+			m := agentproc.New(tt.opts...)
 			defer m.Close()
 			ctx := context.Background()
 			var ours, run, combined []time.Duration
