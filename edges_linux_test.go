@@ -284,6 +284,20 @@ func TestForeignProcInNamespace(t *testing.T) {
 	if got := w.messages(); len(got) != 1 || !strings.Contains(got[0], "another PID namespace") {
 		t.Errorf("warnings at New: got %q, want one about /proc's PID namespace", got)
 	}
+	// Ports would read the sockets of the parent namespace's processes
+	// that have our PIDs' numbers.
+	inputs := mustStart(t, m, agentproc.Request{Command: "read x", Stdin: true})
+	if _, err := inputs.Ports(); !errors.Is(err, agentproc.ErrUnsupported) {
+		t.Errorf("Ports under a foreign /proc: got %v, want ErrUnsupported", err)
+	}
+	if _, err := inputs.WaitPort(testContext(t), 0); !errors.Is(err, agentproc.ErrUnsupported) {
+		t.Errorf("WaitPort under a foreign /proc: got %v, want ErrUnsupported", err)
+	}
+	if err := inputs.CloseStdin(testContext(t)); err != nil {
+		t.Fatal(err)
+	}
+	mustWait(t, inputs)
+
 	p := mustStart(t, m, agentproc.Request{Command: "sleep 1000 & echo pid=$!"})
 	info := mustWait(t, p)
 	if info.Leftovers != 1 {

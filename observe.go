@@ -25,7 +25,8 @@ type ReadyCheck struct {
 	Match string `json:"match,omitempty"`
 }
 
-func (r *ReadyCheck) validate() error {
+// validate checks r; ports is the Manager's portsSupported.
+func (r *ReadyCheck) validate(ports func() error) error {
 	if r == nil {
 		return nil
 	}
@@ -38,7 +39,7 @@ func (r *ReadyCheck) validate() error {
 		}
 	}
 	if r.Match == "" || r.Port != 0 {
-		if err := portsSupported(); err != nil {
+		if err := ports(); err != nil {
 			return err
 		}
 	}
@@ -53,10 +54,12 @@ func (r *ReadyCheck) validate() error {
 //
 // out is the output pipe (or terminal master) the reader copies from.
 func (m *Manager) observe(p *Process, req Request, inID fileID, out *os.File) {
-	if req.Background {
+	if req.Background && m.portsSupported() == nil {
 		m.ports.watchBackground(p)
 	}
-	if p.in != nil {
+	// Input detection reads /proc/PID/task: under a /proc of another PID
+	// namespace that names other processes.
+	if p.in != nil && !m.cfg.foreignProc {
 		m.input.watch(p, inID, out, m.cfg.inputQuiet)
 	}
 	if req.Ready != nil {

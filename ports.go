@@ -54,6 +54,9 @@ const (
 // result is ErrUnsupported rather than a guess. macOS and FreeBSD return
 // ErrUnsupported.
 func (p *Process) Ports() ([]Port, error) {
+	if err := p.m.portsSupported(); err != nil {
+		return nil, err
+	}
 	if p.exited() {
 		return nil, nil
 	}
@@ -77,7 +80,7 @@ func (p *Process) WaitPort(ctx context.Context, port int) (Port, error) {
 	if port < 0 || port > 65535 {
 		return Port{}, xerrors.Errorf("port %d: %w", port, ErrInvalidRequest)
 	}
-	if err := portsSupported(); err != nil {
+	if err := p.m.portsSupported(); err != nil {
 		return Port{}, err
 	}
 	w := &portWaiter{port: port, found: make(chan portResult, 1)}

@@ -72,21 +72,22 @@ type procScanner struct {
 // calls.
 // A failure is not kept, so a /proc mounted later is found.
 var procRootFD struct {
-	mu sync.Mutex
-	fd int // 0 until opened (0 is never /proc: it is the host's stdin)
+	mu   sync.Mutex
+	fd   int
+	open bool // a host with its stdin closed can get fd 0
 }
 
 func procRoot() (int, error) {
 	procRootFD.mu.Lock()
 	defer procRootFD.mu.Unlock()
-	if procRootFD.fd > 0 {
+	if procRootFD.open {
 		return procRootFD.fd, nil
 	}
 	fd, err := unix.Open("/proc", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return 0, xerrors.Errorf("open /proc: %w", err)
 	}
-	procRootFD.fd = fd
+	procRootFD.fd, procRootFD.open = fd, true
 	return fd, nil
 }
 
@@ -448,14 +449,15 @@ func nsLastPID() (int, bool) {
 // lastPIDFD is ns_last_pid opened once, for the life of the host process. A
 // failure is not kept, as for procRootFD.
 var lastPIDFD struct {
-	mu sync.Mutex
-	fd int // 0 until opened
+	mu   sync.Mutex
+	fd   int
+	open bool
 }
 
 func lastPIDFile() (int, bool) {
 	lastPIDFD.mu.Lock()
 	defer lastPIDFD.mu.Unlock()
-	if lastPIDFD.fd > 0 {
+	if lastPIDFD.open {
 		return lastPIDFD.fd, true
 	}
 	root, err := procRoot()
@@ -466,7 +468,7 @@ func lastPIDFile() (int, bool) {
 	if err != nil {
 		return 0, false
 	}
-	lastPIDFD.fd = fd
+	lastPIDFD.fd, lastPIDFD.open = fd, true
 	return fd, true
 }
 
