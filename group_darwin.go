@@ -20,3 +20,10 @@ func countGroup(pgid int) (n int, ok bool) {
 	}
 	return n, true
 }
+
+// groupLive reports whether group pgid has a member that is not a zombie,
+// from countGroup; ok is false where that cannot enumerate the group.
+func groupLive(pgid int) (live, ok bool) {
+	n, ok := countGroup(pgid)
+	return n > 0, ok
+}

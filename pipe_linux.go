@@ -27,6 +27,9 @@ func outputPipe() (r, w *os.File, err error) {
 	return os.NewFile(uintptr(fds[0]), "|0"), os.NewFile(uintptr(fds[1]), "|1"), nil
 }
 
+// inputPipe returns the pipe the child reads its stdin from.
+func inputPipe() (r, w *os.File, err error) { return os.Pipe() }
+
 // childStdin returns the /dev/null a child without Stdin reads from: one
 // descriptor, opened once and kept, which every such child inherits as its
 // fd 0 (reading /dev/null has no state to share). os/exec would open and

@@ -8,6 +8,9 @@ import "os"
 // take read deadlines through the runtime poller as they are.
 func outputPipe() (r, w *os.File, err error) { return os.Pipe() }
 
+// inputPipe returns the pipe the child reads its stdin from.
+func inputPipe() (r, w *os.File, err error) { return os.Pipe() }
+
 // childStdin: the child of a Start without Stdin gets os/exec's own
 // /dev/null.
 func childStdin() *os.File { return nil }

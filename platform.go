@@ -17,7 +17,7 @@ import (
 // Shell (sysproc_unix.go, sysproc_windows.go):
 //   - defaultShell() is the shell WithShell replaces: sh -c, cmd.exe /d /s /c.
 //   - newShellCmd(ctx, shell, command) builds shell... command without
-//     starting it; on Windows it writes cmd.exe's command line verbatim.
+//     starting it, the command as the last argument.
 //   - checkShellCommand(shell, command) refuses, with ErrInvalidRequest, a
 //     command the shell would silently run only in part.
 //   - envKeyFold(k) is the form in which the OS compares environment names.
@@ -31,8 +31,7 @@ import (
 //   - prepare(cmd, childAttrs) sets what must be in place before the child
 //     runs, and is the one place that builds cmd.SysProcAttr from the
 //     request (group or session, controlling terminal, cgroup; on Windows
-//     it adds the creation flags to the CmdLine newShellCmd wrote, and
-//     changes nothing else); started(cmd)
+//     the creation flags and cmd.exe's verbatim command line); started(cmd)
 //     ties the tree to the child, and an error from it means the child could
 //     not be contained and must be killed.
 //   - signal(sig, sent) reaches every member of the tree, returns
@@ -72,10 +71,10 @@ import (
 // foreignProc reports a /proc of another PID namespace, which disables
 // everything that reads it. Counting a group's live members is countGroup
 // (proc_linux.go, group_darwin.go, group_freebsd.go, group_nocount.go) and
-// groupLive (proc_linux.go, group_nonlinux.go), for sysProc on Unix only
+// groupLive (the same files), for sysProc on Unix only
 // (checked in sysproc_unix.go, since this file builds on Windows too).
 //
-// Pipes (pipe_unix.go, pipe_linux.go, pipe_nonlinux.go, pipe_windows.go):
+// Pipes (pipe_linux.go, pipe_nonlinux.go, pipe_windows.go):
 // outputPipe and inputPipe make the pipes a child gets, with this process's
 // end pollable so that deadlines and Close work on it (on Windows an
 // overlapped named pipe). childStdin is the /dev/null a child without stdin

@@ -32,22 +32,29 @@ func defaultShell() []string { return []string{"cmd.exe", "/d", "/s", "/c"} }
 // exactly the first and the last quote and keeps the rest as typed; without
 // /s it does the same except for a lone quoted executable name, where keeping
 // the quotes means the same thing.
+//
+// newShellCmd leaves the command as the last of cmd.Args; prepare, which
+// builds all of SysProcAttr, writes the command line from them
+// (cmdExeLine).
 func newShellCmd(ctx context.Context, shell []string, command string) *exec.Cmd {
 	args := append(append([]string(nil), shell[1:]...), command)
-	cmd := exec.CommandContext(ctx, shell[0], args...)
-	if isCmdExe(shell[0]) {
-		var b strings.Builder
-		b.WriteString(windows.EscapeArg(shell[0]))
-		for _, a := range shell[1:] {
-			b.WriteByte(' ')
-			b.WriteString(windows.EscapeArg(a))
-		}
-		b.WriteString(` "`)
-		b.WriteString(command)
-		b.WriteByte('"')
-		cmd.SysProcAttr = &syscall.SysProcAttr{CmdLine: b.String()}
+	return exec.CommandContext(ctx, shell[0], args...)
+}
+
+// cmdExeLine is cmd.exe's command line for args (the shell, its own
+// arguments, then the command): the shell's arguments quoted the Go way,
+// the command wrapped in one pair of quotes and otherwise as typed.
+func cmdExeLine(args []string) string {
+	var b strings.Builder
+	b.WriteString(windows.EscapeArg(args[0]))
+	for _, a := range args[1 : len(args)-1] {
+		b.WriteByte(' ')
+		b.WriteString(windows.EscapeArg(a))
 	}
-	return cmd
+	b.WriteString(` "`)
+	b.WriteString(args[len(args)-1])
+	b.WriteByte('"')
+	return b.String()
 }
 
 // envKeyFold returns the form in which Windows compares environment names:
@@ -112,12 +119,14 @@ var (
 	procGetConsoleWindow = kernel32.NewProc("GetConsoleWindow")
 )
 
-// prepare adds the creation flags the Job Object needs to the attributes
-// newShellCmd set (the verbatim command line). Windows has no terminal or
-// cgroup to start in: a is always the zero request.
+// prepare builds the child's attributes, the only code that sets
+// cmd.SysProcAttr on Windows: the creation flags the Job Object needs and,
+// for cmd.exe, the verbatim command line (see newShellCmd). Windows has no
+// terminal or cgroup to start in: a is always the zero request.
 func (s *sysProc) prepare(cmd *exec.Cmd, _ childAttrs) error {
-	if cmd.SysProcAttr == nil {
-		cmd.SysProcAttr = &syscall.SysProcAttr{}
+	attr := &syscall.SysProcAttr{}
+	if len(cmd.Args) > 1 && isCmdExe(cmd.Args[0]) {
+		attr.CmdLine = cmdExeLine(cmd.Args)
 	}
 	consoleFl, own := consoleFlags(hostHasConsole())
 	jobFl, err := hostJobPlan()
@@ -128,7 +137,8 @@ func (s *sysProc) prepare(cmd *exec.Cmd, _ childAttrs) error {
 	// the job (a child started earlier would be outside it, untracked and
 	// unkillable). A new process group, so that CTRL_BREAK_EVENT can
 	// target the tree and not this process.
-	cmd.SysProcAttr.CreationFlags |= windows.CREATE_SUSPENDED | windows.CREATE_NEW_PROCESS_GROUP | consoleFl | jobFl
+	attr.CreationFlags = windows.CREATE_SUSPENDED | windows.CREATE_NEW_PROCESS_GROUP | consoleFl | jobFl
+	cmd.SysProcAttr = attr
 	s.ownConsole = own
 	if len(cmd.Args) > 1 && isCmdExe(cmd.Args[0]) {
 		// The command is cmd.exe's last argument (newShellCmd). Resolving
