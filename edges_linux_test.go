@@ -287,7 +287,7 @@ func TestForeignProcInNamespace(t *testing.T) {
 	// Ports would read the sockets of the parent namespace's processes
 	// that have our PIDs' numbers.
 	inputs := mustStart(t, m, agentproc.Request{Command: "read x", Stdin: true})
-	if _, err := inputs.Ports(); !errors.Is(err, agentproc.ErrUnsupported) {
+	if _, err := inputs.Ports(testContext(t)); !errors.Is(err, agentproc.ErrUnsupported) {
 		t.Errorf("Ports under a foreign /proc: got %v, want ErrUnsupported", err)
 	}
 	if _, err := inputs.WaitPort(testContext(t), 0); !errors.Is(err, agentproc.ErrUnsupported) {

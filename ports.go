@@ -53,16 +53,39 @@ const (
 // the tree's Job Object; where the tables name no owners (Wine 8) the
 // result is ErrUnsupported rather than a guess. macOS and FreeBSD return
 // ErrUnsupported.
-func (p *Process) Ports() ([]Port, error) {
+//
+// The scan reads the OS's tables and the tree's descriptors, which a
+// loaded host can make slow; when ctx ends first Ports returns ctx.Err()
+// and the scan finishes on its own.
+func (p *Process) Ports(ctx context.Context) ([]Port, error) {
 	if err := p.m.portsSupported(); err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
 	if p.exited() {
 		return nil, nil
 	}
-	res, err := listeningPorts(nil, []portTree{p.portTree()})
-	if err != nil {
-		return nil, err
+	type scan struct {
+		ports [][]Port
+		err   error
+	}
+	done := make(chan scan, 1)
+	tree := p.portTree()
+	go func() {
+		res, err := listeningPorts(nil, []portTree{tree})
+		done <- scan{res, err}
+	}()
+	var res [][]Port
+	select {
+	case s := <-done:
+		if s.err != nil {
+			return nil, s.err
+		}
+		res = s.ports
+	case <-ctx.Done():
+		return nil, ctx.Err()
 	}
 	return res[0], nil
 }

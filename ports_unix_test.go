@@ -52,7 +52,7 @@ func TestWaitPortOwnTreeOnly(t *testing.T) {
 	if again, err := p.WaitPort(testContext(t), want); err != nil || again.Port != want {
 		t.Errorf("WaitPort(%d): got %+v, %v", want, again, err)
 	}
-	ports, err := p.Ports()
+	ports, err := p.Ports(testContext(t))
 	if err != nil {
 		t.Fatal(err)
 	}
