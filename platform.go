@@ -124,8 +124,9 @@ import (
 // stateSupported says whether WithStateDir works; selfIdentity,
 // identityOf and statIdentity give process identities that survive PID
 // reuse (start time and boot ID; statIdentity also accepts a zombie);
-// lockStateDir takes the dir's lock; stopOrphans stops the trees of a dead
-// Manager (orphanTree) and counts what it found; startHostGuard starts the
+// lockStateDir takes the dir's lock and unlockStateDir gives it up;
+// stopOrphans stops the trees of a dead Manager (orphanTree) and counts
+// what it found; startHostGuard starts the
 // host guard, whose add, remove and close keep its list of trees, and which
 // kills them when the host dies (a nil *hostGuard does nothing).
 //
@@ -214,6 +215,7 @@ var (
 	_ func() (hostIdentity, error)                                 = selfIdentity
 	_ func(int) (hostIdentity, bool)                               = identityOf
 	_ func(string) (*os.File, error)                               = lockStateDir
+	_ func(*os.File)                                               = unlockStateDir
 	_ func(func(error)) (*hostGuard, error)                        = startHostGuard
 	_ func(*containment) (int64, bool)                             = treeOOMKills
 	_ func(*Manager, int) []byte                                   = (*Manager).raiseOOMScore

@@ -141,7 +141,7 @@ func openStateDir(dir string, logger slog.Logger) *stateDir {
 	fail := func(reason string, err error) *stateDir {
 		s.err = xerrors.Errorf("agentproc: state dir %q %s: %w", dir, reason, err)
 		if s.lock != nil {
-			_ = s.lock.Close()
+			unlockStateDir(s.lock)
 			s.lock = nil
 		}
 		close(s.recovered)
@@ -460,7 +460,7 @@ func (s *stateDir) close(ids []string) {
 			_ = f.f.Close()
 		}
 		s.hostGuard.close()
-		_ = s.lock.Close()
+		unlockStateDir(s.lock)
 	})
 }
 
@@ -501,7 +501,7 @@ func (m *Manager) openState() {
 	g, err := startHostGuard(func(err error) { m.cfg.logger.Warn(context.Background(), "guard", fieldError(err)) })
 	if err != nil {
 		s.err = xerrors.Errorf("agentproc: state dir %q: %w", s.dir, err)
-		_ = s.lock.Close()
+		unlockStateDir(s.lock)
 		close(s.recovered)
 		return
 	}

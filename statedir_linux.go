@@ -91,6 +91,16 @@ func lockStateDir(path string) (*os.File, error) {
 	return f, nil
 }
 
+// unlockStateDir gives the lock up and closes the file. The unlock comes
+// first because a flock belongs to the open file, which a child forked at
+// that moment by another goroutine shares until its exec closes it: closing
+// our descriptor alone would leave the dir locked for that instant, and a
+// Manager opened on it right after would be refused.
+func unlockStateDir(f *os.File) {
+	_ = unix.Flock(int(f.Fd()), unix.LOCK_UN)
+	_ = f.Close()
+}
+
 // orphanTree is what a record says about a tree to stop.
 type orphanTree struct {
 	id     string

@@ -23,6 +23,7 @@ func selfIdentity() (hostIdentity, error)               { return hostIdentity{},
 func identityOf(int) (hostIdentity, bool)               { return hostIdentity{}, false }
 func statIdentity(int) (hostIdentity, bool, bool)       { return hostIdentity{}, false, false }
 func lockStateDir(string) (*os.File, error)             { return nil, stateSupported() }
+func unlockStateDir(*os.File)                           {}
 func stopOrphans(t []orphanTree, _ time.Duration) []int { return make([]int, len(t)) }
 
 type orphanTree struct {
