@@ -2,6 +2,7 @@ package agentproc
 
 import (
 	"context"
+	"math"
 	"strconv"
 	"strings"
 	"sync"
@@ -122,8 +123,9 @@ type outputBuffer struct {
 }
 
 // maxOutputLimit is the largest head or tail a buffer keeps; larger limits
-// are clamped to it, so that head plus tail cannot overflow an int.
-const maxOutputLimit = 1 << 30
+// are clamped to it, so that head plus tail cannot overflow an int: 1 GiB,
+// or a quarter of the int range where int is 32 bits (512 MiB).
+const maxOutputLimit = min(1<<30, math.MaxInt/4)
 
 // newOutputBuffer returns a buffer keeping the first headBytes and the last
 // tailBytes written. Either may be 0: a zero tail keeps only the head, a zero

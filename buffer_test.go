@@ -768,7 +768,10 @@ func TestWriteDoesNotAllocate(t *testing.T) {
 // panicked with "len out of range" in the output reader).
 func TestBufferLargeLimitsGrowWithOutput(t *testing.T) {
 	t.Parallel()
-	for _, tail := range []int{1 << 30, 1 << 50, math.MaxInt} {
+	// 1<<50 as an int64 first, so that the test builds where int is 32
+	// bits (there MaxInt stands in for it).
+	huge := int(min(int64(1)<<50, int64(math.MaxInt)))
+	for _, tail := range []int{1 << 30, huge, math.MaxInt} {
 		b := newOutputBuffer(4, tail)
 		if b.tailBytes > maxOutputLimit {
 			t.Errorf("tail %d: kept limit got %d, want at most %d", tail, b.tailBytes, maxOutputLimit)

@@ -4,6 +4,7 @@ package agentproc_test
 
 import (
 	"fmt"
+	"math"
 	"runtime"
 	"strings"
 	"testing"
@@ -41,7 +42,9 @@ func TestTruncatedOutputCounts(t *testing.T) {
 // heap's allocation total.
 func TestOutputLimitsOutOfRange(t *testing.T) {
 	const mib = 1 << 20
-	for _, tail := range []int{1 << 30, 1 << 50} {
+	// 1<<50 through an int64, so that the test builds where int is 32
+	// bits (there MaxInt stands in for it).
+	for _, tail := range []int{1 << 30, int(min(int64(1)<<50, int64(math.MaxInt)))} {
 		m := newManager(t, agentproc.WithOutputLimits(4, tail, 0))
 		var before, after runtime.MemStats
 		runtime.ReadMemStats(&before)

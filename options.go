@@ -136,7 +136,8 @@ func WithWorkDir(dir func() string) Option {
 // WithOutputLimits sets how much output each process keeps: the first
 // headBytes, the last tailBytes, and the longest line Output.Text shows
 // before cutting it (maxLineBytes <= 0 disables cutting). Negative sizes are
-// treated as zero, sizes above 1 GiB as 1 GiB. The limits are bounds, not
+// treated as zero, sizes above 1 GiB as 1 GiB (512 MiB where int is 32
+// bits, so that head plus tail fits in an int). The limits are bounds, not
 // allocations: a process's buffer grows with its output, by doubling, up to
 // headBytes+tailBytes. Defaults: 16384, 16384, 2048.
 func WithOutputLimits(headBytes, tailBytes, maxLineBytes int) Option {
