@@ -149,10 +149,32 @@ func (h *handler) routesCoder(mux *http.ServeMux) {
 		case r.PathValue("what") == "output":
 			h.coderOutput(w, r)
 		default:
-			http.NotFound(w, r)
+			coderNoRoute(w, r)
 		}
 	})
 	mux.HandleFunc("POST /{id}/signal", h.coderSignal)
+	mux.HandleFunc("/{id}/{what}", coderNoRoute)
+}
+
+// coderNoRoute answers a request under /{id}/{what} that no route of the
+// profile serves as Coder's router (chi) does: 405 for a path it routes
+// under another method, else 404. ServeMux alone would answer 405 for any
+// method but GET, since GET /{id}/{what} matches every such path.
+func coderNoRoute(w http.ResponseWriter, r *http.Request) {
+	id, what := r.PathValue("id"), r.PathValue("what")
+	allow := ""
+	switch {
+	case id == "tokens" || what == "output":
+		allow = http.MethodGet
+	case what == "signal":
+		allow = http.MethodPost
+	}
+	if allow == "" || allow == r.Method {
+		http.NotFound(w, r)
+		return
+	}
+	w.Header().Set("Allow", allow)
+	w.WriteHeader(http.StatusMethodNotAllowed)
 }
 
 // coderChat returns the request's chat, or "" for none, after the

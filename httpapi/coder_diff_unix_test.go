@@ -152,9 +152,22 @@ func TestCoderStatusCodes(t *testing.T) {
 		}
 	}
 
-	// The extension routes do not exist under the profile: the mux's
-	// plain 404 or 405, as Coder's router answers an unknown route.
-	for _, r := range []struct{ method, path string }{{"GET", "/" + id}, {"POST", "/" + id + "/stdin"}, {"GET", "/" + id + "/other"}} {
+	// The extension routes do not exist under the profile: 404 as Coder's
+	// router (chi) answers a path it does not route, 405 for one it routes
+	// under another method.
+	for _, r := range []struct {
+		method, path string
+		want         int
+	}{
+		{"GET", "/" + id, http.StatusNotFound},
+		{"POST", "/" + id + "/stdin", http.StatusNotFound},
+		{"GET", "/" + id + "/other", http.StatusNotFound},
+		{"DELETE", "/" + id + "/other", http.StatusNotFound},
+		{"POST", "/" + id + "/output", http.StatusMethodNotAllowed},
+		{"GET", "/" + id + "/signal", http.StatusMethodNotAllowed},
+		{"GET", "/start", http.StatusMethodNotAllowed},
+		{"POST", "/list", http.StatusMethodNotAllowed},
+	} {
 		req, err := http.NewRequestWithContext(testContext(t), r.method, a.srv.URL+coderPrefix+r.path, nil)
 		if err != nil {
 			t.Fatal(err)
@@ -164,9 +177,8 @@ func TestCoderStatusCodes(t *testing.T) {
 			t.Fatal(err)
 		}
 		res.Body.Close()
-		// POST /{id}/stdin matches the GET /{id}/{what} pattern's path.
-		if res.StatusCode != http.StatusNotFound && res.StatusCode != http.StatusMethodNotAllowed {
-			t.Fatalf("%s %s: %d, want 404 or 405", r.method, r.path, res.StatusCode)
+		if res.StatusCode != r.want {
+			t.Errorf("%s %s: %d, want %d", r.method, r.path, res.StatusCode, r.want)
 		}
 	}
 
