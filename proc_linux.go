@@ -254,18 +254,27 @@ func (s *procScanner) inCgroup(pid int, leaf string) bool {
 	return false
 }
 
-// parseStat returns the state and process group fields of the contents of
-// a /proc/PID/stat file.
-func parseStat(data []byte) (state byte, pgrp int, ok bool) {
-	// The command name (field 2) may contain spaces and parentheses, so the
-	// fixed fields are read after its last ')'.
+// statFields returns the fields of the contents of a /proc/PID/stat file
+// from field 3 (state) on, with at least n of them and a one-letter state.
+// The command name (field 2) may contain spaces and parentheses, so the
+// fixed fields are read after its last ')'.
+func statFields(data []byte, n int) ([][]byte, bool) {
 	i := bytes.LastIndexByte(data, ')')
 	if i < 0 {
-		return 0, 0, false
+		return nil, false
 	}
 	fields := bytes.Fields(data[i+1:])
-	// fields: state, ppid, pgrp, ...
-	if len(fields) < 3 || len(fields[0]) != 1 {
+	if len(fields) < n || len(fields[0]) != 1 {
+		return nil, false
+	}
+	return fields, true
+}
+
+// parseStat returns the state and process group (field 5) of the contents
+// of a /proc/PID/stat file.
+func parseStat(data []byte) (state byte, pgrp int, ok bool) {
+	fields, ok := statFields(data, 3)
+	if !ok {
 		return 0, 0, false
 	}
 	pgrp, err := strconv.Atoi(string(fields[2]))
@@ -304,13 +313,8 @@ func (s *procScanner) fdLinks(pid int, fn func(link []byte)) {
 // parseStatStart returns field 22 (starttime, in clock ticks since boot)
 // and the state of the contents of a /proc/PID/stat file.
 func parseStatStart(data []byte) (start uint64, state byte, ok bool) {
-	i := bytes.LastIndexByte(data, ')')
-	if i < 0 {
-		return 0, 0, false
-	}
-	fields := bytes.Fields(data[i+1:])
-	// fields[0] is field 3 (state), so field 22 is fields[19].
-	if len(fields) < 20 || len(fields[0]) != 1 {
+	fields, ok := statFields(data, 20) // fields[19] is field 22
+	if !ok {
 		return 0, 0, false
 	}
 	start, err := strconv.ParseUint(string(fields[19]), 10, 64)
