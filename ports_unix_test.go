@@ -59,6 +59,11 @@ func TestWaitPortOwnTreeOnly(t *testing.T) {
 	if len(ports) != 1 || ports[0].Port != want {
 		t.Errorf("Ports: got %+v, want only port %d (not the squatter's %d)", ports, want, squatPort)
 	}
+	done, cancelDone := context.WithCancel(context.Background())
+	cancelDone()
+	if ports, err := p.Ports(done); !errors.Is(err, context.Canceled) {
+		t.Errorf("Ports with an ended context: got %+v, %v, want context.Canceled", ports, err)
+	}
 
 	// The squatter's port never counts. The wait ends by its deadline,
 	// after at least one scan of the watcher has seen the tree.
