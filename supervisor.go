@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"os/exec"
+	"runtime"
 	"sync"
 	"time"
 
@@ -204,8 +205,15 @@ func (m *Manager) spawn(req Request, owner, command, dir string, seq uint64, war
 		go func() {
 			defer close(readerDone)
 			copyOutput(p.buf, p.sup.log, st.out)
+			if !st.tty {
+				// Nothing reads a pipe after EOF (or the drain's
+				// deadline), so it is closed here, while the kernel is
+				// still tearing the shell down, rather than on the exit
+				// path that Wait waits for.
+				_ = st.out.Close()
+			}
 		}()
-		go p.sup.supervise(st.out, readerDone)
+		go p.sup.supervise(st.out, readerDone, st.tty)
 	}
 	return p, run, nil
 }
@@ -281,8 +289,8 @@ const defaultPipeDrain = 2 * time.Second
 
 // supervise runs in its own goroutine from Start until the process has
 // exited and its output is final. readerDone is closed when the output
-// reader has reached EOF or given up.
-func (s *supervisor) supervise(pipe *os.File, readerDone <-chan struct{}) {
+// reader has reached EOF or given up; tty says out is a terminal master.
+func (s *supervisor) supervise(out *os.File, readerDone <-chan struct{}, tty bool) {
 	defer s.p.m.wg.Done()
 	raiseOOMScoreTree(s.cmd.Process.Pid, s.ctr, s.oomValue)
 	s.recordRunning()
@@ -293,7 +301,7 @@ func (s *supervisor) supervise(pipe *os.File, readerDone <-chan struct{}) {
 	s.p.in.closeAtExit()
 
 	leftovers := s.clearTree()
-	s.drainOutput(pipe, readerDone)
+	s.drainOutput(out, readerDone, tty)
 	code, sigName := -1, ""
 	var cpu time.Duration
 	var rss int64
@@ -324,12 +332,16 @@ func (s *supervisor) clearTree() (leftovers int) {
 }
 
 // drainOutput waits for the output copier to reach EOF, at most the pipe
-// drain once the tree is gone, and closes the pipe.
-func (s *supervisor) drainOutput(pipe *os.File, readerDone <-chan struct{}) {
+// drain once the tree is gone. The copier closes a pipe itself; a terminal
+// master (tty), which stdin and resizes write to as well, is closed here,
+// once the tree is gone.
+func (s *supervisor) drainOutput(out *os.File, readerDone <-chan struct{}, tty bool) {
 	select {
 	case <-readerDone:
 	default:
-		if err := pipe.SetReadDeadline(time.Now().Add(s.p.m.cfg.pipeDrain)); err != nil {
+		// The copier may close a pipe between the select and this call:
+		// then it has finished, and readerDone is about to be closed.
+		if err := out.SetReadDeadline(time.Now().Add(s.p.m.cfg.pipeDrain)); err != nil && !errors.Is(err, os.ErrClosed) {
 			// Every output file this package makes takes a deadline (a
 			// pipe, an overlapped named pipe on Windows, a PTY master or
 			// its relay on macOS); should one not, only EOF ends the drain.
@@ -337,7 +349,9 @@ func (s *supervisor) drainOutput(pipe *os.File, readerDone <-chan struct{}) {
 		}
 		<-readerDone
 	}
-	_ = pipe.Close()
+	if tty {
+		_ = out.Close()
+	}
 }
 
 // release frees what the OS holds for the process: the job or group, the
@@ -388,6 +402,10 @@ func (s *supervisor) publishExit(f exitFacts) {
 	})
 
 	close(s.done)
+	// A goroutine blocked in Wait was just made this P's next to run, but
+	// it would still wait for this one to finish the event below. Yielding
+	// lets it go first; the event follows at once.
+	runtime.Gosched()
 	if s.readyDone != nil {
 		// The check ends promptly now: WaitPort on done, WaitMatch on the
 		// EOF it reads after closeWrite.
