@@ -25,3 +25,14 @@ func ProcStartTime(pid int) (start uint64, ok bool) {
 	start, _, ok = procStartTime(pid)
 	return start, ok
 }
+
+// OOMRaised returns a channel closed once the output reader has raised p's
+// oom_score_adj (closed at once when nothing is raised).
+func OOMRaised(p *Process) <-chan struct{} {
+	if p.sup.raised == nil {
+		done := make(chan struct{})
+		close(done)
+		return done
+	}
+	return p.sup.raised
+}

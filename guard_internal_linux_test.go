@@ -73,8 +73,8 @@ func TestLikelyOOM(t *testing.T) {
 	}
 }
 
-// TestRaiseOOMScoreWalksChildren runs raiseOOMScore and raiseOOMScoreTree
-// on a tree whose children and grandchildren exist already (forked before
+// TestRaiseOOMScoreWalksChildren runs raiseOOMScore (which walks the tree
+// with raiseOOMScoreTree) on a tree whose children and grandchildren exist already (forked before
 // the call, as a fast shell's may be): all of them get the raised value.
 func TestRaiseOOMScoreWalksChildren(t *testing.T) {
 	t.Parallel()
@@ -108,12 +108,51 @@ func TestRaiseOOMScoreWalksChildren(t *testing.T) {
 	}
 	m := New(WithOOMScoreDelta(300))
 	defer m.Close()
-	raiseOOMScoreTree(cmd.Process.Pid, &containment{}, m.raiseOOMScore(cmd.Process.Pid))
+	m.raiseOOMScore(cmd.Process.Pid, &containment{}, m.oomScoreValue())
 	want := strconv.Itoa(min(host+300, maxOOMScoreAdj))
 	for _, pid := range append(pids, cmd.Process.Pid) {
 		got, err := ProcFile(pid, "oom_score_adj")
 		if err != nil || strings.TrimSpace(string(got)) != want {
 			t.Errorf("pid %d: got oom_score_adj %q (%v), want %s", pid, got, err, want)
 		}
+	}
+}
+
+// TestAwaitRaiseKeepsPID: the supervisor must not reap the shell before the
+// output reader has raised its oom_score_adj, which names it by PID. With
+// the raise held back, awaitRaise does not return once the shell has
+// exited, and the shell stays a zombie, so its PID is not handed out again;
+// once the raise is done it returns and the reap follows.
+func TestAwaitRaiseKeepsPID(t *testing.T) {
+	t.Parallel()
+	cmd := exec.Command("true")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	s := &supervisor{cmd: cmd, raised: make(chan struct{})}
+	passed := make(chan struct{})
+	go func() {
+		defer close(passed)
+		s.awaitRaise()
+	}()
+	// The shell has exited once this returns (it does not reap).
+	awaitExitUnreaped(cmd.Process.Pid)
+	// A broken awaitRaise returns within microseconds of the exit.
+	select {
+	case <-passed:
+		t.Fatal("awaitRaise returned before the raise was done")
+	case <-time.After(50 * time.Millisecond):
+	}
+	if state, ok := procState(cmd.Process.Pid); !ok || state != 'Z' {
+		t.Fatalf("shell: state %q (read %v), want a zombie", state, ok)
+	}
+	close(s.raised)
+	select {
+	case <-passed:
+	case <-time.After(testTimeout):
+		t.Fatal("awaitRaise did not return after the raise")
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -46,21 +46,10 @@ var hostOOMScore = sync.OnceValues(func() (int, error) {
 	return strconv.Atoi(strings.TrimSpace(string(data)))
 })
 
-// raiseOOMScore gives the new tree its oom_score_adj, the host's plus the
-// delta (at most 1000), in two steps, both from spawn:
-//
-//   - the leader's before Start returns (this function): every process
-//     the shell forks from then on inherits the value;
-//   - the rest, raiseOOMScoreTree, from the supervisor, off the caller's
-//     path: the children the shell forked before its own write, found by
-//     their parent (and, with a cgroup, its members).
-//
-// The first is three system calls on a descriptor of /proc kept open; the
-// walk reads a directory and a file per process, which on the caller's path
-// would cost about 7% of BenchmarkStartWait. A failure is logged, not fatal:
-// the command runs, only less protected. It returns the value to pass to
-// raiseOOMScoreTree, nil when there is nothing to raise.
-func (m *Manager) raiseOOMScore(leader int) (value []byte) {
+// oomScoreValue is the oom_score_adj a new tree gets, the host's plus the
+// delta (at most 1000), as the text written to /proc; nil when there is
+// nothing to raise.
+func (m *Manager) oomScoreValue() []byte {
 	if m.cfg.oomDelta <= 0 || m.cfg.foreignProc {
 		// A /proc of another PID namespace names other processes under
 		// these PIDs: writing there would make strangers the OOM
@@ -76,12 +65,39 @@ func (m *Manager) raiseOOMScore(leader int) (value []byte) {
 	if adj <= host {
 		return nil
 	}
-	value = strconv.AppendInt(nil, int64(adj), 10)
+	return strconv.AppendInt(nil, int64(adj), 10)
+}
+
+// raiseOOMScore gives a new tree value as its oom_score_adj: the leader
+// first, so that every process the shell forks from then on inherits it,
+// then (raiseOOMScoreTree) what the shell forked before that write.
+//
+// It is the output reader's first act, so it runs on another thread while
+// the caller goes on: on the caller's path, between cmd.Start and Start
+// returning, the same three system calls and the kernel's making of the
+// new PID's /proc entries cost 4% of BenchmarkPaired/StartWait, since the
+// child then runs on the caller's CPU. The writes name the leader by PID,
+// which stays the leader's only until it is reaped; the supervisor holds
+// the reap back until this has returned (awaitRaise). A failure is logged,
+// not fatal: the command runs, only less protected.
+func (m *Manager) raiseOOMScore(leader int, c *containment, value []byte) {
 	if err := setOOMScore(leader, value); err != nil && !processGone(err) {
 		m.cfg.logger.Warn(context.Background(), "cannot raise oom_score_adj",
 			slog.F("pid", leader), fieldError(err))
 	}
-	return value
+	raiseOOMScoreTree(leader, c, value)
+}
+
+// awaitExitUnreaped blocks until pid, a child of this process, has
+// exited, and leaves it a zombie: its PID cannot be handed out again until
+// os/exec reaps it.
+func awaitExitUnreaped(pid int) {
+	for {
+		var info unix.Siginfo
+		if err := unix.Waitid(unix.P_PID, pid, &info, unix.WEXITED|unix.WNOWAIT, nil); err != unix.EINTR {
+			return
+		}
+	}
 }
 
 // raiseOOMScoreTree writes value to every descendant of leader that exists
@@ -90,9 +106,6 @@ func (m *Manager) raiseOOMScore(leader int) (value []byte) {
 // the tree's cgroup, which covers processes that left the leader's
 // descendants. leader itself has its value already.
 func raiseOOMScoreTree(leader int, c *containment, value []byte) {
-	if value == nil {
-		return
-	}
 	if last, ok := nsLastPID(); ok && last == leader {
 		// No process was created on the host since the leader, so the
 		// leader has forked nothing yet, and what it forks now inherits

@@ -8,8 +8,11 @@ func hostOOMKills() (uint64, bool) { return 0, false }
 // treeOOMKills: no tree counts OOM kills here.
 func treeOOMKills(*containment) (int64, bool) { return 0, false }
 
-// raiseOOMScore: oom_score_adj is Linux's.
-func (m *Manager) raiseOOMScore(int) []byte { return nil }
+// oomScoreValue: oom_score_adj is Linux's, so nothing is raised.
+func (m *Manager) oomScoreValue() []byte { return nil }
 
-// raiseOOMScoreTree: oom_score_adj is Linux's.
-func raiseOOMScoreTree(int, *containment, []byte) {}
+// raiseOOMScore: never called, since oomScoreValue is nil.
+func (m *Manager) raiseOOMScore(int, *containment, []byte) {}
+
+// awaitExitUnreaped: never called, since nothing is raised.
+func awaitExitUnreaped(int) {}

@@ -355,8 +355,8 @@ func must[T any](v T, err error) T {
 	return v
 }
 
-// TestOOMScoreRaised checks that the shell and a child it starts after Start
-// returned get the host's oom_score_adj plus the delta, and that a zero
+// TestOOMScoreRaised checks that the shell and a child it starts after the
+// raise get the host's oom_score_adj plus the delta, and that a zero
 // delta leaves them at the host's value. The children that existed before
 // the value was set are TestRaiseOOMScoreWalksChildren's.
 func TestOOMScoreRaised(t *testing.T) {
@@ -378,12 +378,17 @@ func TestOOMScoreRaised(t *testing.T) {
 			t.Parallel()
 			m := newManager(t, tt.opt)
 			ctx := testContext(t)
-			// The cat is forked after the line is read, so after Start
-			// returned.
+			// The cat is forked after the line is read, so after the
+			// output reader raised the shell.
 			p := mustStart(t, m, agentproc.Request{
 				Command: `read x; echo shell=$(cat /proc/$$/oom_score_adj); cat /proc/self/oom_score_adj`,
 				Stdin:   true,
 			})
+			select {
+			case <-agentproc.OOMRaised(p):
+			case <-ctx.Done():
+				t.Fatal(ctx.Err())
+			}
 			if _, err := p.WriteStdin(ctx, []byte("go\n")); err != nil {
 				t.Fatal(err)
 			}

@@ -93,9 +93,9 @@ import (
 // guard_linux.go, guard_nonlinux.go): checkLimits(l, cfg) refuses with
 // ErrUnsupported a Limits the OS cannot enforce, before anything starts;
 // applyLimits puts them on the tree before cmd.Start (a cgroup's files, a
-// Job Object's limits); raiseOOMScore (the leader, before Start returns)
-// and raiseOOMScoreTree (what the leader forked before, from the
-// supervisor) make the tree the kernel's first choice over the host;
+// Job Object's limits); oomScoreValue and raiseOOMScore (from the output
+// reader, with awaitExitUnreaped holding the reap back until it is done)
+// make the tree the kernel's first choice over the host;
 // hostOOMKills and treeOOMKills read the OOM kill counters the exit's
 // verdict compares (false where there are none).
 //
@@ -218,8 +218,9 @@ var (
 	_ func(*os.File)                                               = unlockStateDir
 	_ func(func(error)) (*hostGuard, error)                        = startHostGuard
 	_ func(*containment) (int64, bool)                             = treeOOMKills
-	_ func(*Manager, int) []byte                                   = (*Manager).raiseOOMScore
-	_ func(int, *containment, []byte)                              = raiseOOMScoreTree
+	_ func(*Manager) []byte                                        = (*Manager).oomScoreValue
+	_ func(*Manager, int, *containment, []byte)                    = (*Manager).raiseOOMScore
+	_ func(int)                                                    = awaitExitUnreaped
 	_ func(*syscall.SysProcAttr, int) error                        = startInCgroup
 	_ func() error                                                 = stateSupported
 	_ func(int) (hostIdentity, bool, bool)                         = statIdentity

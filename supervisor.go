@@ -49,9 +49,9 @@ type supervisor struct {
 	log   *outputLog   // nil without WithOutputLog
 	guard guard        // idle, output and OOM watch
 	det   *detached    // nil unless Request.Detach; see detach_linux.go
-	// oomValue is the oom_score_adj spawn gave the leader, for the rest of
-	// the tree (raiseOOMScoreTree); nil when none is raised.
-	oomValue []byte
+	// raised is closed once the output reader has raised the tree's
+	// oom_score_adj (raiseOOMScore); nil when nothing is raised.
+	raised chan struct{}
 	// done is closed when the process has exited and its output is final
 	// (Process.Done).
 	done chan struct{}
@@ -140,7 +140,6 @@ func (m *Manager) spawn(req Request, owner, command, dir string, seq uint64, war
 		return fail("start "+m.cfg.shell[0]+ctr.describe(), err)
 	}
 	ctr.started(cmd)
-	oomValue := m.raiseOOMScore(cmd.Process.Pid)
 	inID := stdinIdentity(st.childIn)
 	// Only the child holds the write end now, so EOF comes when the last
 	// process of the tree that inherited it is gone.
@@ -164,7 +163,7 @@ func (m *Manager) spawn(req Request, owner, command, dir string, seq uint64, war
 		buf:   newOutputBuffer(m.cfg.headBytes, m.cfg.tailBytes),
 		in:    st.in,
 		sup: &supervisor{
-			cmd: cmd, sys: sys, ctr: ctr, rec: rec, log: log, oomValue: oomValue,
+			cmd: cmd, sys: sys, ctr: ctr, rec: rec, log: log,
 			done: make(chan struct{}),
 			// escalated is made with the process so the ladder and the
 			// supervisor never see it nil.
@@ -200,10 +199,18 @@ func (m *Manager) spawn(req Request, owner, command, dir string, seq uint64, war
 	// Before the supervisor: it waits for the readiness check that observe
 	// may start, so that EventReady always comes before EventExited.
 	m.observe(p, req, inID, st.out)
+	oomValue := m.oomScoreValue()
+	if oomValue != nil {
+		p.sup.raised = make(chan struct{})
+	}
 	run = func() {
 		readerDone := make(chan struct{})
 		go func() {
 			defer close(readerDone)
+			if oomValue != nil {
+				m.raiseOOMScore(cmd.Process.Pid, ctr, oomValue)
+				close(p.sup.raised)
+			}
 			copyOutput(p.buf, p.sup.log, st.out)
 			if !st.tty {
 				// Nothing reads a pipe after EOF (or the drain's
@@ -292,8 +299,8 @@ const defaultPipeDrain = 2 * time.Second
 // reader has reached EOF or given up; tty says out is a terminal master.
 func (s *supervisor) supervise(out *os.File, readerDone <-chan struct{}, tty bool) {
 	defer s.p.m.wg.Done()
-	raiseOOMScoreTree(s.cmd.Process.Pid, s.ctr, s.oomValue)
 	s.recordRunning()
+	s.awaitRaise()
 	waitErr := s.cmd.Wait()
 	s.ctr.reaped()
 	state := s.cmd.ProcessState
@@ -315,6 +322,24 @@ func (s *supervisor) supervise(out *os.File, readerDone <-chan struct{}, tty boo
 	oom, likelyOOM := s.guard.oomVerdict(s.ctr, code, sigName)
 	s.release()
 	s.publishExit(exitFacts{code: code, signal: sigName, cpu: cpu, rss: rss, leftovers: leftovers, oom: oom, likelyOOM: likelyOOM})
+}
+
+// awaitRaise holds the reap back until the output reader has raised the
+// tree's oom_score_adj: it names the shell by PID, and the PID is the
+// shell's only until it is reaped. The raise is usually done long before
+// the shell exits; then waiting for the exit without reaping costs one
+// system call more than os/exec's wait alone.
+func (s *supervisor) awaitRaise() {
+	if s.raised == nil {
+		return
+	}
+	select {
+	case <-s.raised:
+		return
+	default:
+	}
+	awaitExitUnreaped(s.cmd.Process.Pid)
+	<-s.raised
 }
 
 // clearTree kills whatever is left of the tree once the shell is gone, so
