@@ -83,9 +83,36 @@ func runStream(b *testing.B, m *agentproc.Manager, req agentproc.Request, follow
 // using WaitOutput (agentproc), with nobody reading (idle), and under plain
 // os/exec copying to io.Discard. agentproc/idle is the follower's cost to
 // the child; seen-% is the share of the bytes the follower got (the rest
-// was dropped from the middle before it could read it).
+// was dropped from the middle before it could read it). paired runs the
+// first two alternately and reports their medians and ratio, which load
+// drifting between sub-benchmarks run one after the other does not skew;
+// the README quotes it.
 func BenchmarkFollow(b *testing.B) {
 	n := benchStreamBytes()
+	b.Run("paired", func(b *testing.B) {
+		m := agentproc.New()
+		defer m.Close()
+		req := streamRequest(b, n)
+		var followed, idle []time.Duration
+		round := 0
+		for b.Loop() {
+			for i := range 2 {
+				follow := (round+i)%2 == 0
+				start := time.Now()
+				runStream(b, m, req, follow)
+				if follow {
+					followed = append(followed, time.Since(start))
+				} else {
+					idle = append(idle, time.Since(start))
+				}
+			}
+			round++
+		}
+		f, o := median(followed), median(idle)
+		b.ReportMetric(float64(n)/f.Seconds()/1e6, "agentproc-MB/s")
+		b.ReportMetric(float64(n)/o.Seconds()/1e6, "idle-MB/s")
+		b.ReportMetric(f.Seconds()/o.Seconds(), "time-ratio")
+	})
 	b.Run("agentproc", func(b *testing.B) {
 		m := agentproc.New()
 		defer m.Close()
