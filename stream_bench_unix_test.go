@@ -88,6 +88,7 @@ func runStream(b *testing.B, m *agentproc.Manager, req agentproc.Request, follow
 // drifting between sub-benchmarks run one after the other does not skew;
 // the README quotes it.
 func BenchmarkFollow(b *testing.B) {
+	const followPairs = 5
 	n := benchStreamBytes()
 	b.Run("paired", func(b *testing.B) {
 		m := agentproc.New()
@@ -96,17 +97,21 @@ func BenchmarkFollow(b *testing.B) {
 		var followed, idle []time.Duration
 		round := 0
 		for b.Loop() {
-			for i := range 2 {
-				follow := (round+i)%2 == 0
-				start := time.Now()
-				runStream(b, m, req, follow)
-				if follow {
-					followed = append(followed, time.Since(start))
-				} else {
-					idle = append(idle, time.Since(start))
+			// A 1 GiB round takes about half a second, so b.Loop alone
+			// would give each run two or three: too few for a median.
+			for range followPairs {
+				for i := range 2 {
+					follow := (round+i)%2 == 0
+					start := time.Now()
+					runStream(b, m, req, follow)
+					if follow {
+						followed = append(followed, time.Since(start))
+					} else {
+						idle = append(idle, time.Since(start))
+					}
 				}
+				round++
 			}
-			round++
 		}
 		f, o := median(followed), median(idle)
 		b.ReportMetric(float64(n)/f.Seconds()/1e6, "agentproc-MB/s")
