@@ -18,10 +18,12 @@ import (
 //
 //   - spawn: Manager.Start has validated the request and reserved a running
 //     slot; spawn builds the command, starts it, and makes the Process.
-//   - copy output: one goroutine copies the output pipe into the buffer and
-//     the output log until EOF.
-//   - supervise: another waits for the shell, then kills what is left of
-//     its tree so that nothing outlives the command, and lets the pipe drain.
+//   - copy output: one goroutine first raises the tree's oom_score_adj
+//     (Linux), then copies the output pipe into the buffer and the output
+//     log until EOF, and closes a pipe.
+//   - supervise: another waits for the shell (reaping it only once the
+//     raise is done), then kills what is left of its tree so that nothing
+//     outlives the command, and lets the pipe drain.
 //   - release: OS handles (job, cgroup, pidfds) are freed.
 //   - exit: the state record and the registry (registerExit: the slot,
 //     retention) learn of it, then the exit is published in Info together
