@@ -228,7 +228,7 @@ func (d *detached) shutGate(released bool) {
 // Process. The caller has reserved a slot and a supervise goroutine.
 func (m *Manager) startDetached(req Request, owner, command, dir string, seq uint64, warnings []string) (*Process, error) {
 	id := uuid.NewString()
-	env := m.buildEnv(req.Env, id, dir, req.TTY != nil)
+	env := m.buildEnv(req.Env, id, dir, req.TTY != nil, nil)
 	s := m.state
 	outDir := filepath.Join(s.dir, "out", id)
 	if err := os.MkdirAll(outDir, 0o700); err != nil {

@@ -52,6 +52,7 @@ type config struct {
 	logDirBound    time.Duration // real time; tests shorten it
 	inputQuiet     time.Duration
 	limits         Limits // see limits.go
+	sandbox        *Sandbox // see sandbox.go; nil: no confinement
 	oomDelta       int    // see guard.go
 }
 
@@ -244,4 +245,12 @@ func WithOutputLog(dir string, maxBytes int64) Option {
 		c.logDir = dir
 		c.logMaxBytes = maxBytes
 	})
+}
+
+// WithSandbox confines every process started without a Request.Sandbox of
+// its own by sb (see Sandbox and WorkspaceSandbox). nil, the default, means
+// no confinement. sb is copied; later changes to it do not apply.
+func WithSandbox(sb *Sandbox) Option {
+	sb = sb.Clone()
+	return optionFunc(func(c *config) { c.sandbox = sb })
 }

@@ -1,0 +1,148 @@
+package agentproc
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"sync"
+
+	"golang.org/x/xerrors"
+)
+
+// The sandbox's part of a Start, in the order spawn uses it:
+// prepareSandbox builds (or finds) the policy's enforcement, makes the
+// private temp dir and decides the warnings; buildEnv filters the
+// environment through it; start forks the shell confined; the supervisor's
+// release removes the temp dir once the tree is gone.
+//
+// The OS layer (sandbox_linux.go, sandbox_darwin.go, sandbox_other.go)
+// provides sandboxSupport, the type sandboxCache (get builds a policy once
+// and returns its *sandboxBuilt; close releases everything) and
+// sandboxBuilt's start(cmd), which starts cmd confined, its info (what
+// enforces it) and missing (what of the policy it cannot enforce).
+
+// sandboxState is a Manager's sandbox: the built policies and the parent of
+// the private temp dirs, made on first use and removed by Close.
+type sandboxState struct {
+	cache sandboxCache
+
+	tmpMu     sync.Mutex
+	tmpParent string
+	tmpErr    error
+}
+
+// tempParent returns the directory the private temp dirs are made in, one
+// per Manager, so that every Start of a policy grants the same directory
+// and reuses one ruleset. Trees of one Manager could thus reach each other's
+// temp dirs; they cannot reach anything else there.
+func (s *sandboxState) tempParent() (string, error) {
+	s.tmpMu.Lock()
+	defer s.tmpMu.Unlock()
+	if s.tmpParent == "" && s.tmpErr == nil {
+		s.tmpParent, s.tmpErr = os.MkdirTemp("", "agentproc-sandbox-")
+	}
+	return s.tmpParent, s.tmpErr
+}
+
+// close releases the built policies and removes the temp dirs' parent.
+func (s *sandboxState) close() {
+	s.cache.close()
+	s.tmpMu.Lock()
+	dir := s.tmpParent
+	s.tmpParent, s.tmpErr = "", ErrClosed
+	s.tmpMu.Unlock()
+	if dir != "" {
+		_ = os.RemoveAll(dir)
+	}
+}
+
+// sandboxRun is one Start's sandbox.
+type sandboxRun struct {
+	built    *sandboxBuilt
+	env      SandboxEnv
+	tmpDir   string
+	info     *Confinement
+	warnings []string
+}
+
+// prepareSandbox makes what a Start of sb in dir needs; nil sb gives nil.
+// Nothing is left behind when it fails.
+func (m *Manager) prepareSandbox(sb *Sandbox, dir, id string, tty bool) (*sandboxRun, error) {
+	if sb == nil {
+		return nil, nil
+	}
+	var parent string
+	if !sb.NoDefaultWrite {
+		p, err := m.sandbox.tempParent()
+		if err != nil {
+			return nil, xerrors.Errorf("agentproc: sandbox temp dir: %w", err)
+		}
+		parent = p
+	}
+	pol, err := m.sandboxPolicyFor(sb, dir, parent, tty)
+	if err != nil {
+		return nil, err
+	}
+	built, err := m.sandbox.cache.get(pol)
+	if err != nil {
+		return nil, xerrors.Errorf("agentproc: build sandbox: %w", err)
+	}
+	warnings, err := checkUnenforced(pol, built.missing)
+	if err != nil {
+		return nil, err
+	}
+	run := &sandboxRun{built: built, env: sb.Env, warnings: warnings}
+	info := built.info
+	info.Mechanisms = append([]string(nil), built.info.Mechanisms...)
+	if parent != "" {
+		tmp, err := os.MkdirTemp(parent, id+"-")
+		if err != nil {
+			return nil, xerrors.Errorf("agentproc: sandbox temp dir: %w", err)
+		}
+		run.tmpDir = tmp
+		info.TempDir = tmp
+	}
+	run.info = &info
+	return run, nil
+}
+
+// start starts cmd confined.
+func (r *sandboxRun) start(cmd *exec.Cmd) error { return r.built.start(cmd) }
+
+// finish removes the temp dir; nil r does nothing. It runs once the tree
+// is gone (or never started).
+func (r *sandboxRun) finish(m *Manager) {
+	if r == nil || r.tmpDir == "" {
+		return
+	}
+	if err := os.RemoveAll(r.tmpDir); err != nil {
+		m.cfg.logger.Warn(context.Background(), "remove sandbox temp dir", fieldError(err))
+	}
+}
+
+// sandboxFor is the Sandbox a request runs under: its own, else the
+// Manager's default, validated.
+func (m *Manager) sandboxFor(req Request) (*Sandbox, error) {
+	sb := req.Sandbox
+	if sb == nil {
+		sb = m.cfg.sandbox
+	}
+	if sb == nil {
+		return nil, nil
+	}
+	if err := sb.validate(); err != nil {
+		return nil, err
+	}
+	if req.Detach {
+		return nil, xerrors.Errorf("agentproc: Sandbox with Detach: a detached runner does not carry the policy yet: %w", ErrUnsupported)
+	}
+	return sb, nil
+}
+
+// startCmd starts cmd, confined by sbx when it is not nil.
+func startCmd(cmd *exec.Cmd, sbx *sandboxRun) error {
+	if sbx == nil {
+		return cmd.Start()
+	}
+	return sbx.start(cmd)
+}
