@@ -36,3 +36,14 @@ func OOMRaised(p *Process) <-chan struct{} {
 	}
 	return p.sup.raised
 }
+
+// PretendSandboxHost makes the sandbox believe this host has Landlock ABI
+// abi, root's namespaces or not and seccomp or not, until restore is
+// called. Tests that use it must not run in parallel with other sandbox
+// tests.
+func PretendSandboxHost(abi int, root, seccomp bool) (restore func()) {
+	h := probeHost()
+	h.abi, h.root, h.seccomp = abi, root, seccomp
+	hostOverride.Store(&h)
+	return func() { hostOverride.Store(nil) }
+}

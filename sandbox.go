@@ -91,7 +91,7 @@ const (
 // SandboxEnv says what environment a sandboxed tree inherits. The host's
 // variables (after WithEnv's hook) are passed on except those whose name
 // looks like a secret: it contains TOKEN, SECRET, KEY, PASSWORD, PASSWD,
-// PASSPHRASE, CREDENTIAL, AUTH (not AUTHOR), PRIVATE, COOKIE or SESSION in
+// PASSPHRASE, CREDENTIAL, AUTH (not AUTHOR but AUTHORITY), PRIVATE, COOKIE or SESSION in
 // any case, or is one of SSH_AUTH_SOCK, DOCKER_HOST, DOCKER_CONFIG,
 // KUBECONFIG, GPG_AGENT_INFO, which name a socket or a file of credentials.
 // MarkerEnv and PWD are never dropped. Names are patterns only: a password
@@ -453,14 +453,15 @@ func looksSecret(name string) bool {
 			return true
 		}
 	}
-	// AUTH, but not as the start of AUTHOR (GIT_AUTHOR_NAME).
+	// AUTH, but not as the start of AUTHOR (GIT_AUTHOR_NAME); AUTHORITY
+	// (XAUTHORITY, the X11 cookie) counts.
 	for i := 0; ; {
 		j := strings.Index(u[i:], "AUTH")
 		if j < 0 {
 			return false
 		}
 		i += j + len("AUTH")
-		if !strings.HasPrefix(u[i:], "OR") {
+		if !strings.HasPrefix(u[i:], "OR") || strings.HasPrefix(u[i:], "ORITY") {
 			return true
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"golang.org/x/sys/unix"
 	"golang.org/x/xerrors"
@@ -77,6 +78,17 @@ type hostCaps struct {
 	lastCap int
 }
 
+// sandboxHost is what this host can do (a test may pretend otherwise).
+func sandboxHost() hostCaps {
+	if h := hostOverride.Load(); h != nil {
+		return *h
+	}
+	return probeHost()
+}
+
+// hostOverride, set by tests only, replaces the probe's answer.
+var hostOverride atomic.Pointer[hostCaps]
+
 var probeHost = sync.OnceValue(func() hostCaps {
 	h := hostCaps{abi: min(landlockABI(), landlockMaxABI), lastCap: 40}
 	status, _ := os.ReadFile("/proc/self/status")
@@ -99,7 +111,7 @@ var probeHost = sync.OnceValue(func() hostCaps {
 
 // sandboxSupport reports the host's mechanisms (SandboxSupport).
 func sandboxSupport() SandboxFeatures {
-	h := probeHost()
+	h := sandboxHost()
 	var f SandboxFeatures
 	f.LandlockABI = h.abi
 	if h.root {
@@ -183,7 +195,7 @@ func (c *sandboxCache) namespace(n Network) (int, error) {
 
 // build works out what enforces pol here and builds it.
 func (c *sandboxCache) build(b *sandboxBuilt, pol *sandboxPolicy) error {
-	h := probeHost()
+	h := sandboxHost()
 	b.info.Network = pol.network
 	var mech []string
 	if h.abi == 0 {
@@ -284,7 +296,7 @@ func (c *sandboxCache) close() {
 
 // start confines a throwaway thread as b says and starts cmd from it.
 func (b *sandboxBuilt) start(cmd *exec.Cmd) error {
-	lastCap := probeHost().lastCap
+	lastCap := sandboxHost().lastCap
 	return onThrowawayThread(func() error {
 		if b.netns >= 0 {
 			if err := unix.Setns(b.netns, unix.CLONE_NEWNET); err != nil {
