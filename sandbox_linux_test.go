@@ -2,16 +2,19 @@ package agentproc_test
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"fmt"
 	"net"
 	"os"
 	"os/exec"
+	"os/user"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 	"unsafe"
@@ -546,5 +549,72 @@ func TestSandboxPorts(t *testing.T) {
 	}
 	if n := other.reached.Load(); n != 0 {
 		t.Errorf("the listeners on ports not allowed were reached %d times, want 0", n)
+	}
+}
+
+// sandboxUser is the unprivileged user the sandbox tests run as a second
+// time (.ci/install-test-deps.sh creates it).
+const sandboxUser = "agentproc-sandbox"
+
+// TestSandboxUnprivileged runs the sandbox tests again as an unprivileged
+// user, where the mechanisms differ (no namespaces, no bounding set:
+// seccomp refuses inet sockets, ReadOnly and NetworkLoopback are refused or
+// warned about). It needs root, to switch user, and the user.
+func TestSandboxUnprivileged(t *testing.T) {
+	requireSandbox(t)
+	if os.Geteuid() != 0 {
+		t.Skip("already unprivileged: the tests above ran as such")
+	}
+	u, err := user.Lookup(sandboxUser)
+	if err != nil {
+		t.Skipf("no user %s (.ci/install-test-deps.sh creates it): %v", sandboxUser, err)
+	}
+	uid, _ := strconv.Atoi(u.Uid)
+	gid, _ := strconv.Atoi(u.Gid)
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The test binary's own directory is private to root.
+	dir, err := os.MkdirTemp("", "agentproc-unpriv-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	home := filepath.Join(dir, "home")
+	bin := filepath.Join(dir, "agentproc.test")
+	data, err := os.ReadFile(exe)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bin, data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(home, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{dir, home} {
+		if err := os.Chmod(p, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Chown(home, uid, gid); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, "-test.count=1", "-test.v", "-test.short",
+		"-test.run=^(TestSandboxEscapes|TestSandboxAllows|TestSandboxPorts|TestSandboxFailClosed|TestSandboxHostNeverConfined)$")
+	cmd.Dir = home
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + home, "TMPDIR=" + os.TempDir(), "LANG=C"}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}}
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "--- PASS: TestSandboxEscapes") {
+		t.Fatalf("as %s: %v\n%s", sandboxUser, err, out)
+	}
+	for line := range strings.SplitSeq(string(out), "\n") {
+		if strings.Contains(line, "--- SKIP") || strings.Contains(line, "skip") {
+			t.Logf("as %s: %s", sandboxUser, strings.TrimSpace(line))
+		}
 	}
 }

@@ -12,3 +12,7 @@ command -v mkfs.ext4 >/dev/null 2>&1 || need+=(e2fsprogs)
 command -v fsfreeze >/dev/null 2>&1 || need+=(util-linux)
 command -v less >/dev/null 2>&1 || need+=(less) # the pager git falls back to
 bash "$(dirname "$0")/apt-install.sh" ${need[@]+"${need[@]}"}
+
+# The unprivileged user the sandbox tests run as a second time
+# (TestSandboxUnprivileged).
+id agentproc-sandbox >/dev/null 2>&1 || useradd --system --no-create-home --shell /usr/sbin/nologin agentproc-sandbox
