@@ -47,3 +47,27 @@ func PretendSandboxHost(abi int, root, seccomp bool) (restore func()) {
 	hostOverride.Store(&h)
 	return func() { hostOverride.Store(nil) }
 }
+
+// WithSandboxOnly keeps, of the Linux sandbox's mechanisms, only those
+// named ("netns", "mountns", "capabilities", "landlock", "seccomp"; the
+// throwaway thread and no_new_privs always stay), so that a benchmark can
+// measure each one's share. Policies it leaves open are not reported as
+// missing: it is for benchmarks only.
+func WithSandboxOnly(mechs ...string) Option {
+	skip := sandboxSkipNetns | sandboxSkipMountns | sandboxSkipCaps | sandboxSkipLandlock | sandboxSkipSeccomp
+	for _, m := range mechs {
+		switch m {
+		case "netns":
+			skip &^= sandboxSkipNetns
+		case "mountns":
+			skip &^= sandboxSkipMountns
+		case "capabilities":
+			skip &^= sandboxSkipCaps
+		case "landlock":
+			skip &^= sandboxSkipLandlock
+		case "seccomp":
+			skip &^= sandboxSkipSeccomp
+		}
+	}
+	return optionFunc(func(c *config) { c.sandboxSkip = skip })
+}

@@ -98,19 +98,32 @@ var devicePaths = []string{"/dev/null", "/dev/zero", "/dev/full", "/dev/tty", "/
 // own host-wide records.
 var llHidden = []string{"/dev/pts", "/dev/ptmx", "/dev/console", "/dev/tty0", "/dev/vcs", "/dev/input", "/dev/mem", "/dev/kmem", "/dev/port"}
 
-// landlockGrants computes the rules of pol: path → rights. Hidden paths
-// are taken out by granting, instead of a directory above one, the
-// directory's own listing and each of its entries but the hidden one
-// (Landlock grants only; it cannot deny below a grant). Entries that appear
-// later in such a directory are not readable.
-func landlockGrants(pol *sandboxPolicy, abi int) map[string]uint64 {
+// landlockHidden is what the ruleset of pol must leave out when no mount
+// namespace covers the hidden paths: pol's, the host's terminals, less
+// what this user cannot read anyway (another user's files, /etc/shadow),
+// since each hidden path costs the rules of every directory above it.
+func landlockHidden(pol *sandboxPolicy) []string {
+	var hide []string
+	for _, h := range append(slices.Clone(pol.hide), llHidden...) {
+		if err := unix.Access(h, unix.R_OK); err == unix.EACCES {
+			continue // hidden by its permissions
+		}
+		hide = append(hide, h)
+	}
+	return hide
+}
+
+// landlockGrants computes the rules of pol: path → rights, leaving out
+// hide. Hidden paths are taken out by granting, instead of a directory
+// above one, the directory's own listing and each of its entries but the
+// hidden one (Landlock grants only; it cannot deny below a grant). Entries
+// that appear later in such a directory are not readable.
+func landlockGrants(pol *sandboxPolicy, abi int, hide []string) map[string]uint64 {
 	all := llFSRights(abi)
 	read := uint64(llReadRights)
 	grants := map[string]uint64{}
-	hide := slices.Clone(pol.hide)
 	if pol.read == nil {
 		grants["/"] |= read
-		hide = append(hide, llHidden...)
 	} else {
 		for _, p := range append(slices.Clone(pol.read), systemReadPaths...) {
 			grants[p] |= read
@@ -163,9 +176,10 @@ func llExpand(p string, r uint64, hide []string, add func(string, uint64)) {
 	}
 }
 
-// landlockRuleset creates the ruleset of pol for abi and returns its
-// descriptor. Paths that do not exist are skipped: nothing there to grant.
-func landlockRuleset(pol *sandboxPolicy, abi int) (int, error) {
+// landlockRuleset creates the ruleset of pol for abi, leaving out hide,
+// and returns its descriptor. Paths that do not exist are skipped: nothing
+// there to grant.
+func landlockRuleset(pol *sandboxPolicy, abi int, hide []string) (int, error) {
 	attr := llRulesetAttr{handledFS: llFSRights(abi), scoped: llScopes(abi)}
 	if abi >= 4 && (pol.network == NetworkNone || pol.network == NetworkPorts) {
 		attr.handledNet = unix.LANDLOCK_ACCESS_NET_BIND_TCP | unix.LANDLOCK_ACCESS_NET_CONNECT_TCP
@@ -181,7 +195,7 @@ func landlockRuleset(pol *sandboxPolicy, abi int) (int, error) {
 		_ = unix.Close(rs)
 		return -1, err
 	}
-	for p, r := range landlockGrants(pol, abi) {
+	for p, r := range landlockGrants(pol, abi, hide) {
 		if r == 0 {
 			continue
 		}

@@ -51,9 +51,10 @@ type config struct {
 	stateDir       string
 	logDirBound    time.Duration // real time; tests shorten it
 	inputQuiet     time.Duration
-	limits         Limits // see limits.go
+	limits         Limits   // see limits.go
 	sandbox        *Sandbox // see sandbox.go; nil: no confinement
-	oomDelta       int    // see guard.go
+	sandboxSkip    uint32   // mechanisms a benchmark leaves out (sandboxSkip* bits)
+	oomDelta       int      // see guard.go
 }
 
 // Defaults, named so the README and tests can refer to them.

@@ -29,8 +29,9 @@ import (
 type Sandbox struct {
 	// Write lists the directories the tree may create, change and delete
 	// in (and read). The work dir and a private per-process temp dir
-	// (exported as TMPDIR, TMP and TEMP, and removed once the process has
-	// exited) are added unless NoDefaultWrite is set.
+	// (exported as TMPDIR, TMP and TEMP, and removed just after the exit
+	// is published; Close waits for it) are added unless NoDefaultWrite is
+	// set.
 	Write []string
 	// Read lists what the tree may read. nil means everything except Hide;
 	// non-nil means only these, plus what a shell needs to run (the system
@@ -319,7 +320,18 @@ type sandboxPolicy struct {
 	shell                       string // the shell's resolved path, for a non-nil Read
 	tmpParent                   string // holds the private temp dirs; "" without
 	key                         string
+	skip                        uint32 // sandboxSkip* bits, for benchmarks only
 }
+
+// The mechanisms a benchmark can leave out to measure each one's share
+// (Linux; ignored elsewhere).
+const (
+	sandboxSkipNetns uint32 = 1 << iota
+	sandboxSkipMountns
+	sandboxSkipCaps
+	sandboxSkipLandlock
+	sandboxSkipSeccomp
+)
 
 // resolvePaths cleans paths, resolves symbolic links where the path exists,
 // sorts them and drops duplicates. A path that does not exist is kept as
@@ -398,6 +410,7 @@ func (m *Manager) sandboxPolicyFor(sb *Sandbox, dir, tmpParent string, tty bool)
 	}
 	slices.Sort(pol.ports)
 	pol.ports = slices.Compact(pol.ports)
+	pol.skip = m.cfg.sandboxSkip
 	pol.key = pol.makeKey()
 	return pol, nil
 }
@@ -427,7 +440,7 @@ func (pol *sandboxPolicy) makeKey() string {
 	for _, p := range pol.ports {
 		b.WriteString("," + strconv.Itoa(p))
 	}
-	b.WriteString("\x01" + strconv.FormatBool(pol.tty) + pol.shell)
+	b.WriteString("\x01" + strconv.FormatBool(pol.tty) + pol.shell + "\x01" + strconv.FormatUint(uint64(pol.skip), 10))
 	return b.String()
 }
 

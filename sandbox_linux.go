@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -48,6 +50,32 @@ type sandboxCache struct {
 	built  map[string]*sandboxBuilt
 	netns  map[Network]*nsEntry
 	closed bool
+
+	threads threadPool // the throwaway threads Starts confine
+
+	emptyOnce sync.Once
+	emptyDir  string // holds the empty file hidden files are covered with
+	emptyErr  error
+}
+
+// emptyFile returns an empty file of mode 000 in a directory of its own,
+// made once, for makeMountns to cover hidden files with.
+func (c *sandboxCache) emptyFile() (string, error) {
+	c.emptyOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "agentproc-hide-")
+		if err != nil {
+			c.emptyErr = err
+			return
+		}
+		c.emptyDir = dir
+		f, err := os.OpenFile(filepath.Join(dir, "empty"), os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0)
+		if err != nil {
+			c.emptyErr = err
+			return
+		}
+		c.emptyErr = f.Close()
+	})
+	return filepath.Join(c.emptyDir, "empty"), c.emptyErr
 }
 
 // nsEntry is a namespace descriptor made once.
@@ -210,7 +238,7 @@ func (c *sandboxCache) build(b *sandboxBuilt, pol *sandboxPolicy) error {
 	net := seccompNetAny
 	switch pol.network {
 	case NetworkNone, NetworkLoopback:
-		if h.root {
+		if h.root && pol.skip&sandboxSkipNetns == 0 {
 			fd, err := c.namespace(pol.network)
 			if err != nil {
 				return xerrors.Errorf("network namespace: %w", err)
@@ -228,26 +256,35 @@ func (c *sandboxCache) build(b *sandboxBuilt, pol *sandboxPolicy) error {
 		}
 		net = seccompNetStreamOnly
 	}
-	if len(pol.readOnly) > 0 || len(credentialSockets()) > 0 {
-		if h.root {
-			fd, err := makeMountns(pol.readOnly, credentialSockets())
-			if err != nil {
-				return xerrors.Errorf("mount namespace: %w", err)
-			}
-			b.mntns = fd
-			mech = append(mech, "mountns")
-		} else if len(pol.readOnly) > 0 {
-			b.missing = append(b.missing, unenforced{field: "ReadOnly", soft: true,
-				reason: "needs root (a read-only bind mount in a mount namespace); Landlock cannot take write access back below a writable directory"})
+	// As root the hidden paths (and the credential sockets) are covered in
+	// a mount namespace, and the Landlock ruleset grants whole trees: a
+	// few rules instead of one per entry of every directory above a hidden
+	// path, which costs at every Start (landlock_restrict_self copies the
+	// rules) and leaves entries made later unreadable.
+	hide := landlockHidden(pol)
+	if h.root && pol.skip&sandboxSkipMountns == 0 {
+		empty, err := c.emptyFile()
+		if err != nil {
+			return xerrors.Errorf("mount namespace: %w", err)
 		}
+		fd, err := makeMountns(pol.readOnly, append(append(slices.Clone(pol.hide), llHidden...), credentialSockets()...), empty)
+		if err != nil {
+			return xerrors.Errorf("mount namespace: %w", err)
+		}
+		b.mntns = fd
+		hide = nil
+		mech = append(mech, "mountns")
+	} else if len(pol.readOnly) > 0 {
+		b.missing = append(b.missing, unenforced{field: "ReadOnly", soft: true,
+			reason: "needs root (a read-only bind mount in a mount namespace); Landlock cannot take write access back below a writable directory"})
 	}
-	if h.root {
+	if h.root && pol.skip&sandboxSkipCaps == 0 {
 		b.dropCaps = true
 		mech = append(mech, "capabilities")
 	}
 	mech = append(mech, "no_new_privs")
-	if h.abi > 0 {
-		rs, err := landlockRuleset(pol, h.abi)
+	if h.abi > 0 && pol.skip&sandboxSkipLandlock == 0 {
+		rs, err := landlockRuleset(pol, h.abi, hide)
 		if err != nil {
 			return err
 		}
@@ -255,7 +292,7 @@ func (c *sandboxCache) build(b *sandboxBuilt, pol *sandboxPolicy) error {
 		b.info.LandlockABI = h.abi
 		mech = append(mech, "landlock")
 	}
-	if h.seccomp {
+	if h.seccomp && pol.skip&sandboxSkipSeccomp == 0 {
 		b.filter = seccompFilter(net)
 		mech = append(mech, "seccomp")
 	}
@@ -292,12 +329,18 @@ func (c *sandboxCache) close() {
 			_ = unix.Close(e.fd)
 		}
 	}
+	c.threads.close()
+	c.emptyOnce.Do(func() {})
+	if c.emptyDir != "" {
+		_ = os.RemoveAll(c.emptyDir)
+	}
 }
 
-// start confines a throwaway thread as b says and starts cmd from it.
-func (b *sandboxBuilt) start(cmd *exec.Cmd) error {
+// start confines a throwaway thread of threads as b says and starts cmd
+// from it.
+func (b *sandboxBuilt) start(threads *threadPool, cmd *exec.Cmd) error {
 	lastCap := sandboxHost().lastCap
-	return onThrowawayThread(func() error {
+	return threads.run(func() error {
 		if b.netns >= 0 {
 			if err := unix.Setns(b.netns, unix.CLONE_NEWNET); err != nil {
 				return xerrors.Errorf("join network namespace: %w", err)
@@ -382,10 +425,12 @@ func loopbackUp() error {
 }
 
 // makeMountns makes a mount namespace on a throwaway thread in which each
-// of readOnly is a read-only bind mount of itself and each of sockets is
-// covered by /dev/null, and returns a descriptor of it. Mounts the host
-// makes later still propagate into it (a slave of the host's).
-func makeMountns(readOnly, sockets []string) (int, error) {
+// of readOnly is a read-only bind mount of itself and each of hide is
+// covered, a directory by an empty read-only tmpfs of mode 000, anything
+// else by empty (an empty file of mode 000), and returns a descriptor of
+// it. Mounts the host makes later still propagate into it (a slave of the
+// host's). A tree in it cannot undo a mount: it has no capabilities.
+func makeMountns(readOnly, hide []string, empty string) (int, error) {
 	fd := -1
 	err := onThrowawayThread(func() error {
 		if err := unix.Unshare(unix.CLONE_NEWNS); err != nil {
@@ -405,8 +450,19 @@ func makeMountns(readOnly, sockets []string) (int, error) {
 				return xerrors.Errorf("read-only %s: %w", p, err)
 			}
 		}
-		for _, s := range sockets {
-			_ = unix.Mount("/dev/null", s, "", unix.MS_BIND, "")
+		for _, h := range hide {
+			st, err := os.Lstat(h)
+			if err != nil {
+				continue // nothing there to hide; what appears later is not covered
+			}
+			if st.IsDir() {
+				err = unix.Mount("tmpfs", h, "tmpfs", unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "size=4k,nr_inodes=1,mode=000")
+			} else {
+				err = unix.Mount(empty, h, "", unix.MS_BIND, "")
+			}
+			if err != nil {
+				return xerrors.Errorf("cover %s: %w", h, err)
+			}
 		}
 		var err error
 		fd, err = unix.Open("/proc/thread-self/ns/mnt", unix.O_RDONLY|unix.O_CLOEXEC, 0)
@@ -442,3 +498,6 @@ func credentialSockets() []string {
 	}
 	return out
 }
+
+// threadPool returns the cache's throwaway threads.
+func (c *sandboxCache) threadPool() *threadPool { return &c.threads }

@@ -350,9 +350,15 @@ func TestSandboxAllows(t *testing.T) {
 	if out.Sandbox == nil || out.Sandbox.TempDir == "" || !strings.Contains(out.Text, "tmp="+out.Sandbox.TempDir+"\n") {
 		t.Fatalf("Info.Sandbox %+v, output %q: want TMPDIR to be the private temp dir", out.Sandbox, out.Text)
 	}
-	if _, err := os.Stat(out.Sandbox.TempDir); !errors.Is(err, os.ErrNotExist) {
-		t.Errorf("temp dir after the exit: stat error %v, want it removed", err)
-	}
+	// Removed just after the exit is published; Close waits for that.
+	defer func() {
+		if err := m.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := os.Stat(out.Sandbox.TempDir); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("temp dir after Close: stat error %v, want it removed", err)
+		}
+	}()
 	if !strings.Contains(strings.Join(out.Sandbox.Mechanisms, ","), "landlock") {
 		t.Errorf("mechanisms %q, want landlock among them", out.Sandbox.Mechanisms)
 	}

@@ -46,7 +46,10 @@ func (c *sandboxCache) get(pol *sandboxPolicy) (*sandboxBuilt, error) {
 
 func (c *sandboxCache) close() {}
 
-func (b *sandboxBuilt) start(cmd *exec.Cmd) error { return cmd.Start() }
+func (b *sandboxBuilt) start(_ *threadPool, cmd *exec.Cmd) error { return cmd.Start() }
+
+// threadPool is Linux's; here there is nothing per thread to confine.
+type threadPool struct{}
 
 func sandboxSupport() SandboxFeatures {
 	return SandboxFeatures{
@@ -54,3 +57,5 @@ func sandboxSupport() SandboxFeatures {
 		Missing:  []string{"no sandbox mechanism on " + runtime.GOOS + ": only the environment filter and the private temp dir"},
 	}
 }
+
+func (c *sandboxCache) threadPool() *threadPool { return nil }

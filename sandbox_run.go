@@ -4,6 +4,8 @@ import (
 	"context"
 	"os"
 	"os/exec"
+	"strconv"
+	"strings"
 	"sync"
 
 	"golang.org/x/xerrors"
@@ -29,6 +31,68 @@ type sandboxState struct {
 	tmpMu     sync.Mutex
 	tmpParent string
 	tmpErr    error
+	// spare holds temp dirs made ahead, off the Start path: a mkdir costs
+	// tens of microseconds on an idle disk and milliseconds on a busy one.
+	// refills counts the goroutines making them, which close waits for.
+	spare   chan string
+	refills sync.WaitGroup
+
+	// policies caches sandboxPolicyFor's answers by rawPolicyKey: resolving
+	// the paths costs a lstat per path component, a few hundred
+	// microseconds for WorkspaceSandbox's list, on every Start otherwise.
+	// A link changed later is thus not followed again, as the built
+	// ruleset would not be either.
+	polMu    sync.Mutex
+	policies map[string]*sandboxPolicy
+}
+
+// maxCachedPolicies bounds the policy cache; a server whose requests use
+// ever new work dirs starts over when it is full.
+const maxCachedPolicies = 256
+
+// cachedPolicy returns the policy of sb for a Start in dir, resolved once.
+func (m *Manager) cachedPolicy(sb *Sandbox, dir, parent string, tty bool) (*sandboxPolicy, error) {
+	raw := rawPolicyKey(sb, dir, parent, tty)
+	s := &m.sandbox
+	s.polMu.Lock()
+	pol := s.policies[raw]
+	s.polMu.Unlock()
+	if pol != nil {
+		return pol, nil
+	}
+	pol, err := m.sandboxPolicyFor(sb, dir, parent, tty)
+	if err != nil {
+		return nil, err
+	}
+	s.polMu.Lock()
+	if s.policies == nil || len(s.policies) >= maxCachedPolicies {
+		s.policies = map[string]*sandboxPolicy{}
+	}
+	s.policies[raw] = pol
+	s.polMu.Unlock()
+	return pol, nil
+}
+
+// rawPolicyKey names what sandboxPolicyFor's answer depends on, without a
+// system call.
+func rawPolicyKey(sb *Sandbox, dir, parent string, tty bool) string {
+	var b strings.Builder
+	for _, l := range [][]string{sb.Write, sb.Read, sb.Hide, sb.ReadOnly} {
+		b.WriteString(strconv.Itoa(len(l)))
+		if l == nil {
+			b.WriteString("n")
+		}
+		for _, p := range l {
+			b.WriteString("\x00" + p)
+		}
+		b.WriteString("\x01")
+	}
+	b.WriteString(string(sb.network()))
+	for _, p := range sb.AllowPorts {
+		b.WriteString("," + strconv.Itoa(p))
+	}
+	b.WriteString("\x01" + dir + "\x01" + parent + "\x01" + strconv.FormatBool(tty) + strconv.FormatBool(sb.NoDefaultWrite) + strconv.FormatBool(sb.BestEffort))
+	return b.String()
 }
 
 // tempParent returns the directory the private temp dirs are made in, one
@@ -40,8 +104,39 @@ func (s *sandboxState) tempParent() (string, error) {
 	defer s.tmpMu.Unlock()
 	if s.tmpParent == "" && s.tmpErr == nil {
 		s.tmpParent, s.tmpErr = os.MkdirTemp("", "agentproc-sandbox-")
+		s.spare = make(chan string, 2)
 	}
 	return s.tmpParent, s.tmpErr
+}
+
+// tempDir returns a new private temp dir in parent (from tempParent): a
+// spare one when there is one, and starts making the next.
+func (s *sandboxState) tempDir(parent string) (string, error) {
+	s.tmpMu.Lock()
+	spare, closed := s.spare, s.tmpErr != nil
+	if !closed {
+		s.refills.Add(1)
+	}
+	s.tmpMu.Unlock()
+	if closed {
+		return "", ErrClosed
+	}
+	go func() {
+		defer s.refills.Done()
+		if d, err := os.MkdirTemp(parent, "t-"); err == nil {
+			select {
+			case spare <- d:
+			default:
+				_ = os.Remove(d)
+			}
+		}
+	}()
+	select {
+	case d := <-spare:
+		return d, nil
+	default:
+		return os.MkdirTemp(parent, "t-")
+	}
 }
 
 // close releases the built policies and removes the temp dirs' parent.
@@ -51,6 +146,7 @@ func (s *sandboxState) close() {
 	dir := s.tmpParent
 	s.tmpParent, s.tmpErr = "", ErrClosed
 	s.tmpMu.Unlock()
+	s.refills.Wait()
 	if dir != "" {
 		_ = os.RemoveAll(dir)
 	}
@@ -59,6 +155,7 @@ func (s *sandboxState) close() {
 // sandboxRun is one Start's sandbox.
 type sandboxRun struct {
 	built    *sandboxBuilt
+	threads  *threadPool
 	env      SandboxEnv
 	tmpDir   string
 	info     *Confinement
@@ -79,7 +176,7 @@ func (m *Manager) prepareSandbox(sb *Sandbox, dir, id string, tty bool) (*sandbo
 		}
 		parent = p
 	}
-	pol, err := m.sandboxPolicyFor(sb, dir, parent, tty)
+	pol, err := m.cachedPolicy(sb, dir, parent, tty)
 	if err != nil {
 		return nil, err
 	}
@@ -91,11 +188,11 @@ func (m *Manager) prepareSandbox(sb *Sandbox, dir, id string, tty bool) (*sandbo
 	if err != nil {
 		return nil, err
 	}
-	run := &sandboxRun{built: built, env: sb.Env, warnings: warnings}
+	run := &sandboxRun{built: built, threads: m.sandbox.cache.threadPool(), env: sb.Env, warnings: warnings}
 	info := built.info
 	info.Mechanisms = append([]string(nil), built.info.Mechanisms...)
 	if parent != "" {
-		tmp, err := os.MkdirTemp(parent, id+"-")
+		tmp, err := m.sandbox.tempDir(parent)
 		if err != nil {
 			return nil, xerrors.Errorf("agentproc: sandbox temp dir: %w", err)
 		}
@@ -107,7 +204,7 @@ func (m *Manager) prepareSandbox(sb *Sandbox, dir, id string, tty bool) (*sandbo
 }
 
 // start starts cmd confined.
-func (r *sandboxRun) start(cmd *exec.Cmd) error { return r.built.start(cmd) }
+func (r *sandboxRun) start(cmd *exec.Cmd) error { return r.built.start(r.threads, cmd) }
 
 // finish removes the temp dir; nil r does nothing. It runs once the tree
 // is gone (or never started).

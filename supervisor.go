@@ -338,6 +338,9 @@ func (s *supervisor) supervise(out *os.File, readerDone <-chan struct{}, tty boo
 	oom, likelyOOM := s.guard.oomVerdict(s.ctr, code, sigName)
 	s.release()
 	s.publishExit(exitFacts{code: code, signal: sigName, cpu: cpu, rss: rss, leftovers: leftovers, oom: oom, likelyOOM: likelyOOM})
+	// After the exit is published, so that Wait does not wait for the
+	// file system; Close waits for it (m.wg).
+	s.sbx.finish(s.p.m)
 }
 
 // awaitRaise holds the reap back until the output reader has raised the
@@ -403,7 +406,6 @@ func (s *supervisor) release() {
 	if err := s.ctr.release(); err != nil {
 		s.p.m.cfg.logger.Warn(context.Background(), "release containment", fieldError(err))
 	}
-	s.sbx.finish(s.p.m)
 }
 
 // exitFacts is what supervise learned about the end of the process.
