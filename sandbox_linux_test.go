@@ -610,7 +610,7 @@ func TestSandboxUnprivileged(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, "-test.count=1", "-test.v", "-test.short",
-		"-test.run=^(TestSandboxEscapes|TestSandboxAllows|TestSandboxPorts|TestSandboxFailClosed|TestSandboxHostNeverConfined)$")
+		"-test.run=^(TestSandboxEscapes|TestSandboxAllows|TestSandboxPorts|TestSandboxFailClosed|TestSandboxHostNeverConfined|TestSandboxKeepsTreeFeatures)$")
 	cmd.Dir = home
 	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + home, "TMPDIR=" + os.TempDir(), "LANG=C"}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}}
@@ -623,4 +623,32 @@ func TestSandboxUnprivileged(t *testing.T) {
 			t.Logf("as %s: %s", sandboxUser, strings.TrimSpace(line))
 		}
 	}
+}
+
+// TestSandboxKeepsTreeFeatures checks that a sandboxed tree keeps what an
+// unconfined one has: a terminal (TTY) that is its controlling terminal,
+// the marker, its own session, and a cgroup it cannot leave.
+func TestSandboxKeepsTreeFeatures(t *testing.T) {
+	requireSandbox(t)
+	ws := t.TempDir()
+	m := newManager(t, agentproc.WithSandbox(agentproc.WorkspaceSandbox(ws)))
+	p := mustStart(t, m, agentproc.Request{WorkDir: ws, TTY: &agentproc.TTYSize{Rows: 24, Cols: 80},
+		Command: `stty size; echo tty=$(tty); echo x > /dev/tty && echo marker=$` + agentproc.MarkerEnv + `; ps -o sid= -p $$ | tr -d ' '`})
+	info := mustWait(t, p)
+	out := p.Output().Text
+	if exitCode(info) != 0 || !strings.Contains(out, "24 80") || !strings.Contains(out, "marker="+p.ID()) || !strings.Contains(out, strconv.Itoa(info.PID)) {
+		t.Errorf("TTY under the sandbox: exit %d, output %q; want the size, the marker and its own session", exitCode(info), out)
+	}
+
+	t.Run("cgroup", func(t *testing.T) {
+		parent := cgroupParent(t)
+		m := newManager(t, agentproc.WithCgroup(parent), agentproc.WithSandbox(agentproc.WorkspaceSandbox(ws)))
+		p := mustStart(t, m, agentproc.Request{WorkDir: ws,
+			Command: `cat /proc/self/cgroup; echo $$ > ` + shellQuote(filepath.Join(parent, "cgroup.procs")) + ` && echo moved`})
+		mustWait(t, p)
+		out := p.Output().Text
+		if strings.Contains(out, "moved") || !strings.Contains(out, filepath.Base(parent)) {
+			t.Errorf("output %q: want the tree in its cgroup under %s and unable to leave it", out, parent)
+		}
+	})
 }

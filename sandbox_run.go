@@ -164,7 +164,7 @@ type sandboxRun struct {
 
 // prepareSandbox makes what a Start of sb in dir needs; nil sb gives nil.
 // Nothing is left behind when it fails.
-func (m *Manager) prepareSandbox(sb *Sandbox, dir, id string, tty bool) (*sandboxRun, error) {
+func (m *Manager) prepareSandbox(sb *Sandbox, dir string, tty bool) (*sandboxRun, error) {
 	if sb == nil {
 		return nil, nil
 	}

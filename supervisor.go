@@ -86,7 +86,7 @@ func (m *Manager) spawn(req Request, owner, command, dir string, seq uint64, war
 		return p, func() { go p.sup.superviseDetached() }, nil
 	}
 	id := uuid.NewString()
-	sbx, err := m.prepareSandbox(req.Sandbox, dir, id, req.TTY != nil)
+	sbx, err := m.prepareSandbox(req.Sandbox, dir, req.TTY != nil)
 	if err != nil {
 		return nil, nil, err
 	}
