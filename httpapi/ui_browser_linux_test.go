@@ -303,12 +303,12 @@ func TestUIBrowser(t *testing.T) {
 		ts := newTestServer(t, nil, nil, httpapi.WithUI())
 		pg := openPage(t, browser, ts.srv.URL+"/", true)
 		p := startUnowned(t, ts, agentproc.Request{Command: "read line; echo got $line; exit 3", Stdin: true})
-		pg.run(chromedp.WaitVisible(rowSel(p.ID())+`[data-state="running"]`))
+		pg.run(chromedp.WaitVisible(rowSel(p.ID()) + `[data-state="running"]`))
 		get(pg, chromedp.Evaluate[bool](`window.sameDocument = true`))
 		if _, err := p.WriteStdin(testContext(t), []byte("go\n")); err != nil {
 			t.Fatal(err)
 		}
-		pg.run(chromedp.WaitVisible(rowSel(p.ID())+`[data-state="exited"]`))
+		pg.run(chromedp.WaitVisible(rowSel(p.ID()) + `[data-state="exited"]`))
 		if got := pg.text(rowSel(p.ID()) + " .state"); got != "exited 3" {
 			t.Errorf("state: got %q, want %q", got, "exited 3")
 		}
@@ -327,7 +327,7 @@ func TestUIBrowser(t *testing.T) {
 		p := startUnowned(t, ts, agentproc.Request{
 			Command: `i=1; while [ $i -le 60 ]; do printf '\033[32mline\033[0m %d\n' $i; i=$((i+1)); sleep 0.05; done`,
 		})
-		pg.run(chromedp.Click(rowSel(p.ID())+" .cmd-btn"))
+		pg.run(chromedp.Click(rowSel(p.ID()) + " .cmd-btn"))
 		pg.waitJS(`document.getElementById('out').textContent.includes('line 5\n')`)
 		if info := p.Info(); !info.Running {
 			t.Fatalf("the command had ended when line 5 was shown (%s); the test needs it running", info.Reason)
@@ -343,7 +343,7 @@ func TestUIBrowser(t *testing.T) {
 		if !get(pg, chromedp.Evaluate[bool](`(() => { const o = document.getElementById('out'); return o.scrollHeight > o.clientHeight && o.scrollHeight - o.scrollTop - o.clientHeight < 4; })()`)) {
 			t.Error("the output pane overflows but is not scrolled to the end")
 		}
-		pg.run(chromedp.WaitVisible(rowSel(p.ID())+`[data-state="exited"]`))
+		pg.run(chromedp.WaitVisible(rowSel(p.ID()) + `[data-state="exited"]`))
 		if got := pg.text("#out-state"); !strings.Contains(got, "exited 0") {
 			t.Errorf("output state: got %q, want it to say exited 0", got)
 		}
@@ -362,7 +362,7 @@ func TestUIBrowser(t *testing.T) {
 			t.Errorf("confirmation: got %q, want it to name the command", got)
 		}
 		pg.run(chromedp.Click(chromedp.CSS(`#confirm-ok`)))
-		pg.run(chromedp.WaitVisible(rowSel(p.ID())+`[data-state="exited"]`))
+		pg.run(chromedp.WaitVisible(rowSel(p.ID()) + `[data-state="exited"]`))
 		if got := pg.text(rowSel(p.ID()) + " .state"); !strings.HasPrefix(got, "killed") {
 			t.Errorf("state: got %q, want killed", got)
 		}
@@ -536,10 +536,10 @@ func uiScreenshotTest(t *testing.T, browser context.Context) {
 
 	pg := openPage(t, browser, ts.srv.URL+"/", true)
 	pg.run(
-		chromedp.WaitVisible(rowSel(server.ID())+` .ports a`),
+		chromedp.WaitVisible(rowSel(server.ID()) + ` .ports a`),
 	)
 	pg.waitJS(`document.querySelector('` + string(rowSel(asks.ID())) + ` .state').textContent === 'waiting for input'`)
-	pg.run(chromedp.Click(rowSel(tests.ID())+" .cmd-btn"))
+	pg.run(chromedp.Click(rowSel(tests.ID()) + " .cmd-btn"))
 	pg.waitJS(`document.getElementById('out').textContent.includes('TestCase008')`)
 	get(pg, chromedp.Evaluate[bool](`window.scrollTo(0, 0), true`))
 	shot := get(pg, chromedp.CaptureScreenshot())
