@@ -124,8 +124,9 @@ type Process struct {
 	// the shell's and its waited-for children's otherwise.
 	PeakMemory int64 `json:"peak_memory_bytes,omitempty"`
 	// Extension: for a process that has exited, the CPU time (user plus
-	// system) it used, in milliseconds (agentproc.Info.CPUTime).
-	CPUTimeMS int64 `json:"cpu_time_ms,omitempty"`
+	// system) it used, in milliseconds (agentproc.Info.CPUTime); absent
+	// while it runs.
+	CPUTimeMS *int64 `json:"cpu_time_ms,omitempty"`
 	// Extension: the owner the process was started for; absent for "".
 	Owner string `json:"owner,omitempty"`
 	// Extension: a SIGKILL nobody here sent ended the process while the
@@ -285,7 +286,8 @@ func processFromInfo(info agentproc.Info) Process {
 		Ready:         info.Ready,
 	}
 	if !info.Running {
-		p.PeakMemory, p.CPUTimeMS = info.MaxRSS, info.CPUTime.Milliseconds()
+		cpu := info.CPUTime.Milliseconds()
+		p.PeakMemory, p.CPUTimeMS = info.MaxRSS, &cpu
 	}
 	if !info.Limits.IsZero() {
 		limits := info.Limits

@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/chromedp"
 
 	"github.com/agentproc/agentproc"
@@ -551,6 +552,20 @@ func uiScreenshotTest(t *testing.T, browser context.Context) {
 	if colors := distinctColors(img); colors < 16 {
 		t.Errorf("screenshot has %d distinct colours; a page with a table and output has many more", colors)
 	}
+	// Text contrast, in the light and the dark scheme (WCAG AA: 4.5:1).
+	for _, scheme := range []string{"light", "dark"} {
+		ctx, cancel := context.WithTimeout(pg.ctx, testTimeout)
+		_, err := chromedp.Call(ctx, emulation.SetEmulatedMedia, emulation.SetEmulatedMediaParams{
+			Features: []*emulation.MediaFeature{{Name: "prefers-color-scheme", Value: scheme}},
+		})
+		cancel()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if low := get(pg, chromedp.Evaluate[[]string](lowContrastJS)); len(low) > 0 {
+			t.Errorf("%s scheme: text below 4.5:1 contrast: %v", scheme, low)
+		}
+	}
 	if *uiScreenshot != "" {
 		if err := os.WriteFile(*uiScreenshot, shot, 0o644); err != nil {
 			t.Fatal(err)
@@ -558,6 +573,32 @@ func uiScreenshotTest(t *testing.T, browser context.Context) {
 		t.Logf("wrote %s (%d bytes)", *uiScreenshot, len(shot))
 	}
 }
+
+// lowContrastJS lists the visible text elements of the page whose colour
+// has less than 4.5:1 contrast against their background (the nearest
+// ancestor's that is not transparent), as "selector ratio".
+const lowContrastJS = `(() => {
+  const rgb = (s) => (s.match(/[\d.]+/g) || []).map(Number);
+  const lum = ([r, g, b]) => {
+    const f = (c) => { c /= 255; return c <= 0.03928 ? c / 12.92 : Math.pow((c + 0.055) / 1.055, 2.4); };
+    return 0.2126 * f(r) + 0.7152 * f(g) + 0.0722 * f(b);
+  };
+  const bg = (el) => {
+    for (; el; el = el.parentElement) {
+      const c = rgb(getComputedStyle(el).backgroundColor);
+      if (c.length === 3 || c[3] > 0) return c;
+    }
+    return [255, 255, 255];
+  };
+  const out = [];
+  for (const el of document.querySelectorAll('h1, h2, th, td, .state, .badge, .cmd-btn, .conn, .summary, button, label, .term, a')) {
+    if (!el.offsetParent || !el.textContent.trim() || el.disabled) continue;
+    const a = lum(rgb(getComputedStyle(el).color)), b = lum(bg(el));
+    const ratio = (Math.max(a, b) + 0.05) / (Math.min(a, b) + 0.05);
+    if (ratio < 4.5) out.push(el.tagName + '.' + el.className + ' ' + ratio.toFixed(2));
+  }
+  return out;
+})()`
 
 // distinctColors counts the distinct colours of img, up to 1000.
 func distinctColors(img image.Image) int {

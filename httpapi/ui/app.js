@@ -119,7 +119,7 @@
   }
 
   function fmtCPU(ms) {
-    ms = ms || 0; // absent is 0: the field is omitted when empty
+    if (ms === undefined) return '';
     return ms < 1000 ? ms + ' ms' : (ms / 1000).toFixed(ms < 10000 ? 2 : 1) + ' s';
   }
 
