@@ -131,9 +131,9 @@ func TestUIPage(t *testing.T) {
 	}
 	html := bodies["/"]
 	for _, bad := range []*regexp.Regexp{
-		regexp.MustCompile(`(?i)<script(?:\s[^>]*)?>\s*[^<\s]`), // an inline script
-		regexp.MustCompile(`(?i)\son[a-z]+\s*=`),                // an inline handler
-		regexp.MustCompile(`(?i)\sstyle\s*=`),                   // an inline style
+		regexp.MustCompile(`(?i)<script(?:\s[^>]*)?>\s*[^<\s]`),      // an inline script
+		regexp.MustCompile(`(?i)\son[a-z]+\s*=`),                     // an inline handler
+		regexp.MustCompile(`(?i)\sstyle\s*=`),                        // an inline style
 		regexp.MustCompile(`(?i)(?:src|href)\s*=\s*"(?:https?:)?//`), // another origin
 	} {
 		if m := bad.FindString(html); m != "" {
