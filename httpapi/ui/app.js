@@ -241,7 +241,7 @@
       return a;
     }));
     for (const b of tr.querySelectorAll('.actions button')) b.disabled = !p.running;
-    tr.setAttribute('aria-selected', String(tr.dataset.id === selected));
+    tr.setAttribute('aria-current', String(tr.dataset.id === selected));
     fillAge(tr, p);
   }
 
@@ -429,7 +429,7 @@
   function select(id, focusPane) {
     if (selected !== id) {
       selected = id;
-      for (const [rid, tr] of rowEls) tr.setAttribute('aria-selected', String(rid === id));
+      for (const [rid, tr] of rowEls) tr.setAttribute('aria-current', String(rid === id));
       if (outCtl) outCtl.abort();
       outEl.replaceChildren();
       delete outEl.dataset.eof;
