@@ -459,6 +459,27 @@ func TestUIBrowser(t *testing.T) {
 		noToken.allowProblems()
 	})
 
+	t.Run("under a prefix", func(t *testing.T) {
+		ts := newTestServer(t, nil, func(h http.Handler) http.Handler {
+			mux := http.NewServeMux()
+			mux.Handle("/processes/", http.StripPrefix("/processes", h))
+			return mux
+		}, httpapi.WithUI())
+		pg := openPage(t, browser, ts.srv.URL+"/processes/", true)
+		p := startUnowned(t, ts, agentproc.Request{Command: "echo under a prefix; sleep 60"})
+		pg.run(
+			chromedp.Click(rowSel(p.ID())+" .cmd-btn"),
+			chromedp.Click(rowSel(p.ID())+" button.interrupt"),
+			chromedp.WaitVisible(chromedp.CSS(`#confirm[open]`)),
+			chromedp.Click(chromedp.CSS(`#confirm-ok`)),
+			chromedp.WaitVisible(rowSel(p.ID())+`[data-state="exited"]`),
+		)
+		pg.waitJS(`document.getElementById('out').textContent === 'under a prefix\n'`)
+		if info := p.Info(); info.Reason != agentproc.ReasonKilled || info.ExitSignal != "SIGINT" {
+			t.Errorf("after Interrupt: reason %q signal %q, want killed by SIGINT", info.Reason, info.ExitSignal)
+		}
+	})
+
 	t.Run("narrow window", func(t *testing.T) {
 		ts := newTestServer(t, nil, nil, httpapi.WithUI())
 		pg := openPage(t, browser, ts.srv.URL+"/", true)

@@ -187,13 +187,16 @@
     const pill = document.createElement('span');
     pill.className = 'state';
     st.appendChild(pill);
-    const cmdCell = cell(tr, 'cmd', 'Command');
+    // One child under the cell, so that the narrow layout's label and the
+    // command with its badges are the cell's two columns.
+    const cmdWrap = document.createElement('div');
+    cell(tr, 'cmd', 'Command').appendChild(cmdWrap);
     const cmdBtn = button('', '', 'link cmd-btn', () => select(id, true));
     cmdBtn.setAttribute('aria-controls', 'output-pane');
-    cmdCell.appendChild(cmdBtn);
+    cmdWrap.appendChild(cmdBtn);
     const bdg = document.createElement('div');
     bdg.className = 'badges';
-    cmdCell.appendChild(bdg);
+    cmdWrap.appendChild(bdg);
     cell(tr, 'owner', 'Owner');
     cell(tr, 'num age', 'Age');
     cell(tr, 'num cpu', 'CPU');
