@@ -344,6 +344,9 @@ func TestUIBrowser(t *testing.T) {
 		if !get(pg, chromedp.Evaluate[bool](`(() => { const o = document.getElementById('out'); return o.scrollHeight > o.clientHeight && o.scrollHeight - o.scrollTop - o.clientHeight < 4; })()`)) {
 			t.Error("the output pane overflows but is not scrolled to the end")
 		}
+		// Scrolling up to read stops following.
+		get(pg, chromedp.Evaluate[bool](`document.getElementById('out').scrollTop = 0, true`))
+		pg.waitJS(`!document.getElementById('follow').checked`)
 		pg.run(chromedp.WaitVisible(rowSel(p.ID()) + `[data-state="exited"]`))
 		if got := pg.text("#out-state"); !strings.Contains(got, "exited 0") {
 			t.Errorf("output state: got %q, want it to say exited 0", got)

@@ -455,8 +455,9 @@
   followEl.addEventListener('change', scrollOut);
   outEl.addEventListener('scroll', () => {
     // Scrolling up stops following; scrolling back to the end resumes.
-    const atEnd = outEl.scrollHeight - outEl.scrollTop - outEl.clientHeight < 4;
-    if (followEl.checked !== atEnd && document.activeElement === outEl) followEl.checked = atEnd;
+    // The page itself only ever scrolls to the end, so a scroll that
+    // leaves it is the reader's.
+    followEl.checked = outEl.scrollHeight - outEl.scrollTop - outEl.clientHeight < 4;
   });
 
   // ---- actions, each behind a confirmation ------------------------------
