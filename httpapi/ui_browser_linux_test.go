@@ -551,7 +551,8 @@ func uiScreenshotTest(t *testing.T, browser context.Context) {
 		}
 	}
 	server := start(agentproc.Request{Command: "exec python3 -m http.server 0 --bind 127.0.0.1", Background: true})
-	if _, err := server.WaitPort(ctx, 0); err != nil {
+	port, err := server.WaitPort(ctx, 0)
+	if err != nil {
 		t.Fatal(err)
 	}
 	asks := start(agentproc.Request{Command: `printf 'Overwrite config.yaml? [y/N] '; read answer`, Stdin: true})
@@ -563,6 +564,10 @@ func uiScreenshotTest(t *testing.T, browser context.Context) {
 	pg.run(
 		chromedp.WaitVisible(rowSel(server.ID()) + ` .ports a`),
 	)
+	href := get(pg, chromedp.Evaluate[string](`document.querySelector('` + string(rowSel(server.ID())) + ` .ports a').href`))
+	if want := fmt.Sprintf("http://127.0.0.1:%d/", port.Port); href != want {
+		t.Errorf("port link %q, want %q", href, want)
+	}
 	pg.waitJS(`document.querySelector('` + string(rowSel(asks.ID())) + ` .state').textContent === 'waiting for input'`)
 	pg.run(chromedp.Click(rowSel(tests.ID()) + " .cmd-btn"))
 	pg.waitJS(`document.getElementById('out').textContent.includes('TestCase008')`)

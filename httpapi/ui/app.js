@@ -233,12 +233,21 @@
     tr.querySelector('.mem').textContent = p.running ? '' : fmtBytes(p.peak_memory_bytes);
     const ports = tr.querySelector('.ports');
     ports.replaceChildren(...(p.ports || []).map((pt) => {
+      const title = pt.network + ' ' + pt.addr + ':' + pt.port + ' (pid ' + pt.pid + ')';
+      if (pt.network.startsWith('udp')) {
+        // Nothing a browser can open: the port as text.
+        const span = document.createElement('span');
+        span.textContent = 'udp ' + pt.port;
+        span.title = title;
+        return span;
+      }
+      // A wildcard address is reached by the name this page was opened
+      // with; a specific one by itself.
+      const host = /^(0\.0\.0\.0|::)$/.test(pt.addr) ? location.hostname : pt.addr;
       const a = document.createElement('a');
-      const host = /^(0\.0\.0\.0|::|\[::\])$/.test(pt.addr) ? location.hostname : pt.addr;
-      const h = host.includes(':') && !host.startsWith('[') ? '[' + host + ']' : host;
-      a.href = (pt.network.startsWith('udp') ? '#' : 'http://' + h + ':' + pt.port + '/');
-      a.textContent = (pt.network.startsWith('udp') ? 'udp ' : '') + pt.port;
-      a.title = pt.network + ' ' + pt.addr + ':' + pt.port + ' (pid ' + pt.pid + ')';
+      a.href = 'http://' + (host.includes(':') && !host.startsWith('[') ? '[' + host + ']' : host) + ':' + pt.port + '/';
+      a.textContent = String(pt.port);
+      a.title = title;
       a.target = '_blank';
       a.rel = 'noopener noreferrer';
       return a;
