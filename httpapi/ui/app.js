@@ -155,8 +155,12 @@
       if (l.procs) b.push('procs ' + l.procs);
       if (l.cpu) b.push('cpu ' + l.cpu);
     }
-    if (p.sandbox) {
-      b.push(typeof p.sandbox === 'string' ? 'sandbox ' + p.sandbox : 'sandbox');
+    const sb = p.sandbox;
+    if (sb) {
+      let t = 'sandbox';
+      if (typeof sb === 'string') t += ' ' + sb;
+      else if (typeof sb.network === 'string' && sb.network) t += ', network ' + sb.network;
+      b.push(t);
     }
     if (p.likely_oom) b.push('likely OOM');
     return b;
