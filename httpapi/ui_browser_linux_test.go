@@ -555,6 +555,19 @@ func uiScreenshotTest(t *testing.T, browser context.Context) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// A build under limits, where this host can enforce them (cgroup v2
+	// with the controllers delegated), to show their badges.
+	var limited *agentproc.Process
+	if p, err := s.Start(ctx, agentproc.Request{
+		Command: "sleep 300 # make -j4",
+		Limits:  agentproc.Limits{Memory: 512 << 20, Procs: 64, CPU: 2},
+	}); err == nil {
+		limited = p
+	} else if !errors.Is(err, agentproc.ErrUnsupported) {
+		t.Fatal(err)
+	} else {
+		t.Logf("no limits badge in the screenshot: %v", err)
+	}
 	asks := start(agentproc.Request{Command: `printf 'Overwrite config.yaml? [y/N] '; read answer`, Stdin: true})
 	tests := start(agentproc.Request{
 		Command: `echo "=== RUN   TestParse"; i=1; while :; do printf -- '--- PASS: TestCase%03d (0.0%ds)\n' $i $((i % 10)); i=$((i+1)); sleep 0.2; done`,
@@ -569,6 +582,11 @@ func uiScreenshotTest(t *testing.T, browser context.Context) {
 		t.Errorf("port link %q, want %q", href, want)
 	}
 	pg.waitJS(`document.querySelector('` + string(rowSel(asks.ID())) + ` .state').textContent === 'waiting for input'`)
+	if limited != nil {
+		if got := pg.text(rowSel(limited.ID()) + " .badges"); got != "memory 512 MiBprocs 64cpu 2" {
+			t.Errorf("limit badges: got %q, want memory 512 MiB, procs 64, cpu 2", got)
+		}
+	}
 	pg.run(chromedp.Click(rowSel(tests.ID()) + " .cmd-btn"))
 	pg.waitJS(`document.getElementById('out').textContent.includes('TestCase008')`)
 	get(pg, chromedp.Evaluate[bool](`window.scrollTo(0, 0), true`))
