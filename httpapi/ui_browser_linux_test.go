@@ -577,7 +577,7 @@ func uiScreenshotTest(t *testing.T, browser context.Context) {
 	pg.run(
 		chromedp.WaitVisible(rowSel(server.ID()) + ` .ports a`),
 	)
-	href := get(pg, chromedp.Evaluate[string](`document.querySelector('` + string(rowSel(server.ID())) + ` .ports a').href`))
+	href := get(pg, chromedp.Evaluate[string](`document.querySelector('`+string(rowSel(server.ID()))+` .ports a').href`))
 	if want := fmt.Sprintf("http://127.0.0.1:%d/", port.Port); href != want {
 		t.Errorf("port link %q, want %q", href, want)
 	}
