@@ -402,12 +402,20 @@
       m.textContent = '⏎ waiting for input';
       appendOut(m);
     }
-    // Keep the pane bounded: drop the oldest followed text, never the
-    // omission markers' meaning (a marker says what was cut).
+    // Keep the pane bounded: drop the oldest followed text, and say so
+    // once at the top (the server still holds its head and tail).
+    let dropped = false;
     while (shown > MAX_OUT && outEl.firstChild && outEl.firstChild !== partialEl) {
       const n = outEl.firstChild;
-      shown -= (n.textContent || '').length;
+      if (!n.classList || !n.classList.contains('dropped')) shown -= (n.textContent || '').length;
       n.remove();
+      dropped = true;
+    }
+    if (dropped) {
+      const m = document.createElement('span');
+      m.className = 'omitted dropped';
+      m.textContent = '… earlier output not kept on this page …';
+      outEl.insertBefore(m, outEl.firstChild);
     }
     outEl.dataset.next = c.next;
     if (c.eof) outEl.dataset.eof = 'true';
@@ -421,7 +429,9 @@
       let eof = false;
       try {
         await stream('ui/output?id=' + encodeURIComponent(id) + '&offset=' + offset, ctl.signal, () => { delay = 500; }, (type, c) => {
-          if (type !== 'output') return;
+          // A block already read when another row was selected is not
+          // this pane's any more.
+          if (type !== 'output' || ctl.signal.aborted) return;
           onOutput(c);
           offset = c.resume;
           eof = c.eof;
