@@ -353,6 +353,27 @@ func TestUIBrowser(t *testing.T) {
 		}
 	})
 
+	t.Run("selecting another row shows only its output", func(t *testing.T) {
+		ts := newTestServer(t, nil, nil, httpapi.WithUI())
+		pg := openPage(t, browser, ts.srv.URL+"/", true)
+		// a keeps writing while b is selected.
+		a := startUnowned(t, ts, agentproc.Request{Command: `while :; do echo from-a; sleep 0.01; done`})
+		b := startUnowned(t, ts, agentproc.Request{Command: `echo from-b; sleep 60`})
+		pg.run(chromedp.Click(rowSel(a.ID()) + " .cmd-btn"))
+		pg.waitJS(`document.getElementById('out').textContent.includes('from-a')`)
+		pg.run(chromedp.Click(rowSel(b.ID()) + " .cmd-btn"))
+		pg.waitJS(`document.getElementById('out').textContent === 'from-b\n'`)
+		// Let a's writes go on past b's output; none may reach the pane.
+		pg.waitJS(`document.querySelector('` + string(rowSel(b.ID())) + `').getAttribute('aria-current') === 'true'`)
+		if _, err := a.Stop(testContext(t)); err != nil {
+			t.Fatal(err)
+		}
+		pg.run(chromedp.WaitVisible(rowSel(a.ID()) + `[data-state="exited"]`))
+		if got := pg.text("#out"); got != "from-b\n" {
+			t.Errorf("pane after switching: got %q, want only b's output", got)
+		}
+	})
+
 	t.Run("stop button ends a sleep and the row says so", func(t *testing.T) {
 		ts := newTestServer(t, nil, nil, httpapi.WithUI())
 		pg := openPage(t, browser, ts.srv.URL+"/", true)
