@@ -159,11 +159,11 @@ func runPS(ctx context.Context, e *env, args []string) error {
 	return tw.Flush()
 }
 
-// shortID is the first 12 characters of an ID, as docker shows them;
-// every command takes a unique prefix.
+// shortID is the first group of a UUID, 8 hex digits, as docker shows a
+// short ID; every command takes a unique prefix.
 func shortID(id string) string {
-	if len(id) > 12 {
-		return id[:12]
+	if len(id) > 8 {
+		return id[:8]
 	}
 	return id
 }
@@ -179,15 +179,19 @@ func truncate(s string, n int) string {
 // ago says how long ago a Unix time was, as docker does.
 func ago(now time.Time, unix int64) string {
 	d := now.Sub(time.Unix(unix, 0))
+	n, unit := int(d.Hours()/24), "day"
 	switch {
 	case d < time.Minute:
-		return fmt.Sprintf("%d seconds", int(d.Seconds()))
+		n, unit = int(d.Seconds()), "second"
 	case d < time.Hour:
-		return fmt.Sprintf("%d minutes", int(d.Minutes()))
+		n, unit = int(d.Minutes()), "minute"
 	case d < 48*time.Hour:
-		return fmt.Sprintf("%d hours", int(d.Hours()))
+		n, unit = int(d.Hours()), "hour"
 	}
-	return fmt.Sprintf("%d days", int(d.Hours()/24))
+	if n == 1 {
+		return "1 " + unit
+	}
+	return fmt.Sprintf("%d %ss", n, unit)
 }
 
 // status is docker's STATUS column: "Up 5 seconds", "Exited (0) 3 seconds

@@ -55,7 +55,7 @@ type goClient struct {
 	notes   map[string][]string // progress messages by token
 }
 
-func newGoClient(t *testing.T, ctx context.Context, cmd *exec.Cmd) *goClient {
+func newGoClient(t testing.TB, ctx context.Context, cmd *exec.Cmd) *goClient {
 	t.Helper()
 	gc := &goClient{notes: map[string][]string{}}
 	client := mcp.NewClient(&mcp.Implementation{Name: "agentproc-go-test", Version: "1.0.0"}, &mcp.ClientOptions{

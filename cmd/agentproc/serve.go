@@ -121,17 +121,22 @@ func runServe(ctx context.Context, e *env, args []string) error {
 // serveMux is the handler serve serves: the API at the root, Coder's under
 // its prefix with --coder, both behind the token when there is one.
 func serveMux(m *agentproc.Manager, token string, coder bool) http.Handler {
-	var opts []httpapi.Option
+	// Without a token the listener is the Unix socket, whose mode (0600)
+	// is the authentication: the hook only says so, which also keeps
+	// NewHandler from warning that nothing authenticates.
+	opts := []httpapi.Option{httpapi.WithAuthorize(func(r *http.Request) (string, error) {
+		return r.Header.Get(httpapi.DefaultOwnerHeader), nil
+	})}
 	if token != "" {
 		want := []byte("Bearer " + token)
-		opts = append(opts, httpapi.WithAuthorize(func(r *http.Request) (string, error) {
+		opts = []httpapi.Option{httpapi.WithAuthorize(func(r *http.Request) (string, error) {
 			if subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), want) != 1 {
 				return "", errors.New("send the token as Authorization: Bearer TOKEN (see agentproc serve --help)")
 			}
 			// The token proves who may use the server; the owner header
 			// still separates the agents that share it.
 			return r.Header.Get(httpapi.DefaultOwnerHeader), nil
-		}))
+		})}
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/", httpapi.NewHandler(m, opts...))
