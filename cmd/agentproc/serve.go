@@ -25,8 +25,10 @@ system is the lock. With --listen it listens on a TCP address instead, and
 then only with a bearer token: --token, $AGENTPROC_TOKEN, or one generated
 and printed to stderr. Whoever holds the token runs commands as you.
 
-The client commands (ps, logs, stop, run) talk to it. Every process stops
-when serve stops (SIGINT or SIGTERM).
+The client commands (ps, logs, stop, run) talk to it, and a web page at /
+shows the processes and their output live, to follow and stop them (with
+--listen, open the URL serve prints, which carries the token in its
+fragment). Every process stops when serve stops (SIGINT or SIGTERM).
 
 With --coder the process API of Coder's workspace agent is served too,
 under /api/v0/processes (httpapi.WithCoderCompat).
@@ -71,7 +73,8 @@ func runServe(ctx context.Context, e *env, args []string) error {
 
 	var l net.Listener
 	if *listen != "" {
-		if *token == "" {
+		generated := *token == ""
+		if generated {
 			if *token, err = newToken(); err != nil {
 				return err
 			}
@@ -80,6 +83,13 @@ func runServe(ctx context.Context, e *env, args []string) error {
 		if l, err = net.Listen("tcp", *listen); err != nil {
 			return err
 		}
+		// The page reads the token from the URL's fragment, which the
+		// browser never sends. A token of the user's own is not echoed.
+		shown := "TOKEN"
+		if generated {
+			shown = *token
+		}
+		fmt.Fprintf(e.stderr, "agentproc serve: web page: http://%s/#token=%s\n", l.Addr(), shown)
 	} else {
 		path := *socket
 		if path == "" {
@@ -139,7 +149,8 @@ func serveMux(m *agentproc.Manager, token string, coder bool) http.Handler {
 		})}
 	}
 	mux := http.NewServeMux()
-	mux.Handle("/", httpapi.NewHandler(m, opts...))
+	// The web page (httpapi.WithUI) is served at / beside the API.
+	mux.Handle("/", httpapi.NewHandler(m, append(opts, httpapi.WithUI())...))
 	if coder {
 		mux.Handle("/api/v0/processes/", http.StripPrefix("/api/v0/processes", httpapi.NewHandler(m, append(opts, httpapi.WithCoderCompat())...)))
 	}

@@ -7,6 +7,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -211,6 +212,13 @@ func TestServeTCPNeedsToken(t *testing.T) {
 	s := startServe(t, ctx, "--listen", "127.0.0.1:0", "--workdir", dir, "--grace", "2s")
 	if len(s.token) != 64 || !strings.HasPrefix(s.addr, "http://127.0.0.1:") {
 		t.Fatalf("serve printed token %q and address %q, want a generated token and a loopback URL", s.token, s.addr)
+	}
+	// The web page (httpapi.WithUI) is served at /.
+	if resp, err := http.Get(s.addr + "/"); err != nil || resp.StatusCode != 200 || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/html") {
+		t.Errorf("GET /: %v, %v; want the web page", resp, err)
+	} else {
+		resp.Body.Close()
+		http.DefaultClient.CloseIdleConnections()
 	}
 	url := []string{"AGENTPROC_URL=" + s.addr}
 	for _, token := range []string{"", "wrong"} {
