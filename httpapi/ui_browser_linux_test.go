@@ -344,6 +344,9 @@ func TestUIBrowser(t *testing.T) {
 		if !get(pg, chromedp.Evaluate[bool](`(() => { const o = document.getElementById('out'); return o.scrollHeight > o.clientHeight && o.scrollHeight - o.scrollTop - o.clientHeight < 4; })()`)) {
 			t.Error("the output pane overflows but is not scrolled to the end")
 		}
+		// Scrolling up to read stops following.
+		get(pg, chromedp.Evaluate[bool](`document.getElementById('out').scrollTop = 0, true`))
+		pg.waitJS(`!document.getElementById('follow').checked`)
 		pg.run(chromedp.WaitVisible(rowSel(p.ID()) + `[data-state="exited"]`))
 		if got := pg.text("#out-state"); !strings.Contains(got, "exited 0") {
 			t.Errorf("output state: got %q, want it to say exited 0", got)
@@ -457,6 +460,27 @@ func TestUIBrowser(t *testing.T) {
 		// The 401 is logged by the browser as a failed load; that is the
 		// page working, not a problem.
 		noToken.allowProblems()
+	})
+
+	t.Run("under a prefix", func(t *testing.T) {
+		ts := newTestServer(t, nil, func(h http.Handler) http.Handler {
+			mux := http.NewServeMux()
+			mux.Handle("/processes/", http.StripPrefix("/processes", h))
+			return mux
+		}, httpapi.WithUI())
+		pg := openPage(t, browser, ts.srv.URL+"/processes/", true)
+		p := startUnowned(t, ts, agentproc.Request{Command: "echo under a prefix; sleep 60"})
+		pg.run(
+			chromedp.Click(rowSel(p.ID())+" .cmd-btn"),
+			chromedp.Click(rowSel(p.ID())+" button.interrupt"),
+			chromedp.WaitVisible(chromedp.CSS(`#confirm[open]`)),
+			chromedp.Click(chromedp.CSS(`#confirm-ok`)),
+			chromedp.WaitVisible(rowSel(p.ID())+`[data-state="exited"]`),
+		)
+		pg.waitJS(`document.getElementById('out').textContent === 'under a prefix\n'`)
+		if info := p.Info(); info.Reason != agentproc.ReasonKilled || info.ExitSignal != "SIGINT" {
+			t.Errorf("after Interrupt: reason %q signal %q, want killed by SIGINT", info.Reason, info.ExitSignal)
+		}
 	})
 
 	t.Run("narrow window", func(t *testing.T) {

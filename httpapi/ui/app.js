@@ -187,13 +187,16 @@
     const pill = document.createElement('span');
     pill.className = 'state';
     st.appendChild(pill);
-    const cmdCell = cell(tr, 'cmd', 'Command');
+    // One child under the cell, so that the narrow layout's label and the
+    // command with its badges are the cell's two columns.
+    const cmdWrap = document.createElement('div');
+    cell(tr, 'cmd', 'Command').appendChild(cmdWrap);
     const cmdBtn = button('', '', 'link cmd-btn', () => select(id, true));
     cmdBtn.setAttribute('aria-controls', 'output-pane');
-    cmdCell.appendChild(cmdBtn);
+    cmdWrap.appendChild(cmdBtn);
     const bdg = document.createElement('div');
     bdg.className = 'badges';
-    cmdCell.appendChild(bdg);
+    cmdWrap.appendChild(bdg);
     cell(tr, 'owner', 'Owner');
     cell(tr, 'num age', 'Age');
     cell(tr, 'num cpu', 'CPU');
@@ -452,8 +455,9 @@
   followEl.addEventListener('change', scrollOut);
   outEl.addEventListener('scroll', () => {
     // Scrolling up stops following; scrolling back to the end resumes.
-    const atEnd = outEl.scrollHeight - outEl.scrollTop - outEl.clientHeight < 4;
-    if (followEl.checked !== atEnd && document.activeElement === outEl) followEl.checked = atEnd;
+    // The page itself only ever scrolls to the end, so a scroll that
+    // leaves it is the reader's.
+    followEl.checked = outEl.scrollHeight - outEl.scrollTop - outEl.clientHeight < 4;
   });
 
   // ---- actions, each behind a confirmation ------------------------------
