@@ -33,6 +33,8 @@
 //	     ?offset=N         read from absolute offset N instead of taking a
 //	                       snapshot; adds "offset", "next", "omitted", "eof"
 //	                       (agentproc.Chunk), and "output" is the chunk's data
+//	     ?follow=true      with offset: block until there is output after it,
+//	                       the process exits or awaits input (WaitOutput)
 //	POST /{id}/signal      {"signal": "kill" | "terminate" | "interrupt"}
 //	                       -> {"message"}
 //	POST /{id}/stdin       {"data", "close"} -> {"written"}; the process
