@@ -209,7 +209,11 @@ func WorkspaceSandbox(dir string) *Sandbox {
 			sb.Hide = append(sb.Hide, filepath.Join(home, p))
 		}
 	}
-	sb.Hide = append(sb.Hide, systemSecretPaths...)
+	for _, p := range systemSecretPaths {
+		if filepath.IsAbs(p) { // not on Windows
+			sb.Hide = append(sb.Hide, p)
+		}
+	}
 	return sb
 }
 
@@ -352,8 +356,8 @@ func resolvePaths(paths []string) []string {
 
 // within reports whether p is dir or lies below it.
 func within(p, dir string) bool {
-	if dir == "/" {
-		return true
+	if strings.HasSuffix(dir, string(filepath.Separator)) { // a root: / or C:\
+		return strings.HasPrefix(p, dir)
 	}
 	return p == dir || strings.HasPrefix(p, dir+string(filepath.Separator))
 }

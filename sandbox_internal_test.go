@@ -2,6 +2,8 @@ package agentproc
 
 import (
 	"errors"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -37,6 +39,9 @@ func TestSandboxEnv(t *testing.T) {
 	}
 }
 
+// abs returns an absolute path on every OS ("/a" is not one on Windows).
+func abs(p string) string { return filepath.Join(os.TempDir(), p) }
+
 func TestSandboxValidate(t *testing.T) {
 	t.Parallel()
 	for _, c := range []struct {
@@ -44,8 +49,8 @@ func TestSandboxValidate(t *testing.T) {
 		field string
 	}{
 		{Sandbox{Write: []string{"rel"}}, "Sandbox.Write[0]"},
-		{Sandbox{Read: []string{"/a", ""}}, "Sandbox.Read[1]"},
-		{Sandbox{Hide: []string{"/a\x00"}}, "Sandbox.Hide[0]"},
+		{Sandbox{Read: []string{abs("a"), ""}}, "Sandbox.Read[1]"},
+		{Sandbox{Hide: []string{abs("a\x00")}}, "Sandbox.Hide[0]"},
 		{Sandbox{ReadOnly: []string{"x"}}, "Sandbox.ReadOnly[0]"},
 		{Sandbox{Network: "wifi"}, "Sandbox.Network"},
 		{Sandbox{Network: NetworkPorts}, "Sandbox.AllowPorts"},
@@ -62,7 +67,7 @@ func TestSandboxValidate(t *testing.T) {
 	if err := (&Sandbox{}).Validate(); err != nil {
 		t.Errorf("zero Sandbox: %v, want valid", err)
 	}
-	if err := WorkspaceSandbox("/w").Validate(); err != nil {
+	if err := WorkspaceSandbox(abs("w")).Validate(); err != nil {
 		t.Errorf("WorkspaceSandbox: %v, want valid", err)
 	}
 }
@@ -70,21 +75,39 @@ func TestSandboxValidate(t *testing.T) {
 func TestSandboxPolicyConflicts(t *testing.T) {
 	t.Parallel()
 	m := &Manager{cfg: defaultConfig()}
-	_, err := m.sandboxPolicyFor(&Sandbox{Hide: []string{"/w/.env"}}, "/w", "", false)
+	w, tmp := abs("w"), abs("t")
+	_, err := m.sandboxPolicyFor(&Sandbox{Hide: []string{filepath.Join(w, ".env")}}, w, "", false)
 	if !errors.Is(err, ErrInvalidRequest) || !strings.Contains(err.Error(), "Sandbox.Hide") {
 		t.Errorf("a hidden path inside the work dir: got %v, want ErrInvalidRequest naming Sandbox.Hide", err)
 	}
-	_, err = m.sandboxPolicyFor(&Sandbox{ReadOnly: []string{"/elsewhere"}}, "/w", "", false)
+	_, err = m.sandboxPolicyFor(&Sandbox{ReadOnly: []string{abs("elsewhere")}}, w, "", false)
 	if !errors.Is(err, ErrInvalidRequest) || !strings.Contains(err.Error(), "Sandbox.ReadOnly") {
 		t.Errorf("ReadOnly outside Write: got %v, want ErrInvalidRequest naming Sandbox.ReadOnly", err)
 	}
-	a, err := m.sandboxPolicyFor(WorkspaceSandbox("/w"), "/w", "/t", false)
+	a, err := m.sandboxPolicyFor(WorkspaceSandbox(w), w, tmp, false)
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, _ := m.sandboxPolicyFor(WorkspaceSandbox("/w"), "/w", "/t", false)
-	c, _ := m.sandboxPolicyFor(WorkspaceSandbox("/w"), "/w", "/t", true)
+	b, _ := m.sandboxPolicyFor(WorkspaceSandbox(w), w, tmp, false)
+	c, _ := m.sandboxPolicyFor(WorkspaceSandbox(w), w, tmp, true)
 	if a.key != b.key || a.key == c.key {
 		t.Errorf("policy keys: equal policies differ or a TTY one matches")
+	}
+}
+
+func TestWithin(t *testing.T) {
+	t.Parallel()
+	sep := string(filepath.Separator)
+	root := filepath.VolumeName(os.TempDir()) + sep
+	a := abs("a")
+	for _, c := range []struct {
+		p, dir string
+		want   bool
+	}{
+		{a, a, true}, {a + sep + "b", a, true}, {a + "b", a, false}, {a, root, true}, {root, root, true}, {a, a + sep + "b", false},
+	} {
+		if got := within(c.p, c.dir); got != c.want {
+			t.Errorf("within(%q, %q) = %v, want %v", c.p, c.dir, got, c.want)
+		}
 	}
 }
