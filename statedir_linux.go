@@ -68,25 +68,26 @@ func statIdentity(pid int) (id hostIdentity, zombie, ok bool) {
 	return hostIdentity{PID: pid, Start: start, Boot: bootID()}, state == 'Z', true
 }
 
-// lockStateDir takes an exclusive flock on path. flock locks belong to the
-// open file, so a second Manager in the same process is refused too, and
-// the kernel drops the lock when its holder dies: a dead Manager never
-// keeps the dir.
-func lockStateDir(path string) (*os.File, error) {
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+// lockStateDir takes an exclusive flock on the file lock in dirfd. flock
+// locks belong to the open file, so a second Manager in the same process is
+// refused too, and the kernel drops the lock when its holder dies: a dead
+// Manager never keeps the dir.
+func lockStateDir(dirfd int) (*os.File, error) {
+	f, err := openAt(dirfd, "lock", os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
 		return nil, xerrors.Errorf("open lock file: %w", err)
 	}
 	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
 		holder := "another Manager"
-		if data, rerr := os.ReadFile(path); rerr == nil && len(bytes.TrimSpace(data)) > 0 {
-			holder += " (host PID " + string(bytes.TrimSpace(data)) + ")"
+		data := make([]byte, 32)
+		if n, _ := f.ReadAt(data, 0); len(bytes.TrimSpace(data[:n])) > 0 {
+			holder += " (host PID " + string(bytes.TrimSpace(data[:n])) + ")"
 		}
 		_ = f.Close()
 		if errors.Is(err, unix.EWOULDBLOCK) {
 			return nil, xerrors.Errorf("held by %s, which is still running: %w", holder, err)
 		}
-		return nil, xerrors.Errorf("lock %s: %w", path, err)
+		return nil, xerrors.Errorf("lock: %w", err)
 	}
 	return f, nil
 }
@@ -357,4 +358,18 @@ func (k *treeKiller) close() {
 		}
 		delete(k.targets, pid)
 	}
+}
+
+// checkRecordPID refuses a PID a record names for a process to signal
+// unless it could be one of ours: 0 (not known yet) or above 1, and never
+// this process or its process group (kill(-1) and kill(-0) would reach far
+// more than a tree).
+func checkRecordPID(what string, pid int) error {
+	if pid == 0 {
+		return nil
+	}
+	if pid <= 1 || pid == os.Getpid() || pid == unix.Getpgrp() {
+		return xerrors.Errorf("record names %s PID %d, which cannot be a tree of ours", what, pid)
+	}
+	return nil
 }
