@@ -59,10 +59,10 @@ type stateDir struct {
 	// dir/procs and dir/out (see statedir_fs_linux.go); -1 when not open.
 	dirFD, procsFD, outFD int
 	err                   error // non-nil: the dir cannot be used; Start returns it
-	lock      *os.File
-	host      hostIdentity
-	logger    slog.Logger
-	hostGuard *hostGuard // nil where there is none (not Linux)
+	lock                  *os.File
+	host                  hostIdentity
+	logger                slog.Logger
+	hostGuard             *hostGuard // nil where there is none (not Linux)
 
 	recovered chan struct{} // closed when recovery has finished
 	found     []Info        // what recovery found; read after recovered
@@ -111,7 +111,7 @@ type stateRecord struct {
 	// that a Manager that adopts the process can answer a retried Start
 	// without keeping the request's environment on disk.
 	KeyDigest string `json:"key_digest,omitempty"`
-	Detached   bool     `json:"detached,omitempty"`
+	Detached  bool   `json:"detached,omitempty"`
 	// SegBytes is the size of a detached process's output segments.
 	SegBytes int64 `json:"seg_bytes,omitempty"`
 	// Runner is a detached process's runner (see detach_linux.go).

@@ -197,19 +197,36 @@ func orphanCgroup(t orphanTree) *cgroup {
 	return &cgroup{path: t.cgroup, dirfd: -1, hasKill: err == nil}
 }
 
-// verifyGroups records the process groups whose leader is still the
-// recorded process. While it lives the group ID cannot be reused.
+// verifyGroups records the process groups whose leader is provably the
+// recorded process: same PID, start time and boot, and the tree's marker in
+// its environment, for a record names any process it likes and start times
+// and boot IDs are world-readable. While the leader lives the group ID
+// cannot be reused. A group ID that cannot be a tree of ours (<= 1, this
+// process or its group) is never recorded.
 func (k *treeKiller) verifyGroups() {
 	k.groups = make(map[int]int, len(k.trees)+len(k.led))
 	for pg, i := range k.led {
-		k.groups[pg] = i
+		if checkRecordPID("leader", pg) == nil {
+			k.groups[pg] = i
+		}
 	}
 	boot := bootID()
+	var s *procScanner
 	for i, t := range k.trees {
-		if t.leader.PID <= 0 || t.leader.Boot != boot {
+		if t.leader.PID <= 0 || t.leader.Boot != boot || checkRecordPID("leader", t.leader.PID) != nil {
 			continue
 		}
-		if id, ok := identityOf(t.leader.PID); ok && id.Start == t.leader.Start {
+		if id, ok := identityOf(t.leader.PID); !ok || id.Start != t.leader.Start {
+			continue
+		}
+		if s == nil {
+			var err error
+			if s, err = newProcScanner(); err != nil {
+				return
+			}
+			defer s.close()
+		}
+		if s.marked(t.leader.PID, []byte(MarkerEnv+"="+t.id)) {
 			k.groups[t.leader.PID] = i
 		}
 	}
@@ -242,7 +259,7 @@ func (k *treeKiller) belongs(s *procScanner, pid int, inCgroup map[int]int) (int
 	if env, uid, err := s.read(pid, "environ", true); err == nil && uid == s.euid {
 		v, _ := envValue(env, markerPrefix)
 		if i, ok := k.byMarker[string(v)]; ok {
-			if pgrp == pid {
+			if pgrp == pid && checkRecordPID("leader", pid) == nil {
 				k.led[pid] = i
 				k.groups[pid] = i
 			}
