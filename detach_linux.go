@@ -544,12 +544,18 @@ func (s *supervisor) superviseDetached() {
 
 // sweepDetached kills what is left of a detached tree whose runner is
 // gone and returns how many processes it found.
+// Each process is counted as the scan kills it, so there is no group
+// signal first (it would leave nothing to count).
 func sweepDetached(id string, leader hostIdentity) int {
-	found := stopOrphans([]orphanTree{{id: id, leader: leader}}, 0)
-	if len(found) == 0 {
-		return 0
+	k := newTreeKiller([]orphanTree{{id: id, leader: leader}})
+	defer k.close()
+	for range maxSweepRounds {
+		if k.round(unix.SIGKILL) == 0 {
+			break
+		}
 	}
-	return found[0]
+	k.wait(escapeeDeathWait)
+	return k.found[0]
 }
 
 // finishDetached publishes the exit of a detached process.
