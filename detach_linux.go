@@ -775,6 +775,15 @@ func (s *supervisor) stopDetached(ctx context.Context, reason ExitReason) (Info,
 	select {
 	case <-s.done:
 		return p.Info(), ctx.Err()
+	case <-d.ended:
+		// The follower ended without publishing an exit (it failed to
+		// watch the runner): nobody will.
+		select {
+		case <-s.done:
+			return p.Info(), ctx.Err()
+		default:
+			return p.Info(), ErrClosed
+		}
 	case <-ctx.Done():
 		return p.Info(), ctx.Err()
 	}

@@ -79,6 +79,10 @@ type stateDir struct {
 	slotOf  map[string]string
 	free    []freeSlot
 	closing bool // close has begun: freed slots are deleted, not kept
+	// released is set once close has closed the descriptors: nothing
+	// touches the dir after that (a closed descriptor's number may name
+	// another file of the process by then).
+	released bool
 
 	closeOnce sync.Once
 }
@@ -396,6 +400,10 @@ func (s *stateDir) dropLocked(id string) {
 // its output files (the directory is simply absent for the others).
 func (s *stateDir) remove(id string) {
 	s.mu.Lock()
+	if s.released {
+		s.mu.Unlock()
+		return
+	}
 	slot := s.slotOf[id]
 	delete(s.slotOf, id)
 	s.mu.Unlock()
@@ -468,6 +476,9 @@ func (s *stateDir) close(ids []string) {
 				_ = f.f.Close()
 			}
 			unlockStateDir(s.lock)
+			s.mu.Lock()
+			s.released = true
+			s.mu.Unlock()
 			s.closeFDs()
 		})
 		if !s.fs.waitIdle() {
