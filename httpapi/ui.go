@@ -19,7 +19,7 @@ import (
 // exactly what the API would show the same request, and it needs nothing
 // the API does not already allow; the routes under /ui/ exist because a
 // page cannot follow output or the ports of every row from the public
-// routes without polling them.
+// routes without polling them, nor stop one process with the grace period.
 
 //go:embed ui
 var uiFiles embed.FS
@@ -44,7 +44,9 @@ const uiPartialMax = 64 << 10
 // mounted): a live table of the caller's processes with their state, ports
 // and resources, the output of the selected one as a terminal shows it, and
 // buttons to interrupt or stop one or all of them. Off by default. It is
-// ignored with WithCoderCompat, whose routes the page does not speak.
+// ignored with WithCoderCompat, whose routes the page does not speak. The
+// ports shown are agentproc.Info.Ports, which the Manager keeps current for
+// Background processes.
 //
 // The page's files are public to anyone who passes the Host check (they
 // hold no data); every request the page makes for data or to act goes

@@ -353,6 +353,27 @@ func TestUIBrowser(t *testing.T) {
 		}
 	})
 
+	t.Run("selecting another row shows only its output", func(t *testing.T) {
+		ts := newTestServer(t, nil, nil, httpapi.WithUI())
+		pg := openPage(t, browser, ts.srv.URL+"/", true)
+		// a keeps writing while b is selected.
+		a := startUnowned(t, ts, agentproc.Request{Command: `while :; do echo from-a; sleep 0.01; done`})
+		b := startUnowned(t, ts, agentproc.Request{Command: `echo from-b; sleep 60`})
+		pg.run(chromedp.Click(rowSel(a.ID()) + " .cmd-btn"))
+		pg.waitJS(`document.getElementById('out').textContent.includes('from-a')`)
+		pg.run(chromedp.Click(rowSel(b.ID()) + " .cmd-btn"))
+		pg.waitJS(`document.getElementById('out').textContent === 'from-b\n'`)
+		// Let a's writes go on past b's output; none may reach the pane.
+		pg.waitJS(`document.querySelector('` + string(rowSel(b.ID())) + `').getAttribute('aria-current') === 'true'`)
+		if _, err := a.Stop(testContext(t)); err != nil {
+			t.Fatal(err)
+		}
+		pg.run(chromedp.WaitVisible(rowSel(a.ID()) + `[data-state="exited"]`))
+		if got := pg.text("#out"); got != "from-b\n" {
+			t.Errorf("pane after switching: got %q, want only b's output", got)
+		}
+	})
+
 	t.Run("stop button ends a sleep and the row says so", func(t *testing.T) {
 		ts := newTestServer(t, nil, nil, httpapi.WithUI())
 		pg := openPage(t, browser, ts.srv.URL+"/", true)
@@ -551,8 +572,22 @@ func uiScreenshotTest(t *testing.T, browser context.Context) {
 		}
 	}
 	server := start(agentproc.Request{Command: "exec python3 -m http.server 0 --bind 127.0.0.1", Background: true})
-	if _, err := server.WaitPort(ctx, 0); err != nil {
+	port, err := server.WaitPort(ctx, 0)
+	if err != nil {
 		t.Fatal(err)
+	}
+	// A build under limits, where this host can enforce them (cgroup v2
+	// with the controllers delegated), to show their badges.
+	var limited *agentproc.Process
+	if p, err := s.Start(ctx, agentproc.Request{
+		Command: "sleep 300 # make -j4",
+		Limits:  agentproc.Limits{Memory: 512 << 20, Procs: 64, CPU: 2},
+	}); err == nil {
+		limited = p
+	} else if !errors.Is(err, agentproc.ErrUnsupported) {
+		t.Fatal(err)
+	} else {
+		t.Logf("no limits badge in the screenshot: %v", err)
 	}
 	asks := start(agentproc.Request{Command: `printf 'Overwrite config.yaml? [y/N] '; read answer`, Stdin: true})
 	tests := start(agentproc.Request{
@@ -563,7 +598,16 @@ func uiScreenshotTest(t *testing.T, browser context.Context) {
 	pg.run(
 		chromedp.WaitVisible(rowSel(server.ID()) + ` .ports a`),
 	)
+	href := get(pg, chromedp.Evaluate[string](`document.querySelector('`+string(rowSel(server.ID()))+` .ports a').href`))
+	if want := fmt.Sprintf("http://127.0.0.1:%d/", port.Port); href != want {
+		t.Errorf("port link %q, want %q", href, want)
+	}
 	pg.waitJS(`document.querySelector('` + string(rowSel(asks.ID())) + ` .state').textContent === 'waiting for input'`)
+	if limited != nil {
+		if got := pg.text(rowSel(limited.ID()) + " .badges"); got != "memory 512 MiBprocs 64cpu 2" {
+			t.Errorf("limit badges: got %q, want memory 512 MiB, procs 64, cpu 2", got)
+		}
+	}
 	pg.run(chromedp.Click(rowSel(tests.ID()) + " .cmd-btn"))
 	pg.waitJS(`document.getElementById('out').textContent.includes('TestCase008')`)
 	get(pg, chromedp.Evaluate[bool](`window.scrollTo(0, 0), true`))

@@ -155,8 +155,12 @@
       if (l.procs) b.push('procs ' + l.procs);
       if (l.cpu) b.push('cpu ' + l.cpu);
     }
-    if (p.sandbox) {
-      b.push(typeof p.sandbox === 'string' ? 'sandbox ' + p.sandbox : 'sandbox');
+    const sb = p.sandbox;
+    if (sb) {
+      let t = 'sandbox';
+      if (typeof sb === 'string') t += ' ' + sb;
+      else if (typeof sb.network === 'string' && sb.network) t += ', network ' + sb.network;
+      b.push(t);
     }
     if (p.likely_oom) b.push('likely OOM');
     return b;
@@ -233,12 +237,21 @@
     tr.querySelector('.mem').textContent = p.running ? '' : fmtBytes(p.peak_memory_bytes);
     const ports = tr.querySelector('.ports');
     ports.replaceChildren(...(p.ports || []).map((pt) => {
+      const title = pt.network + ' ' + pt.addr + ':' + pt.port + ' (pid ' + pt.pid + ')';
+      if (pt.network.startsWith('udp')) {
+        // Nothing a browser can open: the port as text.
+        const span = document.createElement('span');
+        span.textContent = 'udp ' + pt.port;
+        span.title = title;
+        return span;
+      }
+      // A wildcard address is reached by the name this page was opened
+      // with; a specific one by itself.
+      const host = /^(0\.0\.0\.0|::)$/.test(pt.addr) ? location.hostname : pt.addr;
       const a = document.createElement('a');
-      const host = /^(0\.0\.0\.0|::|\[::\])$/.test(pt.addr) ? location.hostname : pt.addr;
-      const h = host.includes(':') && !host.startsWith('[') ? '[' + host + ']' : host;
-      a.href = (pt.network.startsWith('udp') ? '#' : 'http://' + h + ':' + pt.port + '/');
-      a.textContent = (pt.network.startsWith('udp') ? 'udp ' : '') + pt.port;
-      a.title = pt.network + ' ' + pt.addr + ':' + pt.port + ' (pid ' + pt.pid + ')';
+      a.href = 'http://' + (host.includes(':') && !host.startsWith('[') ? '[' + host + ']' : host) + ':' + pt.port + '/';
+      a.textContent = String(pt.port);
+      a.title = title;
       a.target = '_blank';
       a.rel = 'noopener noreferrer';
       return a;
@@ -389,12 +402,20 @@
       m.textContent = '⏎ waiting for input';
       appendOut(m);
     }
-    // Keep the pane bounded: drop the oldest followed text, never the
-    // omission markers' meaning (a marker says what was cut).
+    // Keep the pane bounded: drop the oldest followed text, and say so
+    // once at the top (the server still holds its head and tail).
+    let dropped = false;
     while (shown > MAX_OUT && outEl.firstChild && outEl.firstChild !== partialEl) {
       const n = outEl.firstChild;
-      shown -= (n.textContent || '').length;
+      if (!n.classList || !n.classList.contains('dropped')) shown -= (n.textContent || '').length;
       n.remove();
+      dropped = true;
+    }
+    if (dropped) {
+      const m = document.createElement('span');
+      m.className = 'omitted dropped';
+      m.textContent = '… earlier output not kept on this page …';
+      outEl.insertBefore(m, outEl.firstChild);
     }
     outEl.dataset.next = c.next;
     if (c.eof) outEl.dataset.eof = 'true';
@@ -408,7 +429,9 @@
       let eof = false;
       try {
         await stream('ui/output?id=' + encodeURIComponent(id) + '&offset=' + offset, ctl.signal, () => { delay = 500; }, (type, c) => {
-          if (type !== 'output') return;
+          // A block already read when another row was selected is not
+          // this pane's any more.
+          if (type !== 'output' || ctl.signal.aborted) return;
           onOutput(c);
           offset = c.resume;
           eof = c.eof;
