@@ -111,3 +111,32 @@ func TestWithin(t *testing.T) {
 		}
 	}
 }
+
+func TestSandboxNarrow(t *testing.T) {
+	t.Parallel()
+	w := abs("w")
+	base := &Sandbox{Write: []string{w}, Network: NetworkPorts, AllowPorts: []int{80, 443}, Hide: []string{abs("h")}}
+	got, err := base.Narrow(&Sandbox{Write: []string{filepath.Join(w, "sub")}, Network: NetworkPorts, AllowPorts: []int{443}, Hide: []string{abs("h2")}, NoDefaultWrite: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(got.AllowPorts, []int{443}) || !slices.Equal(got.Hide, []string{abs("h"), abs("h2")}) || !got.NoDefaultWrite || got.Network != NetworkPorts {
+		t.Errorf("Narrow: got %+v", got)
+	}
+	for _, req := range []*Sandbox{
+		{Network: NetworkPorts, AllowPorts: []int{22}},
+		{Network: NetworkHost},
+		{Write: []string{abs("elsewhere")}},
+		{BestEffort: true},
+	} {
+		if _, err := base.Narrow(req); !errors.Is(err, ErrSandboxLoosened) {
+			t.Errorf("Narrow(%+v): got %v, want ErrSandboxLoosened", req, err)
+		}
+	}
+	if got, err := base.Narrow(&Sandbox{Network: NetworkNone}); err != nil || got.Network != NetworkNone || got.AllowPorts != nil {
+		t.Errorf("Narrow to none: got %+v, %v", got, err)
+	}
+	if got, _ := (*Sandbox)(nil).Narrow(base); got == base || got.Network != NetworkPorts {
+		t.Errorf("nil base: got %+v, want a copy of the request", got)
+	}
+}

@@ -1,4 +1,4 @@
-//go:build !linux
+//go:build !linux && !darwin
 
 package agentproc
 
@@ -7,8 +7,8 @@ import (
 	"runtime"
 )
 
-// Without a sandbox mechanism (Windows, the BSDs; macOS until its Seatbelt
-// profile is verified), nothing of a Sandbox but its environment filter
+// Without a sandbox mechanism (Windows, the BSDs; macOS has Seatbelt, in
+// sandbox_darwin.go), nothing of a Sandbox but its environment filter
 // and private temp dir can be enforced: Start fails with ErrUnsupported
 // naming the field unless BestEffort is set, and then runs the command
 // unconfined with the rest in Info.Warnings. Windows has no per-process

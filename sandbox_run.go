@@ -243,3 +243,8 @@ func startCmd(cmd *exec.Cmd, sbx *sandboxRun) error {
 	}
 	return sbx.start(cmd)
 }
+
+// DefaultSandbox returns a copy of the Manager's default sandbox
+// (WithSandbox), nil without one: what a server narrows a client's policy
+// within (Sandbox.Narrow).
+func (m *Manager) DefaultSandbox() *Sandbox { return m.cfg.sandbox.Clone() }
