@@ -27,11 +27,6 @@ type sandboxBuilt struct {
 	missing []unenforced
 }
 
-// threadPool is Linux's; here nothing is per thread.
-type threadPool struct{}
-
-func (c *sandboxCache) threadPool() *threadPool { return nil }
-
 func (c *sandboxCache) get(pol *sandboxPolicy) (*sandboxBuilt, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -58,7 +53,7 @@ func (c *sandboxCache) get(pol *sandboxPolicy) (*sandboxBuilt, error) {
 func (c *sandboxCache) close() {}
 
 // start runs cmd's program under sandbox-exec with the profile.
-func (b *sandboxBuilt) start(_ *threadPool, cmd *exec.Cmd) error {
+func (b *sandboxBuilt) start(cmd *exec.Cmd) error {
 	if b.info.Mechanisms != nil {
 		cmd.Args = append([]string{sandboxExec, "-p", b.profile, cmd.Path}, cmd.Args[1:]...)
 		cmd.Path = sandboxExec

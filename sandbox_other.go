@@ -46,10 +46,7 @@ func (c *sandboxCache) get(pol *sandboxPolicy) (*sandboxBuilt, error) {
 
 func (c *sandboxCache) close() {}
 
-func (b *sandboxBuilt) start(_ *threadPool, cmd *exec.Cmd) error { return cmd.Start() }
-
-// threadPool is Linux's; here there is nothing per thread to confine.
-type threadPool struct{}
+func (b *sandboxBuilt) start(cmd *exec.Cmd) error { return cmd.Start() }
 
 func sandboxSupport() SandboxFeatures {
 	return SandboxFeatures{
@@ -57,5 +54,3 @@ func sandboxSupport() SandboxFeatures {
 		Missing:  []string{"no sandbox mechanism on " + runtime.GOOS + ": only the environment filter and the private temp dir"},
 	}
 }
-
-func (c *sandboxCache) threadPool() *threadPool { return nil }

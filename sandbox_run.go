@@ -155,7 +155,6 @@ func (s *sandboxState) close() {
 // sandboxRun is one Start's sandbox.
 type sandboxRun struct {
 	built    *sandboxBuilt
-	threads  *threadPool
 	env      SandboxEnv
 	tmpDir   string
 	info     *Confinement
@@ -188,7 +187,7 @@ func (m *Manager) prepareSandbox(sb *Sandbox, dir string, tty bool) (*sandboxRun
 	if err != nil {
 		return nil, err
 	}
-	run := &sandboxRun{built: built, threads: m.sandbox.cache.threadPool(), env: sb.Env, warnings: warnings}
+	run := &sandboxRun{built: built, env: sb.Env, warnings: warnings}
 	info := built.info
 	info.Mechanisms = append([]string(nil), built.info.Mechanisms...)
 	if parent != "" {
@@ -204,7 +203,7 @@ func (m *Manager) prepareSandbox(sb *Sandbox, dir string, tty bool) (*sandboxRun
 }
 
 // start starts cmd confined.
-func (r *sandboxRun) start(cmd *exec.Cmd) error { return r.built.start(r.threads, cmd) }
+func (r *sandboxRun) start(cmd *exec.Cmd) error { return r.built.start(cmd) }
 
 // finish removes the temp dir; nil r does nothing. It runs once the tree
 // is gone (or never started).

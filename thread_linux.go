@@ -2,7 +2,6 @@ package agentproc
 
 import (
 	"runtime"
-	"sync"
 
 	"golang.org/x/sys/unix"
 )
@@ -58,99 +57,4 @@ func onThrowawayThread(fn func() error) error {
 		done <- err
 	}()
 	return <-done
-}
-
-// threadPool keeps a few goroutines locked to fresh threads, waiting, so
-// that a Start does not wait for the runtime to make a thread (tens of
-// microseconds idle, hundreds on a loaded machine): run hands fn to one,
-// which runs it and exits locked, discarding its thread as
-// onThrowawayThread does, and a replacement is started off the Start
-// path. Its zero value is ready; close stops the waiting ones.
-type threadPool struct {
-	mu     sync.Mutex
-	jobs   chan threadJob
-	quit   chan struct{}
-	closed bool
-	wg     sync.WaitGroup
-}
-
-type threadJob struct {
-	fn   func() error
-	done chan error
-}
-
-// spareThreads is how many threads a pool keeps waiting.
-const spareThreads = 2
-
-// run runs fn on a throwaway thread, a waiting one when there is one.
-func (tp *threadPool) run(fn func() error) error {
-	tp.mu.Lock()
-	if tp.closed {
-		tp.mu.Unlock()
-		return onThrowawayThread(fn)
-	}
-	if tp.jobs == nil {
-		tp.jobs, tp.quit = make(chan threadJob), make(chan struct{})
-		for range spareThreads {
-			tp.spawnLocked()
-		}
-	}
-	jobs := tp.jobs
-	tp.mu.Unlock()
-	j := threadJob{fn: fn, done: make(chan error, 1)}
-	select {
-	case jobs <- j:
-		tp.mu.Lock()
-		if !tp.closed {
-			tp.spawnLocked()
-		}
-		tp.mu.Unlock()
-		return <-j.done
-	default:
-		// All taken (Starts in parallel): make one now.
-		return onThrowawayThread(fn)
-	}
-}
-
-// spawnLocked starts one waiting thread; tp.mu is held (starting a
-// goroutine is not a system call).
-func (tp *threadPool) spawnLocked() {
-	tp.wg.Add(1)
-	go tp.wait(tp.jobs, tp.quit)
-}
-
-// wait is a waiting thread's goroutine.
-func (tp *threadPool) wait(jobs <-chan threadJob, quit <-chan struct{}) {
-	defer tp.wg.Done()
-	runtime.LockOSThread()
-	if unix.Gettid() == unix.Getpid() {
-		// Never wait on the main thread: it cannot be thrown away, and
-		// holding it idle would starve a program that needs it.
-		runtime.UnlockOSThread()
-		tp.mu.Lock()
-		if !tp.closed {
-			tp.spawnLocked()
-		}
-		tp.mu.Unlock()
-		return
-	}
-	select {
-	case j := <-jobs:
-		j.done <- j.fn()
-		// Exits locked: the thread is discarded.
-	case <-quit:
-		// Nothing ran here: the thread goes back to the runtime intact.
-		runtime.UnlockOSThread()
-	}
-}
-
-// close stops the waiting threads and waits for them to exit.
-func (tp *threadPool) close() {
-	tp.mu.Lock()
-	if !tp.closed && tp.quit != nil {
-		close(tp.quit)
-	}
-	tp.closed = true
-	tp.mu.Unlock()
-	tp.wg.Wait()
 }
