@@ -2,7 +2,9 @@ package agentproc
 
 import (
 	"bytes"
+	"math"
 	"os"
+	"slices"
 	"strconv"
 	"unsafe"
 
@@ -29,15 +31,18 @@ func stdinIdentity(f *os.File) fileID {
 // readingStdin looks at every thread of the tree's processes in
 // /proc/PID/task/TID/syscall, which names the system call a blocked thread
 // is in and its arguments. A thread counts when it is in read, readv,
-// pread64 or preadv on a descriptor that is in, or in poll, ppoll, select
-// or pselect6 waiting for in to become readable (the descriptor sets are
-// read from its memory with process_vm_readv). The tree is the leader and
-// its descendants (from /proc/PID/task/TID/children) plus cgroup members.
+// pread64 or preadv on a descriptor that is in; in poll, ppoll, select or
+// pselect6 waiting for in to become readable (the descriptor sets are read
+// from its memory with process_vm_readv); or in epoll_wait, epoll_pwait or
+// epoll_pwait2 on an epoll instance that watches in for input
+// (input_epoll_linux.go). The tree is the leader and its descendants (from
+// /proc/PID/task/TID/children) plus cgroup members.
 //
-// What it misses: a process reading through epoll (Node.js, anything on an
-// event loop that registers stdin), a descendant that double-forked away
-// from the leader without WithCgroup, and processes this one may not trace
-// (/proc/PID/syscall needs ptrace access: another user's setuid program).
+// What it misses: a read submitted through io_uring (see the README), an
+// epoll instance that watches stdin only through another epoll instance, a
+// descendant that double-forked away from the leader without WithCgroup,
+// and processes this one may not trace (/proc/PID/syscall needs ptrace
+// access: another user's setuid program).
 func readingStdin(leader int, cgroup string, in fileID) bool {
 	pids := descendants(leader)
 	if cgroup != "" {
@@ -49,13 +54,26 @@ func readingStdin(leader int, cgroup string, in fileID) bool {
 			}
 		}
 	}
+	look := stdinLook{in: in}
 	for _, pid := range pids {
-		if procTaskSyscalls(pid, func(data []byte) bool { return blockedReading(pid, data, in) }) {
+		if procTaskSyscalls(pid, func(tid string, data []byte) bool { return look.blockedReading(pid, tid, data) }) {
 			return true
 		}
 	}
 	return false
 }
+
+// stdinLook is one readingStdin pass.
+type stdinLook struct {
+	in fileID
+	// epolls are the epoll instances already read in this pass and found
+	// not to watch in: threads of a process share their descriptor table
+	// (one that unshares it is rare enough to be looked at as if it did
+	// not), so a thread pool waiting on one instance costs one read.
+	epolls []pidFD
+}
+
+type pidFD struct{ pid, fd int }
 
 func unreadOutput(f *os.File) int {
 	n := 0
@@ -75,7 +93,8 @@ func unreadOutput(f *os.File) int {
 // blockedReading decides from the contents of a task's syscall file:
 // "NR ARG1 ... ARG6 SP PC" with hex arguments, or "running", or "-1 ..."
 // when not in a system call.
-func blockedReading(pid int, data []byte, in fileID) bool {
+func (l *stdinLook) blockedReading(pid int, tid string, data []byte) bool {
+	in := l.in
 	f := bytes.Fields(data)
 	if len(f) < 4 {
 		return false
@@ -95,6 +114,18 @@ func blockedReading(pid int, data []byte, in fileID) bool {
 		return pollWaitsOn(pid, uintptr(arg(1)), int(arg(2)), in)
 	case nr == unix.SYS_PSELECT6 || nr == sysSelect:
 		return selectWaitsOn(pid, int(arg(1)), uintptr(arg(2)), in)
+	case nr == unix.SYS_EPOLL_PWAIT || nr == unix.SYS_EPOLL_PWAIT2 || nr == sysEpollWait:
+		if arg(1) > math.MaxInt32 {
+			return false // not a descriptor
+		}
+		ep := pidFD{pid, int(arg(1))}
+		if slices.Contains(l.epolls, ep) {
+			return false
+		}
+		if epollWaitsOn(pid, tid, ep.fd, in) {
+			return true
+		}
+		l.epolls = append(l.epolls, ep)
 	}
 	return false
 }

@@ -2,6 +2,7 @@ package agentproc
 
 import (
 	"bytes"
+	"io"
 	"os"
 	"runtime"
 	"slices"
@@ -849,9 +850,10 @@ func descendants(leader int) []int {
 	return out
 }
 
-// procTaskSyscalls calls fn with the contents of /proc/PID/task/TID/syscall
-// of each thread of pid, until fn returns true, and reports whether it did.
-func procTaskSyscalls(pid int, fn func(data []byte) bool) bool {
+// procTaskSyscalls calls fn with each thread ID of pid and the contents of
+// its /proc/PID/task/TID/syscall, until fn returns true, and reports whether
+// it did.
+func procTaskSyscalls(pid int, fn func(tid string, data []byte) bool) bool {
 	dir := "/proc/" + strconv.Itoa(pid) + "/task"
 	tasks, err := os.ReadDir(dir)
 	if err != nil {
@@ -859,11 +861,28 @@ func procTaskSyscalls(pid int, fn func(data []byte) bool) bool {
 	}
 	for _, t := range tasks {
 		data, err := os.ReadFile(dir + "/" + t.Name() + "/syscall")
-		if err == nil && fn(data) {
+		if err == nil && fn(t.Name(), data) {
 			return true
 		}
 	}
 	return false
+}
+
+// maxFDInfo bounds how much of an fdinfo file is read: an epoll instance
+// lists one line (about 90 bytes) per watched descriptor, so this is some
+// 45,000 of them.
+const maxFDInfo = 4 << 20
+
+// procTaskFDInfo returns the contents of /proc/PID/task/TID/fdinfo/FD, at
+// most maxFDInfo bytes. The thread's own view matters: a thread that
+// unshared its descriptor table sees other files under the same numbers.
+func procTaskFDInfo(pid int, tid string, fd int) ([]byte, error) {
+	f, err := os.Open("/proc/" + strconv.Itoa(pid) + "/task/" + tid + "/fdinfo/" + strconv.Itoa(fd))
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return io.ReadAll(io.LimitReader(f, maxFDInfo))
 }
 
 // procFDFile returns the device and inode of the file pid's descriptor fd
