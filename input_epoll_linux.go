@@ -139,15 +139,17 @@ func epollWatchesInput(fdinfo []byte, in fileID, isIn func(fd int) bool) bool {
 	return false
 }
 
-// epollWaitsOn reports whether thread tid of pid, blocked in an epoll wait
-// on epfd, waits for in to become readable.
-func epollWaitsOn(pid int, tid string, epfd int, in fileID) bool {
-	if epfd < 0 {
-		return false
-	}
-	data, err := procTaskFDInfo(pid, tid, epfd)
+// maxFDInfo bounds how much of an epoll instance's fdinfo is read: one
+// line (about 90 bytes) per watched descriptor, so some 45,000 of them.
+const maxFDInfo = 4 << 20
+
+// epollWaitsOn reports whether thread t of pid, blocked in an epoll wait
+// on epfd, waits for l.in to become readable. The instance is looked up in
+// the thread's own descriptor table (/proc/PID/task/TID/fdinfo).
+func (l *stdinLook) epollWaitsOn(pid int, t procTask, epfd int) bool {
+	data, err := t.readInto("fdinfo/"+strconv.Itoa(epfd), &l.fdinfo, maxFDInfo)
 	if err != nil {
 		return false
 	}
-	return epollWatchesInput(data, in, func(fd int) bool { return fdIs(pid, fd, in) })
+	return epollWatchesInput(data, l.in, func(fd int) bool { return fdIs(pid, fd, l.in) })
 }

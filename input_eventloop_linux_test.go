@@ -17,7 +17,7 @@ import (
 // eventLoopCommand returns the shell command that runs script (in
 // testdata/eventloop) with tool, or skips the test when tool is not
 // installed (CI installs node and python3: .ci/install-test-deps.sh).
-func eventLoopCommand(t *testing.T, tool, script string) string {
+func eventLoopCommand(t testing.TB, tool, script string) string {
 	t.Helper()
 	path, err := exec.LookPath(tool)
 	if err != nil {

@@ -44,23 +44,68 @@ func stdinIdentity(f *os.File) fileID {
 // and processes this one may not trace (/proc/PID/syscall needs ptrace
 // access: another user's setuid program).
 func readingStdin(leader int, cgroup string, in fileID) bool {
-	pids := descendants(leader)
-	if cgroup != "" {
-		if data, err := os.ReadFile(cgroup + "/cgroup.procs"); err == nil {
-			for _, f := range bytes.Fields(data) {
-				if pid, err := strconv.Atoi(string(f)); err == nil {
-					pids = append(pids, pid)
-				}
+	s, err := newProcScanner()
+	if err != nil {
+		return false
+	}
+	defer s.close()
+	look := stdinLook{in: in}
+	// The tree is walked as it is read, each thread's children with its
+	// system call, so a match (most often the leader's first thread) ends
+	// the walk before the rest is listed.
+	pids := []int{leader}
+	for i := 0; i < len(pids) && i < maxTreeProcs; i++ {
+		pid := pids[i]
+		found := s.tasks(pid, func(t procTask) bool {
+			if data, err := t.read("syscall"); err == nil && look.blockedReading(pid, t, data) {
+				return true
 			}
+			if data, err := t.read("children"); err == nil {
+				pids = appendPIDs(pids, data)
+			}
+			return false
+		})
+		if found {
+			return true
 		}
 	}
-	look := stdinLook{in: in}
+	if cgroup == "" {
+		return false
+	}
+	data, err := os.ReadFile(cgroup + "/cgroup.procs")
+	if err != nil {
+		return false
+	}
+	walked := make(map[int]bool, len(pids))
 	for _, pid := range pids {
-		if procTaskSyscalls(pid, func(tid string, data []byte) bool { return look.blockedReading(pid, tid, data) }) {
+		walked[pid] = true
+	}
+	for _, pid := range appendPIDs(nil, data) {
+		if walked[pid] {
+			continue
+		}
+		if s.tasks(pid, func(t procTask) bool {
+			data, err := t.read("syscall")
+			return err == nil && look.blockedReading(pid, t, data)
+		}) {
 			return true
 		}
 	}
 	return false
+}
+
+// maxTreeProcs bounds the processes of a tree readingStdin walks.
+const maxTreeProcs = 4096
+
+// appendPIDs appends the numbers in a whitespace-separated list of PIDs
+// (a children or cgroup.procs file) to pids.
+func appendPIDs(pids []int, data []byte) []int {
+	for _, f := range bytes.Fields(data) {
+		if pid, err := strconv.Atoi(string(f)); err == nil && pid > 0 {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
 }
 
 // stdinLook is one readingStdin pass.
@@ -71,6 +116,7 @@ type stdinLook struct {
 	// (one that unshares it is rare enough to be looked at as if it did
 	// not), so a thread pool waiting on one instance costs one read.
 	epolls []pidFD
+	fdinfo []byte // buffer for epoll fdinfo files
 }
 
 type pidFD struct{ pid, fd int }
@@ -93,7 +139,7 @@ func unreadOutput(f *os.File) int {
 // blockedReading decides from the contents of a task's syscall file:
 // "NR ARG1 ... ARG6 SP PC" with hex arguments, or "running", or "-1 ..."
 // when not in a system call.
-func (l *stdinLook) blockedReading(pid int, tid string, data []byte) bool {
+func (l *stdinLook) blockedReading(pid int, t procTask, data []byte) bool {
 	in := l.in
 	f := bytes.Fields(data)
 	if len(f) < 4 {
@@ -122,7 +168,7 @@ func (l *stdinLook) blockedReading(pid int, tid string, data []byte) bool {
 		if slices.Contains(l.epolls, ep) {
 			return false
 		}
-		if epollWaitsOn(pid, tid, ep.fd, in) {
+		if l.epollWaitsOn(pid, t, ep.fd) {
 			return true
 		}
 		l.epolls = append(l.epolls, ep)
