@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Installs the tools some tests drive (Debian, as root): git for the
 # non-interactive environment tests, mkfs.ext4 (e2fsprogs) and fsfreeze
-# (util-linux) for the frozen output log directory test. Those tests skip
+# (util-linux) for the frozen output log directory test, node (nodejs) and
+# python3 for the event-loop prompts of the input detection tests (Node's
+# readline, Python's asyncio) and the python3 programs other tests start
+# (http.server, a select loop). Those tests skip
 # with a reason when a tool is missing; CI should run them. Safe to run
 # again; it installs nothing that is already there.
 set -euo pipefail
@@ -11,4 +14,6 @@ command -v git >/dev/null 2>&1 || need+=(git)
 command -v mkfs.ext4 >/dev/null 2>&1 || need+=(e2fsprogs)
 command -v fsfreeze >/dev/null 2>&1 || need+=(util-linux)
 command -v less >/dev/null 2>&1 || need+=(less) # the pager git falls back to
+command -v node >/dev/null 2>&1 || need+=(nodejs)
+command -v python3 >/dev/null 2>&1 || need+=(python3)
 bash "$(dirname "$0")/apt-install.sh" ${need[@]+"${need[@]}"}
