@@ -12,10 +12,11 @@ import (
 // BenchmarkInputWatchEventLoop100 measures what input detection costs for
 // 100 quiet event-loop processes, in percent of one core over a 2 s window
 // once the watcher has backed off: Node prompts and Python asyncio prompts
-// that await input (each look reads the syscall file of every thread, 7
-// for Node, and the fdinfo of the epoll instances they wait on), and Node
-// servers with a stdin pipe they never read (the same reads, no match).
-// The baseline is the same servers without stdin, which are not watched.
+// that await input (a look ends at the first thread, in an epoll wait on
+// an instance that watches stdin), and Node servers with a stdin pipe they
+// never read (each look reads the syscall and children files of all 7
+// threads and the fdinfo of both epoll instances, and finds nothing). The
+// baseline (idle) is the same servers without stdin, which are not watched.
 func BenchmarkInputWatchEventLoop100(b *testing.B) {
 	const procs = 100
 	const window = 2 * time.Second
@@ -24,10 +25,10 @@ func BenchmarkInputWatchEventLoop100(b *testing.B) {
 		stdin              bool
 		ready              *regexp.Regexp // nil: wait until awaiting input
 	}{
-		{"node-awaiting", "node", "ask.js", true, nil},
-		{"python-awaiting", "python3", "ask.py", true, nil},
-		{"node-serving", "node", "serve.js", true, regexp.MustCompile(`port=`)},
-		{"idle", "node", "serve.js", false, regexp.MustCompile(`port=`)},
+		{"agentproc/node-prompt", "node", "ask.js", true, nil},
+		{"agentproc/python-prompt", "python3", "ask.py", true, nil},
+		{"agentproc/node-server", "node", "serve.js", true, regexp.MustCompile(`port=`)},
+		{"idle/node-server", "node", "serve.js", false, regexp.MustCompile(`port=`)},
 	} {
 		b.Run(mode.name, func(b *testing.B) {
 			command := eventLoopCommand(b, mode.tool, mode.script)
