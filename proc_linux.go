@@ -923,7 +923,7 @@ func readAt(dir int, name string, buf *[]byte, limit int) ([]byte, error) {
 		if n == len(*buf) {
 			*buf = append(*buf, make([]byte, min(len(*buf), limit-n))...)
 		}
-		m, err := unix.Read(fd, (*buf)[n:])
+		m, err := unix.Read(fd, (*buf)[n:min(len(*buf), limit)])
 		if err == unix.EINTR {
 			continue
 		}
