@@ -140,10 +140,10 @@ func FuzzParseEpollTarget(f *testing.F) {
 	})
 }
 
-// TestReadAtLimit: a task file is read whole, and cut at the limit even
+// TestReadProcAtLimit: a task file is read whole, and cut at the limit even
 // into a buffer that an earlier read grew beyond it (maxFDInfo bounds an
 // epoll fdinfo this way).
-func TestReadAtLimit(t *testing.T) {
+func TestReadProcAtLimit(t *testing.T) {
 	t.Parallel()
 	s, err := newProcScanner()
 	if err != nil {

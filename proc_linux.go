@@ -899,17 +899,17 @@ type procTask struct {
 // read returns the contents of the thread's file name (a path under
 // /proc/PID/task/TID) in the scanner's buffer, valid until the next read.
 func (t procTask) read(name string) ([]byte, error) {
-	return readAt(t.dir, t.tid+"/"+name, &t.s.buf, 1<<20)
+	return readProcAt(t.dir, t.tid+"/"+name, &t.s.buf, 1<<20)
 }
 
 // readInto is read into buf instead, at most limit bytes.
 func (t procTask) readInto(name string, buf *[]byte, limit int) ([]byte, error) {
-	return readAt(t.dir, t.tid+"/"+name, buf, limit)
+	return readProcAt(t.dir, t.tid+"/"+name, buf, limit)
 }
 
-// readAt reads the file name relative to dir into *buf, growing it up to
-// limit bytes, and returns the contents (truncated at limit).
-func readAt(dir int, name string, buf *[]byte, limit int) ([]byte, error) {
+// readProcAt reads the /proc file name relative to dir into *buf, growing
+// it up to limit bytes, and returns the contents (truncated at limit).
+func readProcAt(dir int, name string, buf *[]byte, limit int) ([]byte, error) {
 	fd, err := unix.Openat(dir, name, unix.O_RDONLY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, err
