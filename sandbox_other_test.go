@@ -4,6 +4,7 @@ package agentproc_test
 
 import (
 	"errors"
+	"os"
 	"strings"
 	"testing"
 
@@ -15,10 +16,16 @@ import (
 // BestEffort runs the command with the gaps in Warnings.
 func TestSandboxUnsupportedHere(t *testing.T) {
 	t.Parallel()
-	ws := t.TempDir()
+	// Not t.TempDir: Wine cannot remove its nested directories (see
+	// windows_test.go).
+	ws, err := os.MkdirTemp("", "agentproc-sandbox")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.Remove(ws) })
 	m := newManager(t)
 	sb := agentproc.WorkspaceSandbox(ws)
-	_, err := m.Start(testContext(t), agentproc.Request{Command: "exit 0", WorkDir: ws, Sandbox: sb})
+	_, err = m.Start(testContext(t), agentproc.Request{Command: "exit 0", WorkDir: ws, Sandbox: sb})
 	if !errors.Is(err, agentproc.ErrUnsupported) || !strings.Contains(err.Error(), "Sandbox.Write") {
 		t.Fatalf("Start: got %v, want ErrUnsupported naming Sandbox.Write", err)
 	}
