@@ -278,6 +278,7 @@
     });
     const running = list.filter((p) => p.running).length;
     summaryEl.textContent = running + ' running, ' + (list.length - running) + ' exited';
+    document.title = 'agentproc (' + running + ' running)';
     stopAllBtn.disabled = running === 0;
     stopAllBtn.textContent = running ? 'Stop all (' + running + ')' : 'Stop all';
     emptyEl.hidden = list.length > 0;
