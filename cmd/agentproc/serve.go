@@ -104,6 +104,11 @@ func runServe(ctx context.Context, e *env, args []string) error {
 	fmt.Fprintf(e.stderr, "agentproc serve: listening on %s\n", listenerName(l))
 
 	m := agentproc.New(opts...)
+	if err := recovered(ctx, m, mf.stateDir); err != nil {
+		m.Close()
+		l.Close()
+		return err
+	}
 	srv := &http.Server{
 		Handler:           serveMux(m, *token, *coder),
 		ReadHeaderTimeout: 10 * time.Second,
@@ -188,7 +193,7 @@ func defaultSocket(create bool) (string, error) {
 	if p := os.Getenv(socketEnv); p != "" {
 		return p, nil
 	}
-	dir := filepath.Join(os.TempDir(), fmt.Sprintf("agentproc-%d", os.Getuid()))
+	dir := filepath.Join(os.TempDir(), "agentproc-"+userTag())
 	if rt := os.Getenv("XDG_RUNTIME_DIR"); rt != "" {
 		dir = filepath.Join(rt, "agentproc")
 	}

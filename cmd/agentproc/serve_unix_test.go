@@ -144,6 +144,10 @@ func TestServeUnixSocket(t *testing.T) {
 		t.Errorf("run: got %q, want hello", out)
 	}
 	run(3, "run", "--", "exit 3")
+	// Several arguments stay several, quoting and all.
+	if out := run(0, "run", "--", "sh", "-c", `echo "$1"; echo "it's"`, "sh", "a  b"); out != "a  b\nit's\n" {
+		t.Errorf("run with arguments: got %q, want them kept apart", out)
+	}
 
 	// logs -f of a process that prints for a while.
 	printer := strings.TrimSpace(run(0, "run", "-d", "--", "for i in 1 2 3 4 5; do echo line $i; sleep 0.2; done"))
@@ -167,8 +171,8 @@ func TestServeUnixSocket(t *testing.T) {
 		ID      string `json:"id"`
 		Running bool   `json:"running"`
 	}
-	if err := json.Unmarshal([]byte(run(0, "ps", "--json")), &procs); err != nil || len(procs) != 4 || procs[0].ID != sleeper || !procs[0].Running {
-		t.Errorf("ps --json: got %+v, %v; want four processes, the sleeper first", procs, err)
+	if err := json.Unmarshal([]byte(run(0, "ps", "--json")), &procs); err != nil || len(procs) != 5 || procs[0].ID != sleeper || !procs[0].Running {
+		t.Errorf("ps --json: got %+v, %v; want five processes, the sleeper first", procs, err)
 	}
 	if out := run(0, "ps", "-q"); strings.TrimSpace(out) != shortID(sleeper) {
 		t.Errorf("ps -q: got %q, want the sleeper's ID", out)
@@ -242,5 +246,42 @@ func TestServeTCPNeedsToken(t *testing.T) {
 	}
 	if code := s.stop(t); code != 0 {
 		t.Errorf("serve exit code %d after SIGTERM, want 0", code)
+	}
+}
+
+// TestServeRefusesOpenSocketDir: the default socket's directory must be
+// the user's and closed to others, or serve refuses to listen there.
+func TestServeRefusesOpenSocketDir(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	runtimeDir := t.TempDir()
+	if err := os.Mkdir(filepath.Join(runtimeDir, "agentproc"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(filepath.Join(runtimeDir, "agentproc"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	env := []string{"XDG_RUNTIME_DIR=" + runtimeDir, socketEnv + "="}
+	_, errOut, code := cli(t, ctx, env, "serve")
+	if code != 1 || !strings.Contains(errOut, "has mode -rwxr-xr-x; others must not enter it") {
+		t.Errorf("serve in an open directory: exit %d, stderr %q; want 1 and why", code, errOut)
+	}
+}
+
+func TestParseSize(t *testing.T) {
+	t.Parallel()
+	for in, want := range map[string]int64{
+		"1048576": 1 << 20, "64KiB": 64 << 10, "512MiB": 512 << 20, "2GiB": 2 << 30,
+		"64K": 64 << 10, "1.5M": 3 << 19, "none": 0,
+	} {
+		if got, err := parseSize(in); err != nil || got != want {
+			t.Errorf("parseSize(%q): got %d, %v; want %d", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"", "lots", "-1", "2TiB"} {
+		if got, err := parseSize(in); err == nil {
+			t.Errorf("parseSize(%q): got %d, want an error", in, got)
+		}
 	}
 }
