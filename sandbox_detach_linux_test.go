@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -53,6 +54,22 @@ func TestSandboxDetached(t *testing.T) {
 	}
 	if _, err := os.Stat(tmp); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("TMPDIR %s after exit: got %v, want removed", tmp, err)
+	}
+
+	if isRoot() {
+		// A server on the private loopback, seen by WaitPort.
+		lsb := agentproc.WorkspaceSandbox(ws)
+		lsb.Network = agentproc.NetworkLoopback
+		port := freePort(t)
+		req := probeRequest(t, ws, "serve", "127.0.0.1:"+strconv.Itoa(port))
+		req.Detach, req.Sandbox = true, lsb
+		srv := mustStart(t, m1, req)
+		if _, err := srv.WaitPort(testContext(t), port); err != nil {
+			t.Errorf("WaitPort of a detached server on the private loopback: %v", err)
+		}
+		if _, err := srv.Stop(testContext(t)); err != nil {
+			t.Errorf("Stop the server: %v", err)
+		}
 	}
 
 	// Stop, on the Manager that started it and on one that adopted it.
