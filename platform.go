@@ -172,7 +172,7 @@ type escapeContainment interface {
 	prepare() (cgroupFD int)
 	describe() string
 	cgroupDir() string
-	started(cmd *exec.Cmd)
+	started(cmd *exec.Cmd) error
 	terminate(since time.Time)
 	reaped()
 	killEscaped() int
@@ -200,7 +200,8 @@ var (
 	_ func(TTYSize) (*os.File, *os.File, error)                    = openPTY
 	_ func(*os.File, TTYSize) error                                = setTTYSize
 	_ func(*os.File) byte                                          = veofChar
-	_ func(string, *config) (*containment, error)                  = newContainment
+	_ func(string, *config, Limits) (*containment, error)          = newContainment
+	_ func(*exec.Cmd, *containment) error                          = startCommand
 	_ func(*config) *sysProc                                       = newSysProc
 	_ func(*config, time.Time)                                     = prepareStops
 	_ func() bool                                                  = foreignProc

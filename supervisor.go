@@ -93,7 +93,7 @@ func (m *Manager) spawn(req Request, owner, command, dir string, seq uint64, war
 	if err != nil {
 		return nil, nil, err
 	}
-	ctr, err := newContainment(id, &m.cfg)
+	ctr, err := newContainment(id, &m.cfg, req.Limits)
 	if err != nil {
 		m.logs.discard(log)
 		return nil, nil, xerrors.Errorf("agentproc: set up containment: %w", err)
@@ -135,18 +135,21 @@ func (m *Manager) spawn(req Request, owner, command, dir string, seq uint64, war
 	if err := m.state.recordStarting(rec, ctr.cgroupDir()); err != nil {
 		return fail("record process", err)
 	}
-	if err := cmd.Start(); err != nil {
+	if err := startCommand(cmd, ctr); err != nil {
 		sys.release()
 		m.forgetShellPath()
 		m.state.abandon(rec)
 		return fail("start "+m.cfg.shell[0]+ctr.describe(), err)
 	}
-	ctr.started(cmd)
+	cerr := ctr.started(cmd)
 	inID := stdinIdentity(st.childIn)
 	// Only the child holds the write end now, so EOF comes when the last
 	// process of the tree that inherited it is gone.
 	st.closeChild()
-	if err := sys.started(cmd); err != nil {
+	if err := errors.Join(cerr, sys.started(cmd)); err != nil {
+		if cerr != nil {
+			_ = cmd.Process.Kill() // the rest of the tree by killEscaped
+		}
 		_ = cmd.Wait()
 		m.logs.discard(log)
 		sys.release()
