@@ -84,9 +84,13 @@ func newContainment(id string, cfg *config, l Limits) (*containment, error) {
 		targets: make(map[int]*escapee),
 	}
 	if cfg.cgroupParent != "" || !l.IsZero() {
+		parent := cfg.cgroupParent
+		if parent == CgroupAuto {
+			parent = cgroup.Auto
+		}
 		g, err := cgroup.New(cgroup.Spec{
 			ID:     id,
-			Parent: cfg.cgroupParent,
+			Parent: parent,
 			Limits: cgroup.Limits{Memory: l.Memory, Procs: l.Procs, CPU: l.CPU},
 		})
 		if err != nil {
