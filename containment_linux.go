@@ -216,10 +216,13 @@ func (c *containment) killEscaped() int {
 		// needs no PID, so it cannot hit a reused one. cgroup.procs lists
 		// PIDs of our own namespace, but telling group members apart needs
 		// /proc.
+		// An empty cgroup (the usual case once the shell is gone) needs
+		// neither: nothing outside it can fork into it.
 		var outside []int
-		if !c.noProc {
+		members := c.cg.Members()
+		if !c.noProc && len(members) > 0 {
 			if s, err := newProcScanner(); err == nil {
-				for _, pid := range c.cg.Members() {
+				for _, pid := range members {
 					if pg, ok := s.pgrp(pid); ok && pg != c.leaderPID() {
 						outside = append(outside, pid)
 					}
@@ -227,7 +230,9 @@ func (c *containment) killEscaped() int {
 				s.close()
 			}
 		}
-		c.cg.Kill()
+		if len(members) > 0 || c.noProc {
+			c.cg.Kill()
+		}
 		c.mu.Lock()
 		for _, pid := range outside {
 			c.found[pid] = true
@@ -271,8 +276,8 @@ func (c *containment) killEscaped() int {
 	return c.foundCount()
 }
 
-// nothingForked reports, for a tree without a cgroup whose stop ladder
-// found nothing, whether the kernel has handed out no PID since the leader's:
+// nothingForked reports, for a tree whose stop ladder found nothing (and
+// whose cgroup, if any, was empty), whether the kernel has handed out no PID since the leader's:
 // then the leader forked nothing, so nothing can have escaped. It is the
 // usual case for a short command on a quiet host, and one read of a sysctl
 // instead of a sweep. A PID range that may have wrapped is never taken as
@@ -281,7 +286,7 @@ func (c *containment) nothingForked() bool {
 	c.mu.Lock()
 	leader, quiet := c.leader, len(c.targets) == 0 && len(c.found) == 0
 	c.mu.Unlock()
-	if !quiet || c.cg != nil || leader <= 0 || time.Since(c.startedAt) >= wrapWindow() {
+	if !quiet || leader <= 0 || time.Since(c.startedAt) >= wrapWindow() {
 		return false
 	}
 	last, ok := nsLastPID()

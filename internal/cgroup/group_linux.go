@@ -109,9 +109,11 @@ func New(s Spec) (*Group, error) {
 			return nil, err
 		default:
 			g.v2 = d
-			if err := d.setLimits(p.v2Limits); err != nil {
-				_ = g.Remove()
-				return nil, err
+			if p.v2Limits != (Limits{}) {
+				if err := d.setLimits(p.v2Limits); err != nil {
+					_ = g.Remove()
+					return nil, err
+				}
 			}
 		}
 	}

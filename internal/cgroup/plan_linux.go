@@ -55,6 +55,7 @@ type v1Place struct {
 	parent   string
 	optional bool // only for accounting (cpuacct): skipped if it cannot be made
 	mkdir    bool // WithCgroup named the parent: create it if missing
+	home     string // the host's own cgroup in the hierarchy
 }
 
 // planned is where New makes a Group's cgroups and which limits each holds.
@@ -153,7 +154,11 @@ func plan(h host, s Spec) (planned, error) {
 			namedRel = filepath.Join(m.root, rel)
 			v1fields = fields
 			if len(fields) == 0 {
-				p.v1 = append(p.v1, v1Place{m: *m, parent: parent})
+				home := m.dirOf(h.own.v1[m.controllers[0]])
+				if home == "" {
+					return p, xerrors.Errorf("cgroup parent %q: its cgroup v1 hierarchy does not show the host's cgroup: %w", parent, errdefs.ErrUnsupported)
+				}
+				p.v1 = append(p.v1, v1Place{m: *m, parent: parent, home: home})
 			}
 			if ownV2 != "" && unix.Access(ownV2, unix.W_OK|unix.X_OK) == nil {
 				p.v2Parent, p.v2Optional = ownV2, true
@@ -173,18 +178,18 @@ func plan(h host, s Spec) (planned, error) {
 		if slices.ContainsFunc(p.v1, func(v v1Place) bool { return v.m.point == m.point }) {
 			continue
 		}
-		place := v1Place{m: *m}
+		place := v1Place{m: *m, home: m.dirOf(h.own.v1[ctl])}
+		if place.home == "" {
+			return p, xerrors.Errorf("%s needs the %s controller: the cgroup v1 hierarchy at %s does not show the host's cgroup %q; %s: %w",
+				f, ctl, m.point, h.own.v1[ctl], remedy, errdefs.ErrUnsupported)
+		}
 		if named != nil {
 			place.parent, place.mkdir = m.dirOf(namedRel), true
 			if m.point == named.point {
 				place.mkdir = false
 			}
 		} else {
-			place.parent = m.dirOf(h.own.v1[ctl])
-			if place.parent == "" {
-				return p, xerrors.Errorf("%s needs the %s controller: the cgroup v1 hierarchy at %s does not show the host's cgroup %q; %s: %w",
-					f, ctl, m.point, h.own.v1[ctl], remedy, errdefs.ErrUnsupported)
-			}
+			place.parent = place.home
 			if err := unix.Access(place.parent, unix.W_OK|unix.X_OK); err != nil {
 				return p, xerrors.Errorf("%s needs the %s controller: %s, and the host's cgroup %s in the cgroup v1 hierarchy is not writable (%v); %s: %w",
 					f, ctl, h.v2Tried(v2m, ownV2, ctl), place.parent, err, remedy, errdefs.ErrUnsupported)
@@ -196,13 +201,13 @@ func plan(h host, s Spec) (planned, error) {
 	// some hosts mount apart from cpu.
 	if len(p.v1) > 0 && p.v2Parent == "" {
 		if m := h.v1Mount("cpuacct"); m != nil && !slices.ContainsFunc(p.v1, func(v v1Place) bool { return v.m.point == m.point }) {
-			place := v1Place{m: *m, optional: true}
+			place := v1Place{m: *m, optional: true, home: m.dirOf(h.own.v1["cpuacct"])}
 			if named != nil {
 				place.parent, place.mkdir = m.dirOf(namedRel), true
 			} else {
-				place.parent = m.dirOf(h.own.v1["cpuacct"])
+				place.parent = place.home
 			}
-			if place.parent != "" {
+			if place.parent != "" && place.home != "" {
 				p.v1 = append(p.v1, place)
 			}
 		}

@@ -28,6 +28,7 @@ type v1Set struct {
 type v1Dir struct {
 	m    mount
 	path string
+	home string // the host's own cgroup in the hierarchy, where a placed thread goes back
 }
 
 var _ backend = (*v1Set)(nil)
@@ -56,7 +57,7 @@ func newV1Set(places []v1Place, id string, l Limits, onOOM func()) (*v1Set, erro
 			_ = s.remove(time.Now())
 			return nil, xerrors.Errorf("create cgroup %q: %w", dir, err)
 		}
-		s.dirs = append(s.dirs, v1Dir{m: p.m, path: dir})
+		s.dirs = append(s.dirs, v1Dir{m: p.m, path: dir, home: p.home})
 		for _, c := range p.m.controllers {
 			switch c {
 			case "memory":
@@ -81,17 +82,20 @@ func newV1Set(places []v1Place, id string, l Limits, onOOM func()) (*v1Set, erro
 
 // enter moves thread tid into every directory of s and returns the step
 // that moves it back; see Group.EnterThread for the ordering rule.
+//
+// The thread goes back to the host's own cgroups, read once before any
+// thread was ever placed (see currentHost), not to where /proc says it is:
+// that read would cost as much as a move.
 func (s *v1Set) enter(tid int) (leave func() error, err error) {
-	before := readMembership("/proc/thread-self/cgroup")
 	back := make([]string, len(s.dirs))
 	for i, d := range s.dirs {
-		back[i] = d.m.dirOf(before.v1[d.m.controllers[0]])
-		if back[i] == "" {
-			return nil, xerrors.Errorf("cgroup v1 hierarchy %s does not show this thread's cgroup %q",
-				d.m.point, before.v1[d.m.controllers[0]])
-		}
+		back[i] = d.home
 	}
-	t := []byte(strconv.Itoa(tid))
+	// "0" names the writing thread itself. For that one case the kernel
+	// skips the global threadgroup lock, whose write side waits for an RCU
+	// grace period: writing the TID instead costs about half a millisecond
+	// per hierarchy and direction.
+	t := []byte("0")
 	moveBack := func(n int) error {
 		var errs []error
 		for i := range n {
@@ -143,9 +147,8 @@ func (s *v1Set) started() error {
 		s.oom = w
 	}
 	if s.limits.CPU > 0 {
-		if err := writeFile(s.cpu, "cpu.cfs_period_us", strconv.Itoa(CPUPeriod)); err != nil {
-			return err
-		}
+		// cpu.cfs_period_us is CPUPeriod in every new cgroup: the kernel's
+		// default, so only the quota is written.
 		if err := writeFile(s.cpu, "cpu.cfs_quota_us", strconv.FormatInt(cpuQuota(s.limits.CPU), 10)); err != nil {
 			return err
 		}
