@@ -53,8 +53,8 @@ func currentHost() host {
 type v1Place struct {
 	m        mount
 	parent   string
-	optional bool // only for accounting (cpuacct): skipped if it cannot be made
-	mkdir    bool // WithCgroup named the parent: create it if missing
+	optional bool   // only for accounting (cpuacct): skipped if it cannot be made
+	mkdir    bool   // WithCgroup named the parent: create it if missing
 	home     string // the host's own cgroup in the hierarchy
 }
 
