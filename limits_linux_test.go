@@ -160,6 +160,7 @@ func TestLimitsForkBomb(t *testing.T) {
 	// With the cpu controller the bomb is one scheduling group competing
 	// with the host as one; without it only pids.max holds it.
 	parent := limitsParentWant(t, []string{"pids"}, []string{"cpu"})
+	slow := slowdown(t)
 	m := newManager(t, agentproc.WithCgroup(parent), agentproc.WithGracePeriod(time.Second))
 	ctx := testContext(t)
 	start := time.Now()
@@ -199,8 +200,8 @@ func TestLimitsForkBomb(t *testing.T) {
 	mustWait(t, mustStart(t, other, agentproc.Request{Command: "true"}))
 	during := time.Since(start)
 	t.Logf("Start+Wait of true: %s before the bomb, %s during it", before, during)
-	if during > time.Second {
-		t.Errorf("Start+Wait of true during the bomb took %s, want under 1s", during)
+	if during > scaled(time.Second, slow) {
+		t.Errorf("Start+Wait of true during the bomb took %s, want under %s", during, scaled(time.Second, slow))
 	}
 	for range 20 {
 		peak = max(peak, cgroupValue(t, filepath.Join(cg, "pids.current"), ""))
@@ -236,8 +237,9 @@ func TestLimitsMemoryOOM(t *testing.T) {
 	t.Parallel()
 	hog := agentproc.UseHelper("hog") // before the skip: the mode is this test's either way
 	parent := limitsParent(t, "memory")
+	slow := slowdown(t)
 	m := newManager(t, agentproc.WithCgroup(parent))
-	ctx, cancel := context.WithTimeout(testContext(t), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), scaled(5*time.Second, slow))
 	defer cancel()
 	exe, err := os.Executable()
 	if err != nil {
@@ -250,7 +252,7 @@ func TestLimitsMemoryOOM(t *testing.T) {
 	})
 	info, err := p.Wait(ctx)
 	if err != nil {
-		t.Fatalf("the 1 GiB command did not end within 5s under a 64 MiB limit: %v", err)
+		t.Fatalf("the 1 GiB command did not end within %s under a 64 MiB limit: %v", scaled(5*time.Second, slow), err)
 	}
 	if info.Reason != agentproc.ReasonOOM {
 		t.Errorf("reason: got %q, want %q (output %q)", info.Reason, agentproc.ReasonOOM, p.Output().Text)

@@ -55,7 +55,7 @@ chmod +x initrd/init
 
 accel=(-accel tcg,thread=multi -cpu max)
 if [ "${AGENTPROC_VM_KVM:-}" = 1 ]; then
-	accel=(-enable-kvm -cpu host)
+	accel=(-enable-kvm -cpu "${AGENTPROC_VM_CPU:-host}")
 fi
 tests="${1:-TestLimits|TestOOMScore|TestRaiseOOMScore|TestSetLimits}"
 echo "test-cgroup-vm: running $tests"
