@@ -7,6 +7,10 @@ STRESSCOUNT ?= 3
 # STRESSBURNERS: how many CPU burners run beside make stress; empty means
 # one per online CPU, which is Go's default GOMAXPROCS.
 STRESSBURNERS ?=
+# CMD: the command's own module (cmd/agentproc has a go.mod of its own, so
+# that the library adds no MCP or CLI module to its users' builds); test,
+# lint, cross and bench cover it too.
+CMD := cmd/agentproc
 
 .PHONY: all test cover stress bench lint cross fuzz
 
@@ -15,6 +19,7 @@ all: lint cross test
 ## test: the whole suite with the race detector.
 test:
 	$(GO) test -race -count=1 -timeout 15m ./...
+	cd $(CMD) && $(GO) test -race -count=1 -timeout 15m ./...
 
 ## cover: the test suite with a coverage profile (build/cover.out), the
 ## total on the last line, and build/cover.html to browse.
@@ -40,20 +45,27 @@ stress:
 bench:
 	@mkdir -p build
 	$(GO) test -run '^$$' -bench . -benchmem -count $(BENCHCOUNT) -timeout 60m ./... | tee build/bench.txt
+	cd $(CMD) && $(GO) test -run '^$$' -bench . -benchmem -count $(BENCHCOUNT) -timeout 20m ./... | tee -a ../../build/bench.txt
 	$(GO) run ./internal/benchratio < build/bench.txt
 
 ## lint: vet, gofmt, staticcheck and a tidy go.mod.
 lint:
 	$(GO) vet ./...
+	cd $(CMD) && $(GO) vet ./...
 	@out=$$(gofmt -l .); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(GO) run $(STATICCHECK) ./...
+	cd $(CMD) && $(GO) run $(STATICCHECK) ./...
 	$(GO) mod tidy -diff
+	cd $(CMD) && $(GO) mod tidy -diff
 
 ## cross: vet for the other platforms the package supports.
 cross:
 	GOOS=windows $(GO) vet ./...
 	GOOS=darwin $(GO) vet ./...
 	GOOS=freebsd $(GO) vet ./...
+	cd $(CMD) && GOOS=windows $(GO) vet ./...
+	cd $(CMD) && GOOS=darwin $(GO) vet ./...
+	cd $(CMD) && GOOS=freebsd $(GO) vet ./...
 
 ## fuzz: each fuzz target of every package for FUZZTIME (CI: 5s each).
 ## Targets are found with go test -list, so a new one runs without an edit.

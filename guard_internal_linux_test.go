@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -83,6 +84,9 @@ func TestRaiseOOMScoreWalksChildren(t *testing.T) {
 		t.Fatal(err)
 	}
 	cmd := exec.Command("sh", "-c", `sleep 1000 & sh -c 'sleep 1000 & echo $!; wait' & echo $!; wait`)
+	// Its own group, killed whole at the end: the outer shell's first
+	// sleep prints no PID, and killing only the shell would leave it.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -91,7 +95,7 @@ func TestRaiseOOMScoreWalksChildren(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
+		_ = unix.Kill(-cmd.Process.Pid, unix.SIGKILL)
 		_ = cmd.Wait()
 	})
 	// The two PIDs printed are a grandchild and a child: once both lines
@@ -104,7 +108,6 @@ func TestRaiseOOMScoreWalksChildren(t *testing.T) {
 			t.Fatal(err)
 		}
 		pids = append(pids, pid)
-		t.Cleanup(func() { _ = unix.Kill(pid, unix.SIGKILL) })
 	}
 	m := New(WithOOMScoreDelta(300))
 	defer m.Close()

@@ -15,13 +15,22 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/agentproc/agentproc"
+	"github.com/agentproc/agentproc/internal/testleak"
 )
 
 func TestMain(m *testing.M) {
 	// Every helper mode is registered by now (in init functions), so a child
 	// started with agentproc.HelperEnv runs its mode here and exits.
 	agentproc.RunHelperIfAsked()
+	run := testleak.Mark()
 	code := m.Run()
+	// Every child the tests started carries run in its environment; one
+	// still alive now was left behind by a test, and fails the run.
+	if leaks := testleak.Check(run, 5*time.Second); len(leaks) > 0 {
+		fmt.Fprintln(os.Stderr, testleak.Report(leaks))
+		testleak.Kill(run, leaks)
+		code = 1
+	}
 	if code == 0 {
 		if unused := agentproc.UnusedHelpers(); len(unused) > 0 {
 			fmt.Fprintf(os.Stderr, "helper modes registered but used by no test: %v\n", unused)

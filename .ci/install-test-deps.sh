@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Installs the tools some tests drive (Debian, as root): git for the
 # non-interactive environment tests, mkfs.ext4 (e2fsprogs) and fsfreeze
-# (util-linux) for the frozen output log directory test. Those tests skip
+# (util-linux) for the frozen output log directory test, chromium (with a
+# font, for a readable screenshot) for the httpapi web page's browser tests,
+# and node and npm for the TypeScript MCP client test. Those tests skip
 # with a reason when a tool is missing; CI should run them. Safe to run
 # again; it installs nothing that is already there.
 set -euo pipefail
@@ -11,4 +13,9 @@ command -v git >/dev/null 2>&1 || need+=(git)
 command -v mkfs.ext4 >/dev/null 2>&1 || need+=(e2fsprogs)
 command -v fsfreeze >/dev/null 2>&1 || need+=(util-linux)
 command -v less >/dev/null 2>&1 || need+=(less) # the pager git falls back to
+command -v chromium >/dev/null 2>&1 || need+=(chromium fonts-dejavu-core)
+# Node and npm for TestTypeScriptSDKSession (cmd/agentproc), which installs
+# the TypeScript MCP SDK from npm itself.
+command -v node >/dev/null 2>&1 || need+=(nodejs)
+command -v npm >/dev/null 2>&1 || need+=(npm)
 bash "$(dirname "$0")/apt-install.sh" ${need[@]+"${need[@]}"}

@@ -57,6 +57,11 @@ type OutputOptions struct {
 	// Plain asks for terminal-clean text (?plain=true; see
 	// agentproc.PlainText); WaitFor then matches rendered lines.
 	Plain bool
+	// Follow, with Offset, blocks until there is output after Offset, the
+	// process exits or is waiting for input, or the wait's bounds pass
+	// (?follow=true; agentproc.Process.WaitOutput). A client that follows
+	// a process reads from Next again and again; logs -f does.
+	Follow bool
 }
 
 // Start starts a process (POST /start).
@@ -100,6 +105,9 @@ func (c *Client) Output(ctx context.Context, id string, opts OutputOptions) (Out
 	}
 	if opts.Plain {
 		q.Set("plain", "true")
+	}
+	if opts.Follow {
+		q.Set("follow", "true")
 	}
 	var resp Output
 	err := c.do(ctx, http.MethodGet, "/"+url.PathEscape(id)+"/output", q, nil, &resp)

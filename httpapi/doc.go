@@ -33,6 +33,8 @@
 //	     ?offset=N         read from absolute offset N instead of taking a
 //	                       snapshot; adds "offset", "next", "omitted", "eof"
 //	                       (agentproc.Chunk), and "output" is the chunk's data
+//	     ?follow=true      with offset: block until there is output after it,
+//	                       the process exits or awaits input (WaitOutput)
 //	POST /{id}/signal      {"signal": "kill" | "terminate" | "interrupt"}
 //	                       -> {"message"}
 //	POST /{id}/stdin       {"data", "close"} -> {"written"}; the process
@@ -45,10 +47,22 @@
 //	                       resume with Last-Event-ID (or ?after=SEQ) within
 //	                       the Manager's last agentproc.EventBuffer events
 //
+// With WithUI, also:
+//
+//	GET  /                 the web page (and its files under /ui/)
+//	GET  /ui/events        GET /events preceded by a "snapshot" event of the
+//	                       caller's processes, with "info" events when a
+//	                       running process's ports or input state change
+//	GET  /ui/output        ?id=ID&offset=N: the output as "output" events,
+//	                       rendered lines and the unfinished line apart, as
+//	                       it is written, until the exit
+//	POST /ui/stop          {"id"} -> Process: stop (terminate, then kill
+//	                       after the grace period) and its final state
+//
 // A Process is {"id", "command", "workdir", "background", "running",
 // "exit_code", "started_at_unix", "exited_at_unix", "pid", "reason",
-// "signal", "warnings", "limits", "peak_memory_bytes", "likely_oom",
-// "ports", "awaiting_input", "ready"}. Its reason
+// "signal", "warnings", "limits", "peak_memory_bytes", "cpu_time_ms",
+// "likely_oom", "owner", "ports", "awaiting_input", "ready"}. Its reason
 // is one of "exited", "signaled", "killed", "shutdown", "timeout", "oom",
 // "idle" and "output_limit".
 //

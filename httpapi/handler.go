@@ -80,6 +80,9 @@ func NewHandler(m *agentproc.Manager, opts ...Option) http.Handler {
 	mux.HandleFunc("POST /{id}/stdin", h.stdin)
 	mux.HandleFunc("GET /events", h.events)
 	mux.HandleFunc("POST /stop-all", h.stopAll)
+	if cfg.ui {
+		h.routesUI(mux)
+	}
 	return h.guard(mux)
 }
 

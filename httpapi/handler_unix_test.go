@@ -139,7 +139,7 @@ func TestWireShapes(t *testing.T) {
 		t.Errorf("output %s, want killed by SIGKILL, exit code 137", r.body)
 	}
 	r = s.raw(t, "GET", "/"+id, "")
-	if got, want := keys(r.object(t)), []string{"background", "command", "exit_code", "exited_at_unix", "id", "pid", "reason", "running", "signal", "started_at_unix", "workdir"}; !slices.Equal(got, want) {
+	if got, want := keys(r.object(t)), []string{"background", "command", "cpu_time_ms", "exit_code", "exited_at_unix", "id", "peak_memory_bytes", "pid", "reason", "running", "signal", "started_at_unix", "workdir"}; !slices.Equal(got, want) {
 		t.Errorf("exited process keys %v, want %v", got, want)
 	}
 }

@@ -4,9 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -15,10 +17,21 @@ import (
 
 	"github.com/agentproc/agentproc"
 	"github.com/agentproc/agentproc/httpapi"
+	"github.com/agentproc/agentproc/internal/testleak"
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
+	run := testleak.Mark()
+	// VerifyTestMain exits, so the leak check runs as its cleanup: a child
+	// a test left running fails the run.
+	goleak.VerifyTestMain(m, goleak.Cleanup(func(code int) {
+		if leaks := testleak.Check(run, 5*time.Second); len(leaks) > 0 {
+			fmt.Fprintln(os.Stderr, testleak.Report(leaks))
+			testleak.Kill(run, leaks)
+			code = 1
+		}
+		os.Exit(code)
+	}))
 }
 
 // testTimeout bounds every wait in these tests.

@@ -31,6 +31,7 @@ type config struct {
 	maxPerOwner    int
 	logger         *slog.Logger // nil: the standard library's log package
 	coder          bool         // WithCoderCompat
+	ui             bool         // WithUI
 }
 
 // Defaults, named so the README and tests can refer to them.

@@ -22,6 +22,7 @@ type outputQuery struct {
 	wait     bool           // until exit
 	waitFor  *regexp.Regexp // until a line matches; nil for none
 	waitPort int            // until the tree listens on it; -1 for no wait
+	follow   bool           // until there is output after offset
 	plain    bool           // render output as terminal-clean text
 	// limit bounds a blocking wait: the client's timeout, at most the
 	// server's cap.
@@ -83,6 +84,16 @@ func parseOutputQuery(q url.Values, maxWait time.Duration) (outputQuery, *Error)
 		}
 		oq.offset = off
 	}
+	if v := q.Get("follow"); v != "" {
+		follow, err := strconv.ParseBool(v)
+		if err != nil {
+			return bad("follow", v, "want true or false")
+		}
+		if follow && (oq.offset < 0 || oq.wait || oq.waitFor != nil || oq.waitPort >= 0) {
+			return bad("follow", v, "follow needs offset, and no other wait")
+		}
+		oq.follow = follow
+	}
 	if v := q.Get("timeout"); v != "" {
 		d, err := time.ParseDuration(v)
 		if err != nil || d <= 0 {
@@ -126,6 +137,8 @@ func (h *handler) output(w http.ResponseWriter, r *http.Request) {
 			match, err = p.WaitMatch(ctx, q.waitFor, opts...)
 			matched = err == nil
 		})
+	case q.follow:
+		h.hold(w, r, q.limit, func(ctx context.Context) { _, _ = p.WaitOutput(ctx, q.offset) })
 	case q.waitPort >= 0:
 		h.hold(w, r, q.limit, func(ctx context.Context) {
 			pt, err := p.WaitPort(ctx, q.waitPort)

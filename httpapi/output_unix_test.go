@@ -136,3 +136,37 @@ func TestWaitForTimeout(t *testing.T) {
 		t.Fatal("the wait did not end when its timeout passed")
 	}
 }
+
+// TestOutputFollow reads a process that prints one line at a time with
+// ?follow: each read blocks until there is something after its offset, and
+// the reads together are the whole output.
+func TestOutputFollow(t *testing.T) {
+	t.Parallel()
+	s := newTestServer(t, nil, nil)
+	ctx := testContext(t)
+	c := s.client()
+	id := start(t, c, httpapi.StartRequest{Command: "for i in 1 2 3; do echo line $i; sleep 0.1; done"})
+	var sb strings.Builder
+	reads := 0
+	for off := int64(0); ; reads++ {
+		out, err := c.Output(ctx, id, httpapi.OutputOptions{Offset: &off, Follow: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if out.Output == "" && !out.EOF {
+			t.Fatalf("read %d from %d: got %+v, want output or EOF", reads, off, out)
+		}
+		sb.WriteString(out.Output)
+		if out.EOF {
+			break
+		}
+		off = out.Next
+	}
+	if got, want := sb.String(), "line 1\nline 2\nline 3\n"; got != want || reads < 2 {
+		t.Errorf("got %q in %d reads, want %q in several", got, reads, want)
+	}
+	r := s.raw(t, "GET", "/"+id+"/output?follow=true", "")
+	if r.status != 400 {
+		t.Errorf("follow without offset: got status %d, want 400", r.status)
+	}
+}

@@ -119,10 +119,16 @@ type Process struct {
 	Ready bool `json:"ready,omitempty"`
 	// Extension: the limits the process runs under (agentproc.Info.Limits).
 	Limits *agentproc.Limits `json:"limits,omitempty"`
-	// Extension: for a process that ran out of memory (reason "oom", or
-	// likely_oom), its peak memory in bytes where known: its whole tree's
-	// with a cgroup (agentproc.Info.MaxRSS).
+	// Extension: for a process that has exited, its peak memory in bytes
+	// where known (agentproc.Info.MaxRSS): its whole tree's with a cgroup,
+	// the shell's and its waited-for children's otherwise.
 	PeakMemory int64 `json:"peak_memory_bytes,omitempty"`
+	// Extension: for a process that has exited, the CPU time (user plus
+	// system) it used, in milliseconds (agentproc.Info.CPUTime); absent
+	// while it runs.
+	CPUTimeMS *int64 `json:"cpu_time_ms,omitempty"`
+	// Extension: the owner the process was started for; absent for "".
+	Owner string `json:"owner,omitempty"`
 	// Extension: a SIGKILL nobody here sent ended the process while the
 	// host's OOM kill count rose: probably, not certainly, out of memory
 	// (agentproc.Info.LikelyOOM).
@@ -273,13 +279,15 @@ func processFromInfo(info agentproc.Info) Process {
 		Signal:     info.ExitSignal,
 		Warnings:   info.Warnings,
 		LikelyOOM:  info.LikelyOOM,
+		Owner:      info.Owner,
 
 		Ports:         info.Ports,
 		AwaitingInput: info.AwaitingInput,
 		Ready:         info.Ready,
 	}
-	if info.Reason == agentproc.ReasonOOM || info.LikelyOOM {
-		p.PeakMemory = info.MaxRSS
+	if !info.Running {
+		cpu := info.CPUTime.Milliseconds()
+		p.PeakMemory, p.CPUTimeMS = info.MaxRSS, &cpu
 	}
 	if !info.Limits.IsZero() {
 		limits := info.Limits

@@ -1,7 +1,9 @@
-// Command llmtool shows agentproc behind the tools a language model is given:
-// execute, process_output, process_list and process_signal, each with a JSON
-// Schema and a description that teaches the model how to use it, and a
-// dispatcher that runs JSON tool calls against the library.
+// Command llmtool shows agentproc behind the tools a language model is given
+// (package llmtool): execute, process_output, process_wait, process_input,
+// process_list and process_signal, each with a JSON Schema and a description
+// that teaches the model how to use it, and a dispatcher that runs JSON tool
+// calls against the library and answers in plain text. The agentproc
+// command serves the same tools over MCP (agentproc mcp).
 //
 // It replays a short scripted session, as a model would drive it: start a
 // server in the background, wait until it prints that it is ready, run a
@@ -29,6 +31,7 @@ import (
 	"golang.org/x/xerrors"
 
 	"github.com/agentproc/agentproc"
+	"github.com/agentproc/agentproc/llmtool"
 )
 
 func main() {
@@ -38,7 +41,7 @@ func main() {
 		enc := json.NewEncoder(os.Stdout)
 		enc.SetEscapeHTML(false)
 		enc.SetIndent("", "  ")
-		if err := enc.Encode(Tools()); err != nil {
+		if err := enc.Encode(llmtool.Tools()); err != nil {
 			log.Fatal(err)
 		}
 		return
@@ -65,7 +68,7 @@ type step struct {
 // ready, and logs one line per request written to the FIFO.
 var session = []step{
 	{"execute", `{"command": "mkfifo requests && echo 'server: ready' && while :; do while read -r req; do echo \"server: handled $req\"; done < requests; done", "run_in_background": true}`},
-	{"process_output", `{"process_id": "{{server}}", "wait_for": "ready"}`},
+	{"process_wait", `{"process_id": "{{server}}", "pattern": "ready"}`},
 	{"execute", `{"command": "echo 'GET /health' > requests && echo 'client: request sent'"}`},
 	{"process_output", `{"process_id": "{{server}}", "offset": {{next}}, "wait_for": "handled GET /health"}`},
 	{"process_signal", `{"process_id": "{{server}}", "signal": "terminate"}`},
@@ -87,10 +90,10 @@ func run(ctx context.Context, w io.Writer) error {
 	)
 	defer m.Close()
 	// One conversation, one owner: its tools see only its processes.
-	tb := NewToolbox(m.Scope("conversation-1"))
+	tb := llmtool.New(m.Scope("conversation-1"), llmtool.Options{})
 
 	fmt.Fprint(w, "tools:")
-	for _, t := range Tools() {
+	for _, t := range tb.Tools() {
 		fmt.Fprint(w, " ", t.Name)
 	}
 	fmt.Fprintln(w)
@@ -100,33 +103,47 @@ func run(ctx context.Context, w io.Writer) error {
 	for _, c := range session {
 		args := expand(c.args, server, next)
 		fmt.Fprintf(w, "\n> %s %s\n", c.tool, args)
-		res, err := tb.Dispatch(ctx, c.tool, json.RawMessage(args))
+		res, err := tb.Dispatch(ctx, c.tool, json.RawMessage(args), nil)
 		if err != nil {
 			fmt.Fprintf(w, "< error: %v\n", err)
 			continue
 		}
-		fmt.Fprintf(w, "< %s\n", res)
+		fmt.Fprintf(w, "%s", indent(res))
 
 		// Remember what a model would read from the results.
-		var r struct {
-			ProcessID  string `json:"process_id"`
-			Background bool   `json:"background"`
-			Next       *int64 `json:"next"`
+		id, _ := field(res, "process_id")
+		if c.tool == "execute" && strings.Contains(res, "state: running in the background") {
+			server = id
 		}
-		if err := json.Unmarshal(res, &r); err != nil {
-			return err
-		}
-		if c.tool == "execute" && r.Background {
-			server = r.ProcessID
-		}
-		if r.ProcessID == server && r.Next != nil {
-			next = *r.Next
+		if n, ok := field(res, "next"); ok && id == server {
+			if _, err := fmt.Sscan(n, &next); err != nil {
+				return err
+			}
 		}
 	}
 	if server == "" {
 		return xerrors.New("the session never started its server")
 	}
 	return m.Close()
+}
+
+// field returns the value of the first "name: value" line of a result.
+func field(res, name string) (string, bool) {
+	for line := range strings.Lines(res) {
+		if v, ok := strings.CutPrefix(line, name+": "); ok {
+			return strings.TrimSuffix(v, "\n"), true
+		}
+	}
+	return "", false
+}
+
+// indent marks each line of a result with "< ".
+func indent(res string) string {
+	var sb strings.Builder
+	for line := range strings.Lines(res) {
+		sb.WriteString("< " + line)
+	}
+	return sb.String()
 }
 
 // expand fills in the placeholders of a call's arguments.

@@ -3,7 +3,8 @@
 // the same run.
 //
 // Benchmarks are paired by name: BenchmarkX/agentproc/... against
-// BenchmarkX/<baseline>/... where baseline is os_exec, discard or idle.
+// BenchmarkX/<baseline>/... where baseline is os_exec, discard, idle,
+// regexp_strip or in_process.
 // Every metric is summarised by its median over -count runs, and the
 // ratio is agentproc / baseline.
 //
@@ -21,7 +22,7 @@ import (
 	"strings"
 )
 
-var baselines = []string{"os_exec", "discard", "idle", "regexp_strip"}
+var baselines = []string{"os_exec", "discard", "idle", "regexp_strip", "in_process"}
 
 func main() {
 	samples := map[string]map[string][]float64{} // name -> unit -> values

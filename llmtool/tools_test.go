@@ -1,8 +1,11 @@
-package main
+package llmtool_test
 
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"net"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -11,9 +14,23 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/agentproc/agentproc"
+	"github.com/agentproc/agentproc/llmtool"
 )
 
+// listenEnv makes the test binary a server that listens on the port it
+// names, on 127.0.0.1, until it is killed: the helper-process pattern.
+const listenEnv = "AGENTPROC_LLMTOOL_LISTEN"
+
 func TestMain(m *testing.M) {
+	if port := os.Getenv(listenEnv); port != "" {
+		l, err := net.Listen("tcp", "127.0.0.1:"+port)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(2)
+		}
+		fmt.Println("listening on", l.Addr())
+		select {}
+	}
 	goleak.VerifyTestMain(m)
 }
 
@@ -22,12 +39,14 @@ func TestMain(m *testing.M) {
 func TestToolSchemas(t *testing.T) {
 	t.Parallel()
 	want := map[string][]string{
-		"execute":        {"command", "run_in_background", "timeout", "workdir"},
+		"execute":        {"command", "run_in_background", "stdin", "timeout", "workdir"},
 		"process_output": {"offset", "process_id", "wait", "wait_for"},
+		"process_wait":   {"offset", "pattern", "port", "process_id", "timeout"},
+		"process_input":  {"close", "process_id", "text"},
 		"process_list":   nil,
 		"process_signal": {"process_id", "signal"},
 	}
-	tools := Tools()
+	tools := llmtool.Tools()
 	if len(tools) != len(want) {
 		t.Fatalf("got %d tools, want %d", len(tools), len(want))
 	}
@@ -81,6 +100,8 @@ func TestToolSchemas(t *testing.T) {
 	for tool, lesson := range map[string]string{
 		"execute":        "run_in_background",
 		"process_output": "wait_for",
+		"process_wait":   "instead of sleeping",
+		"process_input":  "\\n to press Enter",
 	} {
 		if !strings.Contains(desc[tool], lesson) {
 			t.Errorf("%s description does not mention %s", tool, lesson)
@@ -101,7 +122,7 @@ func TestDispatchRejectsBadCalls(t *testing.T) {
 	t.Parallel()
 	m := agentproc.New()
 	defer m.Close()
-	tb := NewToolbox(m.Scope("test"))
+	tb := llmtool.New(m.Scope("test"), llmtool.Options{})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 
@@ -121,9 +142,16 @@ func TestDispatchRejectsBadCalls(t *testing.T) {
 		{"process_output", `{"process_id": "` + unknownID + `", "offset": -1}`, "offset must not be negative"},
 		{"process_signal", `{"process_id": "` + unknownID + `", "signal": "hup"}`, "signal must be"},
 		{"process_signal", `{"process_id": "` + unknownID + `", "signal": "kill"}`, "no process"},
+		{"process_wait", `{"process_id": "` + unknownID + `"}`, "no process"},
+		{"process_wait", `{"process_id": "` + unknownID + `", "port": 70000}`, "port must be between"},
+		{"process_wait", `{"process_id": "` + unknownID + `", "port": 80, "pattern": "x"}`, "not both"},
+		{"process_wait", `{"process_id": "` + unknownID + `", "timeout": 100000}`, "timeout must be between"},
+		{"process_wait", `{"process_id": "` + unknownID + `", "pattern": "("}`, "pattern is not a valid"},
+		{"process_input", `{"process_id": "` + unknownID + `"}`, "give text"},
+		{"process_input", `{"process_id": "` + unknownID + `", "text": "y\n"}`, "no process"},
 		{"process_list", `{"all": true}`, `unknown field "all"`},
 	} {
-		res, err := tb.Dispatch(ctx, c.tool, json.RawMessage(c.args))
+		res, err := tb.Dispatch(ctx, c.tool, json.RawMessage(c.args), nil)
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s %s: got %s, %v; want an error containing %q", c.tool, c.args, res, err, c.want)
 		}
@@ -132,8 +160,8 @@ func TestDispatchRejectsBadCalls(t *testing.T) {
 		t.Errorf("bad calls started %d processes", len(got))
 	}
 
-	res, err := tb.Dispatch(ctx, "process_list", nil)
-	if err != nil || string(res) != `{"processes":[]}` {
+	res, err := tb.Dispatch(ctx, "process_list", nil, nil)
+	if err != nil || res != "No processes.\n" {
 		t.Errorf("process_list with no arguments: got %s, %v; want an empty list", res, err)
 	}
 }

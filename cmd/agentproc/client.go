@@ -1,0 +1,487 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/agentproc/agentproc"
+	"github.com/agentproc/agentproc/httpapi"
+)
+
+// clientFlags say which serve a client command talks to.
+type clientFlags struct {
+	socket string
+	url    string
+	token  string
+	owner  string
+}
+
+func (c *clientFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&c.socket, "socket", "", "Unix socket of the serve (default $"+socketEnv+", or serve's default)")
+	fs.StringVar(&c.url, "url", os.Getenv("AGENTPROC_URL"), "URL of a serve --listen instead, such as http://127.0.0.1:7070 (default $AGENTPROC_URL)")
+	fs.StringVar(&c.token, "token", "", "bearer token of that serve (default $"+tokenEnv+")")
+	fs.StringVar(&c.owner, "owner", "", "act for this owner (an agent's name); by default, the processes started without one")
+}
+
+// client returns the httpapi.Client the flags describe.
+func (c *clientFlags) client() (*httpapi.Client, error) {
+	token := c.token
+	if token == "" {
+		token = os.Getenv(tokenEnv)
+	}
+	cl := &httpapi.Client{URL: c.url, Header: http.Header{}, HTTPClient: &http.Client{}}
+	if c.url == "" {
+		path := c.socket
+		if path == "" {
+			var err error
+			if path, err = defaultSocket(false); err != nil {
+				return nil, err
+			}
+		}
+		// The host name is never resolved: every connection dials the
+		// socket.
+		cl.URL = "http://agentproc"
+		cl.HTTPClient.Transport = &http.Transport{
+			DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+				var d net.Dialer
+				conn, err := d.DialContext(ctx, "unix", path)
+				if err != nil {
+					return nil, fmt.Errorf("no agentproc serve on %s (start one with agentproc serve): %w", path, err)
+				}
+				return conn, nil
+			},
+		}
+	}
+	if token != "" {
+		cl.Header.Set("Authorization", "Bearer "+token)
+	}
+	if c.owner != "" {
+		cl.Header.Set(httpapi.DefaultOwnerHeader, c.owner)
+	}
+	return cl, nil
+}
+
+// resolve turns an ID or a unique prefix of one, as ps shows it, into the
+// full ID.
+func resolve(ctx context.Context, cl *httpapi.Client, id string) (string, error) {
+	procs, err := cl.List(ctx)
+	if err != nil {
+		return "", err
+	}
+	var found []string
+	for _, p := range procs {
+		if p.ID == id {
+			return id, nil
+		}
+		if strings.HasPrefix(p.ID, id) {
+			found = append(found, p.ID)
+		}
+	}
+	switch len(found) {
+	case 0:
+		return "", fmt.Errorf("no process %q (agentproc ps -a lists them)", id)
+	case 1:
+		return found[0], nil
+	}
+	return "", fmt.Errorf("%q names %d processes; give more of the ID", id, len(found))
+}
+
+const psHelp = `List the processes of a serve, running ones first, then the newest: a
+table like docker ps, or JSON with --json. Exited processes are listed
+with -a, until the serve's retention drops them.
+
+Examples:
+  agentproc ps
+  agentproc ps -a
+  agentproc ps -q            # IDs only, for scripts
+  agentproc ps --json | jq '.[] | select(.running) | .id'
+`
+
+func runPS(ctx context.Context, e *env, args []string) error {
+	fs := newFlags("ps", "[flags]", psHelp)
+	var cf clientFlags
+	cf.register(fs)
+	all := fs.Bool("a", false, "list exited processes too")
+	fs.BoolVar(all, "all", false, "list exited processes too")
+	asJSON := fs.Bool("json", false, "print the processes as a JSON array (httpapi.Process), all of them")
+	quiet := fs.Bool("q", false, "print IDs only")
+	noTrunc := fs.Bool("no-trunc", false, "print full IDs and commands")
+	if _, err := parse(fs, e, args, 0); err != nil {
+		return err
+	}
+	cl, err := cf.client()
+	if err != nil {
+		return err
+	}
+	procs, err := cl.List(ctx)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		enc := json.NewEncoder(e.stdout)
+		enc.SetIndent("", "  ")
+		if procs == nil {
+			procs = []httpapi.Process{}
+		}
+		return enc.Encode(procs)
+	}
+	now := time.Now()
+	tw := tabwriter.NewWriter(e.stdout, 0, 4, 3, ' ', 0)
+	if !*quiet {
+		fmt.Fprintln(tw, "ID\tCOMMAND\tCREATED\tSTATUS\tPORTS")
+	}
+	for _, p := range procs {
+		if !*all && !p.Running {
+			continue
+		}
+		id, command := p.ID, p.Command
+		if !*noTrunc {
+			id = shortID(id)
+			command = truncate(command, 40)
+		}
+		if *quiet {
+			fmt.Fprintln(tw, id)
+			continue
+		}
+		fmt.Fprintf(tw, "%s\t%q\t%s ago\t%s\t%s\n", id, command, ago(now, p.StartedAt), status(now, p), ports(p.Ports))
+	}
+	return tw.Flush()
+}
+
+// shortID is the first group of a UUID, 8 hex digits, as docker shows a
+// short ID; every command takes a unique prefix.
+func shortID(id string) string {
+	if len(id) > 8 {
+		return id[:8]
+	}
+	return id
+}
+
+func truncate(s string, n int) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if len([]rune(s)) <= n {
+		return s
+	}
+	return string([]rune(s)[:n-1]) + "…"
+}
+
+// ago says how long ago a Unix time was, as docker does.
+func ago(now time.Time, unix int64) string {
+	d := now.Sub(time.Unix(unix, 0))
+	n, unit := int(d.Hours()/24), "day"
+	switch {
+	case d < time.Minute:
+		n, unit = int(d.Seconds()), "second"
+	case d < time.Hour:
+		n, unit = int(d.Minutes()), "minute"
+	case d < 48*time.Hour:
+		n, unit = int(d.Hours()), "hour"
+	}
+	if n == 1 {
+		return "1 " + unit
+	}
+	return fmt.Sprintf("%d %ss", n, unit)
+}
+
+// status is docker's STATUS column: "Up 5 seconds", "Exited (0) 3 seconds
+// ago", with why where the reason is not a plain exit.
+func status(now time.Time, p httpapi.Process) string {
+	if p.Running {
+		s := "Up " + ago(now, p.StartedAt)
+		if p.AwaitingInput {
+			s += " (waiting for input)"
+		}
+		return s
+	}
+	code := "?"
+	if p.ExitCode != nil {
+		code = fmt.Sprint(*p.ExitCode)
+	}
+	s := "Exited (" + code + ")"
+	if p.ExitedAt != nil {
+		s += " " + ago(now, *p.ExitedAt) + " ago"
+	}
+	if p.Reason != "" && p.Reason != agentproc.ReasonExited {
+		s += ", " + string(p.Reason)
+		if p.Signal != "" {
+			s += " by " + p.Signal
+		}
+	}
+	return s
+}
+
+func ports(ps []agentproc.Port) string {
+	var out []string
+	for _, p := range ps {
+		out = append(out, fmt.Sprintf("%s:%d/%s", p.Addr, p.Port, strings.TrimSuffix(p.Network, "6")))
+	}
+	return strings.Join(out, ", ")
+}
+
+const logsHelp = `Print the output of a process: what the serve kept of it (the start and
+the end of long output). With -f, follow it: print new output as it is
+written, until the process exits or you press Ctrl-C. ID may be a unique
+prefix, as ps shows it.
+
+Examples:
+  agentproc logs 3f2a
+  agentproc logs -f 3f2a
+  agentproc logs --plain 3f2a   # colours and progress redraws rendered away
+`
+
+func runLogs(ctx context.Context, e *env, args []string) error {
+	fs := newFlags("logs", "[flags] ID", logsHelp)
+	var cf clientFlags
+	cf.register(fs)
+	follow := fs.Bool("f", false, "follow the output until the process exits")
+	fs.BoolVar(follow, "follow", false, "follow the output until the process exits")
+	plain := fs.Bool("plain", false, "render terminal control sequences away (agentproc.PlainText)")
+	rest, err := parse(fs, e, args, 1)
+	if err != nil {
+		return err
+	}
+	if len(rest) > 1 {
+		return usagef("one ID, please")
+	}
+	cl, err := cf.client()
+	if err != nil {
+		return err
+	}
+	id, err := resolve(ctx, cl, rest[0])
+	if err != nil {
+		return err
+	}
+	if !*follow {
+		out, err := cl.Output(ctx, id, httpapi.OutputOptions{Plain: *plain})
+		if err != nil {
+			return err
+		}
+		_, err = io.WriteString(e.stdout, out.Output)
+		return err
+	}
+	_, err = followOutput(ctx, cl, id, *plain, e.stdout)
+	if ctx.Err() != nil {
+		// Ctrl-C ends following, as docker logs -f: not a failure.
+		return nil
+	}
+	return err
+}
+
+// followOutput writes id's output to w from the start, as it is written,
+// until the process exits, and returns its final state. Each read blocks on
+// the serve until there is more (?follow=true), so a quiet process costs
+// one held request, not a poll.
+func followOutput(ctx context.Context, cl *httpapi.Client, id string, plain bool, w io.Writer) (httpapi.Output, error) {
+	var off int64
+	for {
+		out, err := cl.Output(ctx, id, httpapi.OutputOptions{Offset: &off, Follow: true, Plain: plain})
+		if err != nil {
+			return out, err
+		}
+		if out.Omitted > 0 {
+			fmt.Fprintf(w, "\n[... %d bytes omitted ...]\n", out.Omitted)
+		}
+		if _, err := io.WriteString(w, out.Output); err != nil {
+			return out, err
+		}
+		if out.EOF {
+			return out, nil
+		}
+		if out.Output == "" && out.AwaitingInput {
+			// The process waits for input nobody here gives: wait for
+			// its exit instead of asking again at once.
+			if out, err = cl.Output(ctx, id, httpapi.OutputOptions{Wait: true, Offset: &out.Next}); err != nil {
+				return out, err
+			}
+		}
+		off = out.Next
+	}
+}
+
+const stopHelp = `Stop a process and everything it started: SIGTERM, then SIGKILL if it has
+not exited after --time. With --all, stop every running process at once
+(the serve's grace period). ID may be a unique prefix, as ps shows it. The
+IDs stopped are printed.
+
+Examples:
+  agentproc stop 3f2a
+  agentproc stop --time 2s 3f2a 9b1c
+  agentproc stop --all
+`
+
+func runStop(ctx context.Context, e *env, args []string) error {
+	fs := newFlags("stop", "[flags] ID... | --all", stopHelp)
+	var cf clientFlags
+	cf.register(fs)
+	all := fs.Bool("all", false, "stop every running process")
+	grace := fs.Duration("time", 10*time.Second, "how long to wait after SIGTERM before SIGKILL")
+	ids, err := parse(fs, e, args, 0)
+	if err != nil {
+		return err
+	}
+	if *all == (len(ids) > 0) {
+		return usagef("give process IDs or --all")
+	}
+	cl, err := cf.client()
+	if err != nil {
+		return err
+	}
+	if *all {
+		procs, err := cl.StopAll(ctx)
+		for _, p := range procs {
+			fmt.Fprintln(e.stdout, p.ID)
+		}
+		return err
+	}
+	var failed error
+	for _, arg := range ids {
+		if err := stopOne(ctx, cl, arg, *grace); err != nil {
+			fmt.Fprintf(e.stderr, "agentproc stop: %v\n", err)
+			failed = exitCode(exitError)
+			continue
+		}
+		fmt.Fprintln(e.stdout, arg)
+	}
+	return failed
+}
+
+// stopOne is docker stop: terminate, wait up to grace, kill.
+func stopOne(ctx context.Context, cl *httpapi.Client, arg string, grace time.Duration) error {
+	id, err := resolve(ctx, cl, arg)
+	if err != nil {
+		return err
+	}
+	if err := cl.Signal(ctx, id, agentproc.SignalTerminate); err != nil {
+		var he *httpapi.Error
+		if errors.As(err, &he) && he.StatusCode == http.StatusConflict {
+			return nil // exited already: stopped is what was asked
+		}
+		return err
+	}
+	out, err := cl.Output(ctx, id, httpapi.OutputOptions{Wait: true, Timeout: grace, Offset: new(int64)})
+	if err != nil {
+		return err
+	}
+	if !out.Running {
+		return nil
+	}
+	if err := cl.Signal(ctx, id, agentproc.SignalKill); err != nil {
+		var he *httpapi.Error
+		if errors.As(err, &he) && he.StatusCode == http.StatusConflict {
+			return nil
+		}
+		return err
+	}
+	_, err = cl.Output(ctx, id, httpapi.OutputOptions{Wait: true, Offset: new(int64)})
+	return err
+}
+
+const runHelp = `Start a command on the serve, with sh -c, and print its output as it is
+written; exit with the command's exit code, as docker run does. With -d,
+print the process ID and return at once; the process keeps running on the
+serve (agentproc logs -f ID follows it, agentproc stop ID stops it).
+Ctrl-C passes an interrupt to the command.
+
+Examples:
+  agentproc run -- make test
+  agentproc run -d -- npm run dev
+  agentproc run -d --ready-port 8000 -- python3 -m http.server 8000
+  agentproc run --timeout 10m -- ./long-job.sh
+`
+
+func runRun(ctx context.Context, e *env, args []string) error {
+	fs := newFlags("run", "[flags] -- COMMAND [ARG...]", runHelp)
+	var cf clientFlags
+	cf.register(fs)
+	detach := fs.Bool("d", false, "print the ID and return; the process keeps running")
+	fs.BoolVar(detach, "detach", false, "print the ID and return; the process keeps running")
+	workdir := fs.String("workdir", "", "directory to run in (default: the serve's)")
+	timeout := fs.Duration("timeout", 0, "stop the command after this long")
+	readyPort := fs.Int("ready-port", -1, "with -d, return once the command listens on this port (0: any)")
+	if err := parseFlags(fs, e, args); err != nil {
+		return err
+	}
+	argv := fs.Args()
+	if len(argv) == 0 {
+		return usagef("no command: agentproc run [flags] -- COMMAND")
+	}
+	cl, err := cf.client()
+	if err != nil {
+		return err
+	}
+	req := httpapi.StartRequest{Command: strings.Join(argv, " "), WorkDir: *workdir, Background: *detach}
+	if *timeout > 0 {
+		req.Timeout = timeout.String()
+	}
+	resp, err := cl.Start(ctx, req)
+	if err != nil {
+		return err
+	}
+	for _, w := range resp.Warnings {
+		fmt.Fprintln(e.stderr, "agentproc run: warning:", w)
+	}
+	if *detach {
+		if *readyPort >= 0 {
+			out, err := cl.Output(ctx, resp.ID, httpapi.OutputOptions{WaitPort: readyPort, Offset: new(int64)})
+			if err != nil {
+				return err
+			}
+			if out.Port == nil {
+				return fmt.Errorf("%s did not listen on port %d (%s)", resp.ID, *readyPort, exitState(out))
+			}
+		}
+		fmt.Fprintln(e.stdout, resp.ID)
+		return nil
+	}
+
+	// Attached: an interrupt goes to the command, which decides; the
+	// output is followed to its end either way.
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, os.Interrupt)
+	defer signal.Stop(sigs)
+	fctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancel()
+	go func() {
+		for {
+			select {
+			case <-fctx.Done():
+				return
+			case <-sigs:
+				_ = cl.Signal(fctx, resp.ID, agentproc.SignalInterrupt)
+			}
+		}
+	}()
+	out, err := followOutput(fctx, cl, resp.ID, false, e.stdout)
+	if err != nil {
+		return err
+	}
+	if out.ExitCode == nil {
+		return fmt.Errorf("%s ended without an exit code (%s)", resp.ID, exitState(out))
+	}
+	if *out.ExitCode != 0 {
+		return exitCode(*out.ExitCode)
+	}
+	return nil
+}
+
+func exitState(out httpapi.Output) string {
+	if out.Running {
+		return "still running"
+	}
+	s := string(out.Reason)
+	if out.Signal != "" {
+		s += " by " + out.Signal
+	}
+	return s
+}

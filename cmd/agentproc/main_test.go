@@ -1,0 +1,73 @@
+package main
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"strconv"
+	"testing"
+
+	"go.uber.org/goleak"
+)
+
+// Environment variables that make the test binary something else (the
+// helper-process pattern): agentproc itself, a TCP server that says what it
+// does, or a client of one.
+const (
+	// runMainEnv makes the test binary run agentproc with its arguments.
+	runMainEnv = "AGENTPROC_TEST_RUN_MAIN"
+	// listenEnv makes it listen on 127.0.0.1 at the port it names, print
+	// "listening on ADDR", then "accepted" for each connection.
+	listenEnv = "AGENTPROC_TEST_LISTEN"
+	// dialEnv makes it connect to the port it names, print "dialed" and
+	// exit.
+	dialEnv = "AGENTPROC_TEST_DIAL"
+)
+
+func TestMain(m *testing.M) {
+	if port := os.Getenv(listenEnv); port != "" {
+		l, err := net.Listen("tcp", "127.0.0.1:"+port)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(2)
+		}
+		fmt.Println("listening on", l.Addr())
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				os.Exit(1)
+			}
+			fmt.Println("accepted")
+			c.Close()
+		}
+	}
+	if port := os.Getenv(dialEnv); port != "" {
+		c, err := net.Dial("tcp", "127.0.0.1:"+port)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(2)
+		}
+		c.Close()
+		fmt.Println("dialed")
+		os.Exit(0)
+	}
+	// Last: the helpers above run under agentproc, whose environment
+	// they inherit.
+	if os.Getenv(runMainEnv) != "" {
+		os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+	}
+	goleak.VerifyTestMain(m)
+}
+
+// freePort returns a TCP port nothing listens on right now.
+func freePort(t testing.TB) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	_, p, _ := net.SplitHostPort(l.Addr().String())
+	n, _ := strconv.Atoi(p)
+	return n
+}

@@ -1,0 +1,117 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/agentproc/agentproc"
+	"github.com/agentproc/agentproc/llmtool"
+)
+
+const mcpHelp = `Serve the process tools over the Model Context Protocol on stdin and stdout,
+for one agent (Claude Code, Codex, Gemini CLI, Cursor, or any MCP client).
+The tools are those of package llmtool: execute, process_output,
+process_wait, process_input, process_list and process_signal. Results are
+plain text; long waits send progress notifications with the newest output
+lines when the client asks for progress.
+
+Everything runs as long as the client is connected: when stdin closes
+(the client exits or disconnects), or on SIGINT or SIGTERM, every process is
+stopped (SIGTERM, then SIGKILL after --grace) before agentproc exits. Logs go
+to stderr; stdout carries only the protocol.
+
+Examples:
+  # Claude Code:
+  claude mcp add agentproc -- agentproc mcp
+
+  # Any client's JSON settings:
+  {"mcpServers": {"agentproc": {"command": "agentproc", "args": ["mcp"]}}}
+
+  # Limits for every command, and a state dir so a crash leaves nothing behind:
+  agentproc mcp --memory 2GiB --procs 256 --state-dir ~/.local/state/agentproc
+`
+
+func runMCP(ctx context.Context, e *env, args []string) error {
+	fs := newFlags("mcp", "[flags]", mcpHelp)
+	var mf managerFlags
+	wd, _ := os.Getwd()
+	mf.register(fs, wd)
+	maxOutput := byteSize(llmtool.DefaultMaxOutput)
+	fs.Var(&maxOutput, "max-output", "stop a command once its output passes this size (none: never)")
+	if _, err := parse(fs, e, args, 0); err != nil {
+		return err
+	}
+	opts, err := mf.options()
+	if err != nil {
+		return err
+	}
+	m := agentproc.New(opts...)
+	srv := newMCPServer(llmtool.New(m.Scope(""), mf.toolOptions(int64(maxOutput))))
+	runErr := srv.Run(ctx, &mcp.IOTransport{Reader: io.NopCloser(e.stdin), Writer: nopWriteCloser{e.stdout}})
+	// The client is gone (or a signal came): nothing it started may outlive
+	// it. Shutdown gives every process the grace period at once.
+	sctx, cancel := context.WithTimeout(context.Background(), mf.grace+5*time.Second)
+	defer cancel()
+	if err := m.Shutdown(sctx); err != nil {
+		return fmt.Errorf("stopping the processes: %w", err)
+	}
+	if runErr != nil && !errors.Is(runErr, context.Canceled) && !errors.Is(runErr, io.EOF) && ctx.Err() == nil {
+		return runErr
+	}
+	return nil
+}
+
+// nopWriteCloser lets the transport close stdout's wrapper without closing
+// the process's stdout under a log line still being written.
+type nopWriteCloser struct{ io.Writer }
+
+func (nopWriteCloser) Close() error { return nil }
+
+// mcpInstructions is what the server tells the client about itself; clients
+// show it to the model.
+const mcpInstructions = `Run shell commands through these tools. Start servers, watchers and anything that keeps running with execute and run_in_background, then process_wait for its port or a line instead of sleeping; read only new output with process_output and the offset next; answer prompts with execute's stdin and process_input; stop with process_signal. Everything still running stops when this session ends.`
+
+// newMCPServer returns an MCP server with tb's tools.
+func newMCPServer(tb *llmtool.Toolbox) *mcp.Server {
+	srv := mcp.NewServer(&mcp.Implementation{Name: "agentproc", Title: "agentproc", Version: version()},
+		&mcp.ServerOptions{Instructions: mcpInstructions})
+	for _, t := range tb.Tools() {
+		tool := &mcp.Tool{Name: t.Name, Description: t.Description, InputSchema: t.InputSchema}
+		if t.ReadOnly {
+			tool.Annotations = &mcp.ToolAnnotations{ReadOnlyHint: true}
+		}
+		srv.AddTool(tool, toolHandler(tb, t.Name))
+	}
+	return srv
+}
+
+// toolHandler runs one tool: its text is the result, an error is a result
+// marked isError whose text tells the model what was wrong, as the
+// specification asks for tool errors.
+func toolHandler(tb *llmtool.Toolbox, name string) mcp.ToolHandler {
+	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		var progress llmtool.Progress
+		if token := req.Params.GetProgressToken(); token != nil {
+			progress = func(written int64, newest string) {
+				// A lost notification is only a missed update: the result
+				// carries the output in full.
+				_ = req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{
+					ProgressToken: token,
+					Progress:      float64(written),
+					Message:       newest,
+				})
+			}
+		}
+		text, err := tb.Dispatch(ctx, name, req.Params.Arguments, progress)
+		if err != nil {
+			return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: err.Error()}}}, nil
+		}
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: text}}}, nil
+	}
+}

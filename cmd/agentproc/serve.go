@@ -1,0 +1,244 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/subtle"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/agentproc/agentproc"
+	"github.com/agentproc/agentproc/httpapi"
+)
+
+const serveHelp = `Serve the HTTP API (package httpapi) for people, scripts and agents that
+speak HTTP. By default it listens on a Unix socket that only your user can
+open (mode 0600, in a directory of mode 0700): no token is needed, the file
+system is the lock. With --listen it listens on a TCP address instead, and
+then only with a bearer token: --token, $AGENTPROC_TOKEN, or one generated
+and printed to stderr. Whoever holds the token runs commands as you.
+
+The client commands (ps, logs, stop, run) talk to it, and a web page at /
+shows the processes and their output live, to follow and stop them (with
+--listen, open the URL serve prints, which carries the token in its
+fragment). Every process stops when serve stops (SIGINT or SIGTERM).
+
+With --coder the process API of Coder's workspace agent is served too,
+under /api/v0/processes (httpapi.WithCoderCompat).
+
+Examples:
+  # On the default Unix socket:
+  agentproc serve &
+  agentproc run -- echo hello
+
+  # On TCP, with a token generated and printed:
+  agentproc serve --listen 127.0.0.1:7070
+
+  # With a token of your own, and the Coder profile:
+  AGENTPROC_TOKEN=$(openssl rand -hex 32) agentproc serve --listen 127.0.0.1:7070 --coder
+`
+
+// tokenEnv holds the bearer token for serve --listen and the clients.
+const tokenEnv = "AGENTPROC_TOKEN"
+
+func runServe(ctx context.Context, e *env, args []string) error {
+	fs := newFlags("serve", "[flags]", serveHelp)
+	var mf managerFlags
+	home, _ := os.UserHomeDir()
+	mf.register(fs, home)
+	socket := fs.String("socket", "", "Unix socket to listen on (default "+displaySocket()+")")
+	listen := fs.String("listen", "", "TCP address to listen on instead of the socket, such as 127.0.0.1:7070; needs a token")
+	token := fs.String("token", "", "bearer token clients must send (default $"+tokenEnv+", or generated with --listen)")
+	coder := fs.Bool("coder", false, "also serve Coder's process API under /api/v0/processes")
+	if _, err := parse(fs, e, args, 0); err != nil {
+		return err
+	}
+	if *listen != "" && *socket != "" {
+		return usagef("use --socket or --listen, not both")
+	}
+	if *token == "" {
+		*token = os.Getenv(tokenEnv)
+	}
+	opts, err := mf.options()
+	if err != nil {
+		return err
+	}
+
+	var l net.Listener
+	if *listen != "" {
+		generated := *token == ""
+		if generated {
+			if *token, err = newToken(); err != nil {
+				return err
+			}
+			fmt.Fprintf(e.stderr, "agentproc serve: no token given; clients must send this one:\n%s=%s\n", tokenEnv, *token)
+		}
+		if l, err = net.Listen("tcp", *listen); err != nil {
+			return err
+		}
+		// The page reads the token from the URL's fragment, which the
+		// browser never sends. A token of the user's own is not echoed.
+		shown := "TOKEN"
+		if generated {
+			shown = *token
+		}
+		fmt.Fprintf(e.stderr, "agentproc serve: web page: http://%s/#token=%s\n", l.Addr(), shown)
+	} else {
+		path := *socket
+		if path == "" {
+			if path, err = defaultSocket(true); err != nil {
+				return err
+			}
+		}
+		if l, err = listenUnix(path); err != nil {
+			return err
+		}
+	}
+	fmt.Fprintf(e.stderr, "agentproc serve: listening on %s\n", listenerName(l))
+
+	m := agentproc.New(opts...)
+	srv := &http.Server{
+		Handler:           serveMux(m, *token, *coder),
+		ReadHeaderTimeout: 10 * time.Second,
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(l) }()
+	var serveErr error
+	select {
+	case <-ctx.Done():
+	case serveErr = <-errc:
+	}
+	// Stop accepting, end the held waits, then stop every process.
+	sctx, cancel := context.WithTimeout(context.Background(), mf.grace+5*time.Second)
+	defer cancel()
+	_ = srv.Close()
+	if err := m.Shutdown(sctx); err != nil {
+		return fmt.Errorf("stopping the processes: %w", err)
+	}
+	if serveErr != nil && !errors.Is(serveErr, http.ErrServerClosed) {
+		return serveErr
+	}
+	return nil
+}
+
+// serveMux is the handler serve serves: the API at the root, Coder's under
+// its prefix with --coder, both behind the token when there is one.
+func serveMux(m *agentproc.Manager, token string, coder bool) http.Handler {
+	// Without a token the listener is the Unix socket, whose mode (0600)
+	// is the authentication: the hook only says so, which also keeps
+	// NewHandler from warning that nothing authenticates.
+	opts := []httpapi.Option{httpapi.WithAuthorize(func(r *http.Request) (string, error) {
+		return r.Header.Get(httpapi.DefaultOwnerHeader), nil
+	})}
+	if token != "" {
+		want := []byte("Bearer " + token)
+		opts = []httpapi.Option{httpapi.WithAuthorize(func(r *http.Request) (string, error) {
+			if subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), want) != 1 {
+				return "", errors.New("send the token as Authorization: Bearer TOKEN (see agentproc serve --help)")
+			}
+			// The token proves who may use the server; the owner header
+			// still separates the agents that share it.
+			return r.Header.Get(httpapi.DefaultOwnerHeader), nil
+		})}
+	}
+	mux := http.NewServeMux()
+	// The web page (httpapi.WithUI) is served at / beside the API.
+	mux.Handle("/", httpapi.NewHandler(m, append(opts, httpapi.WithUI())...))
+	if coder {
+		mux.Handle("/api/v0/processes/", http.StripPrefix("/api/v0/processes", httpapi.NewHandler(m, append(opts, httpapi.WithCoderCompat())...)))
+	}
+	return mux
+}
+
+// newToken returns 32 random bytes in hex.
+func newToken() (string, error) {
+	b := make([]byte, 32)
+	if _, err := rand.Read(b); err != nil {
+		return "", fmt.Errorf("generating a token: %w", err)
+	}
+	return hex.EncodeToString(b), nil
+}
+
+// socketEnv names the Unix socket for serve and the clients.
+const socketEnv = "AGENTPROC_SOCKET"
+
+// displaySocket is the default socket as --help shows it.
+func displaySocket() string {
+	p, err := defaultSocket(false)
+	if err != nil {
+		return "$" + socketEnv + ", or agentproc.sock in $XDG_RUNTIME_DIR"
+	}
+	return p
+}
+
+// defaultSocket is $AGENTPROC_SOCKET, else agentproc/agentproc.sock in
+// $XDG_RUNTIME_DIR, else in a directory of the user's own under the temp
+// dir. With create it makes the directory (mode 0700) when missing, and
+// checks that an existing one is the user's and closed to others, as ssh
+// does with ~/.ssh: a socket in a directory another user controls could be
+// swapped for theirs.
+func defaultSocket(create bool) (string, error) {
+	if p := os.Getenv(socketEnv); p != "" {
+		return p, nil
+	}
+	dir := filepath.Join(os.TempDir(), fmt.Sprintf("agentproc-%d", os.Getuid()))
+	if rt := os.Getenv("XDG_RUNTIME_DIR"); rt != "" {
+		dir = filepath.Join(rt, "agentproc")
+	}
+	if create {
+		if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
+			return "", err
+		}
+		if err := checkPrivateDir(dir); err != nil {
+			return "", err
+		}
+	}
+	return filepath.Join(dir, "agentproc.sock"), nil
+}
+
+// listenUnix listens on path with mode 0600. A socket file left by a serve
+// that died is replaced; a live one is an error, so two serves never share
+// a path.
+func listenUnix(path string) (net.Listener, error) {
+	if c, err := net.DialTimeout("unix", path, time.Second); err == nil {
+		c.Close()
+		return nil, fmt.Errorf("another agentproc serve is listening on %s", path)
+	}
+	if fi, err := os.Lstat(path); err == nil {
+		if fi.Mode()&os.ModeSocket == 0 {
+			return nil, fmt.Errorf("%s exists and is not a socket; remove it or pick another --socket", path)
+		}
+		if err := os.Remove(path); err != nil {
+			return nil, err
+		}
+	}
+	// The socket is created with the umask's mode: make it private from
+	// the start rather than chmod it after others could have connected.
+	l, err := listenPrivate(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.Chmod(path, 0o600); err != nil {
+		l.Close()
+		return nil, err
+	}
+	return l, nil
+}
+
+func listenerName(l net.Listener) string {
+	if l.Addr().Network() == "unix" {
+		return l.Addr().String() + " (Unix socket, mode 0600)"
+	}
+	host, _, _ := net.SplitHostPort(l.Addr().String())
+	if ip := net.ParseIP(host); ip == nil || !ip.IsLoopback() {
+		return "http://" + l.Addr().String() + " (reachable from other machines: keep the token secret)"
+	}
+	return "http://" + strings.TrimSuffix(l.Addr().String(), "/")
+}

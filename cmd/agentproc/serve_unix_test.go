@@ -1,0 +1,246 @@
+//go:build unix
+
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// The serve command and its clients end to end, each a process of its own,
+// as a person runs them.
+
+// served is a running agentproc serve.
+type served struct {
+	cmd   *exec.Cmd
+	addr  string // what it listens on, as it printed it
+	token string // the token it generated, if any
+}
+
+// startServe starts agentproc serve with args and waits until it says where
+// it listens. It is stopped (SIGTERM) at the end of the test if still
+// running.
+func startServe(t *testing.T, ctx context.Context, args ...string) *served {
+	t.Helper()
+	cmd := agentprocCmd(append([]string{"serve"}, args...)...)
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	t.Cleanup(func() {
+		close(done)
+		if cmd.ProcessState == nil {
+			_ = cmd.Process.Signal(syscall.SIGTERM)
+			_ = cmd.Wait()
+		}
+	})
+	s := &served{cmd: cmd}
+	lines := make(chan string)
+	go func() {
+		defer close(lines)
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			select {
+			case lines <- sc.Text():
+			case <-done:
+			}
+		}
+	}()
+	for {
+		select {
+		case <-ctx.Done():
+			t.Fatal("serve never said where it listens")
+		case line, ok := <-lines:
+			if !ok {
+				t.Fatal("serve exited before it listened")
+			}
+			if v, ok := strings.CutPrefix(line, tokenEnv+"="); ok {
+				s.token = v
+			}
+			if v, ok := strings.CutPrefix(line, "agentproc serve: listening on "); ok {
+				s.addr, _, _ = strings.Cut(v, " ")
+				// Keep draining stderr so serve never blocks on it.
+				go func() {
+					for range lines {
+					}
+				}()
+				return s
+			}
+		}
+	}
+}
+
+// stop sends SIGTERM and waits for serve to exit, returning its exit code.
+func (s *served) stop(t *testing.T) int {
+	t.Helper()
+	if err := s.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	err := s.cmd.Wait()
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		return ee.ExitCode()
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return 0
+}
+
+// cli runs one agentproc client command with env added to the test's
+// environment.
+func cli(t *testing.T, ctx context.Context, env []string, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
+	cmd := exec.CommandContext(ctx, os.Args[0], args...)
+	cmd.Env = append(append(os.Environ(), runMainEnv+"=1"), env...)
+	var out, errb strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	var ee *exec.ExitError
+	switch {
+	case errors.As(err, &ee):
+		code = ee.ExitCode()
+	case err != nil:
+		t.Fatalf("agentproc %v: %v", args, err)
+	}
+	return out.String(), errb.String(), code
+}
+
+func TestServeUnixSocket(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	dir := t.TempDir()
+	sock := filepath.Join(dir, "agentproc.sock")
+	s := startServe(t, ctx, "--socket", sock, "--workdir", dir, "--grace", "2s")
+	if fi, err := os.Stat(sock); err != nil || fi.Mode().Perm() != 0o600 || fi.Mode()&os.ModeSocket == 0 {
+		t.Fatalf("socket: %v, %v; want a socket of mode 0600", fi.Mode(), err)
+	}
+	env := []string{socketEnv + "=" + sock}
+	run := func(wantCode int, args ...string) string {
+		t.Helper()
+		out, errOut, code := cli(t, ctx, env, args...)
+		if code != wantCode {
+			t.Fatalf("agentproc %s: exit %d, want %d\nstdout: %s\nstderr: %s", strings.Join(args, " "), code, wantCode, out, errOut)
+		}
+		return out
+	}
+
+	if out := run(0, "run", "--", "echo", "hello"); out != "hello\n" {
+		t.Errorf("run: got %q, want hello", out)
+	}
+	run(3, "run", "--", "exit 3")
+
+	// logs -f of a process that prints for a while.
+	printer := strings.TrimSpace(run(0, "run", "-d", "--", "for i in 1 2 3 4 5; do echo line $i; sleep 0.2; done"))
+	if out := run(0, "logs", "-f", printer[:8]); out != "line 1\nline 2\nline 3\nline 4\nline 5\n" {
+		t.Errorf("logs -f: got %q, want the five lines", out)
+	}
+	if out := run(0, "logs", printer); !strings.HasSuffix(out, "line 5\n") {
+		t.Errorf("logs: got %q", out)
+	}
+
+	pidFile := filepath.Join(dir, "sleeper.pid")
+	sleeper := strings.TrimSpace(run(0, "run", "-d", "--", "echo $$ > "+pidFile+"; exec sleep 3600"))
+	out := run(0, "ps")
+	if !strings.HasPrefix(out, "ID ") || !strings.Contains(out, shortID(sleeper)) || strings.Contains(out, shortID(printer)) || !strings.Contains(out, "Up ") {
+		t.Errorf("ps: got\n%s\nwant the running sleeper only", out)
+	}
+	if out := run(0, "ps", "-a"); !strings.Contains(out, shortID(printer)) || !strings.Contains(out, "Exited (0)") {
+		t.Errorf("ps -a: got\n%s\nwant the exited printer too", out)
+	}
+	var procs []struct {
+		ID      string `json:"id"`
+		Running bool   `json:"running"`
+	}
+	if err := json.Unmarshal([]byte(run(0, "ps", "--json")), &procs); err != nil || len(procs) != 4 || procs[0].ID != sleeper || !procs[0].Running {
+		t.Errorf("ps --json: got %+v, %v; want four processes, the sleeper first", procs, err)
+	}
+	if out := run(0, "ps", "-q"); strings.TrimSpace(out) != shortID(sleeper) {
+		t.Errorf("ps -q: got %q, want the sleeper's ID", out)
+	}
+	if out := run(0, "stop", "--time", "1s", sleeper[:10]); strings.TrimSpace(out) != sleeper[:10] {
+		t.Errorf("stop: got %q", out)
+	}
+	requireGone(t, ctx, pidFile)
+	if out := run(0, "ps", "-a"); !strings.Contains(out, "killed by SIGTERM") {
+		t.Errorf("ps -a after stop: got\n%s\nwant the sleeper killed by SIGTERM", out)
+	}
+
+	if _, errOut, code := cli(t, ctx, env, "logs", "nosuchid"); code != 1 || !strings.Contains(errOut, `no process "nosuchid"`) {
+		t.Errorf("logs of an unknown ID: exit %d, stderr %q; want 1 and why", code, errOut)
+	}
+	if _, errOut, code := cli(t, ctx, env, "stop"); code != 2 || !strings.Contains(errOut, "give process IDs or --all") {
+		t.Errorf("stop without IDs: exit %d, stderr %q; want 2 and usage", code, errOut)
+	}
+	if _, errOut, code := cli(t, ctx, []string{socketEnv + "=" + filepath.Join(dir, "nothing.sock")}, "ps"); code != 1 || !strings.Contains(errOut, "no agentproc serve on") {
+		t.Errorf("ps without a serve: exit %d, stderr %q; want 1 and why", code, errOut)
+	}
+
+	// serve stops what it runs when it stops.
+	pidFile = filepath.Join(dir, "left.pid")
+	run(0, "run", "-d", "--", "echo $$ > "+pidFile+"; exec sleep 3600")
+	waitFile(t, ctx, pidFile)
+	if code := s.stop(t); code != 0 {
+		t.Errorf("serve exit code %d after SIGTERM, want 0", code)
+	}
+	requireGone(t, ctx, pidFile)
+	if _, err := os.Stat(sock); err == nil {
+		t.Logf("the socket file stays after serve exits (the next serve replaces it)")
+	}
+}
+
+func TestServeTCPNeedsToken(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	dir := t.TempDir()
+	s := startServe(t, ctx, "--listen", "127.0.0.1:0", "--workdir", dir, "--grace", "2s")
+	if len(s.token) != 64 || !strings.HasPrefix(s.addr, "http://127.0.0.1:") {
+		t.Fatalf("serve printed token %q and address %q, want a generated token and a loopback URL", s.token, s.addr)
+	}
+	// The web page (httpapi.WithUI) is served at /.
+	if resp, err := http.Get(s.addr + "/"); err != nil || resp.StatusCode != 200 || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/html") {
+		t.Errorf("GET /: %v, %v; want the web page", resp, err)
+	} else {
+		resp.Body.Close()
+		http.DefaultClient.CloseIdleConnections()
+	}
+	url := []string{"AGENTPROC_URL=" + s.addr}
+	for _, token := range []string{"", "wrong"} {
+		_, errOut, code := cli(t, ctx, append(url, tokenEnv+"="+token), "run", "--", "echo", "hi")
+		if code != 1 || !strings.Contains(errOut, "401") {
+			t.Errorf("run with token %q: exit %d, stderr %q; want refused with 401", token, code, errOut)
+		}
+	}
+	out, errOut, code := cli(t, ctx, append(url, tokenEnv+"="+s.token), "run", "--", "echo", "hi")
+	if code != 0 || out != "hi\n" {
+		t.Fatalf("run with the token: exit %d, %q, %q", code, out, errOut)
+	}
+	out, _, code = cli(t, ctx, url, "run", "--token", s.token, "-d", "--", "sleep 3600")
+	id := strings.TrimSpace(out)
+	if code != 0 || len(id) != 36 {
+		t.Fatalf("run -d with --token: exit %d, %q", code, out)
+	}
+	out, _, code = cli(t, ctx, append(url, tokenEnv+"="+s.token), "stop", "--all")
+	if code != 0 || strings.TrimSpace(out) != id {
+		t.Errorf("stop --all: exit %d, %q; want the sleeper's ID", code, out)
+	}
+	if code := s.stop(t); code != 0 {
+		t.Errorf("serve exit code %d after SIGTERM, want 0", code)
+	}
+}

@@ -1,0 +1,114 @@
+package testleak
+
+import (
+	"bytes"
+	"crypto/rand"
+	"encoding/hex"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+func mark() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	v := strconv.Itoa(os.Getpid()) + "-" + hex.EncodeToString(b[:])
+	_ = os.Setenv(Env, v)
+	return v
+}
+
+// carries reports whether pid's environment holds Env=value, and returns
+// its helper mode.
+func carries(pid int, value string) (ok bool, helper string) {
+	env, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/environ")
+	if err != nil {
+		return false, ""
+	}
+	want := []byte(Env + "=" + value)
+	for _, kv := range bytes.Split(env, []byte{0}) {
+		if bytes.Equal(kv, want) {
+			ok = true
+		}
+		if k, v, found := strings.Cut(string(kv), "="); found && k == "AGENTPROC_TEST_HELPER" {
+			helper = v
+		}
+	}
+	return ok, helper
+}
+
+func scan(value string) []Leak {
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil
+	}
+	self := os.Getpid()
+	var leaks []Leak
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == self {
+			continue
+		}
+		ok, helper := carries(pid, value)
+		if !ok {
+			continue
+		}
+		cmd, _ := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+		leaks = append(leaks, Leak{
+			PID:     pid,
+			Command: strings.TrimSpace(string(bytes.ReplaceAll(cmd, []byte{0}, []byte{' '}))),
+			Helper:  helper,
+		})
+	}
+	return leaks
+}
+
+func check(value string, grace time.Duration) []Leak {
+	leaks := scan(value)
+	if len(leaks) == 0 {
+		return nil
+	}
+	// Wait for each to exit on its pidfd, all against one deadline: a
+	// process killed by a test's cleanup a moment ago is still exiting.
+	deadline := time.Now().Add(grace)
+	var left []Leak
+	for _, l := range leaks {
+		fd, err := unix.PidfdOpen(l.PID, 0)
+		if err != nil {
+			continue // gone already
+		}
+		ms := max(int(time.Until(deadline)/time.Millisecond), 0)
+		fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+		n, err := unix.Poll(fds, ms)
+		for err == unix.EINTR {
+			ms = max(int(time.Until(deadline)/time.Millisecond), 0)
+			n, err = unix.Poll(fds, ms)
+		}
+		unix.Close(fd)
+		if n == 0 {
+			// Still running; a zombie has no environment left, so
+			// carries is false for one that exited unreaped.
+			if ok, _ := carries(l.PID, value); ok {
+				left = append(left, l)
+			}
+		}
+	}
+	return left
+}
+
+func kill(value string, leaks []Leak) {
+	for _, l := range leaks {
+		fd, err := unix.PidfdOpen(l.PID, 0)
+		if err != nil {
+			continue
+		}
+		// Checked after the pidfd pins the process: the PID cannot
+		// be reused while fd is open.
+		if ok, _ := carries(l.PID, value); ok {
+			_ = unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0)
+		}
+		unix.Close(fd)
+	}
+}
