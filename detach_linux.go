@@ -35,6 +35,13 @@ import (
 // SIGINT, SIGTERM and SIGHUP (a caught signal is reset at exec, so the shell
 // gets the default dispositions) and ignores them.
 //
+// The runner is handed its output dir as a descriptor (detachDirFD), which
+// the Manager opened and checked in the state dir; it opens its files
+// relative to it, never following a symlink. If an oom_score_adj raise is
+// due (WithOOMScoreDelta), the runner raises itself before it starts the
+// shell, so the shell and everything it forks inherit the value with no
+// fork left out; the runner, a small process, carries the raise too.
+//
 // Files, in dir/out/ID/:
 //
 //	seg-N   output bytes [N*segBytes, (N+1)*segBytes); the first
@@ -47,14 +54,13 @@ import (
 
 const (
 	detachRunnerEnv = "AGENTPROC_DETACH_RUNNER" // "1" makes init run the runner
-	detachDirEnv    = "AGENTPROC_DETACH_DIR"
 	detachSegEnv    = "AGENTPROC_DETACH_SEGBYTES"
-	detachIDEnv     = "AGENTPROC_DETACH_ID" // the marker's value, given to the shell only
+	detachIDEnv     = "AGENTPROC_DETACH_ID"  // the marker's value, given to the shell only
+	detachOOMEnv    = "AGENTPROC_DETACH_OOM" // the oom_score_adj to raise the tree to, if any
+	// detachDirFD is the runner's descriptor of its output dir.
+	detachDirFD = 3
 	// detachHeadSegs segments are the head; the tail is the last two.
 	detachHeadSegs = 2
-	// DefaultDetachLogBytes caps a detached process's output files without
-	// WithOutputLog: about half of it is the head, the rest the tail.
-	DefaultDetachLogBytes = 8 << 20
 	// detachStartWait bounds how long Start waits for the runner to report
 	// the shell's PID.
 	detachStartWait = 10 * time.Second
@@ -74,7 +80,7 @@ type detachStatus struct {
 	Signal string `json:"signal,omitempty"`
 }
 
-func segPath(dir string, n int64) string { return filepath.Join(dir, "seg-"+strconv.FormatInt(n, 10)) }
+func segName(n int64) string { return "seg-" + strconv.FormatInt(n, 10) }
 
 // runDetached is the runner's main. argv is the shell and the command.
 func runDetached(argv []string) int {
@@ -85,17 +91,24 @@ func runDetached(argv []string) int {
 		}
 	}()
 	signal.Ignore(syscall.SIGPIPE)
-	dir := os.Getenv(detachDirEnv)
+	dir := detachDirFD
+	var st unix.Stat_t
 	segBytes, _ := strconv.ParseInt(os.Getenv(detachSegEnv), 10, 64)
-	if dir == "" || segBytes <= 0 || len(argv) == 0 {
+	if unix.Fstat(dir, &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFDIR || segBytes <= 0 || len(argv) == 0 {
 		fmt.Fprintln(os.Stderr, "agentproc runner: bad environment")
 		return 2
+	}
+	unix.CloseOnExec(dir) // the shell does not get it
+	if v := os.Getenv(detachOOMEnv); v != "" {
+		if err := os.WriteFile("/proc/self/oom_score_adj", []byte(v), 0); err != nil {
+			fmt.Fprintln(os.Stderr, "agentproc runner: raise oom_score_adj:", err)
+		}
 	}
 	env := make([]string, 0, len(os.Environ())+1)
 	for _, kv := range os.Environ() {
 		k, v, _ := strings.Cut(kv, "=")
 		switch k {
-		case detachRunnerEnv, detachDirEnv, detachSegEnv:
+		case detachRunnerEnv, detachSegEnv, detachOOMEnv:
 		case detachIDEnv:
 			env = append(env, MarkerEnv+"="+v)
 		default:
@@ -129,10 +142,12 @@ func runDetached(argv []string) int {
 		defer close(copied)
 		writeSegments(r, dir, segBytes)
 	}()
-	_ = cmd.Wait()
-	// What is left of the group is killed so the pipe can reach EOF; the
-	// shell is reaped, but the group ID stays ours while a member lives.
+	// What is left of the group is killed so the pipe can reach EOF, while
+	// the shell is an unreaped zombie: its PID, the group ID, cannot name
+	// another process until it is reaped.
+	awaitExitUnreaped(pid)
 	_ = unix.Kill(-pid, unix.SIGKILL)
+	_ = cmd.Wait()
 	select {
 	case <-copied:
 	case <-time.After(defaultPipeDrain):
@@ -141,28 +156,30 @@ func runDetached(argv []string) int {
 	}
 	code, sig := (&sysProc{}).exitStatus(cmd.ProcessState) // a group adds nothing to the wait status
 	data, _ := json.Marshal(detachStatus{Code: code, Signal: sig})
-	tmp := filepath.Join(dir, ".status.tmp")
-	if err := os.WriteFile(tmp, data, 0o600); err == nil {
-		_ = os.Rename(tmp, filepath.Join(dir, "status"))
+	if f, err := openAt(dir, ".status.tmp", os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600); err == nil {
+		_, werr := f.Write(data)
+		if cerr := f.Close(); werr == nil && cerr == nil {
+			_ = renameAt(dir, ".status.tmp", "status")
+		}
 	}
 	return 0
 }
 
 // writeSegments copies r into segment files of segBytes each until EOF,
 // removing tail segments older than the last two.
-func writeSegments(r io.Reader, dir string, segBytes int64) {
+func writeSegments(r io.Reader, dir int, segBytes int64) {
 	buf := make([]byte, 64<<10)
 	var seg int64
 	var off int64
 	var f *os.File
 	open := func() {
 		var err error
-		f, err = os.OpenFile(segPath(dir, seg), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+		f, err = openAt(dir, segName(seg), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
 		if err != nil {
 			f = nil
 		}
 		if old := seg - 2; old >= detachHeadSegs {
-			_ = os.Remove(segPath(dir, old))
+			_ = unlinkAt(dir, segName(old))
 		}
 	}
 	open()
@@ -196,11 +213,15 @@ func writeSegments(r io.Reader, dir string, segBytes int64) {
 
 // detached is what a Process has when it is detached.
 type detached struct {
-	dir      string    // dir/out/ID
+	out      *os.File  // dir/out/ID, checked; nil when it could not be opened
 	segBytes int64     // from the record
 	runner   *exec.Cmd // nil when adopted: the runner is not our child
 	runnerFD int       // pidfd of the runner
 	leader   hostIdentity
+	// leaderFD is a pidfd of the shell, pinned and verified (start time and
+	// marker) at start or adoption; -1 when that failed or pidfds are
+	// unavailable, and then the shell is verified again before each signal.
+	leaderFD int
 	stopWake int // eventfd: Close stops the follower without the process exiting
 	ended    chan struct{}
 	once     sync.Once
@@ -212,8 +233,73 @@ type detached struct {
 	// seen by the exit. It is never taken with the Process's lock held.
 	gate sync.Mutex
 	// shut is set once the runner exited or the Manager closed; released
-	// says it was the latter. Both are guarded by gate.
-	shut, released bool
+	// says it was the latter; releasing that Close has begun to let the
+	// process go, so no stop may begin. All are guarded by gate.
+	shut, released, releasing bool
+}
+
+// outFD is the descriptor of the output dir, -1 without one.
+func (d *detached) outFD() int {
+	if d.out == nil {
+		return -1
+	}
+	return int(d.out.Fd())
+}
+
+// openOutDir opens (creating it if need be) and checks dir/out/id.
+func (s *stateDir) openOutDir(id string) (*os.File, error) {
+	fd, err := openPrivateSubdir(s.outFD, filepath.Join(s.dir, "out"), id)
+	if err != nil {
+		return nil, err
+	}
+	return os.NewFile(uintptr(fd), filepath.Join(s.dir, "out", id)), nil
+}
+
+// pinLeader returns a pidfd of the shell leader if it is provably the one
+// of tree id: pinned first, then its start time and its environment's
+// marker checked, so that a PID reused meanwhile fails the check. -1 when
+// it is not, or is gone, or pidfds are unavailable.
+func pinLeader(leader hostIdentity, id string) int {
+	if checkRecordPID("leader", leader.PID) != nil || leader.PID == 0 || leader.Boot != bootID() {
+		return -1
+	}
+	fd := pidfdOpen(leader.PID)
+	if fd < 0 {
+		return -1
+	}
+	if !leaderIsOurs(leader, id) {
+		_ = unix.Close(fd)
+		return -1
+	}
+	return fd
+}
+
+// leaderIsOurs reports whether leader's PID names the recorded process
+// (start time and boot) and it carries tree id's marker.
+func leaderIsOurs(leader hostIdentity, id string) bool {
+	if checkRecordPID("leader", leader.PID) != nil || leader.PID == 0 || leader.Boot != bootID() {
+		return false
+	}
+	cur, ok := identityOf(leader.PID)
+	if !ok || cur.Start != leader.Start {
+		return false
+	}
+	ps, err := newProcScanner()
+	if err != nil {
+		return false
+	}
+	defer ps.close()
+	return ps.marked(leader.PID, []byte(MarkerEnv+"="+id))
+}
+
+// leaderAlive reports whether the shell is provably still the recorded
+// process, so that its PID is the tree's process group: through the pinned
+// pidfd, or else by checking it again now.
+func (d *detached) leaderAlive(id string) bool {
+	if d.leaderFD >= 0 {
+		return !pidfdExited(d.leaderFD)
+	}
+	return leaderIsOurs(d.leader, id)
 }
 
 // shutGate closes the gate: no signal goes out from here on. released says
@@ -230,8 +316,8 @@ func (m *Manager) startDetached(req Request, owner, command, dir string, seq uin
 	id := uuid.NewString()
 	env := m.buildEnv(req.Env, id, dir, req.TTY != nil)
 	s := m.state
-	outDir := filepath.Join(s.dir, "out", id)
-	if err := os.MkdirAll(outDir, 0o700); err != nil {
+	outDir, err := s.openOutDir(id)
+	if err != nil {
 		return nil, xerrors.Errorf("agentproc: state dir %q: create output dir: %w", s.dir, err)
 	}
 	segBytes := max(m.detachLogBytes()/(2*detachHeadSegs), 4096)
@@ -240,15 +326,16 @@ func (m *Manager) startDetached(req Request, owner, command, dir string, seq uin
 	rec.Detached = true
 	rec.SegBytes = segBytes
 	if err := s.create(rec); err != nil {
-		_ = os.RemoveAll(outDir)
+		_ = outDir.Close()
+		_ = removeAllAt(s.outFD, id)
 		return nil, xerrors.Errorf("agentproc: record process: %w", err)
 	}
 	fail := func(step string, err error) (*Process, error) {
 		if rec.file != nil {
 			_ = rec.file.Close()
 		}
-		s.remove(id)
-		_ = os.RemoveAll(outDir)
+		_ = outDir.Close()
+		s.remove(id) // the record and out/ID
 		return nil, xerrors.Errorf("agentproc: %s: %w", step, err)
 	}
 
@@ -258,8 +345,11 @@ func (m *Manager) startDetached(req Request, owner, command, dir string, seq uin
 			runnerEnv = append(runnerEnv, kv)
 		}
 	}
-	runnerEnv = append(runnerEnv, detachRunnerEnv+"=1", detachDirEnv+"="+outDir,
+	runnerEnv = append(runnerEnv, detachRunnerEnv+"=1",
 		detachSegEnv+"="+strconv.FormatInt(segBytes, 10), detachIDEnv+"="+id)
+	if v := m.oomScoreValue(); v != nil {
+		runnerEnv = append(runnerEnv, detachOOMEnv+"="+string(v))
+	}
 	out, err := os.Open(os.DevNull)
 	if err != nil {
 		return fail("open null device", err)
@@ -278,6 +368,7 @@ func (m *Manager) startDetached(req Request, owner, command, dir string, seq uin
 		Stdin:       out,
 		Stdout:      pw,
 		Stderr:      out,
+		ExtraFiles:  []*os.File{outDir}, // detachDirFD
 		SysProcAttr: &syscall.SysProcAttr{Setsid: true},
 	}
 	if err := runner.Start(); err != nil {
@@ -311,9 +402,10 @@ func (m *Manager) startDetached(req Request, owner, command, dir string, seq uin
 	if err != nil {
 		return fail("watch runner", err)
 	}
-	p := m.newDetachedProcess(rec, seq)
+	p := m.newDetachedProcess(rec, seq, outDir)
 	p.sup.det.runner = runner
 	p.sup.det.runnerFD = fd
+	p.sup.det.leaderFD = pinLeader(leader, id)
 	p.state.info.Warnings = warnings
 	p.state.info.StartedAt = m.cfg.clock.Now("agentproc", "start")
 	// The caller starts superviseDetached once the registry lists p (see
@@ -329,9 +421,10 @@ func (m *Manager) detachLogBytes() int64 {
 	return DefaultDetachLogBytes
 }
 
-// newDetachedProcess makes the running Process of a detached record. The
-// caller sets runnerFD and starts superviseDetached.
-func (m *Manager) newDetachedProcess(r *stateRecord, seq uint64) *Process {
+// newDetachedProcess makes the running Process of a detached record, whose
+// output dir is out (nil if it cannot be opened). The caller sets runnerFD
+// and leaderFD and starts superviseDetached.
+func (m *Manager) newDetachedProcess(r *stateRecord, seq uint64, out *os.File) *Process {
 	wake, _ := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
 	p := &Process{
 		m:     m,
@@ -344,9 +437,10 @@ func (m *Manager) newDetachedProcess(r *stateRecord, seq uint64) *Process {
 			escalated: make(chan struct{}),
 			rec:       r,
 			det: &detached{
-				dir:      filepath.Join(m.state.dir, "out", r.ID),
+				out:      out,
 				segBytes: r.SegBytes,
 				runnerFD: -1,
+				leaderFD: -1,
 				leader:   r.Leader,
 				stopWake: wake,
 				ended:    make(chan struct{}),
@@ -378,17 +472,23 @@ func (s *supervisor) superviseDetached() {
 	defer close(d.ended)
 	defer func() {
 		_ = unix.Close(d.runnerFD)
+		closeFD(d.leaderFD)
+		if d.out != nil {
+			_ = d.out.Close()
+		}
 		// After this Do, releaseDetached writes nothing more to stopWake
 		// (sync.Once also makes a write in progress finish first).
 		d.once.Do(func() {})
 		_ = unix.Close(d.stopWake)
 	}()
-	f := &segFollower{dir: d.dir, segBytes: d.segBytes, buf: p.buf}
+	f := &segFollower{dir: d.outFD(), segBytes: d.segBytes, buf: p.buf}
 	defer f.close()
 	in, err := unix.InotifyInit1(unix.IN_CLOEXEC | unix.IN_NONBLOCK)
-	if err == nil {
+	if err == nil && d.out != nil {
 		defer unix.Close(in)
-		if _, err := unix.InotifyAddWatch(in, d.dir, unix.IN_MODIFY|unix.IN_CREATE|unix.IN_MOVED_TO); err != nil {
+		// Watched through the checked descriptor, not by the dir's path.
+		watched := "/proc/self/fd/" + strconv.Itoa(d.outFD())
+		if _, err := unix.InotifyAddWatch(in, watched, unix.IN_MODIFY|unix.IN_CREATE|unix.IN_MOVED_TO); err != nil {
 			p.m.cfg.logger.Warn(context.Background(), "watch detached output", fieldError(err))
 		}
 	}
@@ -430,11 +530,36 @@ func (s *supervisor) superviseDetached() {
 		_ = d.runner.Wait()
 	}
 	f.follow()
-	s.finishDetached(readDetachStatus(d.dir))
+	st := readDetachStatus(d.outFD())
+	leftovers := 0
+	if st == nil {
+		// The runner died without writing the status (SIGKILL, an OOM
+		// kill): the tree may run on, reparented. It is swept (marker and
+		// verified group) before the exit is published, so that a process
+		// reported exited has nothing left running.
+		leftovers = sweepDetached(p.id, d.leader)
+	}
+	s.finishDetached(st, leftovers)
+}
+
+// sweepDetached kills what is left of a detached tree whose runner is
+// gone and returns how many processes it found.
+// Each process is counted as the scan kills it, so there is no group
+// signal first (it would leave nothing to count).
+func sweepDetached(id string, leader hostIdentity) int {
+	k := newTreeKiller([]orphanTree{{id: id, leader: leader}})
+	defer k.close()
+	for range maxSweepRounds {
+		if k.round(unix.SIGKILL) == 0 {
+			break
+		}
+	}
+	k.wait(escapeeDeathWait)
+	return k.found[0]
 }
 
 // finishDetached publishes the exit of a detached process.
-func (s *supervisor) finishDetached(st *detachStatus) {
+func (s *supervisor) finishDetached(st *detachStatus, leftovers int) {
 	p := s.p
 	code, sigName := -1, ""
 	if st != nil {
@@ -459,13 +584,14 @@ func (s *supervisor) finishDetached(st *detachStatus) {
 		info.ExitSignal = sigName
 		info.ExitedAt = now
 		info.Reason = reason
+		info.Leftovers = leftovers
 	})
 	close(s.done)
 	p.emitInfo(EventExited)
 }
 
-func readDetachStatus(dir string) *detachStatus {
-	data, err := os.ReadFile(filepath.Join(dir, "status"))
+func readDetachStatus(dir int) *detachStatus {
+	data, err := readAt(dir, "status", 4096)
 	if err != nil {
 		return nil
 	}
@@ -478,7 +604,7 @@ func readDetachStatus(dir string) *detachStatus {
 
 // segFollower copies new bytes of the segment files into buf.
 type segFollower struct {
-	dir      string
+	dir      int // the output dir's descriptor
 	segBytes int64
 	buf      *outputBuffer
 	seg      int64
@@ -496,7 +622,7 @@ func (f *segFollower) follow() {
 	}
 	for {
 		if f.f == nil {
-			file, err := os.Open(segPath(f.dir, f.seg))
+			file, err := openAt(f.dir, segName(f.seg), os.O_RDONLY, 0)
 			if err != nil {
 				next, ok := f.oldestAfter(f.seg)
 				if !ok {
@@ -534,14 +660,14 @@ func (f *segFollower) follow() {
 
 // oldestAfter returns the lowest segment number above seg that exists.
 func (f *segFollower) oldestAfter(seg int64) (int64, bool) {
-	entries, err := os.ReadDir(f.dir)
+	names, err := listAt(f.dir)
 	if err != nil {
 		return 0, false
 	}
 	best := int64(-1)
-	for _, e := range entries {
-		n, err := strconv.ParseInt(strings.TrimPrefix(e.Name(), "seg-"), 10, 64)
-		if err != nil || !strings.HasPrefix(e.Name(), "seg-") || n <= seg {
+	for _, name := range names {
+		n, err := strconv.ParseInt(strings.TrimPrefix(name, "seg-"), 10, 64)
+		if err != nil || !strings.HasPrefix(name, "seg-") || n <= seg {
 			continue
 		}
 		if best < 0 || n < best {
@@ -572,10 +698,12 @@ func (b *outputBuffer) skip(n int64) {
 	b.wakeLocked()
 }
 
-// signalDetached sends sig to a detached process's group. The runner holds
-// the shell unreaped until it has exited, so while the runner is alive and
-// the leader still has its recorded identity the group is ours. It takes
-// only the gate, and the Process's lock after a delivered signal.
+// signalDetached sends sig to a detached process's group, only after
+// proving that the shell is still the recorded process (the pinned pidfd
+// has not exited, or its start time and marker checked again): the runner
+// reaps the shell and may outlive it by the pipe drain, and after that the
+// PID can name anyone. It takes only the gate, and the Process's lock after
+// a delivered signal.
 func (s *supervisor) signalDetached(sig Signal) error {
 	p := s.p
 	d := s.det
@@ -584,7 +712,7 @@ func (s *supervisor) signalDetached(sig Signal) error {
 	if d.released {
 		return ErrClosed
 	}
-	if d.shut || pidfdExited(d.runnerFD) {
+	if d.shut || pidfdExited(d.runnerFD) || !d.leaderAlive(p.id) {
 		return ErrNotRunning
 	}
 	if err := unix.Kill(-d.leader.PID, osSignal(sig)); err != nil {
@@ -598,7 +726,9 @@ func (s *supervisor) signalDetached(sig Signal) error {
 }
 
 // stopDetached is Stop for a detached process: terminate to the group and
-// everything carrying the marker, the grace period, then kill.
+// everything carrying the marker, the grace period, then kill. A Close
+// meanwhile does not let the process go (see releaseDetached): Stop returns
+// with the exit within about the grace period whatever Close does.
 func (s *supervisor) stopDetached(ctx context.Context, reason ExitReason) (Info, error) {
 	p := s.p
 	if !p.state.running() {
@@ -608,8 +738,8 @@ func (s *supervisor) stopDetached(ctx context.Context, reason ExitReason) (Info,
 	// the exit reads it.
 	d := s.det
 	d.gate.Lock()
-	released, shut := d.released, d.shut
-	if !shut {
+	released, shut := d.released || d.releasing, d.shut
+	if !shut && !released {
 		p.state.claimStop(reason)
 	}
 	d.gate.Unlock()
@@ -645,20 +775,40 @@ func (s *supervisor) stopDetached(ctx context.Context, reason ExitReason) (Info,
 	select {
 	case <-s.done:
 		return p.Info(), ctx.Err()
+	case <-d.ended:
+		// The follower ended without publishing an exit (it failed to
+		// watch the runner): nobody will.
+		select {
+		case <-s.done:
+			return p.Info(), ctx.Err()
+		default:
+			return p.Info(), ErrClosed
+		}
 	case <-ctx.Done():
 		return p.Info(), ctx.Err()
 	}
 }
 
 // releaseDetached stops following a detached process without stopping it
-// (Close): its supervisor ends and it runs on for the next Manager.
+// (Close): its supervisor ends and it runs on for the next Manager. A
+// process whose Stop has begun is not let go: the stop ends it, and this
+// waits for its exit to be published, so that Stop returns with the exit
+// and Info does not say Running about a tree that is gone.
 func (s *supervisor) releaseDetached() {
 	d := s.det
-	d.once.Do(func() {
-		var one [8]byte
-		one[0] = 1
-		_, _ = unix.Write(d.stopWake, one[:])
-	})
+	d.gate.Lock()
+	stopping := s.p.state.stopping()
+	if !stopping {
+		d.releasing = true
+	}
+	d.gate.Unlock()
+	if !stopping {
+		d.once.Do(func() {
+			var one [8]byte
+			one[0] = 1
+			_, _ = unix.Write(d.stopWake, one[:])
+		})
+	}
 	<-d.ended
 }
 
@@ -666,7 +816,11 @@ func (s *supervisor) releaseDetached() {
 // Manager: still running when its runner is alive (its exit is then
 // watched like any other), else exited with the status the runner wrote.
 func (m *Manager) adoptDetached(r *stateRecord) *Process {
-	p := m.newDetachedProcess(r, 0)
+	out, err := m.state.openOutDir(r.ID)
+	if err != nil {
+		m.cfg.logger.Warn(context.Background(), "open detached output", slog.F("id", r.ID), fieldError(err))
+	}
+	p := m.newDetachedProcess(r, 0, out)
 	if r.Runner.PID > 0 && r.Runner.Boot == m.state.host.Boot {
 		if fd, err := unix.PidfdOpen(r.Runner.PID, 0); err == nil {
 			// Checked after pinning: a reused PID fails here.
@@ -674,6 +828,7 @@ func (m *Manager) adoptDetached(r *stateRecord) *Process {
 				// Running: the caller starts superviseDetached once p
 				// is registered.
 				p.sup.det.runnerFD = fd
+				p.sup.det.leaderFD = pinLeader(r.Leader, r.ID)
 				return p
 			}
 			_ = unix.Close(fd)
@@ -682,11 +837,19 @@ func (m *Manager) adoptDetached(r *stateRecord) *Process {
 	// The runner is gone: what it wrote is all there is.
 	_ = unix.Close(p.sup.det.stopWake)
 	close(p.sup.det.ended)
-	f := &segFollower{dir: p.sup.det.dir, segBytes: p.sup.det.segBytes, buf: p.buf}
+	f := &segFollower{dir: p.sup.det.outFD(), segBytes: p.sup.det.segBytes, buf: p.buf}
 	f.follow()
 	f.close()
-	st := readDetachStatus(p.sup.det.dir)
+	st := readDetachStatus(p.sup.det.outFD())
+	if out != nil {
+		_ = out.Close()
+	}
 	code, sigName, reason := -1, "", ReasonOrphaned
+	if st == nil && !r.Exited && r.Leader.Boot == m.state.host.Boot {
+		// The runner died without a status: what is left of the tree is
+		// swept before the process is listed as exited.
+		p.state.info.Leftovers = sweepDetached(r.ID, r.Leader)
+	}
 	if st != nil {
 		code, sigName, reason = st.Code, st.Signal, ReasonExited
 		if sigName != "" {

@@ -2,6 +2,7 @@ package agentproc
 
 import (
 	"context"
+	"sort"
 	"sync"
 	"time"
 )
@@ -82,15 +83,15 @@ func (m *Manager) SubscribeAfter(ctx context.Context, after uint64) <-chan Event
 // Subscribe is Manager.Subscribe restricted to the Scope's owner: it never
 // carries an event of another owner's process.
 func (s *Scope) Subscribe(ctx context.Context) <-chan Event {
-	return s.m.events.subscribe(ctx, s.visibleEvent, 0, false)
+	return s.m.events.subscribe(ctx, &s.owner, 0, false)
 }
 
 // SubscribeAfter is Manager.SubscribeAfter restricted to the Scope's owner.
+// The EventLost of the replay counts only the owner's own events that are no
+// longer retained, never another owner's.
 func (s *Scope) SubscribeAfter(ctx context.Context, after uint64) <-chan Event {
-	return s.m.events.subscribe(ctx, s.visibleEvent, after, true)
+	return s.m.events.subscribe(ctx, &s.owner, after, true)
 }
-
-func (s *Scope) visibleEvent(e *Event) bool { return e.Owner == s.owner }
 
 // eventBus fans events out to subscribers. publish never blocks on a
 // subscriber: it appends to each subscriber's bounded queue under short
@@ -105,7 +106,52 @@ type eventBus struct {
 	subs    map[*subscriber]struct{}
 	history []Event // the last EventBuffer events, a ring once full
 	histPos int     // where the next event goes once history is full
+	// evicted counts, per owner, the events that fell out of history, so
+	// that a scoped replay counts only its owner's losses.
+	evicted map[string]*ownerLoss
 	closed  bool
+}
+
+// ownerLoss is what an owner's events that fell out of the history were:
+// the Seqs of the last ownerLossRing of them, and a count and the highest
+// Seq of the older ones.
+type ownerLoss struct {
+	recent   []uint64 // ascending
+	older    uint64
+	olderMax uint64
+}
+
+// ownerLossRing bounds the Seqs kept per owner. A replay from before the
+// oldest of them counts every older loss of the owner (an upper bound
+// that still counts only the owner's events).
+const ownerLossRing = 256
+
+func (l *ownerLoss) add(seq uint64) {
+	if len(l.recent) == ownerLossRing {
+		l.older++
+		l.olderMax = l.recent[0]
+		copy(l.recent, l.recent[1:])
+		l.recent = l.recent[:ownerLossRing-1]
+	}
+	l.recent = append(l.recent, seq)
+}
+
+// since returns how many of the owner's lost events have a Seq above
+// after, and the highest such Seq.
+func (l *ownerLoss) since(after uint64) (n, last uint64) {
+	if l == nil {
+		return 0, 0
+	}
+	i := sort.Search(len(l.recent), func(i int) bool { return l.recent[i] > after })
+	n = uint64(len(l.recent) - i)
+	if n > 0 {
+		last = l.recent[len(l.recent)-1]
+	}
+	if after < l.olderMax {
+		n += l.older
+		last = max(last, l.olderMax)
+	}
+	return n, last
 }
 
 type subscriber struct {
@@ -138,6 +184,16 @@ func (b *eventBus) publish(e Event) {
 	if len(b.history) < EventBuffer {
 		b.history = append(b.history, e)
 	} else {
+		old := b.history[b.histPos].Owner
+		if b.evicted == nil {
+			b.evicted = make(map[string]*ownerLoss)
+		}
+		l := b.evicted[old]
+		if l == nil {
+			l = &ownerLoss{}
+			b.evicted[old] = l
+		}
+		l.add(b.history[b.histPos].Seq)
 		b.history[b.histPos] = e
 		b.histPos = (b.histPos + 1) % EventBuffer
 	}
@@ -161,11 +217,16 @@ func (b *eventBus) close() {
 	}
 }
 
-func (b *eventBus) subscribe(ctx context.Context, filter func(*Event) bool, after uint64, replay bool) <-chan Event {
-	s := &subscriber{filter: filter, wake: make(chan struct{}, 1), out: make(chan Event)}
+// subscribe adds a subscriber to the events of owner (nil: of every owner).
+func (b *eventBus) subscribe(ctx context.Context, owner *string, after uint64, replay bool) <-chan Event {
+	s := &subscriber{wake: make(chan struct{}, 1), out: make(chan Event)}
+	if owner != nil {
+		o := *owner
+		s.filter = func(e *Event) bool { return e.Owner == o }
+	}
 	b.mu.Lock()
 	if replay {
-		b.replayLocked(s, after)
+		b.replayLocked(s, owner, after)
 	}
 	if b.closed {
 		s.finished = true
@@ -178,10 +239,14 @@ func (b *eventBus) subscribe(ctx context.Context, filter func(*Event) bool, afte
 }
 
 // replayLocked queues the retained events after seq for s, preceded by an
-// EventLost when events after seq are no longer retained.
-func (b *eventBus) replayLocked(s *subscriber, after uint64) {
+// EventLost when events after seq are no longer retained: all of them, or
+// for a subscriber of one owner (owner not nil) that owner's only.
+func (b *eventBus) replayLocked(s *subscriber, owner *string, after uint64) {
 	oldest := b.seq - uint64(len(b.history)) + 1 // Seq of history's oldest
-	if after+1 < oldest {
+	switch {
+	case owner != nil:
+		s.lost, s.lostSeq = b.evicted[*owner].since(after)
+	case after+1 < oldest:
 		s.lost, s.lostSeq = oldest-after-1, oldest-1
 	}
 	n := len(b.history)

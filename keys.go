@@ -2,6 +2,9 @@ package agentproc
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"maps"
 
 	"golang.org/x/xerrors"
@@ -18,6 +21,9 @@ type keyID struct {
 type keyEntry struct {
 	id  keyID
 	req Request // the fields sameKeyedRequest compares
+	// digest, when not "", stands for req: the key of a process adopted
+	// from a state dir, whose record keeps only keyDigest of its request.
+	digest string
 	// p is nil while the first Start spawns; set under m.mu.
 	p *Process
 	// ready is closed when that Start has ended, whether it succeeded or not.
@@ -52,7 +58,7 @@ func (m *Manager) claimKey(ctx context.Context, req Request, owner string) (*Pro
 			m.keys[id] = e
 			return nil, e, nil
 		}
-		if !sameKeyedRequest(e.req, req) {
+		if e.digest != "" && e.digest != keyDigest(req) || e.digest == "" && !sameKeyedRequest(e.req, req) {
 			return nil, nil, xerrors.Errorf("key %q: %w", req.Key, ErrKeyConflict)
 		}
 		if e.p != nil {
@@ -122,4 +128,48 @@ func sameTTY(a, b *TTYSize) bool {
 		return a == b
 	}
 	return *a == *b
+}
+
+// keyDigest is a hash of the fields sameKeyedRequest compares, for the
+// record of a keyed process ("" without a Key): a Manager that adopts the
+// process answers a retried Start with it, and the record need not hold the
+// request's environment, which may carry secrets.
+func keyDigest(req Request) string {
+	if req.Key == "" {
+		return ""
+	}
+	data, err := json.Marshal(struct {
+		Command, WorkDir          string
+		Background, Detach, Stdin bool
+		TTY                       *TTYSize
+		Env                       map[string]string // encoded in key order
+	}{req.Command, req.WorkDir, req.Background, req.Detach, req.Stdin, req.TTY, req.Env})
+	if err != nil {
+		return ""
+	}
+	sum := sha256.Sum256(data)
+	return hex.EncodeToString(sum[:])
+}
+
+// adoptKeyLocked lets the key of an adopted process name it again, so that
+// a Start retried after a restart attaches to it instead of running the
+// command a second time. A key already taken in this Manager (a Start that
+// ran before recovery registered the process) is left as it is.
+func (m *Manager) adoptKeyLocked(p *Process, owner, key, digest string) {
+	if key == "" || digest == "" {
+		return
+	}
+	id := keyID{owner, key}
+	if _, ok := m.keys[id]; ok {
+		return
+	}
+	e := &keyEntry{id: id, digest: digest, p: p, ready: closedChan}
+	if m.keys == nil {
+		m.keys = make(map[keyID]*keyEntry)
+	}
+	m.keys[id] = e
+	if m.keyOf == nil {
+		m.keyOf = make(map[string]*keyEntry)
+	}
+	m.keyOf[p.id] = e
 }

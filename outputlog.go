@@ -35,110 +35,28 @@ var logChunks = sync.Pool{New: func() any {
 const logDirBound = 5 * time.Second
 
 // logDir is the directory of WithOutputLog, through which every file-system
-// call on the logs goes. None runs under Manager.mu or a Process lock, and
-// nobody waits for one longer than bound: a call that has not returned by
-// then is left to finish in its own goroutine, and the directory counts as
-// hung until it does. While it is hung, Start fails at once rather than
-// waiting out the bound again, and exits and Close do not wait for it at
-// all, so a dead disk costs each caller at most one bound and most of them
-// nothing.
+// call on the logs goes, bounded by its fsBound (see fsbound.go). None runs
+// under Manager.mu or a Process lock. While the directory is hung, Start
+// fails at once rather than waiting out the bound again, and exits and
+// Close do not wait for it at all.
 //
-// Removals are queued (which is safe under any lock) and done one at a time
-// by a goroutine that runs only while the queue is not empty, so a hung
+// Removals are queued on the fsBound's single goroutine, so a hung
 // directory holds at most one goroutine for removals, however many
 // processes retention drops meanwhile.
 type logDir struct {
+	fsBound
 	path     string
 	maxBytes int64 // the cap of each log; <= 0: none
-	bound    time.Duration
 	logger   slog.Logger
 
-	// overdue counts the calls a caller stopped waiting for that have not
-	// returned yet.
-	overdue atomic.Int32
-	// removingSince is when the removal in progress began (Unix
-	// nanoseconds), 0 when none is.
-	removingSince atomic.Int64
-
-	mu       sync.Mutex // guards the fields below; no call is made under it
-	removals []removal
-	removing bool          // the remover goroutine is running
-	idle     chan struct{} // closed when that goroutine stops
-}
-
-// removal is one file for the remover to delete, and the descriptor to
-// close first when the log never got a writer (a Start that failed).
-type removal struct {
-	path string
-	f    *os.File
+	mu sync.Mutex // guards outputLog.removed; no call is made under it
 }
 
 // newLogDir returns the log directory of cfg. Without WithOutputLog its
 // path is "" and it opens no log; it still removes the logs of processes a
 // state directory recovered from an earlier Manager.
 func newLogDir(cfg *config) *logDir {
-	return &logDir{path: cfg.logDir, maxBytes: cfg.logMaxBytes, bound: cfg.logDirBound, logger: cfg.logger}
-}
-
-// hung reports whether a call in the directory has been running for longer
-// than the bound.
-func (d *logDir) hung() bool {
-	if d.overdue.Load() > 0 {
-		return true
-	}
-	since := d.removingSince.Load()
-	return since != 0 && time.Since(time.Unix(0, since)) > d.bound
-}
-
-// The states of a bounded call, for the compare-and-swap that decides
-// whether its caller or its own goroutine deals with the result.
-const (
-	callRunning int32 = iota
-	callReturned
-	callAbandoned
-)
-
-// call runs fn in a goroutine of its own and waits for it at most the bound.
-// It reports whether fn returned in time. If it did not, the call counts as
-// overdue until fn returns, and undo (if not nil) then runs in that
-// goroutine, to release what fn made for a caller that is gone.
-func (d *logDir) call(fn, undo func()) bool {
-	var state atomic.Int32
-	done := make(chan struct{})
-	go func() {
-		fn()
-		if !state.CompareAndSwap(callRunning, callReturned) {
-			if undo != nil {
-				undo()
-			}
-			d.overdue.Add(-1)
-			return
-		}
-		close(done)
-	}()
-	return d.await(&state, done)
-}
-
-// await waits at most the bound for done, the end of a call whose goroutine
-// moves state from callRunning to callReturned before closing done, or else
-// finds it callAbandoned and then decrements overdue itself.
-func (d *logDir) await(state *atomic.Int32, done <-chan struct{}) bool {
-	t := time.NewTimer(d.bound)
-	defer t.Stop()
-	select {
-	case <-done:
-		return true
-	case <-t.C:
-	}
-	// Counted before the swap, so that the goroutine, which decrements
-	// after failing its own swap, never takes overdue below zero.
-	d.overdue.Add(1)
-	if state.CompareAndSwap(callRunning, callAbandoned) {
-		return false
-	}
-	d.overdue.Add(-1) // it returned just as the bound ran out
-	<-done
-	return true
+	return &logDir{fsBound: fsBound{bound: cfg.logDirBound}, path: cfg.logDir, maxBytes: cfg.logMaxBytes, logger: cfg.logger}
 }
 
 // open creates the log of process id before the process starts. A log that
@@ -183,7 +101,7 @@ func (d *logDir) remove(l *outputLog) {
 	if d == nil || l == nil {
 		return
 	}
-	d.queueRemoval(l, removal{path: l.path})
+	d.queueRemoval(l, nil, l.path)
 }
 
 // discard closes and deletes the file of a log whose process never started.
@@ -191,70 +109,33 @@ func (d *logDir) discard(l *outputLog) {
 	if d == nil || l == nil {
 		return
 	}
-	d.queueRemoval(l, removal{path: l.path, f: l.f})
+	d.queueRemoval(l, l.f, l.path)
 }
 
-func (d *logDir) queueRemoval(l *outputLog, r removal) {
+func (d *logDir) queueRemoval(l *outputLog, f *os.File, path string) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if l.removed {
 		return
 	}
 	l.removed = true
-	d.removals = append(d.removals, r)
-	if !d.removing {
-		d.removing = true
-		d.idle = make(chan struct{})
-		go d.removeQueued()
-	}
-}
-
-// removeQueued is the remover goroutine: it deletes the queued files one by
-// one and stops when none is left.
-func (d *logDir) removeQueued() {
-	for {
-		d.mu.Lock()
-		if len(d.removals) == 0 {
-			d.removals = nil
-			d.removing = false
-			close(d.idle)
-			d.mu.Unlock()
-			return
+	d.enqueue(func() {
+		if f != nil {
+			_ = f.Close()
 		}
-		r := d.removals[0]
-		d.removals[0] = removal{}
-		d.removals = d.removals[1:]
-		d.mu.Unlock()
-
-		d.removingSince.Store(time.Now().UnixNano())
-		if r.f != nil {
-			_ = r.f.Close()
+		if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			d.warn("remove output log", path, err)
 		}
-		if err := os.Remove(r.path); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			d.warn("remove output log", r.path, err)
-		}
-		d.removingSince.Store(0)
-	}
+	})
 }
 
 // waitRemoved waits until the queued removals are done, at most the bound,
 // and not at all while the directory hangs. Close calls it last.
 func (d *logDir) waitRemoved() {
-	if d == nil || d.hung() {
+	if d == nil {
 		return
 	}
-	d.mu.Lock()
-	idle, busy := d.idle, d.removing
-	d.mu.Unlock()
-	if !busy {
-		return
-	}
-	t := time.NewTimer(d.bound)
-	defer t.Stop()
-	select {
-	case <-idle:
-	case <-t.C:
-	}
+	d.waitIdle()
 }
 
 func (d *logDir) warn(step, path string, err error) {

@@ -24,7 +24,7 @@ func TestOutputLogBacklogDropsAndMarks(t *testing.T) {
 	path := f.Name()
 	t.Cleanup(func() { _ = os.Remove(path) })
 	// No writer goroutine yet: everything stays queued.
-	l := &outputLog{dir: &logDir{bound: time.Minute}, path: path, f: f, wake: make(chan struct{}, 1), done: make(chan struct{})}
+	l := &outputLog{dir: &logDir{fsBound: fsBound{bound: time.Minute}}, path: path, f: f, wake: make(chan struct{}, 1), done: make(chan struct{})}
 	chunk := bytes.Repeat([]byte("x"), 64<<10)
 	const chunks = maxLogBacklog/(64<<10) + 3
 	for range chunks {
@@ -52,7 +52,7 @@ func TestLogDirCallOverdue(t *testing.T) {
 	t.Parallel()
 	// open fails before it touches the path: no directory is made (and
 	// none left for Wine's TempDir cleanup, which cannot remove one).
-	d := &logDir{path: filepath.Join(os.TempDir(), "agentproc-never-created"), bound: 10 * time.Millisecond}
+	d := &logDir{path: filepath.Join(os.TempDir(), "agentproc-never-created"), fsBound: fsBound{bound: 10 * time.Millisecond}}
 	release := make(chan struct{})
 	undone := make(chan struct{})
 	if d.call(func() { <-release }, func() { close(undone) }) {

@@ -2,6 +2,7 @@ package agentproc
 
 import (
 	"context"
+	"io"
 	"os"
 	"os/exec"
 	"syscall"
@@ -131,6 +132,11 @@ import (
 // identityOf and statIdentity give process identities that survive PID
 // reuse (start time and boot ID; statIdentity also accepts a zombie);
 // lockStateDir takes the dir's lock and unlockStateDir gives it up;
+// openPrivateDir, openPrivateSubdir, openAt, readAt, unlinkAt, renameAt,
+// listAt, removeAllAt and closeFD reach the dir and what it holds only
+// through checked descriptors, never following a symlink
+// (statedir_fs_linux.go; copyFileIn reads an output log the same way);
+// checkRecordPID refuses a record's PID that cannot be a tree of ours;
 // stopOrphans stops the trees of a dead Manager (orphanTree) and counts
 // what it found; startHostGuard starts the
 // host guard, whose add, remove and close keep its list of trees, and which
@@ -221,7 +227,18 @@ var (
 	_ func(int, string, fileID) bool                               = readingStdin
 	_ func() (hostIdentity, error)                                 = selfIdentity
 	_ func(int) (hostIdentity, bool)                               = identityOf
-	_ func(string) (*os.File, error)                               = lockStateDir
+	_ func(int) (*os.File, error)                                  = lockStateDir
+	_ func(string) (int, error)                                    = openPrivateDir
+	_ func(int, string, string) (int, error)                       = openPrivateSubdir
+	_ func(int, string, int, uint32) (*os.File, error)             = openAt
+	_ func(int, string, int64) ([]byte, error)                     = readAt
+	_ func(int, string) error                                      = unlinkAt
+	_ func(int, string, string) error                              = renameAt
+	_ func(int) ([]string, error)                                  = listAt
+	_ func(int, string) error                                      = removeAllAt
+	_ func(int)                                                    = closeFD
+	_ func(string, string, io.Writer) error                        = copyFileIn
+	_ func(string, int) error                                      = checkRecordPID
 	_ func(*os.File)                                               = unlockStateDir
 	_ func(func(error)) (*hostGuard, error)                        = startHostGuard
 	_ func(*containment) (int64, bool)                             = treeOOMKills

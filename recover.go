@@ -5,12 +5,12 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
 
 	"cdr.dev/slog/v3"
+	"github.com/google/uuid"
 	"golang.org/x/xerrors"
 )
 
@@ -28,19 +28,18 @@ import (
 // adopted all the same: that signals nothing). Holding the lock already
 // means no live Manager uses the dir, so that second case is only a
 // belt-and-braces check.
-func (m *Manager) recoverOrphans(entries []os.DirEntry) {
+func (m *Manager) recoverOrphans(entries []string) {
 	s := m.state
 	defer close(s.recovered)
 	ctx := context.Background()
 
 	var recs []*stateRecord
 	seen := make(map[string]bool)
-	for _, e := range entries {
-		name := e.Name()
+	for _, name := range entries {
 		if strings.HasPrefix(name, ".") {
 			// A temporary file of a write a dead Manager did not finish
 			// (the record it was replacing is still in place).
-			_ = os.Remove(filepath.Join(s.procs, name))
+			_ = unlinkAt(s.procsFD, name)
 			continue
 		}
 		if !strings.HasSuffix(name, ".json") {
@@ -49,16 +48,15 @@ func (m *Manager) recoverOrphans(entries []os.DirEntry) {
 		rec, err := s.readRecord(name)
 		if errors.Is(err, errFreeSlot) {
 			// Nothing to recover, and a slot this Manager can use.
-			s.freeSlot(filepath.Join(s.procs, name), false)
+			s.freeSlot(name, false)
 			continue
 		}
 		if err == nil && seen[rec.ID] {
 			err = xerrors.Errorf("a second record of process %s", rec.ID)
 		}
 		if err != nil {
-			s.logger.Warn(ctx, "skipping unreadable process record", slog.F("file", name), fieldError(err))
-			bad := filepath.Join(s.procs, name+".bad")
-			_ = os.Rename(filepath.Join(s.procs, name), bad)
+			s.logger.Warn(ctx, "skipping process record", slog.F("file", filepath.Join(s.dir, "procs", name)), fieldError(err))
+			_ = renameAt(s.procsFD, name, name+".bad")
 			continue
 		}
 		// A detached process is adopted whoever its host was: adopting
@@ -114,10 +112,13 @@ func (m *Manager) recoverOrphans(entries []os.DirEntry) {
 	}
 
 	m.mu.Lock()
-	for _, p := range procs {
+	for i, p := range procs {
 		m.seq++
 		p.seq = m.seq
 		m.procs[p.id] = p
+		if r := recs[i]; r.Detached {
+			m.adoptKeyLocked(p, r.Owner, r.Key, r.KeyDigest)
+		}
 		if p.exited() {
 			m.exitOrder = append(m.exitOrder, exitRecord{p, now})
 		} else {
@@ -142,9 +143,16 @@ func (m *Manager) recoverOrphans(entries []os.DirEntry) {
 	}
 }
 
-// readRecord reads and checks one record file.
+// maxRecordBytes bounds what is read of a record file: a slot is
+// compacted past slotCompactBytes, so anything much larger was not written
+// by this package.
+const maxRecordBytes = 1 << 20
+
+// readRecord reads and checks one record file. A record is untrusted input
+// (another hand may have written it): every field that is acted on is
+// checked, and paths are never taken from it.
 func (s *stateDir) readRecord(name string) (*stateRecord, error) {
-	data, err := os.ReadFile(filepath.Join(s.procs, name))
+	data, err := readAt(s.procsFD, name, maxRecordBytes)
 	if err != nil {
 		return nil, err
 	}
@@ -185,19 +193,39 @@ func (s *stateDir) readRecord(name string) (*stateRecord, error) {
 			r.Exited, r.ExitCode, r.Signal, r.Reason, r.ExitedAt = true, u.ExitCode, u.Signal, u.Reason, u.ExitedAt
 		}
 	}
+	if err := r.validate(); err != nil {
+		return nil, err
+	}
+	r.slot = name
+	return &r, nil
+}
+
+// validate checks the fields recovery acts on.
+func (r *stateRecord) validate() error {
 	switch {
 	case r.Version != stateRecordVersion:
-		return nil, xerrors.Errorf("record version %d, want %d", r.Version, stateRecordVersion)
-	case r.ID == "" || strings.ContainsAny(r.ID, "/\\\x00") || r.ID == "." || r.ID == "..":
-		// The ID names the output dir of a detached process.
-		return nil, xerrors.Errorf("record names process %q", r.ID)
+		return xerrors.Errorf("record version %d, want %d", r.Version, stateRecordVersion)
+	case !isProcessID(r.ID):
+		// The ID names the output dir of a detached process and its log.
+		return xerrors.Errorf("record names process %q, not an ID this package makes", r.ID)
 	case r.Marker != MarkerEnv+"="+r.ID:
-		return nil, xerrors.Errorf("record marker %q does not match its ID", r.Marker)
+		return xerrors.Errorf("record marker %q does not match its ID", r.Marker)
 	case r.Host.PID <= 0 || r.Host.Boot == "":
-		return nil, xerrors.New("record has no host")
+		return xerrors.New("record has no host")
+	case r.Detached && r.SegBytes <= 0:
+		return xerrors.Errorf("record has segments of %d bytes", r.SegBytes)
 	}
-	r.path = filepath.Join(s.procs, name)
-	return &r, nil
+	if err := checkRecordPID("leader", r.Leader.PID); err != nil {
+		return err
+	}
+	return checkRecordPID("runner", r.Runner.PID)
+}
+
+// isProcessID reports whether id is a process ID as this package makes
+// them: a UUID in its canonical form.
+func isProcessID(id string) bool {
+	u, err := uuid.Parse(id)
+	return err == nil && u.String() == id
 }
 
 // recoveredProcess makes the exited Process a recovered record stands for.
@@ -227,15 +255,17 @@ func (m *Manager) recoveredProcess(r *stateRecord, leftovers int) *Process {
 			StartedAt:  r.StartedAt,
 			ExitedAt:   r.ExitedAt,
 			Leftovers:  leftovers,
-			LogPath:    r.LogPath,
 		}},
 	}
 	p.sup.p = p
-	if r.LogPath != "" {
-		p.sup.log = &outputLog{dir: m.logs, path: r.LogPath}
-		if f, err := os.Open(r.LogPath); err == nil {
-			_, _ = io.Copy(p.buf, f)
-			_ = f.Close()
+	// The log's path is derived from the checked ID under this Manager's
+	// log dir, never read from the record, and the log is read only if it
+	// is a regular file of ours (not through a symlink).
+	if path := m.outputLogPath(r.ID); r.LogPath != "" && path != "" {
+		p.state.info.LogPath = path
+		p.sup.log = &outputLog{dir: m.logs, path: path}
+		if err := copyFileIn(filepath.Dir(path), filepath.Base(path), p.buf); err != nil && !errors.Is(err, os.ErrNotExist) {
+			m.cfg.logger.Warn(context.Background(), "read recovered output log", slog.F("path", path), fieldError(err))
 		}
 	}
 	p.buf.closeWrite()

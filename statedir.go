@@ -54,28 +54,35 @@ func WithStateDir(dir string) Option {
 // The zero of everything but err is unusable; a nil *stateDir (no
 // WithStateDir) records nothing, so callers need no checks.
 type stateDir struct {
-	dir       string
-	procs     string // dir/procs
-	err       error  // non-nil: the dir cannot be used; Start returns it
-	lock      *os.File
-	host      hostIdentity
-	logger    slog.Logger
-	hostGuard *hostGuard // nil where there is none (not Linux)
+	dir string // absolute; for messages only: nothing is opened by path
+	// dirFD, procsFD and outFD are the checked descriptors of dir,
+	// dir/procs and dir/out (see statedir_fs_linux.go); -1 when not open.
+	dirFD, procsFD, outFD int
+	err                   error // non-nil: the dir cannot be used; Start returns it
+	lock                  *os.File
+	host                  hostIdentity
+	logger                slog.Logger
+	hostGuard             *hostGuard // nil where there is none (not Linux)
 
 	recovered chan struct{} // closed when recovery has finished
 	found     []Info        // what recovery found; read after recovered
 	recErr    error
 
-	mu       sync.Mutex // guards the removal queue only; never held for FS work
-	drops    []string   // record IDs to remove
-	removing bool       // a removal goroutine is running
-	idle     *sync.Cond // signalled when removing turns false
+	// fs bounds every call that may wait on the dir's disk: removals are
+	// queued on it and Close waits for them at most its bound (the same
+	// primitive as the output log's, see fsbound.go).
+	fs fsBound
 
-	// slotOf maps a process ID to its record file; free lists empty record
-	// files open for reuse (see create). Both under mu.
+	mu sync.Mutex // guards the fields below; never held for FS work
+	// slotOf maps a process ID to its record file's name in procs; free
+	// lists empty record files open for reuse (see create).
 	slotOf  map[string]string
 	free    []freeSlot
 	closing bool // close has begun: freed slots are deleted, not kept
+	// released is set once close has closed the descriptors: nothing
+	// touches the dir after that (a closed descriptor's number may name
+	// another file of the process by then).
+	released bool
 
 	closeOnce sync.Once
 }
@@ -101,8 +108,14 @@ type stateRecord struct {
 	Background bool     `json:"background,omitempty"`
 	Warnings   []string `json:"warnings,omitempty"`
 	Marker     string   `json:"marker"` // MarkerEnv=ID
-	LogPath    string   `json:"log_path,omitempty"`
-	Detached   bool     `json:"detached,omitempty"`
+	// LogPath only says that the process had an output log: a reader
+	// derives the log's path from the ID, never takes it from here.
+	LogPath string `json:"log_path,omitempty"`
+	// KeyDigest identifies the request that took Key (see keyDigest), so
+	// that a Manager that adopts the process can answer a retried Start
+	// without keeping the request's environment on disk.
+	KeyDigest string `json:"key_digest,omitempty"`
+	Detached  bool   `json:"detached,omitempty"`
 	// SegBytes is the size of a detached process's output segments.
 	SegBytes int64 `json:"seg_bytes,omitempty"`
 	// Runner is a detached process's runner (see detach_linux.go).
@@ -123,27 +136,30 @@ type stateRecord struct {
 	Reason   ExitReason `json:"reason,omitempty"`
 	ExitedAt time.Time  `json:"exited_at,omitzero"`
 
-	// file is the open record while the process runs (see create); path
-	// is the record's file.
+	// file is the open record while the process runs (see create); slot
+	// is the record file's name in dir/procs.
 	file *os.File
-	path string
+	slot string
 }
 
 const stateRecordVersion = 1
 
-// openStateDir prepares dir for a Manager: it creates it (0700), checks it is
-// a writable directory and takes its lock. Every failure is kept in err,
-// naming the dir and the reason, for Start to return.
-func openStateDir(dir string, logger slog.Logger) *stateDir {
-	s := &stateDir{dir: dir, procs: filepath.Join(dir, "procs"), logger: logger,
-		recovered: make(chan struct{}), slotOf: make(map[string]string)}
-	s.idle = sync.NewCond(&s.mu)
+// openStateDir prepares dir for a Manager: it creates it (0700) or checks
+// that the existing dir is private (owned by the effective user, not
+// writable by group or others), opens procs/ and out/ in it the same way,
+// checks it is writable and takes its lock. Every failure is kept in err,
+// naming the dir and the reason, for Start to return; a dir that fails the
+// check is not read, written or removed from.
+func openStateDir(dir string, logger slog.Logger, bound time.Duration) *stateDir {
+	s := &stateDir{dir: dir, dirFD: -1, procsFD: -1, outFD: -1, logger: logger,
+		recovered: make(chan struct{}), slotOf: make(map[string]string), fs: fsBound{bound: bound}}
 	fail := func(reason string, err error) *stateDir {
 		s.err = xerrors.Errorf("agentproc: state dir %q %s: %w", dir, reason, err)
 		if s.lock != nil {
 			unlockStateDir(s.lock)
 			s.lock = nil
 		}
+		s.closeFDs()
 		close(s.recovered)
 		return s
 	}
@@ -154,16 +170,25 @@ func openStateDir(dir string, logger slog.Logger) *stateDir {
 	if err != nil {
 		return fail("unusable", err)
 	}
-	s.dir, s.procs = abs, filepath.Join(abs, "procs")
-	if err := os.MkdirAll(s.procs, 0o700); err != nil {
+	s.dir = abs
+	if err := os.MkdirAll(abs, 0o700); err != nil {
 		return fail("cannot be created", err)
+	}
+	if s.dirFD, err = openPrivateDir(abs); err != nil {
+		return fail("is refused", err)
+	}
+	if s.procsFD, err = openPrivateSubdir(s.dirFD, abs, "procs"); err != nil {
+		return fail("is refused", err)
+	}
+	if s.outFD, err = openPrivateSubdir(s.dirFD, abs, "out"); err != nil {
+		return fail("is refused", err)
 	}
 	host, err := selfIdentity()
 	if err != nil {
 		return fail("unusable: cannot identify this process", err)
 	}
 	s.host = host
-	lock, err := lockStateDir(filepath.Join(abs, "lock"))
+	lock, err := lockStateDir(s.dirFD)
 	if err != nil {
 		return fail("is not usable", err)
 	}
@@ -178,12 +203,22 @@ func openStateDir(dir string, logger slog.Logger) *stateDir {
 	}
 	// A probe write shows a read-only dir now rather than at the first
 	// Start.
-	probe := filepath.Join(s.procs, ".probe-"+uuid.NewString())
-	if err := os.WriteFile(probe, nil, 0o600); err != nil {
+	probe := ".probe-" + uuid.NewString()
+	f, err := openAt(s.procsFD, probe, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
 		return fail("is not writable", err)
 	}
-	_ = os.Remove(probe)
+	_ = f.Close()
+	_ = unlinkAt(s.procsFD, probe)
 	return s
+}
+
+// closeFDs closes the dir's descriptors.
+func (s *stateDir) closeFDs() {
+	for _, fd := range []*int{&s.outFD, &s.procsFD, &s.dirFD} {
+		closeFD(*fd)
+		*fd = -1
+	}
 }
 
 // newRecord returns the record of a process about to start.
@@ -202,6 +237,7 @@ func (s *stateDir) newRecord(m *Manager, id, owner, command, dir string, req Req
 		Warnings:   warnings,
 		Marker:     MarkerEnv + "=" + id,
 		LogPath:    logPath,
+		KeyDigest:  keyDigest(req),
 		StartedAt:  m.cfg.clock.Now("agentproc", "record"),
 		Manager:    m.instance,
 		Host:       s.host,
@@ -216,7 +252,7 @@ func (s *stateDir) rewrite(r *stateRecord) error {
 	if r.Exited {
 		u.Exited, u.ExitCode, u.Signal, u.Reason, u.ExitedAt = true, r.ExitCode, r.Signal, r.Reason, r.ExitedAt
 	}
-	f, err := os.OpenFile(r.path, os.O_WRONLY|os.O_APPEND, 0)
+	f, err := openAt(s.procsFD, r.slot, os.O_WRONLY|os.O_APPEND, 0)
 	if err != nil {
 		return xerrors.Errorf("state dir %q: update record: %w", s.dir, err)
 	}
@@ -228,7 +264,7 @@ func (s *stateDir) rewrite(r *stateRecord) error {
 	}
 	if err == nil {
 		s.mu.Lock()
-		s.slotOf[r.ID] = r.path
+		s.slotOf[r.ID] = r.slot
 		s.mu.Unlock()
 	}
 	return err
@@ -263,27 +299,27 @@ func (s *stateDir) create(r *stateRecord) error {
 	}
 	s.mu.Unlock()
 	if slot.f == nil {
-		slot.path = filepath.Join(s.procs, "slot-"+uuid.NewString()+".json")
-		slot.f, err = os.OpenFile(slot.path, os.O_WRONLY|os.O_CREATE|os.O_EXCL|os.O_APPEND, 0o600)
+		slot.name = "slot-" + uuid.NewString() + ".json"
+		slot.f, err = openAt(s.procsFD, slot.name, os.O_WRONLY|os.O_CREATE|os.O_EXCL|os.O_APPEND, 0o600)
 		if err != nil {
 			return xerrors.Errorf("state dir %q: create record: %w", s.dir, err)
 		}
 	}
 	if _, err := slot.f.Write(append(data, '\n')); err != nil {
 		_ = slot.f.Close()
-		_ = os.Remove(slot.path)
+		_ = unlinkAt(s.procsFD, slot.name)
 		return xerrors.Errorf("state dir %q: write record: %w", s.dir, err)
 	}
-	r.file, r.path = slot.f, slot.path
+	r.file, r.slot = slot.f, slot.name
 	s.mu.Lock()
-	s.slotOf[r.ID] = r.path
+	s.slotOf[r.ID] = r.slot
 	s.mu.Unlock()
 	return nil
 }
 
 // freeSlot is an empty record file, open for appending.
 type freeSlot struct {
-	path string
+	name string // in dir/procs
 	f    *os.File
 }
 
@@ -351,37 +387,12 @@ func (s *stateDir) appendUpdate(r *stateRecord, u recordUpdate) error {
 }
 
 // dropLocked queues the removal of a record; the caller holds Manager.mu,
-// so the file is removed by a goroutine that runs while there are records
-// to remove.
+// so the file is removed by the dir's queue (see fsBound).
 func (s *stateDir) dropLocked(id string) {
 	if s == nil || s.err != nil {
 		return
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.drops = append(s.drops, id)
-	if !s.removing {
-		s.removing = true
-		go s.removeQueued()
-	}
-}
-
-func (s *stateDir) removeQueued() {
-	for {
-		s.mu.Lock()
-		ids := s.drops
-		s.drops = nil
-		if len(ids) == 0 {
-			s.removing = false
-			s.idle.Broadcast()
-			s.mu.Unlock()
-			return
-		}
-		s.mu.Unlock()
-		for _, id := range ids {
-			s.remove(id)
-		}
-	}
+	s.fs.enqueue(func() { s.remove(id) })
 }
 
 // remove empties a process's record slot (keeping it for reuse, or
@@ -389,18 +400,24 @@ func (s *stateDir) removeQueued() {
 // its output files (the directory is simply absent for the others).
 func (s *stateDir) remove(id string) {
 	s.mu.Lock()
-	path := s.slotOf[id]
+	if s.released {
+		s.mu.Unlock()
+		return
+	}
+	slot := s.slotOf[id]
 	delete(s.slotOf, id)
 	s.mu.Unlock()
-	if path != "" {
-		s.freeSlot(path, true)
+	if slot != "" {
+		s.freeSlot(slot, true)
 	}
-	if err := os.RemoveAll(filepath.Join(s.dir, "out", id)); err != nil {
+	// Relative to the checked out/ and without following symlinks; the ID
+	// is one this Manager made or a record's, checked to be a UUID.
+	if err := removeAllAt(s.outFD, id); err != nil {
 		s.logger.Warn(context.Background(), "remove detached output", slog.F("id", id), fieldError(err))
 	}
 }
 
-// freeSlot empties the record file at path and lists it as free, or
+// freeSlot empties the record file name in procs and lists it as free, or
 // deletes it when maxFreeSlots are listed or the dir is closing.
 //
 // A slot is emptied by appending a tombstone line, not by truncating it:
@@ -408,8 +425,8 @@ func (s *stateDir) remove(id string) {
 // microseconds), an append is a page-cache write. Readers take only what
 // follows the last tombstone (see currentRecord). A slot grown past
 // slotCompactBytes is truncated when freed, once every few dozen uses.
-func (s *stateDir) freeSlot(path string, tombstone bool) {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
+func (s *stateDir) freeSlot(name string, tombstone bool) {
+	f, err := openAt(s.procsFD, name, os.O_WRONLY|os.O_APPEND, 0)
 	if err == nil {
 		if tombstone {
 			_, err = f.WriteString(slotTombstone)
@@ -420,7 +437,7 @@ func (s *stateDir) freeSlot(path string, tombstone bool) {
 		if err == nil {
 			s.mu.Lock()
 			if len(s.free) < maxFreeSlots && !s.closing {
-				s.free = append(s.free, freeSlot{path, f})
+				s.free = append(s.free, freeSlot{name, f})
 				s.mu.Unlock()
 				return
 			}
@@ -428,39 +445,46 @@ func (s *stateDir) freeSlot(path string, tombstone bool) {
 		}
 		_ = f.Close()
 	}
-	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
-		s.logger.Warn(context.Background(), "remove process record", slog.F("path", path), fieldError(err))
+	if err := unlinkAt(s.procsFD, name); err != nil && !errors.Is(err, os.ErrNotExist) {
+		s.logger.Warn(context.Background(), "remove process record", slog.F("file", name), fieldError(err))
 	}
 }
 
-// close removes the records of ids (the Manager's processes, all exited),
-// waits for queued removals and releases the lock. The next Manager on the
+// close removes the records of ids (the Manager's processes, all exited)
+// and releases the lock, after the queued removals: the next Manager on the
 // dir then recovers only what this one left running on purpose. Empty
-// slots are left for it.
+// slots are left for it. The work is the last job of the dir's queue, and
+// close waits for it at most the queue's bound: a hung disk does not hold
+// Close, and the lock is released when the work is done, whenever that is.
 func (s *stateDir) close(ids []string) {
 	if s == nil || s.err != nil {
 		return
 	}
 	<-s.recovered
-	s.mu.Lock()
-	for s.removing {
-		s.idle.Wait()
-	}
-	s.mu.Unlock()
 	s.closeOnce.Do(func() {
-		for _, id := range ids {
-			s.remove(id)
-		}
-		s.mu.Lock()
-		s.closing = true
-		free := s.free
-		s.free = nil
-		s.mu.Unlock()
-		for _, f := range free {
-			_ = f.f.Close()
-		}
 		s.hostGuard.close()
-		unlockStateDir(s.lock)
+		s.fs.enqueue(func() {
+			for _, id := range ids {
+				s.remove(id)
+			}
+			s.mu.Lock()
+			s.closing = true
+			free := s.free
+			s.free = nil
+			s.mu.Unlock()
+			for _, f := range free {
+				_ = f.f.Close()
+			}
+			unlockStateDir(s.lock)
+			s.mu.Lock()
+			s.released = true
+			s.mu.Unlock()
+			s.closeFDs()
+		})
+		if !s.fs.waitIdle() {
+			s.logger.Warn(context.Background(), "state dir: records not removed within the bound; the lock is released once they are",
+				slog.F("dir", s.dir), slog.F("bound", s.fs.bound))
+		}
 	})
 }
 
@@ -493,7 +517,7 @@ func (m *Manager) Recovered(ctx context.Context) ([]Info, error) {
 // recovery. Only the lock and the guard's start run before New returns.
 func (m *Manager) openState() {
 	m.instance = uuid.NewString()
-	s := openStateDir(m.cfg.stateDir, m.cfg.logger)
+	s := openStateDir(m.cfg.stateDir, m.cfg.logger, m.cfg.logDirBound)
 	m.state = s
 	if s.err != nil {
 		return
@@ -502,6 +526,7 @@ func (m *Manager) openState() {
 	if err != nil {
 		s.err = xerrors.Errorf("agentproc: state dir %q: %w", s.dir, err)
 		unlockStateDir(s.lock)
+		s.closeFDs()
 		close(s.recovered)
 		return
 	}
@@ -510,7 +535,7 @@ func (m *Manager) openState() {
 	// at the record of a process this Manager starts meanwhile (it could
 	// catch one between its creation and its first write). Listing is one
 	// getdents; the slow part, stopping trees, runs in the background.
-	entries, err := os.ReadDir(s.procs)
+	entries, err := listAt(s.procsFD)
 	if err != nil {
 		s.recErr = xerrors.Errorf("agentproc: state dir %q: read records: %w", s.dir, err)
 		close(s.recovered)

@@ -7,9 +7,5 @@ func WaitStateIdle(m *Manager) {
 	if s == nil {
 		return
 	}
-	s.mu.Lock()
-	for s.removing {
-		s.idle.Wait()
-	}
-	s.mu.Unlock()
+	s.fs.waitIdle()
 }

@@ -1,7 +1,6 @@
 package agentproc
 
 import (
-	"path/filepath"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -13,8 +12,12 @@ import (
 // exec closes it: a Manager opened on the dir right after must get it.
 func TestStateDirUnlockWithSharedFile(t *testing.T) {
 	t.Parallel()
-	path := filepath.Join(t.TempDir(), "lock")
-	f, err := lockStateDir(path)
+	dir, err := openPrivateDir(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeFD(dir)
+	f, err := lockStateDir(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -25,7 +28,7 @@ func TestStateDirUnlockWithSharedFile(t *testing.T) {
 	}
 	defer unix.Close(shared)
 	unlockStateDir(f)
-	again, err := lockStateDir(path)
+	again, err := lockStateDir(dir)
 	if err != nil {
 		t.Fatalf("lock after unlock, with a shared descriptor still open: %v", err)
 	}

@@ -70,25 +70,26 @@ func statIdentity(pid int) (id hostIdentity, zombie, ok bool) {
 	return hostIdentity{PID: pid, Start: start, Boot: bootID()}, state == 'Z', true
 }
 
-// lockStateDir takes an exclusive flock on path. flock locks belong to the
-// open file, so a second Manager in the same process is refused too, and
-// the kernel drops the lock when its holder dies: a dead Manager never
-// keeps the dir.
-func lockStateDir(path string) (*os.File, error) {
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+// lockStateDir takes an exclusive flock on the file lock in dirfd. flock
+// locks belong to the open file, so a second Manager in the same process is
+// refused too, and the kernel drops the lock when its holder dies: a dead
+// Manager never keeps the dir.
+func lockStateDir(dirfd int) (*os.File, error) {
+	f, err := openAt(dirfd, "lock", os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
 		return nil, xerrors.Errorf("open lock file: %w", err)
 	}
 	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
 		holder := "another Manager"
-		if data, rerr := os.ReadFile(path); rerr == nil && len(bytes.TrimSpace(data)) > 0 {
-			holder += " (host PID " + string(bytes.TrimSpace(data)) + ")"
+		data := make([]byte, 32)
+		if n, _ := f.ReadAt(data, 0); len(bytes.TrimSpace(data[:n])) > 0 {
+			holder += " (host PID " + string(bytes.TrimSpace(data[:n])) + ")"
 		}
 		_ = f.Close()
 		if errors.Is(err, unix.EWOULDBLOCK) {
 			return nil, xerrors.Errorf("held by %s, which is still running: %w", holder, err)
 		}
-		return nil, xerrors.Errorf("lock %s: %w", path, err)
+		return nil, xerrors.Errorf("lock: %w", err)
 	}
 	return f, nil
 }
@@ -197,19 +198,36 @@ func orphanCgroup(t orphanTree) *cgroup.Group {
 	return cgroup.Open(t.cgroup)
 }
 
-// verifyGroups records the process groups whose leader is still the
-// recorded process. While it lives the group ID cannot be reused.
+// verifyGroups records the process groups whose leader is provably the
+// recorded process: same PID, start time and boot, and the tree's marker in
+// its environment, for a record names any process it likes and start times
+// and boot IDs are world-readable. While the leader lives the group ID
+// cannot be reused. A group ID that cannot be a tree of ours (<= 1, this
+// process or its group) is never recorded.
 func (k *treeKiller) verifyGroups() {
 	k.groups = make(map[int]int, len(k.trees)+len(k.led))
 	for pg, i := range k.led {
-		k.groups[pg] = i
+		if checkRecordPID("leader", pg) == nil {
+			k.groups[pg] = i
+		}
 	}
 	boot := bootID()
+	var s *procScanner
 	for i, t := range k.trees {
-		if t.leader.PID <= 0 || t.leader.Boot != boot {
+		if t.leader.PID <= 0 || t.leader.Boot != boot || checkRecordPID("leader", t.leader.PID) != nil {
 			continue
 		}
-		if id, ok := identityOf(t.leader.PID); ok && id.Start == t.leader.Start {
+		if id, ok := identityOf(t.leader.PID); !ok || id.Start != t.leader.Start {
+			continue
+		}
+		if s == nil {
+			var err error
+			if s, err = newProcScanner(); err != nil {
+				return
+			}
+			defer s.close()
+		}
+		if s.marked(t.leader.PID, []byte(MarkerEnv+"="+t.id)) {
 			k.groups[t.leader.PID] = i
 		}
 	}
@@ -242,7 +260,7 @@ func (k *treeKiller) belongs(s *procScanner, pid int, inCgroup map[int]int) (int
 	if env, uid, err := s.read(pid, "environ", true); err == nil && uid == s.euid {
 		v, _ := envValue(env, markerPrefix)
 		if i, ok := k.byMarker[string(v)]; ok {
-			if pgrp == pid {
+			if pgrp == pid && checkRecordPID("leader", pid) == nil {
 				k.led[pid] = i
 				k.groups[pid] = i
 			}
@@ -358,4 +376,18 @@ func (k *treeKiller) close() {
 		}
 		delete(k.targets, pid)
 	}
+}
+
+// checkRecordPID refuses a PID a record names for a process to signal
+// unless it could be one of ours: 0 (not known yet) or above 1, and never
+// this process or its process group (kill(-1) and kill(-0) would reach far
+// more than a tree).
+func checkRecordPID(what string, pid int) error {
+	if pid == 0 {
+		return nil
+	}
+	if pid <= 1 || pid == os.Getpid() || pid == unix.Getpgrp() {
+		return xerrors.Errorf("record names %s PID %d, which cannot be a tree of ours", what, pid)
+	}
+	return nil
 }

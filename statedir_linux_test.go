@@ -240,7 +240,9 @@ func TestHostDeathKillsTrees(t *testing.T) {
 		if _, err := os.Stat(filepath.Join(dir, sub)); err != nil {
 			continue
 		}
-		m := newManager(t, agentproc.WithStateDir(filepath.Join(dir, sub)), agentproc.WithGracePeriod(time.Second))
+		// The output logs are found by ID in this Manager's log dir.
+		m := newManager(t, agentproc.WithStateDir(filepath.Join(dir, sub)), agentproc.WithGracePeriod(time.Second),
+			agentproc.WithOutputLog(filepath.Join(dir, "logs"), 0))
 		infos, err := m.Recovered(testContext(t))
 		if err != nil {
 			t.Fatalf("Recovered(%s): %v", sub, err)

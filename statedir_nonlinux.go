@@ -3,6 +3,7 @@
 package agentproc
 
 import (
+	"io"
 	"os"
 	"runtime"
 	"time"
@@ -22,7 +23,7 @@ func stateSupported() error {
 func selfIdentity() (hostIdentity, error)               { return hostIdentity{}, stateSupported() }
 func identityOf(int) (hostIdentity, bool)               { return hostIdentity{}, false }
 func statIdentity(int) (hostIdentity, bool, bool)       { return hostIdentity{}, false, false }
-func lockStateDir(string) (*os.File, error)             { return nil, stateSupported() }
+func lockStateDir(int) (*os.File, error)                { return nil, stateSupported() }
 func unlockStateDir(*os.File)                           {}
 func stopOrphans(t []orphanTree, _ time.Duration) []int { return make([]int, len(t)) }
 
@@ -39,3 +40,15 @@ func startHostGuard(func(error)) (*hostGuard, error) { return nil, nil }
 func (*hostGuard) add(string, hostIdentity, string)  {}
 func (*hostGuard) remove(string)                     {}
 func (*hostGuard) close()                            {}
+
+func openPrivateDir(string) (int, error)                 { return -1, stateSupported() }
+func openPrivateSubdir(int, string, string) (int, error) { return -1, stateSupported() }
+func openAt(int, string, int, uint32) (*os.File, error)  { return nil, stateSupported() }
+func readAt(int, string, int64) ([]byte, error)          { return nil, stateSupported() }
+func unlinkAt(int, string) error                         { return stateSupported() }
+func renameAt(int, string, string) error                 { return stateSupported() }
+func listAt(int) ([]string, error)                       { return nil, stateSupported() }
+func removeAllAt(int, string) error                      { return stateSupported() }
+func closeFD(int)                                        {}
+func copyFileIn(string, string, io.Writer) error         { return stateSupported() }
+func checkRecordPID(string, int) error                   { return stateSupported() }

@@ -14,6 +14,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/agentproc/agentproc"
+	"github.com/agentproc/agentproc/internal/testleak"
 	"github.com/agentproc/agentproc/llmtool"
 )
 
@@ -31,7 +32,7 @@ func TestMain(m *testing.M) {
 		fmt.Println("listening on", l.Addr())
 		select {}
 	}
-	goleak.VerifyTestMain(m)
+	goleak.VerifyTestMain(leakChecked{m})
 }
 
 // TestToolSchemas checks what a model API requires of a tool definition,
@@ -164,4 +165,19 @@ func TestDispatchRejectsBadCalls(t *testing.T) {
 	if err != nil || res != "No processes.\n" {
 		t.Errorf("process_list with no arguments: got %s, %v; want an empty list", res, err)
 	}
+}
+
+// leakChecked runs the tests, then fails the run if a process they started
+// is still alive (internal/testleak), killing it.
+type leakChecked struct{ m *testing.M }
+
+func (l leakChecked) Run() int {
+	run := testleak.Mark()
+	code := l.m.Run()
+	if leaks := testleak.Check(run, 5*time.Second); len(leaks) > 0 {
+		fmt.Fprintln(os.Stderr, testleak.Report(leaks))
+		testleak.Kill(run, leaks)
+		code = 1
+	}
+	return code
 }

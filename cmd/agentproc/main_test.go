@@ -6,8 +6,11 @@ import (
 	"os"
 	"strconv"
 	"testing"
+	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/agentproc/agentproc/internal/testleak"
 )
 
 // Environment variables that make the test binary something else (the
@@ -56,7 +59,7 @@ func TestMain(m *testing.M) {
 	if os.Getenv(runMainEnv) != "" {
 		os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 	}
-	goleak.VerifyTestMain(m)
+	goleak.VerifyTestMain(leakChecked{m})
 }
 
 // freePort returns a TCP port nothing listens on right now.
@@ -70,4 +73,19 @@ func freePort(t testing.TB) int {
 	_, p, _ := net.SplitHostPort(l.Addr().String())
 	n, _ := strconv.Atoi(p)
 	return n
+}
+
+// leakChecked runs the tests, then fails the run if a process they started
+// is still alive (internal/testleak), killing it.
+type leakChecked struct{ m *testing.M }
+
+func (l leakChecked) Run() int {
+	run := testleak.Mark()
+	code := l.m.Run()
+	if leaks := testleak.Check(run, 5*time.Second); len(leaks) > 0 {
+		fmt.Fprintln(os.Stderr, testleak.Report(leaks))
+		testleak.Kill(run, leaks)
+		code = 1
+	}
+	return code
 }

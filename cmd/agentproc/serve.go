@@ -188,7 +188,7 @@ func defaultSocket(create bool) (string, error) {
 	if p := os.Getenv(socketEnv); p != "" {
 		return p, nil
 	}
-	dir := filepath.Join(os.TempDir(), fmt.Sprintf("agentproc-%d", os.Getuid()))
+	dir := filepath.Join(os.TempDir(), "agentproc-"+userTag())
 	if rt := os.Getenv("XDG_RUNTIME_DIR"); rt != "" {
 		dir = filepath.Join(rt, "agentproc")
 	}

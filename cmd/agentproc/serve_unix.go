@@ -6,8 +6,12 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"strconv"
 	"syscall"
 )
+
+// userTag names the user in the default socket's directory: the UID.
+func userTag() string { return strconv.Itoa(os.Getuid()) }
 
 // listenPrivate listens on a Unix socket at path created with mode 0600:
 // the umask is narrowed around the bind, which happens before any other

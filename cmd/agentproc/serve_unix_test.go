@@ -244,3 +244,40 @@ func TestServeTCPNeedsToken(t *testing.T) {
 		t.Errorf("serve exit code %d after SIGTERM, want 0", code)
 	}
 }
+
+// TestServeRefusesOpenSocketDir: the default socket's directory must be
+// the user's and closed to others, or serve refuses to listen there.
+func TestServeRefusesOpenSocketDir(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	runtimeDir := t.TempDir()
+	if err := os.Mkdir(filepath.Join(runtimeDir, "agentproc"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(filepath.Join(runtimeDir, "agentproc"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	env := []string{"XDG_RUNTIME_DIR=" + runtimeDir, socketEnv + "="}
+	_, errOut, code := cli(t, ctx, env, "serve")
+	if code != 1 || !strings.Contains(errOut, "has mode -rwxr-xr-x; others must not enter it") {
+		t.Errorf("serve in an open directory: exit %d, stderr %q; want 1 and why", code, errOut)
+	}
+}
+
+func TestParseSize(t *testing.T) {
+	t.Parallel()
+	for in, want := range map[string]int64{
+		"1048576": 1 << 20, "64KiB": 64 << 10, "512MiB": 512 << 20, "2GiB": 2 << 30,
+		"64K": 64 << 10, "1.5M": 3 << 19, "none": 0,
+	} {
+		if got, err := parseSize(in); err != nil || got != want {
+			t.Errorf("parseSize(%q): got %d, %v; want %d", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"", "lots", "-1", "2TiB"} {
+		if got, err := parseSize(in); err == nil {
+			t.Errorf("parseSize(%q): got %d, want an error", in, got)
+		}
+	}
+}

@@ -6,6 +6,11 @@ import (
 	"os"
 )
 
+// userTag names the user in the default socket's directory. The temp dir
+// is the user's own on Windows already; the name keeps two users of one
+// shared TEMP apart.
+func userTag() string { return os.Getenv("USERNAME") }
+
 // listenPrivate listens on a Unix socket at path. Windows has no umask;
 // the socket inherits the ACL of its directory, which is the user's.
 func listenPrivate(path string) (net.Listener, error) {

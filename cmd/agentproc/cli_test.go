@@ -1,0 +1,30 @@
+package main
+
+import (
+	"strings"
+	"testing"
+)
+
+// TestHelpAndVersion: every subcommand has --help with examples on stdout
+// and exit 0; a bad flag or command is exit 2 with the reason on stderr.
+func TestHelpAndVersion(t *testing.T) {
+	for _, c := range commands {
+		var out, errOut strings.Builder
+		if code := run([]string{c.name, "--help"}, strings.NewReader(""), &out, &errOut); code != 0 {
+			t.Errorf("%s --help: exit %d, want 0", c.name, code)
+		}
+		if !strings.Contains(out.String(), "Usage:\n  agentproc "+c.name) || !strings.Contains(out.String(), "\nExamples:\n  ") || errOut.Len() != 0 {
+			t.Errorf("%s --help: stdout %q, stderr %q; want usage and examples on stdout", c.name, out.String(), errOut.String())
+		}
+	}
+	var out, errOut strings.Builder
+	if code := run([]string{"--version"}, nil, &out, &errOut); code != 0 || !strings.HasPrefix(out.String(), "agentproc ") {
+		t.Errorf("--version: exit %d, %q", code, out.String())
+	}
+	for _, args := range [][]string{{"ps", "--bogus"}, {"frobnicate"}, {}, {"logs"}, {"run"}} {
+		var out, errOut strings.Builder
+		if code := run(args, nil, &out, &errOut); code != 2 || errOut.Len() == 0 || out.Len() != 0 {
+			t.Errorf("%q: exit %d, stdout %q, stderr %q; want 2 and the reason on stderr", args, code, out.String(), errOut.String())
+		}
+	}
+}
