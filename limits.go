@@ -142,24 +142,3 @@ func (m *Manager) limitsFor(req Limits) (Limits, error) {
 	}
 	return l, nil
 }
-
-// limitFields names the fields l sets, as "Limits.Memory".
-func limitFields(l Limits) []string {
-	var f []string
-	if l.Memory > 0 {
-		f = append(f, "Limits.Memory")
-	}
-	if l.Procs > 0 {
-		f = append(f, "Limits.Procs")
-	}
-	if l.CPU > 0 {
-		f = append(f, "Limits.CPU")
-	}
-	return f
-}
-
-// unsupportedLimits is the error for limits the platform cannot enforce: it
-// names every field of l that is set and says why.
-func unsupportedLimits(l Limits, why string) error {
-	return xerrors.Errorf("%s: %s: %w", strings.Join(limitFields(l), ", "), why, ErrUnsupported)
-}

@@ -3,6 +3,8 @@ package cgroup
 import (
 	"errors"
 	"os"
+	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -130,9 +132,31 @@ func New(s Spec) (*Group, error) {
 
 // Open returns the Group of a tree a former host made in the cgroup v2
 // directory path, for killing and removing what is left of it. The caller
-// has checked that path is a cgroup v2 directory of agentproc's.
+// has checked that path is a cgroup v2 directory of agentproc's. On a
+// hybrid host the tree's v1 directories of the same name under this host's
+// own cgroups (where a former host on the same cgroups put them) are part
+// of it, so that they are removed too.
 func Open(path string) *Group {
-	return &Group{v2: &v2Dir{path: path, dirfd: -1, hasKill: exists(path + "/cgroup.kill")}}
+	g := &Group{v2: &v2Dir{path: path, dirfd: -1, hasKill: exists(path + "/cgroup.kill")}}
+	leaf := filepath.Base(path)
+	h := currentHost()
+	var dirs []v1Dir
+	for _, m := range h.mounts {
+		if m.v2 {
+			continue
+		}
+		home := m.dirOf(h.own.v1[m.controllers[0]])
+		if home == "" {
+			continue
+		}
+		if st, err := os.Stat(filepath.Join(home, leaf)); err == nil && st.IsDir() {
+			dirs = append(dirs, v1Dir{m: m, path: filepath.Join(home, leaf), home: home})
+		}
+	}
+	if len(dirs) > 0 {
+		g.v1 = &v1Set{id: strings.TrimPrefix(leaf, "agentproc-"), dirs: dirs}
+	}
+	return g
 }
 
 // Path is the directory that names the tree's cgroup: the v2 one where

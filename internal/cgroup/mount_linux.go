@@ -156,6 +156,3 @@ func (m mount) has(c string) bool {
 	}
 	return false
 }
-
-// key names the hierarchy as /proc/PID/cgroup lists it ("cpu,cpuacct").
-func (m mount) key() string { return strings.Join(m.controllers, ",") }
