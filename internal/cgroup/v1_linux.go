@@ -87,38 +87,69 @@ func newV1Set(places []v1Place, id string, l Limits, onOOM func()) (*v1Set, erro
 // thread was ever placed (see currentHost), not to where /proc says it is:
 // that read would cost as much as a move.
 func (s *v1Set) enter(tid int) (leave func() error, err error) {
-	back := make([]string, len(s.dirs))
+	// Everything leave writes is opened before the thread moves: a step
+	// the caller takes on the thread between enter and leave (a Landlock
+	// domain, a seccomp filter) may forbid opening files, not writing to
+	// ones already open.
+	var fds []int
+	closeAll := func() {
+		for _, fd := range fds {
+			_ = unix.Close(fd)
+		}
+	}
+	open := func(file string) (int, error) {
+		fd, err := unix.Open(file, unix.O_WRONLY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return -1, xerrors.Errorf("open %s: %w", file, err)
+		}
+		fds = append(fds, fd)
+		return fd, nil
+	}
+	pidsMax := -1
+	if s.limits.Procs > 0 {
+		if pidsMax, err = open(filepath.Join(s.pids, "pids.max")); err != nil {
+			closeAll()
+			return nil, err
+		}
+	}
+	back := make([]int, len(s.dirs))
 	for i, d := range s.dirs {
-		back[i] = d.home
+		if back[i], err = open(filepath.Join(d.home, "tasks")); err != nil {
+			closeAll()
+			return nil, err
+		}
 	}
 	// "0" names the writing thread itself. For that one case the kernel
 	// skips the global threadgroup lock, whose write side waits for an RCU
 	// grace period: writing the TID instead costs about half a millisecond
 	// per hierarchy and direction.
-	t := []byte("0")
+	self := []byte("0")
 	moveBack := func(n int) error {
 		var errs []error
 		for i := range n {
-			if err := os.WriteFile(filepath.Join(back[i], "tasks"), t, 0); err != nil {
-				errs = append(errs, xerrors.Errorf("move thread %d back to cgroup %q: %w", tid, back[i], err))
+			if _, err := unix.Write(back[i], self); err != nil {
+				errs = append(errs, xerrors.Errorf("move thread %d back to cgroup %q: %w", tid, s.dirs[i].home, err))
 			}
 		}
 		return errors.Join(errs...)
 	}
 	for i, d := range s.dirs {
-		if err := os.WriteFile(filepath.Join(d.path, "tasks"), t, 0); err != nil {
-			if berr := moveBack(i); berr != nil {
-				return nil, errors.Join(xerrors.Errorf("move thread %d into cgroup %q: %w", tid, d.path, err), berr)
-			}
-			return nil, xerrors.Errorf("move thread %d into cgroup %q: %w", tid, d.path, err)
+		if err := os.WriteFile(filepath.Join(d.path, "tasks"), self, 0); err != nil {
+			err = xerrors.Errorf("move thread %d into cgroup %q: %w", tid, d.path, err)
+			err = errors.Join(err, moveBack(i))
+			closeAll()
+			return nil, err
 		}
 	}
 	return func() error {
+		defer closeAll()
 		// Lowered while the thread still counts, so that the tree alone
 		// never has more than the limit.
 		var perr error
-		if s.limits.Procs > 0 {
-			perr = writeFile(s.pids, "pids.max", strconv.Itoa(s.limits.Procs))
+		if pidsMax >= 0 {
+			if _, err := unix.Write(pidsMax, []byte(strconv.Itoa(s.limits.Procs))); err != nil {
+				perr = xerrors.Errorf("set pids.max of cgroup %q to %d: %w", s.pids, s.limits.Procs, err)
+			}
 		}
 		return errors.Join(perr, moveBack(len(s.dirs)))
 	}, nil
@@ -145,6 +176,17 @@ func (s *v1Set) started() error {
 			return err
 		}
 		s.oom = w
+		// The kernel's OOM killer is turned off for the tree, the watch's
+		// kill takes its place: with it on, the kernel killed one process
+		// and the shell ran on (it printed its next line before the
+		// watch's kill arrived, under load, in CI). Off, a process that
+		// faults past the limit sleeps under OOM until the watch, woken
+		// by the same notification, kills the whole tree at once, as
+		// memory.oom.group does on v2. An allocation inside the kernel
+		// fails with ENOMEM instead of sleeping.
+		if err := writeFile(s.mem, "memory.oom_control", "1"); err != nil {
+			return err
+		}
 	}
 	if s.limits.CPU > 0 {
 		// cpu.cfs_period_us is CPUPeriod in every new cgroup: the kernel's
@@ -205,6 +247,12 @@ func (s *v1Set) kill() {
 		}
 		if n == 0 {
 			return
+		}
+		if len(pfds) == 0 {
+			// Nothing to wait on (killed without pidfds, or members this
+			// /proc cannot verify): look again after a pause, not at once.
+			time.Sleep(v1PollInterval)
+			continue
 		}
 		waitPidfds(pfds, time.Now().Add(v1PollInterval*10))
 		for _, p := range pfds {
@@ -285,10 +333,10 @@ func (s *v1Set) usage() Usage {
 }
 
 // oomKills reads oom_kill from memory.oom_control (Linux 4.13+);
-// memory.failcnt is no signal (it stays 0 through an OOM kill). When the
-// OOM watch killed the tree before the kernel's OOM killer chose its victim,
-// the kernel finds the victim dying already and counts no kill; the
-// notification itself then counts as one.
+// memory.failcnt is no signal (it stays 0 through an OOM kill). With the
+// kernel's OOM killer off for the tree (see started) the kill is the
+// watch's, which the kernel does not count: the notification counts as
+// one.
 func (s *v1Set) oomKills() (int64, bool) {
 	if s.mem == "" {
 		return 0, false
