@@ -2,7 +2,9 @@ package agentproc
 
 import (
 	"bytes"
+	"math"
 	"os"
+	"slices"
 	"strconv"
 	"unsafe"
 
@@ -29,33 +31,95 @@ func stdinIdentity(f *os.File) fileID {
 // readingStdin looks at every thread of the tree's processes in
 // /proc/PID/task/TID/syscall, which names the system call a blocked thread
 // is in and its arguments. A thread counts when it is in read, readv,
-// pread64 or preadv on a descriptor that is in, or in poll, ppoll, select
-// or pselect6 waiting for in to become readable (the descriptor sets are
-// read from its memory with process_vm_readv). The tree is the leader and
-// its descendants (from /proc/PID/task/TID/children) plus cgroup members.
+// pread64 or preadv on a descriptor that is in; in poll, ppoll, select or
+// pselect6 waiting for in to become readable (the descriptor sets are read
+// from its memory with process_vm_readv); or in epoll_wait, epoll_pwait or
+// epoll_pwait2 on an epoll instance that watches in for input
+// (input_epoll_linux.go). The tree is the leader and its descendants (from
+// /proc/PID/task/TID/children) plus cgroup members.
 //
-// What it misses: a process reading through epoll (Node.js, anything on an
-// event loop that registers stdin), a descendant that double-forked away
-// from the leader without WithCgroup, and processes this one may not trace
-// (/proc/PID/syscall needs ptrace access: another user's setuid program).
+// What it misses: a read submitted through io_uring (see the README), an
+// epoll instance that watches stdin only through another epoll instance, a
+// descendant that double-forked away from the leader without WithCgroup,
+// and processes this one may not trace (/proc/PID/syscall needs ptrace
+// access: another user's setuid program).
 func readingStdin(leader int, cgroup string, in fileID) bool {
-	pids := descendants(leader)
-	if cgroup != "" {
-		if data, err := os.ReadFile(cgroup + "/cgroup.procs"); err == nil {
-			for _, f := range bytes.Fields(data) {
-				if pid, err := strconv.Atoi(string(f)); err == nil {
-					pids = append(pids, pid)
-				}
+	s, err := newProcScanner()
+	if err != nil {
+		return false
+	}
+	defer s.close()
+	look := stdinLook{in: in}
+	// The tree is walked as it is read, each thread's children with its
+	// system call, so a match (most often the leader's first thread) ends
+	// the walk before the rest is listed.
+	pids := []int{leader}
+	for i := 0; i < len(pids) && i < maxTreeProcs; i++ {
+		pid := pids[i]
+		found := s.tasks(pid, func(t procTask) bool {
+			if data, err := t.read("syscall"); err == nil && look.blockedReading(pid, t, data) {
+				return true
 			}
+			if data, err := t.read("children"); err == nil {
+				pids = appendPIDs(pids, data)
+			}
+			return false
+		})
+		if found {
+			return true
 		}
 	}
+	if cgroup == "" {
+		return false
+	}
+	data, err := os.ReadFile(cgroup + "/cgroup.procs")
+	if err != nil {
+		return false
+	}
+	walked := make(map[int]bool, len(pids))
 	for _, pid := range pids {
-		if procTaskSyscalls(pid, func(data []byte) bool { return blockedReading(pid, data, in) }) {
+		walked[pid] = true
+	}
+	for _, pid := range appendPIDs(nil, data) {
+		if walked[pid] {
+			continue
+		}
+		if s.tasks(pid, func(t procTask) bool {
+			data, err := t.read("syscall")
+			return err == nil && look.blockedReading(pid, t, data)
+		}) {
 			return true
 		}
 	}
 	return false
 }
+
+// maxTreeProcs bounds the processes of a tree readingStdin walks.
+const maxTreeProcs = 4096
+
+// appendPIDs appends the numbers in a whitespace-separated list of PIDs
+// (a children or cgroup.procs file) to pids.
+func appendPIDs(pids []int, data []byte) []int {
+	for _, f := range bytes.Fields(data) {
+		if pid, err := strconv.Atoi(string(f)); err == nil && pid > 0 {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+// stdinLook is one readingStdin pass.
+type stdinLook struct {
+	in fileID
+	// epolls are the epoll instances already read in this pass and found
+	// not to watch in: threads of a process share their descriptor table
+	// (one that unshares it is rare enough to be looked at as if it did
+	// not), so a thread pool waiting on one instance costs one read.
+	epolls []pidFD
+	fdinfo []byte // buffer for epoll fdinfo files
+}
+
+type pidFD struct{ pid, fd int }
 
 func unreadOutput(f *os.File) int {
 	n := 0
@@ -75,7 +139,8 @@ func unreadOutput(f *os.File) int {
 // blockedReading decides from the contents of a task's syscall file:
 // "NR ARG1 ... ARG6 SP PC" with hex arguments, or "running", or "-1 ..."
 // when not in a system call.
-func blockedReading(pid int, data []byte, in fileID) bool {
+func (l *stdinLook) blockedReading(pid int, t procTask, data []byte) bool {
+	in := l.in
 	f := bytes.Fields(data)
 	if len(f) < 4 {
 		return false
@@ -95,6 +160,18 @@ func blockedReading(pid int, data []byte, in fileID) bool {
 		return pollWaitsOn(pid, uintptr(arg(1)), int(arg(2)), in)
 	case nr == unix.SYS_PSELECT6 || nr == sysSelect:
 		return selectWaitsOn(pid, int(arg(1)), uintptr(arg(2)), in)
+	case nr == unix.SYS_EPOLL_PWAIT || nr == unix.SYS_EPOLL_PWAIT2 || nr == sysEpollWait:
+		if arg(1) > math.MaxInt32 {
+			return false // not a descriptor
+		}
+		ep := pidFD{pid, int(arg(1))}
+		if slices.Contains(l.epolls, ep) {
+			return false
+		}
+		if l.epollWaitsOn(pid, t, ep.fd) {
+			return true
+		}
+		l.epolls = append(l.epolls, ep)
 	}
 	return false
 }

@@ -852,21 +852,93 @@ func descendants(leader int) []int {
 	return out
 }
 
-// procTaskSyscalls calls fn with the contents of /proc/PID/task/TID/syscall
-// of each thread of pid, until fn returns true, and reports whether it did.
-func procTaskSyscalls(pid int, fn func(data []byte) bool) bool {
-	dir := "/proc/" + strconv.Itoa(pid) + "/task"
-	tasks, err := os.ReadDir(dir)
+// tasks calls fn with each thread of pid, until fn returns true, and
+// reports whether it did. The thread's files are opened relative to one
+// descriptor of /proc/PID/task and read into reused buffers: the input
+// watcher reads two or three files of every thread of every quiet process
+// every few seconds, and paths from the root of /proc, each file's stat
+// and a fresh buffer each were most of its cost.
+func (s *procScanner) tasks(pid int, fn func(t procTask) bool) bool {
+	dir, err := unix.Openat(s.proc, strconv.Itoa(pid)+"/task", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return false
 	}
-	for _, t := range tasks {
-		data, err := os.ReadFile(dir + "/" + t.Name() + "/syscall")
-		if err == nil && fn(data) {
+	defer unix.Close(dir)
+	if s.dents == nil {
+		s.dents = make([]byte, 32<<10)
+	}
+	s.names = s.names[:0]
+	for {
+		n, err := unix.Getdents(dir, s.dents)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return false
+		}
+		if n <= 0 {
+			break
+		}
+		_, _, s.names = unix.ParseDirent(s.dents[:n], -1, s.names)
+	}
+	for _, tid := range s.names {
+		if tid == "" || tid[0] < '1' || tid[0] > '9' {
+			continue
+		}
+		if fn(procTask{s: s, dir: dir, tid: tid}) {
 			return true
 		}
 	}
 	return false
+}
+
+// procTask is one thread during procScanner.tasks, valid only in the call.
+type procTask struct {
+	s   *procScanner
+	dir int // /proc/PID/task
+	tid string
+}
+
+// read returns the contents of the thread's file name (a path under
+// /proc/PID/task/TID) in the scanner's buffer, valid until the next read.
+func (t procTask) read(name string) ([]byte, error) {
+	return readProcAt(t.dir, t.tid+"/"+name, &t.s.buf, 1<<20)
+}
+
+// readInto is read into buf instead, at most limit bytes.
+func (t procTask) readInto(name string, buf *[]byte, limit int) ([]byte, error) {
+	return readProcAt(t.dir, t.tid+"/"+name, buf, limit)
+}
+
+// readProcAt reads the /proc file name relative to dir into *buf, growing
+// it up to limit bytes, and returns the contents (truncated at limit).
+func readProcAt(dir int, name string, buf *[]byte, limit int) ([]byte, error) {
+	fd, err := unix.Openat(dir, name, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer unix.Close(fd)
+	if len(*buf) == 0 {
+		*buf = make([]byte, min(4<<10, limit))
+	}
+	n := 0
+	for n < limit {
+		if n == len(*buf) {
+			*buf = append(*buf, make([]byte, min(len(*buf), limit-n))...)
+		}
+		m, err := unix.Read(fd, (*buf)[n:min(len(*buf), limit)])
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		if m == 0 {
+			break
+		}
+		n += m
+	}
+	return (*buf)[:n], nil
 }
 
 // procFDFile returns the device and inode of the file pid's descriptor fd

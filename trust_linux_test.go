@@ -558,7 +558,10 @@ func TestDetachCloseDuringStop(t *testing.T) {
 	t.Parallel()
 	clk := quartz.NewMock(t)
 	ctx := testContext(t)
-	m := agentproc.New(agentproc.WithStateDir(t.TempDir()), agentproc.WithClock(clk), agentproc.WithGracePeriod(time.Minute))
+	// One running process at most: the Starts that probe for Close below
+	// are refused (ErrTooManyProcesses, then ErrClosed) and never spawn.
+	m := agentproc.New(agentproc.WithStateDir(t.TempDir()), agentproc.WithClock(clk), agentproc.WithGracePeriod(time.Minute),
+		agentproc.WithMaxRunning(1))
 	p := mustStart(t, m, agentproc.Request{Command: `trap '' TERM; echo trapped; exec sleep 1000`, Detach: true})
 	if _, err := p.WaitMatch(ctx, regexp.MustCompile(`^trapped$`)); err != nil {
 		t.Fatal(err)
@@ -577,12 +580,16 @@ func TestDetachCloseDuringStop(t *testing.T) {
 	trap.MustWait(ctx).MustRelease(ctx)
 	closed := make(chan error, 1)
 	go func() { closed <- m.Close() }()
-	// Close has begun once Start is refused.
+	// Close has begun once Start is refused as closed.
 	tick := time.NewTicker(time.Millisecond)
 	defer tick.Stop()
 	for {
-		if _, err := m.Start(ctx, agentproc.Request{Command: "true"}); errors.Is(err, agentproc.ErrClosed) {
+		_, err := m.Start(ctx, agentproc.Request{Command: "true"})
+		if errors.Is(err, agentproc.ErrClosed) {
 			break
+		}
+		if !errors.Is(err, agentproc.ErrTooManyProcesses) {
+			t.Fatalf("Start while the detached process runs: got %v, want ErrTooManyProcesses or ErrClosed", err)
 		}
 		select {
 		case <-ctx.Done():

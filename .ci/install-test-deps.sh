@@ -3,7 +3,10 @@
 # non-interactive environment tests, mkfs.ext4 (e2fsprogs) and fsfreeze
 # (util-linux) for the frozen output log directory test, chromium (with a
 # font, for a readable screenshot) for the httpapi web page's browser tests,
-# and node and npm for the TypeScript MCP client test. Those tests skip
+# node and npm for the TypeScript MCP client test, and node and python3 for
+# the event-loop prompts of the input detection tests (Node's readline,
+# Python's asyncio) and the python3 programs other tests start
+# (http.server, a select loop). Those tests skip
 # with a reason when a tool is missing; CI should run them. Safe to run
 # again; it installs nothing that is already there.
 set -euo pipefail
@@ -15,9 +18,11 @@ command -v fsfreeze >/dev/null 2>&1 || need+=(util-linux)
 command -v less >/dev/null 2>&1 || need+=(less) # the pager git falls back to
 command -v chromium >/dev/null 2>&1 || need+=(chromium fonts-dejavu-core)
 # Node and npm for TestTypeScriptSDKSession (cmd/agentproc), which installs
-# the TypeScript MCP SDK from npm itself.
+# the TypeScript MCP SDK from npm itself, and node for the event-loop input
+# detection tests (TestAwaitingInputEventLoop).
 command -v node >/dev/null 2>&1 || need+=(nodejs)
 command -v npm >/dev/null 2>&1 || need+=(npm)
+command -v python3 >/dev/null 2>&1 || need+=(python3)
 # QEMU and cpio for the cgroup v2 limit tests in a VM (make test-cgroup-vm).
 command -v qemu-system-x86_64 >/dev/null 2>&1 || need+=(qemu-system-x86)
 command -v cpio >/dev/null 2>&1 || need+=(cpio)

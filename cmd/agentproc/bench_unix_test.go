@@ -3,8 +3,10 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
+	"os"
 	"strconv"
 	"testing"
 	"time"
@@ -65,4 +67,66 @@ func BenchmarkMCPProcessOutput(b *testing.B) {
 			}
 		}
 	})
+}
+
+// BenchmarkMCPProcessOutputRawClient is BenchmarkMCPProcessOutput/agentproc
+// with a client that writes each JSON-RPC request and reads the reply line
+// by hand: the server's share of the round trip, without the SDK client's.
+func BenchmarkMCPProcessOutputRawClient(b *testing.B) {
+	cmd := agentprocCmd("mcp", "--workdir", b.TempDir())
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	defer func() {
+		in.Close()
+		_ = cmd.Wait()
+	}()
+	r := bufio.NewReaderSize(out, 1<<20)
+	id := 0
+	call := func(method string, params any) string {
+		id++
+		req, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": id, "method": method, "params": params})
+		if _, err := in.Write(append(req, '\n')); err != nil {
+			b.Fatal(err)
+		}
+		line, err := r.ReadString('\n')
+		if err != nil {
+			b.Fatal(err)
+		}
+		var resp struct {
+			Result struct {
+				Content []struct{ Text string }
+				IsError bool
+			}
+			Error *struct{ Message string }
+		}
+		if err := json.Unmarshal([]byte(line), &resp); err != nil || resp.Error != nil || resp.Result.IsError {
+			b.Fatalf("%s: %s", method, line)
+		}
+		if len(resp.Result.Content) == 0 {
+			return ""
+		}
+		return resp.Result.Content[0].Text
+	}
+	call("initialize", map[string]any{"protocolVersion": "2025-06-18", "capabilities": map[string]any{}, "clientInfo": map[string]any{"name": "bench", "version": "1"}})
+	if _, err := in.Write([]byte(`{"jsonrpc":"2.0","method":"notifications/initialized"}` + "\n")); err != nil {
+		b.Fatal(err)
+	}
+	text := call("tools/call", map[string]any{"name": "execute", "arguments": map[string]any{"command": "echo ready; exec sleep 3600", "run_in_background": true}})
+	pid := field(text, "process_id")
+	text = call("tools/call", map[string]any{"name": "process_output", "arguments": map[string]any{"process_id": pid, "wait_for": "ready"}})
+	next, _ := strconv.Atoi(field(text, "next"))
+	params := map[string]any{"name": "process_output", "arguments": map[string]any{"process_id": pid, "offset": next}}
+	for b.Loop() {
+		call("tools/call", params)
+	}
 }

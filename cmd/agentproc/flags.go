@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -189,4 +190,17 @@ func (m *managerFlags) toolOptions(maxOutput int64) llmtool.Options {
 		maxOutput = -1
 	}
 	return llmtool.Options{HeadBytes: int(m.head), TailBytes: int(m.tail), MaxOutput: maxOutput}
+}
+
+// recovered waits, with a state dir, until m has stopped what a server
+// that died left running, so a session starts clean, and reports an
+// unusable dir before anything runs.
+func recovered(ctx context.Context, m *agentproc.Manager, stateDir string) error {
+	if stateDir == "" {
+		return nil
+	}
+	if _, err := m.Recovered(ctx); err != nil {
+		return fmt.Errorf("state dir %s: %w", stateDir, err)
+	}
+	return nil
 }

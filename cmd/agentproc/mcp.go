@@ -52,6 +52,10 @@ func runMCP(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	m := agentproc.New(opts...)
+	if err := recovered(ctx, m, mf.stateDir); err != nil {
+		m.Close()
+		return err
+	}
 	srv := newMCPServer(llmtool.New(m.Scope(""), mf.toolOptions(int64(maxOutput))))
 	runErr := srv.Run(ctx, &mcp.IOTransport{Reader: io.NopCloser(e.stdin), Writer: nopWriteCloser{e.stdout}})
 	// The client is gone (or a signal came): nothing it started may outlive

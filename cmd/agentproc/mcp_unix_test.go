@@ -404,3 +404,40 @@ func cpuTicks(t *testing.T, pid int) int64 {
 	stime, _ := strconv.ParseInt(fields[12], 10, 64)
 	return utime + stime
 }
+
+// TestMCPStateDirAfterKill: a server killed with SIGKILL cannot stop what
+// it runs; the next one on the same --state-dir does, before it serves
+// (recovered).
+func TestMCPStateDirAfterKill(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	dir := t.TempDir()
+	state := filepath.Join(t.TempDir(), "state")
+	cmd := agentprocCmd("mcp", "--workdir", dir, "--state-dir", state, "--sandbox", "none")
+	c := newGoClient(t, ctx, cmd)
+	pidFile := filepath.Join(dir, "orphan.pid")
+	res, err := c.call(ctx, "execute", map[string]any{"command": "echo $$ > " + pidFile + "; exec sleep 3600", "run_in_background": true}, false)
+	if err != nil || res.isError {
+		t.Fatalf("execute: %+v, %v", res, err)
+	}
+	waitFile(t, ctx, pidFile)
+	if err := cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	_ = c.close() // the server is gone; closing only reaps it
+	b, _ := os.ReadFile(pidFile)
+	pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+	if !alive(pid) {
+		t.Fatalf("process %d ended with the killed server; the test needs it orphaned", pid)
+	}
+
+	// Connecting waits for the initialize reply, which comes after the
+	// recovery: the orphan is gone by then.
+	next := newGoClient(t, ctx, agentprocCmd("mcp", "--workdir", dir, "--state-dir", state, "--sandbox", "none"))
+	defer next.close()
+	if alive(pid) {
+		t.Errorf("process %d still runs after the next server started on the state dir", pid)
+	}
+	requireGone(t, ctx, pidFile)
+}

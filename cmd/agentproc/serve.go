@@ -104,6 +104,11 @@ func runServe(ctx context.Context, e *env, args []string) error {
 	fmt.Fprintf(e.stderr, "agentproc serve: listening on %s\n", listenerName(l))
 
 	m := agentproc.New(opts...)
+	if err := recovered(ctx, m, mf.stateDir); err != nil {
+		m.Close()
+		l.Close()
+		return err
+	}
 	srv := &http.Server{
 		Handler:           serveMux(m, *token, *coder),
 		ReadHeaderTimeout: 10 * time.Second,

@@ -1,5 +1,3 @@
-//go:build linux && (amd64 || 386)
-
 package agentproc
 
 import "golang.org/x/sys/unix"
