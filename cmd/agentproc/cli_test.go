@@ -28,3 +28,17 @@ func TestHelpAndVersion(t *testing.T) {
 		}
 	}
 }
+
+func TestShellCommand(t *testing.T) {
+	for _, tt := range []struct {
+		argv []string
+		want string
+	}{
+		{[]string{"make && ./app"}, "make && ./app"},
+		{[]string{"echo", "a  b", "it's", "x=1", ""}, `echo 'a  b' 'it'\''s' x=1 ''`},
+	} {
+		if got := shellCommand(tt.argv); got != tt.want {
+			t.Errorf("shellCommand(%q): got %s, want %s", tt.argv, got, tt.want)
+		}
+	}
+}

@@ -387,14 +387,16 @@ func stopOne(ctx context.Context, cl *httpapi.Client, arg string, grace time.Dur
 	return err
 }
 
-const runHelp = `Start a command on the serve, with sh -c, and print its output as it is
-written; exit with the command's exit code, as docker run does. With -d,
-print the process ID and return at once; the process keeps running on the
-serve (agentproc logs -f ID follows it, agentproc stop ID stops it).
+const runHelp = `Start a command on the serve, with sh -c, print its output as it is
+written, and exit with its exit code, as docker run does. One argument is a
+shell command as written; several are quoted so each stays one argument.
+With -d, print the process ID and return at once; the process keeps running
+on the serve (agentproc logs -f ID follows it, agentproc stop ID stops it).
 Ctrl-C passes an interrupt to the command.
 
 Examples:
   agentproc run -- make test
+  agentproc run -- 'make && ./app --port 8080'
   agentproc run -d -- npm run dev
   agentproc run -d --ready-port 8000 -- python3 -m http.server 8000
   agentproc run --timeout 10m -- ./long-job.sh
@@ -420,7 +422,7 @@ func runRun(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	req := httpapi.StartRequest{Command: strings.Join(argv, " "), WorkDir: *workdir, Background: *detach}
+	req := httpapi.StartRequest{Command: shellCommand(argv), WorkDir: *workdir, Background: *detach}
 	if *timeout > 0 {
 		req.Timeout = timeout.String()
 	}
@@ -473,6 +475,29 @@ func runRun(ctx context.Context, e *env, args []string) error {
 		return exitCode(*out.ExitCode)
 	}
 	return nil
+}
+
+// shellCommand is the command line for argv: one argument is a shell
+// command as written (run -- 'make && ./app'); several are quoted for sh so
+// each stays one argument, as docker run keeps them (run -- sh -c 'a; b').
+func shellCommand(argv []string) string {
+	if len(argv) == 1 {
+		return argv[0]
+	}
+	quoted := make([]string, len(argv))
+	for i, a := range argv {
+		quoted[i] = shellQuote(a)
+	}
+	return strings.Join(quoted, " ")
+}
+
+// shellQuote quotes s for sh unless every byte is one sh never treats
+// specially.
+func shellQuote(s string) string {
+	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_@%+=:,./-") == "" {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
 func exitState(out httpapi.Output) string {

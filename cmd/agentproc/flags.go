@@ -142,15 +142,17 @@ type managerFlags struct {
 	tail     byteSize
 	maxLine  int
 	stateDir string
+	cgroup   string
 	sandbox  string
 }
 
 func (m *managerFlags) register(fs *flag.FlagSet, defaultWorkdir string) {
 	fs.StringVar(&m.workdir, "workdir", defaultWorkdir, "directory commands run in unless they name one")
 	fs.DurationVar(&m.grace, "grace", 5*time.Second, "how long a stopped process may take to exit after SIGTERM before it is killed")
-	fs.Var(&m.memory, "memory", "memory limit of each process tree, such as 2GiB (Linux with cgroup v2; none by default)")
-	fs.IntVar(&m.procs, "procs", 0, "most processes and threads of each tree at once (none by default)")
-	fs.Float64Var(&m.cpu, "cpu", 0, "CPU limit of each tree in cores, such as 0.5 (none by default)")
+	fs.Var(&m.memory, "memory", "memory limit of each process tree, such as 2GiB (Linux: needs --cgroup; none by default)")
+	fs.IntVar(&m.procs, "procs", 0, "most processes and threads of each tree at once (Linux: needs --cgroup; none by default)")
+	fs.Float64Var(&m.cpu, "cpu", 0, "CPU limit of each tree in cores, such as 0.5 (Linux: needs --cgroup; none by default)")
+	fs.StringVar(&m.cgroup, "cgroup", "", "cgroup v2 directory under which each process tree gets a cgroup of its own, such as /sys/fs/cgroup/agents (Linux)")
 	m.head, m.tail = agentproc.DefaultHeadBytes, agentproc.DefaultTailBytes
 	fs.Var(&m.head, "head", "bytes of long output kept at its start")
 	fs.Var(&m.tail, "tail", "bytes of long output kept at its end")
@@ -180,6 +182,9 @@ func (m *managerFlags) options() ([]agentproc.Option, error) {
 	}
 	if m.stateDir != "" {
 		opts = append(opts, agentproc.WithStateDir(m.stateDir))
+	}
+	if m.cgroup != "" {
+		opts = append(opts, agentproc.WithCgroup(m.cgroup))
 	}
 	return opts, nil
 }

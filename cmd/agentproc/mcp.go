@@ -33,8 +33,10 @@ Examples:
   # Any client's JSON settings:
   {"mcpServers": {"agentproc": {"command": "agentproc", "args": ["mcp"]}}}
 
-  # Limits for every command, and a state dir so a crash leaves nothing behind:
-  agentproc mcp --memory 2GiB --procs 256 --state-dir ~/.local/state/agentproc
+  # Limits for every command (a cgroup v2 directory you may write), and a
+  # state dir so that the next server stops what a killed one left running:
+  agentproc mcp --cgroup /sys/fs/cgroup/agents --memory 2GiB --procs 256 \
+    --state-dir ~/.local/state/agentproc
 `
 
 func runMCP(ctx context.Context, e *env, args []string) error {

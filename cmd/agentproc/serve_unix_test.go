@@ -144,6 +144,10 @@ func TestServeUnixSocket(t *testing.T) {
 		t.Errorf("run: got %q, want hello", out)
 	}
 	run(3, "run", "--", "exit 3")
+	// Several arguments stay several, quoting and all.
+	if out := run(0, "run", "--", "sh", "-c", `echo "$1"; echo "it's"`, "sh", "a  b"); out != "a  b\nit's\n" {
+		t.Errorf("run with arguments: got %q, want them kept apart", out)
+	}
 
 	// logs -f of a process that prints for a while.
 	printer := strings.TrimSpace(run(0, "run", "-d", "--", "for i in 1 2 3 4 5; do echo line $i; sleep 0.2; done"))
@@ -167,8 +171,8 @@ func TestServeUnixSocket(t *testing.T) {
 		ID      string `json:"id"`
 		Running bool   `json:"running"`
 	}
-	if err := json.Unmarshal([]byte(run(0, "ps", "--json")), &procs); err != nil || len(procs) != 4 || procs[0].ID != sleeper || !procs[0].Running {
-		t.Errorf("ps --json: got %+v, %v; want four processes, the sleeper first", procs, err)
+	if err := json.Unmarshal([]byte(run(0, "ps", "--json")), &procs); err != nil || len(procs) != 5 || procs[0].ID != sleeper || !procs[0].Running {
+		t.Errorf("ps --json: got %+v, %v; want five processes, the sleeper first", procs, err)
 	}
 	if out := run(0, "ps", "-q"); strings.TrimSpace(out) != shortID(sleeper) {
 		t.Errorf("ps -q: got %q, want the sleeper's ID", out)
