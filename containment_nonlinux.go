@@ -33,9 +33,14 @@ func (*containment) reaped()                 {}
 func (*containment) killEscaped() int        { return 0 }
 func (*containment) release() error          { return nil }
 
-// startCommand starts cmd: no containment here acts on the starting
-// thread.
-func startCommand(cmd *exec.Cmd, _ *containment) error { return cmd.Start() }
+// startCommand starts cmd, confined by sbx when it is not nil: no
+// containment here acts on the starting thread.
+func startCommand(cmd *exec.Cmd, _ *containment, sbx *sandboxRun) error {
+	if sbx == nil {
+		return cmd.Start()
+	}
+	return sbx.start(cmd, nil)
+}
 
 // startInCgroup is never called here: prepare gives no cgroup.
 func startInCgroup(*syscall.SysProcAttr, int) error { return ErrUnsupported }

@@ -314,7 +314,7 @@ func (d *detached) shutGate(released bool) {
 // Process. The caller has reserved a slot and a supervise goroutine.
 func (m *Manager) startDetached(req Request, owner, command, dir string, seq uint64, warnings []string) (*Process, error) {
 	id := uuid.NewString()
-	env := m.buildEnv(req.Env, id, dir, req.TTY != nil)
+	env := m.buildEnv(req.Env, id, dir, req.TTY != nil, nil)
 	s := m.state
 	outDir, err := s.openOutDir(id)
 	if err != nil {

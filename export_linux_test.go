@@ -36,3 +36,38 @@ func OOMRaised(p *Process) <-chan struct{} {
 	}
 	return p.sup.raised
 }
+
+// PretendSandboxHost makes the sandbox believe this host has Landlock ABI
+// abi, root's namespaces or not and seccomp or not, until restore is
+// called. Tests that use it must not run in parallel with other sandbox
+// tests.
+func PretendSandboxHost(abi int, root, seccomp bool) (restore func()) {
+	h := probeHost()
+	h.abi, h.root, h.seccomp = abi, root, seccomp
+	hostOverride.Store(&h)
+	return func() { hostOverride.Store(nil) }
+}
+
+// WithSandboxOnly keeps, of the Linux sandbox's mechanisms, only those
+// named ("netns", "mountns", "capabilities", "landlock", "seccomp"; the
+// throwaway thread and no_new_privs always stay), so that a benchmark can
+// measure each one's share. Policies it leaves open are not reported as
+// missing: it is for benchmarks only.
+func WithSandboxOnly(mechs ...string) Option {
+	skip := sandboxSkipNetns | sandboxSkipMountns | sandboxSkipCaps | sandboxSkipLandlock | sandboxSkipSeccomp
+	for _, m := range mechs {
+		switch m {
+		case "netns":
+			skip &^= sandboxSkipNetns
+		case "mountns":
+			skip &^= sandboxSkipMountns
+		case "capabilities":
+			skip &^= sandboxSkipCaps
+		case "landlock":
+			skip &^= sandboxSkipLandlock
+		case "seccomp":
+			skip &^= sandboxSkipSeccomp
+		}
+	}
+	return optionFunc(func(c *config) { c.sandboxSkip = skip })
+}

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"maps"
+	"reflect"
 
 	"golang.org/x/xerrors"
 )
@@ -112,7 +113,7 @@ func (m *Manager) freeKeyLocked(p *Process) {
 // the run, it does not say what runs. Stdin and TTY are: a caller that
 // expects to type into the process, or a terminal of some size, must not be
 // handed one without; nor one that asked for a process that outlives the
-// Manager (Detach) one that does not.
+// Manager (Detach) one that does not, nor one confined otherwise (Sandbox).
 func sameKeyedRequest(a, b Request) bool {
 	return a.Command == b.Command &&
 		a.WorkDir == b.WorkDir &&
@@ -120,7 +121,8 @@ func sameKeyedRequest(a, b Request) bool {
 		a.Detach == b.Detach &&
 		a.Stdin == b.Stdin &&
 		sameTTY(a.TTY, b.TTY) &&
-		maps.Equal(a.Env, b.Env)
+		maps.Equal(a.Env, b.Env) &&
+		reflect.DeepEqual(a.Sandbox, b.Sandbox)
 }
 
 func sameTTY(a, b *TTYSize) bool {

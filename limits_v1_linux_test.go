@@ -72,3 +72,38 @@ func TestLimitsNamedV1Parent(t *testing.T) {
 	mustWait(t, p)
 	requireRemoved(t, dirs)
 }
+
+// TestLimitsWithSandbox: a sandboxed start and cgroup v1 thread placement
+// share one locked thread (startCommand): the shell is confined and born in
+// the tree's cgroups, with the process limit lowered to the limit after
+// the placement, which wrote through descriptors opened before Landlock.
+func TestLimitsWithSandbox(t *testing.T) {
+	requireSandbox(t)
+	ws, _, _ := sandboxWorkspace(t)
+	m := newManager(t, agentproc.WithSandbox(agentproc.WorkspaceSandbox(ws)))
+	p := startDefault(t, m, agentproc.Request{
+		WorkDir: ws,
+		Command: "echo ready; read x",
+		Stdin:   true,
+		Limits:  agentproc.Limits{Memory: 128 << 20, Procs: 10},
+	})
+	waitForOutput(t, p, regexp.MustCompile(`ready`))
+	dirs := treeCgroups(t, p.Info().PID, p.ID())
+	pidsDir := dirs["pids"]
+	if pidsDir == "" {
+		pidsDir = dirs["v2"]
+	}
+	if pidsDir == "" {
+		t.Fatalf("the sandboxed shell is in no pids cgroup of its own: %v", dirs)
+	}
+	if got := strings.TrimSpace(string(must(os.ReadFile(filepath.Join(pidsDir, "pids.max"))))); got != "10" {
+		t.Errorf("pids.max: got %q, want 10", got)
+	}
+	if _, err := p.WriteStdin(testContext(t), []byte("go\n")); err != nil {
+		t.Fatal(err)
+	}
+	if info := mustWait(t, p); info.Sandbox == nil {
+		t.Errorf("Info.Sandbox: got nil, want the sandbox reported")
+	}
+	requireRemoved(t, dirs)
+}

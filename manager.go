@@ -102,6 +102,14 @@ type Request struct {
 	// stays readable as usual (head, tail and the output log). 0 means no
 	// limit; negative is ErrInvalidRequest.
 	MaxOutput int64
+	// Sandbox confines the tree: the files it may read and write, its
+	// network, the environment it inherits (see Sandbox). nil, the
+	// default, takes the Manager's (WithSandbox), and without one the
+	// tree runs with all of the host's authority. A policy this host
+	// cannot enforce makes Start fail with ErrUnsupported unless
+	// Sandbox.BestEffort is set. It cannot be combined with Detach yet
+	// (ErrUnsupported).
+	Sandbox *Sandbox
 }
 
 // Manager starts and supervises processes. Use New to make one and Close to
@@ -134,6 +142,7 @@ type Manager struct {
 	events   *eventBus    // see events.go
 	ports    portWatcher  // see ports.go
 	input    inputWatcher // see input.go
+	sandbox  sandboxState // see sandbox_run.go
 }
 
 // exitRecord is one entry of Manager.exitOrder.
@@ -268,6 +277,7 @@ func (m *Manager) Shutdown(ctx context.Context) error {
 		m.mu.Unlock()
 		m.logs.waitRemoved()
 		m.closeState()
+		m.sandbox.close()
 		m.ports.close()
 		m.input.close()
 		m.events.close()
@@ -364,6 +374,9 @@ func (m *Manager) startAttach(ctx context.Context, req Request, owner string) (*
 		return nil, false, err
 	}
 	if err := m.validateDetach(req); err != nil {
+		return nil, false, err
+	}
+	if req.Sandbox, err = m.sandboxFor(req); err != nil {
 		return nil, false, err
 	}
 	dir, err := m.resolveWorkDir(req.WorkDir)
@@ -565,10 +578,13 @@ func (m *Manager) resolveWorkDir(dir string) (string, error) {
 // what a shell would export after cd, and what os/exec sets when it builds
 // the environment itself). The host's PWD names the host's directory, and a
 // shell that finds it stale must look the directory up again.
-func (m *Manager) buildEnv(reqEnv map[string]string, id, dir string, tty bool) []string {
+//
+// Under a sandbox, what the host passes on (after the hook) goes through
+// the sandbox's filter (sandboxEnv) before the request's own variables.
+func (m *Manager) buildEnv(reqEnv map[string]string, id, dir string, tty bool, sbx *sandboxRun) []string {
 	env := m.env.base(os.Environ(), m.cfg.nonInteractive, tty)
 	pwd := dir != "" && envHasPWD
-	if m.cfg.envHook == nil && len(reqEnv) == 0 {
+	if m.cfg.envHook == nil && len(reqEnv) == 0 && sbx == nil {
 		// The common case, without a map: the base less any marker or
 		// PWD the host inherited, plus the process's own.
 		out := make([]string, 0, len(env)+2)
@@ -590,6 +606,9 @@ func (m *Manager) buildEnv(reqEnv map[string]string, id, dir string, tty bool) [
 		} else {
 			env = hooked
 		}
+	}
+	if sbx != nil {
+		env = sandboxEnv(env, sbx.env, sbx.tmpDir)
 	}
 	over := make(map[string]string, len(reqEnv)+2)
 	if pwd {

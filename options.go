@@ -51,8 +51,10 @@ type config struct {
 	stateDir       string
 	logDirBound    time.Duration // real time; tests shorten it
 	inputQuiet     time.Duration
-	limits         Limits // see limits.go
-	oomDelta       int    // see guard.go
+	limits         Limits   // see limits.go
+	sandbox        *Sandbox // see sandbox.go; nil: no confinement
+	sandboxSkip    uint32   // mechanisms a benchmark leaves out (sandboxSkip* bits)
+	oomDelta       int      // see guard.go
 }
 
 // Defaults, named so the README and tests can refer to them.
@@ -259,4 +261,12 @@ func WithOutputLog(dir string, maxBytes int64) Option {
 		c.logDir = dir
 		c.logMaxBytes = maxBytes
 	})
+}
+
+// WithSandbox confines every process started without a Request.Sandbox of
+// its own by sb (see Sandbox and WorkspaceSandbox). nil, the default, means
+// no confinement. sb is copied; later changes to it do not apply.
+func WithSandbox(sb *Sandbox) Option {
+	sb = sb.Clone()
+	return optionFunc(func(c *config) { c.sandbox = sb })
 }

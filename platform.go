@@ -213,7 +213,7 @@ var (
 	_ func(*os.File, TTYSize) error                                = setTTYSize
 	_ func(*os.File) byte                                          = veofChar
 	_ func(string, *config, Limits) (*containment, error)          = newContainment
-	_ func(*exec.Cmd, *containment) error                          = startCommand
+	_ func(*exec.Cmd, *containment, *sandboxRun) error             = startCommand
 	_ func(*config) *sysProc                                       = newSysProc
 	_ func(*config, time.Time)                                     = prepareStops
 	_ func() bool                                                  = foreignProc

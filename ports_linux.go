@@ -41,6 +41,46 @@ func listeningPorts(cache *portCache, trees []portTree) ([][]Port, error) {
 	if len(sockets) == 0 {
 		return out, nil
 	}
+	// A sandboxed tree may live in a network namespace of its own
+	// (Sandbox.Network), whose sockets only its own /proc/PID/net lists:
+	// the tables are read once per namespace a holder is in.
+	for _, dir := range socketTableDirs(sockets) {
+		readSocketTables(dir, sockets, out)
+	}
+	for i := range out {
+		out[i] = dedupePorts(out[i])
+	}
+	return out, nil
+}
+
+// socketTableDirs returns, for each network namespace a holder of sockets
+// is in, a /proc directory whose tcp, udp tables are that namespace's:
+// /proc/net for this process's own, /proc/PID/net for another.
+func socketTableDirs(sockets map[uint64]treeMember) []string {
+	own, _ := os.Readlink("/proc/self/ns/net")
+	seen := map[string]bool{}
+	var dirs []string
+	holders := map[int]bool{}
+	for _, m := range sockets {
+		holders[m.pid] = true
+	}
+	for pid := range holders {
+		ns, err := os.Readlink("/proc/" + strconv.Itoa(pid) + "/ns/net")
+		dir := "/proc/" + strconv.Itoa(pid) + "/net/"
+		if err != nil || ns == own {
+			ns, dir = own, "/proc/net/"
+		}
+		if !seen[ns] {
+			seen[ns] = true
+			dirs = append(dirs, dir)
+		}
+	}
+	return dirs
+}
+
+// readSocketTables adds to out the listening sockets of sockets that the
+// tables in dir list.
+func readSocketTables(dir string, sockets map[uint64]treeMember, out [][]Port) {
 	for _, table := range []struct {
 		name, network string
 		state         string // the bound-and-waiting state in that table
@@ -50,7 +90,7 @@ func listeningPorts(cache *portCache, trees []portTree) ([][]Port, error) {
 		{"udp", "udp", "07"}, // TCP_CLOSE: bound, not connected
 		{"udp6", "udp6", "07"},
 	} {
-		data, err := os.ReadFile("/proc/net/" + table.name)
+		data, err := os.ReadFile(dir + table.name)
 		if err != nil {
 			continue // no IPv6 in this kernel, for instance
 		}
@@ -61,10 +101,6 @@ func listeningPorts(cache *portCache, trees []portTree) ([][]Port, error) {
 			}
 		})
 	}
-	for i := range out {
-		out[i] = dedupePorts(out[i])
-	}
-	return out, nil
 }
 
 // treeMembers returns the processes of each tree: the leader and its

@@ -162,6 +162,10 @@ type Info struct {
 	AwaitingInput bool
 	// Ready is true once the check of Request.Ready has passed.
 	Ready bool
+	// Sandbox says how the tree is confined (Request.Sandbox); nil when it
+	// is not. What of the policy could not be enforced (BestEffort) is in
+	// Warnings.
+	Sandbox *Confinement
 }
 
 // Output is one consistent snapshot of a process's state and output: when
@@ -234,6 +238,7 @@ func (st *handleState) infoLocked() Info {
 	}
 	info.Warnings = slices.Clone(info.Warnings)
 	info.Ports = slices.Clone(info.Ports)
+	info.Sandbox = info.Sandbox.clone()
 	return info
 }
 

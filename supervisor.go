@@ -51,6 +51,7 @@ type supervisor struct {
 	log   *outputLog   // nil without WithOutputLog
 	guard guard        // idle, output and OOM watch
 	det   *detached    // nil unless Request.Detach; see detach_linux.go
+	sbx   *sandboxRun  // nil unless sandboxed; see sandbox_run.go
 	// raised is closed once the output reader has raised the tree's
 	// oom_score_adj (raiseOOMScore); nil when nothing is raised.
 	raised chan struct{}
@@ -85,17 +86,23 @@ func (m *Manager) spawn(req Request, owner, command, dir string, seq uint64, war
 		return p, func() { go p.sup.superviseDetached() }, nil
 	}
 	id := uuid.NewString()
-	env := m.buildEnv(req.Env, id, dir, req.TTY != nil)
+	sbx, err := m.prepareSandbox(req.Sandbox, dir, req.TTY != nil)
+	if err != nil {
+		return nil, nil, err
+	}
+	env := m.buildEnv(req.Env, id, dir, req.TTY != nil, sbx)
 	// The output log and the containment beyond the process group (marker
 	// sweep, cgroup) are set up first: a log or a cgroup that cannot be
 	// made fails Start before anything runs.
 	log, err := m.logs.open(id)
 	if err != nil {
+		sbx.finish(m)
 		return nil, nil, err
 	}
 	ctr, err := newContainment(id, &m.cfg, req.Limits)
 	if err != nil {
 		m.logs.discard(log)
+		sbx.finish(m)
 		return nil, nil, xerrors.Errorf("agentproc: set up containment: %w", err)
 	}
 
@@ -103,6 +110,7 @@ func (m *Manager) spawn(req Request, owner, command, dir string, seq uint64, war
 	if err != nil {
 		m.logs.discard(log)
 		_ = ctr.release()
+		sbx.finish(m)
 		return nil, nil, err
 	}
 	// A context that never ends: the kill step is the ladder's own
@@ -119,6 +127,7 @@ func (m *Manager) spawn(req Request, owner, command, dir string, seq uint64, war
 		m.logs.discard(log)
 		_ = ctr.release()
 		st.closeAll()
+		sbx.finish(m)
 		return nil, nil, xerrors.Errorf("agentproc: %s: %w", step, err)
 	}
 	// Everything the child is started with that the OS layer decides is
@@ -135,7 +144,7 @@ func (m *Manager) spawn(req Request, owner, command, dir string, seq uint64, war
 	if err := m.state.recordStarting(rec, ctr.cgroupDir()); err != nil {
 		return fail("record process", err)
 	}
-	if err := startCommand(cmd, ctr); err != nil {
+	if err := startCommand(cmd, ctr, sbx); err != nil {
 		sys.release()
 		m.forgetShellPath()
 		m.state.abandon(rec)
@@ -157,6 +166,7 @@ func (m *Manager) spawn(req Request, owner, command, dir string, seq uint64, war
 		_ = ctr.release()
 		st.closeAll()
 		m.state.abandon(rec)
+		sbx.finish(m)
 		return nil, nil, xerrors.Errorf("agentproc: contain process: %w", err)
 	}
 
@@ -168,7 +178,7 @@ func (m *Manager) spawn(req Request, owner, command, dir string, seq uint64, war
 		buf:   newOutputBuffer(m.cfg.headBytes, m.cfg.tailBytes),
 		in:    st.in,
 		sup: &supervisor{
-			cmd: cmd, sys: sys, ctr: ctr, rec: rec, log: log,
+			cmd: cmd, sys: sys, ctr: ctr, rec: rec, log: log, sbx: sbx,
 			done: make(chan struct{}),
 			// escalated is made with the process so the ladder and the
 			// supervisor never see it nil.
@@ -193,6 +203,10 @@ func (m *Manager) spawn(req Request, owner, command, dir string, seq uint64, war
 	p.sup.p = p
 	p.sup.guard = m.newGuard(req)
 	p.state.info.Limits, p.state.info.IdleTimeout, p.state.info.MaxOutput = req.Limits, p.sup.guard.idle, req.MaxOutput
+	if sbx != nil {
+		p.state.info.Sandbox = sbx.info
+		p.state.info.Warnings = append(p.state.info.Warnings, sbx.warnings...)
+	}
 	log.start()
 	p.enforceTimeout(req.Timeout)
 	p.watchOutput()
@@ -327,6 +341,9 @@ func (s *supervisor) supervise(out *os.File, readerDone <-chan struct{}, tty boo
 	oom, likelyOOM := s.guard.oomVerdict(s.ctr, code, sigName)
 	s.release()
 	s.publishExit(exitFacts{code: code, signal: sigName, cpu: cpu, rss: rss, leftovers: leftovers, oom: oom, likelyOOM: likelyOOM})
+	// After the exit is published, so that Wait does not wait for the
+	// file system; Close waits for it (m.wg).
+	s.sbx.finish(s.p.m)
 }
 
 // awaitRaise holds the reap back until the output reader has raised the

@@ -27,3 +27,7 @@ command -v python3 >/dev/null 2>&1 || need+=(python3)
 command -v qemu-system-x86_64 >/dev/null 2>&1 || need+=(qemu-system-x86)
 command -v cpio >/dev/null 2>&1 || need+=(cpio)
 bash "$(dirname "$0")/apt-install.sh" ${need[@]+"${need[@]}"}
+
+# The unprivileged user the sandbox tests run as a second time
+# (TestSandboxUnprivileged).
+id agentproc-sandbox >/dev/null 2>&1 || useradd --system --no-create-home --shell /usr/sbin/nologin agentproc-sandbox

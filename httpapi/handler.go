@@ -163,6 +163,10 @@ func (h *handler) start(w http.ResponseWriter, r *http.Request) {
 		writeError(w, e)
 		return
 	}
+	if e := h.sandboxFromRequest(req, &areq); e != nil {
+		writeError(w, e)
+		return
+	}
 	release, e := h.reserve(s)
 	if e != nil {
 		writeError(w, e)

@@ -6,6 +6,8 @@ import (
 
 	"cdr.dev/slog/v3"
 	"github.com/coder/quartz"
+
+	"github.com/agentproc/agentproc"
 )
 
 // An Option configures the handler NewHandler returns. Options are applied in
@@ -29,9 +31,11 @@ type config struct {
 	trustedOrigins []string
 	allowedHosts   []string
 	maxPerOwner    int
-	logger         *slog.Logger // nil: the standard library's log package
-	coder          bool         // WithCoderCompat
-	ui             bool         // WithUI
+	logger         *slog.Logger       // nil: the standard library's log package
+	coder          bool               // WithCoderCompat
+	ui             bool               // WithUI
+	sandbox        *agentproc.Sandbox // WithSandbox; see sandbox.go
+	sandboxSet     bool
 }
 
 // Defaults, named so the README and tests can refer to them.

@@ -58,6 +58,9 @@ type StartRequest struct {
 	// Extension: stop the process once its output passes this many bytes
 	// (agentproc.Request MaxOutput). 0 means no limit.
 	MaxOutput int64 `json:"max_output_bytes,omitempty"`
+	// Extension: confine the process (see Sandbox); it can only narrow
+	// the server's policy.
+	Sandbox *Sandbox `json:"sandbox,omitempty"`
 }
 
 // StartResponse is the reply to POST /start.
@@ -133,6 +136,9 @@ type Process struct {
 	// host's OOM kill count rose: probably, not certainly, out of memory
 	// (agentproc.Info.LikelyOOM).
 	LikelyOOM bool `json:"likely_oom,omitempty"`
+	// Extension: how the process is confined (agentproc.Info.Sandbox);
+	// absent when it is not.
+	Sandbox *SandboxInfo `json:"sandbox,omitempty"`
 }
 
 // Output is the reply to GET /{id}/output.
@@ -280,6 +286,7 @@ func processFromInfo(info agentproc.Info) Process {
 		Warnings:   info.Warnings,
 		LikelyOOM:  info.LikelyOOM,
 		Owner:      info.Owner,
+		Sandbox:    sandboxInfo(info.Sandbox),
 
 		Ports:         info.Ports,
 		AwaitingInput: info.AwaitingInput,

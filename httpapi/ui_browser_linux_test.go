@@ -295,6 +295,9 @@ func TestUIBrowser(t *testing.T) {
 		if got := pg.text(rowSel(p.ID()) + " .state"); got != "running" {
 			t.Errorf("state: got %q, want running", got)
 		}
+		if got := get(pg, chromedp.Title()); got != "agentproc (1 running)" {
+			t.Errorf("title: got %q, want agentproc (1 running)", got)
+		}
 		if got := pg.text(rowSel(p.ID()) + " .cmd-btn"); got != "sleep 30" {
 			t.Errorf("command: got %q, want %q", got, "sleep 30")
 		}

@@ -100,12 +100,16 @@ func (tb *Toolbox) execute(ctx context.Context, a executeArgs, progress Progress
 	if timeout == 0 && !background {
 		timeout = ForegroundTimeout
 	}
+	if sb := tb.opts.Sandbox; sb != nil && a.WorkDir != "" && !sb.NoDefaultWrite && !sb.InWrite(a.WorkDir) {
+		return "", xerrors.Errorf("workdir %q is outside the sandbox: use one of %s", a.WorkDir, strings.Join(sb.Write, ", "))
+	}
 	req := agentproc.Request{
 		Command:    a.Command,
 		WorkDir:    a.WorkDir,
 		Background: background,
 		Timeout:    timeout,
 		Stdin:      a.Stdin,
+		Sandbox:    tb.opts.Sandbox,
 	}
 	if tb.opts.MaxOutput > 0 {
 		req.MaxOutput = tb.opts.MaxOutput

@@ -12,6 +12,8 @@ package llmtool
 
 import (
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/agentproc/agentproc"
@@ -63,6 +65,12 @@ type Options struct {
 	// MaxOutput stops a command once its output passes that many bytes.
 	// 0 means DefaultMaxOutput; negative means no limit.
 	MaxOutput int64
+	// Sandbox confines every command (agentproc.Request.Sandbox), and
+	// execute's description tells the model what it may reach, so that it
+	// reads a denied access as the policy rather than a bug to work around.
+	// A workdir the model names must then lie inside Sandbox.Write. nil
+	// means the Manager's default, which the descriptions do not state.
+	Sandbox *agentproc.Sandbox
 }
 
 // withDefaults fills in the zero fields.
@@ -120,7 +128,7 @@ func tools(o Options) []Tool {
 				"and is killed when the command ends. Commands cannot prompt: there is no terminal, editors fail at once and pagers print " +
 				"everything, so pass text as arguments (git commit -m, git merge --no-edit) and credentials through the environment or files; " +
 				"for a program that must be answered, set stdin and answer with process_input. " +
-				kept + flood + "when a command was stopped or killed, the result says why.",
+				kept + flood + "when a command was stopped or killed, the result says why." + sandboxNote(o.Sandbox),
 			InputSchema: object([]string{"command"}, map[string]any{
 				"command": str("The command, exactly as you would type it in a shell. Do not append `&`."),
 				"workdir": str("Directory to run in. Defaults to the project directory."),
@@ -225,4 +233,34 @@ func size(n int64) string {
 		return fmt.Sprintf("%g KiB", float64(n)/(1<<10))
 	}
 	return fmt.Sprintf("%g MiB", float64(n)/(1<<20))
+}
+
+// sandboxNote tells the model what a sandboxed command may reach; "" for
+// none.
+func sandboxNote(sb *agentproc.Sandbox) string {
+	if sb == nil {
+		return ""
+	}
+	where := append([]string(nil), sb.Write...)
+	if !sb.NoDefaultWrite {
+		where = append(where, "the work dir", "$TMPDIR")
+	}
+	s := " Commands run in a sandbox: they can write only in " + strings.Join(where, ", ")
+	if len(sb.Hide) > 0 {
+		s += ", cannot read credentials (~/.ssh, ~/.aws and the like)"
+	}
+	switch sb.Network {
+	case "", agentproc.NetworkNone:
+		s += ", have no network access"
+	case agentproc.NetworkLoopback:
+		s += ", reach only a private localhost shared with your other commands"
+	case agentproc.NetworkPorts:
+		ports := make([]string, len(sb.AllowPorts))
+		for i, p := range sb.AllowPorts {
+			ports[i] = strconv.Itoa(p)
+		}
+		s += ", can open TCP connections only to port " + strings.Join(ports, ", ")
+	}
+	return s + ", and do not see secret environment variables. An access the sandbox denies fails with " +
+		"Permission denied or Operation not permitted: say so instead of trying to get around it."
 }

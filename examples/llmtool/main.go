@@ -89,8 +89,14 @@ func run(ctx context.Context, w io.Writer) error {
 		agentproc.WithGracePeriod(2*time.Second),
 	)
 	defer m.Close()
-	// One conversation, one owner: its tools see only its processes.
-	tb := llmtool.New(m.Scope("conversation-1"), llmtool.Options{})
+	// One conversation, one owner: its tools see only its processes. Where
+	// the host can confine commands, they are confined to the work dir,
+	// and the execute tool's description tells the model so.
+	var opts llmtool.Options
+	if agentproc.SandboxSupport().Supported {
+		opts.Sandbox = agentproc.WorkspaceSandbox(dir)
+	}
+	tb := llmtool.New(m.Scope("conversation-1"), opts)
 
 	fmt.Fprint(w, "tools:")
 	for _, t := range tb.Tools() {

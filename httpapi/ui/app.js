@@ -157,10 +157,11 @@
     }
     const sb = p.sandbox;
     if (sb) {
+      // {"mechanisms": [...], "network": "none", ...}: the network in the
+      // badge, what the kernel enforces in its title.
       let t = 'sandbox';
-      if (typeof sb === 'string') t += ' ' + sb;
-      else if (typeof sb.network === 'string' && sb.network) t += ', network ' + sb.network;
-      b.push(t);
+      if (typeof sb.network === 'string' && sb.network) t += ', network ' + sb.network;
+      b.push([t, Array.isArray(sb.mechanisms) ? sb.mechanisms.join(', ') : '']);
     }
     if (p.likely_oom) b.push('likely OOM');
     return b;
@@ -229,7 +230,12 @@
     bdg.replaceChildren(...badges(p).map((t) => {
       const s = document.createElement('span');
       s.className = 'badge';
-      s.textContent = t;
+      if (Array.isArray(t)) {
+        s.textContent = t[0];
+        if (t[1]) s.title = t[1];
+      } else {
+        s.textContent = t;
+      }
       return s;
     }));
     tr.querySelector('.owner').textContent = p.owner || '—';
@@ -278,6 +284,7 @@
     });
     const running = list.filter((p) => p.running).length;
     summaryEl.textContent = running + ' running, ' + (list.length - running) + ' exited';
+    document.title = 'agentproc (' + running + ' running)';
     stopAllBtn.disabled = running === 0;
     stopAllBtn.textContent = running ? 'Stop all (' + running + ')' : 'Stop all';
     emptyEl.hidden = list.length > 0;

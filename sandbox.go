@@ -1,0 +1,553 @@
+package agentproc
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+
+	"golang.org/x/xerrors"
+)
+
+// Sandbox is what a confined tree may reach: which files it may read and
+// write, which network it sees, and which of the host's environment
+// variables it inherits. The kernel enforces it on the shell and everything
+// it starts (Linux: Landlock, seccomp, a network namespace and a dropped
+// capability bounding set; see the README's "Sandbox" section for what holds
+// where). Set it per Request (Request.Sandbox) or as the Manager's default
+// (WithSandbox); nil means no confinement.
+//
+// A restriction this host cannot enforce makes Start fail with
+// ErrUnsupported, naming the field and the reason, and nothing runs, unless
+// BestEffort is set. The zero value is usable: read everything, write only
+// the work dir and a private temp dir, no network, secret-looking variables
+// dropped.
+//
+// Paths must be absolute; each is resolved through symbolic links when the
+// policy is built, so a link inside the workspace cannot widen it later.
+type Sandbox struct {
+	// Write lists the directories the tree may create, change and delete
+	// in (and read). The work dir and a private per-process temp dir
+	// (exported as TMPDIR, TMP and TEMP, and removed just after the exit
+	// is published; Close waits for it) are added unless NoDefaultWrite is
+	// set.
+	Write []string
+	// Read lists what the tree may read. nil means everything except Hide;
+	// non-nil means only these, plus what a shell needs to run (the system
+	// directories, the shell, /dev/null and the other standard devices, the
+	// terminal of a TTY request) and Write.
+	Read []string
+	// Hide lists files and directories the tree may not read, even when
+	// Read is nil. The Manager's state dir and output log dir are always
+	// hidden. A hidden path may not lie inside a Write directory (Start
+	// fails with ErrInvalidRequest): Landlock cannot take back below a
+	// directory what it granted on it.
+	Hide []string
+	// ReadOnly lists paths inside Write that stay read-only (the work dir's
+	// .git in WorkspaceSandbox). Where the host cannot do it (Linux without
+	// root: Landlock cannot take write access back below a granted
+	// directory) it is not enforced and Info.Warnings says so, whatever
+	// BestEffort says: it protects the host's repository from a careless
+	// command, not the host from a hostile one.
+	ReadOnly []string
+	// Network is what the tree may reach over the network; "" means
+	// NetworkNone.
+	Network Network
+	// AllowPorts are the TCP ports a NetworkPorts tree may connect to (on
+	// any address: a proxy's port, for instance). It must be empty for
+	// every other Network.
+	AllowPorts []int
+	// Env says which of the host's environment variables the tree inherits.
+	Env SandboxEnv
+	// BestEffort runs the command with whatever of the policy this host can
+	// enforce and lists the rest in Info.Warnings. false, the default,
+	// makes Start fail with ErrUnsupported instead, and nothing runs.
+	BestEffort bool
+	// NoDefaultWrite leaves the work dir and the private temp dir out of
+	// Write (no TMPDIR is made).
+	NoDefaultWrite bool
+}
+
+// Network says what network a sandboxed tree reaches.
+type Network string
+
+// The networks a Sandbox can give.
+const (
+	// NetworkNone: no network at all. As root the tree runs in a network
+	// namespace of the Manager's whose loopback is down; otherwise seccomp
+	// refuses IPv4 and IPv6 sockets.
+	NetworkNone Network = "none"
+	// NetworkLoopback: a private loopback that the Manager's sandboxed
+	// trees with NetworkLoopback share (a server and its tests), and nothing
+	// else. It needs root on Linux (a network namespace).
+	NetworkLoopback Network = "loopback"
+	// NetworkPorts: TCP connections to Sandbox.AllowPorts only (Landlock
+	// ABI 4 or later); no UDP, no listening.
+	NetworkPorts Network = "ports"
+	// NetworkHost: the host's network, unrestricted.
+	NetworkHost Network = "host"
+)
+
+// SandboxEnv says what environment a sandboxed tree inherits. The host's
+// variables (after WithEnv's hook) are passed on except those whose name
+// looks like a secret: it contains TOKEN, SECRET, KEY, PASSWORD, PASSWD,
+// PASSPHRASE, CREDENTIAL, AUTH (not AUTHOR but AUTHORITY), PRIVATE, COOKIE or SESSION in
+// any case, or is one of SSH_AUTH_SOCK, DOCKER_HOST, DOCKER_CONFIG,
+// KUBECONFIG, GPG_AGENT_INFO, which name a socket or a file of credentials.
+// MarkerEnv and PWD are never dropped. Names are patterns only: a password
+// inside a URL (DATABASE_URL=postgres://u:pw@host) or under an innocent name
+// passes; list such names in Drop. Request.Env is applied after, as given.
+type SandboxEnv struct {
+	// Keep lists names passed on although they look like secrets; a name
+	// ending in "*" keeps every name with that prefix.
+	Keep []string
+	// Drop lists more names to drop, with the same "*" suffix rule.
+	Drop []string
+	// Set sets variables after the filter (before Request.Env).
+	Set map[string]string
+}
+
+// Confinement says how a sandboxed process was confined (Info.Sandbox).
+type Confinement struct {
+	// Mechanisms are what the kernel enforces, in the order applied:
+	// "netns" (a network namespace), "mountns" (a mount namespace),
+	// "capabilities" (the bounding set dropped), "no_new_privs",
+	// "landlock", "seccomp", "seatbelt" (macOS).
+	Mechanisms []string
+	// LandlockABI is the Landlock ABI version the rules were written for;
+	// 0 without Landlock.
+	LandlockABI int
+	// Network is the network the tree got.
+	Network Network
+	// TempDir is the private temp dir (TMPDIR), "" without one.
+	TempDir string
+}
+
+func (c *Confinement) clone() *Confinement {
+	if c == nil {
+		return nil
+	}
+	out := *c
+	out.Mechanisms = slices.Clone(c.Mechanisms)
+	return &out
+}
+
+// SandboxFeatures is what this host can enforce of a Sandbox (SandboxSupport).
+type SandboxFeatures struct {
+	// Supported is true when a Sandbox without BestEffort can start here
+	// with at least NetworkNone or NetworkHost.
+	Supported bool
+	// Mechanisms lists what is available, named as in Confinement.
+	Mechanisms []string
+	// LandlockABI is the kernel's Landlock ABI version; 0 without Landlock.
+	LandlockABI int
+	// Networks lists the Network values this host enforces.
+	Networks []Network
+	// Missing says, one line each, what cannot be enforced here and why.
+	Missing []string
+}
+
+// String is a one-line summary for a startup message.
+func (f SandboxFeatures) String() string {
+	if !f.Supported {
+		return "sandbox: unsupported here (" + strings.Join(f.Missing, "; ") + ")"
+	}
+	s := "sandbox: " + strings.Join(f.Mechanisms, ", ")
+	if f.LandlockABI > 0 {
+		s += " (Landlock ABI " + strconv.Itoa(f.LandlockABI) + ")"
+	}
+	nets := make([]string, len(f.Networks))
+	for i, n := range f.Networks {
+		nets[i] = string(n)
+	}
+	s += "; networks: " + strings.Join(nets, ", ")
+	if len(f.Missing) > 0 {
+		s += "; not enforced: " + strings.Join(f.Missing, "; ")
+	}
+	return s
+}
+
+// SandboxSupport reports what this host can enforce of a Sandbox, for a
+// startup message or to decide on BestEffort. It probes the kernel once.
+func SandboxSupport() SandboxFeatures { return sandboxSupport() }
+
+// credentialPaths are the files and directories under the home directory
+// that WorkspaceSandbox hides: keys, tokens and the configuration that
+// holds them.
+var credentialPaths = []string{
+	".ssh", ".aws", ".gnupg", ".config/gh", ".config/hub", ".docker/config.json",
+	".netrc", ".git-credentials", ".kube", ".config/gcloud", ".azure",
+	".npmrc", ".pypirc", ".cargo/credentials", ".cargo/credentials.toml",
+	".gem/credentials", ".vault-token", ".terraform.d/credentials.tfrc.json",
+	".password-store", ".local/share/keyrings", ".config/op", ".mozilla",
+	".config/google-chrome", ".config/chromium", ".config/agentproc",
+}
+
+// systemSecretPaths are hidden by WorkspaceSandbox as well: a root tree
+// whose capabilities are dropped still owns them.
+var systemSecretPaths = []string{"/etc/shadow", "/etc/gshadow", "/etc/sudoers", "/etc/sudoers.d", "/root/.ssh"}
+
+// WorkspaceSandbox is the usual policy for a model's commands in dir: write
+// dir and a private temp dir, read everything but the usual credential
+// paths (~/.ssh, ~/.aws, ~/.gnupg, ~/.config/gh, ~/.docker/config.json,
+// ~/.netrc, ~/.git-credentials, ~/.kube and more; the Manager's state dir
+// is always hidden), dir/.git read-only where the host can, no network,
+// secret-looking variables dropped, and fail-closed (BestEffort false).
+// dir is made absolute; commands should run in it (Request.WorkDir).
+func WorkspaceSandbox(dir string) *Sandbox {
+	if abs, err := filepath.Abs(dir); err == nil {
+		dir = abs
+	}
+	sb := &Sandbox{
+		Write:    []string{dir},
+		ReadOnly: []string{filepath.Join(dir, ".git")},
+		Network:  NetworkNone,
+	}
+	if home, err := os.UserHomeDir(); err == nil && filepath.IsAbs(home) {
+		for _, p := range credentialPaths {
+			sb.Hide = append(sb.Hide, filepath.Join(home, p))
+		}
+	}
+	for _, p := range systemSecretPaths {
+		if filepath.IsAbs(p) { // not on Windows
+			sb.Hide = append(sb.Hide, p)
+		}
+	}
+	return sb
+}
+
+// Clone returns a deep copy of sb (nil for nil).
+func (sb *Sandbox) Clone() *Sandbox {
+	if sb == nil {
+		return nil
+	}
+	out := *sb
+	out.Write = slices.Clone(sb.Write)
+	out.Read = slices.Clone(sb.Read)
+	out.Hide = slices.Clone(sb.Hide)
+	out.ReadOnly = slices.Clone(sb.ReadOnly)
+	out.AllowPorts = slices.Clone(sb.AllowPorts)
+	out.Env.Keep = slices.Clone(sb.Env.Keep)
+	out.Env.Drop = slices.Clone(sb.Env.Drop)
+	if sb.Env.Set != nil {
+		out.Env.Set = make(map[string]string, len(sb.Env.Set))
+		for k, v := range sb.Env.Set {
+			out.Env.Set[k] = v
+		}
+	}
+	return &out
+}
+
+// network returns the Network, with "" read as NetworkNone.
+func (sb *Sandbox) network() Network {
+	if sb.Network == "" {
+		return NetworkNone
+	}
+	return sb.Network
+}
+
+// validate checks every field of sb; its errors name the field. It is the
+// one place a Sandbox is validated (Start and httpapi both call it through
+// Validate).
+func (sb *Sandbox) validate() error {
+	lists := []struct {
+		name  string
+		paths []string
+	}{{"Write", sb.Write}, {"Read", sb.Read}, {"Hide", sb.Hide}, {"ReadOnly", sb.ReadOnly}}
+	for _, l := range lists {
+		for i, p := range l.paths {
+			switch {
+			case p == "":
+				return xerrors.Errorf("Sandbox.%s[%d] is empty: %w", l.name, i, ErrInvalidRequest)
+			case strings.ContainsRune(p, 0):
+				return xerrors.Errorf("Sandbox.%s[%d] contains a NUL byte: %w", l.name, i, ErrInvalidRequest)
+			case !filepath.IsAbs(p):
+				return xerrors.Errorf("Sandbox.%s[%d] %q is not an absolute path: %w", l.name, i, p, ErrInvalidRequest)
+			}
+		}
+	}
+	switch sb.network() {
+	case NetworkNone, NetworkLoopback, NetworkHost:
+		if len(sb.AllowPorts) > 0 {
+			return xerrors.Errorf("Sandbox.AllowPorts is set but Sandbox.Network is %q, not %q: %w",
+				sb.network(), NetworkPorts, ErrInvalidRequest)
+		}
+	case NetworkPorts:
+		if len(sb.AllowPorts) == 0 {
+			return xerrors.Errorf("Sandbox.Network %q needs Sandbox.AllowPorts: %w", NetworkPorts, ErrInvalidRequest)
+		}
+	default:
+		return xerrors.Errorf("Sandbox.Network %q is not one of none, loopback, ports, host: %w", sb.Network, ErrInvalidRequest)
+	}
+	for i, port := range sb.AllowPorts {
+		if port < 1 || port > 65535 {
+			return xerrors.Errorf("Sandbox.AllowPorts[%d] = %d is outside 1-65535: %w", i, port, ErrInvalidRequest)
+		}
+	}
+	for _, l := range []struct {
+		name  string
+		names []string
+	}{{"Env.Keep", sb.Env.Keep}, {"Env.Drop", sb.Env.Drop}} {
+		for i, n := range l.names {
+			if n == "" || strings.ContainsAny(n, "=\x00") {
+				return xerrors.Errorf("Sandbox.%s[%d] %q is not a variable name: %w", l.name, i, n, ErrInvalidRequest)
+			}
+		}
+	}
+	if err := validateEnv(sb.Env.Set); err != nil {
+		return xerrors.Errorf("Sandbox.Env.Set: %w", err)
+	}
+	return nil
+}
+
+// Validate reports whether sb can be used, naming the field that cannot,
+// with an error matching ErrInvalidRequest. Start calls it; a server can
+// call it to refuse a client's policy early.
+func (sb *Sandbox) Validate() error {
+	if sb == nil {
+		return nil
+	}
+	return sb.validate()
+}
+
+// sandboxPolicy is a validated Sandbox made concrete for one Start: paths
+// cleaned and resolved through links, the defaults added, and the hidden
+// paths checked against the writable ones. Its key names the policy, so
+// that the OS layer builds what it enforces once per distinct policy.
+type sandboxPolicy struct {
+	write, read, hide, readOnly []string // nil read: everything
+	network                     Network
+	ports                       []int
+	bestEffort                  bool
+	tty                         bool
+	shell                       string // the shell's resolved path, for a non-nil Read
+	tmpParent                   string // holds the private temp dirs; "" without
+	key                         string
+	skip                        uint32 // sandboxSkip* bits, for benchmarks only
+}
+
+// The mechanisms a benchmark can leave out to measure each one's share
+// (Linux; ignored elsewhere).
+const (
+	sandboxSkipNetns uint32 = 1 << iota
+	sandboxSkipMountns
+	sandboxSkipCaps
+	sandboxSkipLandlock
+	sandboxSkipSeccomp
+)
+
+// resolvePaths cleans paths, resolves symbolic links where the path exists,
+// sorts them and drops duplicates. A path that does not exist is kept as
+// cleaned: the OS layer ignores it, and Hide then hides what appears there
+// later (it is not granted).
+func resolvePaths(paths []string) []string {
+	out := make([]string, 0, len(paths))
+	for _, p := range paths {
+		p = filepath.Clean(p)
+		out = append(out, p)
+		if r, err := filepath.EvalSymlinks(p); err == nil && r != p {
+			out = append(out, r)
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// within reports whether p is dir or lies below it.
+func within(p, dir string) bool {
+	if strings.HasSuffix(dir, string(filepath.Separator)) { // a root: / or C:\
+		return strings.HasPrefix(p, dir)
+	}
+	return p == dir || strings.HasPrefix(p, dir+string(filepath.Separator))
+}
+
+// sandboxPolicyFor makes the policy for sb, a request in dir, with the
+// Manager's own hidden paths added. tmpParent is where private temp dirs
+// are made ("" when NoDefaultWrite).
+func (m *Manager) sandboxPolicyFor(sb *Sandbox, dir, tmpParent string, tty bool) (*sandboxPolicy, error) {
+	pol := &sandboxPolicy{
+		network:    sb.network(),
+		ports:      slices.Clone(sb.AllowPorts),
+		bestEffort: sb.BestEffort,
+		tty:        tty,
+		tmpParent:  tmpParent,
+	}
+	write := slices.Clone(sb.Write)
+	if !sb.NoDefaultWrite {
+		if dir != "" {
+			write = append(write, dir)
+		}
+		if tmpParent != "" {
+			write = append(write, tmpParent)
+		}
+	}
+	pol.write = resolvePaths(write)
+	if sb.Read != nil {
+		pol.read = resolvePaths(sb.Read)
+		if pol.read == nil {
+			pol.read = []string{}
+		}
+		pol.shell = m.shellPath()
+	}
+	hide := slices.Clone(sb.Hide)
+	if m.cfg.stateDir != "" {
+		hide = append(hide, m.cfg.stateDir)
+	}
+	if m.cfg.logDir != "" {
+		hide = append(hide, m.cfg.logDir)
+	}
+	pol.hide = resolvePaths(hide)
+	for _, h := range pol.hide {
+		for _, w := range pol.write {
+			if within(h, w) {
+				return nil, xerrors.Errorf("Sandbox.Hide %q lies inside the writable %q (Sandbox.Write, the work dir or the temp dir): "+
+					"a hidden path cannot be taken back from a writable directory: %w", h, w, ErrInvalidRequest)
+			}
+		}
+	}
+	pol.readOnly = resolvePaths(sb.ReadOnly)
+	for _, r := range pol.readOnly {
+		if !slices.ContainsFunc(pol.write, func(w string) bool { return within(r, w) }) {
+			return nil, xerrors.Errorf("Sandbox.ReadOnly %q is not inside a writable directory: %w", r, ErrInvalidRequest)
+		}
+	}
+	slices.Sort(pol.ports)
+	pol.ports = slices.Compact(pol.ports)
+	pol.skip = m.cfg.sandboxSkip
+	pol.key = pol.makeKey()
+	return pol, nil
+}
+
+// makeKey is a string that differs for every pair of policies the OS layer
+// would enforce differently.
+func (pol *sandboxPolicy) makeKey() string {
+	var b strings.Builder
+	list := func(tag string, l []string) {
+		b.WriteString(tag)
+		b.WriteString(strconv.Itoa(len(l)))
+		for _, s := range l {
+			b.WriteString("\x00")
+			b.WriteString(s)
+		}
+		b.WriteString("\x01")
+	}
+	list("w", pol.write)
+	if pol.read == nil {
+		b.WriteString("r*\x01")
+	} else {
+		list("r", pol.read)
+	}
+	list("h", pol.hide)
+	list("o", pol.readOnly)
+	b.WriteString(string(pol.network))
+	for _, p := range pol.ports {
+		b.WriteString("," + strconv.Itoa(p))
+	}
+	b.WriteString("\x01" + strconv.FormatBool(pol.tty) + pol.shell + "\x01" + strconv.FormatUint(uint64(pol.skip), 10))
+	return b.String()
+}
+
+// secretNameParts are the substrings (of an upper-cased name) that make a
+// variable look like a secret.
+var secretNameParts = []string{
+	"TOKEN", "SECRET", "KEY", "PASSWORD", "PASSWD", "PASSPHRASE", "CREDENTIAL",
+	"PRIVATE", "COOKIE", "SESSION",
+}
+
+// secretNames are dropped by name: they point at a credential socket or file.
+var secretNames = []string{"SSH_AUTH_SOCK", "DOCKER_HOST", "DOCKER_CONFIG", "KUBECONFIG", "GPG_AGENT_INFO"}
+
+// looksSecret reports whether an environment variable's name looks like it
+// holds a secret (see SandboxEnv).
+func looksSecret(name string) bool {
+	u := strings.ToUpper(name)
+	if slices.Contains(secretNames, u) {
+		return true
+	}
+	for _, part := range secretNameParts {
+		if strings.Contains(u, part) {
+			return true
+		}
+	}
+	// AUTH, but not as the start of AUTHOR (GIT_AUTHOR_NAME); AUTHORITY
+	// (XAUTHORITY, the X11 cookie) counts.
+	for i := 0; ; {
+		j := strings.Index(u[i:], "AUTH")
+		if j < 0 {
+			return false
+		}
+		i += j + len("AUTH")
+		if !strings.HasPrefix(u[i:], "OR") || strings.HasPrefix(u[i:], "ORITY") {
+			return true
+		}
+	}
+}
+
+// matchName reports whether name matches one of patterns (exact, or a
+// prefix before a trailing "*").
+func matchName(name string, patterns []string) bool {
+	for _, p := range patterns {
+		if pre, ok := strings.CutSuffix(p, "*"); ok {
+			if strings.HasPrefix(name, pre) {
+				return true
+			}
+		} else if name == p {
+			return true
+		}
+	}
+	return false
+}
+
+// sandboxEnv filters env (the inherited environment, before the request's
+// own variables) by e and sets the temp dir. MarkerEnv and PWD are never
+// dropped.
+func sandboxEnv(env []string, e SandboxEnv, tmpDir string) []string {
+	out := make([]string, 0, len(env)+3)
+	for _, kv := range env {
+		k, _, _ := strings.Cut(kv, "=")
+		fk := envKeyFold(k)
+		if fk == MarkerEnv || fk == "PWD" {
+			out = append(out, kv)
+			continue
+		}
+		if matchName(k, e.Drop) || (looksSecret(k) && !matchName(k, e.Keep)) {
+			continue
+		}
+		out = append(out, kv)
+	}
+	over := make(map[string]string, len(e.Set)+3)
+	for k, v := range e.Set {
+		over[k] = v
+	}
+	if tmpDir != "" {
+		over["TMPDIR"], over["TMP"], over["TEMP"] = tmpDir, tmpDir, tmpDir
+	}
+	if len(over) == 0 {
+		return out
+	}
+	return mergeEnv(out, over)
+}
+
+// unenforced is one restriction this host cannot enforce: the field it
+// comes from and why.
+type unenforced struct {
+	field, reason string
+	// soft restrictions (ReadOnly) warn even without BestEffort.
+	soft bool
+}
+
+func (u unenforced) String() string { return "Sandbox." + u.field + ": " + u.reason }
+
+// checkUnenforced turns what the OS layer cannot enforce into Start's
+// error (a hard restriction without BestEffort) or warnings.
+func checkUnenforced(pol *sandboxPolicy, missing []unenforced) ([]string, error) {
+	var warnings []string
+	for _, u := range missing {
+		if !u.soft && !pol.bestEffort {
+			return nil, xerrors.Errorf("agentproc: %s: %w", u, ErrUnsupported)
+		}
+		warnings = append(warnings, "sandbox: not enforced: "+u.String())
+	}
+	return warnings, nil
+}

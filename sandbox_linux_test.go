@@ -1,0 +1,654 @@
+package agentproc_test
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/agentproc/agentproc"
+)
+
+// probeEnv tells the "sandboxprobe" helper what to try: kind:argument.
+const probeEnv = "AGENTPROC_TEST_PROBE"
+
+func init() {
+	// sandboxprobe tries one thing a confined model's command might (see
+	// helperSandboxProbe) and prints "reached" and exits 0 when it worked,
+	// "denied: ERR" and exits 1 when it did not.
+	agentproc.RegisterHelper("sandboxprobe", helperSandboxProbe, false)
+}
+
+func helperSandboxProbe() int {
+	kind, arg, _ := strings.Cut(os.Getenv(probeEnv), ":")
+	err := sandboxProbe(kind, arg)
+	if err != nil {
+		fmt.Println("denied:", err)
+		return 1
+	}
+	fmt.Println("reached")
+	return 0
+}
+
+func sandboxProbe(kind, arg string) error {
+	switch kind {
+	case "tcp":
+		c, err := net.DialTimeout("tcp", arg, 5*time.Second)
+		if err != nil {
+			return err
+		}
+		return c.Close()
+	case "mptcp":
+		return rawConnect(unix.SOCK_STREAM, unix.IPPROTO_MPTCP, arg)
+	case "udp":
+		return rawConnect(unix.SOCK_DGRAM, 0, arg)
+	case "abstract":
+		c, err := net.DialTimeout("unix", "@"+arg, 5*time.Second)
+		if err != nil {
+			return err
+		}
+		return c.Close()
+	case "signal":
+		pid, _ := strconv.Atoi(arg)
+		return unix.Kill(pid, 0)
+	case "setns":
+		fd, err := unix.Open("/proc/"+arg+"/ns/net", unix.O_RDONLY, 0)
+		if err != nil {
+			return err
+		}
+		defer unix.Close(fd)
+		return unix.Setns(fd, unix.CLONE_NEWNET)
+	case "iouring":
+		var params [120]byte
+		fd, _, errno := unix.Syscall(unix.SYS_IO_URING_SETUP, 1, uintptr(unsafe.Pointer(&params)), 0)
+		if errno != 0 {
+			return errno
+		}
+		return unix.Close(int(fd))
+	case "serve":
+		// A server on the private loopback: answers "pong" to each
+		// connection until killed.
+		l, err := net.Listen("tcp", arg)
+		if err != nil {
+			return err
+		}
+		fmt.Println("listening")
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return err
+			}
+			_, _ = c.Write([]byte("pong\n"))
+			_ = c.Close()
+		}
+	case "ping":
+		c, err := net.DialTimeout("tcp", arg, 5*time.Second)
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		line, err := bufio.NewReader(c).ReadString('\n')
+		if err != nil {
+			return err
+		}
+		fmt.Print(line)
+		return nil
+	}
+	return fmt.Errorf("unknown probe %q", kind)
+}
+
+// rawConnect makes an IPv4 socket of typ and proto and connects it to
+// addr (and sends a byte, for UDP).
+func rawConnect(typ, proto int, addr string) error {
+	ap, err := net.ResolveTCPAddr("tcp4", addr)
+	if err != nil {
+		return err
+	}
+	fd, err := unix.Socket(unix.AF_INET, typ, proto)
+	if err != nil {
+		return fmt.Errorf("socket: %w", err)
+	}
+	defer unix.Close(fd)
+	sa := &unix.SockaddrInet4{Port: ap.Port}
+	copy(sa.Addr[:], ap.IP.To4())
+	if err := unix.Connect(fd, sa); err != nil {
+		return fmt.Errorf("connect: %w", err)
+	}
+	if typ == unix.SOCK_DGRAM {
+		if _, err := unix.Write(fd, []byte("x")); err != nil {
+			return fmt.Errorf("send: %w", err)
+		}
+	}
+	return nil
+}
+
+// probeRequest runs the probe helper with kind:arg in dir.
+func probeRequest(t *testing.T, dir, kind, arg string) agentproc.Request {
+	req := helperRequest(t, "sandboxprobe")
+	req.Env[probeEnv] = kind + ":" + arg
+	req.WorkDir = dir
+	return req
+}
+
+// hostListeners are what the escape matrix tries to reach: a TCP and a UDP
+// listener on the host's 127.0.0.1 and an abstract Unix socket. Each
+// counts what reached it.
+type hostListeners struct {
+	tcp      net.Listener
+	udp      net.PacketConn
+	abstract net.Listener
+	name     string
+	reached  atomic.Int32
+	wg       sync.WaitGroup
+}
+
+func listenHost(t *testing.T) *hostListeners {
+	t.Helper()
+	h := &hostListeners{name: "agentproc-test-" + strconv.Itoa(os.Getpid()) + "-" + strconv.FormatInt(time.Now().UnixNano(), 36)}
+	var err error
+	if h.tcp, err = net.Listen("tcp4", "127.0.0.1:0"); err != nil {
+		t.Fatal(err)
+	}
+	if h.udp, err = net.ListenPacket("udp4", "127.0.0.1:0"); err != nil {
+		t.Fatal(err)
+	}
+	if h.abstract, err = net.Listen("unix", "@"+h.name); err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range []net.Listener{h.tcp, h.abstract} {
+		h.wg.Go(func() {
+			for {
+				c, err := l.Accept()
+				if err != nil {
+					return
+				}
+				h.reached.Add(1)
+				_ = c.Close()
+			}
+		})
+	}
+	h.wg.Go(func() {
+		buf := make([]byte, 16)
+		for {
+			if _, _, err := h.udp.ReadFrom(buf); err != nil {
+				return
+			}
+			h.reached.Add(1)
+		}
+	})
+	t.Cleanup(func() {
+		_ = h.tcp.Close()
+		_ = h.udp.Close()
+		_ = h.abstract.Close()
+		h.wg.Wait()
+	})
+	return h
+}
+
+// sandboxWorkspace makes a workspace with a .git/config and a home with a
+// private key, points HOME at it, and puts a secret in the host's
+// environment. It returns the workspace, the key's path and the secret.
+func sandboxWorkspace(t *testing.T) (ws, key, secret string) {
+	t.Helper()
+	ws, home := t.TempDir(), t.TempDir()
+	if err := os.MkdirAll(filepath.Join(ws, ".git"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(ws, ".git", "config"), []byte("[core]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(home, ".ssh"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	key = filepath.Join(home, ".ssh", "id_ed25519")
+	if err := os.WriteFile(key, []byte("PRIVATE-KEY-MATERIAL\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("HOME", home)
+	secret = "tok-" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	t.Setenv("AGENTPROC_TEST_API_TOKEN", secret)
+	return ws, key, secret
+}
+
+func runSandboxed(t *testing.T, m *agentproc.Manager, req agentproc.Request) agentproc.Output {
+	t.Helper()
+	p := mustStart(t, m, req)
+	mustWait(t, p)
+	return p.Output()
+}
+
+// isRoot reports whether the sandbox has root's mechanisms here
+// (namespaces, the bounding set).
+func isRoot() bool { return hasNetwork(agentproc.NetworkLoopback) }
+
+func hasNetwork(n agentproc.Network) bool {
+	for _, have := range agentproc.SandboxSupport().Networks {
+		if have == n {
+			return true
+		}
+	}
+	return false
+}
+
+func requireSandbox(t *testing.T) {
+	t.Helper()
+	if f := agentproc.SandboxSupport(); !f.Supported {
+		t.Skipf("no sandbox here: %s", f)
+	}
+}
+
+// TestSandboxEscapes is the escape matrix: each case is a command a model
+// might run to reach beyond its workspace, and each must fail under
+// WorkspaceSandbox, as root and not.
+func TestSandboxEscapes(t *testing.T) {
+	requireSandbox(t)
+	ws, key, secret := sandboxWorkspace(t)
+	outside := t.TempDir()
+	host := listenHost(t)
+	m := newManager(t, agentproc.WithSandbox(agentproc.WorkspaceSandbox(ws)))
+	hostPID := strconv.Itoa(os.Getpid())
+	shell := func(cmd string) agentproc.Request { return agentproc.Request{Command: cmd, WorkDir: ws} }
+
+	cases := []struct {
+		name string
+		req  agentproc.Request
+		// leaked reports what got out, "" when nothing did.
+		leaked func(out agentproc.Output) string
+	}{
+		{"write outside the workspace", shell("echo x > " + shellQuote(filepath.Join(outside, "f"))), func(agentproc.Output) string {
+			if _, err := os.Stat(filepath.Join(outside, "f")); err == nil {
+				return "the file was written"
+			}
+			return ""
+		}},
+		{"read a hidden credential", shell("cat " + shellQuote(key)), containsLeak("PRIVATE-KEY-MATERIAL")},
+		{"see a secret variable", shell("env; printenv AGENTPROC_TEST_API_TOKEN"), containsLeak(secret)},
+		{"read the host's environ", shell("cat /proc/" + hostPID + "/environ"), containsLeak(secret)},
+		{"read the host's maps", shell("head -c 200 /proc/" + hostPID + "/maps"), containsLeak(".test")},
+		{"write .git/config", shell("echo '[core] fsmonitor = evil' >> .git/config"), func(agentproc.Output) string {
+			b, _ := os.ReadFile(filepath.Join(ws, ".git", "config"))
+			if strings.Contains(string(b), "evil") {
+				return ".git/config changed"
+			}
+			return ""
+		}},
+		{"move out of the cgroup", shell("echo $$ > /sys/fs/cgroup/cgroup.procs"), nil},
+		{"tcp to the host's loopback", probeRequest(t, ws, "tcp", host.tcp.Addr().String()), nil},
+		{"mptcp to the host's loopback", probeRequest(t, ws, "mptcp", host.tcp.Addr().String()), nil},
+		{"udp to the host's loopback", probeRequest(t, ws, "udp", host.udp.LocalAddr().String()), nil},
+		{"abstract socket of the host", probeRequest(t, ws, "abstract", host.name), nil},
+		{"signal the host", probeRequest(t, ws, "signal", hostPID), nil},
+		{"setns into the host's network", probeRequest(t, ws, "setns", hostPID), nil},
+		{"io_uring", probeRequest(t, ws, "iouring", ""), nil},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			out := runSandboxed(t, m, c.req)
+			t.Logf("exit %d: %q", exitCode(out.Info), out.Text)
+			if c.name == "write .git/config" && !isRoot() {
+				if !strings.Contains(strings.Join(out.Warnings, "\n"), "ReadOnly") {
+					t.Errorf("without root, warnings %q do not say ReadOnly is not enforced", out.Warnings)
+				}
+				t.Skip("ReadOnly needs root (a mount namespace); without it the warning above is the contract")
+			}
+			if exitCode(out.Info) == 0 {
+				t.Errorf("exit code 0, want a failure; output %q", out.Text)
+			}
+			if strings.Contains(out.Text, "reached") {
+				t.Errorf("output %q, want the probe denied", out.Text)
+			}
+			if c.leaked != nil {
+				if what := c.leaked(out); what != "" {
+					t.Errorf("escaped: %s (output %q)", what, out.Text)
+				}
+			}
+		})
+	}
+	if n := host.reached.Load(); n != 0 {
+		t.Errorf("the host's listeners were reached %d times, want 0", n)
+	}
+}
+
+func containsLeak(s string) func(agentproc.Output) string {
+	return func(out agentproc.Output) string {
+		if strings.Contains(out.Text, s) {
+			return "output holds " + s
+		}
+		return ""
+	}
+}
+
+// TestSandboxAllows checks what a confined command must still be able to
+// do: work in its workspace, use its private TMPDIR (removed with the
+// process), run git, and serve on the private loopback where WaitPort sees
+// it and a second sandboxed process reaches it.
+func TestSandboxAllows(t *testing.T) {
+	requireSandbox(t)
+	ws, _, _ := sandboxWorkspace(t)
+	m := newManager(t, agentproc.WithSandbox(agentproc.WorkspaceSandbox(ws)))
+
+	out := runSandboxed(t, m, agentproc.Request{WorkDir: ws,
+		Command: `echo hello > f && cat f && mkdir -p d && mv f d/g && cat d/g && rm -r d && echo "tmp=$TMPDIR" && echo build > "$TMPDIR/o" && cat "$TMPDIR/o" && echo x > /dev/null && echo done`})
+	if exitCode(out.Info) != 0 || !strings.Contains(out.Text, "hello\nhello\n") || !strings.Contains(out.Text, "build\ndone") {
+		t.Fatalf("exit %d, output %q; want the workspace and TMPDIR usable", exitCode(out.Info), out.Text)
+	}
+	if out.Sandbox == nil || out.Sandbox.TempDir == "" || !strings.Contains(out.Text, "tmp="+out.Sandbox.TempDir+"\n") {
+		t.Fatalf("Info.Sandbox %+v, output %q: want TMPDIR to be the private temp dir", out.Sandbox, out.Text)
+	}
+	// Removed just after the exit is published; Close waits for that.
+	defer func() {
+		if err := m.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := os.Stat(out.Sandbox.TempDir); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("temp dir after Close: stat error %v, want it removed", err)
+		}
+	}()
+	if !strings.Contains(strings.Join(out.Sandbox.Mechanisms, ","), "landlock") {
+		t.Errorf("mechanisms %q, want landlock among them", out.Sandbox.Mechanisms)
+	}
+
+	if _, err := exec.LookPath("git"); err == nil {
+		if err := exec.Command("git", "-C", ws, "init", "-q").Run(); err != nil {
+			t.Fatal(err)
+		}
+		out := runSandboxed(t, m, agentproc.Request{WorkDir: ws, Command: "git status --short && echo git-ok"})
+		if exitCode(out.Info) != 0 || !strings.Contains(out.Text, "git-ok") {
+			t.Errorf("git status: exit %d, output %q", exitCode(out.Info), out.Text)
+		}
+	} else {
+		t.Log("git not installed: git status not tried")
+	}
+
+	t.Run("private loopback", func(t *testing.T) {
+		lo := agentproc.WorkspaceSandbox(ws)
+		lo.Network = agentproc.NetworkLoopback
+		if !hasNetwork(agentproc.NetworkLoopback) {
+			_, err := m.Start(testContext(t), agentproc.Request{Command: "true", WorkDir: ws, Sandbox: lo})
+			if !errors.Is(err, agentproc.ErrUnsupported) || !strings.Contains(err.Error(), "Sandbox.Network") {
+				t.Fatalf("NetworkLoopback without root: got %v, want ErrUnsupported naming Sandbox.Network", err)
+			}
+			t.Skip("NetworkLoopback needs root; refused as it must be")
+		}
+		port := freePort(t)
+		addr := "127.0.0.1:" + strconv.Itoa(port)
+		req := probeRequest(t, ws, "serve", addr)
+		req.Sandbox = lo
+		srv := mustStart(t, m, req)
+		defer func() { _, _ = srv.Stop(testContext(t)) }()
+		if _, err := srv.WaitPort(testContext(t), port); err != nil {
+			t.Fatalf("WaitPort(%d) on the private loopback: %v", port, err)
+		}
+		ping := probeRequest(t, ws, "ping", addr)
+		ping.Sandbox = lo
+		out := runSandboxed(t, m, ping)
+		if !strings.Contains(out.Text, "pong") {
+			t.Errorf("second sandboxed process: output %q, want pong from the server", out.Text)
+		}
+		if c, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
+			_ = c.Close()
+			// Something of the host's may hold the port; only fail when
+			// it is not ours.
+			t.Logf("the host reached %s: another listener there", addr)
+		}
+	})
+}
+
+// freePort returns a TCP port nothing on the host listens on now.
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// TestSandboxFailClosed checks that a policy this host cannot enforce
+// starts nothing and names the field, and that BestEffort runs it with
+// the gap in Warnings.
+func TestSandboxFailClosed(t *testing.T) {
+	requireSandbox(t)
+	ws := t.TempDir()
+	marker := filepath.Join(ws, "ran")
+	restore := agentproc.PretendSandboxHost(5, false, true) // no scopes, no root
+	defer restore()
+	m := newManager(t)
+	sb := agentproc.WorkspaceSandbox(ws)
+	_, err := m.Start(testContext(t), agentproc.Request{Command: "touch " + shellQuote(marker), WorkDir: ws, Sandbox: sb})
+	if !errors.Is(err, agentproc.ErrUnsupported) || !strings.Contains(err.Error(), "Sandbox.Network") || !strings.Contains(err.Error(), "ABI 5") {
+		t.Fatalf("Start on a host without Landlock scopes: got %v, want ErrUnsupported naming Sandbox.Network and ABI 5", err)
+	}
+	if _, err := os.Stat(marker); err == nil {
+		t.Fatal("the command ran although Start failed")
+	}
+	sb.BestEffort = true
+	out := runSandboxed(t, m, agentproc.Request{Command: "touch " + shellQuote(marker), WorkDir: ws, Sandbox: sb})
+	if exitCode(out.Info) != 0 {
+		t.Fatalf("BestEffort: exit %d, output %q", exitCode(out.Info), out.Text)
+	}
+	if w := strings.Join(out.Warnings, "\n"); !strings.Contains(w, "Sandbox.Network") || !strings.Contains(w, "ReadOnly") {
+		t.Errorf("BestEffort warnings %q, want the scopes and ReadOnly named", out.Warnings)
+	}
+	if out.Sandbox == nil || out.Sandbox.LandlockABI != 5 {
+		t.Errorf("Info.Sandbox %+v, want Landlock ABI 5", out.Sandbox)
+	}
+}
+
+// TestSandboxHostNeverConfined starts 1,000 sandboxed commands and then
+// checks that no thread of the host carries no_new_privs or a seccomp
+// filter, that its network namespace is the one it had, and that the
+// throwaway threads did not pile up.
+func TestSandboxHostNeverConfined(t *testing.T) {
+	requireSandbox(t)
+	ws := t.TempDir()
+	nsBefore, err := os.Readlink("/proc/self/ns/net")
+	if err != nil {
+		t.Fatal(err)
+	}
+	threadsBefore := threadCount(t)
+	m := newManager(t, agentproc.WithSandbox(agentproc.WorkspaceSandbox(ws)))
+	n := 1000
+	if testing.Short() {
+		n = 100
+	}
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 8)
+	var failed atomic.Int32
+	for range n {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			p, err := m.Start(testContext(t), agentproc.Request{Command: "true", WorkDir: ws})
+			if err != nil {
+				failed.Add(1)
+				return
+			}
+			if info, err := p.Wait(testContext(t)); err != nil || exitCode(info) != 0 {
+				failed.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	if f := failed.Load(); f != 0 {
+		t.Fatalf("%d of %d sandboxed starts failed", f, n)
+	}
+	tasks, err := filepath.Glob("/proc/self/task/*/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, status := range tasks {
+		b, err := os.ReadFile(status)
+		if err != nil {
+			continue // the thread exited
+		}
+		for _, field := range []string{"NoNewPrivs:\t", "Seccomp:\t"} {
+			i := strings.Index(string(b), field)
+			if i < 0 {
+				t.Fatalf("%s has no %q", status, field)
+			}
+			if v := string(b[i+len(field)]); v != "0" {
+				t.Errorf("%s: %s%s, want 0: a host thread is confined", status, field, v)
+			}
+		}
+	}
+	if ns, _ := os.Readlink("/proc/self/ns/net"); ns != nsBefore {
+		t.Errorf("network namespace %s after the starts, want %s", ns, nsBefore)
+	}
+	if after := threadCount(t); after > threadsBefore+16 {
+		t.Errorf("%d threads after %d starts, %d before: the throwaway threads were kept", after, n, threadsBefore)
+	}
+}
+
+func threadCount(t *testing.T) int {
+	t.Helper()
+	tasks, err := os.ReadDir("/proc/self/task")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(tasks)
+}
+
+// TestSandboxPorts checks NetworkPorts: TCP to an allowed port of the host
+// works; TCP to another port, MPTCP to it (which Landlock's port rules do
+// not see) and UDP do not.
+func TestSandboxPorts(t *testing.T) {
+	requireSandbox(t)
+	if !hasNetwork(agentproc.NetworkPorts) {
+		t.Skip("NetworkPorts needs Landlock ABI 4 and seccomp")
+	}
+	ws := t.TempDir()
+	allowed, other := listenHost(t), listenHost(t)
+	sb := agentproc.WorkspaceSandbox(ws)
+	sb.Network = agentproc.NetworkPorts
+	sb.AllowPorts = []int{allowed.tcp.Addr().(*net.TCPAddr).Port}
+	m := newManager(t, agentproc.WithSandbox(sb))
+	for _, c := range []struct {
+		kind, addr string
+		reach      bool
+	}{
+		{"tcp", allowed.tcp.Addr().String(), true},
+		{"tcp", other.tcp.Addr().String(), false},
+		{"mptcp", other.tcp.Addr().String(), false},
+		{"udp", other.udp.LocalAddr().String(), false},
+	} {
+		out := runSandboxed(t, m, probeRequest(t, ws, c.kind, c.addr))
+		if got := strings.Contains(out.Text, "reached"); got != c.reach {
+			t.Errorf("%s to %s: output %q, want reached=%v", c.kind, c.addr, out.Text, c.reach)
+		}
+	}
+	if n := other.reached.Load(); n != 0 {
+		t.Errorf("the listeners on ports not allowed were reached %d times, want 0", n)
+	}
+}
+
+// sandboxUser is the unprivileged user the sandbox tests run as a second
+// time (.ci/install-test-deps.sh creates it).
+const sandboxUser = "agentproc-sandbox"
+
+// TestSandboxUnprivileged runs the sandbox tests again as an unprivileged
+// user, where the mechanisms differ (no namespaces, no bounding set:
+// seccomp refuses inet sockets, ReadOnly and NetworkLoopback are refused or
+// warned about). It needs root, to switch user, and the user.
+func TestSandboxUnprivileged(t *testing.T) {
+	requireSandbox(t)
+	if os.Geteuid() != 0 {
+		t.Skip("already unprivileged: the tests above ran as such")
+	}
+	u, err := user.Lookup(sandboxUser)
+	if err != nil {
+		t.Skipf("no user %s (.ci/install-test-deps.sh creates it): %v", sandboxUser, err)
+	}
+	uid, _ := strconv.Atoi(u.Uid)
+	gid, _ := strconv.Atoi(u.Gid)
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The test binary's own directory is private to root.
+	dir, err := os.MkdirTemp("", "agentproc-unpriv-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	home := filepath.Join(dir, "home")
+	bin := filepath.Join(dir, "agentproc.test")
+	data, err := os.ReadFile(exe)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bin, data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(home, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{dir, home} {
+		if err := os.Chmod(p, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Chown(home, uid, gid); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, "-test.count=1", "-test.v", "-test.short",
+		"-test.run=^(TestSandboxEscapes|TestSandboxAllows|TestSandboxPorts|TestSandboxFailClosed|TestSandboxHostNeverConfined|TestSandboxKeepsTreeFeatures)$")
+	cmd.Dir = home
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + home, "TMPDIR=" + os.TempDir(), "LANG=C"}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}}
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "--- PASS: TestSandboxEscapes") {
+		t.Fatalf("as %s: %v\n%s", sandboxUser, err, out)
+	}
+	for line := range strings.SplitSeq(string(out), "\n") {
+		if strings.Contains(line, "--- SKIP") || strings.Contains(line, "skip") {
+			t.Logf("as %s: %s", sandboxUser, strings.TrimSpace(line))
+		}
+	}
+}
+
+// TestSandboxKeepsTreeFeatures checks that a sandboxed tree keeps what an
+// unconfined one has: a terminal (TTY) that is its controlling terminal,
+// the marker, its own session, and a cgroup it cannot leave.
+func TestSandboxKeepsTreeFeatures(t *testing.T) {
+	requireSandbox(t)
+	ws := t.TempDir()
+	m := newManager(t, agentproc.WithSandbox(agentproc.WorkspaceSandbox(ws)))
+	p := mustStart(t, m, agentproc.Request{WorkDir: ws, TTY: &agentproc.TTYSize{Rows: 24, Cols: 80},
+		Command: `stty size; echo tty=$(tty); echo x > /dev/tty && echo marker=$` + agentproc.MarkerEnv + `; ps -o sid= -p $$ | tr -d ' '`})
+	info := mustWait(t, p)
+	out := p.Output().Text
+	if exitCode(info) != 0 || !strings.Contains(out, "24 80") || !strings.Contains(out, "marker="+p.ID()) || !strings.Contains(out, strconv.Itoa(info.PID)) {
+		t.Errorf("TTY under the sandbox: exit %d, output %q; want the size, the marker and its own session", exitCode(info), out)
+	}
+
+	t.Run("cgroup", func(t *testing.T) {
+		parent := cgroupParent(t)
+		m := newManager(t, agentproc.WithCgroup(parent), agentproc.WithSandbox(agentproc.WorkspaceSandbox(ws)))
+		p := mustStart(t, m, agentproc.Request{WorkDir: ws,
+			Command: `cat /proc/self/cgroup; echo $$ > ` + shellQuote(filepath.Join(parent, "cgroup.procs")) + ` && echo moved`})
+		mustWait(t, p)
+		out := p.Output().Text
+		if strings.Contains(out, "moved") || !strings.Contains(out, filepath.Base(parent)) {
+			t.Errorf("output %q: want the tree in its cgroup under %s and unable to leave it", out, parent)
+		}
+	})
+}

@@ -1,0 +1,120 @@
+package agentproc
+
+import (
+	"maps"
+	"path/filepath"
+	"slices"
+
+	"golang.org/x/xerrors"
+)
+
+// ErrSandboxLoosened is returned by Sandbox.Narrow, wrapped with the field
+// and the reason, for a requested policy that would give a tree more than
+// the base policy does. A server answers it with 403.
+var ErrSandboxLoosened = xerrors.New("agentproc: the sandbox would be looser than the operator's")
+
+// Narrow returns the policy that req asks for, held within sb: the one a
+// server runs a client's request under when sb is the operator's policy.
+// req can only take away: fewer or narrower Write and Read paths, more
+// Hide, ReadOnly and Env.Drop, a stricter Network (NetworkNone is always
+// stricter, NetworkHost never; NetworkPorts with a subset of AllowPorts),
+// Env.Keep only of names sb keeps, BestEffort only where sb has it, and
+// NoDefaultWrite. Anything else is ErrSandboxLoosened naming the field. A
+// nil sb confines nothing, so any req narrows it; a nil req is sb. Both are
+// left unchanged.
+func (sb *Sandbox) Narrow(req *Sandbox) (*Sandbox, error) {
+	if req == nil {
+		return sb.Clone(), nil
+	}
+	if sb == nil {
+		return req.Clone(), nil
+	}
+	out := sb.Clone()
+	if req.Write != nil {
+		for i, p := range req.Write {
+			if !inAny(p, sb.Write) {
+				return nil, xerrors.Errorf("Sandbox.Write[%d] %q is not inside the base policy's Write: %w", i, p, ErrSandboxLoosened)
+			}
+		}
+		out.Write = slices.Clone(req.Write)
+	}
+	if req.Read != nil {
+		if sb.Read != nil {
+			for i, p := range req.Read {
+				if !inAny(p, sb.Read) && !inAny(p, sb.Write) {
+					return nil, xerrors.Errorf("Sandbox.Read[%d] %q is not inside the base policy's Read: %w", i, p, ErrSandboxLoosened)
+				}
+			}
+		}
+		out.Read = slices.Clone(req.Read)
+	}
+	out.Hide = union(sb.Hide, req.Hide)
+	out.ReadOnly = union(sb.ReadOnly, req.ReadOnly)
+	switch base, want := sb.network(), req.Network; {
+	case want == "" || want == base && base != NetworkPorts:
+	case want == NetworkNone || base == NetworkHost:
+		out.Network, out.AllowPorts = want, slices.Clone(req.AllowPorts)
+	case want == NetworkPorts && base == NetworkPorts:
+		for i, p := range req.AllowPorts {
+			if !slices.Contains(sb.AllowPorts, p) {
+				return nil, xerrors.Errorf("Sandbox.AllowPorts[%d] %d is not among the base policy's: %w", i, p, ErrSandboxLoosened)
+			}
+		}
+		if len(req.AllowPorts) > 0 {
+			out.AllowPorts = slices.Clone(req.AllowPorts)
+		}
+	default:
+		return nil, xerrors.Errorf("Sandbox.Network %q is looser than the base policy's %q: %w", want, base, ErrSandboxLoosened)
+	}
+	if req.Env.Keep != nil {
+		for i, k := range req.Env.Keep {
+			if !slices.Contains(sb.Env.Keep, k) {
+				return nil, xerrors.Errorf("Sandbox.Env.Keep[%d] %q is not kept by the base policy: %w", i, k, ErrSandboxLoosened)
+			}
+		}
+		out.Env.Keep = slices.Clone(req.Env.Keep)
+	}
+	out.Env.Drop = union(sb.Env.Drop, req.Env.Drop)
+	if len(req.Env.Set) > 0 {
+		if out.Env.Set == nil {
+			out.Env.Set = map[string]string{}
+		}
+		maps.Copy(out.Env.Set, req.Env.Set)
+	}
+	if req.BestEffort && !sb.BestEffort {
+		return nil, xerrors.Errorf("Sandbox.BestEffort: the base policy fails closed: %w", ErrSandboxLoosened)
+	}
+	out.BestEffort = req.BestEffort
+	out.NoDefaultWrite = sb.NoDefaultWrite || req.NoDefaultWrite
+	return out, nil
+}
+
+// inAny reports whether p lies within one of dirs (paths compared
+// cleaned, as given: no links are followed).
+func inAny(p string, dirs []string) bool {
+	p = filepath.Clean(p)
+	for _, d := range dirs {
+		if within(p, filepath.Clean(d)) {
+			return true
+		}
+	}
+	return false
+}
+
+func union(a, b []string) []string {
+	out := slices.Clone(a)
+	for _, s := range b {
+		if !slices.Contains(out, s) {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// InWrite reports whether dir lies inside one of sb.Write (compared
+// cleaned, no links followed). A work dir is writable to its tree, so a
+// server or a tool that lets its client choose the work dir checks it
+// with this first.
+func (sb *Sandbox) InWrite(dir string) bool {
+	return filepath.IsAbs(dir) && inAny(dir, sb.Write)
+}

@@ -1,0 +1,248 @@
+package agentproc
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+
+	"golang.org/x/xerrors"
+)
+
+// The sandbox's part of a Start, in the order spawn uses it:
+// prepareSandbox builds (or finds) the policy's enforcement, makes the
+// private temp dir and decides the warnings; buildEnv filters the
+// environment through it; start forks the shell confined; the supervisor's
+// release removes the temp dir once the tree is gone.
+//
+// The OS layer (sandbox_linux.go, sandbox_darwin.go, sandbox_other.go)
+// provides sandboxSupport, the type sandboxCache (get builds a policy once
+// and returns its *sandboxBuilt; close releases everything) and
+// sandboxBuilt's start(cmd), which starts cmd confined, its info (what
+// enforces it) and missing (what of the policy it cannot enforce).
+
+// sandboxState is a Manager's sandbox: the built policies and the parent of
+// the private temp dirs, made on first use and removed by Close.
+type sandboxState struct {
+	cache sandboxCache
+
+	tmpMu     sync.Mutex
+	tmpParent string
+	tmpErr    error
+	// spare holds temp dirs made ahead, off the Start path: a mkdir costs
+	// tens of microseconds on an idle disk and milliseconds on a busy one.
+	// refills counts the goroutines making them, which close waits for.
+	spare   chan string
+	refills sync.WaitGroup
+
+	// policies caches sandboxPolicyFor's answers by rawPolicyKey: resolving
+	// the paths costs a lstat per path component, a few hundred
+	// microseconds for WorkspaceSandbox's list, on every Start otherwise.
+	// A link changed later is thus not followed again, as the built
+	// ruleset would not be either.
+	polMu    sync.Mutex
+	policies map[string]*sandboxPolicy
+}
+
+// maxCachedPolicies bounds the policy cache; a server whose requests use
+// ever new work dirs starts over when it is full.
+const maxCachedPolicies = 256
+
+// cachedPolicy returns the policy of sb for a Start in dir, resolved once.
+func (m *Manager) cachedPolicy(sb *Sandbox, dir, parent string, tty bool) (*sandboxPolicy, error) {
+	raw := rawPolicyKey(sb, dir, parent, tty)
+	s := &m.sandbox
+	s.polMu.Lock()
+	pol := s.policies[raw]
+	s.polMu.Unlock()
+	if pol != nil {
+		return pol, nil
+	}
+	pol, err := m.sandboxPolicyFor(sb, dir, parent, tty)
+	if err != nil {
+		return nil, err
+	}
+	s.polMu.Lock()
+	if s.policies == nil || len(s.policies) >= maxCachedPolicies {
+		s.policies = map[string]*sandboxPolicy{}
+	}
+	s.policies[raw] = pol
+	s.polMu.Unlock()
+	return pol, nil
+}
+
+// rawPolicyKey names what sandboxPolicyFor's answer depends on, without a
+// system call.
+func rawPolicyKey(sb *Sandbox, dir, parent string, tty bool) string {
+	var b strings.Builder
+	for _, l := range [][]string{sb.Write, sb.Read, sb.Hide, sb.ReadOnly} {
+		b.WriteString(strconv.Itoa(len(l)))
+		if l == nil {
+			b.WriteString("n")
+		}
+		for _, p := range l {
+			b.WriteString("\x00" + p)
+		}
+		b.WriteString("\x01")
+	}
+	b.WriteString(string(sb.network()))
+	for _, p := range sb.AllowPorts {
+		b.WriteString("," + strconv.Itoa(p))
+	}
+	b.WriteString("\x01" + dir + "\x01" + parent + "\x01" + strconv.FormatBool(tty) + strconv.FormatBool(sb.NoDefaultWrite) + strconv.FormatBool(sb.BestEffort))
+	return b.String()
+}
+
+// tempParent returns the directory the private temp dirs are made in, one
+// per Manager, so that every Start of a policy grants the same directory
+// and reuses one ruleset. Trees of one Manager could thus reach each other's
+// temp dirs; they cannot reach anything else there.
+func (s *sandboxState) tempParent() (string, error) {
+	s.tmpMu.Lock()
+	defer s.tmpMu.Unlock()
+	if s.tmpParent == "" && s.tmpErr == nil {
+		s.tmpParent, s.tmpErr = os.MkdirTemp("", "agentproc-sandbox-")
+		s.spare = make(chan string, 2)
+	}
+	return s.tmpParent, s.tmpErr
+}
+
+// tempDir returns a new private temp dir in parent (from tempParent): a
+// spare one when there is one, and starts making the next.
+func (s *sandboxState) tempDir(parent string) (string, error) {
+	s.tmpMu.Lock()
+	spare, closed := s.spare, s.tmpErr != nil
+	if !closed {
+		s.refills.Add(1)
+	}
+	s.tmpMu.Unlock()
+	if closed {
+		return "", ErrClosed
+	}
+	go func() {
+		defer s.refills.Done()
+		if d, err := os.MkdirTemp(parent, "t-"); err == nil {
+			select {
+			case spare <- d:
+			default:
+				_ = os.Remove(d)
+			}
+		}
+	}()
+	select {
+	case d := <-spare:
+		return d, nil
+	default:
+		return os.MkdirTemp(parent, "t-")
+	}
+}
+
+// close releases the built policies and removes the temp dirs' parent.
+func (s *sandboxState) close() {
+	s.cache.close()
+	s.tmpMu.Lock()
+	dir := s.tmpParent
+	s.tmpParent, s.tmpErr = "", ErrClosed
+	s.tmpMu.Unlock()
+	s.refills.Wait()
+	if dir != "" {
+		_ = os.RemoveAll(dir)
+	}
+}
+
+// sandboxRun is one Start's sandbox.
+type sandboxRun struct {
+	built    *sandboxBuilt
+	env      SandboxEnv
+	tmpDir   string
+	info     *Confinement
+	warnings []string
+}
+
+// prepareSandbox makes what a Start of sb in dir needs; nil sb gives nil.
+// Nothing is left behind when it fails.
+func (m *Manager) prepareSandbox(sb *Sandbox, dir string, tty bool) (*sandboxRun, error) {
+	if sb == nil {
+		return nil, nil
+	}
+	var parent string
+	if !sb.NoDefaultWrite {
+		p, err := m.sandbox.tempParent()
+		if err != nil {
+			return nil, xerrors.Errorf("agentproc: sandbox temp dir: %w", err)
+		}
+		parent = p
+	}
+	pol, err := m.cachedPolicy(sb, dir, parent, tty)
+	if err != nil {
+		return nil, err
+	}
+	built, err := m.sandbox.cache.get(pol)
+	if err != nil {
+		return nil, xerrors.Errorf("agentproc: build sandbox: %w", err)
+	}
+	warnings, err := checkUnenforced(pol, built.missing)
+	if err != nil {
+		return nil, err
+	}
+	run := &sandboxRun{built: built, env: sb.Env, warnings: warnings}
+	info := built.info
+	info.Mechanisms = append([]string(nil), built.info.Mechanisms...)
+	if parent != "" {
+		tmp, err := m.sandbox.tempDir(parent)
+		if err != nil {
+			return nil, xerrors.Errorf("agentproc: sandbox temp dir: %w", err)
+		}
+		run.tmpDir = tmp
+		info.TempDir = tmp
+	}
+	run.info = &info
+	return run, nil
+}
+
+// start starts cmd confined, on a thread that step, if any, prepared
+// first.
+func (r *sandboxRun) start(cmd *exec.Cmd, step threadStep) error { return r.built.start(cmd, step) }
+
+// finish removes the temp dir; nil r does nothing. It runs once the tree
+// is gone (or never started).
+func (r *sandboxRun) finish(m *Manager) {
+	if r == nil || r.tmpDir == "" {
+		return
+	}
+	if err := os.RemoveAll(r.tmpDir); err != nil {
+		m.cfg.logger.Warn(context.Background(), "remove sandbox temp dir", fieldError(err))
+	}
+}
+
+// sandboxFor is the Sandbox a request runs under: its own, else the
+// Manager's default, validated.
+func (m *Manager) sandboxFor(req Request) (*Sandbox, error) {
+	sb := req.Sandbox
+	if sb == nil {
+		sb = m.cfg.sandbox
+	}
+	if sb == nil {
+		return nil, nil
+	}
+	if err := sb.validate(); err != nil {
+		return nil, err
+	}
+	if req.Detach {
+		return nil, xerrors.Errorf("agentproc: Sandbox with Detach: a detached runner does not carry the policy yet: %w", ErrUnsupported)
+	}
+	return sb, nil
+}
+
+// threadStep is a step another part of the start takes on the sandbox's
+// own thread before the sandbox's steps (cgroup v1 thread placement, see
+// startCommand), so that one locked thread serves both; it returns what
+// undoes it, run after cmd.Start whatever happened. nil is no step.
+type threadStep func() (restore func() error, err error)
+
+// DefaultSandbox returns a copy of the Manager's default sandbox
+// (WithSandbox), nil without one: what a server narrows a client's policy
+// within (Sandbox.Narrow).
+func (m *Manager) DefaultSandbox() *Sandbox { return m.cfg.sandbox.Clone() }
