@@ -592,6 +592,15 @@ func uiScreenshotTest(t *testing.T, browser context.Context) {
 	} else {
 		t.Logf("no limits badge in the screenshot: %v", err)
 	}
+	// A command confined to its workspace, where this host can sandbox,
+	// to show the sandbox badge.
+	var sandboxed *agentproc.Process
+	if f := agentproc.SandboxSupport(); f.Supported {
+		ws := t.TempDir()
+		sandboxed = start(agentproc.Request{Command: "sleep 300 # npm test", WorkDir: ws, Sandbox: agentproc.WorkspaceSandbox(ws)})
+	} else {
+		t.Logf("no sandbox badge in the screenshot: %s", f)
+	}
 	asks := start(agentproc.Request{Command: `printf 'Overwrite config.yaml? [y/N] '; read answer`, Stdin: true})
 	tests := start(agentproc.Request{
 		Command: `echo "=== RUN   TestParse"; i=1; while :; do printf -- '--- PASS: TestCase%03d (0.0%ds)\n' $i $((i % 10)); i=$((i+1)); sleep 0.2; done`,
@@ -606,6 +615,11 @@ func uiScreenshotTest(t *testing.T, browser context.Context) {
 		t.Errorf("port link %q, want %q", href, want)
 	}
 	pg.waitJS(`document.querySelector('` + string(rowSel(asks.ID())) + ` .state').textContent === 'waiting for input'`)
+	if sandboxed != nil {
+		if got := pg.text(rowSel(sandboxed.ID()) + " .badges"); got != "sandbox, network none" {
+			t.Errorf("sandbox badge: got %q, want %q", got, "sandbox, network none")
+		}
+	}
 	if limited != nil {
 		if got := pg.text(rowSel(limited.ID()) + " .badges"); got != "memory 512 MiBprocs 64cpu 2" {
 			t.Errorf("limit badges: got %q, want memory 512 MiB, procs 64, cpu 2", got)
