@@ -46,11 +46,15 @@ func (c *sandboxCache) get(pol *sandboxPolicy) (*sandboxBuilt, error) {
 	if c.profiles == nil {
 		c.profiles = map[string]*sandboxBuilt{}
 	}
-	c.profiles[pol.key] = b
+	if len(c.profiles) < 64 {
+		c.profiles[pol.key] = b
+	}
 	return b, nil
 }
 
 func (c *sandboxCache) close() {}
+
+func (b *sandboxBuilt) done() {}
 
 // start runs cmd's program under sandbox-exec with the profile.
 // No thread step exists on macOS (startCommand passes none).

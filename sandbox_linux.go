@@ -45,12 +45,17 @@ import (
 // worker on the main thread after all; it is never expected.
 var errMainThread = xerrors.New("agentproc: confinement would have run on the main thread")
 
+// maxBuiltPolicies bounds how many policies a Manager keeps built: each
+// holds a Landlock ruleset's descriptor and, as root, a mount namespace.
+const maxBuiltPolicies = 64
+
 // sandboxCache is a Manager's built policies and namespaces.
 type sandboxCache struct {
 	mu     sync.Mutex
 	built  map[string]*sandboxBuilt
 	netns  map[Network]*nsEntry
 	closed bool
+	limit  int // maxBuiltPolicies when 0; tests lower it
 
 	emptyOnce sync.Once
 	emptyDir  string // holds the empty file hidden files are covered with
@@ -95,6 +100,15 @@ type sandboxBuilt struct {
 	info     Confinement
 	missing  []unenforced
 	err      error
+	uncached bool // not in the cache: released by done
+}
+
+// done is called once by each Start that used b, when its tree is gone or
+// never started.
+func (b *sandboxBuilt) done() {
+	if b.uncached {
+		b.release()
+	}
 }
 
 // hostCaps is what the host may do that matters to the sandbox.
@@ -188,7 +202,17 @@ func (c *sandboxCache) get(pol *sandboxPolicy) (*sandboxBuilt, error) {
 	b := c.built[pol.key]
 	if b == nil {
 		b = &sandboxBuilt{ruleset: -1, netns: -1, mntns: -1}
-		c.built[pol.key] = b
+		limit := c.limit
+		if limit <= 0 {
+			limit = maxBuiltPolicies
+		}
+		if len(c.built) < limit {
+			c.built[pol.key] = b
+		} else {
+			// Full (a server whose clients name ever new work dirs): built
+			// for this Start only, and released with it (done).
+			b.uncached = true
+		}
 	}
 	c.mu.Unlock()
 	b.once.Do(func() { b.err = c.build(b, pol) })

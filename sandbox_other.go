@@ -46,6 +46,8 @@ func (c *sandboxCache) get(pol *sandboxPolicy) (*sandboxBuilt, error) {
 
 func (c *sandboxCache) close() {}
 
+func (b *sandboxBuilt) done() {}
+
 func (b *sandboxBuilt) start(cmd *exec.Cmd, _ threadStep) error { return cmd.Start() }
 
 func sandboxSupport() SandboxFeatures {

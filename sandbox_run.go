@@ -185,6 +185,7 @@ func (m *Manager) prepareSandbox(sb *Sandbox, dir string, tty bool) (*sandboxRun
 	}
 	warnings, err := checkUnenforced(pol, built.missing)
 	if err != nil {
+		built.done()
 		return nil, err
 	}
 	run := &sandboxRun{built: built, env: sb.Env, warnings: warnings}
@@ -193,6 +194,7 @@ func (m *Manager) prepareSandbox(sb *Sandbox, dir string, tty bool) (*sandboxRun
 	if parent != "" {
 		tmp, err := m.sandbox.tempDir(parent)
 		if err != nil {
+			built.done()
 			return nil, xerrors.Errorf("agentproc: sandbox temp dir: %w", err)
 		}
 		run.tmpDir = tmp
@@ -206,10 +208,14 @@ func (m *Manager) prepareSandbox(sb *Sandbox, dir string, tty bool) (*sandboxRun
 // first.
 func (r *sandboxRun) start(cmd *exec.Cmd, step threadStep) error { return r.built.start(cmd, step) }
 
-// finish removes the temp dir; nil r does nothing. It runs once the tree
-// is gone (or never started).
+// finish removes the temp dir and lets go of the built policy; nil r does
+// nothing. It runs once, when the tree is gone or never started.
 func (r *sandboxRun) finish(m *Manager) {
-	if r == nil || r.tmpDir == "" {
+	if r == nil {
+		return
+	}
+	r.built.done()
+	if r.tmpDir == "" {
 		return
 	}
 	if err := os.RemoveAll(r.tmpDir); err != nil {

@@ -144,6 +144,7 @@ type managerFlags struct {
 	stateDir string
 	cgroup   string
 	sandbox  string
+	network  string
 }
 
 func (m *managerFlags) register(fs *flag.FlagSet, defaultWorkdir string) {
@@ -158,14 +159,17 @@ func (m *managerFlags) register(fs *flag.FlagSet, defaultWorkdir string) {
 	fs.Var(&m.tail, "tail", "bytes of long output kept at its end")
 	fs.IntVar(&m.maxLine, "max-line", agentproc.DefaultMaxLineBytes, "longest line shown whole; longer ones are cut")
 	fs.StringVar(&m.stateDir, "state-dir", "", "directory where processes are recorded, so a later agentproc stops what a crashed one left running")
-	fs.StringVar(&m.sandbox, "sandbox", "none", "where commands may write: none (the workspace sandbox is not available in this build)")
+}
+
+// registerSandbox adds --sandbox and --network; def is what an unset
+// --sandbox means, for the help text.
+func (m *managerFlags) registerSandbox(fs *flag.FlagSet, def string) {
+	fs.StringVar(&m.sandbox, "sandbox", "", "workspace (commands write only in --workdir and a private temp dir, credentials hidden) or none; default: "+def)
+	fs.StringVar(&m.network, "network", "", "with the workspace sandbox: none, loopback (a private one; needs root on Linux) or host; default: loopback where available, else host")
 }
 
 // options returns the Manager options the flags ask for.
 func (m *managerFlags) options() ([]agentproc.Option, error) {
-	if m.sandbox != "none" {
-		return nil, usagef("--sandbox=%s: only none is available in this build", m.sandbox)
-	}
 	if m.grace <= 0 {
 		return nil, usagef("--grace must be positive")
 	}
@@ -190,11 +194,11 @@ func (m *managerFlags) options() ([]agentproc.Option, error) {
 }
 
 // toolOptions returns the llmtool Options that state these settings.
-func (m *managerFlags) toolOptions(maxOutput int64) llmtool.Options {
+func (m *managerFlags) toolOptions(maxOutput int64, sb *agentproc.Sandbox) llmtool.Options {
 	if maxOutput == 0 {
 		maxOutput = -1
 	}
-	return llmtool.Options{HeadBytes: int(m.head), TailBytes: int(m.tail), MaxOutput: maxOutput}
+	return llmtool.Options{HeadBytes: int(m.head), TailBytes: int(m.tail), MaxOutput: maxOutput, Sandbox: sb}
 }
 
 // recovered waits, with a state dir, until m has stopped what a server

@@ -44,6 +44,7 @@ func runMCP(ctx context.Context, e *env, args []string) error {
 	var mf managerFlags
 	wd, _ := os.Getwd()
 	mf.register(fs, wd)
+	mf.registerSandbox(fs, "workspace where this host supports it, else none")
 	maxOutput := byteSize(llmtool.DefaultMaxOutput)
 	fs.Var(&maxOutput, "max-output", "stop a command once its output passes this size (none: never)")
 	if _, err := parse(fs, e, args, 0); err != nil {
@@ -53,12 +54,31 @@ func runMCP(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
+	sb, err := mf.sandboxPolicy(true)
+	if err != nil {
+		return err
+	}
 	m := agentproc.New(opts...)
 	if err := recovered(ctx, m, mf.stateDir); err != nil {
 		m.Close()
 		return err
 	}
-	srv := newMCPServer(llmtool.New(m.Scope(""), mf.toolOptions(int64(maxOutput))))
+	if sb != nil {
+		if err := probeSandbox(m, sb, mf.workdir); err != nil {
+			if mf.sandbox != "" {
+				m.Close()
+				return fmt.Errorf("the workspace sandbox cannot confine commands in %s here: %w (--sandbox=none runs them unconfined)", mf.workdir, err)
+			}
+			// The default must not leave an agent without tools: say
+			// why, loudly, and run unconfined.
+			fmt.Fprintf(e.stderr, "agentproc mcp: warning: the workspace sandbox cannot confine commands in %s here (%v); "+
+				"they run unconfined. Start it in a project directory, or pass --sandbox=none to choose this.\n", mf.workdir, err)
+			sb = nil
+		}
+	}
+	// The sandbox is the Toolbox's, per request: execute's description
+	// then tells the model what its commands may reach.
+	srv := newMCPServer(llmtool.New(m.Scope(""), mf.toolOptions(int64(maxOutput), sb)))
 	runErr := srv.Run(ctx, &mcp.IOTransport{Reader: io.NopCloser(e.stdin), Writer: nopWriteCloser{e.stdout}})
 	// The client is gone (or a signal came): nothing it started may outlive
 	// it. Shutdown gives every process the grace period at once.

@@ -66,7 +66,9 @@ func newGoClient(t testing.TB, ctx context.Context, cmd *exec.Cmd) *goClient {
 			gc.notes[tok] = append(gc.notes[tok], req.Params.Message)
 		},
 	})
-	cmd.Stderr = os.Stderr
+	if cmd.Stderr == nil {
+		cmd.Stderr = os.Stderr
+	}
 	session, err := client.Connect(ctx, &mcp.CommandTransport{Command: cmd}, nil)
 	if err != nil {
 		t.Fatalf("connect: %v", err)

@@ -53,6 +53,7 @@ func runServe(ctx context.Context, e *env, args []string) error {
 	var mf managerFlags
 	home, _ := os.UserHomeDir()
 	mf.register(fs, home)
+	mf.registerSandbox(fs, "none")
 	socket := fs.String("socket", "", "Unix socket to listen on (default "+displaySocket()+")")
 	listen := fs.String("listen", "", "TCP address to listen on instead of the socket, such as 127.0.0.1:7070; needs a token")
 	token := fs.String("token", "", "bearer token clients must send (default $"+tokenEnv+", or generated with --listen)")
@@ -103,11 +104,25 @@ func runServe(ctx context.Context, e *env, args []string) error {
 	}
 	fmt.Fprintf(e.stderr, "agentproc serve: listening on %s\n", listenerName(l))
 
-	m := agentproc.New(opts...)
+	sb, err := mf.sandboxPolicy(false)
+	if err != nil {
+		l.Close()
+		return err
+	}
+	// The operator's policy is the Manager's default, which a client of
+	// the API can only narrow (httpapi's "sandbox" field).
+	m := agentproc.New(append(opts, agentproc.WithSandbox(sb))...)
 	if err := recovered(ctx, m, mf.stateDir); err != nil {
 		m.Close()
 		l.Close()
 		return err
+	}
+	if sb != nil {
+		if err := probeSandbox(m, nil, mf.workdir); err != nil {
+			m.Close()
+			l.Close()
+			return fmt.Errorf("the workspace sandbox cannot confine commands in %s here: %w", mf.workdir, err)
+		}
 	}
 	srv := &http.Server{
 		Handler:           serveMux(m, *token, *coder),
