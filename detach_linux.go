@@ -108,24 +108,49 @@ func runDetached(argv []string) int {
 	for _, kv := range os.Environ() {
 		k, v, _ := strings.Cut(kv, "=")
 		switch k {
-		case detachRunnerEnv, detachSegEnv, detachOOMEnv:
+		case detachRunnerEnv, detachSegEnv, detachOOMEnv, detachSandboxEnv:
 		case detachIDEnv:
 			env = append(env, MarkerEnv+"="+v)
 		default:
 			env = append(env, kv)
 		}
 	}
+	var sbx *sandboxBuilt
+	var sbxTmp string
+	if v, ok := os.LookupEnv(detachSandboxEnv); ok {
+		var err error
+		if sbx, sbxTmp, err = runnerSandbox(v); err != nil {
+			fmt.Fprintln(os.Stderr, "agentproc runner:", err)
+			return 2
+		}
+	}
+	removeTmp := func() {
+		if sbxTmp != "" {
+			_ = os.RemoveAll(sbxTmp)
+		}
+	}
 	r, w, err := os.Pipe()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "agentproc runner:", err)
+		removeTmp()
 		return 1
 	}
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Env = env
 	cmd.Stdout, cmd.Stderr = w, w
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
+	if sbx != nil {
+		// Joining the mount namespace moves the thread to its root: the
+		// shell goes back to the work dir the runner was started in.
+		if cmd.Dir, err = os.Getwd(); err == nil {
+			err = sbx.start(cmd) // confined on a throwaway thread, as attached
+		}
+	} else {
+		err = cmd.Start()
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "agentproc runner: start:", err)
+		removeTmp()
 		return 1
 	}
 	_ = w.Close()
@@ -148,6 +173,7 @@ func runDetached(argv []string) int {
 	awaitExitUnreaped(pid)
 	_ = unix.Kill(-pid, unix.SIGKILL)
 	_ = cmd.Wait()
+	removeTmp() // the tree is gone: nothing confined can use it any more
 	select {
 	case <-copied:
 	case <-time.After(defaultPipeDrain):
@@ -314,7 +340,14 @@ func (d *detached) shutGate(released bool) {
 // Process. The caller has reserved a slot and a supervise goroutine.
 func (m *Manager) startDetached(req Request, owner, command, dir string, seq uint64, warnings []string) (*Process, error) {
 	id := uuid.NewString()
-	env := m.buildEnv(req.Env, id, dir, req.TTY != nil, nil)
+	sbx, err := m.prepareDetachedSandbox(req.Sandbox, dir, req.TTY != nil)
+	if err != nil {
+		return nil, err
+	}
+	// Until the runner has the policy, a failure removes the temp dir;
+	// then the runner owns it, and the host lets go of its descriptors.
+	defer func() { sbx.finish(m) }()
+	env := m.buildEnv(req.Env, id, dir, req.TTY != nil, sbx)
 	s := m.state
 	outDir, err := s.openOutDir(id)
 	if err != nil {
@@ -322,8 +355,14 @@ func (m *Manager) startDetached(req Request, owner, command, dir string, seq uin
 	}
 	segBytes := max(m.detachLogBytes()/(2*detachHeadSegs), 4096)
 
+	if sbx != nil {
+		warnings = append(slices.Clone(warnings), sbx.warnings...)
+	}
 	rec := s.newRecord(m, id, owner, command, dir, req, warnings, "")
 	rec.Detached = true
+	if sbx != nil {
+		rec.Sandbox = sbx.info
+	}
 	rec.SegBytes = segBytes
 	if err := s.create(rec); err != nil {
 		_ = outDir.Close()
@@ -350,6 +389,20 @@ func (m *Manager) startDetached(req Request, owner, command, dir string, seq uin
 	if v := m.oomScoreValue(); v != nil {
 		runnerEnv = append(runnerEnv, detachOOMEnv+"="+string(v))
 	}
+	extra := []*os.File{outDir} // detachDirFD
+	if sbx != nil {
+		files, v, err := sbx.runnerFiles()
+		if err != nil {
+			return fail("pass the sandbox to the runner", err)
+		}
+		defer func() {
+			for _, f := range files {
+				_ = f.Close()
+			}
+		}()
+		extra = append(extra, files...) // from detachSandboxFD
+		runnerEnv = append(runnerEnv, detachSandboxEnv+"="+v)
+	}
 	out, err := os.Open(os.DevNull)
 	if err != nil {
 		return fail("open null device", err)
@@ -368,7 +421,7 @@ func (m *Manager) startDetached(req Request, owner, command, dir string, seq uin
 		Stdin:       out,
 		Stdout:      pw,
 		Stderr:      out,
-		ExtraFiles:  []*os.File{outDir}, // detachDirFD
+		ExtraFiles:  extra,
 		SysProcAttr: &syscall.SysProcAttr{Setsid: true},
 	}
 	if err := runner.Start(); err != nil {
@@ -376,6 +429,11 @@ func (m *Manager) startDetached(req Request, owner, command, dir string, seq uin
 		return fail("start runner", err)
 	}
 	_ = pw.Close()
+	var tmpDir string
+	if sbx != nil {
+		// The runner removes the temp dir once the tree is gone.
+		tmpDir, sbx.tmpDir = sbx.tmpDir, ""
+	}
 	_ = pr.SetReadDeadline(time.Now().Add(detachStartWait))
 	line, err := bufio.NewReader(pr).ReadString('\n')
 	var leader hostIdentity
@@ -385,6 +443,9 @@ func (m *Manager) startDetached(req Request, owner, command, dir string, seq uin
 	if err != nil || leader.PID <= 0 {
 		_ = runner.Process.Kill()
 		_ = runner.Wait()
+		if tmpDir != "" {
+			_ = os.RemoveAll(tmpDir) // killed, the runner did not
+		}
 		return fail("start "+m.cfg.shell[0]+" through the runner", xerrors.Errorf("no PID from the runner: %v", err))
 	}
 	leader.Boot = s.host.Boot
@@ -457,6 +518,7 @@ func (m *Manager) newDetachedProcess(r *stateRecord, seq uint64, out *os.File) *
 			PID:        r.Leader.PID,
 			StartedAt:  r.StartedAt,
 			Detached:   true,
+			Sandbox:    r.Sandbox.clone(),
 		}},
 	}
 	p.sup.p = p

@@ -266,8 +266,8 @@ func WithOutputLog(dir string, maxBytes int64) Option {
 // WithSandbox confines every process started without a Request.Sandbox of
 // its own by sb (see Sandbox and WorkspaceSandbox). nil, the default, means
 // no confinement. sb is copied; later changes to it do not apply.
-// With it, Request.Detach starts fail with ErrUnsupported (a detached
-// runner does not carry a policy yet).
+// A detached process (Request.Detach) is confined by its runner in the
+// same way.
 func WithSandbox(sb *Sandbox) Option {
 	sb = sb.Clone()
 	return optionFunc(func(c *config) { c.sandbox = sb })

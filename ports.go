@@ -136,6 +136,10 @@ type portTree struct {
 }
 
 func (p *Process) portTree() portTree {
+	if p.sup.cmd == nil && p.sup.rec != nil {
+		// Detached: the runner's shell, found by its group and marker.
+		return portTree{leader: p.sup.rec.Leader.PID, id: p.id}
+	}
 	return portTree{leader: p.sup.cmd.Process.Pid, id: p.id, cgroup: p.sup.ctr.cgroupDir(), sys: p.sup.sys}
 }
 

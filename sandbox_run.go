@@ -236,9 +236,6 @@ func (m *Manager) sandboxFor(req Request) (*Sandbox, error) {
 	if err := sb.validate(); err != nil {
 		return nil, err
 	}
-	if req.Detach {
-		return nil, xerrors.Errorf("agentproc: Sandbox with Detach: a detached runner does not carry the policy yet: %w", ErrUnsupported)
-	}
 	return sb, nil
 }
 

@@ -118,6 +118,8 @@ type stateRecord struct {
 	Detached  bool   `json:"detached,omitempty"`
 	// SegBytes is the size of a detached process's output segments.
 	SegBytes int64 `json:"seg_bytes,omitempty"`
+	// Sandbox is how a detached process is confined (Info.Sandbox).
+	Sandbox *Confinement `json:"sandbox,omitempty"`
 	// Runner is a detached process's runner (see detach_linux.go).
 	Runner    hostIdentity `json:"runner,omitzero"`
 	StartedAt time.Time    `json:"started_at"`
