@@ -42,6 +42,13 @@ const uiRowWithin = time.Second
 // then any process still running with this test's user data directory on
 // its command line is killed (a renderer or zygote can outlive the browser
 // when it is killed) and the test fails if one survives.
+// browserTimeout bounds each step in the browser. It is longer than
+// testTimeout: under make stress (the race detector, two CPU burners and
+// the rest of the suite) one click-confirm-wait chain in Chromium took
+// over 10 s. It is a way out of a hung step, not an assertion: the
+// 1 s bounds the issue sets are checked on their own.
+const browserTimeout = 45 * time.Second
+
 func newBrowser(t *testing.T) context.Context {
 	t.Helper()
 	path, err := exec.LookPath("chromium")
@@ -211,7 +218,7 @@ func (p *page) allowProblems() {
 // an error.
 func (p *page) run(actions ...chromedp.Action[chromedp.Void]) {
 	p.t.Helper()
-	ctx, cancel := context.WithTimeout(p.ctx, testTimeout)
+	ctx, cancel := context.WithTimeout(p.ctx, browserTimeout)
 	defer cancel()
 	if err := chromedp.Do(ctx, actions...); err != nil {
 		p.t.Fatalf("browser: %v", err)
@@ -221,7 +228,7 @@ func (p *page) run(actions ...chromedp.Action[chromedp.Void]) {
 // get runs one action that returns a value.
 func get[T any](p *page, a chromedp.Action[T]) T {
 	p.t.Helper()
-	ctx, cancel := context.WithTimeout(p.ctx, testTimeout)
+	ctx, cancel := context.WithTimeout(p.ctx, browserTimeout)
 	defer cancel()
 	v, err := chromedp.Run(ctx, a)
 	if err != nil {
@@ -639,7 +646,7 @@ func uiScreenshotTest(t *testing.T, browser context.Context) {
 	}
 	// Text contrast, in the light and the dark scheme (WCAG AA: 4.5:1).
 	for _, scheme := range []string{"light", "dark"} {
-		ctx, cancel := context.WithTimeout(pg.ctx, testTimeout)
+		ctx, cancel := context.WithTimeout(pg.ctx, browserTimeout)
 		_, err := chromedp.Call(ctx, emulation.SetEmulatedMedia, emulation.SetEmulatedMediaParams{
 			Features: []*emulation.MediaFeature{{Name: "prefers-color-scheme", Value: scheme}},
 		})
