@@ -243,11 +243,19 @@ func (b *eventBus) subscribe(ctx context.Context, owner *string, after uint64, r
 // for a subscriber of one owner (owner not nil) that owner's only.
 func (b *eventBus) replayLocked(s *subscriber, owner *string, after uint64) {
 	oldest := b.seq - uint64(len(b.history)) + 1 // Seq of history's oldest
+	var lost, lostSeq uint64
 	switch {
 	case owner != nil:
-		s.lost, s.lostSeq = b.evicted[*owner].since(after)
+		lost, lostSeq = b.evicted[*owner].since(after)
 	case after+1 < oldest:
-		s.lost, s.lostSeq = oldest-after-1, oldest-1
+		lost, lostSeq = oldest-after-1, oldest-1
+	}
+	// The EventLost goes into the queue itself, first, rather than into
+	// s.lost: offer counts every event behind an unreported loss as lost
+	// too, which would fold the retained events, and a live event published
+	// before the forwarder delivered the loss, into the count.
+	if lost > 0 {
+		s.queue = append(s.queue, Event{Type: EventLost, Seq: lostSeq, Lost: lost})
 	}
 	n := len(b.history)
 	for i := range n {
