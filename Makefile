@@ -81,7 +81,7 @@ fuzz:
 include mk/windows.mk
 
 ## test-cgroup-vm: the cgroup limit tests in a QEMU VM with every cgroup v2
-## controller (not in CI; see .ci/test-cgroup-vm.sh).
+## controller (in CI; see .ci/test-cgroup-vm.sh).
 .PHONY: test-cgroup-vm
 test-cgroup-vm:
 	bash .ci/test-cgroup-vm.sh

@@ -8,12 +8,14 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/agentproc/agentproc/internal/cgroup"
 )
 
 // containment reaches the parts of a process tree that left its process
 // group (setsid, double forks, daemons): every process of our user whose
-// environment carries the tree's marker, and, with WithCgroup, every member
-// of the tree's own cgroup. The process group itself stays sysProc's job;
+// environment carries the tree's marker, and, with WithCgroup or Limits,
+// every member of the tree's own cgroups. The process group itself stays sysProc's job;
 // containment acts after it on each stop path.
 //
 // Sweeps read /proc, so they run only when something is being stopped,
@@ -25,8 +27,8 @@ import (
 // delays only this tree's own stop.
 type containment struct {
 	id    string
-	entry []byte  // MarkerEnv=<id>, exactly as it appears in /proc/PID/environ
-	cg    *cgroup // nil without WithCgroup
+	entry []byte        // MarkerEnv=<id>, exactly as it appears in /proc/PID/environ
+	cg    *cgroup.Group // nil without WithCgroup and Limits
 	// noProc is set when /proc belongs to another PID namespace (see
 	// foreignProc): no PID read from it means anything here, so there is
 	// no sweep, and only the cgroup, if any, is killed as a whole.
@@ -67,7 +69,13 @@ const (
 	goneWithoutPidfdPoll = 5 * time.Millisecond
 )
 
-func newContainment(id string, cfg *config) (*containment, error) {
+// newContainment makes the containment of a tree about to start. The tree
+// gets cgroups of its own with WithCgroup, and with limits, which hold only
+// in a cgroup: Linux has no per-tree limit on memory, processes or CPU
+// outside one (RLIMIT_AS and RLIMIT_CPU hold per process, so a tree escapes
+// them by forking, and RLIMIT_NPROC counts every process of the user).
+// Where they go is internal/cgroup's to decide (see its plan).
+func newContainment(id string, cfg *config, l Limits) (*containment, error) {
 	c := &containment{
 		id:      id,
 		entry:   []byte(MarkerEnv + "=" + id),
@@ -75,8 +83,16 @@ func newContainment(id string, cfg *config) (*containment, error) {
 		found:   make(map[int]bool),
 		targets: make(map[int]*escapee),
 	}
-	if cfg.cgroupParent != "" {
-		g, err := newCgroup(cfg.cgroupParent, id)
+	if cfg.cgroupParent != "" || !l.IsZero() {
+		parent := cfg.cgroupParent
+		if parent == CgroupAuto {
+			parent = cgroup.Auto
+		}
+		g, err := cgroup.New(cgroup.Spec{
+			ID:     id,
+			Parent: parent,
+			Limits: cgroup.Limits{Memory: l.Memory, Procs: l.Procs, CPU: l.CPU},
+		})
 		if err != nil {
 			return nil, err
 		}
@@ -86,15 +102,27 @@ func newContainment(id string, cfg *config) (*containment, error) {
 }
 
 // prepare is called just before the start and returns the directory of the
-// process's cgroup, or -1 without one, for sysProc.prepare to start the
+// process's cgroup v2, or -1 without one, for sysProc.prepare to start the
 // leader in.
 func (c *containment) prepare() (cgroupFD int) {
 	c.startedAt = time.Now()
 	if c.cg == nil {
 		return -1
 	}
-	return c.cg.dirfd
+	return c.cg.CloneFD()
 }
+
+// enterThread is the containment's step of startCommand: on cgroup v1,
+// which has no CLONE_INTO_CGROUP, it moves the calling (locked) OS thread
+// into the tree's cgroups so that the leader is born inside them, and
+// returns the step that moves it back. needed is false when there is
+// nothing to do, so startCommand need not lock a thread.
+func (c *containment) enterThread() (leave func() error, err error) {
+	return c.cg.EnterThread()
+}
+
+// needsThread reports whether enterThread has anything to do.
+func (c *containment) needsThread() bool { return c.cg != nil && c.cg.NeedsThread() }
 
 // startInCgroup makes the kernel create the leader directly inside the
 // cgroup open at fd (clone3 with CLONE_INTO_CGROUP): there is no moment at
@@ -105,14 +133,14 @@ func startInCgroup(attr *syscall.SysProcAttr, fd int) error {
 	return nil
 }
 
-// cgroupDir is the tree's cgroup directory, "" without WithCgroup (or
-// without a containment: a detached process has none). cg is set once by
-// newContainment and never changes.
+// cgroupDir is the tree's cgroup directory (its cgroup.procs lists the
+// tree), "" without a cgroup (or without a containment: a detached process
+// has none). cg is set once by newContainment and never changes.
 func (c *containment) cgroupDir() string {
 	if c == nil || c.cg == nil {
 		return ""
 	}
-	return c.cg.path
+	return c.cg.Path()
 }
 
 // describe names the cgroup for a start error.
@@ -120,18 +148,22 @@ func (c *containment) describe() string {
 	if c.cg == nil {
 		return ""
 	}
-	return fmt.Sprintf(" in cgroup %q", c.cg.path)
+	return fmt.Sprintf(" in cgroup %q", c.cg.Path())
 }
 
-// started records the leader, whose PID is the process group ID.
-func (c *containment) started(cmd *exec.Cmd) {
+// started records the leader, whose PID is the process group ID, and
+// finishes the cgroups: on v1 the memory and CPU limits are written only
+// now, after the host's thread has left them (see cgroup.Group.Started).
+// On an error the caller kills the tree.
+func (c *containment) started(cmd *exec.Cmd) error {
 	c.mu.Lock()
 	c.leader = cmd.Process.Pid
 	c.mu.Unlock()
 	addLeader(cmd.Process.Pid)
 	if c.cg != nil {
-		c.cg.closeDir()
+		return c.cg.Started()
 	}
+	return nil
 }
 
 // terminate sends SIGTERM, then SIGCONT so that a stopped process can act
@@ -184,10 +216,13 @@ func (c *containment) killEscaped() int {
 		// needs no PID, so it cannot hit a reused one. cgroup.procs lists
 		// PIDs of our own namespace, but telling group members apart needs
 		// /proc.
+		// An empty cgroup (the usual case once the shell is gone) needs
+		// neither: nothing outside it can fork into it.
 		var outside []int
-		if !c.noProc {
+		members := c.cg.Members()
+		if !c.noProc && len(members) > 0 {
 			if s, err := newProcScanner(); err == nil {
-				for _, pid := range c.cg.members() {
+				for _, pid := range members {
 					if pg, ok := s.pgrp(pid); ok && pg != c.leaderPID() {
 						outside = append(outside, pid)
 					}
@@ -195,7 +230,9 @@ func (c *containment) killEscaped() int {
 				s.close()
 			}
 		}
-		c.cg.kill()
+		if len(members) > 0 || c.noProc {
+			c.cg.Kill()
+		}
 		c.mu.Lock()
 		for _, pid := range outside {
 			c.found[pid] = true
@@ -239,8 +276,8 @@ func (c *containment) killEscaped() int {
 	return c.foundCount()
 }
 
-// nothingForked reports, for a tree without a cgroup whose stop ladder
-// found nothing, whether the kernel has handed out no PID since the leader's:
+// nothingForked reports, for a tree whose stop ladder found nothing (and
+// whose cgroup, if any, was empty), whether the kernel has handed out no PID since the leader's:
 // then the leader forked nothing, so nothing can have escaped. It is the
 // usual case for a short command on a quiet host, and one read of a sysctl
 // instead of a sweep. A PID range that may have wrapped is never taken as
@@ -249,7 +286,7 @@ func (c *containment) nothingForked() bool {
 	c.mu.Lock()
 	leader, quiet := c.leader, len(c.targets) == 0 && len(c.found) == 0
 	c.mu.Unlock()
-	if !quiet || c.cg != nil || leader <= 0 || time.Since(c.startedAt) >= wrapWindow() {
+	if !quiet || leader <= 0 || time.Since(c.startedAt) >= wrapWindow() {
 		return false
 	}
 	last, ok := nsLastPID()
@@ -276,7 +313,7 @@ func (c *containment) foundCount() int {
 func (c *containment) candidates(s *procScanner, since time.Time) []int {
 	var cands []int
 	if c.cg != nil {
-		cands = c.cg.members()
+		cands = c.cg.Members()
 	}
 	if pids, ok := s.candidatePIDs(c.leaderPID(), c.startedAt); ok {
 		return append(cands, s.probeMarked(pids, c.entry)...)
@@ -358,7 +395,7 @@ func (c *containment) signalLocked(s *procScanner, cands []int, sig unix.Signal)
 // verify reports whether pid belongs to the tree: it carries the marker
 // and runs as our user, or it sits in the tree's cgroup.
 func (c *containment) verify(s *procScanner, pid int) bool {
-	return s.marked(pid, c.entry) || (c.cg != nil && s.inCgroup(pid, "agentproc-"+c.id))
+	return s.marked(pid, c.entry) || (c.cg != nil && s.inCgroup(pid, c.cg.Leaf()))
 }
 
 // waitGone waits up to timeout until every killed target has exited and
@@ -387,7 +424,7 @@ func (c *containment) waitGone(timeout time.Duration) {
 		c.waitGoneBare(bare, deadline)
 	}
 	if c.cg != nil {
-		c.cg.waitEvent("populated", "0", time.Until(deadline))
+		c.cg.WaitEmpty(time.Until(deadline))
 	}
 }
 
@@ -424,12 +461,12 @@ func (c *containment) usage(cpu time.Duration, rss int64) (time.Duration, int64)
 	if c.cg == nil {
 		return cpu, rss
 	}
-	gcpu, cpuOK, peak, peakOK := c.cg.usage()
-	if cpuOK {
-		cpu = gcpu
+	u := c.cg.Usage()
+	if u.CPUOK {
+		cpu = u.CPU
 	}
-	if peakOK {
-		rss = peak
+	if u.PeakOK {
+		rss = u.Peak
 	}
 	return cpu, rss
 }
@@ -459,7 +496,7 @@ func (c *containment) release() error {
 	}
 	c.mu.Unlock()
 	if c.cg != nil {
-		return c.cg.remove()
+		return c.cg.Remove()
 	}
 	return nil
 }

@@ -288,7 +288,7 @@ func TestCgroupBadParent(t *testing.T) {
 	}{
 		{"relative", "agents", "not an absolute path"},
 		{"missing", "/nonexistent/agentproc", "/nonexistent/agentproc"},
-		{"not cgroup2", t.TempDir(), "is not in a cgroup v2 hierarchy"},
+		{"not a cgroup", t.TempDir(), "is not in a cgroup hierarchy"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

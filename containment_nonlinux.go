@@ -16,7 +16,7 @@ import (
 // (setsid, double forks) are not reached. See docs/containment.md.
 type containment struct{}
 
-func newContainment(_ string, cfg *config) (*containment, error) {
+func newContainment(_ string, cfg *config, _ Limits) (*containment, error) {
 	if cfg.cgroupParent != "" {
 		return nil, xerrors.Errorf("cgroup parent %q: cgroup containment needs Linux, this is %s: %w",
 			cfg.cgroupParent, runtime.GOOS, ErrUnsupported)
@@ -24,14 +24,23 @@ func newContainment(_ string, cfg *config) (*containment, error) {
 	return &containment{}, nil
 }
 
-func (*containment) prepare() int        { return -1 }
-func (*containment) describe() string    { return "" }
-func (*containment) cgroupDir() string   { return "" }
-func (*containment) started(*exec.Cmd)   {}
-func (*containment) terminate(time.Time) {}
-func (*containment) reaped()             {}
-func (*containment) killEscaped() int    { return 0 }
-func (*containment) release() error      { return nil }
+func (*containment) prepare() int            { return -1 }
+func (*containment) describe() string        { return "" }
+func (*containment) cgroupDir() string       { return "" }
+func (*containment) started(*exec.Cmd) error { return nil }
+func (*containment) terminate(time.Time)     {}
+func (*containment) reaped()                 {}
+func (*containment) killEscaped() int        { return 0 }
+func (*containment) release() error          { return nil }
+
+// startCommand starts cmd, confined by sbx when it is not nil: no
+// containment here acts on the starting thread.
+func startCommand(cmd *exec.Cmd, _ *containment, sbx *sandboxRun) error {
+	if sbx == nil {
+		return cmd.Start()
+	}
+	return sbx.start(cmd, nil)
+}
 
 // startInCgroup is never called here: prepare gives no cgroup.
 func startInCgroup(*syscall.SysProcAttr, int) error { return ErrUnsupported }

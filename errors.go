@@ -1,9 +1,9 @@
 package agentproc
 
 import (
-	"errors"
-
 	"golang.org/x/xerrors"
+
+	"github.com/agentproc/agentproc/internal/errdefs"
 )
 
 // Errors returned by the package. Check them with errors.Is; most are returned
@@ -27,7 +27,7 @@ var (
 	ErrUnsupportedSignal = xerrors.New("agentproc: unsupported signal")
 	// ErrInvalidRequest is returned, wrapped with the reason, for a Request
 	// or argument that cannot be used. Nothing is started.
-	ErrInvalidRequest = xerrors.New("agentproc: invalid request")
+	ErrInvalidRequest = errdefs.ErrInvalidRequest
 	// ErrNoStdin is returned by WriteStdin and CloseStdin for a process
 	// started without Request.Stdin or Request.TTY.
 	ErrNoStdin = xerrors.New("agentproc: process has no writable stdin")
@@ -41,7 +41,7 @@ var (
 	// feature the platform lacks (Request.TTY on Windows, WithCgroup
 	// without cgroup v2). It also matches errors.ErrUnsupported under
 	// errors.Is, so either check finds every such failure.
-	ErrUnsupported error = unsupportedError{}
+	ErrUnsupported = errdefs.ErrUnsupported
 	// ErrExited is returned by a wait for something the process was to
 	// write (Process.WaitMatch) when the process exited without writing
 	// it: the wait's condition can never be met. It differs from
@@ -68,12 +68,3 @@ var (
 	// first record, and so before starting anything.
 	errFreeSlot = xerrors.New("agentproc: free record slot")
 )
-
-// unsupportedError is the type of ErrUnsupported: a comparable value, so
-// errors.Is finds it through any wrapping, that also claims to be
-// errors.ErrUnsupported.
-type unsupportedError struct{}
-
-func (unsupportedError) Error() string { return "agentproc: unsupported on this platform" }
-
-func (unsupportedError) Is(target error) bool { return target == errors.ErrUnsupported }

@@ -34,7 +34,7 @@ func treeOOMKills(c *containment) (int64, bool) {
 	if c.cg == nil {
 		return 0, false
 	}
-	return c.cg.oomKills()
+	return c.cg.OOMKills()
 }
 
 // hostOOMScore is this process's own oom_score_adj, read once.
@@ -130,7 +130,7 @@ func raiseOOMScoreTree(leader int, c *containment, value []byte) {
 		set(child)
 	}
 	if c.cg != nil {
-		for _, pid := range c.cg.members() {
+		for _, pid := range c.cg.Members() {
 			set(pid)
 		}
 	}

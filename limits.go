@@ -85,20 +85,34 @@ const minMemoryLimit = 1 << 20
 // 100 ms period, stays far from overflow.
 const maxCPUQuotaCores = 1 << 20
 
-// WithLimits sets the limits of every process whose Request.Limits leaves
-// a field at zero: each field of l is the default for that field, which a
-// request can change but not lift. The zero Limits, the default, means no
-// limits.
+// WithLimits sets the operator's limits: each field of l that is set is
+// both the default for a request that leaves that field at zero and the
+// ceiling for one that sets it. A request may lower a limit, never lift it:
+// a field above its ceiling fails Start with ErrInvalidRequest naming the
+// field and the ceiling, through the Go API and httpapi alike. The zero
+// Limits, the default, means no limits and no ceilings.
 func WithLimits(l Limits) Option {
 	return optionFunc(func(c *config) { c.limits = l })
 }
 
 // limitsFor merges req over the Manager's defaults field by field and checks
-// the result: a negative or absurd value is ErrInvalidRequest, a limit this
-// platform cannot enforce with the Manager's settings is ErrUnsupported.
+// the result: a negative or absurd value, or one above the operator's
+// ceiling, is ErrInvalidRequest, a limit this platform cannot enforce with
+// the Manager's settings is ErrUnsupported.
 func (m *Manager) limitsFor(req Limits) (Limits, error) {
 	l := req
 	d := m.cfg.limits
+	switch {
+	case d.Memory > 0 && req.Memory > d.Memory:
+		return l, xerrors.Errorf("Limits.Memory %s is above the ceiling of %s set with WithLimits: %w",
+			formatBytes(req.Memory), formatBytes(d.Memory), ErrInvalidRequest)
+	case d.Procs > 0 && req.Procs > d.Procs:
+		return l, xerrors.Errorf("Limits.Procs %d is above the ceiling of %d set with WithLimits: %w",
+			req.Procs, d.Procs, ErrInvalidRequest)
+	case d.CPU > 0 && req.CPU > d.CPU:
+		return l, xerrors.Errorf("Limits.CPU %g is above the ceiling of %g set with WithLimits: %w",
+			req.CPU, d.CPU, ErrInvalidRequest)
+	}
 	if l.Memory == 0 {
 		l.Memory = d.Memory
 	}
@@ -127,25 +141,4 @@ func (m *Manager) limitsFor(req Limits) (Limits, error) {
 		return l, err
 	}
 	return l, nil
-}
-
-// limitFields names the fields l sets, as "Limits.Memory".
-func limitFields(l Limits) []string {
-	var f []string
-	if l.Memory > 0 {
-		f = append(f, "Limits.Memory")
-	}
-	if l.Procs > 0 {
-		f = append(f, "Limits.Procs")
-	}
-	if l.CPU > 0 {
-		f = append(f, "Limits.CPU")
-	}
-	return f
-}
-
-// unsupportedLimits is the error for limits the platform cannot enforce: it
-// names every field of l that is set and says why.
-func unsupportedLimits(l Limits, why string) error {
-	return xerrors.Errorf("%s: %s: %w", strings.Join(limitFields(l), ", "), why, ErrUnsupported)
 }

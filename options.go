@@ -174,22 +174,37 @@ func WithMaxRunning(n int) Option {
 	return optionFunc(func(c *config) { c.maxRunning = max(n, 0) })
 }
 
-// WithCgroup runs every process in a cgroup v2 of its own, created as a
-// child of parent (an absolute path inside the cgroup v2 hierarchy, such as
-// /sys/fs/cgroup/agents) and removed after the process exits. The shell is
-// created inside it, so every descendant is too, including those that leave
-// the process group and clear their environment; stopping kills the whole
-// cgroup. Where parent enables the memory controller for its children,
-// Info.MaxRSS is the tree's memory.peak; Info.CPUTime is then the whole
-// tree's CPU time.
+// WithCgroup runs every process in cgroups of its own, created under
+// parent and removed after the process exits. parent is an absolute path
+// inside a cgroup v2 hierarchy (such as /sys/fs/cgroup/agents), or inside
+// one cgroup v1 hierarchy (such as /sys/fs/cgroup/memory/agents: the same
+// relative path, agents, is then used, and created, in every v1 hierarchy
+// a limit needs, as runc does), or CgroupAuto. The shell is created inside
+// them, so every descendant is too, including those that leave the process
+// group and clear their environment; stopping kills the whole tree. Where
+// the memory controller is on, Info.MaxRSS is the tree's peak; Info.CPUTime
+// is then the whole tree's CPU time.
 //
-// Linux only. If parent is not a writable cgroup v2 directory, or this is
+// Without WithCgroup, a process with Limits still gets cgroups of its own,
+// under the host's own cgroups (see the README's "Which parent"); nothing
+// is ever created above the host's own cgroup unless parent names it.
+//
+// Linux only. If parent is not a writable cgroup directory, or this is
 // not Linux, Start fails (wrapping ErrInvalidRequest, or ErrUnsupported
-// where cgroup v2 is unavailable); it never falls back
-// to weaker containment. "" (the default) turns it off.
+// where cgroups are unavailable); it never falls back to weaker
+// containment. "" (the default) turns it off.
 func WithCgroup(parent string) Option {
 	return optionFunc(func(c *config) { c.cgroupParent = parent })
 }
+
+// CgroupAuto is the WithCgroup parent that makes the library find it: the
+// host's own cgroups as without WithCgroup, and, where the host runs in a
+// delegated cgroup v2 that holds it and nothing else (systemd-run --user
+// --scope -p Delegate=yes), the systemd pattern: the host moves into
+// <own>/agentproc-host, once, and <own> enables the controllers for the
+// processes' cgroups beside it. Unlike the default, every process gets a
+// cgroup, with or without Limits.
+const CgroupAuto = "auto"
 
 // WithBackgroundDetection turns the parsing of commands for a trailing
 // top-level & on or off (default on). When on, and the shell is a POSIX

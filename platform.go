@@ -58,13 +58,18 @@ import (
 //   - usage(state) is CPU time and peak memory; release() frees OS handles.
 //
 // Escaped descendants (containment in containment_linux.go, with /proc read
-// by proc_linux.go, the one /proc reader, and cgroups by cgroup_linux.go;
-// the process group alone in containment_nonlinux.go): newContainment makes
-// it before the child starts; prepare hands sysProc.prepare the cgroup to
-// start in (startInCgroup writes it into the SysProcAttr sysProc.prepare
-// builds), describe names it for a start error and cgroupDir gives its
-// directory ("" without one); started follows cmd.Start and reaped the
-// leader's reaping;
+// by proc_linux.go, the one /proc reader, and cgroups, v2 and v1, by the
+// internal/cgroup package; the process group alone in
+// containment_nonlinux.go): newContainment makes it, with the tree's
+// cgroups when it has WithCgroup or limits, before the child starts;
+// prepare hands sysProc.prepare the cgroup v2 to start in (startInCgroup
+// writes it into the SysProcAttr sysProc.prepare builds); startCommand
+// runs cmd.Start, on a locked OS thread of its own with prepareThread's
+// steps around it where the containment must place the starting thread
+// (cgroup v1; startthread_linux.go); describe names the cgroup for a start
+// error and cgroupDir gives its directory ("" without one); started
+// follows the start (writing the v1 limits that wait until the thread has
+// left) and reaped the leader's reaping;
 // terminate(since) is the terminate step of a stop, looking for escapees in
 // a /proc pass begun after since, which prepareStops takes once for all
 // the stops of a Close; killEscaped is the kill after the shell exited;
@@ -92,9 +97,10 @@ import (
 //
 // Limits and guards (limits_linux.go, limits_windows.go, limits_nonlinux.go;
 // guard_linux.go, guard_nonlinux.go): checkLimits(l, cfg) refuses with
-// ErrUnsupported a Limits the OS cannot enforce, before anything starts;
-// applyLimits puts them on the tree before cmd.Start (a cgroup's files, a
-// Job Object's limits); oomScoreValue and raiseOOMScore (from the output
+// ErrUnsupported a Limits the OS cannot enforce, before anything starts
+// (on Linux newContainment does, when it plans the cgroups); applyLimits
+// puts them on the tree before cmd.Start (a Job Object's limits; on Linux
+// internal/cgroup has written them); oomScoreValue and raiseOOMScore (from the output
 // reader, with awaitExitUnreaped holding the reap back until it is done)
 // make the tree the kernel's first choice over the host;
 // hostOOMKills and treeOOMKills read the OOM kill counters the exit's
@@ -178,7 +184,7 @@ type escapeContainment interface {
 	prepare() (cgroupFD int)
 	describe() string
 	cgroupDir() string
-	started(cmd *exec.Cmd)
+	started(cmd *exec.Cmd) error
 	terminate(since time.Time)
 	reaped()
 	killEscaped() int
@@ -206,7 +212,8 @@ var (
 	_ func(TTYSize) (*os.File, *os.File, error)                    = openPTY
 	_ func(*os.File, TTYSize) error                                = setTTYSize
 	_ func(*os.File) byte                                          = veofChar
-	_ func(string, *config) (*containment, error)                  = newContainment
+	_ func(string, *config, Limits) (*containment, error)          = newContainment
+	_ func(*exec.Cmd, *containment, *sandboxRun) error             = startCommand
 	_ func(*config) *sysProc                                       = newSysProc
 	_ func(*config, time.Time)                                     = prepareStops
 	_ func() bool                                                  = foreignProc

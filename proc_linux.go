@@ -236,7 +236,8 @@ func (s *procScanner) pgrp(pid int) (int, bool) {
 	return pgrp, ok
 }
 
-// inCgroup reports whether pid's cgroup v2 path ends in the directory
+// inCgroup reports whether pid's cgroup path in any hierarchy (v2, or a
+// v1 one on hosts that still bind controllers there) ends in the directory
 // named leaf ("agentproc-<id>"), read from /proc/PID/cgroup. The path there
 // is relative to the reader's cgroup namespace, so only its last element is
 // compared; the ID in it is unique.
@@ -246,7 +247,9 @@ func (s *procScanner) inCgroup(pid int, leaf string) bool {
 		return false
 	}
 	for line := range bytes.Lines(data) {
-		path, ok := bytes.CutPrefix(bytes.TrimRight(line, "\n"), []byte("0::"))
+		// hierarchy-ID:controllers:path
+		_, rest, _ := bytes.Cut(bytes.TrimRight(line, "\n"), []byte(":"))
+		_, path, ok := bytes.Cut(rest, []byte(":"))
 		if ok && bytes.HasSuffix(path, []byte("/"+leaf)) {
 			return true
 		}

@@ -57,7 +57,8 @@ func (c *sandboxCache) close() {}
 func (b *sandboxBuilt) done() {}
 
 // start runs cmd's program under sandbox-exec with the profile.
-func (b *sandboxBuilt) start(cmd *exec.Cmd) error {
+// No thread step exists on macOS (startCommand passes none).
+func (b *sandboxBuilt) start(cmd *exec.Cmd, _ threadStep) error {
 	if b.info.Mechanisms != nil {
 		cmd.Args = append([]string{sandboxExec, "-p", b.profile, cmd.Path}, cmd.Args[1:]...)
 		cmd.Path = sandboxExec

@@ -2,6 +2,7 @@ package agentproc
 
 import (
 	"bytes"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -361,9 +362,19 @@ func (c *sandboxCache) close() {
 // fresh thread per Start costs about 65 µs here; keeping locked threads
 // waiting for the next Start measured slower (100–260 µs: the hand-off to
 // a locked thread and its replacement cost more than a new thread).
-func (b *sandboxBuilt) start(cmd *exec.Cmd) error {
+func (b *sandboxBuilt) start(cmd *exec.Cmd, step threadStep) error {
 	lastCap := sandboxHost().lastCap
-	return onThrowawayThread(func() error {
+	return onThrowawayThread(func() (err error) {
+		// The other step first: after the steps below this thread may no
+		// longer open files (Landlock) or make some system calls
+		// (seccomp); what its restore writes it has opened already.
+		if step != nil {
+			restore, serr := step()
+			if serr != nil {
+				return serr
+			}
+			defer func() { err = errors.Join(err, restore()) }()
+		}
 		if b.netns >= 0 {
 			if err := unix.Setns(b.netns, unix.CLONE_NEWNET); err != nil {
 				return xerrors.Errorf("join network namespace: %w", err)

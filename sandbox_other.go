@@ -48,7 +48,7 @@ func (c *sandboxCache) close() {}
 
 func (b *sandboxBuilt) done() {}
 
-func (b *sandboxBuilt) start(cmd *exec.Cmd) error { return cmd.Start() }
+func (b *sandboxBuilt) start(cmd *exec.Cmd, _ threadStep) error { return cmd.Start() }
 
 func sandboxSupport() SandboxFeatures {
 	return SandboxFeatures{

@@ -204,8 +204,9 @@ func (m *Manager) prepareSandbox(sb *Sandbox, dir string, tty bool) (*sandboxRun
 	return run, nil
 }
 
-// start starts cmd confined.
-func (r *sandboxRun) start(cmd *exec.Cmd) error { return r.built.start(cmd) }
+// start starts cmd confined, on a thread that step, if any, prepared
+// first.
+func (r *sandboxRun) start(cmd *exec.Cmd, step threadStep) error { return r.built.start(cmd, step) }
 
 // finish removes the temp dir and lets go of the built policy; nil r does
 // nothing. It runs once, when the tree is gone or never started.
@@ -238,13 +239,11 @@ func (m *Manager) sandboxFor(req Request) (*Sandbox, error) {
 	return sb, nil
 }
 
-// startCmd starts cmd, confined by sbx when it is not nil.
-func startCmd(cmd *exec.Cmd, sbx *sandboxRun) error {
-	if sbx == nil {
-		return cmd.Start()
-	}
-	return sbx.start(cmd)
-}
+// threadStep is a step another part of the start takes on the sandbox's
+// own thread before the sandbox's steps (cgroup v1 thread placement, see
+// startCommand), so that one locked thread serves both; it returns what
+// undoes it, run after cmd.Start whatever happened. nil is no step.
+type threadStep func() (restore func() error, err error)
 
 // DefaultSandbox returns a copy of the Manager's default sandbox
 // (WithSandbox), nil without one: what a server narrows a client's policy

@@ -11,6 +11,8 @@ import (
 
 	"golang.org/x/sys/unix"
 	"golang.org/x/xerrors"
+
+	"github.com/agentproc/agentproc/internal/cgroup"
 )
 
 // The state dir's part of the OS contract (listed in platform.go).
@@ -122,7 +124,7 @@ type treeKiller struct {
 	// led holds the groups whose leader was found carrying a tree's
 	// marker: ours, whatever the record says (the guard knows no PIDs).
 	led     map[int]int
-	cgroups map[int]*cgroup
+	cgroups map[int]*cgroup.Group
 	targets map[int]*orphanTarget
 	seen    map[int]bool // every PID counted in found
 	found   []int
@@ -137,7 +139,7 @@ func newTreeKiller(trees []orphanTree) *treeKiller {
 	k := &treeKiller{
 		trees:    trees,
 		byMarker: make(map[string]int, len(trees)),
-		cgroups:  make(map[int]*cgroup),
+		cgroups:  make(map[int]*cgroup.Group),
 		targets:  make(map[int]*orphanTarget),
 		seen:     make(map[int]bool),
 		found:    make([]int, len(trees)),
@@ -167,7 +169,7 @@ func stopOrphans(trees []orphanTree, grace time.Duration) []int {
 	// What needs no /proc scan goes first: on a loaded machine the scan
 	// of every process takes long, and the guard must be quick.
 	for _, g := range k.cgroups {
-		g.kill()
+		g.Kill()
 	}
 	k.signalGroups(unix.SIGKILL)
 	for range maxSweepRounds {
@@ -177,7 +179,7 @@ func stopOrphans(trees []orphanTree, grace time.Duration) []int {
 	}
 	k.wait(escapeeDeathWait)
 	for _, g := range k.cgroups {
-		_ = g.remove()
+		_ = g.Remove()
 	}
 	return k.found
 }
@@ -185,7 +187,7 @@ func stopOrphans(trees []orphanTree, grace time.Duration) []int {
 // orphanCgroup returns the tree's cgroup if the record names one that looks
 // like ours: an absolute path in a cgroup v2 hierarchy whose last element
 // is agentproc-ID. Anything else is ignored rather than killed.
-func orphanCgroup(t orphanTree) *cgroup {
+func orphanCgroup(t orphanTree) *cgroup.Group {
 	if t.cgroup == "" || !filepath.IsAbs(t.cgroup) || filepath.Base(t.cgroup) != "agentproc-"+t.id {
 		return nil
 	}
@@ -193,8 +195,7 @@ func orphanCgroup(t orphanTree) *cgroup {
 	if err := unix.Statfs(t.cgroup, &fs); err != nil || fs.Type != unix.CGROUP2_SUPER_MAGIC {
 		return nil
 	}
-	_, err := os.Stat(filepath.Join(t.cgroup, "cgroup.kill"))
-	return &cgroup{path: t.cgroup, dirfd: -1, hasKill: err == nil}
+	return cgroup.Open(t.cgroup)
 }
 
 // verifyGroups records the process groups whose leader is provably the
@@ -348,7 +349,7 @@ func (k *treeKiller) cgroupMembers() map[int]int {
 	}
 	m := make(map[int]int)
 	for i, g := range k.cgroups {
-		for _, pid := range g.members() {
+		for _, pid := range g.Members() {
 			m[pid] = i
 		}
 	}

@@ -99,7 +99,7 @@ func (m *Manager) spawn(req Request, owner, command, dir string, seq uint64, war
 		sbx.finish(m)
 		return nil, nil, err
 	}
-	ctr, err := newContainment(id, &m.cfg)
+	ctr, err := newContainment(id, &m.cfg, req.Limits)
 	if err != nil {
 		m.logs.discard(log)
 		sbx.finish(m)
@@ -144,18 +144,21 @@ func (m *Manager) spawn(req Request, owner, command, dir string, seq uint64, war
 	if err := m.state.recordStarting(rec, ctr.cgroupDir()); err != nil {
 		return fail("record process", err)
 	}
-	if err := startCmd(cmd, sbx); err != nil {
+	if err := startCommand(cmd, ctr, sbx); err != nil {
 		sys.release()
 		m.forgetShellPath()
 		m.state.abandon(rec)
 		return fail("start "+m.cfg.shell[0]+ctr.describe(), err)
 	}
-	ctr.started(cmd)
+	cerr := ctr.started(cmd)
 	inID := stdinIdentity(st.childIn)
 	// Only the child holds the write end now, so EOF comes when the last
 	// process of the tree that inherited it is gone.
 	st.closeChild()
-	if err := sys.started(cmd); err != nil {
+	if err := errors.Join(cerr, sys.started(cmd)); err != nil {
+		if cerr != nil {
+			_ = cmd.Process.Kill() // the rest of the tree by killEscaped
+		}
 		_ = cmd.Wait()
 		m.logs.discard(log)
 		sys.release()

@@ -1,0 +1,158 @@
+package cgroup
+
+import (
+	"bufio"
+	"os"
+	"path"
+	"strconv"
+	"strings"
+)
+
+// mount is one cgroup hierarchy mounted in this mount namespace, from a
+// line of /proc/self/mountinfo.
+type mount struct {
+	point string // where it is mounted
+	root  string // the cgroup the mount shows, relative to the hierarchy (and cgroup namespace) root
+	v2    bool
+	// controllers are the v1 controllers bound to the hierarchy, from the
+	// superoptions ("rw,cpu,cpuacct" holds cpu and cpuacct); empty for v2
+	// and for named hierarchies such as name=systemd.
+	controllers []string
+}
+
+// readMounts lists the cgroup mounts in /proc/self/mountinfo. Where a
+// hierarchy is mounted twice (a bind mount), the first mount whose root is
+// the hierarchy's root comes first.
+func readMounts() []mount {
+	f, err := os.Open("/proc/self/mountinfo")
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	var mounts []mount
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		// ID parent major:minor root mountpoint options [optional...] - fstype source superoptions
+		left, right, ok := strings.Cut(sc.Text(), " - ")
+		if !ok {
+			continue
+		}
+		fields, after := strings.Fields(left), strings.Fields(right)
+		if len(fields) < 5 || len(after) < 1 {
+			continue
+		}
+		m := mount{root: unescapeMountinfo(fields[3]), point: unescapeMountinfo(fields[4])}
+		switch after[0] {
+		case "cgroup2":
+			m.v2 = true
+		case "cgroup":
+			if len(after) < 3 {
+				continue
+			}
+			for _, opt := range strings.Split(after[2], ",") {
+				if opt == "rw" || opt == "ro" || strings.Contains(opt, "=") || !v1Controller[opt] {
+					continue
+				}
+				m.controllers = append(m.controllers, opt)
+			}
+			if len(m.controllers) == 0 {
+				continue // name=systemd and the like: no controller to use
+			}
+		default:
+			continue
+		}
+		mounts = append(mounts, m)
+	}
+	return mounts
+}
+
+// v1Controller lists the v1 controllers a superoptions field may name;
+// anything else there (xattr, clone_children, noprefix, ...) is an option.
+var v1Controller = map[string]bool{
+	"blkio": true, "cpu": true, "cpuacct": true, "cpuset": true, "devices": true,
+	"freezer": true, "hugetlb": true, "memory": true, "misc": true, "net_cls": true,
+	"net_prio": true, "perf_event": true, "pids": true, "rdma": true,
+}
+
+// unescapeMountinfo undoes the octal escapes (\040 for a space) that
+// mountinfo uses in paths.
+func unescapeMountinfo(s string) string {
+	if !strings.Contains(s, `\`) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+3 < len(s) {
+			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
+				b.WriteByte(byte(n))
+				i += 3
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}
+
+// membership is what a /proc/.../cgroup file says: the cgroup path (as the
+// reader's cgroup namespace sees it) per v1 controller, and the v2 path.
+type membership struct {
+	v1    map[string]string // controller -> path
+	v2    string
+	hasV2 bool
+}
+
+// readMembership parses /proc/self/cgroup, /proc/thread-self/cgroup or
+// another such file.
+func readMembership(file string) membership {
+	ms := membership{v1: make(map[string]string)}
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return ms
+	}
+	for line := range strings.Lines(string(data)) {
+		// hierarchy-ID:controller-list:path
+		id, rest, ok := strings.Cut(strings.TrimRight(line, "\n"), ":")
+		if !ok {
+			continue
+		}
+		ctls, p, ok := strings.Cut(rest, ":")
+		if !ok {
+			continue
+		}
+		if id == "0" && ctls == "" {
+			ms.v2, ms.hasV2 = p, true
+			continue
+		}
+		for _, c := range strings.Split(ctls, ",") {
+			if c != "" {
+				ms.v1[c] = p
+			}
+		}
+	}
+	return ms
+}
+
+// dirOf turns a cgroup path as /proc/PID/cgroup gives it into a directory
+// under m, or "" when m does not show that cgroup (a mount of a subtree that
+// does not contain it).
+func (m mount) dirOf(cgroupPath string) string {
+	rel, ok := strings.CutPrefix(cgroupPath, m.root)
+	if m.root == "/" {
+		rel, ok = cgroupPath, true
+	}
+	if !ok || (rel != "" && !strings.HasPrefix(rel, "/")) {
+		return ""
+	}
+	return path.Join(m.point, rel)
+}
+
+// has reports whether m binds controller c.
+func (m mount) has(c string) bool {
+	for _, x := range m.controllers {
+		if x == c {
+			return true
+		}
+	}
+	return false
+}

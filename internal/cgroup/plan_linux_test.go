@@ -1,0 +1,179 @@
+package cgroup
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/agentproc/agentproc/internal/errdefs"
+)
+
+// TestPlan decides where the cgroups of a request go on made-up hosts
+// (directories standing in for mounts), including those this machine is
+// not: a pure v2 host, one with no usable controller, a delegated v2
+// cgroup that holds the host.
+func TestPlan(t *testing.T) {
+	t.Parallel()
+	type hostSpec struct {
+		v2Controllers string            // the host's own v2 cgroup's cgroup.controllers; "-" for no v2 mount
+		v2Enabled     string            // its cgroup.subtree_control
+		ownV2         string            // the host's v2 cgroup path
+		v1            map[string]string // controller ("cpu,cpuacct") -> the host's path in that hierarchy
+	}
+	tests := []struct {
+		name    string
+		host    hostSpec
+		spec    Spec
+		wantV2  string // v2Parent relative to the v2 mount; "" for none
+		wantOpt bool
+		wantV2L Limits
+		wantV1  []string // parents relative to the test root
+		wantV1L Limits
+		wantErr []string
+	}{
+		{
+			name: "hybrid, as root",
+			host: hostSpec{v2Controllers: "hugetlb", ownV2: "/", v1: map[string]string{
+				"memory": "/process_api/x", "pids": "/", "cpu": "/", "cpuacct": "/"}},
+			spec:   Spec{ID: "1", Limits: Limits{Memory: 64 << 20, Procs: 64, CPU: 0.25}},
+			wantV2: "/", wantOpt: true,
+			wantV1:  []string{"memory/process_api/x", "pids", "cpu"},
+			wantV1L: Limits{Memory: 64 << 20, Procs: 64, CPU: 0.25},
+		},
+		{
+			name:   "pure v1 gets cpuacct for the CPU time",
+			host:   hostSpec{v2Controllers: "-", v1: map[string]string{"pids": "/a", "cpuacct": "/a"}},
+			spec:   Spec{ID: "1", Limits: Limits{Procs: 10}},
+			wantV1: []string{"pids/a", "cpuacct/a"}, wantV1L: Limits{Procs: 10},
+		},
+		{
+			name:   "pure v2, root cgroup",
+			host:   hostSpec{v2Controllers: "cpu memory pids", ownV2: "/"},
+			spec:   Spec{ID: "1", Limits: Limits{Memory: 1 << 30, Procs: 5}},
+			wantV2: "/", wantV2L: Limits{Memory: 1 << 30, Procs: 5},
+		},
+		{
+			name:   "pure v2, delegated cgroup already passing the controllers",
+			host:   hostSpec{v2Controllers: "cpu memory pids", v2Enabled: "memory pids", ownV2: "/user.slice/app"},
+			spec:   Spec{ID: "1", Limits: Limits{Procs: 5}},
+			wantV2: "/user.slice/app", wantV2L: Limits{Procs: 5},
+		},
+		{
+			name:    "pure v2, delegated cgroup that holds the host",
+			host:    hostSpec{v2Controllers: "cpu memory pids", ownV2: "/user.slice/app"},
+			spec:    Spec{ID: "1", Limits: Limits{Procs: 5}},
+			wantErr: []string{"Limits.Procs", "holds the host", "WithCgroup(CgroupAuto)", "systemd-run", "WithCgroup"},
+		},
+		{
+			name:    "no controller anywhere",
+			host:    hostSpec{v2Controllers: "hugetlb", ownV2: "/"},
+			spec:    Spec{ID: "1", Limits: Limits{Memory: 64 << 20}},
+			wantErr: []string{"Limits.Memory", "memory controller", `lists "hugetlb"`, "no cgroup v1 hierarchy", "root", "WithCgroup"},
+		},
+		{
+			name:    "no cgroup mounted",
+			host:    hostSpec{v2Controllers: "-"},
+			spec:    Spec{ID: "1", Limits: Limits{CPU: 1}},
+			wantErr: []string{"Limits.CPU", "no cgroup v2 hierarchy is mounted", "WithCgroup"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			root := t.TempDir()
+			h := host{own: membership{v1: map[string]string{}}, self: 1}
+			v2point := filepath.Join(root, "unified")
+			if tt.host.v2Controllers != "-" {
+				h.mounts = append(h.mounts, mount{point: v2point, root: "/", v2: true})
+				h.own.v2, h.own.hasV2 = tt.host.ownV2, true
+				dir := filepath.Join(v2point, tt.host.ownV2)
+				mustWrite(t, filepath.Join(dir, "cgroup.controllers"), tt.host.v2Controllers)
+				mustWrite(t, filepath.Join(dir, "cgroup.subtree_control"), tt.host.v2Enabled)
+			}
+			for ctls, path := range tt.host.v1 {
+				m := mount{point: filepath.Join(root, strings.ReplaceAll(ctls, ",", "_")), root: "/", controllers: strings.Split(ctls, ",")}
+				h.mounts = append(h.mounts, m)
+				for _, c := range m.controllers {
+					h.own.v1[c] = path
+				}
+				if err := os.MkdirAll(filepath.Join(m.point, path), 0o755); err != nil {
+					t.Fatal(err)
+				}
+			}
+			p, err := plan(h, tt.spec)
+			if len(tt.wantErr) > 0 {
+				if err == nil || !errors.Is(err, errdefs.ErrUnsupported) {
+					t.Fatalf("got %+v, %v; want ErrUnsupported", p, err)
+				}
+				for _, w := range tt.wantErr {
+					if !strings.Contains(err.Error(), w) {
+						t.Errorf("error %q: want it to say %q", err, w)
+					}
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			wantV2 := ""
+			if tt.wantV2 != "" {
+				wantV2 = filepath.Join(v2point, tt.wantV2)
+			}
+			if p.v2Parent != wantV2 || p.v2Optional != tt.wantOpt || p.v2Limits != tt.wantV2L {
+				t.Errorf("v2: got %q optional %v limits %+v, want %q optional %v limits %+v",
+					p.v2Parent, p.v2Optional, p.v2Limits, wantV2, tt.wantOpt, tt.wantV2L)
+			}
+			var gotV1 []string
+			for _, v := range p.v1 {
+				rel, _ := filepath.Rel(root, v.parent)
+				gotV1 = append(gotV1, rel)
+			}
+			if strings.Join(gotV1, " ") != strings.Join(tt.wantV1, " ") || p.v1Limits != tt.wantV1L {
+				t.Errorf("v1: got %v limits %+v, want %v limits %+v", gotV1, p.v1Limits, tt.wantV1, tt.wantV1L)
+			}
+		})
+	}
+}
+
+func mustWrite(t *testing.T, file, data string) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(file), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(file, []byte(data), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestReadMembership parses /proc/PID/cgroup on a hybrid host.
+func TestReadMembership(t *testing.T) {
+	t.Parallel()
+	file := filepath.Join(t.TempDir(), "cgroup")
+	mustWrite(t, file, "9:name=systemd:/\n4:memory:/process_api/x\n2:cpu,cpuacct:/a\n0::/\n")
+	ms := readMembership(file)
+	if ms.v1["memory"] != "/process_api/x" || ms.v1["cpu"] != "/a" || ms.v1["cpuacct"] != "/a" || !ms.hasV2 || ms.v2 != "/" {
+		t.Errorf("got %+v", ms)
+	}
+}
+
+// TestDirOf maps cgroup paths onto mounts of a subtree (as in a container).
+func TestDirOf(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		m    mount
+		path string
+		want string
+	}{
+		{mount{point: "/sys/fs/cgroup/memory", root: "/"}, "/a/b", "/sys/fs/cgroup/memory/a/b"},
+		{mount{point: "/sys/fs/cgroup/memory", root: "/"}, "/", "/sys/fs/cgroup/memory"},
+		{mount{point: "/sys/fs/cgroup", root: "/docker/x"}, "/docker/x/y", "/sys/fs/cgroup/y"},
+		{mount{point: "/sys/fs/cgroup", root: "/docker/x"}, "/docker/xy", ""},
+		{mount{point: "/sys/fs/cgroup", root: "/docker/x"}, "/other", ""},
+	} {
+		if got := tt.m.dirOf(tt.path); got != tt.want {
+			t.Errorf("%+v.dirOf(%q): got %q, want %q", tt.m, tt.path, got, tt.want)
+		}
+	}
+}
