@@ -154,7 +154,7 @@ func Open(path string) *Group {
 		}
 	}
 	if len(dirs) > 0 {
-		g.v1 = &v1Set{id: strings.TrimPrefix(leaf, "agentproc-"), dirs: dirs}
+		g.v1 = &v1Set{id: strings.TrimPrefix(leaf, "agentproc-"), dirs: dirs, fds: noFiles()}
 	}
 	return g
 }
