@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"cdr.dev/slog/v3"
-	"github.com/google/uuid"
 	"golang.org/x/xerrors"
 )
 
@@ -85,9 +84,10 @@ func (m *Manager) spawn(req Request, owner, command, dir string, seq uint64, war
 		}
 		return p, func() { go p.sup.superviseDetached() }, nil
 	}
-	id := uuid.NewString()
+	id, spare := m.cgSpares.take(owner, &m.cfg, req.Limits)
 	sbx, err := m.prepareSandbox(req.Sandbox, dir, req.TTY != nil)
 	if err != nil {
+		spare.discard()
 		return nil, nil, err
 	}
 	env := m.buildEnv(req.Env, id, dir, req.TTY != nil, sbx)
@@ -96,10 +96,11 @@ func (m *Manager) spawn(req Request, owner, command, dir string, seq uint64, war
 	// made fails Start before anything runs.
 	log, err := m.logs.open(id)
 	if err != nil {
+		spare.discard()
 		sbx.finish(m)
 		return nil, nil, err
 	}
-	ctr, err := newContainment(id, &m.cfg, req.Limits)
+	ctr, err := newContainment(id, &m.cfg, req.Limits, spare)
 	if err != nil {
 		m.logs.discard(log)
 		sbx.finish(m)

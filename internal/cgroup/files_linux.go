@@ -81,12 +81,39 @@ func writeBytes(file string, value []byte) error {
 	return nil
 }
 
+// preadAll reads the whole of the open interface file fd from its start:
+// the kernel makes a cgroup file's content anew for a read at offset 0, so
+// one open file serves any number of reads.
+func preadAll(fd int) ([]byte, error) {
+	buf := make([]byte, 0, 512)
+	for {
+		if len(buf) == cap(buf) {
+			buf = slices.Grow(buf, cap(buf))
+		}
+		n, err := unix.Pread(fd, buf[len(buf):cap(buf)], int64(len(buf)))
+		switch {
+		case err == unix.EINTR:
+			continue
+		case err != nil:
+			return nil, err
+		case n == 0:
+			return buf, nil
+		}
+		buf = buf[:len(buf)+n]
+	}
+}
+
 // readPIDs reads a cgroup.procs or tasks file.
 func readPIDs(file string) []int {
 	data, err := readFile(file)
 	if err != nil {
 		return nil
 	}
+	return parsePIDs(data)
+}
+
+// parsePIDs parses a cgroup.procs or tasks file.
+func parsePIDs(data []byte) []int {
 	var pids []int
 	for line := range strings.Lines(string(data)) {
 		if pid, err := strconv.Atoi(strings.TrimSpace(line)); err == nil {
@@ -102,6 +129,10 @@ func readInt(file string) (int64, bool) {
 	if err != nil {
 		return 0, false
 	}
+	return parseInt(data)
+}
+
+func parseInt(data []byte) (int64, bool) {
 	n, err := strconv.ParseInt(strings.TrimSpace(string(data)), 10, 64)
 	return n, err == nil
 }
@@ -113,6 +144,11 @@ func readKeyed(file, key string) (int64, bool) {
 	if err != nil {
 		return 0, false
 	}
+	return parseKeyed(data, key)
+}
+
+// parseKeyed is readKeyed for content already read.
+func parseKeyed(data []byte, key string) (int64, bool) {
 	for line := range strings.Lines(string(data)) {
 		if v, ok := strings.CutPrefix(line, key+" "); ok {
 			n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)

@@ -419,7 +419,11 @@ func (s *v1Set) oomKills() (int64, bool) {
 	if s.mem == "" {
 		return 0, false
 	}
-	n, ok := readKeyed(filepath.Join(s.mem, "memory.oom_control"), "oom_kill")
+	return s.countOOM(readKeyed(filepath.Join(s.mem, "memory.oom_control"), "oom_kill"))
+}
+
+// countOOM is oomKills from oom_kill as read (n, ok).
+func (s *v1Set) countOOM(n int64, ok bool) (int64, bool) {
 	if n == 0 && s.oom != nil && s.oom.fired.Load() {
 		return 1, true
 	}
