@@ -60,9 +60,9 @@ func (m *Manager) newGuard(req Request) guard {
 }
 
 // oomBaseMaxAge is how old a reading of the host-wide OOM kill count may be
-// to serve as a new process's baseline. Reading /proc/vmstat costs about
-// 0.1 ms, a tenth of a Start in BenchmarkStartWait; a burst of Starts
-// shares one reading. An OOM kill elsewhere in the moment before a start
+// to serve as a new process's baseline. Reading /proc/vmstat is a sizeable
+// share of a Start (docs/measurements.md); a burst of Starts shares one
+// reading. An OOM kill elsewhere in the moment before a start
 // can then make a later unexplained SIGKILL look likely OOM, which
 // LikelyOOM's "likely" allows.
 const oomBaseMaxAge = 100 * time.Millisecond

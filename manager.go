@@ -407,9 +407,10 @@ func (m *Manager) buildEnv(reqEnv map[string]string, id, dir string, tty bool, s
 
 // envCache keeps the base environment with the non-interactive defaults
 // applied, for as long as the host's environment stays what it was built
-// from. Building it (two maps and a sort per Start) costs about 2% of
-// BenchmarkStartWait; checking that os.Environ is unchanged compares
-// strings that share their bytes with the cached ones.
+// from. Building it (two maps and a sort per Start) is a measurable share
+// of BenchmarkStartWait (docs/measurements.md); checking that os.Environ
+// is unchanged compares strings that share their bytes with the cached
+// ones.
 type envCache struct {
 	mu      sync.Mutex
 	environ []string    // os.Environ() as it was when built
@@ -463,7 +464,8 @@ func fieldError(err error) slog.Field { return slog.Error(err) }
 
 // shellCmd builds the command of one Start. The shell is looked up in PATH
 // once per value of PATH, not on every Start: exec.Command's LookPath stats
-// each PATH entry in turn, about 20 µs of each Start in BenchmarkStartWait.
+// each PATH entry in turn, a measurable share of each Start in
+// BenchmarkStartWait (docs/measurements.md).
 // The shell keeps the name it was given as its argv[0] ($0), as with
 // exec.Command.
 func (m *Manager) shellCmd(command string) *exec.Cmd {

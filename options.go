@@ -26,8 +26,9 @@ type config struct {
 	foreignProc bool
 	logger      slog.Logger
 	// logDebug is set by WithLogger: the zero Logger is silent, but it
-	// still builds every entry (the caller's location included), which
-	// costs about 1% of BenchmarkStartWait for the one Debug line per start.
+	// still builds every entry (the caller's location included), a
+	// measurable share of BenchmarkStartWait for the one Debug line per
+	// start (docs/measurements.md).
 	logDebug     bool
 	clock        quartz.Clock
 	shell        []string

@@ -250,9 +250,10 @@ func (s *stateDir) rewrite(r *stateRecord) error {
 // Slots are reused rather than a file being created per process, and
 // updates are appended rather than the file replaced, because creating and
 // renaming files are metadata operations that wait on the file system's
-// journal: about 2 ms each on this project's busy ext4 disk, twice per
-// Start+Wait in BenchmarkStateDir/StartWait. Writing to a file that exists costs a few microseconds. A
-// new slot is created only when every slot holds a retained process.
+// journal, twice per Start+Wait in BenchmarkStateDir/StartWait, while
+// writing to a file that exists does not wait on it (docs/measurements.md
+// has both costs). A new slot is created only when every slot holds a
+// retained process.
 //
 // No write needs a temporary file: the child is started only after this
 // write has returned, so a slot that is empty or cut short can only be
