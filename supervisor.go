@@ -130,7 +130,7 @@ func (m *Manager) spawn(req Request, owner, command, dir string, seq uint64, war
 		sbx.finish(m)
 	}()
 
-	id := ""
+	var id string
 	id, spare = m.cgSpares.take(owner, &m.cfg, req.Limits)
 	if sbx, err = m.prepareSandbox(req.Sandbox, dir, req.TTY != nil); err != nil {
 		return nil, nil, err
