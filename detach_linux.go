@@ -252,15 +252,15 @@ type detached struct {
 	ended    chan struct{}
 	once     sync.Once
 
-	// gate is this handle's own lock, as sysProc's is: a signal holds it
+	// signalGate is this handle's own lock, as sysProc's is: a signal holds it
 	// across its check of the runner and its kill(2), and the follower
 	// shuts it before it publishes the exit or closes runnerFD, so a signal
-	// never uses a closed descriptor and what it records under the gate is
+	// never uses a closed descriptor and what it records under the signal gate is
 	// seen by the exit. It is never taken with the Process's lock held.
-	gate sync.Mutex
+	signalGate sync.Mutex
 	// shut is set once the runner exited or the Manager closed; released
 	// says it was the latter; releasing that Close has begun to let the
-	// process go, so no stop may begin. All are guarded by gate.
+	// process go, so no stop may begin. All are guarded by signalGate.
 	shut, released, releasing bool
 }
 
@@ -328,12 +328,12 @@ func (d *detached) leaderAlive(id string) bool {
 	return leaderIsOurs(d.leader, id)
 }
 
-// shutGate closes the gate: no signal goes out from here on. released says
+// shutGate closes the signal gate: no signal goes out from here on. released says
 // the Manager closed rather than the runner exiting.
 func (d *detached) shutGate(released bool) {
-	d.gate.Lock()
+	d.signalGate.Lock()
 	d.shut, d.released = true, released
-	d.gate.Unlock()
+	d.signalGate.Unlock()
 }
 
 // startDetached starts req through a runner and returns the running
@@ -628,7 +628,7 @@ func (s *supervisor) finishDetached(st *detachStatus, leftovers int) {
 		code, sigName = st.Code, st.Signal
 	}
 	now := p.m.cfg.clock.Now("agentproc", "exit")
-	// The follower shut the gate before this: the cause is final.
+	// The follower shut the signal gate before this: the cause is final.
 	stopReason, signaled := p.state.cause()
 	reason := exitReason(stopReason, signaled, false, sigName)
 	if st == nil && stopReason == "" {
@@ -764,13 +764,13 @@ func (b *outputBuffer) skip(n int64) {
 // proving that the shell is still the recorded process (the pinned pidfd
 // has not exited, or its start time and marker checked again): the runner
 // reaps the shell and may outlive it by the pipe drain, and after that the
-// PID can name anyone. It takes only the gate, and the Process's lock after
+// PID can name anyone. It takes only the signal gate, and the Process's lock after
 // a delivered signal.
 func (s *supervisor) signalDetached(sig Signal) error {
 	p := s.p
 	d := s.det
-	d.gate.Lock()
-	defer d.gate.Unlock()
+	d.signalGate.Lock()
+	defer d.signalGate.Unlock()
 	if d.released {
 		return ErrClosed
 	}
@@ -796,15 +796,15 @@ func (s *supervisor) stopDetached(ctx context.Context, reason ExitReason) (Info,
 	if !p.state.running() {
 		return p.Info(), nil
 	}
-	// The reason is claimed under the gate, which the follower shuts before
+	// The reason is claimed under the signal gate, which the follower shuts before
 	// the exit reads it.
 	d := s.det
-	d.gate.Lock()
+	d.signalGate.Lock()
 	released, shut := d.released || d.releasing, d.shut
 	if !shut && !released {
 		p.state.claimStop(reason)
 	}
-	d.gate.Unlock()
+	d.signalGate.Unlock()
 	if released {
 		return p.Info(), ErrClosed
 	}
@@ -858,12 +858,12 @@ func (s *supervisor) stopDetached(ctx context.Context, reason ExitReason) (Info,
 // and Info does not say Running about a tree that is gone.
 func (s *supervisor) releaseDetached() {
 	d := s.det
-	d.gate.Lock()
+	d.signalGate.Lock()
 	stopping := s.p.state.stopping()
 	if !stopping {
 		d.releasing = true
 	}
-	d.gate.Unlock()
+	d.signalGate.Unlock()
 	if !stopping {
 		d.once.Do(func() {
 			var one [8]byte

@@ -151,10 +151,10 @@ type exitRecord struct {
 	at time.Time // the process's ExitedAt
 }
 
-// portsSupported is the platform's portsSupported, and ErrUnsupported
+// portsAvailable is the platform's portsSupported, and ErrUnsupported
 // under a /proc of another PID namespace, whose sockets and descriptors
 // belong to other processes than our PIDs name.
-func (m *Manager) portsSupported() error {
+func (m *Manager) portsAvailable() error {
 	if m.cfg.foreignProc {
 		return xerrors.Errorf("ports: /proc belongs to another PID namespace: %w", ErrUnsupported)
 	}
@@ -364,7 +364,7 @@ func (m *Manager) startAttach(ctx context.Context, req Request, owner string) (*
 	if err := validateTimeout(req.Timeout); err != nil {
 		return nil, false, err
 	}
-	if err := req.Ready.validate(m.portsSupported); err != nil {
+	if err := req.Ready.validate(m.portsAvailable); err != nil {
 		return nil, false, err
 	}
 	if err := validateGuards(req); err != nil {

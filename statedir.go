@@ -672,7 +672,7 @@ func (m *Manager) closeState() {
 	s.close(ids)
 }
 
-// outputLogPath is where openOutputLog will put the log of process id, or
+// outputLogPath is where logDir.open will put the log of process id, or
 // "" without WithOutputLog.
 func (m *Manager) outputLogPath(id string) string {
 	if m.state == nil || m.cfg.logDir == "" {
