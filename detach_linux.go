@@ -53,7 +53,7 @@ import (
 // pidfd: no polling.
 
 const (
-	detachRunnerEnv = "AGENTPROC_DETACH_RUNNER" // "1" makes init run the runner
+	detachRunnerEnv = "AGENTPROC_DETACH_RUNNER" // "1": run as the runner (reexec_linux.go)
 	detachSegEnv    = "AGENTPROC_DETACH_SEGBYTES"
 	detachIDEnv     = "AGENTPROC_DETACH_ID"  // the marker's value, given to the shell only
 	detachOOMEnv    = "AGENTPROC_DETACH_OOM" // the oom_score_adj to raise the tree to, if any
@@ -66,12 +66,6 @@ const (
 	detachStartWait = 10 * time.Second
 )
 
-func init() {
-	if os.Getenv(detachRunnerEnv) == "1" {
-		os.Exit(runDetached(os.Args[1:]))
-	}
-}
-
 func detachSupported() error { return nil }
 
 // detachStatus is the status file.
@@ -82,7 +76,8 @@ type detachStatus struct {
 
 func segName(n int64) string { return "seg-" + strconv.FormatInt(n, 10) }
 
-// runDetached is the runner's main. argv is the shell and the command.
+// runDetached is the runner's main (see reexecRoles). argv is the shell and
+// the command.
 func runDetached(argv []string) int {
 	sigs := make(chan os.Signal, 8)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)

@@ -36,6 +36,12 @@
 // All time goes through a quartz.Clock (WithClock), so retention and grace
 // periods are testable with a mock clock.
 //
+// Importing the package has one side effect, on Linux only: an init
+// function that turns a copy of the program this package re-executed (the
+// host guard of WithStateDir, the runner of a Request.Detach) into that
+// role before main runs. In any other process it only reads the
+// environment.
+//
 // # For maintainers
 //
 // The lock rule, without exception: no system call, file-system call or
