@@ -740,21 +740,6 @@ func (f *segFollower) close() {
 	}
 }
 
-// skip counts n bytes the buffer will never see (the middle of a long
-// output whose files rolled on). The head stops growing there, so that it
-// stays the true start of the output, and the tail restarts after the gap.
-func (b *outputBuffer) skip(n int64) {
-	if n <= 0 {
-		return
-	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.headBytes = len(b.head)
-	b.written += n
-	b.ringLen, b.ringEnd = 0, 0
-	b.wakeLocked()
-}
-
 // signalDetached sends sig to a detached process's group, only after
 // proving that the shell is still the recorded process (the pinned pidfd
 // has not exited, or its start time and marker checked again): the runner
