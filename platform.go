@@ -151,12 +151,10 @@ import (
 // releaseDetached, which stand in for the child-process steps (their state
 // is the type detached, empty where there is none).
 //
-// Every implementation obeys the package's lock rule (see doc.go): the
-// portable code calls all of these with no Manager or Process lock held.
-// The only lock an implementation holds across a system call is its own
-// (the signal gate around a signal, a Job Object's handle lock, containment's
-// target table), and the only Process lock it takes is in signal's sent
-// callback, after the signal gate: lock order signal gate, then the Process's lock.
+// Every implementation obeys the package's lock rule and lock order, both
+// written once in docs/architecture.md ("Locks"): the portable code calls
+// all of these with no Manager or Process lock held, and the only lock an
+// implementation holds across a system call is its own.
 
 // childAttrs is what the portable code asks of a child's start, for
 // sysProc.prepare to turn into cmd.SysProcAttr.

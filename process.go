@@ -213,7 +213,7 @@ type Process struct {
 // handleState is a process handle's guarded state: what Info reports, and
 // what decides the reason of its exit. Everything in it is read and written
 // under mu, and nothing is done under mu but reading and writing it (the
-// lock rule in doc.go).
+// lock rule in docs/architecture.md).
 type handleState struct {
 	mu         sync.Mutex
 	info       Info

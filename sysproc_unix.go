@@ -50,7 +50,7 @@ var (
 // kill(2), and killLeftovers sets closed under it before its final kill, so
 // no signal starts after that kill or is still in flight when it returns.
 // The signal gate is this handle's own lock, held only across those calls; it is
-// never taken with a Process lock held (the lock rule in doc.go), while the
+// never taken with a Process lock held (the lock order in docs/architecture.md), while the
 // callback signal runs under it may take one.
 type sysProc struct {
 	pgid int
