@@ -22,6 +22,8 @@ import (
 	"github.com/google/uuid"
 	"golang.org/x/sys/unix"
 	"golang.org/x/xerrors"
+
+	"github.com/agentproc/agentproc/internal/pidfd"
 )
 
 // A detached process (Request.Detach) is run by a runner: a copy of the
@@ -284,15 +286,11 @@ func pinLeader(leader hostIdentity, id string) int {
 	if checkRecordPID("leader", leader.PID) != nil || leader.PID == 0 || leader.Boot != bootID() {
 		return -1
 	}
-	fd := pidfdOpen(leader.PID)
-	if fd < 0 {
+	fd, ok := pidfd.Pin(leader.PID, func() bool { return leaderIsOurs(leader, id) })
+	if !ok {
 		return -1
 	}
-	if !leaderIsOurs(leader, id) {
-		_ = unix.Close(fd)
-		return -1
-	}
-	return fd
+	return fd // -1 when pidfds are unavailable
 }
 
 // leaderIsOurs reports whether leader's PID names the recorded process
@@ -318,7 +316,7 @@ func leaderIsOurs(leader hostIdentity, id string) bool {
 // pidfd, or else by checking it again now.
 func (d *detached) leaderAlive(id string) bool {
 	if d.leaderFD >= 0 {
-		return !pidfdExited(d.leaderFD)
+		return !pidfd.Exited(d.leaderFD)
 	}
 	return leaderIsOurs(d.leader, id)
 }
@@ -754,7 +752,7 @@ func (s *supervisor) signalDetached(sig Signal) error {
 	if d.released {
 		return ErrClosed
 	}
-	if d.shut || pidfdExited(d.runnerFD) || !d.leaderAlive(p.id) {
+	if d.shut || pidfd.Exited(d.runnerFD) || !d.leaderAlive(p.id) {
 		return ErrNotRunning
 	}
 	if err := unix.Kill(-d.leader.PID, osSignal(sig)); err != nil {
@@ -864,16 +862,17 @@ func (m *Manager) adoptDetached(r *stateRecord) *Process {
 	}
 	p := m.newDetachedProcess(r, 0, out)
 	if r.Runner.PID > 0 && r.Runner.Boot == m.state.host.Boot {
-		if fd, err := unix.PidfdOpen(r.Runner.PID, 0); err == nil {
-			// Checked after pinning: a reused PID fails here.
-			if id, ok := identityOf(r.Runner.PID); ok && id.Start == r.Runner.Start {
-				// Running: the caller starts superviseDetached once p
-				// is registered.
-				p.sup.det.runnerFD = fd
-				p.sup.det.leaderFD = pinLeader(r.Leader, r.ID)
-				return p
-			}
-			_ = unix.Close(fd)
+		// Checked after pinning: a reused PID fails here.
+		fd, ok := pidfd.Pin(r.Runner.PID, func() bool {
+			id, ok := identityOf(r.Runner.PID)
+			return ok && id.Start == r.Runner.Start
+		})
+		if ok && fd >= 0 {
+			// Running: the caller starts superviseDetached once p is
+			// registered.
+			p.sup.det.runnerFD = fd
+			p.sup.det.leaderFD = pinLeader(r.Leader, r.ID)
+			return p
 		}
 	}
 	// The runner is gone: what it wrote is all there is.

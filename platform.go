@@ -126,7 +126,7 @@ import (
 //     (the leader, its descendants and the cgroup's members) is blocked in
 //     a system call reading in (false where unsupported).
 //
-// State dir (statedir_linux.go, hostguard_linux.go; statedir_nonlinux.go,
+// State dir (statedir_linux.go, orphans_linux.go, hostguard_linux.go; statedir_nonlinux.go,
 // where stateSupported and selfIdentity return ErrUnsupported):
 // stateSupported says whether WithStateDir works; selfIdentity,
 // identityOf and statIdentity give process identities that survive PID

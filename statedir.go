@@ -682,5 +682,5 @@ func (m *Manager) outputLogPath(id string) string {
 	if err != nil {
 		dir = m.cfg.logDir
 	}
-	return filepath.Join(dir, id+".log")
+	return logPath(dir, id)
 }
