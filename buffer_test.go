@@ -25,13 +25,6 @@ type expected struct {
 	trunc              *Truncation
 }
 
-// reference derives the buffer's state from every byte written, kept in full.
-// It leans on incompleteSuffixLen, leadingContinuationLen and cutLongLines,
-// which have table tests of their own, and on nothing else in buffer.go.
-func reference(written []byte, headBytes, tailBytes int, closed bool, maxLineBytes int) expected {
-	return referenceGaps(written, noGaps, headBytes, tailBytes, closed, maxLineBytes)
-}
-
 // gaps says where skip left bytes out of an output: every skipped byte is
 // in [first, lastEnd), whose bytes in written are filler the buffer never
 // saw. first is -1 when nothing was skipped.
@@ -39,9 +32,12 @@ type gaps struct{ first, lastEnd int64 }
 
 var noGaps = gaps{first: -1}
 
-// referenceGaps is reference for an output with gaps: the head ends at the
-// first gap at the latest, and the tail starts after the last.
-func referenceGaps(written []byte, g gaps, headBytes, tailBytes int, closed bool, maxLineBytes int) expected {
+// reference derives the buffer's state from every byte written, kept in
+// full, with gaps g: the head ends at the first gap at the latest, and the
+// tail starts after the last. It leans on incompleteSuffixLen,
+// leadingContinuationLen and cutLongLines, which have table tests of their
+// own, and on nothing else in buffer.go.
+func reference(written []byte, g gaps, headBytes, tailBytes int, closed bool, maxLineBytes int) expected {
 	total := int64(len(written))
 	headEnd := min(total, int64(headBytes))
 	if g.first >= 0 {
@@ -113,7 +109,7 @@ func checkStateGaps(t *testing.T, b *outputBuffer, written []byte, g gaps, headB
 	if ringSize != 0 && ringSize != b.tailBytes || ringLen > b.tailBytes {
 		t.Fatalf("len(ring) = %d, ringLen = %d, want <= tailBytes %d", ringSize, ringLen, b.tailBytes)
 	}
-	want := referenceGaps(written, g, headBytes, b.tailBytes, closed, 0)
+	want := reference(written, g, headBytes, b.tailBytes, closed, 0)
 	headEnd, tailStart, _ := b.bounds()
 	if headEnd != want.headEnd || tailStart != want.tailStart {
 		t.Fatalf("bounds() = %d, %d, want %d, %d", headEnd, tailStart, want.headEnd, want.tailStart)
@@ -125,7 +121,7 @@ func checkStateGaps(t *testing.T, b *outputBuffer, written []byte, g gaps, headB
 		t.Fatalf("tail = %q, want suffix %q", tail, written[tailStart:])
 	}
 	for _, maxLine := range []int{0, 1, 5, 40} {
-		want := referenceGaps(written, g, headBytes, b.tailBytes, closed, maxLine)
+		want := reference(written, g, headBytes, b.tailBytes, closed, maxLine)
 		got, trunc := b.text(maxLine)
 		if !utf8.ValidString(got) {
 			t.Fatalf("text(%d) = %q, not valid UTF-8", maxLine, got)
