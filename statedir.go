@@ -644,7 +644,7 @@ func (m *Manager) closeState() {
 	s.close(ids)
 }
 
-// outputLogPath is where openOutputLog will put the log of process id, or
+// outputLogPath is where logDir.open will put the log of process id, or
 // "" without WithOutputLog.
 func (m *Manager) outputLogPath(id string) string {
 	if m.state == nil || m.cfg.logDir == "" {
@@ -654,5 +654,5 @@ func (m *Manager) outputLogPath(id string) string {
 	if err != nil {
 		dir = m.cfg.logDir
 	}
-	return filepath.Join(dir, id+".log")
+	return logPath(dir, id)
 }

@@ -43,14 +43,14 @@ import (
 type supervisor struct {
 	p *Process // the handle it publishes to
 
-	cmd   *exec.Cmd
-	sys   *sysProc
-	ctr   *containment // what of the tree may leave the group
-	rec   *stateRecord // nil without WithStateDir
-	log   *outputLog   // nil without WithOutputLog
-	guard guard        // idle, output and OOM watch
-	det   *detached    // nil unless Request.Detach; see detach_linux.go
-	sbx   *sandboxRun  // nil unless sandboxed; see sandbox_run.go
+	cmd      *exec.Cmd
+	sys      *sysProc
+	ctr      *containment // what of the tree may leave the group
+	rec      *stateRecord // nil without WithStateDir
+	log      *outputLog   // nil without WithOutputLog
+	watchdog watchdog     // idle, output and OOM watch (guard.go)
+	det      *detached    // nil unless Request.Detach; see detach_linux.go
+	sbx      *sandboxRun  // nil unless sandboxed; see sandbox_run.go
 	// raised is closed once the output reader has raised the tree's
 	// oom_score_adj (raiseOOMScore); nil when nothing is raised.
 	raised chan struct{}
@@ -149,7 +149,7 @@ func (m *Manager) spawn(req Request, owner, command, dir string, seq uint64, war
 		return nil, nil, err
 	}
 	// A context that never ends: the kill step is the ladder's own
-	// (Process.killTree), not os/exec's. With a cancellable context os/exec
+	// (supervisor.killTree), not os/exec's. With a cancellable context os/exec
 	// runs a goroutine per command to watch it, and Wait hands off to that
 	// goroutine and back after every exit.
 	cmd = m.shellCmd(command)
@@ -221,8 +221,8 @@ func (m *Manager) spawn(req Request, owner, command, dir string, seq uint64, war
 		}},
 	}
 	p.sup.p = p
-	p.sup.guard = m.newGuard(req)
-	p.state.info.Limits, p.state.info.IdleTimeout, p.state.info.MaxOutput = req.Limits, p.sup.guard.idle, req.MaxOutput
+	p.sup.watchdog = m.newWatchdog(req)
+	p.state.info.Limits, p.state.info.IdleTimeout, p.state.info.MaxOutput = req.Limits, p.sup.watchdog.idle, req.MaxOutput
 	if sbx != nil {
 		p.state.info.Sandbox = sbx.info
 		p.state.info.Warnings = append(p.state.info.Warnings, sbx.warnings...)
@@ -358,7 +358,7 @@ func (s *supervisor) supervise(out *os.File, readerDone <-chan struct{}, tty boo
 		s.p.m.cfg.logger.Warn(context.Background(), "wait failed", fieldError(waitErr))
 	}
 	// Before release: the verdict reads the cgroup's OOM count.
-	oom, likelyOOM := s.guard.oomVerdict(s.ctr, code, sigName)
+	oom, likelyOOM := s.watchdog.oomVerdict(s.ctr, code, sigName)
 	s.release()
 	s.publishExit(exitFacts{code: code, signal: sigName, cpu: cpu, rss: rss, leftovers: leftovers, oom: oom, likelyOOM: likelyOOM})
 	// After the exit is published, so that Wait does not wait for the
@@ -447,7 +447,7 @@ type exitFacts struct {
 func (s *supervisor) publishExit(f exitFacts) {
 	p := s.p
 	now := p.m.cfg.clock.Now("agentproc", "exit")
-	// The gate is closed by now (killLeftovers, release), so no Signal or
+	// The signal gate is closed by now (killLeftovers, release), so no Signal or
 	// stop can change what this package did: the record and Info are told
 	// the same reason.
 	stopReason, signaled := p.state.cause()
@@ -495,7 +495,7 @@ func (s *supervisor) signal(sig Signal) error {
 		return ErrNotRunning
 	}
 	// The check and the signal are not one step, and need not be: the OS
-	// handle's gate refuses a signal once the exit path has closed it,
+	// handle's signal gate refuses a signal once the exit path has closed it,
 	// which it does before publishing the exit, so a signal never targets
 	// a recycled group. That the signal went out is recorded under the
 	// gate too, so that the exit path cannot miss it.
@@ -503,7 +503,7 @@ func (s *supervisor) signal(sig Signal) error {
 }
 
 // signalTree sends sig to the tree through the OS handle; sent runs under
-// the handle's gate just before the send (see sysProc.signal). It is called
+// the handle's signal gate just before the send (see sysProc.signal). It is called
 // with no lock held.
 func (s *supervisor) signalTree(sig Signal, sent func()) error {
 	err := s.sys.signal(sig, sent)
@@ -542,10 +542,10 @@ func (s *supervisor) stop(ctx context.Context, reason ExitReason, since time.Tim
 	// The OS layer may treat a stop's terminate differently from one sent
 	// by Signal (Windows: a batch file's prompt after the break).
 	s.sys.beginStop()
-	// The reason is claimed under the OS handle's gate just before the
+	// The reason is claimed under the OS handle's signal gate just before the
 	// signal goes out, so neither the supervisor that the signal wakes nor
-	// the exit path, which closes the gate before it reads the reason, can
-	// miss it; once the gate is closed nothing is claimed. SIGCONT follows
+	// the exit path, which closes the signal gate before it reads the reason, can
+	// miss it; once the signal gate is closed nothing is claimed. SIGCONT follows
 	// SIGTERM so that a stopped member acts on it within the grace.
 	var claim func()
 	if live {
