@@ -360,7 +360,7 @@ func (m *Manager) startDetached(req Request, owner, command, dir string, seq uin
 	if err := s.create(rec); err != nil {
 		_ = outDir.Close()
 		_ = removeAllAt(s.outFD, id)
-		return nil, xerrors.Errorf("agentproc: record process: %w", err)
+		return nil, xerrors.Errorf(prefixFor(err)+"record process: %w", err)
 	}
 	fail := func(step string, err error) (*Process, error) {
 		if rec.file != nil {
@@ -368,7 +368,7 @@ func (m *Manager) startDetached(req Request, owner, command, dir string, seq uin
 		}
 		_ = outDir.Close()
 		s.remove(id) // the record and out/ID
-		return nil, xerrors.Errorf("agentproc: %s: %w", step, err)
+		return nil, xerrors.Errorf(prefixFor(err)+"%s: %w", step, err)
 	}
 
 	runnerEnv := make([]string, 0, len(env)+4)

@@ -303,7 +303,7 @@ func (pw *portWatcher) loop() {
 			}
 			in.waiters = slices.DeleteFunc(in.waiters, func(w *portWaiter) bool {
 				if err != nil {
-					w.found <- portResult{err: xerrors.Errorf("agentproc: scan ports: %w", err)}
+					w.found <- portResult{err: xerrors.Errorf(prefixFor(err)+"scan ports: %w", err)}
 					return true
 				}
 				for _, pt := range res[i] {

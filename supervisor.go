@@ -143,7 +143,7 @@ func (m *Manager) spawn(req Request, owner, command, dir string, seq uint64, war
 		return nil, nil, err
 	}
 	if ctr, err = newContainment(id, &m.cfg, req.Limits, spare); err != nil {
-		return nil, nil, xerrors.Errorf("agentproc: set up containment: %w", err)
+		return nil, nil, xerrors.Errorf(prefixFor(err)+"set up containment: %w", err)
 	}
 	if st, err = openStdio(req, m.cfg.stdinStall); err != nil {
 		return nil, nil, err
@@ -161,21 +161,21 @@ func (m *Manager) spawn(req Request, owner, command, dir string, seq uint64, war
 	// Everything the child is started with that the OS layer decides is
 	// set by sys.prepare alone, so no step undoes another.
 	if err := sys.prepare(cmd, childAttrs{tty: st.tty, cgroupFD: ctr.prepare()}); err != nil {
-		return nil, nil, xerrors.Errorf("agentproc: prepare process: %w", err)
+		return nil, nil, xerrors.Errorf(prefixFor(err)+"prepare process: %w", err)
 	}
 	if err := applyLimits(req.Limits, sys, ctr); err != nil {
-		return nil, nil, xerrors.Errorf("agentproc: apply limits: %w", err)
+		return nil, nil, xerrors.Errorf(prefixFor(err)+"apply limits: %w", err)
 	}
 	// Recorded before the start, so that a host that dies at any moment
 	// after it leaves a record for the next Manager (WithStateDir).
 	newRec := m.state.newRecord(m, id, owner, command, dir, req, warnings, m.outputLogPath(id))
 	if err := m.state.recordStarting(newRec, ctr.cgroupDir()); err != nil {
-		return nil, nil, xerrors.Errorf("agentproc: record process: %w", err)
+		return nil, nil, xerrors.Errorf(prefixFor(err)+"record process: %w", err)
 	}
 	rec = newRec
 	if err := startCommand(cmd, ctr, sbx); err != nil {
 		m.forgetShellPath()
-		return nil, nil, xerrors.Errorf("agentproc: start %s%s: %w", m.cfg.shell[0], ctr.describe(), err)
+		return nil, nil, xerrors.Errorf(prefixFor(err)+"start %s%s: %w", m.cfg.shell[0], ctr.describe(), err)
 	}
 	started = true
 	cerr := ctr.started(cmd)
@@ -187,7 +187,7 @@ func (m *Manager) spawn(req Request, owner, command, dir string, seq uint64, war
 		if cerr != nil {
 			_ = cmd.Process.Kill() // the rest of the tree by killEscaped
 		}
-		return nil, nil, xerrors.Errorf("agentproc: contain process: %w", err)
+		return nil, nil, xerrors.Errorf(prefixFor(err)+"contain process: %w", err)
 	}
 
 	p = &Process{
