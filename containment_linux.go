@@ -10,6 +10,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/agentproc/agentproc/internal/cgroup"
+	"github.com/agentproc/agentproc/internal/procfs"
 )
 
 // containment reaches the parts of a process tree that left its process
@@ -182,7 +183,7 @@ func (c *containment) terminate(since time.Time) {
 	if err != nil {
 		return
 	}
-	defer s.close()
+	defer s.Close()
 	cands := c.candidates(s, since)
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -223,11 +224,11 @@ func (c *containment) killEscaped() int {
 		if !c.noProc && len(members) > 0 {
 			if s, err := newProcScanner(); err == nil {
 				for _, pid := range members {
-					if pg, ok := s.pgrp(pid); ok && pg != c.leaderPID() {
+					if pg, ok := s.PGrp(pid); ok && pg != c.leaderPID() {
 						outside = append(outside, pid)
 					}
 				}
-				s.close()
+				s.Close()
 			}
 		}
 		if len(members) > 0 || c.noProc {
@@ -250,7 +251,7 @@ func (c *containment) killEscaped() int {
 	if err != nil {
 		return c.foundCount()
 	}
-	defer s.close()
+	defer s.Close()
 	c.mu.Lock()
 	// A pidfd names the process terminate verified even if its PID was
 	// reused meanwhile, so these need no new check. Targets without one
@@ -289,7 +290,7 @@ func (c *containment) nothingForked() bool {
 	if !quiet || leader <= 0 || time.Since(c.startedAt) >= wrapWindow() {
 		return false
 	}
-	last, ok := nsLastPID()
+	last, ok := procfs.LastPID()
 	return ok && last == leader
 }
 
@@ -345,7 +346,7 @@ func (c *containment) signalLocked(s *procScanner, cands []int, sig unix.Signal)
 			continue
 		}
 		seen[pid] = true
-		if pg, ok := s.pgrp(pid); !ok || pg == c.leader {
+		if pg, ok := s.PGrp(pid); !ok || pg == c.leader {
 			continue // gone, or in the group the caller signals
 		}
 		e := c.targets[pid]
@@ -436,7 +437,7 @@ func (c *containment) waitGoneBare(pids []int, deadline time.Time) {
 	if err != nil {
 		return
 	}
-	defer s.close()
+	defer s.Close()
 	tick := time.NewTicker(goneWithoutPidfdPoll)
 	defer tick.Stop()
 	for {

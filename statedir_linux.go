@@ -5,7 +5,6 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 	"time"
 
@@ -13,6 +12,7 @@ import (
 	"golang.org/x/xerrors"
 
 	"github.com/agentproc/agentproc/internal/cgroup"
+	"github.com/agentproc/agentproc/internal/procfs"
 )
 
 // The state dir's part of the OS contract (listed in platform.go).
@@ -33,10 +33,7 @@ var (
 // so a record from an earlier boot is never matched to a live process.
 func bootID() string {
 	bootIDOnce.Do(func() {
-		data, err := os.ReadFile("/proc/sys/kernel/random/boot_id")
-		if err == nil {
-			bootIDVal = strings.TrimSpace(string(data))
-		}
+		bootIDVal = procfs.BootID()
 	})
 	return bootIDVal
 }
@@ -63,7 +60,7 @@ func identityOf(pid int) (hostIdentity, bool) {
 // statIdentity is identityOf that also accepts a zombie (saying so): a
 // child that already exited still has the start time it was given.
 func statIdentity(pid int) (id hostIdentity, zombie, ok bool) {
-	start, state, ok := procStartTime(pid)
+	start, state, ok := procfs.StartTime(pid)
 	if !ok {
 		return hostIdentity{}, false, false
 	}
@@ -225,7 +222,7 @@ func (k *treeKiller) verifyGroups() {
 			if s, err = newProcScanner(); err != nil {
 				return
 			}
-			defer s.close()
+			defer s.Close()
 		}
 		if s.marked(t.leader.PID, []byte(MarkerEnv+"="+t.id)) {
 			k.groups[t.leader.PID] = i
@@ -246,19 +243,19 @@ func (k *treeKiller) signalGroups(sig unix.Signal) {
 // belongs returns the tree pid belongs to. A zombie belongs to none: it is
 // dead already, and its (empty) environment says nothing.
 func (k *treeKiller) belongs(s *procScanner, pid int, inCgroup map[int]int) (int, bool) {
-	stat, _, err := s.read(pid, "stat", false)
+	stat, _, err := s.Read(pid, "stat", false)
 	if err != nil {
 		return 0, false
 	}
-	state, pgrp, ok := parseStat(stat)
+	state, pgrp, ok := procfs.ParseStat(stat)
 	if !ok || state == 'Z' {
 		return 0, false
 	}
 	if i, ok := inCgroup[pid]; ok {
 		return i, true
 	}
-	if env, uid, err := s.read(pid, "environ", true); err == nil && uid == s.euid {
-		v, _ := envValue(env, markerPrefix)
+	if env, uid, err := s.Read(pid, "environ", true); err == nil && uid == s.EUID() {
+		v, _ := procfs.EnvValue(env, markerPrefix)
 		if i, ok := k.byMarker[string(v)]; ok {
 			if pgrp == pid && checkRecordPID("leader", pid) == nil {
 				k.led[pid] = i
@@ -280,8 +277,8 @@ func (k *treeKiller) round(sig unix.Signal) int {
 	if err != nil {
 		return 0
 	}
-	defer s.close()
-	pids, err := s.pids()
+	defer s.Close()
+	pids, err := s.PIDs()
 	if err != nil {
 		return 0
 	}

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/agentproc/agentproc/internal/procfs"
 )
 
 func mark() string {
@@ -23,7 +25,7 @@ func mark() string {
 // carries reports whether pid's environment holds Env=value, and returns
 // its helper mode.
 func carries(pid int, value string) (ok bool, helper string) {
-	env, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/environ")
+	env, err := os.ReadFile(procfs.PIDFile(pid, "environ"))
 	if err != nil {
 		return false, ""
 	}
@@ -40,7 +42,7 @@ func carries(pid int, value string) (ok bool, helper string) {
 }
 
 func scan(value string) []Leak {
-	ents, err := os.ReadDir("/proc")
+	ents, err := os.ReadDir(procfs.Path)
 	if err != nil {
 		return nil
 	}
@@ -55,7 +57,7 @@ func scan(value string) []Leak {
 		if !ok {
 			continue
 		}
-		cmd, _ := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+		cmd, _ := os.ReadFile(procfs.PIDFile(pid, "cmdline"))
 		leaks = append(leaks, Leak{
 			PID:     pid,
 			Command: strings.TrimSpace(string(bytes.ReplaceAll(cmd, []byte{0}, []byte{' '}))),
