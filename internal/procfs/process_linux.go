@@ -67,7 +67,7 @@ func Descendants(leader int) []int {
 // be read.
 func FDFile(pid, fd int) (dev, ino uint64, ok bool) {
 	var st unix.Stat_t
-	if err := unix.Stat(PIDFile(pid, "fd/"+strconv.Itoa(fd)), &st); err != nil {
+	if err := unix.Stat(Path+"/"+strconv.Itoa(pid)+"/fd/"+strconv.Itoa(fd), &st); err != nil {
 		return 0, 0, false
 	}
 	return uint64(st.Dev), uint64(st.Ino), true
