@@ -11,6 +11,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/agentproc/agentproc/internal/pidfd"
 	"github.com/agentproc/agentproc/internal/procfs"
 )
 
@@ -102,15 +103,15 @@ func check(value string, grace time.Duration) []Leak {
 
 func kill(value string, leaks []Leak) {
 	for _, l := range leaks {
-		fd, err := unix.PidfdOpen(l.PID, 0)
-		if err != nil {
-			continue
+		// internal/pidfd's protocol, with a pidfd only: checked after the
+		// pidfd pins the process, so the PID cannot be reused meanwhile.
+		fd, ok := pidfd.Pin(l.PID, func() bool {
+			ok, _ := carries(l.PID, value)
+			return ok
+		})
+		if ok && fd >= 0 {
+			_ = pidfd.Signal(l.PID, fd, unix.SIGKILL)
 		}
-		// Checked after the pidfd pins the process: the PID cannot
-		// be reused while fd is open.
-		if ok, _ := carries(l.PID, value); ok {
-			_ = unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0)
-		}
-		unix.Close(fd)
+		pidfd.Close(fd)
 	}
 }
