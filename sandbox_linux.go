@@ -3,6 +3,7 @@ package agentproc
 import (
 	"bytes"
 	"errors"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -531,4 +532,61 @@ func credentialSockets() []string {
 		}
 	}
 	return out
+}
+
+// recycleTempDir moves dir, the private temp dir of a process that has
+// finished, to a new name beside it and reports whether it can serve the
+// next Start: still a directory of ours, mode 0700, without a default ACL,
+// and empty. The checks run on the new name, after the move, through one
+// descriptor opened without following links, so what they pass is what
+// the path names. The old path is gone either way, as a removal would
+// leave it; a tree that still held the directory open would only reach
+// a temp dir of this Manager, which its ruleset grants anyway (the
+// parent). It returns where the directory is now; the caller removes it
+// when it cannot be reused.
+func recycleTempDir(dir string) (string, bool) {
+	parent := filepath.Dir(dir)
+	for range 3 {
+		next := filepath.Join(parent, "t-"+strconv.FormatUint(uint64(rand.Uint32()), 10))
+		err := unix.Renameat2(unix.AT_FDCWD, dir, unix.AT_FDCWD, next, unix.RENAME_NOREPLACE)
+		if err == unix.EEXIST {
+			continue
+		}
+		if err != nil {
+			return dir, false // RENAME_NOREPLACE unsupported here, or dir gone
+		}
+		return next, emptyPrivateDir(next)
+	}
+	return dir, false
+}
+
+// emptyPrivateDir reports whether p is an empty directory of this user
+// with mode 0700 and no default ACL (which would widen what a later tree
+// creates in it).
+func emptyPrivateDir(p string) bool {
+	fd, err := unix.Open(p, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return false
+	}
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil || st.Uid != uint32(os.Geteuid()) || st.Mode&0o7777 != 0o700 {
+		return false
+	}
+	if _, err := unix.Fgetxattr(fd, "system.posix_acl_default", nil); err != unix.ENODATA && err != unix.EOPNOTSUPP {
+		return false
+	}
+	var buf [512]byte
+	for {
+		n, err := unix.ReadDirent(fd, buf[:])
+		if err != nil {
+			return false
+		}
+		if n == 0 {
+			return true
+		}
+		if _, _, names := unix.ParseDirent(buf[:n], -1, nil); len(names) > 0 {
+			return false
+		}
+	}
 }
