@@ -19,26 +19,6 @@ const DefaultOOMScoreDelta = 500
 // maxOOMScoreAdj is the kernel's upper bound for oom_score_adj.
 const maxOOMScoreAdj = 1000
 
-// WithOOMScoreDelta makes every process's oom_score_adj the host process's
-// own plus delta, capped at 1000, so that when memory runs out the kernel's
-// OOM killer picks a command before the agent that runs it. The default is
-// DefaultOOMScoreDelta (500); 0 or less leaves the processes at the host's
-// value. Linux only; elsewhere it does nothing.
-//
-// The value is set on the shell right after it starts, by the output
-// reader's thread as its first act (measured here: a median of 25 µs after
-// Start returned, p99 0.35 ms; on a host whose CPUs are all busy, once the
-// Go scheduler runs it), and on what the shell has started by then, each
-// before its own children are looked up, so every later descendant
-// inherits it. The shell is not reaped before that is done, so the PID
-// written to is always the shell's. A process whose fork is in progress at
-// the moment its parent is changed (the kernel copies the value before it
-// lists the child), or that is forked and orphaned within those first
-// microseconds, keeps the host's value, as do its descendants.
-func WithOOMScoreDelta(delta int) Option {
-	return optionFunc(func(c *config) { c.oomDelta = max(delta, 0) })
-}
-
 // guard is what a process needs for the guards beyond Timeout: idleness,
 // output size and telling an OOM kill.
 type guard struct {
@@ -80,9 +60,9 @@ func (m *Manager) newGuard(req Request) guard {
 }
 
 // oomBaseMaxAge is how old a reading of the host-wide OOM kill count may be
-// to serve as a new process's baseline. Reading /proc/vmstat costs about
-// 0.1 ms, a tenth of a Start in BenchmarkStartWait; a burst of Starts
-// shares one reading. An OOM kill elsewhere in the moment before a start
+// to serve as a new process's baseline. Reading /proc/vmstat is a sizeable
+// share of a Start (docs/measurements.md); a burst of Starts shares one
+// reading. An OOM kill elsewhere in the moment before a start
 // can then make a later unexplained SIGKILL look likely OOM, which
 // LikelyOOM's "likely" allows.
 const oomBaseMaxAge = 100 * time.Millisecond

@@ -75,8 +75,9 @@ func (m *Manager) oomScoreValue() []byte {
 // It is the output reader's first act, so it runs on another thread while
 // the caller goes on: on the caller's path, between cmd.Start and Start
 // returning, the same three system calls and the kernel's making of the
-// new PID's /proc entries cost 4% of BenchmarkPaired/StartWait, since the
-// child then runs on the caller's CPU. The writes name the leader by PID,
+// new PID's /proc entries are a measurable share of
+// BenchmarkPaired/StartWait (docs/measurements.md), since the child then
+// runs on the caller's CPU. The writes name the leader by PID,
 // which stays the leader's only until it is reaped; the supervisor holds
 // the reap back until this has returned (awaitRaise). A failure is logged,
 // not fatal: the command runs, only less protected.

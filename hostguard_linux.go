@@ -107,10 +107,10 @@ func (g *hostGuard) close() {
 }
 
 // hostGuardBatch is how long the guard lets messages gather in the pipe
-// after each read. Waking the guard for every start and exit costs about 7%
-// of BenchmarkStateDir/StartWait on two cores; waking it at most every 20 ms
-// costs nothing measurable there, and delays its reaction to the host's
-// death by at most that.
+// after each read. Waking the guard for every start and exit is a
+// measurable share of BenchmarkStateDir/StartWait; waking it at most once
+// per batch is not (docs/measurements.md), and delays its reaction to the
+// host's death by at most the batch.
 const hostGuardBatch = 20 * time.Millisecond
 
 // batchedReader pauses after every read that returned data, so that the

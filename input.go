@@ -16,18 +16,6 @@ const DefaultInputQuiet = 300 * time.Millisecond
 // is writing output is skipped without reading /proc at all.
 const inputPoll = 100 * time.Millisecond
 
-// WithInputQuiet sets the quiet period of input detection: a process with
-// Request.Stdin or Request.TTY is awaiting input when one of its tree is
-// blocked reading that stdin and the tree has written no output for d.
-// Default DefaultInputQuiet; d <= 0 keeps the default.
-func WithInputQuiet(d time.Duration) Option {
-	return optionFunc(func(c *config) {
-		if d > 0 {
-			c.inputQuiet = d
-		}
-	})
-}
-
 // The per-OS input layer (input_linux.go, input_nonlinux.go: fileID,
 // stdinIdentity, unreadOutput, readingStdin) is part of the contract in
 // platform.go.

@@ -85,16 +85,6 @@ const minMemoryLimit = 1 << 20
 // 100 ms period, stays far from overflow.
 const maxCPUQuotaCores = 1 << 20
 
-// WithLimits sets the operator's limits: each field of l that is set is
-// both the default for a request that leaves that field at zero and the
-// ceiling for one that sets it. A request may lower a limit, never lift it:
-// a field above its ceiling fails Start with ErrInvalidRequest naming the
-// field and the ceiling, through the Go API and httpapi alike. The zero
-// Limits, the default, means no limits and no ceilings.
-func WithLimits(l Limits) Option {
-	return optionFunc(func(c *config) { c.limits = l })
-}
-
 // limitsFor merges req over the Manager's defaults field by field and checks
 // the result: a negative or absurd value, or one above the operator's
 // ceiling, is ErrInvalidRequest, a limit this platform cannot enforce with

@@ -19,99 +19,6 @@ import (
 // descendant that keeps its environment) carries, holding the process ID.
 const MarkerEnv = "AGENTPROC_ID"
 
-// Request describes one command to start. The zero value of each field is
-// usable except Command.
-type Request struct {
-	// Command is run as the last argument of the Manager's shell. It must
-	// contain something other than white space, and no NUL byte.
-	Command string
-	// WorkDir is the working directory. "" means the directory from
-	// WithWorkDir if it exists, else the user's home directory. A non-empty
-	// WorkDir must be an existing directory.
-	WorkDir string
-	// Env is applied last, over os.Environ() and the WithEnv hook. Keys must
-	// be non-empty and contain neither '=' nor NUL; values must not contain
-	// NUL.
-	Env map[string]string
-	// Background marks a command meant to keep running (a server). It is
-	// recorded in Info; the process is supervised exactly like any other.
-	Background bool
-	// Timeout limits how long the command may run, measured from its start
-	// with the Manager's clock. When it expires the process is stopped like
-	// Stop does (terminate, grace period, kill) with Reason ReasonTimeout.
-	// 0 means no limit; a negative Timeout is ErrInvalidRequest. It does not
-	// bound how long anyone waits: that is the ctx of each call.
-	Timeout time.Duration
-	// Key makes Start idempotent within the owner: while a process started
-	// with the same Key is retained, a Start with the same Command, WorkDir,
-	// Env and Background returns that process (running or exited) and starts
-	// nothing, and a Start with a different one is ErrKeyConflict. The key
-	// is free again once retention drops the process. "" means no key.
-	// Scope.StartOrAttach says which of the two a Start did.
-	Key string
-	// Stdin gives the process a pipe as stdin that the caller writes with
-	// Process.WriteStdin and ends with Process.CloseStdin. false, the
-	// default, gives it the null device.
-	Stdin bool
-	// Detach makes the process outlive its Manager (see WithStateDir, which
-	// it needs; without a state dir it is ErrInvalidRequest): it runs in a
-	// session of its own, its output goes to files in the state dir (the
-	// head and a rolling tail, capped by WithOutputLog's maxBytes or
-	// DefaultDetachLogBytes), and its exit status is written there too.
-	// Close and the host's death leave it running, and the next Manager on
-	// the dir adopts it: every method works on it as on any process. It
-	// cannot be combined with Stdin, TTY, Timeout, IdleTimeout or MaxOutput
-	// (ErrInvalidRequest) nor with Limits, WithLimits' defaults included
-	// (ErrUnsupported), and WithCgroup does not apply to it. Linux only;
-	// elsewhere Start returns ErrUnsupported.
-	// false, the default, ties the process to the Manager.
-	Detach bool
-	// Ready, when non-nil, says how to tell that the process is ready (a
-	// server listening, a line printed); once it is, Info.Ready becomes
-	// true and an EventReady is published. nil, the default, checks
-	// nothing.
-	Ready *ReadyCheck
-	// Verbatim runs Command exactly as given: no background detection, even
-	// when the Manager has it on (WithBackgroundDetection), so a trailing
-	// "&" stays in the command and Background stays as set. false, the
-	// default, leaves the choice to the Manager. A server that promises
-	// its clients verbatim commands (httpapi's Coder profile) sets it per
-	// request.
-	Verbatim bool
-	// TTY, when non-nil, runs the process under a pseudo-terminal of that
-	// size (Unix only; Start returns ErrUnsupported elsewhere). The terminal
-	// is stdin, stdout and stderr, so TTY implies a writable stdin. nil, the
-	// default, means pipes.
-	TTY *TTYSize
-	// Limits bounds the memory, processes and CPU of the whole tree; see
-	// Limits. A zero field takes the Manager's default (WithLimits); a limit
-	// that cannot be enforced here makes Start fail with ErrUnsupported.
-	Limits Limits
-	// IdleTimeout stops the process (like Stop, with ReasonIdle) once it has
-	// written no output for that long, measured with the Manager's clock.
-	// A process with Stdin or TTY may be quietly waiting for its caller, so
-	// IdleTimeout applies to it only with IdleInteractive set; without, the
-	// request is ErrInvalidRequest. 0 means no limit; negative is
-	// ErrInvalidRequest.
-	IdleTimeout time.Duration
-	// IdleInteractive lets IdleTimeout apply to a process with Stdin or TTY:
-	// silence counts as idleness even while it may be waiting for input.
-	IdleInteractive bool
-	// MaxOutput stops the process (like Stop, with ReasonOutputLimit) once
-	// it has written more than that many bytes of output; what it wrote
-	// stays readable as usual (head, tail and the output log). 0 means no
-	// limit; negative is ErrInvalidRequest.
-	MaxOutput int64
-	// Sandbox confines the tree: the files it may read and write, its
-	// network, the environment it inherits (see Sandbox). nil, the
-	// default, takes the Manager's (WithSandbox), and without one the
-	// tree runs with all of the host's authority. A policy this host
-	// cannot enforce makes Start fail with ErrUnsupported unless
-	// Sandbox.BestEffort is set. It cannot be combined with Detach yet
-	// (ErrUnsupported).
-	Sandbox *Sandbox
-}
-
 // Manager starts and supervises processes. Use New to make one and Close to
 // stop everything it started; the zero value is not usable. A Manager is
 // safe for concurrent use.
@@ -347,39 +254,7 @@ func (m *Manager) startAttach(ctx context.Context, req Request, owner string) (*
 	if err := ctx.Err(); err != nil {
 		return nil, false, err
 	}
-	command, err := validateCommand(req.Command)
-	if err != nil {
-		return nil, false, err
-	}
-	if err := checkShellCommand(m.cfg.shell, command); err != nil {
-		return nil, false, err
-	}
-	var warnings []string
-	if m.cfg.bgDetect && !req.Verbatim && posixShell(m.cfg.shell) {
-		command, req.Background, warnings = detectBackground(command, req.Background)
-	}
-	if err := validateEnv(req.Env); err != nil {
-		return nil, false, err
-	}
-	if err := validateTimeout(req.Timeout); err != nil {
-		return nil, false, err
-	}
-	if err := req.Ready.validate(m.portsSupported); err != nil {
-		return nil, false, err
-	}
-	if err := validateGuards(req); err != nil {
-		return nil, false, err
-	}
-	if req.Limits, err = m.limitsFor(req.Limits); err != nil {
-		return nil, false, err
-	}
-	if err := m.validateDetach(req); err != nil {
-		return nil, false, err
-	}
-	if req.Sandbox, err = m.sandboxFor(req); err != nil {
-		return nil, false, err
-	}
-	dir, err := m.resolveWorkDir(req.WorkDir)
+	command, dir, warnings, err := m.validate(&req)
 	if err != nil {
 		return nil, false, err
 	}
@@ -482,95 +357,6 @@ func (m *Manager) droppedLocked(p *Process) {
 	p.emit(Event{Type: EventDropped})
 }
 
-// posixShell reports whether shell[0] names a shell that parses sh syntax,
-// so that AnalyzeCommand's reading of the command is the shell's.
-func posixShell(shell []string) bool {
-	name := strings.ToLower(filepath.Base(shell[0]))
-	switch strings.TrimSuffix(name, ".exe") {
-	case "sh", "bash", "dash", "zsh", "ksh", "mksh", "ash", "busybox":
-		return true
-	}
-	return false
-}
-
-// detectBackground applies AnalyzeCommand to a validated command. A command
-// that does not parse, or whose stripped form would be empty, is returned
-// unchanged and not promoted.
-func detectBackground(command string, background bool) (string, bool, []string) {
-	// Without any of these substrings AnalyzeCommand can find nothing, and
-	// parsing costs more than the rest of Start for a short command.
-	if !strings.Contains(command, "&") && !strings.Contains(command, "nohup") &&
-		!strings.Contains(command, "setsid") && !strings.Contains(command, "disown") {
-		return command, background, nil
-	}
-	a, err := AnalyzeCommand(command)
-	if err != nil {
-		return command, background, nil
-	}
-	if a.Background && strings.TrimSpace(a.Command) != "" {
-		return a.Command, true, a.Warnings
-	}
-	return command, background, a.Warnings
-}
-
-func validateCommand(command string) (string, error) {
-	if strings.TrimSpace(command) == "" {
-		return "", xerrors.Errorf("empty command: %w", ErrInvalidRequest)
-	}
-	if strings.ContainsRune(command, 0) {
-		return "", xerrors.Errorf("command contains a NUL byte: %w", ErrInvalidRequest)
-	}
-	return command, nil
-}
-
-func validateEnv(env map[string]string) error {
-	// Sorted so the error for a request with several bad keys is stable.
-	for _, k := range slices.Sorted(maps.Keys(env)) {
-		switch {
-		case k == "":
-			return xerrors.Errorf("env: empty key: %w", ErrInvalidRequest)
-		case strings.ContainsAny(k, "=\x00"):
-			return xerrors.Errorf("env key %q contains '=' or NUL: %w", k, ErrInvalidRequest)
-		case strings.ContainsRune(env[k], 0):
-			// The value is never echoed: it may be a secret.
-			return xerrors.Errorf("env value of %q contains NUL: %w", k, ErrInvalidRequest)
-		}
-	}
-	return nil
-}
-
-// resolveWorkDir returns the directory a request runs in.
-func (m *Manager) resolveWorkDir(dir string) (string, error) {
-	if dir != "" {
-		abs, err := filepath.Abs(dir)
-		if err != nil {
-			return "", xerrors.Errorf("work dir %q: %v: %w", dir, err, ErrInvalidRequest)
-		}
-		st, err := os.Stat(abs)
-		switch {
-		case err != nil && os.IsNotExist(err):
-			return "", xerrors.Errorf("work dir %q does not exist: %w", dir, ErrInvalidRequest)
-		case err != nil:
-			return "", xerrors.Errorf("work dir %q: %v: %w", dir, err, ErrInvalidRequest)
-		case !st.IsDir():
-			return "", xerrors.Errorf("work dir %q is not a directory: %w", dir, ErrInvalidRequest)
-		}
-		return abs, nil
-	}
-	if d := m.cfg.workDir(); d != "" {
-		if st, err := os.Stat(d); err == nil && st.IsDir() {
-			return d, nil
-		}
-		m.cfg.logger.Warn(context.Background(), "default work dir unusable, using home", slog.F("dir", d))
-	}
-	home, err := homeDir()
-	if err != nil {
-		// No home either: the process inherits the host's directory.
-		return "", nil
-	}
-	return home, nil
-}
-
 // buildEnv layers os.Environ(), the non-interactive settings, the hook,
 // PWD, the request's env, then the marker. Values are never logged.
 //
@@ -621,9 +407,10 @@ func (m *Manager) buildEnv(reqEnv map[string]string, id, dir string, tty bool, s
 
 // envCache keeps the base environment with the non-interactive defaults
 // applied, for as long as the host's environment stays what it was built
-// from. Building it (two maps and a sort per Start) costs about 2% of
-// BenchmarkStartWait; checking that os.Environ is unchanged compares
-// strings that share their bytes with the cached ones.
+// from. Building it (two maps and a sort per Start) is a measurable share
+// of BenchmarkStartWait (docs/measurements.md); checking that os.Environ
+// is unchanged compares strings that share their bytes with the cached
+// ones.
 type envCache struct {
 	mu      sync.Mutex
 	environ []string    // os.Environ() as it was when built
@@ -677,7 +464,8 @@ func fieldError(err error) slog.Field { return slog.Error(err) }
 
 // shellCmd builds the command of one Start. The shell is looked up in PATH
 // once per value of PATH, not on every Start: exec.Command's LookPath stats
-// each PATH entry in turn, about 20 µs of each Start in BenchmarkStartWait.
+// each PATH entry in turn, a measurable share of each Start in
+// BenchmarkStartWait (docs/measurements.md).
 // The shell keeps the name it was given as its argv[0] ($0), as with
 // exec.Command.
 func (m *Manager) shellCmd(command string) *exec.Cmd {

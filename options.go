@@ -26,8 +26,9 @@ type config struct {
 	foreignProc bool
 	logger      slog.Logger
 	// logDebug is set by WithLogger: the zero Logger is silent, but it
-	// still builds every entry (the caller's location included), which
-	// costs about 1% of BenchmarkStartWait for the one Debug line per start.
+	// still builds every entry (the caller's location included), a
+	// measurable share of BenchmarkStartWait for the one Debug line per
+	// start (docs/measurements.md).
 	logDebug     bool
 	clock        quartz.Clock
 	shell        []string
@@ -150,6 +151,18 @@ func WithOutputLimits(headBytes, tailBytes, maxLineBytes int) Option {
 	})
 }
 
+// WithInputQuiet sets the quiet period of input detection: a process with
+// Request.Stdin or Request.TTY is awaiting input when one of its tree is
+// blocked reading that stdin and the tree has written no output for d.
+// Default DefaultInputQuiet; d <= 0 keeps the default.
+func WithInputQuiet(d time.Duration) Option {
+	return optionFunc(func(c *config) {
+		if d > 0 {
+			c.inputQuiet = d
+		}
+	})
+}
+
 // WithRetention sets how long exited processes are kept (age, measured from
 // their exit) and how many exited processes are kept at most (oldest are
 // dropped first). Running processes are never dropped. A zero or negative
@@ -206,6 +219,36 @@ func WithCgroup(parent string) Option {
 // cgroup, with or without Limits.
 const CgroupAuto = "auto"
 
+// WithLimits sets the operator's limits: each field of l that is set is
+// both the default for a request that leaves that field at zero and the
+// ceiling for one that sets it. A request may lower a limit, never lift it:
+// a field above its ceiling fails Start with ErrInvalidRequest naming the
+// field and the ceiling, through the Go API and httpapi alike. The zero
+// Limits, the default, means no limits and no ceilings.
+func WithLimits(l Limits) Option {
+	return optionFunc(func(c *config) { c.limits = l })
+}
+
+// WithOOMScoreDelta makes every process's oom_score_adj the host process's
+// own plus delta, capped at 1000, so that when memory runs out the kernel's
+// OOM killer picks a command before the agent that runs it. The default is
+// DefaultOOMScoreDelta (500); 0 or less leaves the processes at the host's
+// value. Linux only; elsewhere it does nothing.
+//
+// The value is set on the shell right after it starts, by the output
+// reader's thread as its first act (shortly after Start returns; on a host
+// whose CPUs are all busy, once the Go scheduler runs it), and on what the
+// shell has started by then, each before its own children are looked up,
+// so every later descendant inherits it. The shell is not reaped before
+// that is done, so the PID written to is always the shell's. A process
+// whose fork is in progress at the moment its parent is changed (the
+// kernel copies the value before it lists the child), or that is forked
+// and orphaned in that first moment, keeps the host's value, as do its
+// descendants.
+func WithOOMScoreDelta(delta int) Option {
+	return optionFunc(func(c *config) { c.oomDelta = max(delta, 0) })
+}
+
 // WithBackgroundDetection turns the parsing of commands for a trailing
 // top-level & on or off (default on). When on, and the shell is a POSIX
 // shell (sh, bash, dash, zsh, ksh, ash), Start runs AnalyzeCommand: a
@@ -261,6 +304,35 @@ func WithOutputLog(dir string, maxBytes int64) Option {
 		c.logDir = dir
 		c.logMaxBytes = maxBytes
 	})
+}
+
+// WithStateDir makes the Manager record every process it starts in dir, so
+// that a Manager started after this one died (crash, OOM kill, SIGKILL) can
+// stop what it left behind. A record is written before the child runs,
+// updated with the shell's PID and start time once it runs and with its
+// exit once it exits, and removed when retention drops the process or Close
+// ends it. No write can be seen in part (see docs/containment.md) and none
+// runs under a lock of the Manager. The records need only outlive the host
+// process, not a reboot, so a tmpfs dir (/run, $XDG_RUNTIME_DIR) is a
+// natural place for them.
+//
+// A Manager with a state dir locks it (dir/lock): only one live Manager may
+// use a dir at a time. When New starts, it recovers in the background every
+// record left by a Manager that is dead: trees still running are stopped
+// like Close stops them and are listed as exited with ReasonOrphaned and
+// whatever their output log holds; Recovered waits for that, and
+// Request.Detach processes are adopted instead. A guard process (a copy of
+// the host binary holding a pipe to it) also kills the Manager's trees, all
+// but the detached ones, as soon as the host dies, even when no new Manager
+// is ever started (see docs/containment.md).
+//
+// A dir that cannot be used (not creatable or writable, or locked by another
+// live Manager) makes every Start and Recovered fail with an error naming
+// the dir and the reason; the Manager never runs without the state it was
+// asked to keep. Linux only: elsewhere Start fails with ErrUnsupported. ""
+// (the default) turns it off.
+func WithStateDir(dir string) Option {
+	return optionFunc(func(c *config) { c.stateDir = dir })
 }
 
 // WithSandbox confines every process started without a Request.Sandbox of

@@ -92,7 +92,9 @@ import (
 //
 // Terminals (pty_unix.go, with ptyrelay_unix.go for macOS; pty_none.go on
 // Windows and AIX): openPTY, ptyOutput, setTTYSize and veofChar implement
-// Request.TTY; without terminal support openPTY and setTTYSize return
+// Request.TTY; ttySupported() is nil where they do, else ErrUnsupported
+// wrapped with the platform's name (validate checks it before anything is
+// allocated), and without terminal support openPTY and setTTYSize return
 // ErrUnsupported.
 //
 // Limits and guards (limits_linux.go, limits_windows.go, limits_nonlinux.go;
@@ -209,6 +211,7 @@ var (
 	_ func() *os.File                                              = childStdin
 	_ func(*os.File) (*os.File, error)                             = ptyOutput
 	_ func(error) bool                                             = isBrokenPipe
+	_ func() error                                                 = ttySupported
 	_ func(TTYSize) (*os.File, *os.File, error)                    = openPTY
 	_ func(*os.File, TTYSize) error                                = setTTYSize
 	_ func(*os.File) byte                                          = veofChar

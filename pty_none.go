@@ -9,10 +9,16 @@ import (
 	"golang.org/x/xerrors"
 )
 
-// openPTY fails: this platform has no pseudo-terminal support here
+// ttySupported fails: this platform has no pseudo-terminal support here
 // (ConPTY on Windows is not implemented).
+func ttySupported() error {
+	return xerrors.Errorf("agentproc: TTY on %s: %w", runtime.GOOS, ErrUnsupported)
+}
+
+// openPTY fails as ttySupported does. Start never calls it here, since
+// validate refuses a TTY first.
 func openPTY(TTYSize) (master, slave *os.File, err error) {
-	return nil, nil, xerrors.Errorf("agentproc: TTY on %s: %w", runtime.GOOS, ErrUnsupported)
+	return nil, nil, ttySupported()
 }
 
 // The functions below are never reached, since openPTY always fails.

@@ -11,6 +11,9 @@ import (
 	"golang.org/x/xerrors"
 )
 
+// ttySupported is nil: every Unix here has pseudo-terminals.
+func ttySupported() error { return nil }
+
 // openPTY opens a pseudo-terminal of the given size. The master is the
 // parent's end for both input and output; the slave becomes the child's
 // stdin, stdout and stderr and its controlling terminal.

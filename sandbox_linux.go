@@ -360,9 +360,9 @@ func (c *sandboxCache) close() {
 }
 
 // start confines a throwaway thread as b says and starts cmd from it. A
-// fresh thread per Start costs about 65 µs here; keeping locked threads
-// waiting for the next Start measured slower (100–260 µs: the hand-off to
-// a locked thread and its replacement cost more than a new thread).
+// fresh thread per Start measured cheaper than keeping locked threads
+// waiting for the next Start: the hand-off to a locked thread and its
+// replacement cost more than a new thread (docs/measurements.md).
 func (b *sandboxBuilt) start(cmd *exec.Cmd, step threadStep) error {
 	lastCap := sandboxHost().lastCap
 	return onThrowawayThread(func() (err error) {

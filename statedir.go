@@ -16,35 +16,6 @@ import (
 	"golang.org/x/xerrors"
 )
 
-// WithStateDir makes the Manager record every process it starts in dir, so
-// that a Manager started after this one died (crash, OOM kill, SIGKILL) can
-// stop what it left behind. A record is written before the child runs,
-// updated with the shell's PID and start time once it runs and with its
-// exit once it exits, and removed when retention drops the process or Close
-// ends it. No write can be seen in part (see docs/containment.md) and none
-// runs under a lock of the Manager. The records need only outlive the host
-// process, not a reboot, so a tmpfs dir (/run, $XDG_RUNTIME_DIR) is a
-// natural place for them.
-//
-// A Manager with a state dir locks it (dir/lock): only one live Manager may
-// use a dir at a time. When New starts, it recovers in the background every
-// record left by a Manager that is dead: trees still running are stopped
-// like Close stops them and are listed as exited with ReasonOrphaned and
-// whatever their output log holds; Recovered waits for that, and
-// Request.Detach processes are adopted instead. A guard process (a copy of
-// the host binary holding a pipe to it) also kills the Manager's trees, all
-// but the detached ones, as soon as the host dies, even when no new Manager
-// is ever started (see docs/containment.md).
-//
-// A dir that cannot be used (not creatable or writable, or locked by another
-// live Manager) makes every Start and Recovered fail with an error naming
-// the dir and the reason; the Manager never runs without the state it was
-// asked to keep. Linux only: elsewhere Start fails with ErrUnsupported. ""
-// (the default) turns it off.
-func WithStateDir(dir string) Option {
-	return optionFunc(func(c *config) { c.stateDir = dir })
-}
-
 // stateDir is a Manager's state directory. Its files:
 //
 //	dir/lock          flock'ed by the live Manager; holds its host's PID
@@ -279,9 +250,10 @@ func (s *stateDir) rewrite(r *stateRecord) error {
 // Slots are reused rather than a file being created per process, and
 // updates are appended rather than the file replaced, because creating and
 // renaming files are metadata operations that wait on the file system's
-// journal: about 2 ms each on this project's busy ext4 disk, twice per
-// Start+Wait in BenchmarkStateDir/StartWait. Writing to a file that exists costs a few microseconds. A
-// new slot is created only when every slot holds a retained process.
+// journal, twice per Start+Wait in BenchmarkStateDir/StartWait, while
+// writing to a file that exists does not wait on it (docs/measurements.md
+// has both costs). A new slot is created only when every slot holds a
+// retained process.
 //
 // No write needs a temporary file: the child is started only after this
 // write has returned, so a slot that is empty or cut short can only be

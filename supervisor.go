@@ -85,71 +85,97 @@ func (m *Manager) spawn(req Request, owner, command, dir string, seq uint64, war
 		}
 		return p, func() { go p.sup.superviseDetached() }, nil
 	}
+	// What spawn has taken so far, each nil (or false) until taken; the
+	// deferred undo below releases it if spawn fails.
+	var (
+		sbx     *sandboxRun
+		log     *outputLog
+		ctr     *containment
+		st      *stdio
+		sys     *sysProc
+		cmd     *exec.Cmd
+		rec     *stateRecord // once recorded (recordStarting)
+		started bool         // cmd.Start succeeded
+	)
+	// The one undo of a failed spawn, as os/exec's Cmd.Start has, in one
+	// fixed order whatever step failed: a started shell is reaped first
+	// (the contain step kills it before returning when the containment
+	// failed); what escaped the group is killed before the cgroup it may
+	// be in is released; the state record is abandoned only once
+	// everything it names (log, cgroup, tree) is gone, so that a host that
+	// dies meanwhile leaves the next Manager a record to clean up after;
+	// the sandbox goes last, once nothing runs under it.
+	defer func() {
+		if err == nil {
+			return
+		}
+		if started {
+			_ = cmd.Wait()
+		}
+		m.logs.discard(log)
+		if sys != nil {
+			sys.release()
+		}
+		if started {
+			_ = ctr.killEscaped()
+		}
+		if ctr != nil {
+			_ = ctr.release()
+		}
+		if st != nil {
+			st.closeAll()
+		}
+		m.state.abandon(rec)
+		sbx.finish(m)
+	}()
+
 	id := uuid.NewString()
-	sbx, err := m.prepareSandbox(req.Sandbox, dir, req.TTY != nil)
-	if err != nil {
+	if sbx, err = m.prepareSandbox(req.Sandbox, dir, req.TTY != nil); err != nil {
 		return nil, nil, err
 	}
 	env := m.buildEnv(req.Env, id, dir, req.TTY != nil, sbx)
 	// The output log and the containment beyond the process group (marker
 	// sweep, cgroup) are set up first: a log or a cgroup that cannot be
 	// made fails Start before anything runs.
-	log, err := m.logs.open(id)
-	if err != nil {
-		sbx.finish(m)
+	if log, err = m.logs.open(id); err != nil {
 		return nil, nil, err
 	}
-	ctr, err := newContainment(id, &m.cfg, req.Limits)
-	if err != nil {
-		m.logs.discard(log)
-		sbx.finish(m)
+	if ctr, err = newContainment(id, &m.cfg, req.Limits); err != nil {
 		return nil, nil, xerrors.Errorf("agentproc: set up containment: %w", err)
 	}
-
-	st, err := openStdio(req, m.cfg.stdinStall)
-	if err != nil {
-		m.logs.discard(log)
-		_ = ctr.release()
-		sbx.finish(m)
+	if st, err = openStdio(req, m.cfg.stdinStall); err != nil {
 		return nil, nil, err
 	}
 	// A context that never ends: the kill step is the ladder's own
 	// (Process.killTree), not os/exec's. With a cancellable context os/exec
 	// runs a goroutine per command to watch it, and Wait hands off to that
 	// goroutine and back after every exit.
-	cmd := m.shellCmd(command)
+	cmd = m.shellCmd(command)
 	cmd.Dir = dir
 	cmd.Env = env
 	st.attach(cmd)
-	sys := newSysProc(&m.cfg)
+	sys = newSysProc(&m.cfg)
 
-	fail := func(step string, err error) (*Process, func(), error) {
-		m.logs.discard(log)
-		_ = ctr.release()
-		st.closeAll()
-		sbx.finish(m)
-		return nil, nil, xerrors.Errorf("agentproc: %s: %w", step, err)
-	}
 	// Everything the child is started with that the OS layer decides is
 	// set by sys.prepare alone, so no step undoes another.
 	if err := sys.prepare(cmd, childAttrs{tty: st.tty, cgroupFD: ctr.prepare()}); err != nil {
-		return fail("prepare process", err)
+		return nil, nil, xerrors.Errorf("agentproc: prepare process: %w", err)
 	}
 	if err := applyLimits(req.Limits, sys, ctr); err != nil {
-		return fail("apply limits", err)
+		return nil, nil, xerrors.Errorf("agentproc: apply limits: %w", err)
 	}
 	// Recorded before the start, so that a host that dies at any moment
 	// after it leaves a record for the next Manager (WithStateDir).
-	rec := m.state.newRecord(m, id, owner, command, dir, req, warnings, m.outputLogPath(id))
-	if err := m.state.recordStarting(rec, ctr.cgroupDir()); err != nil {
-		return fail("record process", err)
+	newRec := m.state.newRecord(m, id, owner, command, dir, req, warnings, m.outputLogPath(id))
+	if err := m.state.recordStarting(newRec, ctr.cgroupDir()); err != nil {
+		return nil, nil, xerrors.Errorf("agentproc: record process: %w", err)
 	}
+	rec = newRec
 	if err := startCommand(cmd, ctr, sbx); err != nil {
-		sys.release()
 		m.forgetShellPath()
-		m.state.abandon(rec)
-		return fail("start "+m.cfg.shell[0]+ctr.describe(), err)
+		return nil, nil, xerrors.Errorf("agentproc: start %s%s: %w", m.cfg.shell[0], ctr.describe(), err)
 	}
+	started = true
 	cerr := ctr.started(cmd)
 	inID := stdinIdentity(st.childIn)
 	// Only the child holds the write end now, so EOF comes when the last
@@ -159,14 +185,6 @@ func (m *Manager) spawn(req Request, owner, command, dir string, seq uint64, war
 		if cerr != nil {
 			_ = cmd.Process.Kill() // the rest of the tree by killEscaped
 		}
-		_ = cmd.Wait()
-		m.logs.discard(log)
-		sys.release()
-		_ = ctr.killEscaped()
-		_ = ctr.release()
-		st.closeAll()
-		m.state.abandon(rec)
-		sbx.finish(m)
 		return nil, nil, xerrors.Errorf("agentproc: contain process: %w", err)
 	}
 

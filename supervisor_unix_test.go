@@ -3,7 +3,10 @@
 package agentproc_test
 
 import (
+	"os"
+	"path/filepath"
 	"regexp"
+	"strings"
 	"testing"
 
 	"github.com/agentproc/agentproc"
@@ -60,5 +63,50 @@ func TestTreeGone(t *testing.T) {
 			stop(t, m, p)
 			requireGone(t, pids)
 		})
+	}
+}
+
+// TestFailedStartReleasesEverything: a Start that fails at the start itself
+// (a shell that does not exist), once the output log, the pipes or the
+// terminal and the containment were set up, leaves no descriptor open, no
+// log file and no process behind (spawn's deferred undo). It is not
+// parallel so that no other test opens files meanwhile.
+func TestFailedStartReleasesEverything(t *testing.T) {
+	logDir := t.TempDir()
+	shell := filepath.Join(t.TempDir(), "no-such-shell")
+	m := newManager(t, agentproc.WithShell(shell, "-c"), agentproc.WithOutputLog(logDir, 0))
+	reqs := []agentproc.Request{
+		{Command: "true"},
+		{Command: "cat", Stdin: true},
+		{Command: "true", TTY: &agentproc.TTYSize{}},
+	}
+	start := func(req agentproc.Request) {
+		t.Helper()
+		p, err := m.Start(t.Context(), req)
+		if err == nil || !strings.Contains(err.Error(), "start "+shell) {
+			t.Fatalf("Start with a missing shell: got (%v, %v), want an error naming the start of %s", p, err, shell)
+		}
+	}
+	// Warm up: the runtime's poller and the terminal code open their
+	// descriptors on first use.
+	for _, req := range reqs {
+		start(req)
+	}
+	agentproc.WaitLogRemovals(m)
+	before := countFDs(t)
+	for range 10 {
+		for _, req := range reqs {
+			start(req)
+		}
+	}
+	agentproc.WaitLogRemovals(m)
+	if after := countFDs(t); after != before {
+		t.Errorf("open descriptors after 30 failed Starts: got %d, want %d as before", after, before)
+	}
+	if entries, err := os.ReadDir(logDir); err != nil || len(entries) != 0 {
+		t.Errorf("log dir after failed Starts: got %v (%v), want empty", entries, err)
+	}
+	if got := m.List(); len(got) != 0 {
+		t.Errorf("List after failed Starts: got %d processes, want 0", len(got))
 	}
 }

@@ -144,3 +144,86 @@ func WithMaxRunningPerOwner(n int) Option {
 func WithLogger(l slog.Logger) Option {
 	return optionFunc(func(c *config) { c.logger = &l })
 }
+
+// WithSandbox makes sb the operator's policy: every start runs under it,
+// and a start request's sandbox can only narrow it. Without it the
+// Manager's default (agentproc.WithSandbox) is the operator's policy; nil
+// here means none even when the Manager has one (a client's sandbox then
+// applies as given, and requests without one run unconfined).
+func WithSandbox(sb *agentproc.Sandbox) Option {
+	sb = sb.Clone()
+	return optionFunc(func(c *config) { c.sandbox, c.sandboxSet = sb, true })
+}
+
+// WithCoderCompat makes the handler behave as the process API of Coder's
+// workspace agent does (agent/agentproc in github.com/coder/coder), for
+// Coder's own client, when mounted under /api/v0/processes. It works with a
+// Manager made with default options: what the profile needs is asked per
+// request or rendered here. Only Coder's routes are served:
+//
+//	POST /start            {"command", "workdir", "env", "background",
+//	                        "client_token"}
+//	                       -> {"id", "started", "client_token", "attached"}
+//	GET  /list             -> {"processes": [...]}, at most 10
+//	GET  /{id}/output      -> {"output", "truncated", "running",
+//	     ?wait=true            "exit_code", "command"}
+//	POST /{id}/signal      {"signal": "kill" | "terminate"} -> {"message"}
+//	GET  /tokens/{token}   -> {"found", "pending", "process_id",
+//	                           "token_index_age_ms"}
+//
+// What differs from the default handler:
+//
+//   - The owner is the chat: the Coder-Chat-Id header, a UUID (an invalid
+//     value counts as absent). Without it list, output and signal see every
+//     process. With it, list shows that chat's processes only, while output,
+//     signal and the token probe reach that chat's processes and those
+//     started without a chat. A process a chat starts has CODER_CHAT_ID in
+//     its environment. WithAuthorize, if set, still gates every request
+//     (401), but the chat, not its owner, scopes it; the owner header is
+//     not read.
+//   - Commands run verbatim (agentproc.Request.Verbatim): no background
+//     detection.
+//   - A process ended by a signal reports exit code -1, as Coder does.
+//   - client_token is agentproc.Request.Key, but one namespace across
+//     chats: a repeat with the same token and request gets the same id,
+//     started false and attached true; a different command, env, workdir,
+//     background or chat is 409. The token fields and GET /tokens/{token}
+//     follow Coder's newest API (2026) and may still change there.
+//   - Output uses Coder's omission marker ("\n\n... [omitted N bytes]
+//     ...\n\n") and line cut (" ... [truncated]" at 2048 bytes); truncated
+//     is null when only lines were cut, and retained_bytes is the length
+//     of the text sent.
+//   - Status codes and messages are Coder's: any failure to start other
+//     than a token conflict (409) or a running limit (429) is 500, a closed
+//     Manager included; "interrupt" is 400; a wait value other than "true"
+//     means no wait; the extension routes and query parameters are absent.
+//   - POST bodies need no Content-Type, because Coder's client sends none.
+//     The cross-origin and Host checks still apply: a browser page cannot
+//     make a request look same-origin, and Coder's client sends no browser
+//     headers. Coder's agent serves this API on its tailnet address, not
+//     on loopback; use WithAllowedHosts if yours is reached by a name.
+func WithCoderCompat() Option {
+	return optionFunc(func(c *config) { c.coder = true })
+}
+
+// WithUI makes the handler serve a web page at "/" (relative to where it is
+// mounted): a live table of the caller's processes with their state, ports
+// and resources, the output of the selected one as a terminal shows it, and
+// buttons to interrupt or stop one or all of them. Off by default. It is
+// ignored with WithCoderCompat, whose routes the page does not speak. The
+// ports shown are agentproc.Info.Ports, which the Manager keeps current for
+// Background processes.
+//
+// The page's files are public to anyone who passes the Host check (they
+// hold no data); every request the page makes for data or to act goes
+// through the same authorization (WithAuthorize or the owner header),
+// cross-origin and Host checks as any API request, so an owner sees only
+// its own processes. A browser sends cookies and HTTP Basic credentials by
+// itself; for a bearer token, open the page as /#token=TOKEN and it sends
+// "Authorization: Bearer TOKEN" with every request (the fragment never
+// reaches the server or its logs; the page keeps the token for the tab's
+// session only). Replies under the page carry a strict
+// Content-Security-Policy.
+func WithUI() Option {
+	return optionFunc(func(c *config) { c.ui = true })
+}

@@ -99,13 +99,3 @@ func (h *handler) sandboxFromRequest(req StartRequest, areq *agentproc.Request) 
 	areq.Sandbox = sb
 	return nil
 }
-
-// WithSandbox makes sb the operator's policy: every start runs under it,
-// and a start request's sandbox can only narrow it. Without it the
-// Manager's default (agentproc.WithSandbox) is the operator's policy; nil
-// here means none even when the Manager has one (a client's sandbox then
-// applies as given, and requests without one run unconfined).
-func WithSandbox(sb *agentproc.Sandbox) Option {
-	sb = sb.Clone()
-	return optionFunc(func(c *config) { c.sandbox, c.sandboxSet = sb, true })
-}

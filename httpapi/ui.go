@@ -40,28 +40,6 @@ const uiInfoEvery = time.Second
 // it sends it as finished text anyway.
 const uiPartialMax = 64 << 10
 
-// WithUI makes the handler serve a web page at "/" (relative to where it is
-// mounted): a live table of the caller's processes with their state, ports
-// and resources, the output of the selected one as a terminal shows it, and
-// buttons to interrupt or stop one or all of them. Off by default. It is
-// ignored with WithCoderCompat, whose routes the page does not speak. The
-// ports shown are agentproc.Info.Ports, which the Manager keeps current for
-// Background processes.
-//
-// The page's files are public to anyone who passes the Host check (they
-// hold no data); every request the page makes for data or to act goes
-// through the same authorization (WithAuthorize or the owner header),
-// cross-origin and Host checks as any API request, so an owner sees only
-// its own processes. A browser sends cookies and HTTP Basic credentials by
-// itself; for a bearer token, open the page as /#token=TOKEN and it sends
-// "Authorization: Bearer TOKEN" with every request (the fragment never
-// reaches the server or its logs; the page keeps the token for the tab's
-// session only). Replies under the page carry a strict
-// Content-Security-Policy.
-func WithUI() Option {
-	return optionFunc(func(c *config) { c.ui = true })
-}
-
 // routesUI adds the page's routes. Exact paths under /ui/ are more specific
 // than the API's /{id} patterns, and a process ID is a UUID, never "ui".
 func (h *handler) routesUI(mux *http.ServeMux) {

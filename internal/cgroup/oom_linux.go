@@ -13,8 +13,8 @@ import (
 // oomWatch waits for the v1 memory controller's OOM notification on one
 // cgroup. v1 has no memory.oom.group: the kernel would kill one process of
 // the tree and the shell would run on, so the kernel's killer is turned off
-// for the tree and the watch kills all of it at once. The notification came
-// 60-100 ms after a 1 GiB hog started under 64 MiB.
+// for the tree and the watch kills all of it at once (how soon the
+// notification comes: docs/measurements.md).
 type oomWatch struct {
 	f     *os.File // the eventfd, non-blocking, so a Read parks in the poller
 	done  chan struct{}
