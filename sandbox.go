@@ -462,9 +462,9 @@ var secretNames = []string{"SSH_AUTH_SOCK", "DOCKER_HOST", "DOCKER_CONFIG", "KUB
 
 // secretVerdicts caches looksSecret's answers by name: every sandboxed
 // Start filters the whole inherited environment, whose names rarely
-// change, and the upper-casing and substring search cost about 10 µs of
-// each Start for a few dozen variables. At most maxSecretVerdicts names
-// are kept (a hook may invent names), counted in secretVerdictCount.
+// change, and upper-cases and searches each name otherwise
+// (docs/measurements.md). At most maxSecretVerdicts names are kept (a
+// hook may invent names), counted in secretVerdictCount.
 var (
 	secretVerdicts     sync.Map // string → bool
 	secretVerdictCount atomic.Int32

@@ -36,9 +36,8 @@ type sandboxState struct {
 	tmpErr    error
 	// spare holds empty temp dirs ready for the next Start: those finished
 	// processes left empty, under a new name (finish), and, when a Start
-	// found none, one made ahead off the Start path. On this machine's ext4
-	// a mkdir and its rmdir cost 150–500 µs of CPU together, more than all
-	// the rest of the sandbox; the rename and the check about 20 µs.
+	// found none, one made ahead off the Start path. A mkdir and its rmdir
+	// measured many times the rename and the check (docs/measurements.md).
 	// refills counts the goroutines making them, which close waits for.
 	spare   chan string
 	refills sync.WaitGroup
