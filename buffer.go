@@ -168,6 +168,22 @@ func (b *outputBuffer) Write(p []byte) (int, error) {
 	return n, nil
 }
 
+// skip counts n bytes the buffer will never see: the middle of a long
+// output whose files rolled on before a detached process's follower read
+// them (detach_linux.go). The head stops growing there, so that it
+// stays the true start of the output, and the tail restarts after the gap.
+func (b *outputBuffer) skip(n int64) {
+	if n <= 0 {
+		return
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.headBytes = len(b.head)
+	b.written += n
+	b.ringLen, b.ringEnd = 0, 0
+	b.wakeLocked()
+}
+
 // growHeadLocked makes room in head for extra more bytes, never beyond
 // headBytes, so append never picks a larger capacity on its own.
 func (b *outputBuffer) growHeadLocked(extra int) {

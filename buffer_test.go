@@ -25,13 +25,25 @@ type expected struct {
 	trunc              *Truncation
 }
 
-// reference derives the buffer's state from every byte written, kept in full.
-// It leans on incompleteSuffixLen, leadingContinuationLen and cutLongLines,
-// which have table tests of their own, and on nothing else in buffer.go.
-func reference(written []byte, headBytes, tailBytes int, closed bool, maxLineBytes int) expected {
+// gaps says where skip left bytes out of an output: every skipped byte is
+// in [first, lastEnd), whose bytes in written are filler the buffer never
+// saw. first is -1 when nothing was skipped.
+type gaps struct{ first, lastEnd int64 }
+
+var noGaps = gaps{first: -1}
+
+// reference derives the buffer's state from every byte written, kept in
+// full, with gaps g: the head ends at the first gap at the latest, and the
+// tail starts after the last. It leans on incompleteSuffixLen,
+// leadingContinuationLen and cutLongLines, which have table tests of their
+// own, and on nothing else in buffer.go.
+func reference(written []byte, g gaps, headBytes, tailBytes int, closed bool, maxLineBytes int) expected {
 	total := int64(len(written))
 	headEnd := min(total, int64(headBytes))
-	tailStart := max(headEnd, total-int64(tailBytes))
+	if g.first >= 0 {
+		headEnd = min(headEnd, g.first)
+	}
+	tailStart := max(headEnd, total-int64(tailBytes), g.lastEnd)
 	e := expected{headEnd: headEnd, tailStart: tailStart}
 	if tailStart == headEnd {
 		kept := written
@@ -75,6 +87,13 @@ func reference(written []byte, headBytes, tailBytes int, closed bool, maxLineByt
 // prefix and the tail a suffix of written, and valid UTF-8 text.
 func checkState(t *testing.T, b *outputBuffer, written []byte, closed bool) {
 	t.Helper()
+	checkStateGaps(t, b, written, noGaps, b.headBytes, closed)
+}
+
+// checkStateGaps is checkState for a buffer made with headBytes whose
+// output has gaps g (see skip).
+func checkStateGaps(t *testing.T, b *outputBuffer, written []byte, g gaps, headBytes int, closed bool) {
+	t.Helper()
 	b.mu.Lock()
 	headCap, ringLen, ringSize := cap(b.head), b.ringLen, len(b.ring)
 	head := bytes.Clone(b.head)
@@ -84,13 +103,13 @@ func checkState(t *testing.T, b *outputBuffer, written []byte, closed bool) {
 	if got, want := b.total(), int64(len(written)); got != want {
 		t.Fatalf("total() = %d, want %d", got, want)
 	}
-	if headCap > b.headBytes {
-		t.Fatalf("cap(head) = %d, want <= headBytes %d", headCap, b.headBytes)
+	if headCap > headBytes {
+		t.Fatalf("cap(head) = %d, want <= headBytes %d", headCap, headBytes)
 	}
 	if ringSize != 0 && ringSize != b.tailBytes || ringLen > b.tailBytes {
 		t.Fatalf("len(ring) = %d, ringLen = %d, want <= tailBytes %d", ringSize, ringLen, b.tailBytes)
 	}
-	want := reference(written, b.headBytes, b.tailBytes, closed, 0)
+	want := reference(written, g, headBytes, b.tailBytes, closed, 0)
 	headEnd, tailStart, _ := b.bounds()
 	if headEnd != want.headEnd || tailStart != want.tailStart {
 		t.Fatalf("bounds() = %d, %d, want %d, %d", headEnd, tailStart, want.headEnd, want.tailStart)
@@ -102,7 +121,7 @@ func checkState(t *testing.T, b *outputBuffer, written []byte, closed bool) {
 		t.Fatalf("tail = %q, want suffix %q", tail, written[tailStart:])
 	}
 	for _, maxLine := range []int{0, 1, 5, 40} {
-		want := reference(written, b.headBytes, b.tailBytes, closed, maxLine)
+		want := reference(written, g, headBytes, b.tailBytes, closed, maxLine)
 		got, trunc := b.text(maxLine)
 		if !utf8.ValidString(got) {
 			t.Fatalf("text(%d) = %q, not valid UTF-8", maxLine, got)
@@ -246,6 +265,88 @@ func TestBufferMatchesReference(t *testing.T) {
 						}
 						if r.next != int64(len(full)) {
 							t.Fatalf("EOF at %d, want %d", r.next, len(full))
+						}
+					}
+				})
+			}
+		}
+	}
+}
+
+// TestBufferSkipMatchesReference is TestBufferMatchesReference with gaps:
+// between writes, skip leaves out bytes the buffer never sees (a detached
+// process's output files that rolled on before they were read). The head
+// must stop at the first gap, the tail start after the last, every skipped
+// byte be counted in total and accounted for as omitted by a reader, and
+// nothing from a gap (filler here) ever be shown.
+func TestBufferSkipMatchesReference(t *testing.T) {
+	t.Parallel()
+	sizes := []int{0, 1, 2, 3, 5, 8, 33}
+	for _, valid := range []bool{true, false} {
+		for _, headBytes := range sizes {
+			for _, tailBytes := range sizes {
+				name := fmt.Sprintf("valid=%v/head=%d/tail=%d", valid, headBytes, tailBytes)
+				t.Run(name, func(t *testing.T) {
+					t.Parallel()
+					rng := rand.New(rand.NewPCG(uint64(headBytes)+100, uint64(tailBytes)))
+					for range 20 {
+						var data []byte
+						if valid {
+							data = randomUTF8(rng, rng.IntN(120))
+						} else {
+							data = randomBytes(rng, rng.IntN(200))
+						}
+						b := newOutputBuffer(headBytes, tailBytes)
+						var out []byte // data as written, with filler for each gap
+						g := noGaps
+						var r reader
+						written := 0
+						skipGap := func() {
+							n := int64(rng.IntN(40))
+							if rng.IntN(5) == 0 {
+								n = -n // counts nothing, as n == 0 does
+							}
+							b.skip(n)
+							if n <= 0 {
+								return
+							}
+							if g.first < 0 {
+								g.first = int64(len(out))
+							}
+							out = append(out, bytes.Repeat([]byte{0}, int(n))...)
+							g.lastEnd = int64(len(out))
+						}
+						for _, n := range writeSizes(rng, len(data)) {
+							if rng.IntN(4) == 0 {
+								skipGap()
+								checkStateGaps(t, b, out, g, headBytes, false)
+								r.check(t, b.read(r.next), out, valid)
+							}
+							if got, err := b.Write(data[written : written+n]); got != n || err != nil {
+								t.Fatalf("Write(%d bytes) = %d, %v, want %d, nil", n, got, err, n)
+							}
+							out = append(out, data[written:written+n]...)
+							written += n
+							checkStateGaps(t, b, out, g, headBytes, false)
+							c := b.read(r.next)
+							if c.EOF {
+								t.Fatalf("read(%d) reported EOF before closeWrite", r.next)
+							}
+							r.check(t, c, out, valid)
+						}
+						if rng.IntN(2) == 0 {
+							skipGap() // the output may end in a gap
+						}
+						b.closeWrite()
+						checkStateGaps(t, b, out, g, headBytes, true)
+						for !r.eof {
+							if r.chunks > 2*len(out)+10 {
+								t.Fatalf("reader made no progress: %d chunks for %d bytes", r.chunks, len(out))
+							}
+							r.check(t, b.read(r.next), out, valid)
+						}
+						if r.next != int64(len(out)) {
+							t.Fatalf("EOF at %d, want %d", r.next, len(out))
 						}
 					}
 				})

@@ -10,6 +10,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/agentproc/agentproc/internal/cgroup"
+	"github.com/agentproc/agentproc/internal/pidfd"
+	"github.com/agentproc/agentproc/internal/procfs"
 )
 
 // containment reaches the parts of a process tree that left its process
@@ -38,22 +40,13 @@ type containment struct {
 	// candidatePIDs' cheap path.
 	startedAt time.Time
 
-	mu       sync.Mutex
-	leader   int              // PID and process group ID of the shell
-	found    map[int]bool     // every PID found outside the group, for Leftovers
-	targets  map[int]*escapee // processes signalled so far, by PID
-	stale    []int            // pidfds of targets that exited, closed at release
+	mu     sync.Mutex
+	leader int          // PID and process group ID of the shell
+	found  map[int]bool // every PID found outside the group, for Leftovers
+	// targets are the processes outside the group signalled so far, pinned
+	// by pidfd where one could be had (internal/pidfd: the protocol).
+	targets  pidfd.Targets
 	released bool
-}
-
-// escapee is one process outside the group that was verified and signalled.
-type escapee struct {
-	// fd is a pidfd naming it, or -1 when none could be opened (no pidfd
-	// support, or pidfd_open denied by a seccomp profile). Without one the
-	// entry only records that the PID was signalled: it is never used to
-	// signal again, since the PID may name another process by then.
-	fd     int
-	killed bool
 }
 
 const (
@@ -77,11 +70,10 @@ const (
 // Where they go is internal/cgroup's to decide (see its plan).
 func newContainment(id string, cfg *config, l Limits) (*containment, error) {
 	c := &containment{
-		id:      id,
-		entry:   []byte(MarkerEnv + "=" + id),
-		noProc:  cfg.foreignProc,
-		found:   make(map[int]bool),
-		targets: make(map[int]*escapee),
+		id:     id,
+		entry:  []byte(MarkerEnv + "=" + id),
+		noProc: cfg.foreignProc,
+		found:  make(map[int]bool),
 	}
 	if cfg.cgroupParent != "" || !l.IsZero() {
 		parent := cfg.cgroupParent
@@ -182,7 +174,7 @@ func (c *containment) terminate(since time.Time) {
 	if err != nil {
 		return
 	}
-	defer s.close()
+	defer s.Close()
 	cands := c.candidates(s, since)
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -223,11 +215,11 @@ func (c *containment) killEscaped() int {
 		if !c.noProc && len(members) > 0 {
 			if s, err := newProcScanner(); err == nil {
 				for _, pid := range members {
-					if pg, ok := s.pgrp(pid); ok && pg != c.leaderPID() {
+					if pg, ok := s.PGrp(pid); ok && pg != c.leaderPID() {
 						outside = append(outside, pid)
 					}
 				}
-				s.close()
+				s.Close()
 			}
 		}
 		if len(members) > 0 || c.noProc {
@@ -250,17 +242,13 @@ func (c *containment) killEscaped() int {
 	if err != nil {
 		return c.foundCount()
 	}
-	defer s.close()
+	defer s.Close()
 	c.mu.Lock()
-	// A pidfd names the process terminate verified even if its PID was
-	// reused meanwhile, so these need no new check. Targets without one
-	// are not signalled from this list: the scan below finds them again
-	// if they still carry the marker.
-	for _, e := range c.targets {
-		if e.fd >= 0 && !e.killed && !c.released {
-			_ = unix.PidfdSendSignal(e.fd, unix.SIGKILL, nil, 0)
-			e.killed = true
-		}
+	// What terminate pinned is killed through its pidfd with no new
+	// check; what it signalled without one, the scan below finds again if
+	// it still carries the marker.
+	if !c.released {
+		c.targets.KillPinned()
 	}
 	c.mu.Unlock()
 	for range maxSweepRounds {
@@ -284,12 +272,12 @@ func (c *containment) killEscaped() int {
 // proof.
 func (c *containment) nothingForked() bool {
 	c.mu.Lock()
-	leader, quiet := c.leader, len(c.targets) == 0 && len(c.found) == 0
+	leader, quiet := c.leader, len(c.found) == 0
 	c.mu.Unlock()
 	if !quiet || leader <= 0 || time.Since(c.startedAt) >= wrapWindow() {
 		return false
 	}
-	last, ok := nsLastPID()
+	last, ok := procfs.LastPID()
 	return ok && last == leader
 }
 
@@ -326,14 +314,8 @@ func (c *containment) candidates(s *procScanner, since time.Time) []int {
 // signalled that had not been sent sig before. A SIGTERM is followed by a
 // SIGCONT, so that a stopped process acts on it.
 //
-// PID reuse: a candidate is first pinned with a pidfd, then checked again
-// (marker in its environment, or its cgroup in /proc/PID/cgroup) and only
-// then signalled through the pidfd. If the PID was reused before the pidfd
-// was opened, the check fails on the newcomer; if after, the pidfd names
-// the dead original and the signal goes nowhere. When no pidfd can be
-// opened, for whatever reason, the check is made immediately before kill
-// with nothing in between but the kill itself; a PID is never signalled
-// because it was found earlier.
+// PID reuse: internal/pidfd's protocol (pin, check again, signal through
+// the pin), the check being verify.
 func (c *containment) signalLocked(s *procScanner, cands []int, sig unix.Signal) int {
 	if c.released {
 		return 0
@@ -345,49 +327,20 @@ func (c *containment) signalLocked(s *procScanner, cands []int, sig unix.Signal)
 			continue
 		}
 		seen[pid] = true
-		if pg, ok := s.pgrp(pid); !ok || pg == c.leader {
+		if pg, ok := s.PGrp(pid); !ok || pg == c.leader {
 			continue // gone, or in the group the caller signals
 		}
-		e := c.targets[pid]
-		if e != nil && e.fd >= 0 {
-			if !pidfdExited(e.fd) {
-				if sig == unix.SIGKILL && !e.killed {
-					_ = unix.PidfdSendSignal(e.fd, sig, nil, 0)
-					e.killed = true
-				}
-				continue
-			}
-			// The one we signalled is gone and its PID is back: a new
-			// process, checked like any other. Its pidfd is closed at
-			// release, not now: waitGone may be polling it.
-			c.stale = append(c.stale, e.fd)
-			delete(c.targets, pid)
-			e = nil
-		}
-		fd := pidfdOpen(pid)
-		if !c.verify(s, pid) || signalTarget(pid, fd, sig) != nil {
-			if fd >= 0 {
-				_ = unix.Close(fd)
-			}
-			continue
-		}
-		if sig == unix.SIGTERM {
-			_ = signalTarget(pid, fd, unix.SIGCONT)
+		switch c.targets.Signal(pid, sig, func() bool { return c.verify(s, pid) }) {
+		case pidfd.Sent:
+			n++
+		case pidfd.SentAgain: // killed before without a pidfd, not gone yet
+		default:
+			continue // skipped, or pinned before and dealt with
 		}
 		c.found[pid] = true
-		if e == nil {
-			e = &escapee{fd: fd}
-			c.targets[pid] = e
-		} else if fd >= 0 {
-			e.fd = fd
+		if sig == unix.SIGTERM {
+			c.targets.Continue(pid)
 		}
-		if sig == unix.SIGKILL {
-			if e.killed {
-				continue // killed before without a pidfd and not gone yet
-			}
-			e.killed = true
-		}
-		n++
 	}
 	return n
 }
@@ -401,23 +354,14 @@ func (c *containment) verify(s *procScanner, pid int) bool {
 // waitGone waits up to timeout until every killed target has exited and
 // the cgroup, if any, is empty. pidfds poll readable at exit, so this
 // blocks in poll rather than on a timer; targets killed without a pidfd are
-// looked up in /proc again every goneWithoutPidfdPoll.
+// looked up in /proc again every goneWithoutPidfdPoll. The pidfds stay open
+// until release, which waits for this (Close waits for every stop).
 func (c *containment) waitGone(timeout time.Duration) {
 	deadline := time.Now().Add(timeout)
-	var pfds []unix.PollFd
-	var bare []int
 	c.mu.Lock()
-	for pid, e := range c.targets {
-		switch {
-		case !e.killed:
-		case e.fd >= 0:
-			pfds = append(pfds, unix.PollFd{Fd: int32(e.fd), Events: unix.POLLIN})
-		default:
-			bare = append(bare, pid)
-		}
-	}
+	fds, bare := c.targets.Killed(true)
 	c.mu.Unlock()
-	if !waitPidfds(pfds, deadline) {
+	if !pidfd.Wait(fds, deadline) {
 		return
 	}
 	if len(bare) > 0 {
@@ -436,7 +380,7 @@ func (c *containment) waitGoneBare(pids []int, deadline time.Time) {
 	if err != nil {
 		return
 	}
-	defer s.close()
+	defer s.Close()
 	tick := time.NewTicker(goneWithoutPidfdPoll)
 	defer tick.Stop()
 	for {
@@ -484,80 +428,10 @@ func (c *containment) release() error {
 	if c.leader > 0 {
 		removeLeader(c.leader) // a spawn that failed after the start
 	}
-	for _, fd := range c.stale {
-		_ = unix.Close(fd)
-	}
-	c.stale = nil
-	for pid, e := range c.targets {
-		if e.fd >= 0 {
-			_ = unix.Close(e.fd)
-		}
-		delete(c.targets, pid)
-	}
+	c.targets.Close()
 	c.mu.Unlock()
 	if c.cg != nil {
 		return c.cg.Remove()
 	}
 	return nil
-}
-
-// pidfdOpen returns a pidfd for pid, or -1 when none can be had. Every
-// error means "no pidfd" and nothing more: ENOSYS on kernels before 5.3,
-// EPERM or anything else a seccomp profile chooses, ESRCH for a process
-// that is gone. The caller then verifies and signals by PID, which is safe
-// on its own (see signalLocked); reading an error as "exited" would let
-// every escapee survive where pidfd_open is denied.
-func pidfdOpen(pid int) int {
-	fd, err := unix.PidfdOpen(pid, 0)
-	if err != nil {
-		return -1
-	}
-	return fd
-}
-
-// signalTarget sends sig to the process named by fd (a pidfd), or by pid
-// when fd is -1. A pidfd keeps naming the same process even after its PID is
-// reused, so once the target was verified the signal cannot go astray.
-func signalTarget(pid, fd int, sig unix.Signal) error {
-	if fd >= 0 {
-		return unix.PidfdSendSignal(fd, sig, nil, 0)
-	}
-	return unix.Kill(pid, sig)
-}
-
-// pidfdExited reports whether the process behind a pidfd has exited; a
-// pidfd polls readable from then on.
-func pidfdExited(fd int) bool {
-	if fd < 0 {
-		return false
-	}
-	pfd := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
-	n, err := unix.Poll(pfd, 0)
-	return err == nil && n > 0
-}
-
-// waitPidfds blocks in poll until every pidfd in pfds is readable (its
-// process has exited) or deadline passes, and reports whether all were.
-func waitPidfds(pfds []unix.PollFd, deadline time.Time) bool {
-	for len(pfds) > 0 {
-		left := time.Until(deadline)
-		if left <= 0 {
-			return false
-		}
-		n, err := unix.Poll(pfds, int(left/time.Millisecond)+1)
-		if err == unix.EINTR {
-			continue
-		}
-		if err != nil || n == 0 {
-			return false
-		}
-		waiting := pfds[:0]
-		for _, p := range pfds {
-			if p.Revents == 0 {
-				waiting = append(waiting, p)
-			}
-		}
-		pfds = waiting
-	}
-	return true
 }

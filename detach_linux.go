@@ -22,6 +22,9 @@ import (
 	"github.com/google/uuid"
 	"golang.org/x/sys/unix"
 	"golang.org/x/xerrors"
+
+	"github.com/agentproc/agentproc/internal/pidfd"
+	"github.com/agentproc/agentproc/internal/procfs"
 )
 
 // A detached process (Request.Detach) is run by a runner: a copy of the
@@ -53,7 +56,7 @@ import (
 // pidfd: no polling.
 
 const (
-	detachRunnerEnv = "AGENTPROC_DETACH_RUNNER" // "1" makes init run the runner
+	detachRunnerEnv = "AGENTPROC_DETACH_RUNNER" // "1": run as the runner (reexec_linux.go)
 	detachSegEnv    = "AGENTPROC_DETACH_SEGBYTES"
 	detachIDEnv     = "AGENTPROC_DETACH_ID"  // the marker's value, given to the shell only
 	detachOOMEnv    = "AGENTPROC_DETACH_OOM" // the oom_score_adj to raise the tree to, if any
@@ -66,12 +69,6 @@ const (
 	detachStartWait = 10 * time.Second
 )
 
-func init() {
-	if os.Getenv(detachRunnerEnv) == "1" {
-		os.Exit(runDetached(os.Args[1:]))
-	}
-}
-
 func detachSupported() error { return nil }
 
 // detachStatus is the status file.
@@ -82,7 +79,8 @@ type detachStatus struct {
 
 func segName(n int64) string { return "seg-" + strconv.FormatInt(n, 10) }
 
-// runDetached is the runner's main. argv is the shell and the command.
+// runDetached is the runner's main (see reexecRoles). argv is the shell and
+// the command.
 func runDetached(argv []string) int {
 	sigs := make(chan os.Signal, 8)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
@@ -100,7 +98,7 @@ func runDetached(argv []string) int {
 	}
 	unix.CloseOnExec(dir) // the shell does not get it
 	if v := os.Getenv(detachOOMEnv); v != "" {
-		if err := os.WriteFile("/proc/self/oom_score_adj", []byte(v), 0); err != nil {
+		if err := os.WriteFile(procfs.SelfFile("oom_score_adj"), []byte(v), 0); err != nil {
 			fmt.Fprintln(os.Stderr, "agentproc runner: raise oom_score_adj:", err)
 		}
 	}
@@ -252,15 +250,15 @@ type detached struct {
 	ended    chan struct{}
 	once     sync.Once
 
-	// gate is this handle's own lock, as sysProc's is: a signal holds it
+	// signalGate is this handle's own lock, as sysProc's is: a signal holds it
 	// across its check of the runner and its kill(2), and the follower
 	// shuts it before it publishes the exit or closes runnerFD, so a signal
-	// never uses a closed descriptor and what it records under the gate is
+	// never uses a closed descriptor and what it records under the signal gate is
 	// seen by the exit. It is never taken with the Process's lock held.
-	gate sync.Mutex
+	signalGate sync.Mutex
 	// shut is set once the runner exited or the Manager closed; released
 	// says it was the latter; releasing that Close has begun to let the
-	// process go, so no stop may begin. All are guarded by gate.
+	// process go, so no stop may begin. All are guarded by signalGate.
 	shut, released, releasing bool
 }
 
@@ -289,15 +287,11 @@ func pinLeader(leader hostIdentity, id string) int {
 	if checkRecordPID("leader", leader.PID) != nil || leader.PID == 0 || leader.Boot != bootID() {
 		return -1
 	}
-	fd := pidfdOpen(leader.PID)
-	if fd < 0 {
+	fd, ok := pidfd.Pin(leader.PID, func() bool { return leaderIsOurs(leader, id) })
+	if !ok {
 		return -1
 	}
-	if !leaderIsOurs(leader, id) {
-		_ = unix.Close(fd)
-		return -1
-	}
-	return fd
+	return fd // -1 when pidfds are unavailable
 }
 
 // leaderIsOurs reports whether leader's PID names the recorded process
@@ -314,7 +308,7 @@ func leaderIsOurs(leader hostIdentity, id string) bool {
 	if err != nil {
 		return false
 	}
-	defer ps.close()
+	defer ps.Close()
 	return ps.marked(leader.PID, []byte(MarkerEnv+"="+id))
 }
 
@@ -323,17 +317,17 @@ func leaderIsOurs(leader hostIdentity, id string) bool {
 // pidfd, or else by checking it again now.
 func (d *detached) leaderAlive(id string) bool {
 	if d.leaderFD >= 0 {
-		return !pidfdExited(d.leaderFD)
+		return !pidfd.Exited(d.leaderFD)
 	}
 	return leaderIsOurs(d.leader, id)
 }
 
-// shutGate closes the gate: no signal goes out from here on. released says
+// shutGate closes the signal gate: no signal goes out from here on. released says
 // the Manager closed rather than the runner exiting.
 func (d *detached) shutGate(released bool) {
-	d.gate.Lock()
+	d.signalGate.Lock()
 	d.shut, d.released = true, released
-	d.gate.Unlock()
+	d.signalGate.Unlock()
 }
 
 // startDetached starts req through a runner and returns the running
@@ -367,7 +361,7 @@ func (m *Manager) startDetached(req Request, owner, command, dir string, seq uin
 	if err := s.create(rec); err != nil {
 		_ = outDir.Close()
 		_ = removeAllAt(s.outFD, id)
-		return nil, xerrors.Errorf("agentproc: record process: %w", err)
+		return nil, xerrors.Errorf(prefixFor(err)+"record process: %w", err)
 	}
 	fail := func(step string, err error) (*Process, error) {
 		if rec.file != nil {
@@ -375,7 +369,7 @@ func (m *Manager) startDetached(req Request, owner, command, dir string, seq uin
 		}
 		_ = outDir.Close()
 		s.remove(id) // the record and out/ID
-		return nil, xerrors.Errorf("agentproc: %s: %w", step, err)
+		return nil, xerrors.Errorf(prefixFor(err)+"%s: %w", step, err)
 	}
 
 	runnerEnv := make([]string, 0, len(env)+4)
@@ -414,7 +408,7 @@ func (m *Manager) startDetached(req Request, owner, command, dir string, seq uin
 	}
 	defer pr.Close()
 	runner := &exec.Cmd{
-		Path:        "/proc/self/exe",
+		Path:        procfs.SelfExe,
 		Args:        append([]string{"agentproc-detached"}, append(slices.Clone(m.cfg.shell), command)...),
 		Env:         runnerEnv,
 		Dir:         dir,
@@ -549,7 +543,7 @@ func (s *supervisor) superviseDetached() {
 	if err == nil && d.out != nil {
 		defer unix.Close(in)
 		// Watched through the checked descriptor, not by the dir's path.
-		watched := "/proc/self/fd/" + strconv.Itoa(d.outFD())
+		watched := procfs.SelfFile("fd/" + strconv.Itoa(d.outFD()))
 		if _, err := unix.InotifyAddWatch(in, watched, unix.IN_MODIFY|unix.IN_CREATE|unix.IN_MOVED_TO); err != nil {
 			p.m.cfg.logger.Warn(context.Background(), "watch detached output", fieldError(err))
 		}
@@ -628,7 +622,7 @@ func (s *supervisor) finishDetached(st *detachStatus, leftovers int) {
 		code, sigName = st.Code, st.Signal
 	}
 	now := p.m.cfg.clock.Now("agentproc", "exit")
-	// The follower shut the gate before this: the cause is final.
+	// The follower shut the signal gate before this: the cause is final.
 	stopReason, signaled := p.state.cause()
 	reason := exitReason(stopReason, signaled, false, sigName)
 	if st == nil && stopReason == "" {
@@ -745,36 +739,21 @@ func (f *segFollower) close() {
 	}
 }
 
-// skip counts n bytes the buffer will never see (the middle of a long
-// output whose files rolled on). The head stops growing there, so that it
-// stays the true start of the output, and the tail restarts after the gap.
-func (b *outputBuffer) skip(n int64) {
-	if n <= 0 {
-		return
-	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.headBytes = len(b.head)
-	b.written += n
-	b.ringLen, b.ringEnd = 0, 0
-	b.wakeLocked()
-}
-
 // signalDetached sends sig to a detached process's group, only after
 // proving that the shell is still the recorded process (the pinned pidfd
 // has not exited, or its start time and marker checked again): the runner
 // reaps the shell and may outlive it by the pipe drain, and after that the
-// PID can name anyone. It takes only the gate, and the Process's lock after
+// PID can name anyone. It takes only the signal gate, and the Process's lock after
 // a delivered signal.
 func (s *supervisor) signalDetached(sig Signal) error {
 	p := s.p
 	d := s.det
-	d.gate.Lock()
-	defer d.gate.Unlock()
+	d.signalGate.Lock()
+	defer d.signalGate.Unlock()
 	if d.released {
 		return ErrClosed
 	}
-	if d.shut || pidfdExited(d.runnerFD) || !d.leaderAlive(p.id) {
+	if d.shut || pidfd.Exited(d.runnerFD) || !d.leaderAlive(p.id) {
 		return ErrNotRunning
 	}
 	if err := unix.Kill(-d.leader.PID, osSignal(sig)); err != nil {
@@ -796,15 +775,15 @@ func (s *supervisor) stopDetached(ctx context.Context, reason ExitReason) (Info,
 	if !p.state.running() {
 		return p.Info(), nil
 	}
-	// The reason is claimed under the gate, which the follower shuts before
+	// The reason is claimed under the signal gate, which the follower shuts before
 	// the exit reads it.
 	d := s.det
-	d.gate.Lock()
+	d.signalGate.Lock()
 	released, shut := d.released || d.releasing, d.shut
 	if !shut && !released {
 		p.state.claimStop(reason)
 	}
-	d.gate.Unlock()
+	d.signalGate.Unlock()
 	if released {
 		return p.Info(), ErrClosed
 	}
@@ -858,12 +837,12 @@ func (s *supervisor) stopDetached(ctx context.Context, reason ExitReason) (Info,
 // and Info does not say Running about a tree that is gone.
 func (s *supervisor) releaseDetached() {
 	d := s.det
-	d.gate.Lock()
+	d.signalGate.Lock()
 	stopping := s.p.state.stopping()
 	if !stopping {
 		d.releasing = true
 	}
-	d.gate.Unlock()
+	d.signalGate.Unlock()
 	if !stopping {
 		d.once.Do(func() {
 			var one [8]byte
@@ -884,16 +863,17 @@ func (m *Manager) adoptDetached(r *stateRecord) *Process {
 	}
 	p := m.newDetachedProcess(r, 0, out)
 	if r.Runner.PID > 0 && r.Runner.Boot == m.state.host.Boot {
-		if fd, err := unix.PidfdOpen(r.Runner.PID, 0); err == nil {
-			// Checked after pinning: a reused PID fails here.
-			if id, ok := identityOf(r.Runner.PID); ok && id.Start == r.Runner.Start {
-				// Running: the caller starts superviseDetached once p
-				// is registered.
-				p.sup.det.runnerFD = fd
-				p.sup.det.leaderFD = pinLeader(r.Leader, r.ID)
-				return p
-			}
-			_ = unix.Close(fd)
+		// Checked after pinning: a reused PID fails here.
+		fd, ok := pidfd.Pin(r.Runner.PID, func() bool {
+			id, ok := identityOf(r.Runner.PID)
+			return ok && id.Start == r.Runner.Start
+		})
+		if ok && fd >= 0 {
+			// Running: the caller starts superviseDetached once p is
+			// registered.
+			p.sup.det.runnerFD = fd
+			p.sup.det.leaderFD = pinLeader(r.Leader, r.ID)
+			return p
 		}
 	}
 	// The runner is gone: what it wrote is all there is.

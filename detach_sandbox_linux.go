@@ -62,7 +62,7 @@ func (m *Manager) prepareDetachedSandbox(sb *Sandbox, dir string, tty bool) (*sa
 	}
 	built, err := m.sandbox.cache.buildAlone(pol)
 	if err != nil {
-		return fail(xerrors.Errorf("agentproc: build sandbox: %w", err))
+		return fail(xerrors.Errorf(prefixFor(err)+"build sandbox: %w", err))
 	}
 	warnings, err := checkUnenforced(pol, built.missing)
 	if err != nil {

@@ -36,21 +36,16 @@
 // All time goes through a quartz.Clock (WithClock), so retention and grace
 // periods are testable with a mock clock.
 //
+// Importing the package has one side effect, on Linux only: an init
+// function that turns a copy of the program this package re-executed (the
+// host guard of WithStateDir, the runner of a Request.Detach) into that
+// role before main runs. In any other process it only reads the
+// environment.
+//
 // # For maintainers
 //
-// The lock rule, without exception: no system call, file-system call or
-// /proc read while holding Manager.mu or a process's lock. Copy what is
-// needed, unlock, then act, so that a hung disk or a slow /proc never
-// freezes unrelated callers. A signal is no exception: what orders it
-// against the end of the process is the gate, the OS handle's own lock
-// (sysProc's on Unix, the Job Object's on Windows, the runner's for a
-// detached process), held only across the signal call, as os.Process
-// orders a signal against closing its handle. The exit path closes the
-// gate before it publishes the exit, so a signal never reaches a recycled
-// group, and what a signal that goes out means for the exit (a stop's
-// reason, that Signal was called) is recorded by a callback under the gate,
-// which takes the process's lock after it: the lock order is gate, then
-// process lock, and no process lock is held while taking a gate.
-// The per-OS layer is listed in platform.go; docs/architecture.md maps the
-// files.
+// docs/architecture.md maps the files and states, once, the rules that span
+// them: the lock rule and the lock order. The per-OS layer is listed in
+// platform.go. CONTRIBUTING.md says where each rule lives and how to run
+// every test tier.
 package agentproc

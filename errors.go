@@ -1,6 +1,9 @@
 package agentproc
 
 import (
+	"slices"
+	"strings"
+
 	"golang.org/x/xerrors"
 
 	"github.com/agentproc/agentproc/internal/errdefs"
@@ -55,6 +58,43 @@ var (
 	// Command, WorkDir, Env or Background.
 	ErrKeyConflict = xerrors.New("agentproc: key used by a different request")
 )
+
+// pkgPrefix opens every sentinel's text, and a message names the package
+// once: the rule is in CONTRIBUTING.md ("Errors").
+const pkgPrefix = "agentproc: "
+
+// prefixFor returns what a step that wraps err puts in front of its own
+// name: pkgPrefix, or "" when an error in err's chain already begins with
+// it (a sentinel, or a step of this package that a caller could have
+// received on its own), so that a message names the package once:
+// "set up containment: cgroup parent "x" is not an absolute path:
+// agentproc: invalid request", never "agentproc: set up containment: ...:
+// agentproc: invalid request".
+func prefixFor(err error) string {
+	if namesPackage(err) {
+		return ""
+	}
+	return pkgPrefix
+}
+
+// namesPackage reports whether err or an error it wraps (through Unwrap,
+// including errors.Join's) has a message that begins with pkgPrefix.
+func namesPackage(err error) bool {
+	for err != nil {
+		if strings.HasPrefix(err.Error(), pkgPrefix) {
+			return true
+		}
+		switch u := err.(type) {
+		case interface{ Unwrap() []error }:
+			return slices.ContainsFunc(u.Unwrap(), namesPackage)
+		case interface{ Unwrap() error }:
+			err = u.Unwrap()
+		default:
+			return false
+		}
+	}
+	return false
+}
 
 // Errors the package returns to itself and never to a caller. (The Windows
 // OS layer has one of its own, errJobReleased, in sysproc_windows.go.)

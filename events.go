@@ -96,8 +96,8 @@ func (s *Scope) SubscribeAfter(ctx context.Context, after uint64) <-chan Event {
 // eventBus fans events out to subscribers. publish never blocks on a
 // subscriber: it appends to each subscriber's bounded queue under short
 // locks, and one goroutine per subscriber moves its queue to its channel.
-// Lock order: Manager.mu, then a process's eventGate.mu, then bus.mu, then
-// a subscriber's mu.
+// Its lock, a process's eventGate.mu and a subscriber's mu are ordered in
+// docs/architecture.md ("Locks").
 type eventBus struct {
 	clock func() time.Time
 

@@ -19,9 +19,11 @@ const DefaultOOMScoreDelta = 500
 // maxOOMScoreAdj is the kernel's upper bound for oom_score_adj.
 const maxOOMScoreAdj = 1000
 
-// guard is what a process needs for the guards beyond Timeout: idleness,
-// output size and telling an OOM kill.
-type guard struct {
+// watchdog is what the supervisor watches one process for beyond Timeout:
+// idleness and output size (watchOutput stops it), and an OOM kill
+// (oomVerdict tells one at the exit). It is not the host guard
+// (hostGuard), nor the signal gate of the OS handle.
+type watchdog struct {
 	idle      time.Duration // 0: no idle limit
 	maxOutput int64         // 0: no output limit
 	// oomBase is the host-wide OOM kill count when the process started,
@@ -44,19 +46,19 @@ func validateGuards(req Request) error {
 	return nil
 }
 
-// newGuard makes the guard of a process about to be described by Start.
+// newWatchdog makes the watchdog of a process about to be described by Start.
 // The OOM baseline is a reading of the host-wide count from at most
 // oomBaseMaxAge ago: a kill of this process, which ran for microseconds so
 // far, is hardly in it, and a kill elsewhere just before is what makes the
 // verdict "likely" rather than certain.
-func (m *Manager) newGuard(req Request) guard {
-	g := guard{idle: req.IdleTimeout, maxOutput: req.MaxOutput}
+func (m *Manager) newWatchdog(req Request) watchdog {
+	w := watchdog{idle: req.IdleTimeout, maxOutput: req.MaxOutput}
 	if req.Limits.Memory == 0 || m.cfg.cgroupParent == "" {
 		// With a memory limit the cgroup counts the tree's own kills, so
 		// the host-wide count is not needed.
-		g.oomBase, g.oomBaseOK = recentHostOOMKills()
+		w.oomBase, w.oomBaseOK = recentHostOOMKills()
 	}
-	return g
+	return w
 }
 
 // oomBaseMaxAge is how old a reading of the host-wide OOM kill count may be
@@ -88,8 +90,8 @@ func recentHostOOMKills() (uint64, bool) {
 }
 
 // watchOutput stops the process with ReasonOutputLimit once its output
-// passes the guard's maxOutput, and with ReasonIdle once no output has come
-// for the guard's idle duration on the Manager's clock. It does nothing
+// passes the watchdog's maxOutput, and with ReasonIdle once no output has come
+// for the watchdog's idle duration on the Manager's clock. It does nothing
 // without either limit.
 //
 // It follows the output buffer's change notifications rather than hooking
@@ -98,7 +100,7 @@ func recentHostOOMKills() (uint64, bool) {
 // with the process (and a mock clock's trap sees it at once); it is reset
 // on every change, which a mock clock's TimerReset trap sees.
 func (p *Process) watchOutput() {
-	idle, maxOutput := p.sup.guard.idle, p.sup.guard.maxOutput
+	idle, maxOutput := p.sup.watchdog.idle, p.sup.watchdog.maxOutput
 	if idle <= 0 && maxOutput <= 0 {
 		return
 	}
@@ -155,15 +157,15 @@ func (p *Process) watchOutput() {
 // the tree's own count is unknown: the shell was SIGKILLed (or, running the
 // command as a child, exited with 128+9) while the host-wide count rose. The
 // caller drops likely when this package sent a signal itself.
-func (g *guard) oomVerdict(c *containment, code int, sigName string) (oom, likely bool) {
+func (w *watchdog) oomVerdict(c *containment, code int, sigName string) (oom, likely bool) {
 	if n, ok := treeOOMKills(c); ok {
 		return n > 0, false
 	}
-	if !g.oomBaseOK || (sigName != "SIGKILL" && code != 128+9) {
+	if !w.oomBaseOK || (sigName != "SIGKILL" && code != 128+9) {
 		return false, false
 	}
 	n, ok := hostOOMKillCount()
-	return false, ok && n > g.oomBase
+	return false, ok && n > w.oomBase
 }
 
 // hostOOMKillCount is hostOOMKills, a variable so that a white-box test can

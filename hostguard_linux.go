@@ -13,19 +13,13 @@ import (
 	"time"
 
 	"golang.org/x/xerrors"
+
+	"github.com/agentproc/agentproc/internal/procfs"
 )
 
-// hostGuardEnv makes a re-executed host binary run as the guard (see init).
+// hostGuardEnv makes a re-executed host binary run as the guard (see
+// reexecRoles).
 const hostGuardEnv = "AGENTPROC_GUARD"
-
-// init turns the process into a host guard when the host started it as one. It
-// runs before the host program's main, so the guard never executes the
-// host's own logic; only package initialisers run first.
-func init() {
-	if os.Getenv(hostGuardEnv) == "1" {
-		os.Exit(runHostGuard(os.Stdin))
-	}
-}
 
 // hostGuard is the host side of the guard process: a copy of the host binary
 // (/proc/self/exe) that reads the list of the Manager's running trees from
@@ -53,7 +47,7 @@ func startHostGuard(warn func(error)) (*hostGuard, error) {
 		return nil, xerrors.Errorf("agentproc: start guard: %w", err)
 	}
 	cmd := &exec.Cmd{
-		Path: "/proc/self/exe",
+		Path: procfs.SelfExe,
 		Args: []string{"agentproc-guard"},
 		Env:  append(os.Environ(), hostGuardEnv+"=1"),
 		// Its own session: a ^C or SIGHUP meant for the host's terminal
@@ -126,7 +120,7 @@ func (b batchedReader) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// runHostGuard is the guard's main: it keeps the list until EOF, then stops
+// runHostGuard is the guard's main (see reexecRoles): it keeps the list until EOF, then stops
 // every listed tree without a grace period (the host that would have given
 // one is dead) and exits.
 func runHostGuard(in *os.File) int {

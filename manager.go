@@ -58,10 +58,10 @@ type exitRecord struct {
 	at time.Time // the process's ExitedAt
 }
 
-// portsSupported is the platform's portsSupported, and ErrUnsupported
+// portsAvailable is the platform's portsSupported, and ErrUnsupported
 // under a /proc of another PID namespace, whose sockets and descriptors
 // belong to other processes than our PIDs name.
-func (m *Manager) portsSupported() error {
+func (m *Manager) portsAvailable() error {
 	if m.cfg.foreignProc {
 		return xerrors.Errorf("ports: /proc belongs to another PID namespace: %w", ErrUnsupported)
 	}

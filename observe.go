@@ -25,7 +25,7 @@ type ReadyCheck struct {
 	Match string `json:"match,omitempty"`
 }
 
-// validate checks r; ports is the Manager's portsSupported.
+// validate checks r; ports is Manager.portsAvailable.
 func (r *ReadyCheck) validate(ports func() error) error {
 	if r == nil {
 		return nil
@@ -54,7 +54,7 @@ func (r *ReadyCheck) validate(ports func() error) error {
 //
 // out is the output pipe (or terminal master) the reader copies from.
 func (m *Manager) observe(p *Process, req Request, inID fileID, out *os.File) {
-	if req.Background && m.portsSupported() == nil {
+	if req.Background && m.portsAvailable() == nil {
 		m.ports.watchBackground(p)
 	}
 	// Input detection reads /proc/PID/task: under a /proc of another PID

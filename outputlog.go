@@ -67,7 +67,7 @@ func (d *logDir) open(id string) (*outputLog, error) {
 	if d == nil || d.path == "" {
 		return nil, nil
 	}
-	path := filepath.Join(d.path, id+".log")
+	path := logPath(d.path, id)
 	if d.hung() {
 		return nil, xerrors.Errorf("agentproc: open output log %q: an earlier call in %q has not returned within %v: %w",
 			path, d.path, d.bound, os.ErrDeadlineExceeded)
@@ -94,6 +94,10 @@ func (d *logDir) open(id string) (*outputLog, error) {
 	}
 	return &outputLog{dir: d, path: path, f: f}, nil
 }
+
+// logPath is the one place that names the log of process id in dir; the
+// state dir records the same path (Manager.outputLogPath).
+func logPath(dir, id string) string { return filepath.Join(dir, id+".log") }
 
 // remove queues the deletion of l's file. It makes no call itself, so it is
 // safe under any lock; the file goes soon after, unless the directory hangs.

@@ -38,10 +38,10 @@ import (
 //   - signal(sig, sent) reaches every member of the tree, returns
 //     errNoProcess when no member is left (never a raw ESRCH), and never
 //     reaches a process outside the tree (a recycled group ID). It holds
-//     the handle's gate, its own lock, across the send; the exit path
-//     closes the gate (killLeftovers on Unix, release on Windows) before it
-//     publishes the exit. sent, when not nil, runs under the gate just
-//     before the send, once the gate is found open and the tree there, so
+//     the handle's signal gate, its own lock, across the send; the exit path
+//     closes the signal gate (killLeftovers on Unix, release on Windows) before it
+//     publishes the exit. sent, when not nil, runs under the signal gate just
+//     before the send, once the signal gate is found open and the tree there, so
 //     that what it records is seen by the exit and by the supervisor the
 //     signal wakes.
 //   - resume() follows a stop's terminate: SIGCONT, so that a stopped
@@ -57,9 +57,10 @@ import (
 //     the OS's name of what ended the process, for Info.ExitSignal.
 //   - usage(state) is CPU time and peak memory; release() frees OS handles.
 //
-// Escaped descendants (containment in containment_linux.go, with /proc read
-// by proc_linux.go, the one /proc reader, and cgroups, v2 and v1, by the
-// internal/cgroup package; the process group alone in
+// Escaped descendants (containment in containment_linux.go, with what it
+// looks for in /proc in proc_linux.go, read through internal/procfs, and
+// cgroups, v2 and v1, by the internal/cgroup package; the process group
+// alone in
 // containment_nonlinux.go): newContainment makes it, with the tree's
 // cgroups when it has WithCgroup or limits, before the child starts;
 // prepare hands sysProc.prepare the cgroup v2 to start in (startInCgroup
@@ -128,7 +129,7 @@ import (
 //     (the leader, its descendants and the cgroup's members) is blocked in
 //     a system call reading in (false where unsupported).
 //
-// State dir (statedir_linux.go, hostguard_linux.go; statedir_nonlinux.go,
+// State dir (statedir_linux.go, orphans_linux.go, hostguard_linux.go; statedir_nonlinux.go,
 // where stateSupported and selfIdentity return ErrUnsupported):
 // stateSupported says whether WithStateDir works; selfIdentity,
 // identityOf and statIdentity give process identities that survive PID
@@ -153,12 +154,10 @@ import (
 // releaseDetached, which stand in for the child-process steps (their state
 // is the type detached, empty where there is none).
 //
-// Every implementation obeys the package's lock rule (see doc.go): the
-// portable code calls all of these with no Manager or Process lock held.
-// The only lock an implementation holds across a system call is its own
-// (the gate around a signal, a Job Object's handle lock, containment's
-// target table), and the only Process lock it takes is in signal's sent
-// callback, after the gate: lock order gate, then the Process's lock.
+// Every implementation obeys the package's lock rule and lock order, both
+// written once in docs/architecture.md ("Locks"): the portable code calls
+// all of these with no Manager or Process lock held, and the only lock an
+// implementation holds across a system call is its own.
 
 // childAttrs is what the portable code asks of a child's start, for
 // sysProc.prepare to turn into cmd.SysProcAttr.

@@ -58,7 +58,7 @@ const (
 // loaded host can make slow; when ctx ends first Ports returns ctx.Err()
 // and the scan finishes on its own.
 func (p *Process) Ports(ctx context.Context) ([]Port, error) {
-	if err := p.m.portsSupported(); err != nil {
+	if err := p.m.portsAvailable(); err != nil {
 		return nil, err
 	}
 	if err := ctx.Err(); err != nil {
@@ -103,7 +103,7 @@ func (p *Process) WaitPort(ctx context.Context, port int) (Port, error) {
 	if port < 0 || port > 65535 {
 		return Port{}, xerrors.Errorf("port %d: %w", port, ErrInvalidRequest)
 	}
-	if err := p.m.portsSupported(); err != nil {
+	if err := p.m.portsAvailable(); err != nil {
 		return Port{}, err
 	}
 	w := &portWaiter{port: port, found: make(chan portResult, 1)}
@@ -303,7 +303,7 @@ func (pw *portWatcher) loop() {
 			}
 			in.waiters = slices.DeleteFunc(in.waiters, func(w *portWaiter) bool {
 				if err != nil {
-					w.found <- portResult{err: xerrors.Errorf("agentproc: scan ports: %w", err)}
+					w.found <- portResult{err: xerrors.Errorf(prefixFor(err)+"scan ports: %w", err)}
 					return true
 				}
 				for _, pt := range res[i] {

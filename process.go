@@ -198,8 +198,8 @@ type Process struct {
 
 	// What callers read and write; each synchronises itself.
 	buf    *outputBuffer
-	in     *input    // nil without Stdin or TTY
-	events eventGate // orders this process's events; see events.go
+	in     *stdinWriter // nil without Stdin or TTY
+	events eventGate    // orders this process's events; see events.go
 	// stdinWritten is set by WriteStdin for the input watcher.
 	stdinWritten atomic.Bool
 
@@ -213,7 +213,7 @@ type Process struct {
 // handleState is a process handle's guarded state: what Info reports, and
 // what decides the reason of its exit. Everything in it is read and written
 // under mu, and nothing is done under mu but reading and writing it (the
-// lock rule in doc.go).
+// lock rule in docs/architecture.md).
 type handleState struct {
 	mu         sync.Mutex
 	info       Info
@@ -250,7 +250,7 @@ func (st *handleState) running() bool {
 }
 
 // markSignaled notes that a Signal is going out to the tree. It runs under
-// the OS handle's gate (lock order: gate, then st.mu).
+// the OS handle's signal gate (lock order: signal gate, then st.mu).
 func (st *handleState) markSignaled() {
 	st.mu.Lock()
 	st.signaled = true
@@ -258,7 +258,7 @@ func (st *handleState) markSignaled() {
 }
 
 // claimStop makes reason the cause of the exit unless another stop claimed
-// it first. It runs under the OS handle's gate, like markSignaled.
+// it first. It runs under the OS handle's signal gate, like markSignaled.
 func (st *handleState) claimStop(reason ExitReason) {
 	st.mu.Lock()
 	if st.stopReason == "" {

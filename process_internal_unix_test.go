@@ -11,7 +11,7 @@ import (
 )
 
 // TestNoProcessLockAcrossSignal holds a signal in flight inside the OS
-// handle's gate (sysProc.signalHook) and checks that the process's lock is
+// handle's signal gate (sysProc.signalHook) and checks that the process's lock is
 // free meanwhile: Info and Output return while the kill(2) has not been
 // made. Were a process lock held across the signal call (as Signal and
 // Stop once held it), they would block until the hook lets go, and the
@@ -52,12 +52,12 @@ func TestNoProcessLockAcrossSignal(t *testing.T) {
 			}
 			sent := make(chan error, 1)
 			go func() { sent <- tt.send(ctx, p) }()
-			// Event: the signal call is under the gate, its kill(2) not
+			// Event: the signal call is under the signal gate, its kill(2) not
 			// yet made.
 			select {
 			case <-inSignal:
 			case <-ctx.Done():
-				t.Fatal("the signal never reached the gate")
+				t.Fatal("the signal never reached the signal gate")
 			}
 			read := make(chan Info, 1)
 			go func() {
@@ -94,7 +94,7 @@ func TestNoProcessLockAcrossSignal(t *testing.T) {
 }
 
 // TestGateClosedAfterExit: once the exit path has killed the leftovers, the
-// group's gate is closed: a signal returns errNoProcess and records nothing
+// group's signal gate is closed: a signal returns errNoProcess and records nothing
 // (its callback does not run), so no later Signal or Stop can claim an exit
 // that happened by itself.
 func TestGateClosedAfterExit(t *testing.T) {

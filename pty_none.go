@@ -12,7 +12,7 @@ import (
 // ttySupported fails: this platform has no pseudo-terminal support here
 // (ConPTY on Windows is not implemented).
 func ttySupported() error {
-	return xerrors.Errorf("agentproc: TTY on %s: %w", runtime.GOOS, ErrUnsupported)
+	return xerrors.Errorf("TTY on %s: %w", runtime.GOOS, ErrUnsupported)
 }
 
 // openPTY fails as ttySupported does. Start never calls it here, since

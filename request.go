@@ -163,7 +163,7 @@ func (m *Manager) validate(req *Request) (command, dir string, warnings []string
 	if err := validateTimeout(req.Timeout); err != nil {
 		return "", "", nil, err
 	}
-	if err := req.Ready.validate(m.portsSupported); err != nil {
+	if err := req.Ready.validate(m.portsAvailable); err != nil {
 		return "", "", nil, err
 	}
 	if err := validateGuards(*req); err != nil {

@@ -572,7 +572,7 @@ func checkUnenforced(pol *sandboxPolicy, missing []unenforced) ([]string, error)
 	var warnings []string
 	for _, u := range missing {
 		if !u.soft && !pol.bestEffort {
-			return nil, xerrors.Errorf("agentproc: %s: %w", u, ErrUnsupported)
+			return nil, xerrors.Errorf("%s: %w", u, ErrUnsupported)
 		}
 		warnings = append(warnings, "sandbox: not enforced: "+u.String())
 	}

@@ -221,7 +221,7 @@ func (m *Manager) prepareSandbox(sb *Sandbox, dir string, tty bool) (*sandboxRun
 	}
 	built, err := m.sandbox.cache.get(pol)
 	if err != nil {
-		return nil, xerrors.Errorf("agentproc: build sandbox: %w", err)
+		return nil, xerrors.Errorf(prefixFor(err)+"build sandbox: %w", err)
 	}
 	warnings, err := checkUnenforced(pol, built.missing)
 	if err != nil {

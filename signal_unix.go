@@ -10,13 +10,13 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// signal sends sig to every member of the group, under the gate (see
-// sysProc). sent, when not nil, runs under the gate just before the kill,
-// once the gate is found open: before the signal can end anything, so the
+// signal sends sig to every member of the group, under the signal gate (see
+// sysProc). sent, when not nil, runs under the signal gate just before the kill,
+// once the signal gate is found open: before the signal can end anything, so the
 // supervisor, woken by that end, finds what sent recorded.
 func (s *sysProc) signal(sig Signal, sent func()) error {
-	s.gate.Lock()
-	defer s.gate.Unlock()
+	s.signalGate.Lock()
+	defer s.signalGate.Unlock()
 	if s.pgid <= 0 || s.closed {
 		return errNoProcess
 	}
@@ -60,8 +60,8 @@ func (s *sysProc) exitStatus(state *os.ProcessState) (code int, signal string) {
 // stopped by SIGSTOP, SIGTSTP or SIGTTIN acts on SIGTERM only once it is
 // continued, and would otherwise sit out the whole grace period.
 func (s *sysProc) resume() {
-	s.gate.Lock()
-	defer s.gate.Unlock()
+	s.signalGate.Lock()
+	defer s.signalGate.Unlock()
 	if s.pgid > 0 && !s.closed {
 		_ = unix.Kill(-s.pgid, unix.SIGCONT)
 	}

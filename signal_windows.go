@@ -16,15 +16,15 @@ import (
 // (CTRL_C_EVENT is disabled in a new process group). Console programs
 // treat it as Ctrl+Break, which most end on; cmd.exe waits for its
 // child and then exits, or, running a batch file, asks whether to terminate
-// it (see watchBatchPrompt).
+// it (see watchBatchPromptLocked).
 //
-// s.mu is this handle's gate, as the process group's gate is on Unix: it is
+// s.mu is this handle's signal gate, as the process group's signal gate is on Unix: it is
 // held through the send and release takes it to close the job and the
 // shell's handle, so a signal cannot reach a reused PID. sent, when not nil,
 // runs under it just before the send, when the tree is there to signal:
 // before the signal can end anything, and before the exit is published.
 func (s *sysProc) signal(sig Signal, sent func()) error {
-	// alive takes s.mu itself and opens member processes: before the gate.
+	// alive takes s.mu itself and opens member processes: before the signal gate.
 	alive := s.alive()
 	s.mu.Lock()
 	defer s.mu.Unlock()

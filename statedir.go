@@ -127,7 +127,7 @@ func openStateDir(dir string, logger slog.Logger, bound time.Duration) *stateDir
 	s := &stateDir{dir: dir, dirFD: -1, procsFD: -1, outFD: -1, logger: logger,
 		recovered: make(chan struct{}), slotOf: make(map[string]string), fs: fsBound{bound: bound}}
 	fail := func(reason string, err error) *stateDir {
-		s.err = xerrors.Errorf("agentproc: state dir %q %s: %w", dir, reason, err)
+		s.err = xerrors.Errorf(prefixFor(err)+"state dir %q %s: %w", dir, reason, err)
 		if s.lock != nil {
 			unlockStateDir(s.lock)
 			s.lock = nil
@@ -498,7 +498,7 @@ func (m *Manager) openState() {
 	}
 	g, err := startHostGuard(func(err error) { m.cfg.logger.Warn(context.Background(), "guard", fieldError(err)) })
 	if err != nil {
-		s.err = xerrors.Errorf("agentproc: state dir %q: %w", s.dir, err)
+		s.err = xerrors.Errorf(prefixFor(err)+"state dir %q: %w", s.dir, err)
 		unlockStateDir(s.lock)
 		s.closeFDs()
 		close(s.recovered)
@@ -511,7 +511,7 @@ func (m *Manager) openState() {
 	// getdents; the slow part, stopping trees, runs in the background.
 	entries, err := listAt(s.procsFD)
 	if err != nil {
-		s.recErr = xerrors.Errorf("agentproc: state dir %q: read records: %w", s.dir, err)
+		s.recErr = xerrors.Errorf(prefixFor(err)+"state dir %q: read records: %w", s.dir, err)
 		close(s.recovered)
 		return
 	}
@@ -533,7 +533,7 @@ func (m *Manager) validateDetach(req Request) error {
 		return nil
 	}
 	if err := detachSupported(); err != nil {
-		return xerrors.Errorf("agentproc: detach: %w", err)
+		return xerrors.Errorf("detach: %w", err) // ErrUnsupported names the package
 	}
 	switch {
 	case m.state == nil:
@@ -644,7 +644,7 @@ func (m *Manager) closeState() {
 	s.close(ids)
 }
 
-// outputLogPath is where openOutputLog will put the log of process id, or
+// outputLogPath is where logDir.open will put the log of process id, or
 // "" without WithOutputLog.
 func (m *Manager) outputLogPath(id string) string {
 	if m.state == nil || m.cfg.logDir == "" {
@@ -654,5 +654,5 @@ func (m *Manager) outputLogPath(id string) string {
 	if err != nil {
 		dir = m.cfg.logDir
 	}
-	return filepath.Join(dir, id+".log")
+	return logPath(dir, id)
 }

@@ -59,10 +59,10 @@ func (p *Process) CloseStdin(ctx context.Context) error {
 	return p.in.closeStdin(ctx)
 }
 
-// input is the writable end of a process's stdin: a pipe's write end, or
+// stdinWriter is the writable end of a process's stdin: a pipe's write end, or
 // the PTY master, which is also the output the supervisor reads and closes.
-// A nil *input is a process without stdin.
-type input struct {
+// A nil *stdinWriter is a process without stdin.
+type stdinWriter struct {
 	f     *os.File
 	tty   bool
 	stall time.Duration
@@ -77,11 +77,11 @@ type input struct {
 	midLine bool
 }
 
-func newInput(f *os.File, tty bool, stall time.Duration) *input {
-	return &input{f: f, tty: tty, stall: stall, sem: make(chan struct{}, 1)}
+func newStdinWriter(f *os.File, tty bool, stall time.Duration) *stdinWriter {
+	return &stdinWriter{f: f, tty: tty, stall: stall, sem: make(chan struct{}, 1)}
 }
 
-func (in *input) isClosed() bool {
+func (in *stdinWriter) isClosed() bool {
 	in.mu.Lock()
 	defer in.mu.Unlock()
 	return in.closed
@@ -89,7 +89,7 @@ func (in *input) isClosed() bool {
 
 // acquire takes the writer slot, waiting at most the stall bound or until
 // ctx ends.
-func (in *input) acquire(ctx context.Context) error {
+func (in *stdinWriter) acquire(ctx context.Context) error {
 	select {
 	case in.sem <- struct{}{}:
 		return nil
@@ -107,7 +107,7 @@ func (in *input) acquire(ctx context.Context) error {
 	}
 }
 
-func (in *input) write(ctx context.Context, b []byte) (int, error) {
+func (in *stdinWriter) write(ctx context.Context, b []byte) (int, error) {
 	if in == nil {
 		return 0, ErrNoStdin
 	}
@@ -125,7 +125,7 @@ func (in *input) write(ctx context.Context, b []byte) (int, error) {
 }
 
 // writeHeld writes b holding the writer slot and releases it.
-func (in *input) writeHeld(ctx context.Context, b []byte) (int, error) {
+func (in *stdinWriter) writeHeld(ctx context.Context, b []byte) (int, error) {
 	if in.f.SetWriteDeadline(time.Time{}) != nil {
 		// Unpollable files (pipes on Windows) take no deadline.
 		return in.writeDetached(ctx, b)
@@ -170,7 +170,7 @@ func (in *input) writeHeld(ctx context.Context, b []byte) (int, error) {
 // If the bound or ctx ends first it returns, and the goroutine keeps the
 // writer slot until its Write finishes (at the latest when the child or its
 // stdin is gone), so later writes still never interleave with it.
-func (in *input) writeDetached(ctx context.Context, b []byte) (int, error) {
+func (in *stdinWriter) writeDetached(ctx context.Context, b []byte) (int, error) {
 	type result struct {
 		n   int
 		err error
@@ -199,7 +199,7 @@ func (in *input) writeDetached(ctx context.Context, b []byte) (int, error) {
 
 // wrote records whether a terminal's pending line ends with what was just
 // written.
-func (in *input) wrote(b []byte) {
+func (in *stdinWriter) wrote(b []byte) {
 	if !in.tty || len(b) == 0 {
 		return
 	}
@@ -211,7 +211,7 @@ func (in *input) wrote(b []byte) {
 // writeError maps a failed Write to the package's errors. A closed file or
 // a reader that went away is ErrStdinClosed, never EPIPE: the caller can do
 // nothing about either but stop writing.
-func (in *input) writeError(ctx context.Context, err error) error {
+func (in *stdinWriter) writeError(ctx context.Context, err error) error {
 	switch {
 	case errors.Is(err, os.ErrDeadlineExceeded) && ctx.Err() != nil:
 		return ctx.Err()
@@ -223,7 +223,7 @@ func (in *input) writeError(ctx context.Context, err error) error {
 	return xerrors.Errorf("agentproc: write stdin: %w", err)
 }
 
-func (in *input) closeStdin(ctx context.Context) error {
+func (in *stdinWriter) closeStdin(ctx context.Context) error {
 	if in == nil {
 		return ErrNoStdin
 	}
@@ -271,7 +271,7 @@ func (in *input) closeStdin(ctx context.Context) error {
 // closeAtExit is called by the supervisor once the process has exited: later
 // writes fail with ErrStdinClosed. A pipe is closed here; a terminal's
 // master is the output too and is closed by the supervisor after draining.
-func (in *input) closeAtExit() {
+func (in *stdinWriter) closeAtExit() {
 	if in == nil {
 		return
 	}
@@ -285,10 +285,10 @@ func (in *input) closeAtExit() {
 
 // stdio is the set of files a process is started with.
 type stdio struct {
-	out      *os.File // read by the supervisor: the output pipe or the PTY master
-	childOut *os.File // the child's stdout and stderr
-	childIn  *os.File // the child's stdin; nil means the null device
-	in       *input   // nil when the caller cannot write stdin
+	out      *os.File     // read by the supervisor: the output pipe or the PTY master
+	childOut *os.File     // the child's stdout and stderr
+	childIn  *os.File     // the child's stdin; nil means the null device
+	in       *stdinWriter // nil when the caller cannot write stdin
 	tty      bool
 }
 
@@ -306,7 +306,7 @@ func openStdio(req Request, stall time.Duration) (*stdio, error) {
 			_ = slave.Close()
 			return nil, err
 		}
-		return &stdio{out: out, childOut: slave, childIn: slave, in: newInput(master, true, stall), tty: true}, nil
+		return &stdio{out: out, childOut: slave, childIn: slave, in: newStdinWriter(master, true, stall), tty: true}, nil
 	}
 	r, w, err := outputPipe()
 	if err != nil {
@@ -321,7 +321,7 @@ func openStdio(req Request, stall time.Duration) (*stdio, error) {
 			return nil, xerrors.Errorf("agentproc: create stdin pipe: %w", err)
 		}
 		s.childIn = ir
-		s.in = newInput(iw, false, stall)
+		s.in = newStdinWriter(iw, false, stall)
 	}
 	return s, nil
 }

@@ -44,14 +44,14 @@ import (
 type supervisor struct {
 	p *Process // the handle it publishes to
 
-	cmd   *exec.Cmd
-	sys   *sysProc
-	ctr   *containment // what of the tree may leave the group
-	rec   *stateRecord // nil without WithStateDir
-	log   *outputLog   // nil without WithOutputLog
-	guard guard        // idle, output and OOM watch
-	det   *detached    // nil unless Request.Detach; see detach_linux.go
-	sbx   *sandboxRun  // nil unless sandboxed; see sandbox_run.go
+	cmd      *exec.Cmd
+	sys      *sysProc
+	ctr      *containment // what of the tree may leave the group
+	rec      *stateRecord // nil without WithStateDir
+	log      *outputLog   // nil without WithOutputLog
+	watchdog watchdog     // idle, output and OOM watch (guard.go)
+	det      *detached    // nil unless Request.Detach; see detach_linux.go
+	sbx      *sandboxRun  // nil unless sandboxed; see sandbox_run.go
 	// raised is closed once the output reader has raised the tree's
 	// oom_score_adj (raiseOOMScore); nil when nothing is raised.
 	raised chan struct{}
@@ -141,13 +141,13 @@ func (m *Manager) spawn(req Request, owner, command, dir string, seq uint64, war
 		return nil, nil, err
 	}
 	if ctr, err = newContainment(id, &m.cfg, req.Limits); err != nil {
-		return nil, nil, xerrors.Errorf("agentproc: set up containment: %w", err)
+		return nil, nil, xerrors.Errorf(prefixFor(err)+"set up containment: %w", err)
 	}
 	if st, err = openStdio(req, m.cfg.stdinStall); err != nil {
 		return nil, nil, err
 	}
 	// A context that never ends: the kill step is the ladder's own
-	// (Process.killTree), not os/exec's. With a cancellable context os/exec
+	// (supervisor.killTree), not os/exec's. With a cancellable context os/exec
 	// runs a goroutine per command to watch it, and Wait hands off to that
 	// goroutine and back after every exit.
 	cmd = m.shellCmd(command)
@@ -159,21 +159,21 @@ func (m *Manager) spawn(req Request, owner, command, dir string, seq uint64, war
 	// Everything the child is started with that the OS layer decides is
 	// set by sys.prepare alone, so no step undoes another.
 	if err := sys.prepare(cmd, childAttrs{tty: st.tty, cgroupFD: ctr.prepare()}); err != nil {
-		return nil, nil, xerrors.Errorf("agentproc: prepare process: %w", err)
+		return nil, nil, xerrors.Errorf(prefixFor(err)+"prepare process: %w", err)
 	}
 	if err := applyLimits(req.Limits, sys, ctr); err != nil {
-		return nil, nil, xerrors.Errorf("agentproc: apply limits: %w", err)
+		return nil, nil, xerrors.Errorf(prefixFor(err)+"apply limits: %w", err)
 	}
 	// Recorded before the start, so that a host that dies at any moment
 	// after it leaves a record for the next Manager (WithStateDir).
 	newRec := m.state.newRecord(m, id, owner, command, dir, req, warnings, m.outputLogPath(id))
 	if err := m.state.recordStarting(newRec, ctr.cgroupDir()); err != nil {
-		return nil, nil, xerrors.Errorf("agentproc: record process: %w", err)
+		return nil, nil, xerrors.Errorf(prefixFor(err)+"record process: %w", err)
 	}
 	rec = newRec
 	if err := startCommand(cmd, ctr, sbx); err != nil {
 		m.forgetShellPath()
-		return nil, nil, xerrors.Errorf("agentproc: start %s%s: %w", m.cfg.shell[0], ctr.describe(), err)
+		return nil, nil, xerrors.Errorf(prefixFor(err)+"start %s%s: %w", m.cfg.shell[0], ctr.describe(), err)
 	}
 	started = true
 	cerr := ctr.started(cmd)
@@ -185,7 +185,7 @@ func (m *Manager) spawn(req Request, owner, command, dir string, seq uint64, war
 		if cerr != nil {
 			_ = cmd.Process.Kill() // the rest of the tree by killEscaped
 		}
-		return nil, nil, xerrors.Errorf("agentproc: contain process: %w", err)
+		return nil, nil, xerrors.Errorf(prefixFor(err)+"contain process: %w", err)
 	}
 
 	p = &Process{
@@ -219,8 +219,8 @@ func (m *Manager) spawn(req Request, owner, command, dir string, seq uint64, war
 		}},
 	}
 	p.sup.p = p
-	p.sup.guard = m.newGuard(req)
-	p.state.info.Limits, p.state.info.IdleTimeout, p.state.info.MaxOutput = req.Limits, p.sup.guard.idle, req.MaxOutput
+	p.sup.watchdog = m.newWatchdog(req)
+	p.state.info.Limits, p.state.info.IdleTimeout, p.state.info.MaxOutput = req.Limits, p.sup.watchdog.idle, req.MaxOutput
 	if sbx != nil {
 		p.state.info.Sandbox = sbx.info
 		p.state.info.Warnings = append(p.state.info.Warnings, sbx.warnings...)
@@ -356,7 +356,7 @@ func (s *supervisor) supervise(out *os.File, readerDone <-chan struct{}, tty boo
 		s.p.m.cfg.logger.Warn(context.Background(), "wait failed", fieldError(waitErr))
 	}
 	// Before release: the verdict reads the cgroup's OOM count.
-	oom, likelyOOM := s.guard.oomVerdict(s.ctr, code, sigName)
+	oom, likelyOOM := s.watchdog.oomVerdict(s.ctr, code, sigName)
 	s.release()
 	s.publishExit(exitFacts{code: code, signal: sigName, cpu: cpu, rss: rss, leftovers: leftovers, oom: oom, likelyOOM: likelyOOM})
 	// After the exit is published, so that Wait does not wait for the
@@ -445,7 +445,7 @@ type exitFacts struct {
 func (s *supervisor) publishExit(f exitFacts) {
 	p := s.p
 	now := p.m.cfg.clock.Now("agentproc", "exit")
-	// The gate is closed by now (killLeftovers, release), so no Signal or
+	// The signal gate is closed by now (killLeftovers, release), so no Signal or
 	// stop can change what this package did: the record and Info are told
 	// the same reason.
 	stopReason, signaled := p.state.cause()
@@ -493,7 +493,7 @@ func (s *supervisor) signal(sig Signal) error {
 		return ErrNotRunning
 	}
 	// The check and the signal are not one step, and need not be: the OS
-	// handle's gate refuses a signal once the exit path has closed it,
+	// handle's signal gate refuses a signal once the exit path has closed it,
 	// which it does before publishing the exit, so a signal never targets
 	// a recycled group. That the signal went out is recorded under the
 	// gate too, so that the exit path cannot miss it.
@@ -501,7 +501,7 @@ func (s *supervisor) signal(sig Signal) error {
 }
 
 // signalTree sends sig to the tree through the OS handle; sent runs under
-// the handle's gate just before the send (see sysProc.signal). It is called
+// the handle's signal gate just before the send (see sysProc.signal). It is called
 // with no lock held.
 func (s *supervisor) signalTree(sig Signal, sent func()) error {
 	err := s.sys.signal(sig, sent)
@@ -540,10 +540,10 @@ func (s *supervisor) stop(ctx context.Context, reason ExitReason, since time.Tim
 	// The OS layer may treat a stop's terminate differently from one sent
 	// by Signal (Windows: a batch file's prompt after the break).
 	s.sys.beginStop()
-	// The reason is claimed under the OS handle's gate just before the
+	// The reason is claimed under the OS handle's signal gate just before the
 	// signal goes out, so neither the supervisor that the signal wakes nor
-	// the exit path, which closes the gate before it reads the reason, can
-	// miss it; once the gate is closed nothing is claimed. SIGCONT follows
+	// the exit path, which closes the signal gate before it reads the reason, can
+	// miss it; once the signal gate is closed nothing is claimed. SIGCONT follows
 	// SIGTERM so that a stopped member acts on it within the grace.
 	var claim func()
 	if live {

@@ -45,12 +45,12 @@ var (
 //
 // Once the leader has been reaped and killLeftovers has killed the rest, the
 // number may be handed out again (after a PID wrap), so from then on signal
-// refuses to use it. gate orders the two, as os.Process orders a signal
+// refuses to use it. signalGate orders the two, as os.Process orders a signal
 // against the release of its handle: signal and resume hold it across their
 // kill(2), and killLeftovers sets closed under it before its final kill, so
 // no signal starts after that kill or is still in flight when it returns.
-// The gate is this handle's own lock, held only across those calls; it is
-// never taken with a Process lock held (the lock rule in doc.go), while the
+// The signal gate is this handle's own lock, held only across those calls; it is
+// never taken with a Process lock held (the lock order in docs/architecture.md), while the
 // callback signal runs under it may take one.
 type sysProc struct {
 	pgid int
@@ -58,9 +58,9 @@ type sysProc struct {
 	// processes (see foreignProc): the group is then judged by kill alone.
 	noProc bool
 
-	gate   sync.Mutex
-	closed bool // guarded by gate: the group ID is no longer ours
-	// signalHook, when set by a test, runs under the gate just before
+	signalGate sync.Mutex
+	closed     bool // guarded by signalGate: the group ID is no longer ours
+	// signalHook, when set by a test, runs under the signal gate just before
 	// signal's kill(2), to hold a signal in flight.
 	signalHook func()
 }
@@ -122,14 +122,14 @@ func (s *sysProc) alive() bool {
 // killLeftovers kills what is left of the group after the leader exited and
 // returns how many members were still running (exact where the OS lets us
 // enumerate the group, else 1 when any remained). From then on the group ID
-// is never signalled again: closed is set under the gate before the kill,
+// is never signalled again: closed is set under the signal gate before the kill,
 // so a signal either went out before it (and its callback has run) or
 // finds the group closed.
 //
 // The group is killed whenever kill(-pgid, 0) says it exists, whatever
 // /proc counts: a /proc of another PID namespace counts nothing, and a
 // group of zombies takes no harm. The count reads /proc, so it runs before
-// the gate is taken.
+// the signal gate is taken.
 func (s *sysProc) killLeftovers() int {
 	exists := s.pgid > 0 && unix.Kill(-s.pgid, 0) == nil
 	n, ok := 0, false
@@ -139,8 +139,8 @@ func (s *sysProc) killLeftovers() int {
 	if exists && !ok {
 		n = 1
 	}
-	s.gate.Lock()
-	defer s.gate.Unlock()
+	s.signalGate.Lock()
+	defer s.signalGate.Unlock()
 	s.closed = true
 	if exists {
 		_ = unix.Kill(-s.pgid, unix.SIGKILL)

@@ -70,7 +70,7 @@ func winExitSignal(code uint32, killedRunning bool) string {
 
 // errNestedJob explains why a host inside a job may be unable to contain its
 // commands.
-var errNestedJob = xerrors.Errorf("agentproc: this process runs inside a Job Object with UI restrictions that does not allow breakaway, so each command's own job cannot be nested in it (Windows refuses nesting with either job setting UI limits; see docs/containment.md): %w", ErrUnsupported)
+var errNestedJob = xerrors.Errorf("this process runs inside a Job Object with UI restrictions that does not allow breakaway, so each command's own job cannot be nested in it (Windows refuses nesting with either job setting UI limits; see docs/containment.md): %w", ErrUnsupported)
 
 // nestedJobPlan decides how to start a child when this process itself
 // belongs to a job. Since Windows 8 a child's job nests inside the host's,

@@ -154,7 +154,7 @@ func Open(path string) *Group {
 		}
 	}
 	if len(dirs) > 0 {
-		g.v1 = &v1Set{id: strings.TrimPrefix(leaf, "agentproc-"), dirs: dirs}
+		g.v1 = &v1Set{id: strings.TrimPrefix(leaf, leafPrefix), dirs: dirs}
 	}
 	return g
 }
@@ -169,7 +169,15 @@ func (g *Group) Path() string {
 }
 
 // Leaf is the last element of every directory of the group.
-func (g *Group) Leaf() string { return "agentproc-" + g.id }
+func (g *Group) Leaf() string { return LeafName(g.id) }
+
+// leafPrefix begins the name of every tree's cgroup (see LeafName).
+const leafPrefix = "agentproc-"
+
+// LeafName is the name of the cgroups of tree id, in every hierarchy: the
+// one place that builds it, for this package and for the orphan killer,
+// which accepts a recorded cgroup only under this name.
+func LeafName(id string) string { return leafPrefix + id }
 
 // CloneFD is the v2 directory to clone the leader into
 // (SysProcAttr.CgroupFD), or -1 without one.

@@ -10,6 +10,9 @@ import (
 
 	"golang.org/x/sys/unix"
 	"golang.org/x/xerrors"
+
+	"github.com/agentproc/agentproc/internal/pidfd"
+	"github.com/agentproc/agentproc/internal/procfs"
 )
 
 // v1Set is a tree's directories in the cgroup v1 hierarchies its limits
@@ -49,7 +52,7 @@ func newV1Set(places []v1Place, id string, l Limits, onOOM func()) (*v1Set, erro
 				return nil, xerrors.Errorf("create cgroup parent %q: %w", p.parent, err)
 			}
 		}
-		dir := filepath.Join(p.parent, "agentproc-"+id)
+		dir := filepath.Join(p.parent, LeafName(id))
 		if err := unix.Mkdir(dir, 0o755); err != nil {
 			if p.optional {
 				continue
@@ -205,9 +208,10 @@ func (s *v1Set) members() []int {
 	return readPIDs(filepath.Join(s.dirs[0].path, "cgroup.procs"))
 }
 
-// kill SIGKILLs every member until the cgroup is empty: each PID is pinned
-// with a pidfd, checked to be in this cgroup, and signalled through the
-// pidfd, so a PID reused meanwhile is never signalled. A member forked
+// kill SIGKILLs every member until the cgroup is empty, by internal/pidfd's
+// protocol: each PID is pinned with a pidfd, checked to be in this cgroup,
+// and signalled through the pidfd, so a PID reused meanwhile is never
+// signalled. A member forked
 // while this runs is found in the next round. v1 has no cgroup.kill; the
 // freezer would make the round atomic but stalled for a second in OOM
 // runs, so it is not used.
@@ -220,77 +224,37 @@ func (s *v1Set) kill() {
 	deadline := time.Now().Add(removeWait)
 	for time.Now().Before(deadline) {
 		pids := readPIDs(filepath.Join(d.path, "cgroup.procs"))
-		var pfds []unix.PollFd
+		// One round's targets: a PID found again next round is a member
+		// still (or again) in the cgroup, checked anew.
+		var round pidfd.Targets
 		n := 0
 		for _, pid := range pids {
 			if pid == self {
 				continue
 			}
 			n++
-			fd, err := unix.PidfdOpen(pid, 0)
-			if err != nil {
-				fd = -1
-			}
-			if !s.holds(d, pid) {
-				if fd >= 0 {
-					_ = unix.Close(fd)
-				}
-				continue
-			}
-			if fd < 0 {
-				// No pidfd: checked immediately before, nothing between.
-				_ = unix.Kill(pid, unix.SIGKILL)
-				continue
-			}
-			_ = unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0)
-			pfds = append(pfds, unix.PollFd{Fd: int32(fd), Events: unix.POLLIN})
+			round.Signal(pid, unix.SIGKILL, func() bool { return s.holds(d, pid) })
 		}
 		if n == 0 {
 			return
 		}
-		if len(pfds) == 0 {
+		fds, _ := round.Killed(true)
+		if len(fds) == 0 {
 			// Nothing to wait on (killed without pidfds, or members this
 			// /proc cannot verify): look again after a pause, not at once.
 			time.Sleep(v1PollInterval)
 			continue
 		}
-		waitPidfds(pfds, time.Now().Add(v1PollInterval*10))
-		for _, p := range pfds {
-			_ = unix.Close(int(p.Fd))
-		}
+		pidfd.Wait(fds, time.Now().Add(v1PollInterval*10))
+		round.Close()
 	}
 }
 
 // holds reports whether pid is in d now, from /proc/PID/cgroup.
 func (s *v1Set) holds(d v1Dir, pid int) bool {
-	ms := readMembership("/proc/" + strconv.Itoa(pid) + "/cgroup")
+	ms := readMembership(procfs.PIDFile(pid, "cgroup"))
 	p, ok := ms.v1[d.m.controllers[0]]
-	return ok && (strings.HasSuffix(p, "/agentproc-"+s.id))
-}
-
-// waitPidfds polls until every pidfd is readable (its process exited) or
-// deadline passes.
-func waitPidfds(pfds []unix.PollFd, deadline time.Time) {
-	for len(pfds) > 0 {
-		left := time.Until(deadline)
-		if left <= 0 {
-			return
-		}
-		n, err := unix.Poll(pfds, int(left/time.Millisecond)+1)
-		if err == unix.EINTR {
-			continue
-		}
-		if err != nil || n == 0 {
-			return
-		}
-		waiting := pfds[:0]
-		for _, p := range pfds {
-			if p.Revents == 0 {
-				waiting = append(waiting, p)
-			}
-		}
-		pfds = waiting
-	}
+	return ok && (strings.HasSuffix(p, "/"+LeafName(s.id)))
 }
 
 // waitEmpty polls cgroup.procs until it lists nothing but the host: v1

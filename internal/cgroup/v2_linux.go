@@ -41,7 +41,7 @@ func newV2Dir(parent, id string) (*v2Dir, error) {
 		return nil, xerrors.Errorf("cgroup parent %q is not writable, so no child cgroup can be created in it (%v): %w",
 			parent, err, errdefs.ErrInvalidRequest)
 	}
-	path := filepath.Join(parent, "agentproc-"+id)
+	path := filepath.Join(parent, LeafName(id))
 	if err := unix.Mkdir(path, 0o755); err != nil {
 		return nil, xerrors.Errorf("create cgroup %q: %w", path, err)
 	}

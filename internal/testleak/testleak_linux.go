@@ -10,6 +10,9 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/agentproc/agentproc/internal/pidfd"
+	"github.com/agentproc/agentproc/internal/procfs"
 )
 
 func mark() string {
@@ -23,7 +26,7 @@ func mark() string {
 // carries reports whether pid's environment holds Env=value, and returns
 // its helper mode.
 func carries(pid int, value string) (ok bool, helper string) {
-	env, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/environ")
+	env, err := os.ReadFile(procfs.PIDFile(pid, "environ"))
 	if err != nil {
 		return false, ""
 	}
@@ -40,7 +43,7 @@ func carries(pid int, value string) (ok bool, helper string) {
 }
 
 func scan(value string) []Leak {
-	ents, err := os.ReadDir("/proc")
+	ents, err := os.ReadDir(procfs.Path)
 	if err != nil {
 		return nil
 	}
@@ -55,7 +58,7 @@ func scan(value string) []Leak {
 		if !ok {
 			continue
 		}
-		cmd, _ := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+		cmd, _ := os.ReadFile(procfs.PIDFile(pid, "cmdline"))
 		leaks = append(leaks, Leak{
 			PID:     pid,
 			Command: strings.TrimSpace(string(bytes.ReplaceAll(cmd, []byte{0}, []byte{' '}))),
@@ -100,15 +103,15 @@ func check(value string, grace time.Duration) []Leak {
 
 func kill(value string, leaks []Leak) {
 	for _, l := range leaks {
-		fd, err := unix.PidfdOpen(l.PID, 0)
-		if err != nil {
-			continue
+		// internal/pidfd's protocol, with a pidfd only: checked after the
+		// pidfd pins the process, so the PID cannot be reused meanwhile.
+		fd, ok := pidfd.Pin(l.PID, func() bool {
+			ok, _ := carries(l.PID, value)
+			return ok
+		})
+		if ok && fd >= 0 {
+			_ = pidfd.Signal(l.PID, fd, unix.SIGKILL)
 		}
-		// Checked after the pidfd pins the process: the PID cannot
-		// be reused while fd is open.
-		if ok, _ := carries(l.PID, value); ok {
-			_ = unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0)
-		}
-		unix.Close(fd)
+		pidfd.Close(fd)
 	}
 }

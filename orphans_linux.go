@@ -1,0 +1,275 @@
+package agentproc
+
+import (
+	"os"
+	"path/filepath"
+	"time"
+
+	"golang.org/x/sys/unix"
+	"golang.org/x/xerrors"
+
+	"github.com/agentproc/agentproc/internal/cgroup"
+	"github.com/agentproc/agentproc/internal/pidfd"
+	"github.com/agentproc/agentproc/internal/procfs"
+)
+
+// The orphan killer: the kill sweep for trees known only from records, not
+// from a live containment. It stops what a dead Manager left (recovery, in
+// recover.go, and the host guard, in hostguard_linux.go) and what is left
+// of a detached tree whose runner is gone (detach_linux.go). Its part of the
+// OS contract (listed in platform.go):
+//
+// stopOrphans stops trees whose Manager is dead: SIGTERM to every verified
+// member, up to grace for them to exit, then SIGKILL until nothing is left
+// (grace 0 skips the SIGTERM), and returns how many processes of each tree
+// it found. checkRecordPID refuses a record's PID that cannot be a tree of
+// ours.
+
+// orphanTree is what a record says about a tree to stop.
+type orphanTree struct {
+	id     string
+	leader hostIdentity // zero when the record was made before the shell ran
+	cgroup string
+}
+
+// treeKiller stops orphaned trees. A process belongs to a tree when its
+// environment carries the tree's marker, when it is in the tree's process
+// group while the leader is verified to be the recorded one (same PID,
+// start time and boot), or when it is in the tree's cgroup. Every target is
+// signalled by internal/pidfd's protocol (pinned, checked again with
+// belongs, signalled through the pin), so a PID reused by an unrelated
+// process is never signalled.
+type treeKiller struct {
+	trees    []orphanTree
+	byMarker map[string]int // marker value (the ID) -> tree index
+	groups   map[int]int    // verified process group -> tree index
+	// led holds the groups whose leader was found carrying a tree's
+	// marker: ours, whatever the record says (the guard knows no PIDs).
+	led     map[int]int
+	cgroups map[int]*cgroup.Group
+	targets pidfd.Targets
+	seen    map[int]bool // every PID counted in found
+	found   []int
+}
+
+func newTreeKiller(trees []orphanTree) *treeKiller {
+	k := &treeKiller{
+		trees:    trees,
+		byMarker: make(map[string]int, len(trees)),
+		cgroups:  make(map[int]*cgroup.Group),
+		seen:     make(map[int]bool),
+		found:    make([]int, len(trees)),
+		led:      make(map[int]int),
+	}
+	for i, t := range trees {
+		k.byMarker[t.id] = i
+		if g := orphanCgroup(t); g != nil {
+			k.cgroups[i] = g
+		}
+	}
+	return k
+}
+
+func stopOrphans(trees []orphanTree, grace time.Duration) []int {
+	if len(trees) == 0 {
+		return nil
+	}
+	k := newTreeKiller(trees)
+	defer k.close()
+	if grace > 0 {
+		// The scan counts each process as it signals it; a group signal
+		// first would leave nothing to count.
+		k.round(unix.SIGTERM)
+		k.wait(grace)
+	}
+	// What needs no /proc scan goes first: on a loaded machine the scan
+	// of every process takes long, and the guard must be quick.
+	for _, g := range k.cgroups {
+		g.Kill()
+	}
+	k.signalGroups(unix.SIGKILL)
+	for range maxSweepRounds {
+		if k.round(unix.SIGKILL) == 0 {
+			break
+		}
+	}
+	k.wait(escapeeDeathWait)
+	for _, g := range k.cgroups {
+		_ = g.Remove()
+	}
+	return k.found
+}
+
+// orphanCgroup returns the tree's cgroup if the record names one that looks
+// like ours: an absolute path in a cgroup v2 hierarchy whose last element
+// is agentproc-ID. Anything else is ignored rather than killed.
+func orphanCgroup(t orphanTree) *cgroup.Group {
+	if t.cgroup == "" || !filepath.IsAbs(t.cgroup) || filepath.Base(t.cgroup) != cgroup.LeafName(t.id) {
+		return nil
+	}
+	var fs unix.Statfs_t
+	if err := unix.Statfs(t.cgroup, &fs); err != nil || fs.Type != unix.CGROUP2_SUPER_MAGIC {
+		return nil
+	}
+	return cgroup.Open(t.cgroup)
+}
+
+// verifyGroups records the process groups whose leader is provably the
+// recorded process: same PID, start time and boot, and the tree's marker in
+// its environment, for a record names any process it likes and start times
+// and boot IDs are world-readable. While the leader lives the group ID
+// cannot be reused. A group ID that cannot be a tree of ours (<= 1, this
+// process or its group) is never recorded.
+func (k *treeKiller) verifyGroups() {
+	k.groups = make(map[int]int, len(k.trees)+len(k.led))
+	for pg, i := range k.led {
+		if checkRecordPID("leader", pg) == nil {
+			k.groups[pg] = i
+		}
+	}
+	boot := bootID()
+	var s *procScanner
+	for i, t := range k.trees {
+		if t.leader.PID <= 0 || t.leader.Boot != boot || checkRecordPID("leader", t.leader.PID) != nil {
+			continue
+		}
+		if id, ok := identityOf(t.leader.PID); !ok || id.Start != t.leader.Start {
+			continue
+		}
+		if s == nil {
+			var err error
+			if s, err = newProcScanner(); err != nil {
+				return
+			}
+			defer s.Close()
+		}
+		if s.marked(t.leader.PID, []byte(MarkerEnv+"="+t.id)) {
+			k.groups[t.leader.PID] = i
+		}
+	}
+}
+
+// signalGroups sends sig to every process group whose leader is still the
+// recorded process, at once and without a scan. The scan that follows
+// counts and pins them one by one.
+func (k *treeKiller) signalGroups(sig unix.Signal) {
+	k.verifyGroups()
+	for pg := range k.groups {
+		_ = unix.Kill(-pg, sig)
+	}
+}
+
+// belongs returns the tree pid belongs to. A zombie belongs to none: it is
+// dead already, and its (empty) environment says nothing.
+func (k *treeKiller) belongs(s *procScanner, pid int, inCgroup map[int]int) (int, bool) {
+	stat, _, err := s.Read(pid, "stat", false)
+	if err != nil {
+		return 0, false
+	}
+	state, pgrp, ok := procfs.ParseStat(stat)
+	if !ok || state == 'Z' {
+		return 0, false
+	}
+	if i, ok := inCgroup[pid]; ok {
+		return i, true
+	}
+	if env, uid, err := s.Read(pid, "environ", true); err == nil && uid == s.EUID() {
+		v, _ := procfs.EnvValue(env, markerPrefix)
+		if i, ok := k.byMarker[string(v)]; ok {
+			if pgrp == pid && checkRecordPID("leader", pid) == nil {
+				k.led[pid] = i
+				k.groups[pid] = i
+			}
+			return i, true
+		}
+	}
+	if i, ok := k.groups[pgrp]; ok {
+		return i, true
+	}
+	return 0, false
+}
+
+// round scans /proc once, signals every member of the trees not signalled
+// with sig before, and returns how many it signalled.
+func (k *treeKiller) round(sig unix.Signal) int {
+	s, err := newProcScanner()
+	if err != nil {
+		return 0
+	}
+	defer s.Close()
+	pids, err := s.PIDs()
+	if err != nil {
+		return 0
+	}
+	k.verifyGroups()
+	inCgroup := k.cgroupMembers()
+	n := 0
+	for _, pid := range pids {
+		// A target still pinned needs no check (nor a belongs, which
+		// costs reads of /proc); any other PID is checked as a newcomer.
+		if o, done := k.targets.Known(pid, sig); done {
+			if o == pidfd.PinnedKilled {
+				n++
+			}
+			continue
+		}
+		i, ok := k.belongs(s, pid, inCgroup)
+		if !ok {
+			continue
+		}
+		// Checked again once the PID is pinned: if it was reused between
+		// the scan and the pin, the newcomer fails the check.
+		o := k.targets.Signal(pid, sig, func() bool {
+			j, ok := k.belongs(s, pid, k.cgroupMembers())
+			return ok && j == i
+		})
+		if o != pidfd.Sent && o != pidfd.SentAgain {
+			continue
+		}
+		if !k.seen[pid] {
+			// Counted once, even if a later round meets it again.
+			k.seen[pid] = true
+			k.found[i]++
+		}
+		if o == pidfd.Sent {
+			n++
+		} // else killed before without a pidfd and not gone yet
+	}
+	return n
+}
+
+func (k *treeKiller) cgroupMembers() map[int]int {
+	if len(k.cgroups) == 0 {
+		return nil
+	}
+	m := make(map[int]int)
+	for i, g := range k.cgroups {
+		for _, pid := range g.Members() {
+			m[pid] = i
+		}
+	}
+	return m
+}
+
+// wait blocks in poll until every target has exited (pidfds poll readable
+// at exit) or timeout passes.
+func (k *treeKiller) wait(timeout time.Duration) {
+	fds, _ := k.targets.Killed(false)
+	pidfd.Wait(fds, time.Now().Add(timeout))
+}
+
+func (k *treeKiller) close() { k.targets.Close() }
+
+// checkRecordPID refuses a PID a record names for a process to signal
+// unless it could be one of ours: 0 (not known yet) or above 1, and never
+// this process or its process group (kill(-1) and kill(-0) would reach far
+// more than a tree).
+func checkRecordPID(what string, pid int) error {
+	if pid == 0 {
+		return nil
+	}
+	if pid <= 1 || pid == os.Getpid() || pid == unix.Getpgrp() {
+		return xerrors.Errorf("record names %s PID %d, which cannot be a tree of ours", what, pid)
+	}
+	return nil
+}

@@ -1,0 +1,37 @@
+package agentproc
+
+import "os"
+
+// Importing this package has one side effect, on Linux only: the init
+// below. It looks at the environment for the variable that marks a copy of
+// the host binary this package re-executed (as /proc/self/exe) to play a
+// role of its own, and when it finds one it runs that role and exits, so
+// that the copy never runs the host program's main. In any other process it
+// reads one or two environment variables and returns. Package initialisers
+// the host binary runs before this one run in the copies too (see
+// docs/containment.md).
+//
+// The roles, each started by the file named (one variable each, set to
+// "1" by the starter only):
+//   - the host guard (hostguard_linux.go, hostGuardEnv): kills the
+//     Manager's trees when the host dies;
+//   - a detached process's runner (detach_linux.go, detachRunnerEnv): runs
+//     the shell of a Request.Detach and records its output and exit.
+//
+// A new role is one more entry in reexecRoles, never an init of its own:
+// this list is the whole of what the package does at import time.
+var reexecRoles = [...]struct {
+	env string
+	run func() int // the role's main; its result is the exit code
+}{
+	{detachRunnerEnv, func() int { return runDetached(os.Args[1:]) }},
+	{hostGuardEnv, func() int { return runHostGuard(os.Stdin) }},
+}
+
+func init() {
+	for _, r := range reexecRoles {
+		if os.Getenv(r.env) == "1" {
+			os.Exit(r.run())
+		}
+	}
+}
