@@ -1,7 +1,6 @@
 package agentproc
 
 import (
-	"bytes"
 	"errors"
 	"os"
 	"os/exec"
@@ -14,6 +13,8 @@ import (
 
 	"golang.org/x/sys/unix"
 	"golang.org/x/xerrors"
+
+	"github.com/agentproc/agentproc/internal/procfs"
 )
 
 // The Linux sandbox. What each Start does, on a throwaway thread
@@ -132,20 +133,17 @@ var hostOverride atomic.Pointer[hostCaps]
 
 var probeHost = sync.OnceValue(func() hostCaps {
 	h := hostCaps{abi: min(landlockABI(), landlockMaxABI), lastCap: 40}
-	status, _ := os.ReadFile("/proc/self/status")
-	h.seccomp = seccompArch != 0 && bytes.Contains(status, []byte("\nSeccomp:"))
+	status, _ := procfs.ReadSelf("status")
+	_, hasSeccomp := procfs.StatusField(status, "Seccomp")
+	h.seccomp = seccompArch != 0 && hasSeccomp
 	if os.Geteuid() == 0 {
-		for line := range strings.SplitSeq(string(status), "\n") {
-			if v, ok := strings.CutPrefix(line, "CapEff:\t"); ok {
-				eff, err := strconv.ParseUint(strings.TrimSpace(v), 16, 64)
-				h.root = err == nil && eff&(1<<unix.CAP_SYS_ADMIN) != 0 && eff&(1<<unix.CAP_SETPCAP) != 0
-			}
+		if v, ok := procfs.StatusField(status, "CapEff"); ok {
+			eff, err := strconv.ParseUint(string(v), 16, 64)
+			h.root = err == nil && eff&(1<<unix.CAP_SYS_ADMIN) != 0 && eff&(1<<unix.CAP_SETPCAP) != 0
 		}
 	}
-	if b, err := os.ReadFile("/proc/sys/kernel/cap_last_cap"); err == nil {
-		if n, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && n > 0 && n < 64 {
-			h.lastCap = n
-		}
+	if n, ok := procfs.SysInt("kernel/cap_last_cap"); ok && n > 0 && n < 64 {
+		h.lastCap = n
 	}
 	return h
 })
@@ -431,7 +429,7 @@ func makeNetns(up bool) (int, error) {
 			}
 		}
 		var err error
-		fd, err = unix.Open("/proc/thread-self/ns/net", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+		fd, err = unix.Open(procfs.ThreadSelfFile("ns/net"), unix.O_RDONLY|unix.O_CLOEXEC, 0)
 		return err
 	})
 	return fd, err
@@ -499,7 +497,7 @@ func makeMountns(readOnly, hide []string, empty string) (int, error) {
 			}
 		}
 		var err error
-		fd, err = unix.Open("/proc/thread-self/ns/mnt", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+		fd, err = unix.Open(procfs.ThreadSelfFile("ns/mnt"), unix.O_RDONLY|unix.O_CLOEXEC, 0)
 		return err
 	})
 	return fd, err

@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/agentproc/agentproc/internal/pidfd"
+	"github.com/agentproc/agentproc/internal/procfs"
 )
 
 func mark() string {
@@ -25,7 +26,7 @@ func mark() string {
 // carries reports whether pid's environment holds Env=value, and returns
 // its helper mode.
 func carries(pid int, value string) (ok bool, helper string) {
-	env, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/environ")
+	env, err := os.ReadFile(procfs.PIDFile(pid, "environ"))
 	if err != nil {
 		return false, ""
 	}
@@ -42,7 +43,7 @@ func carries(pid int, value string) (ok bool, helper string) {
 }
 
 func scan(value string) []Leak {
-	ents, err := os.ReadDir("/proc")
+	ents, err := os.ReadDir(procfs.Path)
 	if err != nil {
 		return nil
 	}
@@ -57,7 +58,7 @@ func scan(value string) []Leak {
 		if !ok {
 			continue
 		}
-		cmd, _ := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+		cmd, _ := os.ReadFile(procfs.PIDFile(pid, "cmdline"))
 		leaks = append(leaks, Leak{
 			PID:     pid,
 			Command: strings.TrimSpace(string(bytes.ReplaceAll(cmd, []byte{0}, []byte{' '}))),
