@@ -453,7 +453,7 @@ func (m *Manager) startDetached(req Request, owner, command, dir string, seq uin
 	_ = rec.file.Close()
 	rec.file = nil
 
-	fd, err := unix.PidfdOpen(runner.Process.Pid, 0)
+	fd, err := pidfd.OpenChild(runner.Process.Pid)
 	if err != nil {
 		return fail("watch runner", err)
 	}

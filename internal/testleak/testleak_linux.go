@@ -78,19 +78,13 @@ func check(value string, grace time.Duration) []Leak {
 	deadline := time.Now().Add(grace)
 	var left []Leak
 	for _, l := range leaks {
-		fd, err := unix.PidfdOpen(l.PID, 0)
-		if err != nil {
+		fd := pidfd.Open(l.PID)
+		if fd < 0 {
 			continue // gone already
 		}
-		ms := max(int(time.Until(deadline)/time.Millisecond), 0)
-		fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
-		n, err := unix.Poll(fds, ms)
-		for err == unix.EINTR {
-			ms = max(int(time.Until(deadline)/time.Millisecond), 0)
-			n, err = unix.Poll(fds, ms)
-		}
-		unix.Close(fd)
-		if n == 0 {
+		exited := pidfd.Wait([]int{fd}, deadline)
+		pidfd.Close(fd)
+		if !exited {
 			// Still running; a zombie has no environment left, so
 			// carries is false for one that exited unreaped.
 			if ok, _ := carries(l.PID, value); ok {
