@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/agentproc/agentproc/internal/procfs"
 )
 
 // BenchmarkStopEscaped50 times Stop of a shell with 50 children that exit
@@ -103,7 +105,7 @@ func BenchmarkProcSweep(b *testing.B) {
 					}
 					scanned++
 					env, err := os.ReadFile("/proc/" + e.Name() + "/environ")
-					if err == nil && hasEnvEntry(env, entry) {
+					if err == nil && procfs.HasEnvEntry(env, entry) {
 						b.Fatal("unexpected match")
 					}
 				}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/agentproc/agentproc/internal/cgroup"
 	"github.com/agentproc/agentproc/internal/pidfd"
+	"github.com/agentproc/agentproc/internal/procfs"
 )
 
 // containment reaches the parts of a process tree that left its process
@@ -398,7 +399,7 @@ func (c *containment) terminate(since time.Time) {
 	if err != nil {
 		return
 	}
-	defer s.close()
+	defer s.Close()
 	cands := c.candidates(s, since)
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -439,11 +440,11 @@ func (c *containment) killEscaped() int {
 		if !c.noProc && len(members) > 0 {
 			if s, err := newProcScanner(); err == nil {
 				for _, pid := range members {
-					if pg, ok := s.pgrp(pid); ok && pg != c.leaderPID() {
+					if pg, ok := s.PGrp(pid); ok && pg != c.leaderPID() {
 						outside = append(outside, pid)
 					}
 				}
-				s.close()
+				s.Close()
 			}
 		}
 		if len(members) > 0 || c.noProc {
@@ -466,7 +467,7 @@ func (c *containment) killEscaped() int {
 	if err != nil {
 		return c.foundCount()
 	}
-	defer s.close()
+	defer s.Close()
 	c.mu.Lock()
 	// What terminate pinned is killed through its pidfd with no new
 	// check; what it signalled without one, the scan below finds again if
@@ -501,7 +502,7 @@ func (c *containment) nothingForked() bool {
 	if !quiet || leader <= 0 || time.Since(c.startedAt) >= wrapWindow() {
 		return false
 	}
-	last, ok := nsLastPID()
+	last, ok := procfs.LastPID()
 	return ok && last == leader
 }
 
@@ -551,7 +552,7 @@ func (c *containment) signalLocked(s *procScanner, cands []int, sig unix.Signal)
 			continue
 		}
 		seen[pid] = true
-		if pg, ok := s.pgrp(pid); !ok || pg == c.leader {
+		if pg, ok := s.PGrp(pid); !ok || pg == c.leader {
 			continue // gone, or in the group the caller signals
 		}
 		switch c.targets.Signal(pid, sig, func() bool { return c.verify(s, pid) }) {
@@ -604,7 +605,7 @@ func (c *containment) waitGoneBare(pids []int, deadline time.Time) {
 	if err != nil {
 		return
 	}
-	defer s.close()
+	defer s.Close()
 	tick := time.NewTicker(goneWithoutPidfdPoll)
 	defer tick.Stop()
 	for {

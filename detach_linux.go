@@ -24,6 +24,7 @@ import (
 	"golang.org/x/xerrors"
 
 	"github.com/agentproc/agentproc/internal/pidfd"
+	"github.com/agentproc/agentproc/internal/procfs"
 )
 
 // A detached process (Request.Detach) is run by a runner: a copy of the
@@ -97,7 +98,7 @@ func runDetached(argv []string) int {
 	}
 	unix.CloseOnExec(dir) // the shell does not get it
 	if v := os.Getenv(detachOOMEnv); v != "" {
-		if err := os.WriteFile("/proc/self/oom_score_adj", []byte(v), 0); err != nil {
+		if err := os.WriteFile(procfs.SelfFile("oom_score_adj"), []byte(v), 0); err != nil {
 			fmt.Fprintln(os.Stderr, "agentproc runner: raise oom_score_adj:", err)
 		}
 	}
@@ -307,7 +308,7 @@ func leaderIsOurs(leader hostIdentity, id string) bool {
 	if err != nil {
 		return false
 	}
-	defer ps.close()
+	defer ps.Close()
 	return ps.marked(leader.PID, []byte(MarkerEnv+"="+id))
 }
 
@@ -407,7 +408,7 @@ func (m *Manager) startDetached(req Request, owner, command, dir string, seq uin
 	}
 	defer pr.Close()
 	runner := &exec.Cmd{
-		Path:        "/proc/self/exe",
+		Path:        procfs.SelfExe,
 		Args:        append([]string{"agentproc-detached"}, append(slices.Clone(m.cfg.shell), command)...),
 		Env:         runnerEnv,
 		Dir:         dir,
@@ -452,7 +453,7 @@ func (m *Manager) startDetached(req Request, owner, command, dir string, seq uin
 	_ = rec.file.Close()
 	rec.file = nil
 
-	fd, err := unix.PidfdOpen(runner.Process.Pid, 0)
+	fd, err := pidfd.OpenChild(runner.Process.Pid)
 	if err != nil {
 		return fail("watch runner", err)
 	}
@@ -542,7 +543,7 @@ func (s *supervisor) superviseDetached() {
 	if err == nil && d.out != nil {
 		defer unix.Close(in)
 		// Watched through the checked descriptor, not by the dir's path.
-		watched := "/proc/self/fd/" + strconv.Itoa(d.outFD())
+		watched := procfs.SelfFile("fd/" + strconv.Itoa(d.outFD()))
 		if _, err := unix.InotifyAddWatch(in, watched, unix.IN_MODIFY|unix.IN_CREATE|unix.IN_MOVED_TO); err != nil {
 			p.m.cfg.logger.Warn(context.Background(), "watch detached output", fieldError(err))
 		}

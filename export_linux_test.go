@@ -1,6 +1,10 @@
 package agentproc
 
-import "bytes"
+import (
+	"bytes"
+
+	"github.com/agentproc/agentproc/internal/procfs"
+)
 
 // The tests read /proc through the package's one reader (proc_linux.go).
 var (
@@ -14,15 +18,15 @@ func ProcFile(pid int, name string) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer s.close()
-	data, _, err := s.read(pid, name, false)
+	defer s.Close()
+	data, _, err := s.Read(pid, name, false)
 	return bytes.Clone(data), err
 }
 
 // ProcStartTime returns field 22 of /proc/PID/stat, the start time that
 // state records keep; ok is false when it cannot be read.
 func ProcStartTime(pid int) (start uint64, ok bool) {
-	start, _, ok = procStartTime(pid)
+	start, _, ok = procfs.StartTime(pid)
 	return start, ok
 }
 

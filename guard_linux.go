@@ -3,30 +3,18 @@ package agentproc
 import (
 	"context"
 	"errors"
-	"os"
 	"strconv"
 	"strings"
 	"sync"
 
 	"cdr.dev/slog/v3"
 	"golang.org/x/sys/unix"
+
+	"github.com/agentproc/agentproc/internal/procfs"
 )
 
-// hostOOMKills returns the kernel's count of OOM kills since boot
-// (/proc/vmstat oom_kill, Linux 4.13+).
-func hostOOMKills() (uint64, bool) {
-	data, err := os.ReadFile("/proc/vmstat")
-	if err != nil {
-		return 0, false
-	}
-	for line := range strings.Lines(string(data)) {
-		if v, ok := strings.CutPrefix(line, "oom_kill "); ok {
-			n, err := strconv.ParseUint(strings.TrimSpace(v), 10, 64)
-			return n, err == nil
-		}
-	}
-	return 0, false
-}
+// hostOOMKills returns the kernel's count of OOM kills since boot.
+func hostOOMKills() (uint64, bool) { return procfs.OOMKills() }
 
 // treeOOMKills returns the OOM kills the tree's cgroup counted, where it
 // counts them (WithCgroup with the memory controller enabled for it).
@@ -39,7 +27,7 @@ func treeOOMKills(c *containment) (int64, bool) {
 
 // hostOOMScore is this process's own oom_score_adj, read once.
 var hostOOMScore = sync.OnceValues(func() (int, error) {
-	data, err := os.ReadFile("/proc/self/oom_score_adj")
+	data, err := procfs.ReadSelf("oom_score_adj")
 	if err != nil {
 		return 0, err
 	}
@@ -82,7 +70,7 @@ func (m *Manager) oomScoreValue() []byte {
 // the reap back until this has returned (awaitRaise). A failure is logged,
 // not fatal: the command runs, only less protected.
 func (m *Manager) raiseOOMScore(leader int, c *containment, value []byte) {
-	if err := setOOMScore(leader, value); err != nil && !processGone(err) {
+	if err := procfs.SetOOMScoreAdj(leader, value); err != nil && !processGone(err) {
 		m.cfg.logger.Warn(context.Background(), "cannot raise oom_score_adj",
 			slog.F("pid", leader), fieldError(err))
 	}
@@ -107,7 +95,7 @@ func awaitExitUnreaped(pid int) {
 // the tree's cgroup, which covers processes that left the leader's
 // descendants. leader itself has its value already.
 func raiseOOMScoreTree(leader int, c *containment, value []byte) {
-	if last, ok := nsLastPID(); ok && last == leader {
+	if last, ok := procfs.LastPID(); ok && last == leader {
 		// No process was created on the host since the leader, so the
 		// leader has forked nothing yet, and what it forks now inherits
 		// its value: the usual case, and no walk.
@@ -120,14 +108,14 @@ func raiseOOMScoreTree(leader int, c *containment, value []byte) {
 			return
 		}
 		done[pid] = true
-		if setOOMScore(pid, value) != nil {
+		if procfs.SetOOMScoreAdj(pid, value) != nil {
 			return
 		}
-		for _, child := range procChildren(pid) {
+		for _, child := range procfs.Children(pid) {
 			set(child)
 		}
 	}
-	for _, child := range procChildren(leader) {
+	for _, child := range procfs.Children(leader) {
 		set(child)
 	}
 	if c.cg != nil {
@@ -135,23 +123,6 @@ func raiseOOMScoreTree(leader int, c *containment, value []byte) {
 			set(pid)
 		}
 	}
-}
-
-// setOOMScore writes /proc/PID/oom_score_adj.
-func setOOMScore(pid int, value []byte) error {
-	root, err := procRoot()
-	if err != nil {
-		return err
-	}
-	fd, err := unix.Openat(root, strconv.Itoa(pid)+"/oom_score_adj", unix.O_WRONLY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return err
-	}
-	_, err = unix.Write(fd, value)
-	if cerr := unix.Close(fd); err == nil {
-		err = cerr
-	}
-	return err
 }
 
 // processGone reports whether err says the process is gone: no entry in

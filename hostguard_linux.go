@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"golang.org/x/xerrors"
+
+	"github.com/agentproc/agentproc/internal/procfs"
 )
 
 // hostGuardEnv makes a re-executed host binary run as the guard (see
@@ -45,7 +47,7 @@ func startHostGuard(warn func(error)) (*hostGuard, error) {
 		return nil, xerrors.Errorf("agentproc: start guard: %w", err)
 	}
 	cmd := &exec.Cmd{
-		Path: "/proc/self/exe",
+		Path: procfs.SelfExe,
 		Args: []string{"agentproc-guard"},
 		Env:  append(os.Environ(), hostGuardEnv+"=1"),
 		// Its own session: a ^C or SIGHUP meant for the host's terminal

@@ -5,6 +5,8 @@ import (
 	"strconv"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/agentproc/agentproc/internal/procfs"
 )
 
 // An event loop (libuv in Node.js, Python's asyncio, anything built on
@@ -146,8 +148,8 @@ const maxFDInfo = 4 << 20
 // epollWaitsOn reports whether thread t of pid, blocked in an epoll wait
 // on epfd, waits for l.in to become readable. The instance is looked up in
 // the thread's own descriptor table (/proc/PID/task/TID/fdinfo).
-func (l *stdinLook) epollWaitsOn(pid int, t procTask, epfd int) bool {
-	data, err := t.readInto("fdinfo/"+strconv.Itoa(epfd), &l.fdinfo, maxFDInfo)
+func (l *stdinLook) epollWaitsOn(pid int, t procfs.Task, epfd int) bool {
+	data, err := t.ReadInto("fdinfo/"+strconv.Itoa(epfd), &l.fdinfo, maxFDInfo)
 	if err != nil {
 		return false
 	}

@@ -9,6 +9,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/agentproc/agentproc/internal/procfs"
 )
 
 // fileID identifies an open file by device and inode: the same for both
@@ -48,7 +50,7 @@ func readingStdin(leader int, cgroup string, in fileID) bool {
 	if err != nil {
 		return false
 	}
-	defer s.close()
+	defer s.Close()
 	look := stdinLook{in: in}
 	// The tree is walked as it is read, each thread's children with its
 	// system call, so a match (most often the leader's first thread) ends
@@ -56,11 +58,11 @@ func readingStdin(leader int, cgroup string, in fileID) bool {
 	pids := []int{leader}
 	for i := 0; i < len(pids) && i < maxTreeProcs; i++ {
 		pid := pids[i]
-		found := s.tasks(pid, func(t procTask) bool {
-			if data, err := t.read("syscall"); err == nil && look.blockedReading(pid, t, data) {
+		found := s.Tasks(pid, func(t procfs.Task) bool {
+			if data, err := t.Read("syscall"); err == nil && look.blockedReading(pid, t, data) {
 				return true
 			}
-			if data, err := t.read("children"); err == nil {
+			if data, err := t.Read("children"); err == nil {
 				pids = appendPIDs(pids, data)
 			}
 			return false
@@ -84,8 +86,8 @@ func readingStdin(leader int, cgroup string, in fileID) bool {
 		if walked[pid] {
 			continue
 		}
-		if s.tasks(pid, func(t procTask) bool {
-			data, err := t.read("syscall")
+		if s.Tasks(pid, func(t procfs.Task) bool {
+			data, err := t.Read("syscall")
 			return err == nil && look.blockedReading(pid, t, data)
 		}) {
 			return true
@@ -136,35 +138,27 @@ func unreadOutput(f *os.File) int {
 	return n
 }
 
-// blockedReading decides from the contents of a task's syscall file:
-// "NR ARG1 ... ARG6 SP PC" with hex arguments, or "running", or "-1 ..."
-// when not in a system call.
-func (l *stdinLook) blockedReading(pid int, t procTask, data []byte) bool {
+// blockedReading decides from the contents of a task's syscall file
+// (procfs.ParseSyscall): the system call the thread is blocked in and its
+// arguments.
+func (l *stdinLook) blockedReading(pid int, t procfs.Task, data []byte) bool {
 	in := l.in
-	f := bytes.Fields(data)
-	if len(f) < 4 {
+	nr, args, ok := procfs.ParseSyscall(data)
+	if !ok {
 		return false
-	}
-	nr, err := strconv.Atoi(string(f[0]))
-	if err != nil {
-		return false
-	}
-	arg := func(i int) uint64 {
-		v, _ := strconv.ParseUint(string(bytes.TrimPrefix(f[i], []byte("0x"))), 16, 64)
-		return v
 	}
 	switch {
 	case nr == unix.SYS_READ || nr == unix.SYS_READV || nr == unix.SYS_PREAD64 || nr == unix.SYS_PREADV:
-		return fdIs(pid, int(arg(1)), in)
+		return fdIs(pid, int(args[0]), in)
 	case nr == unix.SYS_PPOLL || nr == sysPoll:
-		return pollWaitsOn(pid, uintptr(arg(1)), int(arg(2)), in)
+		return pollWaitsOn(pid, uintptr(args[0]), int(args[1]), in)
 	case nr == unix.SYS_PSELECT6 || nr == sysSelect:
-		return selectWaitsOn(pid, int(arg(1)), uintptr(arg(2)), in)
+		return selectWaitsOn(pid, int(args[0]), uintptr(args[1]), in)
 	case nr == unix.SYS_EPOLL_PWAIT || nr == unix.SYS_EPOLL_PWAIT2 || nr == sysEpollWait:
-		if arg(1) > math.MaxInt32 {
+		if args[0] > math.MaxInt32 {
 			return false // not a descriptor
 		}
-		ep := pidFD{pid, int(arg(1))}
+		ep := pidFD{pid, int(args[0])}
 		if slices.Contains(l.epolls, ep) {
 			return false
 		}
@@ -178,7 +172,7 @@ func (l *stdinLook) blockedReading(pid int, t procTask, data []byte) bool {
 
 // fdIs reports whether pid's descriptor fd is the file in.
 func fdIs(pid, fd int, in fileID) bool {
-	dev, ino, ok := procFDFile(pid, fd)
+	dev, ino, ok := procfs.FDFile(pid, fd)
 	return ok && dev == in.dev && ino == in.ino
 }
 

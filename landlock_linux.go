@@ -9,6 +9,8 @@ import (
 
 	"golang.org/x/sys/unix"
 	"golang.org/x/xerrors"
+
+	"github.com/agentproc/agentproc/internal/procfs"
 )
 
 // Landlock, written directly on the system calls: a ruleset is built once
@@ -87,7 +89,7 @@ type llNetPort struct {
 // systemReadPaths are what a shell needs to run when Sandbox.Read is set.
 var systemReadPaths = []string{
 	"/bin", "/sbin", "/usr", "/lib", "/lib32", "/lib64", "/libx32", "/etc",
-	"/proc", "/sys/devices/system/cpu", "/run/systemd/resolve", "/nix/store",
+	procfs.Path, "/sys/devices/system/cpu", "/run/systemd/resolve", "/nix/store",
 }
 
 // devicePaths are the devices every sandboxed tree may read and write.

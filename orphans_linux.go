@@ -10,6 +10,7 @@ import (
 
 	"github.com/agentproc/agentproc/internal/cgroup"
 	"github.com/agentproc/agentproc/internal/pidfd"
+	"github.com/agentproc/agentproc/internal/procfs"
 )
 
 // The orphan killer: the kill sweep for trees known only from records, not
@@ -140,7 +141,7 @@ func (k *treeKiller) verifyGroups() {
 			if s, err = newProcScanner(); err != nil {
 				return
 			}
-			defer s.close()
+			defer s.Close()
 		}
 		if s.marked(t.leader.PID, []byte(MarkerEnv+"="+t.id)) {
 			k.groups[t.leader.PID] = i
@@ -161,19 +162,19 @@ func (k *treeKiller) signalGroups(sig unix.Signal) {
 // belongs returns the tree pid belongs to. A zombie belongs to none: it is
 // dead already, and its (empty) environment says nothing.
 func (k *treeKiller) belongs(s *procScanner, pid int, inCgroup map[int]int) (int, bool) {
-	stat, _, err := s.read(pid, "stat", false)
+	stat, _, err := s.Read(pid, "stat", false)
 	if err != nil {
 		return 0, false
 	}
-	state, pgrp, ok := parseStat(stat)
+	state, pgrp, ok := procfs.ParseStat(stat)
 	if !ok || state == 'Z' {
 		return 0, false
 	}
 	if i, ok := inCgroup[pid]; ok {
 		return i, true
 	}
-	if env, uid, err := s.read(pid, "environ", true); err == nil && uid == s.euid {
-		v, _ := envValue(env, markerPrefix)
+	if env, uid, err := s.Read(pid, "environ", true); err == nil && uid == s.EUID() {
+		v, _ := procfs.EnvValue(env, markerPrefix)
 		if i, ok := k.byMarker[string(v)]; ok {
 			if pgrp == pid && checkRecordPID("leader", pid) == nil {
 				k.led[pid] = i
@@ -195,8 +196,8 @@ func (k *treeKiller) round(sig unix.Signal) int {
 	if err != nil {
 		return 0
 	}
-	defer s.close()
-	pids, err := s.pids()
+	defer s.Close()
+	pids, err := s.PIDs()
 	if err != nil {
 		return 0
 	}

@@ -57,9 +57,10 @@ import (
 //     the OS's name of what ended the process, for Info.ExitSignal.
 //   - usage(state) is CPU time and peak memory; release() frees OS handles.
 //
-// Escaped descendants (containment in containment_linux.go, with /proc read
-// by proc_linux.go, the one /proc reader, and cgroups, v2 and v1, by the
-// internal/cgroup package; the process group alone in
+// Escaped descendants (containment in containment_linux.go, with what it
+// looks for in /proc in proc_linux.go, read through internal/procfs, and
+// cgroups, v2 and v1, by the internal/cgroup package; the process group
+// alone in
 // containment_nonlinux.go): newContainment makes it, with the tree's
 // cgroups when it has WithCgroup or limits, before the child starts;
 // prepare hands sysProc.prepare the cgroup v2 to start in (startInCgroup

@@ -2,11 +2,11 @@ package agentproc
 
 import (
 	"bytes"
-	"encoding/binary"
-	"encoding/hex"
 	"net/netip"
 	"os"
 	"strconv"
+
+	"github.com/agentproc/agentproc/internal/procfs"
 )
 
 func portsSupported() error { return nil }
@@ -29,14 +29,14 @@ func listeningPorts(cache *portCache, trees []portTree) ([][]Port, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer s.close()
-	members, err := s.treeMembers(cache, trees)
+	defer s.Close()
+	members, err := treeMembers(s, cache, trees)
 	if err != nil {
 		return nil, err
 	}
 	sockets := make(map[uint64]treeMember) // socket inode -> holder
 	for _, m := range members {
-		s.socketInodes(m, sockets)
+		socketInodes(s, m, sockets)
 	}
 	if len(sockets) == 0 {
 		return out, nil
@@ -44,38 +44,17 @@ func listeningPorts(cache *portCache, trees []portTree) ([][]Port, error) {
 	// A sandboxed tree may live in a network namespace of its own
 	// (Sandbox.Network), whose sockets only its own /proc/PID/net lists:
 	// the tables are read once per namespace a holder is in.
-	for _, dir := range socketTableDirs(sockets) {
+	holders := map[int]bool{}
+	for _, m := range sockets {
+		holders[m.pid] = true
+	}
+	for _, dir := range procfs.NetTableDirs(holders) {
 		readSocketTables(dir, sockets, out)
 	}
 	for i := range out {
 		out[i] = dedupePorts(out[i])
 	}
 	return out, nil
-}
-
-// socketTableDirs returns, for each network namespace a holder of sockets
-// is in, a /proc directory whose tcp, udp tables are that namespace's:
-// /proc/net for this process's own, /proc/PID/net for another.
-func socketTableDirs(sockets map[uint64]treeMember) []string {
-	own, _ := os.Readlink("/proc/self/ns/net")
-	seen := map[string]bool{}
-	var dirs []string
-	holders := map[int]bool{}
-	for _, m := range sockets {
-		holders[m.pid] = true
-	}
-	for pid := range holders {
-		ns, err := os.Readlink("/proc/" + strconv.Itoa(pid) + "/ns/net")
-		dir := "/proc/" + strconv.Itoa(pid) + "/net/"
-		if err != nil || ns == own {
-			ns, dir = own, "/proc/net/"
-		}
-		if !seen[ns] {
-			seen[ns] = true
-			dirs = append(dirs, dir)
-		}
-	}
-	return dirs
 }
 
 // readSocketTables adds to out the listening sockets of sockets that the
@@ -85,19 +64,18 @@ func readSocketTables(dir string, sockets map[uint64]treeMember, out [][]Port) {
 		name, network string
 		state         string // the bound-and-waiting state in that table
 	}{
-		{"tcp", "tcp", "0A"}, // TCP_LISTEN
-		{"tcp6", "tcp6", "0A"},
-		{"udp", "udp", "07"}, // TCP_CLOSE: bound, not connected
-		{"udp6", "udp6", "07"},
+		{"tcp", "tcp", procfs.TCPListen},
+		{"tcp6", "tcp6", procfs.TCPListen},
+		{"udp", "udp", procfs.UDPBound},
+		{"udp6", "udp6", procfs.UDPBound},
 	} {
 		data, err := os.ReadFile(dir + table.name)
 		if err != nil {
 			continue // no IPv6 in this kernel, for instance
 		}
-		parseSocketTable(data, table.network, table.state, func(inode uint64, pt Port) {
+		procfs.ParseSocketTable(data, table.state, func(inode uint64, addr netip.Addr, port int) {
 			if m, ok := sockets[inode]; ok {
-				pt.PID = m.pid
-				out[m.tree] = append(out[m.tree], pt)
+				out[m.tree] = append(out[m.tree], Port{Network: table.network, Addr: addr.String(), Port: port, PID: m.pid})
 			}
 		})
 	}
@@ -114,7 +92,7 @@ func readSocketTables(dir string, sockets map[uint64]treeMember, out [][]Port) {
 // cache, each process's environment is read once, and only a marked
 // process's start time is read again (to tell it from a later process
 // that got the same PID).
-func (s *procScanner) treeMembers(cache *portCache, trees []portTree) ([]treeMember, error) {
+func treeMembers(s *procScanner, cache *portCache, trees []portTree) ([]treeMember, error) {
 	if cache == nil {
 		cache = &portCache{}
 	}
@@ -134,12 +112,12 @@ func (s *procScanner) treeMembers(cache *portCache, trees []portTree) ([]treeMem
 		}
 	}
 	for i, t := range trees {
-		for _, pid := range descendants(t.leader) {
+		for _, pid := range procfs.Descendants(t.leader) {
 			add(pid, i)
 		}
 	}
 
-	pids, err := s.pids()
+	pids, err := s.PIDs()
 	if err != nil {
 		return nil, err
 	}
@@ -150,16 +128,16 @@ func (s *procScanner) treeMembers(cache *portCache, trees []portTree) ([]treeMem
 			continue
 		}
 		ent, ok := cache.marker[pid]
-		if ok && ent.id != "" && s.startTime(pid) != ent.start {
+		if ok && ent.id != "" && s.StartTime(pid) != ent.start {
 			ok = false // the PID was reused
 		}
 		if !ok {
 			ent = markerEntry{}
-			if env, _, err := s.read(pid, "environ", false); err == nil {
-				if id, found := envValue(env, markerPrefix); found {
+			if env, _, err := s.Read(pid, "environ", false); err == nil {
+				if id, found := procfs.EnvValue(env, markerPrefix); found {
 					// Copied before the next read reuses the buffer.
 					ent.id = string(id)
-					ent.start = s.startTime(pid)
+					ent.start = s.StartTime(pid)
 				}
 			}
 			cache.marker[pid] = ent
@@ -203,74 +181,10 @@ type markerEntry struct {
 }
 
 // socketInodes adds the inode of every socket m's process has open.
-func (s *procScanner) socketInodes(m treeMember, into map[uint64]treeMember) {
-	s.fdLinks(m.pid, func(link []byte) {
-		inode, ok := socketInode(link)
-		if !ok {
-			return
-		}
+func socketInodes(s *procScanner, m treeMember, into map[uint64]treeMember) {
+	s.SocketInodes(m.pid, func(inode uint64) {
 		if old, ok := into[inode]; !ok || m.pid < old.pid {
 			into[inode] = m
 		}
 	})
-}
-
-// socketInode parses an fd link of the form "socket:[12345]".
-func socketInode(link []byte) (uint64, bool) {
-	rest, ok := bytes.CutPrefix(link, []byte("socket:["))
-	if !ok || len(rest) < 2 || rest[len(rest)-1] != ']' {
-		return 0, false
-	}
-	v, err := strconv.ParseUint(string(rest[:len(rest)-1]), 10, 64)
-	return v, err == nil
-}
-
-// parseSocketTable calls fn for every socket of a /proc/net/{tcp,udp}[6]
-// table in the given state. A line reads
-//
-//	sl local_address rem_address st tx_queue:rx_queue tr:tm->when retrnsmt uid timeout inode ...
-//
-// with addresses as hex words in host byte order, then ":" and the port
-// in hex.
-func parseSocketTable(data []byte, network, state string, fn func(inode uint64, pt Port)) {
-	lines := bytes.Split(data, []byte("\n"))
-	for _, line := range lines[min(1, len(lines)):] { // the first line is the header
-		f := bytes.Fields(line)
-		if len(f) < 10 || string(f[3]) != state {
-			continue
-		}
-		addr, port, ok := parseHexAddr(f[1])
-		if !ok || port == 0 {
-			continue
-		}
-		inode, err := strconv.ParseUint(string(f[9]), 10, 64)
-		if err != nil || inode == 0 {
-			continue
-		}
-		fn(inode, Port{Network: network, Addr: addr.String(), Port: port})
-	}
-}
-
-// parseHexAddr parses "0100007F:1F90" (IPv4) or its 32-digit IPv6 form.
-func parseHexAddr(b []byte) (netip.Addr, int, bool) {
-	ip, port, ok := bytes.Cut(b, []byte(":"))
-	if !ok {
-		return netip.Addr{}, 0, false
-	}
-	p, err := strconv.ParseUint(string(port), 16, 16)
-	if err != nil {
-		return netip.Addr{}, 0, false
-	}
-	raw := make([]byte, hex.DecodedLen(len(ip)))
-	if _, err := hex.Decode(raw, ip); err != nil || (len(raw) != 4 && len(raw) != 16) {
-		return netip.Addr{}, 0, false
-	}
-	// Each 32-bit word was printed as a number in host byte order; its
-	// bytes in memory are the address bytes in network order.
-	for i := 0; i < len(raw); i += 4 {
-		w := binary.BigEndian.Uint32(raw[i:])
-		binary.NativeEndian.PutUint32(raw[i:], w)
-	}
-	addr, _ := netip.AddrFromSlice(raw)
-	return addr, int(p), true
 }

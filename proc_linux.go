@@ -2,24 +2,22 @@ package agentproc
 
 import (
 	"bytes"
-	"os"
 	"runtime"
 	"slices"
-	"strconv"
 	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
-	"golang.org/x/xerrors"
+
+	"github.com/agentproc/agentproc/internal/procfs"
 )
 
-// This file is the one reader of /proc's per-process files: group counting
-// (sysProc), the marker sweep (containment), orphan stopping and process
-// identities (the state dir), Process.Ports, Info.AwaitingInput and the
-// tests all go through it. The system-wide files a feature reads for
-// itself (/proc/net's socket tables in ports_linux.go, /proc/vmstat and
-// oom_score_adj in guard_linux.go, mountinfo in cgroup_linux.go, boot_id in
-// statedir_linux.go) are read where they are used.
+// This file is what agentproc looks for in /proc: the marker protocol (which
+// processes carry a tree's marker), a tree's cgroup membership, the probe of
+// the PIDs handed out since a leader started, and snapshots shared by every
+// caller that asks at about the same moment. How /proc is read (the
+// scanner, stat, environ, fd links, socket tables, task files, ns_last_pid)
+// is internal/procfs, the one place that names /proc.
 //
 // Two ways to look:
 //   - a procScanner reads single processes (stat, environ, cgroup) and, for
@@ -34,171 +32,23 @@ import (
 // host: none may run under Manager.mu or a Process lock.
 
 // foreignProc reports whether the /proc mounted here belongs to another PID
-// namespace than ours: a process started with unshare --pid --fork and no
-// remount of /proc sees the parent namespace's processes under numbers that
-// mean something else here. /proc/self then names our PID in that other
-// namespace, not os.Getpid().
-func foreignProc() bool {
-	self, err := os.Readlink("/proc/self")
-	if err != nil {
-		// No /proc at all: nothing would be read from it anyway, and the
-		// readers fail closed (ok false).
-		return false
-	}
-	return self != strconv.Itoa(os.Getpid())
-}
+// namespace than ours (procfs.Foreign): no PID read from it means anything
+// here.
+func foreignProc() bool { return procfs.Foreign() }
 
-// procScanner reads /proc. Single files are opened relative to procRoot,
-// one descriptor of /proc shared by the package; a listing of /proc takes a
-// descriptor of its own (the listing moves its offset). Its buffer is
-// reused for every file it reads, so a pass over thousands of processes
-// allocates little. A scanner is used by one goroutine at a time.
-//
-// Reading /proc/PID/environ needs the same permission as ptrace-reading the
-// process, so an unprivileged caller only ever sees its own processes.
+// procScanner is a procfs.Scanner with what agentproc looks for: the
+// marker protocol and a tree's cgroup. A scanner is used by one goroutine at
+// a time; call Close.
 type procScanner struct {
-	proc  int    // procRoot: for openat of single files, never closed here
-	list  int    // own descriptor of /proc for pids, opened on first use; -1 before
-	buf   []byte // file contents, grown on demand
-	dents []byte // getdents buffer
-	names []string
-	self  int
-	euid  uint32
-}
-
-// procRootFD is a descriptor of /proc opened once and kept for the life of
-// the host process: the exit path of every command reads a file or two of
-// /proc, and opening the directory each time would be a third of those
-// calls.
-// A failure is not kept, so a /proc mounted later is found.
-var procRootFD struct {
-	mu   sync.Mutex
-	fd   int
-	open bool // a host with its stdin closed can get fd 0
-}
-
-func procRoot() (int, error) {
-	procRootFD.mu.Lock()
-	defer procRootFD.mu.Unlock()
-	if procRootFD.open {
-		return procRootFD.fd, nil
-	}
-	fd, err := unix.Open("/proc", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return 0, xerrors.Errorf("open /proc: %w", err)
-	}
-	procRootFD.fd, procRootFD.open = fd, true
-	return fd, nil
+	procfs.Scanner
 }
 
 func newProcScanner() (*procScanner, error) {
-	fd, err := procRoot()
+	sc, err := procfs.NewScanner()
 	if err != nil {
 		return nil, err
 	}
-	// buf and dents are made on first use: the sweep after a short
-	// command's exit usually probes a handful of PIDs and lists nothing.
-	return &procScanner{
-		proc: fd,
-		list: -1,
-		self: os.Getpid(),
-		euid: uint32(os.Geteuid()),
-	}, nil
-}
-
-// close closes the scanner's own listing descriptor, if it opened one.
-func (s *procScanner) close() {
-	if s.list >= 0 {
-		_ = unix.Close(s.list)
-		s.list = -1
-	}
-}
-
-// sibling returns a scanner for a worker goroutine, with buffers of its
-// own; it is closed like any other.
-func (s *procScanner) sibling() *procScanner {
-	return &procScanner{proc: s.proc, list: -1, self: s.self, euid: s.euid}
-}
-
-// pids lists the thread-group IDs in /proc (threads are not listed at the
-// top level), without our own.
-func (s *procScanner) pids() ([]int, error) {
-	if s.list < 0 {
-		fd, err := unix.Open("/proc", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-		if err != nil {
-			return nil, xerrors.Errorf("open /proc: %w", err)
-		}
-		s.list = fd
-	} else if _, err := unix.Seek(s.list, 0, 0); err != nil {
-		return nil, xerrors.Errorf("rewind /proc: %w", err)
-	}
-	s.names = s.names[:0]
-	if s.dents == nil {
-		s.dents = make([]byte, 32<<10)
-	}
-	for {
-		n, err := unix.Getdents(s.list, s.dents)
-		if err == unix.EINTR {
-			continue
-		}
-		if err != nil {
-			return nil, xerrors.Errorf("read /proc: %w", err)
-		}
-		if n <= 0 {
-			break
-		}
-		_, _, s.names = unix.ParseDirent(s.dents[:n], -1, s.names)
-	}
-	pids := make([]int, 0, len(s.names))
-	for _, name := range s.names {
-		if name == "" || name[0] < '1' || name[0] > '9' {
-			continue
-		}
-		pid, err := strconv.Atoi(name)
-		if err != nil || pid == s.self {
-			continue
-		}
-		pids = append(pids, pid)
-	}
-	return pids, nil
-}
-
-// read returns the contents of /proc/PID/name in the scanner's buffer (valid
-// until the next read) and, if owner is set, the file's owner.
-func (s *procScanner) read(pid int, name string, owner bool) ([]byte, uint32, error) {
-	fd, err := unix.Openat(s.proc, strconv.Itoa(pid)+"/"+name, unix.O_RDONLY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return nil, 0, err
-	}
-	defer unix.Close(fd)
-	if len(s.buf) == 0 {
-		s.buf = make([]byte, 16<<10)
-	}
-	n := 0
-	for {
-		if n == len(s.buf) {
-			s.buf = append(s.buf, make([]byte, len(s.buf))...)
-		}
-		m, err := unix.Read(fd, s.buf[n:])
-		if err == unix.EINTR {
-			continue
-		}
-		if err != nil {
-			return nil, 0, err
-		}
-		if m == 0 {
-			break
-		}
-		n += m
-	}
-	if !owner {
-		return s.buf[:n], 0, nil
-	}
-	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil {
-		return nil, 0, err
-	}
-	return s.buf[:n], st.Uid, nil
+	return &procScanner{sc}, nil
 }
 
 // marked reports whether pid is a process of our user whose environment
@@ -209,31 +59,16 @@ func (s *procScanner) read(pid int, name string, owner bool) ([]byte, uint32, er
 // The owner of /proc/PID/environ is the process's effective user (root for
 // a non-dumpable process, which an unprivileged caller cannot read anyway).
 func (s *procScanner) marked(pid int, entry []byte) bool {
-	env, uid, err := s.read(pid, "environ", true)
-	return err == nil && uid == s.euid && hasEnvEntry(env, entry)
+	env, uid, err := s.Read(pid, "environ", true)
+	return err == nil && uid == s.EUID() && procfs.HasEnvEntry(env, entry)
 }
 
 // mayBeMarked is marked without the owner check, for scans: the owner is
 // checked when a candidate is verified before any signal, and most
 // processes never get that far.
 func (s *procScanner) mayBeMarked(pid int, entry []byte) bool {
-	env, _, err := s.read(pid, "environ", false)
-	return err == nil && hasEnvEntry(env, entry)
-}
-
-// stat returns the state and process group of pid.
-func (s *procScanner) stat(pid int) (state byte, pgrp int, ok bool) {
-	data, _, err := s.read(pid, "stat", false)
-	if err != nil {
-		return 0, 0, false
-	}
-	return parseStat(data)
-}
-
-// pgrp returns the process group of pid.
-func (s *procScanner) pgrp(pid int) (int, bool) {
-	_, pgrp, ok := s.stat(pid)
-	return pgrp, ok
+	env, _, err := s.Read(pid, "environ", false)
+	return err == nil && procfs.HasEnvEntry(env, entry)
 }
 
 // inCgroup reports whether pid's cgroup path in any hierarchy (v2, or a
@@ -242,120 +77,8 @@ func (s *procScanner) pgrp(pid int) (int, bool) {
 // is relative to the reader's cgroup namespace, so only its last element is
 // compared; the ID in it is unique.
 func (s *procScanner) inCgroup(pid int, leaf string) bool {
-	data, _, err := s.read(pid, "cgroup", false)
-	if err != nil {
-		return false
-	}
-	for line := range bytes.Lines(data) {
-		// hierarchy-ID:controllers:path
-		_, rest, _ := bytes.Cut(bytes.TrimRight(line, "\n"), []byte(":"))
-		_, path, ok := bytes.Cut(rest, []byte(":"))
-		if ok && bytes.HasSuffix(path, []byte("/"+leaf)) {
-			return true
-		}
-	}
-	return false
-}
-
-// statFields returns the fields of the contents of a /proc/PID/stat file
-// from field 3 (state) on, with at least n of them and a one-letter state.
-// The command name (field 2) may contain spaces and parentheses, so the
-// fixed fields are read after its last ')'.
-func statFields(data []byte, n int) ([][]byte, bool) {
-	i := bytes.LastIndexByte(data, ')')
-	if i < 0 {
-		return nil, false
-	}
-	fields := bytes.Fields(data[i+1:])
-	if len(fields) < n || len(fields[0]) != 1 {
-		return nil, false
-	}
-	return fields, true
-}
-
-// parseStat returns the state and process group (field 5) of the contents
-// of a /proc/PID/stat file.
-func parseStat(data []byte) (state byte, pgrp int, ok bool) {
-	fields, ok := statFields(data, 3)
-	if !ok {
-		return 0, 0, false
-	}
-	pgrp, err := strconv.Atoi(string(fields[2]))
-	if err != nil {
-		return 0, 0, false
-	}
-	return fields[0][0], pgrp, true
-}
-
-// fdLinks calls fn with the target of every /proc/PID/fd link of pid
-// ("socket:[12345]", "/dev/null", ...), up to 64 bytes of it, which is
-// enough for the kinds of file the callers look for. link is valid only
-// during the call.
-func (s *procScanner) fdLinks(pid int, fn func(link []byte)) {
-	dir := strconv.Itoa(pid) + "/fd"
-	fd, err := unix.Openat(s.proc, dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return
-	}
-	f := os.NewFile(uintptr(fd), dir)
-	names, err := f.Readdirnames(-1)
-	_ = f.Close()
-	if err != nil {
-		return
-	}
-	var link [64]byte
-	for _, name := range names {
-		n, err := unix.Readlinkat(s.proc, dir+"/"+name, link[:])
-		if err != nil {
-			continue
-		}
-		fn(link[:n])
-	}
-}
-
-// parseStatStart returns field 22 (starttime, in clock ticks since boot)
-// and the state of the contents of a /proc/PID/stat file.
-func parseStatStart(data []byte) (start uint64, state byte, ok bool) {
-	fields, ok := statFields(data, 20) // fields[19] is field 22
-	if !ok {
-		return 0, 0, false
-	}
-	start, err := strconv.ParseUint(string(fields[19]), 10, 64)
-	if err != nil {
-		return 0, 0, false
-	}
-	return start, fields[0][0], true
-}
-
-// startTime returns the start time field of /proc/PID/stat, 0 if unknown.
-func (s *procScanner) startTime(pid int) uint64 {
-	data, _, err := s.read(pid, "stat", false)
-	if err != nil {
-		return 0
-	}
-	start, _, _ := parseStatStart(data)
-	return start
-}
-
-// procStartTime returns the start time and state of pid from
-// /proc/PID/stat, without a procScanner: it is read with bare system calls
-// into a stack buffer, since os.ReadFile's stat and second read double the
-// cost of a file that fits in one read.
-func procStartTime(pid int) (start uint64, state byte, ok bool) {
-	if pid <= 0 {
-		return 0, 0, false
-	}
-	fd, err := unix.Open("/proc/"+strconv.Itoa(pid)+"/stat", unix.O_RDONLY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return 0, 0, false
-	}
-	var buf [1024]byte
-	n, err := unix.Read(fd, buf[:])
-	_ = unix.Close(fd)
-	if err != nil || n <= 0 {
-		return 0, 0, false
-	}
-	return parseStatStart(buf[:n])
+	data, _, err := s.Read(pid, "cgroup", false)
+	return err == nil && procfs.InCgroupLeaf(data, leaf)
 }
 
 // leaderRunning reports whether the leader of group pgid (whose PID is
@@ -392,13 +115,13 @@ func (s *procScanner) candidatePIDs(leader int, startedAt time.Time) ([]int, boo
 	if leader <= 0 || startedAt.IsZero() || time.Since(startedAt) >= wrapWindow() {
 		return nil, false
 	}
-	last, ok := s.lastPID()
+	last, ok := procfs.LastPID()
 	if !ok || last < leader || last-leader > rangeProbeMax {
 		return nil, false
 	}
 	pids := make([]int, 0, last-leader)
 	for pid := leader + 1; pid <= last; pid++ {
-		if pid != s.self {
+		if pid != s.Self() {
 			pids = append(pids, pid)
 		}
 	}
@@ -420,10 +143,8 @@ const maxForksPerCPU = 100_000
 // caller's clock says.
 var wrapWindow = sync.OnceValue(func() time.Duration {
 	pidMax := 32768
-	if data, err := os.ReadFile("/proc/sys/kernel/pid_max"); err == nil {
-		if v, err := strconv.Atoi(string(bytes.TrimSpace(data))); err == nil {
-			pidMax = v
-		}
+	if v, ok := procfs.SysInt("kernel/pid_max"); ok {
+		pidMax = v
 	}
 	spare := pidMax - 300 - rangeProbeMax
 	if spare <= 0 {
@@ -431,53 +152,6 @@ var wrapWindow = sync.OnceValue(func() time.Duration {
 	}
 	return time.Duration(float64(spare) / float64(runtime.NumCPU()*maxForksPerCPU) * float64(time.Second))
 })
-
-// lastPID returns the last PID allocated in this PID namespace.
-func (s *procScanner) lastPID() (int, bool) { return nsLastPID() }
-
-// nsLastPID returns the last PID the kernel handed out in our PID namespace
-// (/proc/sys/kernel/ns_last_pid, Linux 3.3+). It runs after every command's
-// exit, so the file is opened once and read with pread, which makes the
-// kernel format the value afresh, into a stack buffer: one system call.
-func nsLastPID() (int, bool) {
-	fd, ok := lastPIDFile()
-	if !ok {
-		return 0, false
-	}
-	var buf [24]byte
-	n, err := unix.Pread(fd, buf[:], 0)
-	if err != nil || n <= 0 {
-		return 0, false
-	}
-	pid, err := strconv.Atoi(string(bytes.TrimSpace(buf[:n])))
-	return pid, err == nil
-}
-
-// lastPIDFD is ns_last_pid opened once, for the life of the host process. A
-// failure is not kept, as for procRootFD.
-var lastPIDFD struct {
-	mu   sync.Mutex
-	fd   int
-	open bool
-}
-
-func lastPIDFile() (int, bool) {
-	lastPIDFD.mu.Lock()
-	defer lastPIDFD.mu.Unlock()
-	if lastPIDFD.open {
-		return lastPIDFD.fd, true
-	}
-	root, err := procRoot()
-	if err != nil {
-		return 0, false
-	}
-	fd, err := unix.Openat(root, "sys/kernel/ns_last_pid", unix.O_RDONLY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return 0, false
-	}
-	lastPIDFD.fd, lastPIDFD.open = fd, true
-	return fd, true
-}
 
 // probeMarked returns the PIDs of pids that mayBeMarked accepts, skipping
 // the supervised leaders (see leaders).
@@ -646,8 +320,8 @@ func (snap *procSnapshot) scan(kind passKind) {
 		snap.err = err
 		return
 	}
-	defer s.close()
-	pids, err := s.pids()
+	defer s.Close()
+	pids, err := s.PIDs()
 	if err != nil {
 		snap.err = err
 		return
@@ -662,17 +336,17 @@ func (snap *procSnapshot) scan(kind passKind) {
 	snap.scanned = len(pids)
 	workers := min(runtime.GOMAXPROCS(0), 4, len(pids)/snapshotWorkersMin+1)
 	parts := make([]procSnapshot, workers)
-	scanPart := func(w int, sc *procScanner, pids []int) {
+	scanPart := func(w int, sc *procfs.Scanner, pids []int) {
 		p := procSnapshot{marked: make(map[string][]int), groups: make(map[int]int)}
 		for _, pid := range pids {
 			if kind == groupPass {
-				if state, pgrp, ok := sc.stat(pid); ok && state != 'Z' {
+				if state, pgrp, ok := sc.Stat(pid); ok && state != 'Z' {
 					p.groups[pgrp]++
 				}
 				continue
 			}
 			// A zombie's environment reads empty, so it is never listed.
-			env, _, err := sc.read(pid, "environ", false)
+			env, _, err := sc.Read(pid, "environ", false)
 			if err != nil {
 				continue
 			}
@@ -681,15 +355,15 @@ func (snap *procSnapshot) scan(kind passKind) {
 		parts[w] = p
 	}
 	if workers <= 1 {
-		scanPart(0, s, pids)
+		scanPart(0, &s.Scanner, pids)
 	} else {
 		chunk := (len(pids) + workers - 1) / workers
 		var wg sync.WaitGroup
 		for w := range workers {
 			sub := pids[min(w*chunk, len(pids)):min((w+1)*chunk, len(pids))]
-			sc := s
+			sc := &s.Scanner
 			if w > 0 {
-				sc = s.sibling()
+				sc = s.Sibling()
 			}
 			wg.Go(func() { scanPart(w, sc, sub) })
 		}
@@ -728,43 +402,6 @@ func eachMarker(env []byte, fn func(id []byte)) {
 	}
 }
 
-// envValue returns the value of the variable whose "NAME=" is prefix in a
-// NUL-separated environment block.
-func envValue(env, prefix []byte) ([]byte, bool) {
-	for len(env) > 0 {
-		entry := env
-		if i := bytes.IndexByte(env, 0); i >= 0 {
-			entry, env = env[:i], env[i+1:]
-		} else {
-			env = nil
-		}
-		if bytes.HasPrefix(entry, prefix) {
-			return entry[len(prefix):], true
-		}
-	}
-	return nil, false
-}
-
-// hasEnvEntry reports whether env, a block of NUL-terminated NAME=value
-// strings, holds entry as one whole string. A longer name that merely starts
-// with the same bytes (AGENTPROC_ID_X=...) or a value with a common prefix
-// does not match.
-func hasEnvEntry(env, entry []byte) bool {
-	for off := 0; off < len(env); {
-		i := bytes.Index(env[off:], entry)
-		if i < 0 {
-			return false
-		}
-		i += off
-		end := i + len(entry)
-		if (i == 0 || env[i-1] == 0) && (end == len(env) || env[end] == 0) {
-			return true
-		}
-		off = i + 1
-	}
-	return false
-}
-
 // countGroup counts the live (non-zombie) members of process group pgid
 // from a snapshot begun after the call; ok is false when /proc cannot be
 // read.
@@ -790,8 +427,8 @@ func procState(pid int) (state byte, ok bool) {
 	if err != nil {
 		return 0, false
 	}
-	defer s.close()
-	state, _, ok = s.stat(pid)
+	defer s.Close()
+	state, _, ok = s.Stat(pid)
 	return state, ok
 }
 
@@ -802,152 +439,20 @@ func procsMarked(id string) map[int]string {
 	if err != nil {
 		return nil
 	}
-	defer s.close()
-	pids, err := s.pids()
+	defer s.Close()
+	pids, err := s.PIDs()
 	if err != nil {
 		return nil
 	}
 	entry := []byte(MarkerEnv + "=" + id)
 	out := make(map[int]string)
 	for _, pid := range pids {
-		if state, _, ok := s.stat(pid); !ok || state == 'Z' || !s.mayBeMarked(pid, entry) {
+		if state, _, ok := s.Stat(pid); !ok || state == 'Z' || !s.mayBeMarked(pid, entry) {
 			continue
 		}
-		if comm, _, err := s.read(pid, "comm", false); err == nil {
+		if comm, _, err := s.Read(pid, "comm", false); err == nil {
 			out[pid] = string(bytes.TrimSpace(comm))
 		}
 	}
 	return out
-}
-
-// procChildren lists the children of every thread of pid
-// (/proc/PID/task/TID/children, Linux 3.5+ with CONFIG_PROC_CHILDREN).
-func procChildren(pid int) []int {
-	dir := "/proc/" + strconv.Itoa(pid) + "/task"
-	tasks, err := os.ReadDir(dir)
-	if err != nil {
-		return nil
-	}
-	var kids []int
-	for _, t := range tasks {
-		data, err := os.ReadFile(dir + "/" + t.Name() + "/children")
-		if err != nil {
-			continue
-		}
-		for _, f := range bytes.Fields(data) {
-			if k, err := strconv.Atoi(string(f)); err == nil {
-				kids = append(kids, k)
-			}
-		}
-	}
-	return kids
-}
-
-// descendants returns leader and every process below it, at most 4096.
-func descendants(leader int) []int {
-	out := []int{leader}
-	for i := 0; i < len(out) && i < 4096; i++ {
-		out = append(out, procChildren(out[i])...)
-	}
-	return out
-}
-
-// tasks calls fn with each thread of pid, until fn returns true, and
-// reports whether it did. The thread's files are opened relative to one
-// descriptor of /proc/PID/task and read into reused buffers: the input
-// watcher reads two or three files of every thread of every quiet process
-// every few seconds, and paths from the root of /proc, each file's stat
-// and a fresh buffer each were most of its cost.
-func (s *procScanner) tasks(pid int, fn func(t procTask) bool) bool {
-	dir, err := unix.Openat(s.proc, strconv.Itoa(pid)+"/task", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return false
-	}
-	defer unix.Close(dir)
-	if s.dents == nil {
-		s.dents = make([]byte, 32<<10)
-	}
-	s.names = s.names[:0]
-	for {
-		n, err := unix.Getdents(dir, s.dents)
-		if err == unix.EINTR {
-			continue
-		}
-		if err != nil {
-			return false
-		}
-		if n <= 0 {
-			break
-		}
-		_, _, s.names = unix.ParseDirent(s.dents[:n], -1, s.names)
-	}
-	for _, tid := range s.names {
-		if tid == "" || tid[0] < '1' || tid[0] > '9' {
-			continue
-		}
-		if fn(procTask{s: s, dir: dir, tid: tid}) {
-			return true
-		}
-	}
-	return false
-}
-
-// procTask is one thread during procScanner.tasks, valid only in the call.
-type procTask struct {
-	s   *procScanner
-	dir int // /proc/PID/task
-	tid string
-}
-
-// read returns the contents of the thread's file name (a path under
-// /proc/PID/task/TID) in the scanner's buffer, valid until the next read.
-func (t procTask) read(name string) ([]byte, error) {
-	return readProcAt(t.dir, t.tid+"/"+name, &t.s.buf, 1<<20)
-}
-
-// readInto is read into buf instead, at most limit bytes.
-func (t procTask) readInto(name string, buf *[]byte, limit int) ([]byte, error) {
-	return readProcAt(t.dir, t.tid+"/"+name, buf, limit)
-}
-
-// readProcAt reads the /proc file name relative to dir into *buf, growing
-// it up to limit bytes, and returns the contents (truncated at limit).
-func readProcAt(dir int, name string, buf *[]byte, limit int) ([]byte, error) {
-	fd, err := unix.Openat(dir, name, unix.O_RDONLY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return nil, err
-	}
-	defer unix.Close(fd)
-	if len(*buf) == 0 {
-		*buf = make([]byte, min(4<<10, limit))
-	}
-	n := 0
-	for n < limit {
-		if n == len(*buf) {
-			*buf = append(*buf, make([]byte, min(len(*buf), limit-n))...)
-		}
-		m, err := unix.Read(fd, (*buf)[n:min(len(*buf), limit)])
-		if err == unix.EINTR {
-			continue
-		}
-		if err != nil {
-			return nil, err
-		}
-		if m == 0 {
-			break
-		}
-		n += m
-	}
-	return (*buf)[:n], nil
-}
-
-// procFDFile returns the device and inode of the file pid's descriptor fd
-// is open on (a stat through /proc/PID/fd/FD); ok is false when that
-// cannot be read.
-func procFDFile(pid, fd int) (dev, ino uint64, ok bool) {
-	var st unix.Stat_t
-	if err := unix.Stat("/proc/"+strconv.Itoa(pid)+"/fd/"+strconv.Itoa(fd), &st); err != nil {
-		return 0, 0, false
-	}
-	return uint64(st.Dev), uint64(st.Ino), true
 }

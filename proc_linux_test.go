@@ -4,6 +4,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/agentproc/agentproc/internal/procfs"
 )
 
 // TestCandidatePIDs checks when the sweep may probe only the PIDs handed out
@@ -15,12 +17,12 @@ func TestCandidatePIDs(t *testing.T) {
 	if err != nil {
 		t.Skipf("no /proc: %v", err)
 	}
-	defer s.close()
-	last, ok := s.lastPID()
+	defer s.Close()
+	last, ok := procfs.LastPID()
 	if !ok || last <= 1 {
 		t.Skip("no /proc/sys/kernel/ns_last_pid")
 	}
-	all, err := s.pids()
+	all, err := s.PIDs()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -51,37 +53,5 @@ func TestCandidatePIDs(t *testing.T) {
 	}
 	if far, ok := s.candidatePIDs(last-rangeProbeMax-1, time.Now().Add(time.Hour)); ok {
 		t.Errorf("wide range: got %d candidates to probe, want a snapshot", len(far))
-	}
-}
-
-// TestParseStat reads state, process group and start time after the
-// command name's last ')', whatever the name holds, and refuses a line cut
-// short.
-func TestParseStat(t *testing.T) {
-	t.Parallel()
-	// Fields 3 (state) to 22 (starttime) after the name.
-	rest := " S 1 4242 4242 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 1 0 987654 1000 10"
-	for _, tt := range []struct {
-		name, data       string
-		state            byte
-		pgrp             int
-		start            uint64
-		groupOK, startOK bool
-	}{
-		{"plain", "17 (sh)" + rest, 'S', 4242, 987654, true, true},
-		{"spaces and parens", "17 (a) b (c))" + rest, 'S', 4242, 987654, true, true},
-		{"no start time", "17 (sh) S 1 4242 4242", 'S', 4242, 0, true, false},
-		{"no name", "17 sh" + rest, 0, 0, 0, false, false},
-		{"cut short", "17 (sh) S 1", 0, 0, 0, false, false},
-		{"long state", "17 (sh) SS 1 4242", 0, 0, 0, false, false},
-	} {
-		state, pgrp, ok := parseStat([]byte(tt.data))
-		if ok != tt.groupOK || (ok && (state != tt.state || pgrp != tt.pgrp)) {
-			t.Errorf("%s: parseStat got %q %d %v, want %q %d %v", tt.name, state, pgrp, ok, tt.state, tt.pgrp, tt.groupOK)
-		}
-		start, state, ok := parseStatStart([]byte(tt.data))
-		if ok != tt.startOK || (ok && (start != tt.start || state != tt.state)) {
-			t.Errorf("%s: parseStatStart got %d %q %v, want %d %q %v", tt.name, start, state, ok, tt.start, tt.state, tt.startOK)
-		}
 	}
 }

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 
 	"golang.org/x/xerrors"
 )
@@ -458,9 +460,34 @@ var secretNameParts = []string{
 // secretNames are dropped by name: they point at a credential socket or file.
 var secretNames = []string{"SSH_AUTH_SOCK", "DOCKER_HOST", "DOCKER_CONFIG", "KUBECONFIG", "GPG_AGENT_INFO"}
 
+// secretVerdicts caches looksSecret's answers by name: every sandboxed
+// Start filters the whole inherited environment, whose names rarely
+// change, and upper-cases and searches each name otherwise
+// (docs/measurements.md). At most maxSecretVerdicts names are kept (a
+// hook may invent names), counted in secretVerdictCount.
+var (
+	secretVerdicts     sync.Map // string → bool
+	secretVerdictCount atomic.Int32
+)
+
+const maxSecretVerdicts = 1024
+
 // looksSecret reports whether an environment variable's name looks like it
 // holds a secret (see SandboxEnv).
 func looksSecret(name string) bool {
+	if v, ok := secretVerdicts.Load(name); ok {
+		return v.(bool)
+	}
+	v := nameLooksSecret(name)
+	if secretVerdictCount.Add(1) <= maxSecretVerdicts {
+		// A copy: name may share its bytes with the variable's value.
+		secretVerdicts.Store(strings.Clone(name), v)
+	}
+	return v
+}
+
+// nameLooksSecret is looksSecret without the cache.
+func nameLooksSecret(name string) bool {
 	u := strings.ToUpper(name)
 	if slices.Contains(secretNames, u) {
 		return true

@@ -13,7 +13,7 @@ import (
 // does, with the mechanisms added one at a time in between so that each
 // one's share is the difference of two medians: the throwaway thread with
 // no_new_privs (and the private temp dir and the environment filter), then
-// the mount namespace with the capability bounding set (root), Landlock,
+// the mount namespace with the capabilities dropped (root), Landlock,
 // seccomp, and the network namespace (root), which makes the full
 // WorkspaceSandbox. sandbox-ratio is the full sandbox over none. Without
 // root the namespace steps add nothing and Landlock carries the hidden

@@ -1,8 +1,8 @@
 package agentproc
 
 import (
-	"bytes"
 	"errors"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,6 +14,8 @@ import (
 
 	"golang.org/x/sys/unix"
 	"golang.org/x/xerrors"
+
+	"github.com/agentproc/agentproc/internal/procfs"
 )
 
 // The Linux sandbox. What each Start does, on a throwaway thread
@@ -23,11 +25,12 @@ import (
 //     NetworkLoopback (root; made once per Manager and network);
 //  2. join the policy's mount namespace (root, for ReadOnly and to hide the
 //     credential sockets; made once per policy);
-//  3. drop the capability bounding set and the ambient set (root), so that
-//     the shell, uid 0 but without capabilities after exec, can neither
-//     rejoin the host's namespaces nor read the host's /proc files;
+//  3. drop every capability of the thread (root), so that the shell, uid 0
+//     but without capabilities after exec, can neither rejoin the host's
+//     namespaces nor read the host's /proc files;
 //  4. set no_new_privs, which Landlock and seccomp need without
-//     CAP_SYS_ADMIN and which keeps setuid binaries from undoing 3;
+//     CAP_SYS_ADMIN and which keeps exec (of setuid and file-capability
+//     programs, and root's own rule) from undoing 3;
 //  5. restrict the thread with the policy's Landlock ruleset (made once per
 //     policy);
 //  6. install the seccomp filter (per thread, no TSYNC).
@@ -113,10 +116,9 @@ func (b *sandboxBuilt) done() {
 
 // hostCaps is what the host may do that matters to the sandbox.
 type hostCaps struct {
-	root    bool // uid 0 with CAP_SYS_ADMIN and CAP_SETPCAP: namespaces, bounding set
+	root    bool // uid 0 with CAP_SYS_ADMIN and CAP_SETPCAP: namespaces, capabilities to drop
 	seccomp bool
 	abi     int
-	lastCap int
 }
 
 // sandboxHost is what this host can do (a test may pretend otherwise).
@@ -131,20 +133,14 @@ func sandboxHost() hostCaps {
 var hostOverride atomic.Pointer[hostCaps]
 
 var probeHost = sync.OnceValue(func() hostCaps {
-	h := hostCaps{abi: min(landlockABI(), landlockMaxABI), lastCap: 40}
-	status, _ := os.ReadFile("/proc/self/status")
-	h.seccomp = seccompArch != 0 && bytes.Contains(status, []byte("\nSeccomp:"))
+	h := hostCaps{abi: min(landlockABI(), landlockMaxABI)}
+	status, _ := procfs.ReadSelf("status")
+	_, hasSeccomp := procfs.StatusField(status, "Seccomp")
+	h.seccomp = seccompArch != 0 && hasSeccomp
 	if os.Geteuid() == 0 {
-		for line := range strings.SplitSeq(string(status), "\n") {
-			if v, ok := strings.CutPrefix(line, "CapEff:\t"); ok {
-				eff, err := strconv.ParseUint(strings.TrimSpace(v), 16, 64)
-				h.root = err == nil && eff&(1<<unix.CAP_SYS_ADMIN) != 0 && eff&(1<<unix.CAP_SETPCAP) != 0
-			}
-		}
-	}
-	if b, err := os.ReadFile("/proc/sys/kernel/cap_last_cap"); err == nil {
-		if n, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && n > 0 && n < 64 {
-			h.lastCap = n
+		if v, ok := procfs.StatusField(status, "CapEff"); ok {
+			eff, err := strconv.ParseUint(string(v), 16, 64)
+			h.root = err == nil && eff&(1<<unix.CAP_SYS_ADMIN) != 0 && eff&(1<<unix.CAP_SETPCAP) != 0
 		}
 	}
 	return h
@@ -363,7 +359,6 @@ func (c *sandboxCache) close() {
 // waiting for the next Start: the hand-off to a locked thread and its
 // replacement cost more than a new thread (docs/measurements.md).
 func (b *sandboxBuilt) start(cmd *exec.Cmd, step threadStep) error {
-	lastCap := sandboxHost().lastCap
 	return onThrowawayThread(func() (err error) {
 		// The other step first: after the steps below this thread may no
 		// longer open files (Landlock) or make some system calls
@@ -391,10 +386,21 @@ func (b *sandboxBuilt) start(cmd *exec.Cmd, step threadStep) error {
 			}
 		}
 		if b.dropCaps {
-			for c := 0; c <= lastCap; c++ {
-				if err := unix.Prctl(unix.PR_CAPBSET_DROP, uintptr(c), 0, 0, 0); err != nil && err != unix.EINVAL {
-					return xerrors.Errorf("drop capability %d from the bounding set: %w", c, err)
-				}
+			// Every capability of the thread goes: the permitted,
+			// effective and inheritable sets in one capset, then the
+			// ambient set. On exec the kernel grants root the bounding
+			// set, but under no_new_privs (set next) an exec never leaves
+			// more permitted than the thread had, which is nothing, so
+			// neither the shell nor any program it runs (file capabilities
+			// or setuid included) ever holds one
+			// (TestSandboxRootHasNoCapabilities). Emptying the bounding set
+			// instead takes a prctl per capability, each a new set of
+			// credentials, which measured a large share of the sandbox's
+			// cost (docs/measurements.md).
+			hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+			var none [2]unix.CapUserData
+			if err := unix.Capset(&hdr, &none[0]); err != nil {
+				return xerrors.Errorf("drop capabilities: %w", err)
 			}
 			if err := unix.Prctl(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0); err != nil {
 				return xerrors.Errorf("clear ambient capabilities: %w", err)
@@ -431,7 +437,7 @@ func makeNetns(up bool) (int, error) {
 			}
 		}
 		var err error
-		fd, err = unix.Open("/proc/thread-self/ns/net", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+		fd, err = unix.Open(procfs.ThreadSelfFile("ns/net"), unix.O_RDONLY|unix.O_CLOEXEC, 0)
 		return err
 	})
 	return fd, err
@@ -499,7 +505,7 @@ func makeMountns(readOnly, hide []string, empty string) (int, error) {
 			}
 		}
 		var err error
-		fd, err = unix.Open("/proc/thread-self/ns/mnt", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+		fd, err = unix.Open(procfs.ThreadSelfFile("ns/mnt"), unix.O_RDONLY|unix.O_CLOEXEC, 0)
 		return err
 	})
 	return fd, err
@@ -531,4 +537,61 @@ func credentialSockets() []string {
 		}
 	}
 	return out
+}
+
+// recycleTempDir moves dir, the private temp dir of a process that has
+// finished, to a new name beside it and reports whether it can serve the
+// next Start: still a directory of ours, mode 0700, without a default ACL,
+// and empty. The checks run on the new name, after the move, through one
+// descriptor opened without following links, so what they pass is what
+// the path names. The old path is gone either way, as a removal would
+// leave it; a tree that still held the directory open would only reach
+// a temp dir of this Manager, which its ruleset grants anyway (the
+// parent). It returns where the directory is now; the caller removes it
+// when it cannot be reused.
+func recycleTempDir(dir string) (string, bool) {
+	parent := filepath.Dir(dir)
+	for range 3 {
+		next := filepath.Join(parent, "t-"+strconv.FormatUint(uint64(rand.Uint32()), 10))
+		err := unix.Renameat2(unix.AT_FDCWD, dir, unix.AT_FDCWD, next, unix.RENAME_NOREPLACE)
+		if err == unix.EEXIST {
+			continue
+		}
+		if err != nil {
+			return dir, false // RENAME_NOREPLACE unsupported here, or dir gone
+		}
+		return next, emptyPrivateDir(next)
+	}
+	return dir, false
+}
+
+// emptyPrivateDir reports whether p is an empty directory of this user
+// with mode 0700 and no default ACL (which would widen what a later tree
+// creates in it).
+func emptyPrivateDir(p string) bool {
+	fd, err := unix.Open(p, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return false
+	}
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil || st.Uid != uint32(os.Geteuid()) || st.Mode&0o7777 != 0o700 {
+		return false
+	}
+	if _, err := unix.Fgetxattr(fd, "system.posix_acl_default", nil); err != unix.ENODATA && err != unix.EOPNOTSUPP {
+		return false
+	}
+	var buf [512]byte
+	for {
+		n, err := unix.ReadDirent(fd, buf[:])
+		if err != nil {
+			return false
+		}
+		if n == 0 {
+			return true
+		}
+		if _, _, names := unix.ParseDirent(buf[:n], -1, nil); len(names) > 0 {
+			return false
+		}
+	}
 }

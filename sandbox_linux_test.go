@@ -2,7 +2,9 @@ package agentproc_test
 
 import (
 	"bufio"
+	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"net"
@@ -321,6 +323,71 @@ func TestSandboxEscapes(t *testing.T) {
 	}
 	if n := host.reached.Load(); n != 0 {
 		t.Errorf("the host's listeners were reached %d times, want 0", n)
+	}
+}
+
+// TestSandboxRootHasNoCapabilities checks, as root, that the sandboxed
+// shell (uid 0) holds no capability and gains none by running a program
+// with file capabilities, which the kernel would otherwise grant: the
+// program (a copy of cat given CAP_DAC_READ_SEARCH, CAP_SYS_PTRACE and
+// CAP_SYS_ADMIN) either does not run or runs without them, and cannot
+// read the host's /proc/PID/environ.
+func TestSandboxRootHasNoCapabilities(t *testing.T) {
+	requireSandbox(t)
+	if !isRoot() {
+		t.Skip("as root only: without root the shell has no capabilities to begin with, and file capabilities cannot be set")
+	}
+	ws, _, secret := sandboxWorkspace(t)
+	cat, err := exec.LookPath("cat")
+	if err != nil {
+		t.Skip("no cat")
+	}
+	data, err := os.ReadFile(cat)
+	if err != nil {
+		t.Fatal(err)
+	}
+	capcat := filepath.Join(ws, "capcat")
+	if err := os.WriteFile(capcat, data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	// struct vfs_cap_data, revision 2, effective: permitted low and high
+	// words, inheritable low and high words.
+	const revision2, effective = 0x02000000, 0x1
+	perm := uint64(1)<<unix.CAP_DAC_READ_SEARCH | 1<<unix.CAP_SYS_PTRACE | 1<<unix.CAP_SYS_ADMIN
+	xattr := binary.LittleEndian.AppendUint32(nil, revision2|effective)
+	xattr = binary.LittleEndian.AppendUint32(xattr, uint32(perm))
+	xattr = binary.LittleEndian.AppendUint32(xattr, 0)
+	xattr = binary.LittleEndian.AppendUint32(xattr, uint32(perm>>32))
+	xattr = binary.LittleEndian.AppendUint32(xattr, 0)
+	if err := unix.Setxattr(capcat, "security.capability", xattr, 0); err != nil {
+		t.Skipf("cannot give %s file capabilities here: %v", capcat, err)
+	}
+	got := make([]byte, 64)
+	if n, err := unix.Getxattr(capcat, "security.capability", got); err != nil || !bytes.Equal(got[:n], xattr) {
+		t.Fatalf("file capabilities of %s: got %x (%v), want %x", capcat, got[:max(n, 0)], err, xattr)
+	}
+	m := newManager(t, agentproc.WithSandbox(agentproc.WorkspaceSandbox(ws)))
+	out := runSandboxed(t, m, agentproc.Request{WorkDir: ws,
+		Command: "grep ^Cap /proc/self/status; ./capcat /proc/self/status | grep ^Cap; ./capcat /proc/" + strconv.Itoa(os.Getpid()) + "/environ"})
+	t.Logf("output %q", out.Text)
+	if strings.Contains(out.Text, secret) {
+		t.Errorf("the file-capability program read the host's environment")
+	}
+	n := 0
+	for line := range strings.SplitSeq(out.Text, "\n") {
+		k, v, ok := strings.Cut(line, ":")
+		if !ok || !strings.HasPrefix(k, "Cap") || k == "CapBnd" {
+			continue
+		}
+		n++
+		if strings.Trim(v, "\t 0") != "" {
+			t.Errorf("%s: got %s, want no capability", k, strings.TrimSpace(v))
+		}
+	}
+	// The program's own sets when the kernel ran it; it may also refuse
+	// to run it (EPERM: capabilities it cannot grant).
+	if n != 8 && (n != 4 || !strings.Contains(out.Text, "capcat: Operation not permitted")) {
+		t.Errorf("%d capability sets in the output, want the shell's and the program's, or the shell's and the program refused", n)
 	}
 }
 
@@ -645,7 +712,7 @@ func TestSandboxUnprivileged(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, "-test.count=1", "-test.v", "-test.short",
-		"-test.run=^(TestSandboxEscapes|TestSandboxAllows|TestSandboxPorts|TestSandboxFailClosed|TestSandboxHostNeverConfined|TestSandboxKeepsTreeFeatures|TestSandboxDetached)$")
+		"-test.run=^(TestSandboxEscapes|TestSandboxAllows|TestSandboxPorts|TestSandboxFailClosed|TestSandboxHostNeverConfined|TestSandboxKeepsTreeFeatures|TestSandboxDetached|TestSandboxTempDirReused|TestRecycleTempDir)$")
 	cmd.Dir = home
 	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + home, "TMPDIR=" + os.TempDir(), "LANG=C"}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}}

@@ -56,3 +56,7 @@ func sandboxSupport() SandboxFeatures {
 		Missing:  []string{"no sandbox mechanism on " + runtime.GOOS + ": only the environment filter and the private temp dir"},
 	}
 }
+
+// recycleTempDir leaves dir where it is, to be removed: no temp dir is
+// reused here.
+func recycleTempDir(dir string) (string, bool) { return dir, false }

@@ -19,9 +19,12 @@ import (
 //
 // The OS layer (sandbox_linux.go, sandbox_darwin.go, sandbox_other.go)
 // provides sandboxSupport, the type sandboxCache (get builds a policy once
-// and returns its *sandboxBuilt; close releases everything) and
+// and returns its *sandboxBuilt; close releases everything),
 // sandboxBuilt's start(cmd), which starts cmd confined, its info (what
-// enforces it) and missing (what of the policy it cannot enforce).
+// enforces it) and missing (what of the policy it cannot enforce), and
+// recycleTempDir(dir), which moves a finished process's empty temp dir to
+// a new name for the next Start and returns where dir is now and whether
+// it may be reused (never, where the OS layer cannot check it safely).
 
 // sandboxState is a Manager's sandbox: the built policies and the parent of
 // the private temp dirs, made on first use and removed by Close.
@@ -31,8 +34,10 @@ type sandboxState struct {
 	tmpMu     sync.Mutex
 	tmpParent string
 	tmpErr    error
-	// spare holds temp dirs made ahead, off the Start path: a mkdir costs
-	// tens of microseconds on an idle disk and milliseconds on a busy one.
+	// spare holds empty temp dirs ready for the next Start: those finished
+	// processes left empty, under a new name (finish), and, when a Start
+	// found none, one made ahead off the Start path. A mkdir and its rmdir
+	// measured many times the rename and the check (docs/measurements.md).
 	// refills counts the goroutines making them, which close waits for.
 	spare   chan string
 	refills sync.WaitGroup
@@ -104,39 +109,74 @@ func (s *sandboxState) tempParent() (string, error) {
 	defer s.tmpMu.Unlock()
 	if s.tmpParent == "" && s.tmpErr == nil {
 		s.tmpParent, s.tmpErr = os.MkdirTemp("", "agentproc-sandbox-")
-		s.spare = make(chan string, 2)
+		s.spare = make(chan string, maxSpareTempDirs)
 	}
 	return s.tmpParent, s.tmpErr
 }
 
-// tempDir returns a new private temp dir in parent (from tempParent): a
-// spare one when there is one, and starts making the next.
+// maxSpareTempDirs bounds how many empty temp dirs wait for a Start.
+const maxSpareTempDirs = 4
+
+// tempDir returns an empty private temp dir in parent (from tempParent): a
+// spare one when there is one, else a new one, and then it starts making a
+// spare for the next Start, since more Starts run at once than processes
+// finish.
 func (s *sandboxState) tempDir(parent string) (string, error) {
 	s.tmpMu.Lock()
 	spare, closed := s.spare, s.tmpErr != nil
-	if !closed {
-		s.refills.Add(1)
-	}
 	s.tmpMu.Unlock()
 	if closed {
 		return "", ErrClosed
 	}
-	go func() {
-		defer s.refills.Done()
-		if d, err := os.MkdirTemp(parent, "t-"); err == nil {
-			select {
-			case spare <- d:
-			default:
-				_ = os.Remove(d)
-			}
-		}
-	}()
 	select {
 	case d := <-spare:
 		return d, nil
 	default:
-		return os.MkdirTemp(parent, "t-")
 	}
+	s.tmpMu.Lock()
+	if s.tmpErr == nil {
+		s.refills.Add(1)
+		go func() {
+			defer s.refills.Done()
+			if d, err := os.MkdirTemp(parent, "t-"); err == nil {
+				s.offerSpare(d)
+			}
+		}()
+	}
+	s.tmpMu.Unlock()
+	return os.MkdirTemp(parent, "t-")
+}
+
+// offerSpare keeps the empty temp dir d for a later Start, or removes it
+// when enough are waiting.
+func (s *sandboxState) offerSpare(d string) {
+	s.tmpMu.Lock()
+	spare := s.spare
+	s.tmpMu.Unlock()
+	select {
+	case spare <- d:
+	default:
+		_ = os.Remove(d)
+	}
+}
+
+// dropTempDir removes the temp dir of a finished process from its path:
+// when the process left it empty and as it was made, and a spare is
+// wanted, by renaming it (recycleTempDir) and keeping it for a later
+// Start; otherwise by removing it and what it holds.
+func (s *sandboxState) dropTempDir(dir string) error {
+	s.tmpMu.Lock()
+	spare, open := s.spare, s.tmpErr == nil
+	s.tmpMu.Unlock()
+	if open && len(spare) < cap(spare) {
+		at, ok := recycleTempDir(dir)
+		if ok {
+			s.offerSpare(at)
+			return nil
+		}
+		dir = at
+	}
+	return os.RemoveAll(dir)
 }
 
 // close releases the built policies and removes the temp dirs' parent.
@@ -208,8 +248,8 @@ func (m *Manager) prepareSandbox(sb *Sandbox, dir string, tty bool) (*sandboxRun
 // first.
 func (r *sandboxRun) start(cmd *exec.Cmd, step threadStep) error { return r.built.start(cmd, step) }
 
-// finish removes the temp dir and lets go of the built policy; nil r does
-// nothing. It runs once, when the tree is gone or never started.
+// finish removes the temp dir from its path (dropTempDir) and lets go of
+// the built policy; nil r does nothing. It runs once, when the tree is gone or never started.
 func (r *sandboxRun) finish(m *Manager) {
 	if r == nil {
 		return
@@ -218,7 +258,7 @@ func (r *sandboxRun) finish(m *Manager) {
 	if r.tmpDir == "" {
 		return
 	}
-	if err := os.RemoveAll(r.tmpDir); err != nil {
+	if err := m.sandbox.dropTempDir(r.tmpDir); err != nil {
 		m.cfg.logger.Warn(context.Background(), "remove sandbox temp dir", fieldError(err))
 	}
 }

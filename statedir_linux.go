@@ -4,11 +4,12 @@ import (
 	"bytes"
 	"errors"
 	"os"
-	"strings"
 	"sync"
 
 	"golang.org/x/sys/unix"
 	"golang.org/x/xerrors"
+
+	"github.com/agentproc/agentproc/internal/procfs"
 )
 
 // The state dir's part of the OS contract (listed in platform.go); the
@@ -25,10 +26,7 @@ var (
 // so a record from an earlier boot is never matched to a live process.
 func bootID() string {
 	bootIDOnce.Do(func() {
-		data, err := os.ReadFile("/proc/sys/kernel/random/boot_id")
-		if err == nil {
-			bootIDVal = strings.TrimSpace(string(data))
-		}
+		bootIDVal = procfs.BootID()
 	})
 	return bootIDVal
 }
@@ -55,7 +53,7 @@ func identityOf(pid int) (hostIdentity, bool) {
 // statIdentity is identityOf that also accepts a zombie (saying so): a
 // child that already exited still has the start time it was given.
 func statIdentity(pid int) (id hostIdentity, zombie, ok bool) {
-	start, state, ok := procStartTime(pid)
+	start, state, ok := procfs.StartTime(pid)
 	if !ok {
 		return hostIdentity{}, false, false
 	}

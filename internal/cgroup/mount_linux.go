@@ -6,6 +6,8 @@ import (
 	"path"
 	"strconv"
 	"strings"
+
+	"github.com/agentproc/agentproc/internal/procfs"
 )
 
 // mount is one cgroup hierarchy mounted in this mount namespace, from a
@@ -24,7 +26,7 @@ type mount struct {
 // hierarchy is mounted twice (a bind mount), the first mount whose root is
 // the hierarchy's root comes first.
 func readMounts() []mount {
-	f, err := os.Open("/proc/self/mountinfo")
+	f, err := os.Open(procfs.SelfFile("mountinfo"))
 	if err != nil {
 		return nil
 	}

@@ -12,6 +12,7 @@ import (
 	"golang.org/x/xerrors"
 
 	"github.com/agentproc/agentproc/internal/errdefs"
+	"github.com/agentproc/agentproc/internal/procfs"
 )
 
 // host is what plan needs to know of this machine: the cgroup mounts and
@@ -43,7 +44,7 @@ func currentHost() host {
 	own.Lock()
 	defer own.Unlock()
 	if !own.read {
-		own.m, own.read = readMembership("/proc/self/cgroup"), true
+		own.m, own.read = readMembership(procfs.SelfFile("cgroup")), true
 	}
 	return host{mounts: mounts(), own: own.m, self: os.Getpid(), delegated: own.delegated}
 }

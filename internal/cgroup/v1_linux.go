@@ -12,6 +12,7 @@ import (
 	"golang.org/x/xerrors"
 
 	"github.com/agentproc/agentproc/internal/pidfd"
+	"github.com/agentproc/agentproc/internal/procfs"
 )
 
 // v1Set is a tree's directories in the cgroup v1 hierarchies its limits
@@ -329,7 +330,7 @@ func (s *v1Set) kill() {
 
 // holds reports whether pid is in d now, from /proc/PID/cgroup.
 func (s *v1Set) holds(d v1Dir, pid int) bool {
-	ms := readMembership("/proc/" + strconv.Itoa(pid) + "/cgroup")
+	ms := readMembership(procfs.PIDFile(pid, "cgroup"))
 	p, ok := ms.v1[d.m.controllers[0]]
 	return ok && (strings.HasSuffix(p, "/"+LeafName(s.id)))
 }

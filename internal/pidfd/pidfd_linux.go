@@ -20,6 +20,11 @@ func Open(pid int) int {
 	return fd
 }
 
+// OpenChild returns a pidfd for pid, a child the caller has not waited for
+// (so its PID cannot be reused meanwhile), or the error, for a caller that
+// needs one and reports why there is none.
+func OpenChild(pid int) (int, error) { return unix.PidfdOpen(pid, 0) }
+
 // Pin opens a pidfd for pid and then calls check, which must look at the
 // process again: a PID reused before the pidfd was opened fails it. It
 // returns the pidfd (-1 when none could be had) and whether check passed;

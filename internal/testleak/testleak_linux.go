@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/agentproc/agentproc/internal/pidfd"
+	"github.com/agentproc/agentproc/internal/procfs"
 )
 
 func mark() string {
@@ -25,7 +26,7 @@ func mark() string {
 // carries reports whether pid's environment holds Env=value, and returns
 // its helper mode.
 func carries(pid int, value string) (ok bool, helper string) {
-	env, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/environ")
+	env, err := os.ReadFile(procfs.PIDFile(pid, "environ"))
 	if err != nil {
 		return false, ""
 	}
@@ -42,7 +43,7 @@ func carries(pid int, value string) (ok bool, helper string) {
 }
 
 func scan(value string) []Leak {
-	ents, err := os.ReadDir("/proc")
+	ents, err := os.ReadDir(procfs.Path)
 	if err != nil {
 		return nil
 	}
@@ -57,7 +58,7 @@ func scan(value string) []Leak {
 		if !ok {
 			continue
 		}
-		cmd, _ := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+		cmd, _ := os.ReadFile(procfs.PIDFile(pid, "cmdline"))
 		leaks = append(leaks, Leak{
 			PID:     pid,
 			Command: strings.TrimSpace(string(bytes.ReplaceAll(cmd, []byte{0}, []byte{' '}))),
@@ -77,19 +78,13 @@ func check(value string, grace time.Duration) []Leak {
 	deadline := time.Now().Add(grace)
 	var left []Leak
 	for _, l := range leaks {
-		fd, err := unix.PidfdOpen(l.PID, 0)
-		if err != nil {
+		fd := pidfd.Open(l.PID)
+		if fd < 0 {
 			continue // gone already
 		}
-		ms := max(int(time.Until(deadline)/time.Millisecond), 0)
-		fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
-		n, err := unix.Poll(fds, ms)
-		for err == unix.EINTR {
-			ms = max(int(time.Until(deadline)/time.Millisecond), 0)
-			n, err = unix.Poll(fds, ms)
-		}
-		unix.Close(fd)
-		if n == 0 {
+		exited := pidfd.Wait([]int{fd}, deadline)
+		pidfd.Close(fd)
+		if !exited {
 			// Still running; a zombie has no environment left, so
 			// carries is false for one that exited unreaped.
 			if ok, _ := carries(l.PID, value); ok {
