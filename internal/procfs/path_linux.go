@@ -31,8 +31,8 @@ func ThreadSelfFile(name string) string { return Path + "/thread-self/" + name }
 // ReadSelf returns the contents of /proc/self/name.
 func ReadSelf(name string) ([]byte, error) { return os.ReadFile(SelfFile(name)) }
 
-// ReadSys returns the contents of /proc/sys/name ("kernel/pid_max").
-func ReadSys(name string) ([]byte, error) { return os.ReadFile(Path + "/sys/" + name) }
+// readSys returns the contents of /proc/sys/name ("kernel/pid_max").
+func readSys(name string) ([]byte, error) { return os.ReadFile(Path + "/sys/" + name) }
 
 // Foreign reports whether the /proc mounted here belongs to another PID
 // namespace than ours: a process started with unshare --pid --fork and no
@@ -58,9 +58,9 @@ var rootFD struct {
 	open bool // a host with its stdin closed can get fd 0
 }
 
-// RootFD returns the shared descriptor of /proc, for openat of single
-// files. It is never closed; callers must not close it either.
-func RootFD() (int, error) {
+// rootDir returns the shared descriptor of /proc, for openat of single
+// files. It is never closed.
+func rootDir() (int, error) {
 	rootFD.mu.Lock()
 	defer rootFD.mu.Unlock()
 	if rootFD.open {

@@ -75,7 +75,7 @@ func FDFile(pid, fd int) (dev, ino uint64, ok bool) {
 
 // SetOOMScoreAdj writes value to /proc/PID/oom_score_adj.
 func SetOOMScoreAdj(pid int, value []byte) error {
-	root, err := RootFD()
+	root, err := rootDir()
 	if err != nil {
 		return err
 	}

@@ -9,7 +9,7 @@ import (
 )
 
 // Scanner reads the per-process files of /proc. Single files are opened
-// relative to RootFD; a listing of /proc takes a descriptor of its own (the
+// relative to rootDir; a listing of /proc takes a descriptor of its own (the
 // listing moves its offset). Its buffer is reused for every file it reads,
 // so a pass over thousands of processes allocates little. A Scanner is used
 // by one goroutine at a time; make it with NewScanner and call Close.
@@ -17,7 +17,7 @@ import (
 // Reading /proc/PID/environ needs the same permission as ptrace-reading the
 // process, so an unprivileged caller only ever sees its own processes.
 type Scanner struct {
-	proc  int    // RootFD: for openat of single files, never closed here
+	proc  int    // rootDir: for openat of single files, never closed here
 	list  int    // own descriptor of /proc for PIDs, opened on first use; -1 before
 	buf   []byte // file contents, grown on demand
 	dents []byte // getdents buffer
@@ -29,7 +29,7 @@ type Scanner struct {
 // NewScanner returns a Scanner, by value so that a caller can embed it
 // without a second allocation.
 func NewScanner() (Scanner, error) {
-	fd, err := RootFD()
+	fd, err := rootDir()
 	if err != nil {
 		return Scanner{}, err
 	}

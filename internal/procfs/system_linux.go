@@ -41,7 +41,7 @@ func lastPIDFile() (int, bool) {
 	if lastPIDFD.open {
 		return lastPIDFD.fd, true
 	}
-	root, err := RootFD()
+	root, err := rootDir()
 	if err != nil {
 		return 0, false
 	}
@@ -56,7 +56,7 @@ func lastPIDFile() (int, bool) {
 // SysInt returns the number in /proc/sys/name ("kernel/pid_max"); ok is
 // false when the file cannot be read or holds no number.
 func SysInt(name string) (int, bool) {
-	data, err := ReadSys(name)
+	data, err := readSys(name)
 	if err != nil {
 		return 0, false
 	}
@@ -67,7 +67,7 @@ func SysInt(name string) (int, bool) {
 // BootID returns /proc/sys/kernel/random/boot_id: a new random value each
 // boot, "" when it cannot be read.
 func BootID() string {
-	data, err := ReadSys("kernel/random/boot_id")
+	data, err := readSys("kernel/random/boot_id")
 	if err != nil {
 		return ""
 	}
