@@ -81,22 +81,40 @@ func (m *Manager) cachedPolicy(sb *Sandbox, dir, parent string, tty bool) (*sand
 // rawPolicyKey names what sandboxPolicyFor's answer depends on, without a
 // system call.
 func rawPolicyKey(sb *Sandbox, dir, parent string, tty bool) string {
-	var b strings.Builder
+	// Written piece by piece (no concatenation): this runs on every Start.
+	n := len(dir) + len(parent) + 32
 	for _, l := range [][]string{sb.Write, sb.Read, sb.Hide, sb.ReadOnly} {
-		b.WriteString(strconv.Itoa(len(l)))
+		for _, p := range l {
+			n += len(p) + 1
+		}
+	}
+	var b strings.Builder
+	b.Grow(n)
+	var num [20]byte
+	for _, l := range [][]string{sb.Write, sb.Read, sb.Hide, sb.ReadOnly} {
+		b.Write(strconv.AppendInt(num[:0], int64(len(l)), 10))
 		if l == nil {
-			b.WriteString("n")
+			b.WriteByte('n')
 		}
 		for _, p := range l {
-			b.WriteString("\x00" + p)
+			b.WriteByte(0)
+			b.WriteString(p)
 		}
-		b.WriteString("\x01")
+		b.WriteByte(1)
 	}
 	b.WriteString(string(sb.network()))
 	for _, p := range sb.AllowPorts {
-		b.WriteString("," + strconv.Itoa(p))
+		b.WriteByte(',')
+		b.Write(strconv.AppendInt(num[:0], int64(p), 10))
 	}
-	b.WriteString("\x01" + dir + "\x01" + parent + "\x01" + strconv.FormatBool(tty) + strconv.FormatBool(sb.NoDefaultWrite) + strconv.FormatBool(sb.BestEffort))
+	for _, s := range []string{dir, parent} {
+		b.WriteByte(1)
+		b.WriteString(s)
+	}
+	b.WriteByte(1)
+	for _, f := range []bool{tty, sb.NoDefaultWrite, sb.BestEffort} {
+		b.Write(strconv.AppendBool(num[:0], f))
+	}
 	return b.String()
 }
 
