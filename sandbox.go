@@ -15,9 +15,9 @@ import (
 // Sandbox is what a confined tree may reach: which files it may read and
 // write, which network it sees, and which of the host's environment
 // variables it inherits. The kernel enforces it on the shell and everything
-// it starts (Linux: Landlock, seccomp, a network namespace and a dropped
-// capability bounding set; see the README's "Sandbox" section for what holds
-// where). Set it per Request (Request.Sandbox) or as the Manager's default
+// it starts (Linux: Landlock, seccomp, and as root a network and a mount
+// namespace and every capability dropped; see the README's "Sandbox"
+// section for what holds where). Set it per Request (Request.Sandbox) or as the Manager's default
 // (WithSandbox); nil means no confinement.
 //
 // A restriction this host cannot enforce makes Start fail with
@@ -114,7 +114,7 @@ type SandboxEnv struct {
 type Confinement struct {
 	// Mechanisms are what the kernel enforces, in the order applied:
 	// "netns" (a network namespace), "mountns" (a mount namespace),
-	// "capabilities" (the bounding set dropped), "no_new_privs",
+	// "capabilities" (every capability of the shell dropped), "no_new_privs",
 	// "landlock", "seccomp", "seatbelt" (macOS).
 	Mechanisms []string
 	// LandlockABI is the Landlock ABI version the rules were written for;

@@ -235,7 +235,7 @@ func runSandboxed(t *testing.T, m *agentproc.Manager, req agentproc.Request) age
 }
 
 // isRoot reports whether the sandbox has root's mechanisms here
-// (namespaces, the bounding set).
+// (namespaces, capabilities to drop).
 func isRoot() bool { return hasNetwork(agentproc.NetworkLoopback) }
 
 func hasNetwork(n agentproc.Network) bool {
@@ -665,7 +665,7 @@ func TestSandboxPorts(t *testing.T) {
 const sandboxUser = "agentproc-sandbox"
 
 // TestSandboxUnprivileged runs the sandbox tests again as an unprivileged
-// user, where the mechanisms differ (no namespaces, no bounding set:
+// user, where the mechanisms differ (no namespaces, no capabilities to drop:
 // seccomp refuses inet sockets, ReadOnly and NetworkLoopback are refused or
 // warned about). It needs root, to switch user, and the user.
 func TestSandboxUnprivileged(t *testing.T) {
