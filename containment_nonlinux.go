@@ -8,6 +8,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/google/uuid"
 	"golang.org/x/xerrors"
 )
 
@@ -16,13 +17,25 @@ import (
 // (setsid, double forks) are not reached. See docs/containment.md.
 type containment struct{}
 
-func newContainment(_ string, cfg *config, _ Limits) (*containment, error) {
+func newContainment(_ string, cfg *config, _ Limits, _ *spareCgroup) (*containment, error) {
 	if cfg.cgroupParent != "" {
 		return nil, xerrors.Errorf("cgroup parent %q: cgroup containment needs Linux, this is %s: %w",
 			cfg.cgroupParent, runtime.GOOS, ErrUnsupported)
 	}
 	return &containment{}, nil
 }
+
+// cgroupSpares, spareCgroup: there are no cgroups to make ahead here.
+type (
+	cgroupSpares struct{}
+	spareCgroup  struct{}
+)
+
+func (*cgroupSpares) take(string, *config, Limits) (string, *spareCgroup) {
+	return uuid.NewString(), nil
+}
+func (*cgroupSpares) close()  {}
+func (*spareCgroup) discard() {}
 
 func (*containment) prepare() int            { return -1 }
 func (*containment) describe() string        { return "" }

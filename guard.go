@@ -53,9 +53,10 @@ func validateGuards(req Request) error {
 // verdict "likely" rather than certain.
 func (m *Manager) newWatchdog(req Request) watchdog {
 	w := watchdog{idle: req.IdleTimeout, maxOutput: req.MaxOutput}
-	if req.Limits.Memory == 0 || m.cfg.cgroupParent == "" {
-		// With a memory limit the cgroup counts the tree's own kills, so
-		// the host-wide count is not needed.
+	if req.Limits.Memory == 0 {
+		// With a memory limit the cgroup counts the tree's own kills (a
+		// Start that cannot make one fails), so the host-wide count is
+		// not needed.
 		w.oomBase, w.oomBaseOK = recentHostOOMKills()
 	}
 	return w

@@ -23,7 +23,20 @@ import (
 // TestPlan covers the message on a made-up host.
 func TestLimitsNeedController(t *testing.T) {
 	t.Parallel()
-	parent := cgroupParent(t)
+	// One level below the test's cgroup, so that what the parent lacks
+	// stays lacking: its controllers are what the test's cgroup passes on,
+	// which nothing else writes, while a cgroup right below the root gets
+	// every controller that a parallel test enables at the root meanwhile
+	// (in the VM one did, between this check and the Start).
+	parent := filepath.Join(cgroupParent(t), "sub")
+	if err := os.Mkdir(parent, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := os.Remove(parent); err != nil {
+			t.Errorf("remove %s: %v", parent, err)
+		}
+	})
 	avail := readCgroupList(t, filepath.Join(parent, "cgroup.controllers"))
 	var limits agentproc.Limits
 	var field, controller string

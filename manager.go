@@ -50,6 +50,7 @@ type Manager struct {
 	ports    portWatcher  // see ports.go
 	input    inputWatcher // see input.go
 	sandbox  sandboxState // see sandbox_run.go
+	cgSpares cgroupSpares // see containment_linux.go
 }
 
 // exitRecord is one entry of Manager.exitOrder.
@@ -185,6 +186,7 @@ func (m *Manager) Shutdown(ctx context.Context) error {
 		m.logs.waitRemoved()
 		m.closeState()
 		m.sandbox.close()
+		m.cgSpares.close()
 		m.ports.close()
 		m.input.close()
 		m.events.close()

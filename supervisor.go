@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"cdr.dev/slog/v3"
-	"github.com/google/uuid"
 	"golang.org/x/xerrors"
 )
 
@@ -88,6 +87,7 @@ func (m *Manager) spawn(req Request, owner, command, dir string, seq uint64, war
 	// What spawn has taken so far, each nil (or false) until taken; the
 	// deferred undo below releases it if spawn fails.
 	var (
+		spare   *spareCgroup // the spare cgroups taken, until ctr takes them
 		sbx     *sandboxRun
 		log     *outputLog
 		ctr     *containment
@@ -122,6 +122,7 @@ func (m *Manager) spawn(req Request, owner, command, dir string, seq uint64, war
 		if ctr != nil {
 			_ = ctr.release()
 		}
+		spare.discard()
 		if st != nil {
 			st.closeAll()
 		}
@@ -129,7 +130,8 @@ func (m *Manager) spawn(req Request, owner, command, dir string, seq uint64, war
 		sbx.finish(m)
 	}()
 
-	id := uuid.NewString()
+	var id string
+	id, spare = m.cgSpares.take(owner, &m.cfg, req.Limits)
 	if sbx, err = m.prepareSandbox(req.Sandbox, dir, req.TTY != nil); err != nil {
 		return nil, nil, err
 	}
@@ -140,7 +142,7 @@ func (m *Manager) spawn(req Request, owner, command, dir string, seq uint64, war
 	if log, err = m.logs.open(id); err != nil {
 		return nil, nil, err
 	}
-	if ctr, err = newContainment(id, &m.cfg, req.Limits); err != nil {
+	if ctr, err = newContainment(id, &m.cfg, req.Limits, spare); err != nil {
 		return nil, nil, xerrors.Errorf(prefixFor(err)+"set up containment: %w", err)
 	}
 	if st, err = openStdio(req, m.cfg.stdinStall); err != nil {

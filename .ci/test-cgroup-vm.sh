@@ -16,6 +16,8 @@
 # Needs qemu-system-x86, cpio and apt (Debian); downloads a Debian kernel and
 # busybox-static with apt-get download into build/cgroupvm (git-ignored).
 # Extra arguments replace the test regex, e.g. 'TestLimitsCPUShare'.
+# After the tests it runs BenchmarkLimits in the guest and prints its
+# medians and ratio: the v2 figure of the README's Limits table.
 # AGENTPROC_VM_KVM=1 uses KVM instead of emulation where it boots
 # (AGENTPROC_VM_CPU picks the CPU model, default host; on this project's
 # machines nested KVM does not boot the guest, so CI emulates).
@@ -57,6 +59,11 @@ echo "cgroup v2 controllers: $(cat /sys/fs/cgroup/cgroup.controllers)"
 cd /tmp
 /agentproc.test -test.v -test.count=1 -test.run "$(sed -n 's/.*runtests=\([^ ]*\).*/\1/p' /proc/cmdline)" 2>&1
 echo "TESTS-EXIT=$?"
+bench="$(sed -n 's/.*runbench=\([^ ]*\).*/\1/p' /proc/cmdline)"
+if [ -n "$bench" ]; then
+	/agentproc.test -test.run '^$' -test.bench "$bench" -test.benchtime 40x -test.count 3 2>&1
+	echo "BENCH-EXIT=$?"
+fi
 poweroff -f
 INIT
 chmod +x initrd/init
@@ -67,8 +74,21 @@ if [ "${AGENTPROC_VM_KVM:-}" = 1 ]; then
 	accel=(-enable-kvm -cpu "${AGENTPROC_VM_CPU:-host}")
 fi
 tests="${1:-TestLimits|TestCgroupBadParent|TestOOMScore|TestRaiseOOMScore}"
-echo "test-cgroup-vm: running $tests"
+# BenchmarkLimits on cgroup v2 (the host measures v1): 40 alternated pairs
+# per run, three runs, about 30 s under emulation. AGENTPROC_VM_BENCH=
+# (empty) skips it; a test regex given as argument skips it too.
+bench="${AGENTPROC_VM_BENCH-BenchmarkLimits}"
+if [ -n "${1:-}" ]; then
+	bench="${AGENTPROC_VM_BENCH:-}"
+fi
+echo "test-cgroup-vm: running $tests${bench:+, then $bench}"
 timeout 900 qemu-system-x86_64 "${accel[@]}" -smp 2 -m 2048 -nographic -no-reboot \
 	-kernel kernel/boot/vmlinuz-* -initrd initrd.gz \
-	-append "console=ttyS0 panic=-1 quiet runtests=$tests" | tee vm.log | grep -v '^=== '
+	-append "console=ttyS0 panic=-1 quiet runtests=$tests${bench:+ runbench=$bench}" | tee vm.log | grep -v '^=== '
 grep -q '^TESTS-EXIT=0' vm.log
+if [ -n "$bench" ]; then
+	grep -q '^BENCH-EXIT=0' vm.log
+	# The medians and ratios, as make bench prints them (limits-ratio is
+	# each run's own; the table's medians are over the runs).
+	grep '^Benchmark' vm.log | (cd "$root" && go run ./internal/benchratio)
+fi

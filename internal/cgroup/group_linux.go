@@ -86,13 +86,78 @@ type Group struct {
 	v1     *v1Set // nil without one
 	once   sync.Once
 	remErr error
+	// exit holds the files read once the tree has exited (Members, Usage,
+	// OOMKills), opened by New so that the exit path reads each with one
+	// pread instead of an open, two reads and a close; Remove closes them.
+	exit exitFiles
+}
+
+// exitFiles are a Group's open files for its exit reads, -1 where none (a
+// Group from Open, a file the hierarchy lacks). The read lock is held
+// while one is read, the write lock while Remove closes them.
+type exitFiles struct {
+	mu     sync.RWMutex
+	closed bool
+	procs  int // the cgroup.procs of Path
+	cpu    int // cpuacct.usage (cpuV1) or the v2 cpu.stat
+	cpuV1  bool
+	peak   int // memory.max_usage_in_bytes (v1) or memory.peak (v2)
+	oom    int // memory.oom_control (oomV1) or the v2 memory.events
+	oomV1  bool
+}
+
+// openExitFiles opens g's exit files, each from the backend Usage and
+// OOMKills would read it from; a file that cannot be opened is read by
+// path later, as before.
+func (g *Group) openExitFiles() {
+	e := &g.exit
+	e.closed = false
+	e.procs, e.cpu, e.peak, e.oom = -1, -1, -1, -1
+	open := func(dir, name string) int {
+		fd, err := openFile(filepath.Join(dir, name), unix.O_RDONLY)
+		if err != nil {
+			return -1
+		}
+		return fd
+	}
+	e.procs = open(g.Path(), "cgroup.procs")
+	if g.v1 != nil && g.v1.acct != "" {
+		e.cpu, e.cpuV1 = open(g.v1.acct, "cpuacct.usage"), true
+	} else if g.v2 != nil {
+		e.cpu = open(g.v2.path, "cpu.stat")
+	}
+	if g.v1 != nil && g.v1.mem != "" {
+		e.peak = open(g.v1.mem, "memory.max_usage_in_bytes")
+		e.oom, e.oomV1 = open(g.v1.mem, "memory.oom_control"), true
+	} else if g.v2 != nil {
+		e.peak = open(g.v2.path, "memory.peak")
+		e.oom = open(g.v2.path, "memory.events")
+	}
+}
+
+// closeExitFiles closes the exit files; later reads go by path.
+func (g *Group) closeExitFiles() {
+	e := &g.exit
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed {
+		return
+	}
+	e.closed = true
+	for _, fd := range []*int{&e.procs, &e.cpu, &e.peak, &e.oom} {
+		closeFD(fd)
+	}
 }
 
 // New makes the cgroups spec asks for, with the limits written that may be
 // in force before the leader starts (all of them on v2; on v1 only
 // pids.max, one above the limit, see EnterThread). The leader is to be
 // started with CloneFD (v2) inside EnterThread's placement (v1), and
-// Started called once it runs. Errors wrap errdefs.ErrInvalidRequest (a
+// Started called once it runs. New also opens every file the start writes
+// and the exit reads, and arms the v1 OOM watch, so that the start and the
+// exit only write and read: a Group holds up to a dozen descriptors until
+// Started and four, and the watch's eventfd, until Remove. All of it may
+// be done well ahead of the start (agentproc keeps spare Groups made so). Errors wrap errdefs.ErrInvalidRequest (a
 // parent that cannot be used) or errdefs.ErrUnsupported (a limit nothing
 // here can hold, naming the limit, what was tried and the remedy).
 func New(s Spec) (*Group, error) {
@@ -101,6 +166,7 @@ func New(s Spec) (*Group, error) {
 		return nil, err
 	}
 	g := &Group{id: s.ID, limits: s.Limits}
+	g.exit.closed = true // until openExitFiles
 	if p.v2Parent != "" {
 		d, err := newV2Dir(p.v2Parent, s.ID)
 		switch {
@@ -127,6 +193,7 @@ func New(s Spec) (*Group, error) {
 		}
 		g.v1 = set
 	}
+	g.openExitFiles()
 	return g, nil
 }
 
@@ -138,6 +205,7 @@ func New(s Spec) (*Group, error) {
 // of it, so that they are removed too.
 func Open(path string) *Group {
 	g := &Group{v2: &v2Dir{path: path, dirfd: -1, hasKill: exists(path + "/cgroup.kill")}}
+	g.exit.closed = true
 	leaf := filepath.Base(path)
 	h := currentHost()
 	var dirs []v1Dir
@@ -154,7 +222,7 @@ func Open(path string) *Group {
 		}
 	}
 	if len(dirs) > 0 {
-		g.v1 = &v1Set{id: strings.TrimPrefix(leaf, leafPrefix), dirs: dirs}
+		g.v1 = &v1Set{id: strings.TrimPrefix(leaf, leafPrefix), dirs: dirs, fds: noFiles()}
 	}
 	return g
 }
@@ -228,7 +296,9 @@ func (g *Group) Started() error {
 // Members returns the PIDs of the tree's processes, never the host's.
 func (g *Group) Members() []int {
 	var pids []int
-	if g.v2 != nil {
+	if data, ok := g.readExit(func(e *exitFiles) int { return e.procs }); ok {
+		pids = parsePIDs(data)
+	} else if g.v2 != nil {
 		pids = g.v2.members()
 	} else {
 		pids = g.v1.members()
@@ -276,6 +346,9 @@ func (g *Group) WaitEmpty(timeout time.Duration) bool {
 // count them: v1 cpuacct and memory.max_usage_in_bytes, v2 cpu.stat and
 // memory.peak.
 func (g *Group) Usage() Usage {
+	if u, ok := g.exitUsage(); ok {
+		return u
+	}
 	var u, u2 Usage
 	if g.v1 != nil {
 		u = g.v1.usage()
@@ -295,6 +368,13 @@ func (g *Group) Usage() Usage {
 // OOMKills returns how many processes of the tree the kernel's OOM killer
 // killed; ok is false where no memory controller counts them.
 func (g *Group) OOMKills() (int64, bool) {
+	if data, ok := g.readExit(func(e *exitFiles) int { return e.oom }); ok {
+		n, ok := parseKeyed(data, "oom_kill")
+		if g.exit.oomV1 {
+			n, ok = g.v1.countOOM(n, ok)
+		}
+		return n, ok
+	}
 	if g.v1 != nil {
 		if n, ok := g.v1.oomKills(); ok {
 			return n, ok
@@ -311,6 +391,7 @@ func (g *Group) OOMKills() (int64, bool) {
 // the first call's result.
 func (g *Group) Remove() error {
 	g.once.Do(func() {
+		g.closeExitFiles()
 		deadline := time.Now().Add(removeWait)
 		var errs []error
 		if g.v1 != nil {
@@ -328,4 +409,41 @@ func (g *Group) Remove() error {
 		}
 	})
 	return g.remErr
+}
+
+// readExit reads the exit file which picks, if it is open.
+func (g *Group) readExit(which func(*exitFiles) int) ([]byte, bool) {
+	e := &g.exit
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	if e.closed || which(e) < 0 {
+		return nil, false
+	}
+	data, err := preadAll(which(e))
+	return data, err == nil
+}
+
+// exitUsage is Usage from the exit files, when both are open: the CPU time
+// and the peak each from where Usage would take it.
+func (g *Group) exitUsage() (Usage, bool) {
+	var u Usage
+	cpu, ok := g.readExit(func(e *exitFiles) int { return e.cpu })
+	if !ok {
+		return u, false
+	}
+	if g.exit.cpuV1 {
+		ns, ok := parseInt(cpu)
+		if !ok {
+			return u, false // Usage then tries the v2 cpu.stat
+		}
+		u.CPU, u.CPUOK = time.Duration(ns), true
+	} else if us, ok := parseKeyed(cpu, "usage_usec"); ok {
+		u.CPU, u.CPUOK = time.Duration(us)*time.Microsecond, true
+	}
+	if peak, ok := g.readExit(func(e *exitFiles) int { return e.peak }); ok {
+		u.Peak, u.PeakOK = parseInt(peak)
+	} else if g.v1 != nil && g.v1.mem != "" {
+		return u, false // the peak was to come from v1 and could not be read
+	}
+	return u, true
 }

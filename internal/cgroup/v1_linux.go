@@ -25,6 +25,58 @@ type v1Set struct {
 	mem, pids, cpu, acct string
 	oom                  *oomWatch // nil without a memory limit
 	onOOM                func()
+	// The files enter, leave and started write, opened by newV1Set so that
+	// the start itself only writes (and so that a step the caller takes on
+	// the placed thread, a Landlock domain or a seccomp filter, cannot stop
+	// them being written): -1 where none. Each is closed once written, and
+	// by remove at the latest.
+	fds v1Files
+}
+
+// v1Files are a v1Set's open interface files.
+type v1Files struct {
+	into     []int // each directory's tasks
+	back     []int // the tasks of each directory's home, where the thread goes back
+	pidsMax  int
+	memLimit int
+	memswLim int // memory.memsw.limit_in_bytes, where the kernel accounts swap
+	cpuQuota int
+}
+
+// noFiles is a v1Files with no file open.
+func noFiles() v1Files { return v1Files{pidsMax: -1, memLimit: -1, memswLim: -1, cpuQuota: -1} }
+
+// closeAll closes every file still open.
+func (f *v1Files) closeAll() {
+	f.closeEnter()
+	f.closeStarted()
+}
+
+// closeEnter closes the files of the thread placement.
+func (f *v1Files) closeEnter() {
+	for _, fds := range [][]int{f.into, f.back} {
+		for _, fd := range fds {
+			if fd >= 0 {
+				_ = unix.Close(fd)
+			}
+		}
+	}
+	f.into, f.back = nil, nil
+	closeFD(&f.pidsMax)
+}
+
+// closeStarted closes the files started writes.
+func (f *v1Files) closeStarted() {
+	closeFD(&f.memLimit)
+	closeFD(&f.memswLim)
+	closeFD(&f.cpuQuota)
+}
+
+func closeFD(fd *int) {
+	if *fd >= 0 {
+		_ = unix.Close(*fd)
+		*fd = -1
+	}
 }
 
 // v1Dir is one directory of a v1Set.
@@ -44,7 +96,7 @@ const v1PollInterval = 2 * time.Millisecond
 // limit that may hold while the host's thread is inside: pids.max, one
 // above the limit (see Group.EnterThread).
 func newV1Set(places []v1Place, id string, l Limits, onOOM func()) (*v1Set, error) {
-	s := &v1Set{id: id, limits: l, onOOM: onOOM}
+	s := &v1Set{id: id, limits: l, onOOM: onOOM, fds: noFiles()}
 	for _, p := range places {
 		if p.mkdir {
 			if err := os.MkdirAll(p.parent, 0o755); err != nil && !p.optional {
@@ -80,99 +132,51 @@ func newV1Set(places []v1Place, id string, l Limits, onOOM func()) (*v1Set, erro
 			return nil, err
 		}
 	}
+	if err := s.prepare(); err != nil {
+		_ = s.remove(time.Now())
+		return nil, err
+	}
 	return s, nil
 }
 
-// enter moves thread tid into every directory of s and returns the step
-// that moves it back; see Group.EnterThread for the ordering rule.
-//
-// The thread goes back to the host's own cgroups, read once before any
-// thread was ever placed (see currentHost), not to where /proc says it is:
-// that read would cost as much as a move.
-func (s *v1Set) enter(tid int) (leave func() error, err error) {
-	// Everything leave writes is opened before the thread moves: a step
-	// the caller takes on the thread between enter and leave (a Landlock
-	// domain, a seccomp filter) may forbid opening files, not writing to
-	// ones already open.
-	var fds []int
-	closeAll := func() {
-		for _, fd := range fds {
-			_ = unix.Close(fd)
-		}
-	}
+// prepare opens every file the start writes and, with a memory limit,
+// starts the OOM watch and turns the kernel's OOM killer off for the tree
+// (see started). Neither needs the limit yet, and with no limit in force
+// nothing can run out of memory in the cgroup while the host's thread is
+// inside it.
+func (s *v1Set) prepare() error {
 	open := func(file string) (int, error) {
-		fd, err := unix.Open(file, unix.O_WRONLY|unix.O_CLOEXEC, 0)
+		fd, err := openFile(file, unix.O_WRONLY)
 		if err != nil {
-			return -1, xerrors.Errorf("open %s: %w", file, err)
+			return -1, xerrors.Errorf("open cgroup file: %w", err)
 		}
-		fds = append(fds, fd)
 		return fd, nil
 	}
-	pidsMax := -1
+	var err error
+	f := &s.fds
 	if s.limits.Procs > 0 {
-		if pidsMax, err = open(filepath.Join(s.pids, "pids.max")); err != nil {
-			closeAll()
-			return nil, err
-		}
-	}
-	back := make([]int, len(s.dirs))
-	for i, d := range s.dirs {
-		if back[i], err = open(filepath.Join(d.home, "tasks")); err != nil {
-			closeAll()
-			return nil, err
-		}
-	}
-	// "0" names the writing thread itself. For that one case the kernel
-	// skips the global threadgroup lock, whose write side waits for an RCU
-	// grace period: writing the TID instead costs about half a millisecond
-	// per hierarchy and direction.
-	self := []byte("0")
-	moveBack := func(n int) error {
-		var errs []error
-		for i := range n {
-			if _, err := unix.Write(back[i], self); err != nil {
-				errs = append(errs, xerrors.Errorf("move thread %d back to cgroup %q: %w", tid, s.dirs[i].home, err))
-			}
-		}
-		return errors.Join(errs...)
-	}
-	for i, d := range s.dirs {
-		if err := os.WriteFile(filepath.Join(d.path, "tasks"), self, 0); err != nil {
-			err = xerrors.Errorf("move thread %d into cgroup %q: %w", tid, d.path, err)
-			err = errors.Join(err, moveBack(i))
-			closeAll()
-			return nil, err
-		}
-	}
-	return func() error {
-		defer closeAll()
-		// Lowered while the thread still counts, so that the tree alone
-		// never has more than the limit.
-		var perr error
-		if pidsMax >= 0 {
-			if _, err := unix.Write(pidsMax, []byte(strconv.Itoa(s.limits.Procs))); err != nil {
-				perr = xerrors.Errorf("set pids.max of cgroup %q to %d: %w", s.pids, s.limits.Procs, err)
-			}
-		}
-		return errors.Join(perr, moveBack(len(s.dirs)))
-	}, nil
-}
-
-// started writes the limits that must wait until the host's thread has
-// left: the memory limit (and the same for memory plus swap, so the tree
-// cannot swap), then the CPU quota, and starts the OOM watch.
-func (s *v1Set) started() error {
-	if s.limits.Memory > 0 {
-		v := strconv.FormatInt(s.limits.Memory, 10)
-		if err := writeFile(s.mem, "memory.limit_in_bytes", v); err != nil {
+		if f.pidsMax, err = open(filepath.Join(s.pids, "pids.max")); err != nil {
 			return err
 		}
-		// memsw exists only where the kernel accounts swap; it must not be
-		// below limit_in_bytes, so it is written second.
-		if exists(filepath.Join(s.mem, "memory.memsw.limit_in_bytes")) {
-			if err := writeFile(s.mem, "memory.memsw.limit_in_bytes", v); err != nil {
-				return err
-			}
+	}
+	for _, d := range s.dirs {
+		fd, err := open(filepath.Join(d.path, "tasks"))
+		if err != nil {
+			return err
+		}
+		f.into = append(f.into, fd)
+		if fd, err = open(filepath.Join(d.home, "tasks")); err != nil {
+			return err
+		}
+		f.back = append(f.back, fd)
+	}
+	if s.limits.Memory > 0 {
+		if f.memLimit, err = open(filepath.Join(s.mem, "memory.limit_in_bytes")); err != nil {
+			return err
+		}
+		// memsw exists only where the kernel accounts swap.
+		if fd, err := unix.Open(filepath.Join(s.mem, "memory.memsw.limit_in_bytes"), unix.O_WRONLY|unix.O_CLOEXEC, 0); err == nil {
+			f.memswLim = fd
 		}
 		w, err := watchOOM(s.mem, s.onOOM)
 		if err != nil {
@@ -192,10 +196,84 @@ func (s *v1Set) started() error {
 		}
 	}
 	if s.limits.CPU > 0 {
+		if f.cpuQuota, err = open(filepath.Join(s.cpu, "cpu.cfs_quota_us")); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// enter moves thread tid into every directory of s and returns the step
+// that moves it back; see Group.EnterThread for the ordering rule.
+//
+// The thread goes back to the host's own cgroups, read once before any
+// thread was ever placed (see currentHost), not to where /proc says it is:
+// that read would cost as much as a move.
+func (s *v1Set) enter(tid int) (leave func() error, err error) {
+	f := &s.fds
+	if len(f.into) != len(s.dirs) {
+		return nil, xerrors.Errorf("cgroups %q: a thread was placed in them before", s.dirs[0].path)
+	}
+	// "0" names the writing thread itself. For that one case the kernel
+	// skips the global threadgroup lock, whose write side waits for an RCU
+	// grace period: writing the TID instead costs about half a millisecond
+	// per hierarchy and direction.
+	self := []byte("0")
+	moveBack := func(n int) error {
+		var errs []error
+		for i := range n {
+			if err := writeAll(f.back[i], self); err != nil {
+				errs = append(errs, xerrors.Errorf("move thread %d back to cgroup %q: %w", tid, s.dirs[i].home, err))
+			}
+		}
+		return errors.Join(errs...)
+	}
+	for i, d := range s.dirs {
+		if err := writeAll(f.into[i], self); err != nil {
+			err = xerrors.Errorf("move thread %d into cgroup %q: %w", tid, d.path, err)
+			err = errors.Join(err, moveBack(i))
+			f.closeEnter()
+			return nil, err
+		}
+	}
+	return func() error {
+		defer f.closeEnter()
+		// Lowered while the thread still counts, so that the tree alone
+		// never has more than the limit.
+		var perr error
+		if f.pidsMax >= 0 {
+			if err := writeAll(f.pidsMax, []byte(strconv.Itoa(s.limits.Procs))); err != nil {
+				perr = xerrors.Errorf("set pids.max of cgroup %q to %d: %w", s.pids, s.limits.Procs, err)
+			}
+		}
+		return errors.Join(perr, moveBack(len(s.dirs)))
+	}, nil
+}
+
+// started writes the limits that must wait until the host's thread has
+// left: the memory limit (and the same for memory plus swap, so the tree
+// cannot swap), then the CPU quota. The OOM watch runs since prepare.
+func (s *v1Set) started() error {
+	f := &s.fds
+	defer f.closeStarted()
+	if f.memLimit >= 0 {
+		v := []byte(strconv.FormatInt(s.limits.Memory, 10))
+		if err := writeAll(f.memLimit, v); err != nil {
+			return xerrors.Errorf("set memory.limit_in_bytes of cgroup %q to %s: %w", s.mem, v, err)
+		}
+		// memsw must not be below limit_in_bytes, so it is written second.
+		if f.memswLim >= 0 {
+			if err := writeAll(f.memswLim, v); err != nil {
+				return xerrors.Errorf("set memory.memsw.limit_in_bytes of cgroup %q to %s: %w", s.mem, v, err)
+			}
+		}
+	}
+	if f.cpuQuota >= 0 {
 		// cpu.cfs_period_us is CPUPeriod in every new cgroup: the kernel's
 		// default, so only the quota is written.
-		if err := writeFile(s.cpu, "cpu.cfs_quota_us", strconv.FormatInt(cpuQuota(s.limits.CPU), 10)); err != nil {
-			return err
+		v := strconv.FormatInt(cpuQuota(s.limits.CPU), 10)
+		if err := writeAll(f.cpuQuota, []byte(v)); err != nil {
+			return xerrors.Errorf("set cpu.cfs_quota_us of cgroup %q to %s: %w", s.cpu, v, err)
 		}
 	}
 	return nil
@@ -305,7 +383,11 @@ func (s *v1Set) oomKills() (int64, bool) {
 	if s.mem == "" {
 		return 0, false
 	}
-	n, ok := readKeyed(filepath.Join(s.mem, "memory.oom_control"), "oom_kill")
+	return s.countOOM(readKeyed(filepath.Join(s.mem, "memory.oom_control"), "oom_kill"))
+}
+
+// countOOM is oomKills from oom_kill as read (n, ok).
+func (s *v1Set) countOOM(n int64, ok bool) (int64, bool) {
 	if n == 0 && s.oom != nil && s.oom.fired.Load() {
 		return 1, true
 	}
@@ -315,6 +397,7 @@ func (s *v1Set) oomKills() (int64, bool) {
 // remove stops the OOM watch, then removes each directory, retrying while
 // the last members finish dying (EBUSY) until deadline.
 func (s *v1Set) remove(deadline time.Time) error {
+	s.fds.closeAll()
 	if s.oom != nil {
 		s.oom.stop()
 	}

@@ -79,13 +79,13 @@ func (g *v2Dir) members() []int { return readPIDs(filepath.Join(g.path, "cgroup.
 // number is safe.
 func (g *v2Dir) kill() {
 	if g.hasKill {
-		if err := os.WriteFile(filepath.Join(g.path, "cgroup.kill"), []byte("1"), 0); err == nil {
+		if err := writeBytes(filepath.Join(g.path, "cgroup.kill"), []byte("1")); err == nil {
 			return
 		}
 	}
 	freeze := filepath.Join(g.path, "cgroup.freeze")
-	if err := os.WriteFile(freeze, []byte("1"), 0); err == nil {
-		defer func() { _ = os.WriteFile(freeze, []byte("0"), 0) }()
+	if err := writeBytes(freeze, []byte("1")); err == nil {
+		defer func() { _ = writeBytes(freeze, []byte("0")) }()
 		g.waitEvent("frozen", "1", time.Second)
 	}
 	self := os.Getpid()
@@ -211,7 +211,7 @@ func (g *v2Dir) setLimits(l Limits) error {
 	// of weight 100, not as dozens of busy processes. Best effort: without
 	// the controller the other limits still hold.
 	if l.CPU == 0 && avail["cpu"] && !enabled["cpu"] {
-		_ = os.WriteFile(filepath.Join(parent, "cgroup.subtree_control"), []byte("+cpu"), 0)
+		_ = writeBytes(filepath.Join(parent, "cgroup.subtree_control"), []byte("+cpu"))
 	}
 	if l.Memory > 0 {
 		if err := writeFile(g.path, "memory.max", strconv.FormatInt(l.Memory, 10)); err != nil {
@@ -251,7 +251,7 @@ func (g *v2Dir) setLimits(l Limits) error {
 // cgroup.subtree_control.
 func enableControllers(dir string, add []string) error {
 	file := filepath.Join(dir, "cgroup.subtree_control")
-	err := os.WriteFile(file, []byte(strings.Join(add, " ")), 0)
+	err := writeBytes(file, []byte(strings.Join(add, " ")))
 	if err == nil {
 		return nil
 	}
