@@ -16,7 +16,7 @@ import (
 // write, which network it sees, and which of the host's environment
 // variables it inherits. The kernel enforces it on the shell and everything
 // it starts (Linux: Landlock, seccomp, and as root a network and a mount
-// namespace and every capability dropped; see the README's "Sandbox"
+// namespace and an emptied capability bounding set; see the README's "Sandbox"
 // section for what holds where). Set it per Request (Request.Sandbox) or as the Manager's default
 // (WithSandbox); nil means no confinement.
 //
@@ -114,7 +114,7 @@ type SandboxEnv struct {
 type Confinement struct {
 	// Mechanisms are what the kernel enforces, in the order applied:
 	// "netns" (a network namespace), "mountns" (a mount namespace),
-	// "capabilities" (every capability of the shell dropped), "no_new_privs",
+	// "capabilities" (the bounding set dropped), "no_new_privs",
 	// "landlock", "seccomp", "seatbelt" (macOS).
 	Mechanisms []string
 	// LandlockABI is the Landlock ABI version the rules were written for;

@@ -25,12 +25,11 @@ import (
 //     NetworkLoopback (root; made once per Manager and network);
 //  2. join the policy's mount namespace (root, for ReadOnly and to hide the
 //     credential sockets; made once per policy);
-//  3. drop every capability of the thread (root), so that the shell, uid 0
-//     but without capabilities after exec, can neither rejoin the host's
-//     namespaces nor read the host's /proc files;
+//  3. drop the capability bounding set and the ambient set (root), so that
+//     the shell, uid 0 but without capabilities after exec, can neither
+//     rejoin the host's namespaces nor read the host's /proc files;
 //  4. set no_new_privs, which Landlock and seccomp need without
-//     CAP_SYS_ADMIN and which keeps exec (of setuid and file-capability
-//     programs, and root's own rule) from undoing 3;
+//     CAP_SYS_ADMIN and which keeps setuid binaries from undoing 3;
 //  5. restrict the thread with the policy's Landlock ruleset (made once per
 //     policy);
 //  6. install the seccomp filter (per thread, no TSYNC).
@@ -116,9 +115,10 @@ func (b *sandboxBuilt) done() {
 
 // hostCaps is what the host may do that matters to the sandbox.
 type hostCaps struct {
-	root    bool // uid 0 with CAP_SYS_ADMIN and CAP_SETPCAP: namespaces, capabilities to drop
+	root    bool // uid 0 with CAP_SYS_ADMIN and CAP_SETPCAP: namespaces, bounding set
 	seccomp bool
 	abi     int
+	lastCap int // the highest capability number the kernel knows
 }
 
 // sandboxHost is what this host can do (a test may pretend otherwise).
@@ -133,7 +133,10 @@ func sandboxHost() hostCaps {
 var hostOverride atomic.Pointer[hostCaps]
 
 var probeHost = sync.OnceValue(func() hostCaps {
-	h := hostCaps{abi: min(landlockABI(), landlockMaxABI)}
+	h := hostCaps{abi: min(landlockABI(), landlockMaxABI), lastCap: 40}
+	if n, ok := procfs.SysInt("kernel/cap_last_cap"); ok && n > 0 && n < 64 {
+		h.lastCap = n
+	}
 	status, _ := procfs.ReadSelf("status")
 	_, hasSeccomp := procfs.StatusField(status, "Seccomp")
 	h.seccomp = seccompArch != 0 && hasSeccomp
@@ -359,6 +362,7 @@ func (c *sandboxCache) close() {
 // waiting for the next Start: the hand-off to a locked thread and its
 // replacement cost more than a new thread (docs/measurements.md).
 func (b *sandboxBuilt) start(cmd *exec.Cmd, step threadStep) error {
+	lastCap := sandboxHost().lastCap
 	return onThrowawayThread(func() (err error) {
 		// The other step first: after the steps below this thread may no
 		// longer open files (Landlock) or make some system calls
@@ -386,21 +390,21 @@ func (b *sandboxBuilt) start(cmd *exec.Cmd, step threadStep) error {
 			}
 		}
 		if b.dropCaps {
-			// Every capability of the thread goes: the permitted,
-			// effective and inheritable sets in one capset, then the
-			// ambient set. On exec the kernel grants root the bounding
-			// set, but under no_new_privs (set next) an exec never leaves
-			// more permitted than the thread had, which is nothing, so
-			// neither the shell nor any program it runs (file capabilities
-			// or setuid included) ever holds one
-			// (TestSandboxRootHasNoCapabilities). Emptying the bounding set
-			// instead takes a prctl per capability, each a new set of
-			// credentials, which measured a large share of the sandbox's
-			// cost (docs/measurements.md).
-			hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
-			var none [2]unix.CapUserData
-			if err := unix.Capset(&hdr, &none[0]); err != nil {
-				return xerrors.Errorf("drop capabilities: %w", err)
+			// The bounding set goes, then the ambient set. On exec the
+			// kernel grants root its bounding set, so with the set empty
+			// the shell (uid 0) and every program it runs, file
+			// capabilities or setuid included, start with no capability
+			// (TestSandboxRootHasNoCapabilities, which also reads CapBnd).
+			// It takes a prctl per capability, each a new set of
+			// credentials: about 50 µs per Start (docs/measurements.md).
+			// Dropping the thread's own sets with one capset would do
+			// under no_new_privs for less, but leaves the child a full
+			// bounding set, and the bounding set is what the sandbox
+			// promises to drop.
+			for c := 0; c <= lastCap; c++ {
+				if err := unix.Prctl(unix.PR_CAPBSET_DROP, uintptr(c), 0, 0, 0); err != nil && err != unix.EINVAL {
+					return xerrors.Errorf("drop capability %d from the bounding set: %w", c, err)
+				}
 			}
 			if err := unix.Prctl(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0); err != nil {
 				return xerrors.Errorf("clear ambient capabilities: %w", err)
