@@ -408,10 +408,13 @@ func (s *supervisor) drainOutput(out *os.File, readerDone <-chan struct{}, tty b
 	default:
 		// The copier may close a pipe between the select and this call:
 		// then it has finished, and readerDone is about to be closed.
-		if err := out.SetReadDeadline(time.Now().Add(s.p.m.cfg.pipeDrain)); err != nil && !errors.Is(err, os.ErrClosed) {
+		if err := out.SetReadDeadline(time.Now().Add(s.p.m.cfg.pipeDrain)); errors.Is(err, os.ErrNoDeadline) {
 			// Every output file this package makes takes a deadline (a
 			// pipe, an overlapped named pipe on Windows, a PTY master or
 			// its relay on macOS); should one not, only EOF ends the drain.
+			// The only other error is the copier's close in the meantime,
+			// which os reports as poll's "use of closed file", not as
+			// os.ErrClosed (TestDrainOutputClosedMeanwhile).
 			s.p.m.cfg.logger.Warn(context.Background(), "pipe deadline unavailable", fieldError(err))
 		}
 		<-readerDone
