@@ -2,14 +2,12 @@ package procfs
 
 import (
 	"go/ast"
-	"go/parser"
 	"go/token"
-	"io/fs"
-	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/agentproc/agentproc/internal/srcscan"
 )
 
 // TestNoProcPathOutsideProcfs holds the package to being the one place that
@@ -23,49 +21,12 @@ import (
 // not looked at.
 func TestNoProcPathOutsideProcfs(t *testing.T) {
 	t.Parallel()
-	root, err := filepath.Abs(filepath.Join("..", ".."))
+	files, inProcfs, outside, err := srcscan.Module(".", procPathLiterals)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if mod, err := os.ReadFile(filepath.Join(root, "go.mod")); err != nil || !strings.Contains(string(mod), "module github.com/agentproc/agentproc\n") {
-		t.Fatalf("%s is not the module's root (go.mod: %v)", root, err)
-	}
-	own, err := filepath.Abs(".")
-	if err != nil {
-		t.Fatal(err)
-	}
-	files, inProcfs := 0, 0
-	err = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		name := d.Name()
-		if d.IsDir() {
-			if path != root && (strings.HasPrefix(name, ".") || strings.HasPrefix(name, "_") || name == "testdata" || name == "node_modules") {
-				return filepath.SkipDir
-			}
-			return nil
-		}
-		if !strings.HasSuffix(name, ".go") || strings.HasSuffix(name, "_test.go") {
-			return nil
-		}
-		lits, err := procPathLiterals(path)
-		if err != nil {
-			return err
-		}
-		files++
-		if filepath.Dir(path) == own {
-			inProcfs += len(lits)
-			return nil
-		}
-		rel, _ := filepath.Rel(root, path)
-		for _, l := range lits {
-			t.Errorf("%s:%d: %q: /proc paths are built by internal/procfs", rel, l.line, l.value)
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
+	for _, h := range outside {
+		t.Errorf("%s: /proc paths are built by internal/procfs", h)
 	}
 	// The check must see what it looks for: internal/procfs itself names
 	// /proc, so a walk that found none there (or no files) checked nothing.
@@ -74,20 +35,9 @@ func TestNoProcPathOutsideProcfs(t *testing.T) {
 	}
 }
 
-type procLiteral struct {
-	line  int
-	value string
-}
-
-// procPathLiterals returns the string literals of the Go file at path that
-// are /proc paths.
-func procPathLiterals(path string) ([]procLiteral, error) {
-	fset := token.NewFileSet()
-	f, err := parser.ParseFile(fset, path, nil, parser.SkipObjectResolution)
-	if err != nil {
-		return nil, err
-	}
-	var out []procLiteral
+// procPathLiterals finds the string literals that are /proc paths.
+func procPathLiterals(fset *token.FileSet, f *ast.File) []srcscan.Hit {
+	var out []srcscan.Hit
 	ast.Inspect(f, func(n ast.Node) bool {
 		lit, ok := n.(*ast.BasicLit)
 		if !ok || lit.Kind != token.STRING {
@@ -95,9 +45,9 @@ func procPathLiterals(path string) ([]procLiteral, error) {
 		}
 		v, err := strconv.Unquote(lit.Value)
 		if err == nil && (v == "/proc" || strings.HasPrefix(v, "/proc/")) {
-			out = append(out, procLiteral{fset.Position(lit.Pos()).Line, v})
+			out = append(out, srcscan.Hit{Line: fset.Position(lit.Pos()).Line, What: strconv.Quote(v)})
 		}
 		return true
 	})
-	return out, nil
+	return out
 }
