@@ -54,6 +54,9 @@ func (c *sandboxCache) get(pol *sandboxPolicy) (*sandboxBuilt, error) {
 
 func (c *sandboxCache) close() {}
 
+// sandboxThreadUser: starts here share no thread state.
+func sandboxThreadUser() (release func()) { return func() {} }
+
 func (b *sandboxBuilt) done() {}
 
 // start runs cmd's program under sandbox-exec with the profile.

@@ -43,6 +43,11 @@ import (
 // without stdin is opened by the host once (childStdin), before any
 // confinement.
 
+// sandboxThreadUser registers a Manager that makes throwaway threads, so
+// that the main thread is kept out of their way while it is open
+// (mainHold, thread_linux.go); the returned func releases it.
+func sandboxThreadUser() (release func()) { return useMainHold() }
+
 // errMainThread is what onThrowawayThread returns if the runtime put its
 // worker on the main thread after all; it is never expected.
 var errMainThread = xerrors.New("agentproc: confinement would have run on the main thread")

@@ -46,6 +46,9 @@ func (c *sandboxCache) get(pol *sandboxPolicy) (*sandboxBuilt, error) {
 
 func (c *sandboxCache) close() {}
 
+// sandboxThreadUser: starts here share no thread state.
+func sandboxThreadUser() (release func()) { return func() {} }
+
 func (b *sandboxBuilt) done() {}
 
 func (b *sandboxBuilt) start(cmd *exec.Cmd, _ threadStep) error { return cmd.Start() }

@@ -34,6 +34,10 @@ type sandboxState struct {
 	tmpMu     sync.Mutex
 	tmpParent string
 	tmpErr    error
+	// threadUser releases this Manager's use of the starting threads'
+	// shared state (sandboxThreadUser), taken by its first sandboxed
+	// Start; nil before that and after close.
+	threadUser func()
 	// spare holds empty temp dirs ready for the next Start: those finished
 	// processes left empty, under a new name (finish), and, when a Start
 	// found none, one made ahead off the Start path. A mkdir and its rmdir
@@ -132,6 +136,16 @@ func (s *sandboxState) tempParent() (string, error) {
 	return s.tmpParent, s.tmpErr
 }
 
+// useThreads registers the Manager, once and until close, as a user of
+// what the starting threads share (sandboxThreadUser).
+func (s *sandboxState) useThreads() {
+	s.tmpMu.Lock()
+	defer s.tmpMu.Unlock()
+	if s.threadUser == nil && s.tmpErr != ErrClosed {
+		s.threadUser = sandboxThreadUser()
+	}
+}
+
 // maxSpareTempDirs bounds how many empty temp dirs wait for a Start.
 const maxSpareTempDirs = 4
 
@@ -201,9 +215,12 @@ func (s *sandboxState) dropTempDir(dir string) error {
 func (s *sandboxState) close() {
 	s.cache.close()
 	s.tmpMu.Lock()
-	dir := s.tmpParent
-	s.tmpParent, s.tmpErr = "", ErrClosed
+	dir, user := s.tmpParent, s.threadUser
+	s.tmpParent, s.tmpErr, s.threadUser = "", ErrClosed, nil
 	s.tmpMu.Unlock()
+	if user != nil {
+		user()
+	}
 	s.refills.Wait()
 	if dir != "" {
 		_ = os.RemoveAll(dir)
@@ -225,6 +242,7 @@ func (m *Manager) prepareSandbox(sb *Sandbox, dir string, tty bool) (*sandboxRun
 	if sb == nil {
 		return nil, nil
 	}
+	m.sandbox.useThreads()
 	var parent string
 	if !sb.NoDefaultWrite {
 		p, err := m.sandbox.tempParent()
