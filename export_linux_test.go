@@ -2,6 +2,8 @@ package agentproc
 
 import (
 	"bytes"
+	"runtime"
+	"time"
 
 	"github.com/agentproc/agentproc/internal/procfs"
 )
@@ -74,4 +76,34 @@ func WithSandboxOnly(mechs ...string) Option {
 		}
 	}
 	return optionFunc(func(c *config) { c.sandboxSkip = skip })
+}
+
+// SpareStarts returns how many sandboxed Starts so far took a spare
+// thread.
+func SpareStarts() int64 { return spareStarts.Load() }
+
+// SpareReady waits up to timeout until m's sandbox has a spare thread
+// ready, and reports whether it has.
+func SpareReady(m *Manager, timeout time.Duration) bool {
+	c := &m.sandbox.cache
+	deadline := time.Now().Add(timeout)
+	for {
+		c.spareMu.Lock()
+		st := c.spare
+		c.spareMu.Unlock()
+		if st != nil {
+			select {
+			case <-st.ready:
+				return true
+			case <-st.fail:
+				return false
+			case <-time.After(time.Until(deadline)):
+				return false
+			}
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+		runtime.Gosched()
+	}
 }

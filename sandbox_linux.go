@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -67,6 +68,11 @@ type sandboxCache struct {
 	emptyOnce sync.Once
 	emptyDir  string // holds the empty file hidden files are covered with
 	emptyErr  error
+
+	spareMu     sync.Mutex
+	spare       *spareThread // for the policy of the last Start; nil if none
+	spareClosed bool
+	spares      sync.WaitGroup // spare threads' goroutines, which close waits for
 }
 
 // emptyFile returns an empty file of mode 000 in a directory of its own,
@@ -107,7 +113,8 @@ type sandboxBuilt struct {
 	info     Confinement
 	missing  []unenforced
 	err      error
-	uncached bool // not in the cache: released by done
+	uncached bool          // not in the cache: released by done
+	cache    *sandboxCache // nil outside a Manager (a detached runner)
 }
 
 // done is called once by each Start that used b, when its tree is gone or
@@ -205,7 +212,7 @@ func (c *sandboxCache) get(pol *sandboxPolicy) (*sandboxBuilt, error) {
 	}
 	b := c.built[pol.key]
 	if b == nil {
-		b = &sandboxBuilt{ruleset: -1, netns: -1, mntns: -1}
+		b = &sandboxBuilt{ruleset: -1, netns: -1, mntns: -1, cache: c}
 		limit := c.limit
 		if limit <= 0 {
 			limit = maxBuiltPolicies
@@ -341,6 +348,14 @@ func (b *sandboxBuilt) release() {
 
 // close releases every built policy and namespace.
 func (c *sandboxCache) close() {
+	c.spareMu.Lock()
+	c.spareClosed = true
+	if c.spare != nil {
+		close(c.spare.quit)
+		c.spare = nil
+	}
+	c.spareMu.Unlock()
+	c.spares.Wait()
 	c.mu.Lock()
 	c.closed = true
 	built, netns := c.built, c.netns
@@ -362,12 +377,25 @@ func (c *sandboxCache) close() {
 	}
 }
 
-// start confines a throwaway thread as b says and starts cmd from it. A
-// fresh thread per Start measured cheaper than keeping locked threads
-// waiting for the next Start: the hand-off to a locked thread and its
-// replacement cost more than a new thread (docs/measurements.md).
+// start confines a throwaway thread as b says and starts cmd from it.
+// Where b has steps that do not yet confine the thread (the mount
+// namespace and the emptied bounding set, as root), a Start without a
+// step takes the spare thread the cache made ahead with those steps done,
+// if there is one for b, and only confines and forks on it; the rest, and
+// every Start with a step, take a fresh thread. The spare saves the Start
+// the thread's making and those steps, about 60 µs, for a hand-off of
+// one wake-up (docs/measurements.md).
 func (b *sandboxBuilt) start(cmd *exec.Cmd, step threadStep) error {
 	lastCap := sandboxHost().lastCap
+	if step == nil && b.cache != nil {
+		if st := b.cache.takeSpare(b); st != nil {
+			spareStarts.Add(1)
+			err := st.do(func() error { return b.confineAndStart(cmd) })
+			b.cache.makeSpare(b, lastCap)
+			return err
+		}
+		defer b.cache.makeSpare(b, lastCap)
+	}
 	return onThrowawayThread(func() (err error) {
 		// The other step first: after the steps below this thread may no
 		// longer open files (Landlock) or make some system calls
@@ -379,57 +407,162 @@ func (b *sandboxBuilt) start(cmd *exec.Cmd, step threadStep) error {
 			}
 			defer func() { err = errors.Join(err, restore()) }()
 		}
-		if b.netns >= 0 {
-			if err := unix.Setns(b.netns, unix.CLONE_NEWNET); err != nil {
-				return xerrors.Errorf("join network namespace: %w", err)
-			}
+		if err := b.enterAndDrop(lastCap); err != nil {
+			return err
 		}
-		if b.mntns >= 0 {
-			// A thread shares its root and directory with the others
-			// until it unshares them, and setns refuses a shared one.
-			if err := unix.Unshare(unix.CLONE_FS); err != nil {
-				return xerrors.Errorf("unshare fs: %w", err)
-			}
-			if err := unix.Setns(b.mntns, unix.CLONE_NEWNS); err != nil {
-				return xerrors.Errorf("join mount namespace: %w", err)
-			}
-		}
-		if b.dropCaps {
-			// The bounding set goes, then the ambient set. On exec the
-			// kernel grants root its bounding set, so with the set empty
-			// the shell (uid 0) and every program it runs, file
-			// capabilities or setuid included, start with no capability
-			// (TestSandboxRootHasNoCapabilities, which also reads CapBnd).
-			// It takes a prctl per capability, each a new set of
-			// credentials: about 50 µs per Start (docs/measurements.md).
-			// Dropping the thread's own sets with one capset would do
-			// under no_new_privs for less, but leaves the child a full
-			// bounding set, and the bounding set is what the sandbox
-			// promises to drop.
-			for c := 0; c <= lastCap; c++ {
-				if err := unix.Prctl(unix.PR_CAPBSET_DROP, uintptr(c), 0, 0, 0); err != nil && err != unix.EINVAL {
-					return xerrors.Errorf("drop capability %d from the bounding set: %w", c, err)
-				}
-			}
-			if err := unix.Prctl(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0); err != nil {
-				return xerrors.Errorf("clear ambient capabilities: %w", err)
-			}
-		}
-		if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
-			return xerrors.Errorf("set no_new_privs: %w", err)
-		}
-		if b.ruleset >= 0 {
-			if err := landlockRestrict(b.ruleset); err != nil {
-				return err
-			}
-		}
-		if b.filter != nil {
-			if err := seccompInstall(b.filter); err != nil {
-				return err
-			}
-		}
-		return cmd.Start()
+		return b.confineAndStart(cmd)
 	})
+}
+
+// enterAndDrop takes the calling, locked thread into b's mount namespace
+// and empties its bounding and ambient capability sets: the steps that
+// change the thread but do not confine it yet (a spare thread does them
+// ahead of its Start).
+func (b *sandboxBuilt) enterAndDrop(lastCap int) error {
+	if b.mntns >= 0 {
+		// A thread shares its root and directory with the others until
+		// it unshares them, and setns refuses a shared one.
+		if err := unix.Unshare(unix.CLONE_FS); err != nil {
+			return xerrors.Errorf("unshare fs: %w", err)
+		}
+		if err := unix.Setns(b.mntns, unix.CLONE_NEWNS); err != nil {
+			return xerrors.Errorf("join mount namespace: %w", err)
+		}
+	}
+	if b.dropCaps {
+		// The bounding set goes, then the ambient set. On exec the kernel
+		// grants root its bounding set, so with the set empty the shell
+		// (uid 0) and every program it runs, file capabilities or setuid
+		// included, start with no capability
+		// (TestSandboxRootHasNoCapabilities, which also reads CapBnd). It
+		// takes a prctl per capability, each a new set of credentials:
+		// about 50 µs per Start (docs/measurements.md), which the spare
+		// thread takes off the Start. Dropping the thread's own sets with
+		// one capset would do under no_new_privs for less, but leaves the
+		// child a full bounding set, and the bounding set is what the
+		// sandbox promises to drop. The thread keeps its effective set,
+		// which joining the network namespace after this needs.
+		for c := 0; c <= lastCap; c++ {
+			if err := unix.Prctl(unix.PR_CAPBSET_DROP, uintptr(c), 0, 0, 0); err != nil && err != unix.EINVAL {
+				return xerrors.Errorf("drop capability %d from the bounding set: %w", c, err)
+			}
+		}
+		if err := unix.Prctl(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0); err != nil {
+			return xerrors.Errorf("clear ambient capabilities: %w", err)
+		}
+	}
+	return nil
+}
+
+// confineAndStart joins b's network namespace, confines the calling,
+// locked thread (no_new_privs, Landlock, seccomp) and starts cmd from it.
+func (b *sandboxBuilt) confineAndStart(cmd *exec.Cmd) error {
+	if b.netns >= 0 {
+		if err := unix.Setns(b.netns, unix.CLONE_NEWNET); err != nil {
+			return xerrors.Errorf("join network namespace: %w", err)
+		}
+	}
+	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+		return xerrors.Errorf("set no_new_privs: %w", err)
+	}
+	if b.ruleset >= 0 {
+		if err := landlockRestrict(b.ruleset); err != nil {
+			return err
+		}
+	}
+	if b.filter != nil {
+		if err := seccompInstall(b.filter); err != nil {
+			return err
+		}
+	}
+	return cmd.Start()
+}
+
+// spareThread is a goroutine locked to a thread on which a built policy's
+// enterAndDrop is done, waiting for the one Start it serves. It changes
+// nothing a host check reads as confinement (no_new_privs, seccomp, the
+// network namespace) until that Start, and its thread is discarded after
+// it (the goroutine exits locked), as onThrowawayThread's are.
+type spareThread struct {
+	b     *sandboxBuilt
+	ready chan struct{} // closed once enterAndDrop succeeded
+	fail  chan struct{} // closed if it could not be made
+	work  chan func()
+	quit  chan struct{} // closed to discard it unused
+}
+
+// spareStarts counts the Starts that took a spare thread.
+var spareStarts atomic.Int64
+
+// do runs fn on st's thread and returns its error.
+func (st *spareThread) do(fn func() error) error {
+	return handOff(func(run func(func() error)) {
+		st.work <- func() { run(fn) }
+	})
+}
+
+// takeSpare returns the cache's spare thread if it is ready and made for
+// b, and hands it over (the cache then has none).
+func (c *sandboxCache) takeSpare(b *sandboxBuilt) *spareThread {
+	c.spareMu.Lock()
+	defer c.spareMu.Unlock()
+	st := c.spare
+	if st == nil || st.b != b {
+		return nil
+	}
+	select {
+	case <-st.ready:
+		c.spare = nil
+		return st
+	case <-st.fail:
+		c.spare = nil
+		return nil
+	default:
+		return nil // still being made: this Start does not wait for it
+	}
+}
+
+// makeSpare makes a spare thread for b in the background, unless the cache
+// has one for b already, is closed, or b has nothing to do ahead. A spare
+// made for another policy is discarded: the cache keeps one, for the
+// policy of the last Start.
+func (c *sandboxCache) makeSpare(b *sandboxBuilt, lastCap int) {
+	if b.uncached || (b.mntns < 0 && !b.dropCaps) {
+		return
+	}
+	c.spareMu.Lock()
+	defer c.spareMu.Unlock()
+	if c.spareClosed || (c.spare != nil && c.spare.b == b) {
+		return
+	}
+	if c.spare != nil {
+		close(c.spare.quit)
+	}
+	st := &spareThread{b: b, ready: make(chan struct{}), fail: make(chan struct{}),
+		work: make(chan func()), quit: make(chan struct{})}
+	c.spare = st
+	c.spares.Add(1)
+	go func() {
+		defer c.spares.Done()
+		runtime.LockOSThread()
+		if unix.Gettid() == unix.Getpid() {
+			// Not while a Manager holds the main thread (mainHold); the
+			// main thread is never changed, and it is never discarded.
+			runtime.UnlockOSThread()
+			close(st.fail)
+			return
+		}
+		if err := b.enterAndDrop(lastCap); err != nil {
+			close(st.fail) // the next Start does the steps itself and reports it
+			return         // locked: a thread changed halfway is discarded
+		}
+		close(st.ready)
+		select {
+		case w := <-st.work:
+			w()
+		case <-st.quit:
+		}
+	}()
 }
 
 // makeNetns makes a network namespace on a throwaway thread and returns a

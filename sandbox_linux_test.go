@@ -368,6 +368,25 @@ func TestSandboxRootHasNoCapabilities(t *testing.T) {
 		t.Fatalf("file capabilities of %s: got %x (%v), want %x", capcat, got[:max(n, 0)], err, xattr)
 	}
 	m := newManager(t, agentproc.WithSandbox(agentproc.WorkspaceSandbox(ws)))
+	// The first Start of a policy confines a fresh thread; the next one
+	// takes the spare thread made meanwhile, on which the bounding set
+	// was emptied ahead (sandboxBuilt.start). Both must hold.
+	checkNoCapabilities(t, m, ws, secret)
+	before := agentproc.SpareStarts()
+	if !agentproc.SpareReady(m, 10*time.Second) {
+		t.Fatal("no spare thread ready 10 s after the first sandboxed Start as root")
+	}
+	checkNoCapabilities(t, m, ws, secret)
+	if agentproc.SpareStarts() == before {
+		t.Error("the second Start did not take the spare thread")
+	}
+}
+
+// checkNoCapabilities runs the shell and ./capcat, a copy of cat with file
+// capabilities in ws, under m's sandbox and checks that neither has any
+// capability and that the host's environment stayed unread.
+func checkNoCapabilities(t *testing.T, m *agentproc.Manager, ws, secret string) {
+	t.Helper()
 	out := runSandboxed(t, m, agentproc.Request{WorkDir: ws,
 		Command: "grep ^Cap /proc/self/status; ./capcat /proc/self/status | grep ^Cap; ./capcat /proc/" + strconv.Itoa(os.Getpid()) + "/environ"})
 	t.Logf("output %q", out.Text)

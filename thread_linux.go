@@ -33,22 +33,17 @@ import (
 // The cgroup v1 placement of issue 26 needs the same kind of thread: any
 // per-thread step before a fork belongs in fn.
 func onThrowawayThread(fn func() error) error {
-	done := make(chan error, 1)
-	wake := takeWakePipe()
-	go func() {
-		runtime.LockOSThread()
-		onMain := unix.Gettid() == unix.Getpid()
-		if !onMain {
-			done <- fn()
-		} else {
+	return handOff(func(run func(func() error)) {
+		go func() {
+			runtime.LockOSThread()
+			if unix.Gettid() != unix.Getpid() {
+				run(fn)
+				// This goroutine exits locked, and the thread is
+				// discarded.
+				return
+			}
 			mainLandings.Add(1)
-			done <- onMainThread(fn)
-		}
-		if wake != nil {
-			// After the result is in done, so that the reader finds it.
-			_, _ = wake[1].Write([]byte{0})
-		}
-		if onMain {
+			run(func() error { return onMainThread(fn) })
 			// The main thread, untouched, is kept out of the next calls'
 			// way while a Manager may make them (mainHold), then given
 			// back.
@@ -57,10 +52,24 @@ func onThrowawayThread(fn func() error) error {
 			if gone != nil {
 				close(gone)
 			}
+		}()
+	})
+}
+
+// handOff has launch run one call on another thread, through the run it
+// is given, and returns that call's error. The caller waits as
+// onThrowawayThread's comment below says, and run sends the result before
+// the thread does anything else, such as exit.
+func handOff(launch func(run func(func() error))) error {
+	done := make(chan error, 1)
+	wake := takeWakePipe()
+	launch(func(fn func() error) {
+		done <- fn()
+		if wake != nil {
+			// After the result is in done, so that the reader finds it.
+			_, _ = wake[1].Write([]byte{0})
 		}
-		// Off the main thread this goroutine exits locked, and the thread
-		// is discarded.
-	}()
+	})
 	if wake == nil {
 		return <-done
 	}
