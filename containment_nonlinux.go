@@ -45,6 +45,7 @@ func (*containment) terminate(time.Time)     {}
 func (*containment) reaped()                 {}
 func (*containment) killEscaped() int        { return 0 }
 func (*containment) release() error          { return nil }
+func (*containment) closeFiles()             {}
 
 // startCommand starts cmd, confined by sbx when it is not nil: no
 // containment here acts on the starting thread.

@@ -74,7 +74,9 @@ import (
 // terminate(since) is the terminate step of a stop, looking for escapees in
 // a /proc pass begun after since, which prepareStops takes once for all
 // the stops of a Close; killEscaped is the kill after the shell exited;
-// usage may replace the tree's usage with the cgroup's; release frees it.
+// usage may replace the tree's usage with the cgroup's; release frees it
+// (removing the cgroup) before the exit is published, and closeFiles
+// closes what is left after.
 // foreignProc reports a /proc of another PID namespace, which disables
 // everything that reads it. Counting a group's live members is countGroup
 // (proc_linux.go, group_darwin.go, group_freebsd.go, group_nocount.go) and
@@ -191,6 +193,7 @@ type escapeContainment interface {
 	killEscaped() int
 	usage(cpu time.Duration, rss int64) (time.Duration, int64)
 	release() error
+	closeFiles()
 }
 
 // The declarations every OS must satisfy; a build for an OS that lacks one,

@@ -121,6 +121,7 @@ func (m *Manager) spawn(req Request, owner, command, dir string, seq uint64, war
 		}
 		if ctr != nil {
 			_ = ctr.release()
+			ctr.closeFiles()
 		}
 		spare.discard()
 		if st != nil {
@@ -362,7 +363,8 @@ func (s *supervisor) supervise(out *os.File, readerDone <-chan struct{}, tty boo
 	s.release()
 	s.publishExit(exitFacts{code: code, signal: sigName, cpu: cpu, rss: rss, leftovers: leftovers, oom: oom, likelyOOM: likelyOOM})
 	// After the exit is published, so that Wait does not wait for the
-	// file system; Close waits for it (m.wg).
+	// file system or the closes; Close waits for them (m.wg).
+	s.ctr.closeFiles()
 	s.sbx.finish(s.p.m)
 }
 

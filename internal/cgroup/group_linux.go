@@ -386,12 +386,21 @@ func (g *Group) OOMKills() (int64, bool) {
 	return 0, false
 }
 
-// Remove stops the OOM watch and deletes every directory of the group,
-// waiting up to two seconds for members still dying. Later calls return
-// the first call's result.
+// Remove stops the OOM watch, deletes every directory of the group,
+// waiting up to two seconds for members still dying, and closes the
+// group's descriptors. Later calls return the first call's result.
 func (g *Group) Remove() error {
+	err := g.RemoveDirs()
+	g.closeFiles()
+	return err
+}
+
+// RemoveDirs is Remove but for the descriptors, which stay open until
+// Remove is called: a cgroup directory is deleted with its files open, and
+// a caller that waits for the directories need not wait for the closes
+// too. Later calls return the first call's result.
+func (g *Group) RemoveDirs() error {
 	g.once.Do(func() {
-		g.closeExitFiles()
 		deadline := time.Now().Add(removeWait)
 		var errs []error
 		if g.v1 != nil {
@@ -409,6 +418,17 @@ func (g *Group) Remove() error {
 		}
 	})
 	return g.remErr
+}
+
+// closeFiles closes every descriptor g holds; later calls do nothing.
+func (g *Group) closeFiles() {
+	g.closeExitFiles()
+	if g.v1 != nil {
+		g.v1.closeFiles()
+	}
+	if g.v2 != nil {
+		g.v2.closeDir()
+	}
 }
 
 // readExit reads the exit file which picks, if it is open.

@@ -46,6 +46,9 @@ type v1Files struct {
 // noFiles is a v1Files with no file open.
 func noFiles() v1Files { return v1Files{pidsMax: -1, memLimit: -1, memswLim: -1, cpuQuota: -1} }
 
+// closeFiles closes the descriptors s still holds (remove leaves them).
+func (s *v1Set) closeFiles() { s.fds.closeAll() }
+
 // closeAll closes every file still open.
 func (f *v1Files) closeAll() {
 	f.closeEnter()
@@ -397,7 +400,8 @@ func (s *v1Set) countOOM(n int64, ok bool) (int64, bool) {
 // remove stops the OOM watch, then removes each directory, retrying while
 // the last members finish dying (EBUSY) until deadline.
 func (s *v1Set) remove(deadline time.Time) error {
-	s.fds.closeAll()
+	// The watch goes first: the kernel signals a memory cgroup's event
+	// descriptors when it removes the cgroup.
 	if s.oom != nil {
 		s.oom.stop()
 	}

@@ -154,7 +154,6 @@ func (g *v2Dir) oomKills() (int64, bool) {
 // remove deletes the cgroup. rmdir fails with EBUSY while a member is still
 // dying; it is retried as the cgroup empties, until deadline.
 func (g *v2Dir) remove(deadline time.Time) error {
-	g.closeDir()
 	for {
 		err := unix.Rmdir(g.path)
 		if err == nil || err == unix.ENOENT {
