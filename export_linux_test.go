@@ -82,6 +82,9 @@ func WithSandboxOnly(mechs ...string) Option {
 // thread.
 func SpareStarts() int64 { return spareStarts.Load() }
 
+// SparesMade returns how many spare threads were made so far.
+func SparesMade() int64 { return sparesMade.Load() }
+
 // SpareReady waits up to timeout until m's sandbox has a spare thread
 // ready, and reports whether it has.
 func SpareReady(m *Manager, timeout time.Duration) bool {

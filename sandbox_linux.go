@@ -70,7 +70,8 @@ type sandboxCache struct {
 	emptyErr  error
 
 	spareMu     sync.Mutex
-	spare       *spareThread // for the policy of the last Start; nil if none
+	spare       *spareThread  // for the policy of the last Starts; nil if none
+	lastStart   *sandboxBuilt // the policy of the last Start
 	spareClosed bool
 	spares      sync.WaitGroup // spare threads' goroutines, which close waits for
 }
@@ -491,8 +492,9 @@ type spareThread struct {
 	quit  chan struct{} // closed to discard it unused
 }
 
-// spareStarts counts the Starts that took a spare thread.
-var spareStarts atomic.Int64
+// spareStarts counts the Starts that took a spare thread, sparesMade the
+// spare threads made.
+var spareStarts, sparesMade atomic.Int64
 
 // do runs fn on st's thread and returns its error. The caller waits on a
 // channel, not on onThrowawayThread's pipe: the caller's wake-up after a
@@ -526,17 +528,21 @@ func (c *sandboxCache) takeSpare(b *sandboxBuilt) *spareThread {
 	}
 }
 
-// makeSpare makes a spare thread for b in the background, unless the cache
-// has one for b already, is closed, or b has nothing to do ahead. A spare
-// made for another policy is discarded: the cache keeps one, for the
-// policy of the last Start.
+// makeSpare is called after each Start of b and makes a spare thread for
+// b in the background when the Start before was of b too, unless the
+// cache has one for b already, is closed, or b has nothing to do ahead. A
+// spare made for another policy is discarded: the cache keeps one, for the
+// policy of the last Starts. Starts that take turns between policies get
+// none, rather than have one made and thrown away each time.
 func (c *sandboxCache) makeSpare(b *sandboxBuilt, lastCap int) {
 	if b.uncached || (b.mntns < 0 && !b.dropCaps) {
 		return
 	}
 	c.spareMu.Lock()
 	defer c.spareMu.Unlock()
-	if c.spareClosed || (c.spare != nil && c.spare.b == b) {
+	prev := c.lastStart
+	c.lastStart = b
+	if c.spareClosed || prev != b || (c.spare != nil && c.spare.b == b) {
 		return
 	}
 	if c.spare != nil {
@@ -545,6 +551,7 @@ func (c *sandboxCache) makeSpare(b *sandboxBuilt, lastCap int) {
 	st := &spareThread{b: b, ready: make(chan struct{}), fail: make(chan struct{}),
 		work: make(chan func()), quit: make(chan struct{})}
 	c.spare = st
+	sparesMade.Add(1)
 	c.spares.Add(1)
 	go func() {
 		defer c.spares.Done()

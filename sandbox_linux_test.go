@@ -368,17 +368,48 @@ func TestSandboxRootHasNoCapabilities(t *testing.T) {
 		t.Fatalf("file capabilities of %s: got %x (%v), want %x", capcat, got[:max(n, 0)], err, xattr)
 	}
 	m := newManager(t, agentproc.WithSandbox(agentproc.WorkspaceSandbox(ws)))
-	// The first Start of a policy confines a fresh thread; the next one
-	// takes the spare thread made meanwhile, on which the bounding set
-	// was emptied ahead (sandboxBuilt.start). Both must hold.
+	// The first two Starts of a policy confine a fresh thread; the next
+	// one takes the spare thread made after the second, on which the
+	// bounding set was emptied ahead (sandboxBuilt.start). Both must hold.
+	checkNoCapabilities(t, m, ws, secret)
 	checkNoCapabilities(t, m, ws, secret)
 	before := agentproc.SpareStarts()
 	if !agentproc.SpareReady(m, 10*time.Second) {
-		t.Fatal("no spare thread ready 10 s after the first sandboxed Start as root")
+		t.Fatal("no spare thread ready 10 s after the second sandboxed Start as root")
 	}
 	checkNoCapabilities(t, m, ws, secret)
 	if agentproc.SpareStarts() == before {
-		t.Error("the second Start did not take the spare thread")
+		t.Error("the third Start did not take the spare thread")
+	}
+}
+
+// TestSandboxSpareNotThrashed: Starts that take turns between two
+// policies get no spare thread (one would be made and thrown away for each
+// Start), and two Starts in a row of one policy get one. Not parallel: it
+// counts spare threads made process-wide.
+func TestSandboxSpareNotThrashed(t *testing.T) {
+	requireSandbox(t)
+	if !isRoot() {
+		t.Skip("as root only: without root a policy has nothing a spare thread could do ahead")
+	}
+	a, b := t.TempDir(), t.TempDir()
+	m := newManager(t, agentproc.WithSandbox(agentproc.WorkspaceSandbox(a)))
+	other := agentproc.WorkspaceSandbox(b)
+	before := agentproc.SparesMade()
+	for i := range 6 {
+		req := agentproc.Request{Command: "true", WorkDir: a}
+		if i%2 == 1 {
+			req = agentproc.Request{Command: "true", WorkDir: b, Sandbox: other}
+		}
+		runSandboxed(t, m, req)
+	}
+	if n := agentproc.SparesMade() - before; n != 0 {
+		t.Errorf("%d spare threads made for Starts that took turns between two policies, want 0", n)
+	}
+	runSandboxed(t, m, agentproc.Request{Command: "true", WorkDir: a})
+	runSandboxed(t, m, agentproc.Request{Command: "true", WorkDir: a})
+	if n := agentproc.SparesMade() - before; n != 1 {
+		t.Errorf("%d spare threads made after two Starts in a row of one policy, want 1", n)
 	}
 }
 
