@@ -220,8 +220,11 @@ func (p *page) run(actions ...chromedp.Action[chromedp.Void]) {
 	p.t.Helper()
 	ctx, cancel := context.WithTimeout(p.ctx, browserTimeout)
 	defer cancel()
-	if err := chromedp.Do(ctx, actions...); err != nil {
-		p.t.Fatalf("browser: %v", err)
+	// One at a time, so that a failure says which step it was.
+	for i, a := range actions {
+		if err := chromedp.Do(ctx, a); err != nil {
+			p.t.Fatalf("browser, step %d of %d: %v", i+1, len(actions), err)
+		}
 	}
 }
 
