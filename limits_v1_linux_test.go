@@ -1,11 +1,17 @@
 package agentproc_test
 
 import (
+	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/agentproc/agentproc"
 	"github.com/google/uuid"
@@ -106,4 +112,97 @@ func TestLimitsWithSandbox(t *testing.T) {
 		t.Errorf("Info.Sandbox: got nil, want the sandbox reported")
 	}
 	requireRemoved(t, dirs)
+}
+
+func init() {
+	agentproc.RegisterHelper("host-v1-limits", runV1LimitsHost, false)
+}
+
+// runV1LimitsHost is a host on a pure cgroup v1 host: started in a mount
+// namespace of its own, it unmounts every cgroup2 mount there, then starts
+// a tree with a process limit on a state dir (hostDirEnv), prints "pids A
+// B ID" for it and "ready", and blocks until killed.
+func runV1LimitsHost() int {
+	mi, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "host:", err)
+		return 1
+	}
+	for line := range strings.Lines(string(mi)) {
+		pre, post, ok := strings.Cut(line, " - ")
+		f := strings.Fields(pre)
+		if ok && len(f) >= 5 && strings.HasPrefix(post, "cgroup2 ") {
+			if err := unix.Unmount(f[4], unix.MNT_DETACH); err != nil {
+				fmt.Fprintln(os.Stderr, "host: unmount", f[4]+":", err)
+				return 1
+			}
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	m := agentproc.New(agentproc.WithStateDir(filepath.Join(os.Getenv(hostDirEnv), "a")))
+	p, err := m.Start(ctx, agentproc.Request{Command: `sleep 300 & echo "pids $$ $!"; wait`, Limits: agentproc.Limits{Procs: 10}})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "host: start:", err)
+		return 1
+	}
+	line, err := p.WaitMatch(ctx, regexp.MustCompile(`^pids \d+ \d+$`))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "host: wait for pids:", err)
+		return 1
+	}
+	fmt.Println(strings.TrimSpace(line), p.ID())
+	fmt.Println("ready")
+	select {} // until the test SIGKILLs this host
+}
+
+// TestHostDeathRemovesV1Cgroups: on a pure cgroup v1 host (this one,
+// without its cgroup2 mount, in a mount namespace of the host's own) a
+// host with a limited tree is SIGKILLed; its guard kills the tree and
+// removes the tree's v1 cgroups, which its record names by the first of
+// them (orphanCgroup, cgroup.OpenV1).
+func TestHostDeathRemovesV1Cgroups(t *testing.T) {
+	t.Parallel()
+	mode := agentproc.UseHelper("host-v1-limits")
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: a mount namespace, and the v1 hierarchies")
+	}
+	if _, err := os.Stat("/sys/fs/cgroup/pids/cgroup.procs"); err != nil {
+		t.Skip("no cgroup v1 pids hierarchy at /sys/fs/cgroup/pids")
+	}
+	host, pids, ids := startHostWith(t, mode, &syscall.SysProcAttr{Unshareflags: syscall.CLONE_NEWNS}, hostDirEnv+"="+t.TempDir())
+	if len(ids) != 1 {
+		t.Fatalf("host started %d processes, want 1", len(ids))
+	}
+	dirs := treeCgroups(t, pids[0], ids[0])
+	if dirs["pids"] == "" {
+		t.Fatalf("the tree is in no pids cgroup of its own: %v", dirs)
+	}
+	if dirs["v2"] != "" {
+		t.Fatalf("the tree has a v2 cgroup %s: the host saw cgroup2", dirs["v2"])
+	}
+	fds := pinPIDs(t, pids)
+	if err := host.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	if left := waitExited(fds, 5*time.Second); left != 0 {
+		t.Fatalf("%d of %d processes alive 5 s after the host was SIGKILLed, want 0", left, len(fds))
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for c, dir := range dirs {
+		for {
+			if _, err := os.Stat(dir); os.IsNotExist(err) {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Errorf("%s cgroup %s still there 10 s after the host died, want removed by its guard", c, dir)
+				_ = os.Remove(dir) // empty by now: do not leave it
+				break
+			}
+			<-tick.C
+		}
+	}
+	t.Logf("v1 cgroups of the dead host's tree removed: %v", dirs)
 }

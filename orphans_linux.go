@@ -101,17 +101,27 @@ func stopOrphans(trees []orphanTree, grace time.Duration) []int {
 }
 
 // orphanCgroup returns the tree's cgroup if the record names one that looks
-// like ours: an absolute path in a cgroup v2 hierarchy whose last element
-// is agentproc-ID. Anything else is ignored rather than killed.
+// like ours: an absolute, clean path in a cgroup hierarchy whose last
+// element is agentproc-ID; a v2 directory where the host had one, else
+// (a pure v1 host) its first v1 directory. Anything else is ignored rather
+// than killed.
 func orphanCgroup(t orphanTree) *cgroup.Group {
-	if t.cgroup == "" || !filepath.IsAbs(t.cgroup) || filepath.Base(t.cgroup) != cgroup.LeafName(t.id) {
+	if t.cgroup == "" || !filepath.IsAbs(t.cgroup) || filepath.Clean(t.cgroup) != t.cgroup || filepath.Base(t.cgroup) != cgroup.LeafName(t.id) {
 		return nil
 	}
 	var fs unix.Statfs_t
-	if err := unix.Statfs(t.cgroup, &fs); err != nil || fs.Type != unix.CGROUP2_SUPER_MAGIC {
+	if err := unix.Statfs(t.cgroup, &fs); err != nil {
 		return nil
 	}
-	return cgroup.Open(t.cgroup)
+	switch fs.Type {
+	case unix.CGROUP2_SUPER_MAGIC:
+		return cgroup.Open(t.cgroup)
+	case unix.CGROUP_SUPER_MAGIC:
+		if g := cgroup.OpenV1(t.cgroup); g != nil {
+			return g
+		}
+	}
+	return nil
 }
 
 // verifyGroups records the process groups whose leader is provably the

@@ -96,7 +96,14 @@ func runThreeTreesHost() int {
 // the PIDs and process IDs it printed once it said "ready".
 func startHost(t *testing.T, mode string, env ...string) (*exec.Cmd, []int, []string) {
 	t.Helper()
+	return startHostWith(t, mode, nil, env...)
+}
+
+// startHostWith is startHost with attr as the host's SysProcAttr.
+func startHostWith(t *testing.T, mode string, attr *syscall.SysProcAttr, env ...string) (*exec.Cmd, []int, []string) {
+	t.Helper()
 	cmd := exec.Command(os.Args[0])
+	cmd.SysProcAttr = attr
 	cmd.Env = append(append(os.Environ(), agentproc.HelperEnv+"="+mode), env...)
 	cmd.Stderr = os.Stderr
 	out, err := cmd.StdoutPipe()

@@ -227,6 +227,43 @@ func Open(path string) *Group {
 	return g
 }
 
+// OpenV1 is Open for a tree a former host made on a host without cgroup2
+// (pure v1), where path, the directory its record names, is one of the
+// tree's v1 directories: the Group holds path and the directories of the
+// same name under this host's own cgroups in the other v1 hierarchies. The
+// caller has checked that path is a cgroup v1 directory of agentproc's. It
+// returns nil if path is in no v1 hierarchy this host sees.
+func OpenV1(path string) *Group {
+	leaf := filepath.Base(path)
+	h := currentHost()
+	var dirs []v1Dir
+	found := false
+	for _, m := range h.mounts {
+		if m.v2 {
+			continue
+		}
+		home := m.dirOf(h.own.v1[m.controllers[0]])
+		if rel, ok := strings.CutPrefix(path, m.point+"/"); ok && !found {
+			// The named directory first: the kill reads its members.
+			dirs = append([]v1Dir{{m: m, path: filepath.Join(m.point, rel), home: home}}, dirs...)
+			found = true
+			continue
+		}
+		if home == "" {
+			continue
+		}
+		if st, err := os.Stat(filepath.Join(home, leaf)); err == nil && st.IsDir() {
+			dirs = append(dirs, v1Dir{m: m, path: filepath.Join(home, leaf), home: home})
+		}
+	}
+	if !found {
+		return nil
+	}
+	g := &Group{v1: &v1Set{id: strings.TrimPrefix(leaf, leafPrefix), dirs: dirs, fds: noFiles()}}
+	g.exit.closed = true
+	return g
+}
+
 // Path is the directory that names the tree's cgroup: the v2 one where
 // there is one, else the first v1 one. Its cgroup.procs lists the tree.
 func (g *Group) Path() string {
