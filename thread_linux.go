@@ -24,7 +24,9 @@ import (
 // the prototype 87–96 of 200 Starts did. There, this goroutine keeps the
 // main thread locked (so nothing else can be scheduled on it) while a
 // second fresh goroutine, which therefore runs on another thread, does the
-// work; the main thread is then unlocked untouched.
+// work; the main thread, untouched, is then kept for as long as a Manager
+// with a sandbox is open (mainHold), so that later calls do not land
+// there, and unlocked after.
 //
 // Go 1.28 adds Landlock to SysProcAttr; when that is the minimum, the
 // Landlock step can move into the child between fork and exec, and only
