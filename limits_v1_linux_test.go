@@ -141,14 +141,8 @@ func runV1LimitsHost() int {
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
 	m := agentproc.New(agentproc.WithStateDir(filepath.Join(os.Getenv(hostDirEnv), "a")))
-	p, err := m.Start(ctx, agentproc.Request{Command: `sleep 300 & echo "pids $$ $!"; wait`, Limits: agentproc.Limits{Procs: 10}})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "host: start:", err)
-		return 1
-	}
-	line, err := p.WaitMatch(ctx, regexp.MustCompile(`^pids \d+ \d+$`))
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "host: wait for pids:", err)
+	p, line := hostStart(ctx, m, agentproc.Request{Command: `sleep 300 & echo "pids $$ $!"; wait`, Limits: agentproc.Limits{Procs: 10}})
+	if p == nil {
 		return 1
 	}
 	fmt.Println(strings.TrimSpace(line), p.ID())

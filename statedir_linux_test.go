@@ -60,14 +60,8 @@ func runThreeTreesHost() int {
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
 	for _, j := range jobs {
-		p, err := j.m.Start(ctx, agentproc.Request{Command: j.command})
-		if err != nil {
-			fmt.Fprintln(os.Stderr, "host: start:", err)
-			return 1
-		}
-		line, err := p.WaitMatch(ctx, regexp.MustCompile(`^pids \d+ \d+$`))
-		if err != nil {
-			fmt.Fprintln(os.Stderr, "host: wait for pids:", err)
+		p, line := hostStart(ctx, j.m, agentproc.Request{Command: j.command})
+		if p == nil {
 			return 1
 		}
 		// The output log is written behind the buffer; recovery shows what
@@ -90,6 +84,23 @@ func runThreeTreesHost() int {
 	}
 	fmt.Println("ready")
 	select {} // until the test SIGKILLs this host
+}
+
+// hostStart starts req on m in a helper host and returns the process and
+// the "pids A B" line its command printed; it says why on stderr and
+// returns a nil process if either fails.
+func hostStart(ctx context.Context, m *agentproc.Manager, req agentproc.Request) (*agentproc.Process, string) {
+	p, err := m.Start(ctx, req)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "host: start:", err)
+		return nil, ""
+	}
+	line, err := p.WaitMatch(ctx, regexp.MustCompile(`^pids \d+ \d+$`))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "host: wait for pids:", err)
+		return nil, ""
+	}
+	return p, line
 }
 
 // startHost runs the helper host mode (from UseHelper) and returns it with
