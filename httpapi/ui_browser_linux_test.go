@@ -505,7 +505,14 @@ func TestUIBrowser(t *testing.T) {
 		pg := openPage(t, browser, ts.srv.URL+"/processes/", true)
 		p := startUnowned(t, ts, agentproc.Request{Command: "echo under a prefix; sleep 60"})
 		pg.run(
+			chromedp.WaitVisible(rowSel(p.ID())+`[data-state="running"]`),
 			chromedp.Click(rowSel(p.ID())+" .cmd-btn"),
+		)
+		// The output shown before the interrupt: the stream works under
+		// the prefix, the shell is past its echo, and the pane that the
+		// click opened has settled before the next click is aimed.
+		pg.waitJS(`document.getElementById('out').textContent === 'under a prefix\n'`)
+		pg.run(
 			chromedp.Click(rowSel(p.ID())+" button.interrupt"),
 			chromedp.WaitVisible(chromedp.CSS(`#confirm[open]`)),
 			chromedp.Click(chromedp.CSS(`#confirm-ok`)),
