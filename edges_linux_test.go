@@ -10,7 +10,6 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -279,9 +278,9 @@ func TestForeignProcInNamespace(t *testing.T) {
 	if os.Getpid() != 1 {
 		t.Fatalf("pid got %d, want 1 (a private PID namespace)", os.Getpid())
 	}
-	var w warnSink
+	var w agentproc.WarnSink
 	m := newManager(t, agentproc.WithLogger(slog.Make(&w)))
-	if got := w.messages(); len(got) != 1 || !strings.Contains(got[0], "another PID namespace") {
+	if got := w.Messages(); len(got) != 1 || !strings.Contains(got[0], "another PID namespace") {
 		t.Errorf("warnings at New: got %q, want one about /proc's PID namespace", got)
 	}
 	// Ports would read the sockets of the parent namespace's processes
@@ -306,7 +305,7 @@ func TestForeignProcInNamespace(t *testing.T) {
 	// The sleep was reparented to us, PID 1 here: it is gone once we can
 	// reap it.
 	reapChild(t, pidsIn(t, p.Output().Text)[0])
-	if got := w.messages(); len(got) != 1 {
+	if got := w.Messages(); len(got) != 1 {
 		t.Errorf("warnings after a run: got %q, want only the one from New", got)
 	}
 }
@@ -330,27 +329,6 @@ func reapChild(t *testing.T, pid int) {
 		case <-tick.C:
 		}
 	}
-}
-
-type warnSink struct {
-	mu  sync.Mutex
-	msg []string
-}
-
-func (w *warnSink) LogEntry(_ context.Context, e slog.SinkEntry) {
-	if e.Level >= slog.LevelWarn {
-		w.mu.Lock()
-		w.msg = append(w.msg, e.Message)
-		w.mu.Unlock()
-	}
-}
-
-func (*warnSink) Sync() {}
-
-func (w *warnSink) messages() []string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return append([]string(nil), w.msg...)
 }
 
 // TestStopContinuesStoppedProcess stops a process that handles SIGTERM

@@ -1,6 +1,12 @@
 package agentproc
 
-import "time"
+import (
+	"context"
+	"sync"
+	"time"
+
+	"cdr.dev/slog/v3"
+)
 
 // WithStdinStall shortens the stdin write bound so tests of a child that
 // never reads stay fast.
@@ -23,4 +29,28 @@ func WaitLogRemovals(m *Manager) { m.logs.waitRemoved() }
 // instead of sweeping what holds the pipe, misses the test deadline.
 func WithPipeDrain(d time.Duration) Option {
 	return optionFunc(func(c *config) { c.pipeDrain = d })
+}
+
+// WarnSink is a log sink that keeps the messages logged at warning level
+// or above, for tests inside and outside the package that count them.
+type WarnSink struct {
+	mu  sync.Mutex
+	msg []string
+}
+
+func (w *WarnSink) LogEntry(_ context.Context, e slog.SinkEntry) {
+	if e.Level >= slog.LevelWarn {
+		w.mu.Lock()
+		w.msg = append(w.msg, e.Message)
+		w.mu.Unlock()
+	}
+}
+
+func (*WarnSink) Sync() {}
+
+// Messages returns the messages kept so far.
+func (w *WarnSink) Messages() []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return append([]string(nil), w.msg...)
 }

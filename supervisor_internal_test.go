@@ -5,34 +5,11 @@ import (
 	"os"
 	"runtime"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"cdr.dev/slog/v3"
 )
-
-// warnCounter counts the entries logged at warning level or above.
-type warnCounter struct {
-	mu  sync.Mutex
-	msg []string
-}
-
-func (w *warnCounter) LogEntry(_ context.Context, e slog.SinkEntry) {
-	if e.Level >= slog.LevelWarn {
-		w.mu.Lock()
-		w.msg = append(w.msg, e.Message)
-		w.mu.Unlock()
-	}
-}
-
-func (*warnCounter) Sync() {}
-
-func (w *warnCounter) messages() []string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return append([]string(nil), w.msg...)
-}
 
 // TestDrainOutputClosedMeanwhile checks that drainOutput does not report
 // "pipe deadline unavailable" when the copier closed the pipe between its
@@ -49,7 +26,7 @@ func TestDrainOutputClosedMeanwhile(t *testing.T) {
 	}
 	_ = w.Close()
 	_ = r.Close() // the copier's close, before drainOutput sets its deadline
-	var warns warnCounter
+	var warns WarnSink
 	s := &supervisor{p: &Process{m: &Manager{cfg: config{logger: slog.Make(&warns), pipeDrain: time.Second}}}}
 	readerDone := make(chan struct{})
 	drained := make(chan struct{})
@@ -66,7 +43,7 @@ func TestDrainOutputClosedMeanwhile(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("drainOutput did not return after readerDone closed")
 	}
-	if got := warns.messages(); len(got) != 0 {
+	if got := warns.Messages(); len(got) != 0 {
 		t.Errorf("warnings: got %q, want none for a pipe closed meanwhile", got)
 	}
 }
