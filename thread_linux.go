@@ -35,43 +35,33 @@ import (
 // The cgroup v1 placement of issue 26 needs the same kind of thread: any
 // per-thread step before a fork belongs in fn.
 func onThrowawayThread(fn func() error) error {
-	return handOff(func(run func(func() error)) {
-		go func() {
-			runtime.LockOSThread()
-			if unix.Gettid() != unix.Getpid() {
-				run(fn)
-				// This goroutine exits locked, and the thread is
-				// discarded.
-				return
-			}
-			mainLandings.Add(1)
-			run(func() error { return onMainThread(fn) })
-			// The main thread, untouched, is kept out of the next calls'
-			// way while a Manager may make them (mainHold), then given
-			// back.
-			gone := mainHold.keep()
-			runtime.UnlockOSThread()
-			if gone != nil {
-				close(gone)
-			}
-		}()
-	})
-}
-
-// handOff has launch run one call on another thread, through the run it
-// is given, and returns that call's error. The caller waits as
-// onThrowawayThread's comment below says, and run sends the result before
-// the thread does anything else, such as exit.
-func handOff(launch func(run func(func() error))) error {
 	done := make(chan error, 1)
 	wake := takeWakePipe()
-	launch(func(fn func() error) {
-		done <- fn()
+	// result hands back fn's error before the thread does anything else,
+	// such as exit.
+	result := func(err error) {
+		done <- err
 		if wake != nil {
 			// After the result is in done, so that the reader finds it.
 			_, _ = wake[1].Write([]byte{0})
 		}
-	})
+	}
+	go func() {
+		runtime.LockOSThread()
+		if unix.Gettid() != unix.Getpid() {
+			result(fn())
+			return // still locked: the thread is discarded
+		}
+		mainLandings.Add(1)
+		result(onMainThread(fn))
+		// The main thread, untouched, is kept out of the next calls' way
+		// while a Manager may make them (mainHold), then given back.
+		gone := mainHold.keep()
+		runtime.UnlockOSThread()
+		if gone != nil {
+			close(gone)
+		}
+	}()
 	if wake == nil {
 		return <-done
 	}
