@@ -128,10 +128,15 @@ func cgroupSpec(id string, cfg *config, l Limits) cgroup.Spec {
 // cgroup lock, which the placement's writes wait for (with the maker
 // yielding so, BenchmarkLimits/all measured 1.25–1.40× against 1.34–1.87×). A set is only ever
 // taken by a Start of the same owner with the same Limits, and nothing but
-// this Manager knows its name. Close removes them.
+// this Manager knows its name. Close removes them. With a state dir each
+// set is listed with the host guard under its ID from the moment it is
+// made, so that a host that dies without Close leaves no empty set behind:
+// the guard removes them with the trees (a tree that takes a set lists
+// itself under the same ID).
 type cgroupSpares struct {
 	mu     sync.Mutex
 	closed bool
+	guard  *hostGuard    // nil without a state dir; set before the first Start
 	key    spareKey      // what sets holds and making makes
 	sets   []spareSet    // ready, oldest first
 	making bool          // a goroutine is making sets for key
@@ -167,7 +172,8 @@ type spareCgroup struct {
 	cfg   *config
 	key   spareKey
 	g     *cgroup.Group
-	done  bool // startDone was called
+	id    string // g's tree ID
+	done  bool   // startDone was called
 }
 
 // take returns the ID and the spare set for a tree of owner with limits l
@@ -189,7 +195,7 @@ func (s *cgroupSpares) take(owner string, cfg *config, l Limits) (string, *spare
 		if len(s.sets) > 0 {
 			set := s.sets[0]
 			s.sets = s.sets[1:]
-			sc.g = set.g
+			sc.g, sc.id = set.g, set.id
 			return set.id, sc
 		}
 		if !s.making {
@@ -203,6 +209,9 @@ func (s *cgroupSpares) take(owner string, cfg *config, l Limits) (string, *spare
 	return uuid.NewString(), sc
 }
 
+// setGuard is New's hook: the host guard that lists the spare sets.
+func (s *cgroupSpares) setGuard(g *hostGuard) { s.guard = g }
+
 // discard removes the set a claim holds that no containment took (a Start
 // that failed before), and ends the claim's start.
 func (sc *spareCgroup) discard() {
@@ -211,6 +220,7 @@ func (sc *spareCgroup) discard() {
 	}
 	if sc.g != nil {
 		_ = sc.g.Remove()
+		sc.store.guard.remove(sc.id)
 		sc.g = nil
 	}
 	sc.startDone()
@@ -247,7 +257,7 @@ func (sc *spareCgroup) refill() {
 	}
 	if s.making || len(s.sets) >= spareDepth {
 		if len(old) > 0 {
-			s.wg.Go(func() { removeSets(old) })
+			s.wg.Go(func() { s.removeSets(old) })
 		}
 		// A maker for the old key sees the new one and stops; the next
 		// refill then starts one for it.
@@ -260,7 +270,7 @@ func (sc *spareCgroup) refill() {
 // make is refill's goroutine: it removes old, then makes sets for key until
 // there are spareDepth or the key changed or the store closed.
 func (s *cgroupSpares) make(cfg *config, key spareKey, old []spareSet) {
-	removeSets(old)
+	s.removeSets(old)
 	for {
 		s.mu.Lock()
 		if s.startIdle == nil {
@@ -278,13 +288,18 @@ func (s *cgroupSpares) make(cfg *config, key spareKey, old []spareSet) {
 		s.mu.Unlock()
 		id := uuid.NewString()
 		g, err := cgroup.New(cgroupSpec(id, cfg, key.limits))
+		if err == nil {
+			// Listed before any Start can take it, so that the tree's
+			// own listing replaces this one.
+			s.guard.add(id, hostIdentity{}, g.Path())
+		}
 		s.mu.Lock()
 		if err != nil || s.closed || s.key != key {
 			s.making = false
 			close(s.ready)
 			s.mu.Unlock()
 			if g != nil {
-				_ = g.Remove()
+				s.removeSets([]spareSet{{id: id, g: g}})
 			}
 			return
 		}
@@ -308,12 +323,14 @@ func (s *cgroupSpares) close() {
 	sets := s.sets
 	s.sets = nil
 	s.mu.Unlock()
-	removeSets(sets)
+	s.removeSets(sets)
 }
 
-func removeSets(sets []spareSet) {
+// removeSets removes sets no tree took, and unlists them with the guard.
+func (s *cgroupSpares) removeSets(sets []spareSet) {
 	for _, set := range sets {
 		_ = set.g.Remove()
+		s.guard.remove(set.id)
 	}
 }
 

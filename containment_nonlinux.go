@@ -34,8 +34,9 @@ type (
 func (*cgroupSpares) take(string, *config, Limits) (string, *spareCgroup) {
 	return uuid.NewString(), nil
 }
-func (*cgroupSpares) close()  {}
-func (*spareCgroup) discard() {}
+func (*cgroupSpares) close()              {}
+func (*cgroupSpares) setGuard(*hostGuard) {}
+func (*spareCgroup) discard()             {}
 
 func (*containment) prepare() int            { return -1 }
 func (*containment) describe() string        { return "" }

@@ -2,6 +2,8 @@ package agentproc
 
 import (
 	"bytes"
+	"context"
+	"fmt"
 	"runtime"
 	"time"
 
@@ -109,4 +111,32 @@ func SpareReady(m *Manager, timeout time.Duration) bool {
 		}
 		runtime.Gosched()
 	}
+}
+
+// SpareCgroupDirs waits until m holds n spare cgroup sets and returns their
+// directories. It returns an error when ctx ends first or when no maker is
+// at work and fewer than n sets are ready.
+func SpareCgroupDirs(ctx context.Context, m *Manager, n int) ([]string, error) {
+	s := &m.cgSpares
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for len(s.sets) < n {
+		if !s.making {
+			return nil, fmt.Errorf("%d spare cgroup sets and none being made, want %d", len(s.sets), n)
+		}
+		ready := s.ready
+		s.mu.Unlock()
+		select {
+		case <-ready:
+		case <-ctx.Done():
+			s.mu.Lock()
+			return nil, ctx.Err()
+		}
+		s.mu.Lock()
+	}
+	var dirs []string
+	for _, set := range s.sets {
+		dirs = append(dirs, set.g.Dirs()...)
+	}
+	return dirs, nil
 }

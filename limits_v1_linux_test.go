@@ -1,9 +1,12 @@
 package agentproc_test
 
 import (
+	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -199,4 +202,123 @@ func TestHostDeathRemovesV1Cgroups(t *testing.T) {
 		}
 	}
 	t.Logf("v1 cgroups of the dead host's tree removed: %v", dirs)
+}
+
+func init() {
+	agentproc.RegisterHelper("host-spares", runSparesHost, false)
+}
+
+// runSparesHost runs two limited commands one after the other on a state
+// dir (hostDirEnv), which leaves the Manager's two spare cgroup sets made
+// ahead, prints "spare DIR" for each of their directories and "ready", and
+// blocks until killed. It prints "unsupported: ..." and exits where limits
+// cannot be held.
+func runSparesHost() int {
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	m := agentproc.New(agentproc.WithStateDir(filepath.Join(os.Getenv(hostDirEnv), "a")))
+	for range 2 {
+		p, err := m.Start(ctx, agentproc.Request{Command: "true", Limits: agentproc.Limits{Procs: 10}})
+		if errors.Is(err, agentproc.ErrUnsupported) {
+			fmt.Println("unsupported:", err)
+			return 0
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "host: start:", err)
+			return 1
+		}
+		if _, err := p.Wait(ctx); err != nil {
+			fmt.Fprintln(os.Stderr, "host: wait:", err)
+			return 1
+		}
+	}
+	dirs, err := agentproc.SpareCgroupDirs(ctx, m, 2)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "host: spare cgroups:", err)
+		return 1
+	}
+	for _, d := range dirs {
+		fmt.Println("spare", d)
+	}
+	fmt.Println("ready")
+	select {} // until the test SIGKILLs this host
+}
+
+// TestHostDeathRemovesSpareCgroups: a host with a state dir is SIGKILLed
+// while its Manager holds spare cgroup sets made ahead for the next
+// limited Starts; its guard removes them, as it removes a live tree's.
+func TestHostDeathRemovesSpareCgroups(t *testing.T) {
+	t.Parallel()
+	mode := agentproc.UseHelper("host-spares")
+	host := exec.Command(os.Args[0])
+	host.Env = append(os.Environ(), agentproc.HelperEnv+"="+mode, hostDirEnv+"="+t.TempDir())
+	host.Stderr = os.Stderr
+	out, err := host.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := host.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = host.Process.Kill()
+		_ = host.Wait()
+	})
+	type result struct {
+		dirs []string
+		skip string
+	}
+	done := make(chan result, 1)
+	go func() {
+		var r result
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			line := sc.Text()
+			if line == "ready" || strings.HasPrefix(line, "unsupported:") {
+				r.skip = strings.TrimPrefix(line, "ready")
+				break
+			}
+			if dir, ok := strings.CutPrefix(line, "spare "); ok {
+				r.dirs = append(r.dirs, dir)
+			}
+		}
+		done <- r
+	}()
+	var r result
+	select {
+	case r = <-done:
+	case <-time.After(testTimeout):
+		t.Fatal("the host never said ready")
+	}
+	if r.skip != "" {
+		t.Skip(r.skip)
+	}
+	if len(r.dirs) < 2 {
+		t.Fatalf("the host listed spare cgroups %v, want two sets", r.dirs)
+	}
+	for _, d := range r.dirs {
+		if _, err := os.Stat(d); err != nil {
+			t.Fatalf("spare cgroup: %v", err)
+		}
+	}
+	if err := host.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for _, dir := range r.dirs {
+		for {
+			if _, err := os.Stat(dir); os.IsNotExist(err) {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Errorf("spare cgroup %s still there 10 s after the host died, want removed by its guard", dir)
+				_ = os.Remove(dir) // empty: do not leave it
+				break
+			}
+			<-tick.C
+		}
+	}
+	t.Logf("the dead host's spare cgroups removed: %v", r.dirs)
 }

@@ -86,6 +86,7 @@ func New(opts ...Option) *Manager {
 	m.events = newEventBus(func() time.Time { return cfg.clock.Now("agentproc", "event") })
 	if cfg.stateDir != "" {
 		m.openState()
+		m.cgSpares.setGuard(m.state.guard())
 	}
 	return m
 }
@@ -184,9 +185,10 @@ func (m *Manager) Shutdown(ctx context.Context) error {
 		}
 		m.mu.Unlock()
 		m.logs.waitRemoved()
+		// The spare cgroups go before the guard that lists them.
+		m.cgSpares.close()
 		m.closeState()
 		m.sandbox.close()
-		m.cgSpares.close()
 		m.ports.close()
 		m.input.close()
 		m.events.close()

@@ -220,6 +220,7 @@ var (
 	_ func(string, *config, Limits, *spareCgroup) (*containment, error)   = newContainment
 	_ func(*cgroupSpares, string, *config, Limits) (string, *spareCgroup) = (*cgroupSpares).take
 	_ func(*cgroupSpares)                                                 = (*cgroupSpares).close
+	_ func(*cgroupSpares, *hostGuard)                                     = (*cgroupSpares).setGuard
 	_ func(*spareCgroup)                                                  = (*spareCgroup).discard
 	_ func(*exec.Cmd, *containment, *sandboxRun) error                    = startCommand
 	_ func(*config) *sysProc                                              = newSysProc

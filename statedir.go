@@ -317,6 +317,14 @@ func currentRecord(data []byte) []byte {
 // it a freed slot is deleted.
 const maxFreeSlots = 64
 
+// guard is the dir's host guard, nil without one.
+func (s *stateDir) guard() *hostGuard {
+	if s == nil {
+		return nil
+	}
+	return s.hostGuard
+}
+
 // abandon removes the record of a process that was never started.
 func (s *stateDir) abandon(r *stateRecord) {
 	if s == nil || r == nil {

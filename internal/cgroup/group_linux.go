@@ -273,6 +273,20 @@ func (g *Group) Path() string {
 	return g.v1.dirs[0].path
 }
 
+// Dirs lists every directory of the group, the v2 one first.
+func (g *Group) Dirs() []string {
+	var dirs []string
+	if g.v2 != nil {
+		dirs = append(dirs, g.v2.path)
+	}
+	if g.v1 != nil {
+		for _, d := range g.v1.dirs {
+			dirs = append(dirs, d.path)
+		}
+	}
+	return dirs
+}
+
 // Leaf is the last element of every directory of the group.
 func (g *Group) Leaf() string { return LeafName(g.id) }
 
