@@ -1,12 +1,10 @@
 package agentproc_test
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -185,21 +183,8 @@ func TestHostDeathRemovesV1Cgroups(t *testing.T) {
 	if left := waitExited(fds, 5*time.Second); left != 0 {
 		t.Fatalf("%d of %d processes alive 5 s after the host was SIGKILLed, want 0", left, len(fds))
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
 	for c, dir := range dirs {
-		for {
-			if _, err := os.Stat(dir); os.IsNotExist(err) {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Errorf("%s cgroup %s still there 10 s after the host died, want removed by its guard", c, dir)
-				_ = os.Remove(dir) // empty by now: do not leave it
-				break
-			}
-			<-tick.C
-		}
+		requireGuardRemoved(t, c, dir)
 	}
 	t.Logf("v1 cgroups of the dead host's tree removed: %v", dirs)
 }
@@ -221,7 +206,8 @@ func runSparesHost() int {
 		p, err := m.Start(ctx, agentproc.Request{Command: "true", Limits: agentproc.Limits{Procs: 10}})
 		if errors.Is(err, agentproc.ErrUnsupported) {
 			fmt.Println("unsupported:", err)
-			return 0
+			fmt.Println("ready")
+			select {} // until the test kills this host
 		}
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "host: start:", err)
@@ -250,75 +236,50 @@ func runSparesHost() int {
 func TestHostDeathRemovesSpareCgroups(t *testing.T) {
 	t.Parallel()
 	mode := agentproc.UseHelper("host-spares")
-	host := exec.Command(os.Args[0])
-	host.Env = append(os.Environ(), agentproc.HelperEnv+"="+mode, hostDirEnv+"="+t.TempDir())
-	host.Stderr = os.Stderr
-	out, err := host.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := host.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = host.Process.Kill()
-		_ = host.Wait()
-	})
-	type result struct {
-		dirs []string
-		skip string
-	}
-	done := make(chan result, 1)
-	go func() {
-		var r result
-		sc := bufio.NewScanner(out)
-		for sc.Scan() {
-			line := sc.Text()
-			if line == "ready" || strings.HasPrefix(line, "unsupported:") {
-				r.skip = strings.TrimPrefix(line, "ready")
-				break
-			}
-			if dir, ok := strings.CutPrefix(line, "spare "); ok {
-				r.dirs = append(r.dirs, dir)
-			}
+	host, lines := runHost(t, mode, nil, hostDirEnv+"="+t.TempDir())
+	var dirs []string
+	for _, line := range lines {
+		if reason, ok := strings.CutPrefix(line, "unsupported: "); ok {
+			t.Skip("limits cannot be held here:", reason)
 		}
-		done <- r
-	}()
-	var r result
-	select {
-	case r = <-done:
-	case <-time.After(testTimeout):
-		t.Fatal("the host never said ready")
-	}
-	if r.skip != "" {
-		t.Skip(r.skip)
-	}
-	if len(r.dirs) < 2 {
-		t.Fatalf("the host listed spare cgroups %v, want two sets", r.dirs)
-	}
-	for _, d := range r.dirs {
-		if _, err := os.Stat(d); err != nil {
+		dir, ok := strings.CutPrefix(line, "spare ")
+		if !ok {
+			t.Fatalf("host printed %q", line)
+		}
+		if _, err := os.Stat(dir); err != nil {
 			t.Fatalf("spare cgroup: %v", err)
 		}
+		dirs = append(dirs, dir)
+	}
+	if len(dirs) < 2 {
+		t.Fatalf("the host listed spare cgroups %v, want two sets", dirs)
 	}
 	if err := host.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
+	for _, dir := range dirs {
+		requireGuardRemoved(t, "spare", dir)
+	}
+	t.Logf("the dead host's spare cgroups removed: %v", dirs)
+}
+
+// requireGuardRemoved waits up to 10 s for the dead host's guard to remove
+// the cgroup dir (what names it), and removes it itself if the guard does
+// not (it is empty by then).
+func requireGuardRemoved(t *testing.T, what, dir string) {
+	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	tick := time.NewTicker(10 * time.Millisecond)
 	defer tick.Stop()
-	for _, dir := range r.dirs {
-		for {
-			if _, err := os.Stat(dir); os.IsNotExist(err) {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Errorf("spare cgroup %s still there 10 s after the host died, want removed by its guard", dir)
-				_ = os.Remove(dir) // empty: do not leave it
-				break
-			}
-			<-tick.C
+	for {
+		if _, err := os.Stat(dir); os.IsNotExist(err) {
+			return
 		}
+		if time.Now().After(deadline) {
+			t.Errorf("%s cgroup %s still there 10 s after the host died, want removed by its guard", what, dir)
+			_ = os.Remove(dir)
+			return
+		}
+		<-tick.C
 	}
-	t.Logf("the dead host's spare cgroups removed: %v", r.dirs)
 }

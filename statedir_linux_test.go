@@ -113,6 +113,28 @@ func startHost(t *testing.T, mode string, env ...string) (*exec.Cmd, []int, []st
 // startHostWith is startHost with attr as the host's SysProcAttr.
 func startHostWith(t *testing.T, mode string, attr *syscall.SysProcAttr, env ...string) (*exec.Cmd, []int, []string) {
 	t.Helper()
+	cmd, lines := runHost(t, mode, attr, env...)
+	var pids []int
+	var ids []string
+	for _, line := range lines {
+		f := strings.Fields(line)
+		if len(f) != 4 || f[0] != "pids" {
+			t.Fatalf("host printed %q", line)
+		}
+		for _, s := range f[1:3] {
+			pid, _ := strconv.Atoi(s)
+			pids = append(pids, pid)
+		}
+		ids = append(ids, f[3])
+	}
+	return cmd, pids, ids
+}
+
+// runHost runs the helper host mode with attr as its SysProcAttr and
+// returns it with the lines it printed before "ready". The host is killed
+// when the test ends.
+func runHost(t *testing.T, mode string, attr *syscall.SysProcAttr, env ...string) (*exec.Cmd, []string) {
+	t.Helper()
 	cmd := exec.Command(os.Args[0])
 	cmd.SysProcAttr = attr
 	cmd.Env = append(append(os.Environ(), agentproc.HelperEnv+"="+mode), env...)
@@ -129,31 +151,21 @@ func startHostWith(t *testing.T, mode string, attr *syscall.SysProcAttr, env ...
 		_ = cmd.Wait()
 	})
 	type result struct {
-		pids []int
-		ids  []string
-		err  error
+		lines []string
+		err   error
 	}
 	done := make(chan result, 1)
 	go func() {
 		var r result
 		sc := bufio.NewScanner(out)
 		for sc.Scan() {
-			f := strings.Fields(sc.Text())
-			if len(f) == 1 && f[0] == "ready" {
+			if sc.Text() == "ready" {
 				done <- r
 				return
 			}
-			if len(f) != 4 || f[0] != "pids" {
-				r.err = fmt.Errorf("host printed %q", sc.Text())
-				continue
-			}
-			for _, s := range f[1:3] {
-				pid, _ := strconv.Atoi(s)
-				r.pids = append(r.pids, pid)
-			}
-			r.ids = append(r.ids, f[3])
+			r.lines = append(r.lines, sc.Text())
 		}
-		r.err = fmt.Errorf("host output ended before ready: %v", sc.Err())
+		r.err = fmt.Errorf("host output ended before ready (after %q): %v", r.lines, sc.Err())
 		done <- r
 	}()
 	select {
@@ -161,11 +173,11 @@ func startHostWith(t *testing.T, mode string, attr *syscall.SysProcAttr, env ...
 		if r.err != nil {
 			t.Fatal(r.err)
 		}
-		return cmd, r.pids, r.ids
+		return cmd, r.lines
 	case <-testContext(t).Done():
 		t.Fatal("host did not get ready")
 	}
-	return nil, nil, nil
+	return nil, nil
 }
 
 // pinPIDs opens a pidfd for each pid, so that their exit can be waited for
