@@ -140,3 +140,7 @@ func SpareCgroupDirs(ctx context.Context, m *Manager, n int) ([]string, error) {
 	}
 	return dirs, nil
 }
+
+// Placements returns how many cgroup v1 thread placements this process
+// made so far, and how many of them placed the main thread.
+func Placements() (all, onMain int64) { return placements.Load(), mainPlacements.Load() }

@@ -283,3 +283,71 @@ func requireGuardRemoved(t *testing.T, what, dir string) {
 		<-tick.C
 	}
 }
+
+func init() {
+	agentproc.RegisterHelper("limits-from-main", runLimitsFromMain, false)
+}
+
+// runLimitsFromMain starts limited commands one after the other from the
+// main goroutine, on the main thread (GOMAXPROCS=1, so a goroutine it
+// starts and waits for runs on the main thread too), and prints
+// "placements N M" (the thread placements, those of the main thread) and
+// "ready"; "unsupported: ..." where no placement is needed or possible.
+func runLimitsFromMain() int {
+	if unix.Gettid() != unix.Getpid() {
+		fmt.Println("unsupported: the helper's main goroutine is not on the main thread")
+		fmt.Println("ready")
+		return 0
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	m := agentproc.New()
+	defer m.Close()
+	for range 20 {
+		p, err := m.Start(ctx, agentproc.Request{Command: "true", Limits: agentproc.Limits{Memory: 64 << 20, Procs: 10}})
+		if errors.Is(err, agentproc.ErrUnsupported) {
+			fmt.Println("unsupported:", err)
+			fmt.Println("ready")
+			return 0
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "host: start:", err)
+			return 1
+		}
+		if _, err := p.Wait(ctx); err != nil {
+			fmt.Fprintln(os.Stderr, "host: wait:", err)
+			return 1
+		}
+	}
+	all, onMain := agentproc.Placements()
+	fmt.Println("placements", all, onMain)
+	fmt.Println("ready")
+	return 0
+}
+
+// TestPlacementNeverOnMainThread: a limited Start on a cgroup v1 host
+// places a thread in the tree's cgroups for the fork, and never the main
+// thread, whose memory cgroup the kernel charges the whole process's
+// memory to (v1 charges by the memory's owner, the main thread), even
+// when Start is called from the main thread.
+func TestPlacementNeverOnMainThread(t *testing.T) {
+	t.Parallel()
+	mode := agentproc.UseHelper("limits-from-main")
+	_, lines := runHost(t, mode, nil, "GOMAXPROCS=1")
+	if len(lines) != 1 {
+		t.Fatalf("helper printed %q, want one line", lines)
+	}
+	if reason, ok := strings.CutPrefix(lines[0], "unsupported: "); ok {
+		t.Skip(reason)
+	}
+	var all, onMain int
+	if _, err := fmt.Sscanf(lines[0], "placements %d %d", &all, &onMain); err != nil {
+		t.Fatalf("helper printed %q: %v", lines[0], err)
+	}
+	if all < 20 {
+		t.Fatalf("%d thread placements for 20 limited Starts, want one each", all)
+	}
+	if onMain != 0 {
+		t.Errorf("%d of %d thread placements placed the main thread, want none", onMain, all)
+	}
+}

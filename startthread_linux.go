@@ -3,7 +3,9 @@ package agentproc
 import (
 	"os/exec"
 	"runtime"
+	"sync/atomic"
 
+	"golang.org/x/sys/unix"
 	"golang.org/x/xerrors"
 )
 
@@ -58,30 +60,46 @@ func startCommand(cmd *exec.Cmd, c *containment, sbx *sandboxRun) error {
 
 // startOnLockedThread runs step, cmd.Start and step's restore on an OS
 // thread locked to a goroutine of its own, and gives the thread back to
-// the scheduler only when restore succeeded.
+// the scheduler only when restore succeeded. Never on the main thread: the
+// main thread owns the process's memory, which cgroup v1 charges to the
+// owner's memory cgroup, so placed in a tree's cgroups it would charge the
+// host's memory to the tree (64 MiB another thread touched meanwhile stayed
+// charged to the tree after the main thread had left). A goroutine the
+// runtime puts there hands the work on (onMainThread).
 func startOnLockedThread(cmd *exec.Cmd, step threadStep) error {
 	done := make(chan error, 1)
 	go func() {
 		runtime.LockOSThread()
-		restore, err := step()
-		if err != nil {
-			// step has put the thread back or failed to: either way it is
-			// not reused.
-			done <- err
+		if unix.Gettid() != unix.Getpid() {
+			done <- placeAndStart(cmd, step)
 			return
 		}
-		err = cmd.Start()
-		if rerr := restore(); rerr != nil {
-			if err == nil {
-				err = rerr
-			}
-			done <- err
-			return // still locked: the thread ends with the goroutine
-		}
+		done <- onMainThread(func() error { return placeAndStart(cmd, step) })
 		runtime.UnlockOSThread()
-		done <- err
 	}()
 	return <-done
+}
+
+// placeAndStart runs step, cmd.Start and step's restore on the calling
+// goroutine's thread, which the caller has locked, and unlocks it only
+// when both step and restore succeeded: otherwise the thread may be in a
+// tree's cgroups, and it ends with the goroutine, still locked.
+func placeAndStart(cmd *exec.Cmd, step threadStep) error {
+	restore, err := step()
+	if err != nil {
+		// step has put the thread back or failed to: either way it is
+		// not reused.
+		return err
+	}
+	err = cmd.Start()
+	if rerr := restore(); rerr != nil {
+		if err == nil {
+			err = rerr
+		}
+		return err
+	}
+	runtime.UnlockOSThread()
+	return err
 }
 
 // prepareThread readies the calling, locked OS thread for the start and
@@ -91,5 +109,13 @@ func prepareThread(c *containment) (restore func() error, err error) {
 	if err != nil {
 		return nil, xerrors.Errorf("place the starting thread: %w", err)
 	}
+	placements.Add(1)
+	if unix.Gettid() == unix.Getpid() {
+		mainPlacements.Add(1)
+	}
 	return leave, nil
 }
+
+// placements counts the thread placements, mainPlacements those that
+// placed the main thread, which startOnLockedThread never lets happen.
+var placements, mainPlacements atomic.Int64
