@@ -47,6 +47,7 @@ func (*containment) reaped()                 {}
 func (*containment) killEscaped() int        { return 0 }
 func (*containment) release() error          { return nil }
 func (*containment) closeFiles()             {}
+func (*containment) needsThread() bool       { return false }
 
 // startCommand starts cmd, confined by sbx when it is not nil: no
 // containment here acts on the starting thread.

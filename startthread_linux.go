@@ -65,7 +65,9 @@ func startCommand(cmd *exec.Cmd, c *containment, sbx *sandboxRun) error {
 // owner's memory cgroup, so placed in a tree's cgroups it would charge the
 // host's memory to the tree (64 MiB another thread touched meanwhile stayed
 // charged to the tree after the main thread had left). A goroutine the
-// runtime puts there hands the work on (onMainThread).
+// runtime puts there hands the work on (onMainThread) and then holds the
+// main thread while the Manager is open (mainHold), so that the next
+// placements do not land there.
 func startOnLockedThread(cmd *exec.Cmd, step threadStep) error {
 	done := make(chan error, 1)
 	go func() {
@@ -74,8 +76,15 @@ func startOnLockedThread(cmd *exec.Cmd, step threadStep) error {
 			done <- placeAndStart(cmd, step)
 			return
 		}
+		mainLandings.Add(1)
 		done <- onMainThread(func() error { return placeAndStart(cmd, step) })
+		// As onThrowawayThread does: kept out of the next placements' way
+		// while the Manager is open (mainHold), then given back.
+		gone := mainHold.keep()
 		runtime.UnlockOSThread()
+		if gone != nil {
+			close(gone)
+		}
 	}()
 	return <-done
 }

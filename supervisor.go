@@ -146,6 +146,12 @@ func (m *Manager) spawn(req Request, owner, command, dir string, seq uint64, war
 	if ctr, err = newContainment(id, &m.cfg, req.Limits, spare); err != nil {
 		return nil, nil, xerrors.Errorf(prefixFor(err)+"set up containment: %w", err)
 	}
+	if ctr.needsThread() {
+		// The placement moves a thread into the tree's cgroups, never the
+		// main thread, which is kept out of its way (mainHold) as for the
+		// sandbox's throwaway threads.
+		m.sandbox.useThreads()
+	}
 	if st, err = openStdio(req, m.cfg.stdinStall); err != nil {
 		return nil, nil, err
 	}

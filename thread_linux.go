@@ -112,7 +112,7 @@ var mainHold mainThreadHold
 
 type mainThreadHold struct {
 	mu    sync.Mutex
-	users int           // open Managers with a sandbox in use
+	users int           // open Managers with a sandbox or thread placements in use
 	held  chan struct{} // closed to give the main thread back; nil if not held
 	gone  chan struct{} // closed once the holder has unlocked it
 }
