@@ -202,21 +202,8 @@ func runSparesHost() int {
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
 	m := agentproc.New(agentproc.WithStateDir(filepath.Join(os.Getenv(hostDirEnv), "a")))
-	for range 2 {
-		p, err := m.Start(ctx, agentproc.Request{Command: "true", Limits: agentproc.Limits{Procs: 10}})
-		if errors.Is(err, agentproc.ErrUnsupported) {
-			fmt.Println("unsupported:", err)
-			fmt.Println("ready")
-			select {} // until the test kills this host
-		}
-		if err != nil {
-			fmt.Fprintln(os.Stderr, "host: start:", err)
-			return 1
-		}
-		if _, err := p.Wait(ctx); err != nil {
-			fmt.Fprintln(os.Stderr, "host: wait:", err)
-			return 1
-		}
+	if ok, code := hostRunLimited(ctx, m, 2, agentproc.Limits{Procs: 10}); !ok {
+		return code
 	}
 	dirs, err := agentproc.SpareCgroupDirs(ctx, m, 2)
 	if err != nil {
@@ -303,21 +290,8 @@ func runLimitsFromMain() int {
 	defer cancel()
 	m := agentproc.New()
 	defer m.Close()
-	for range 20 {
-		p, err := m.Start(ctx, agentproc.Request{Command: "true", Limits: agentproc.Limits{Memory: 64 << 20, Procs: 10}})
-		if errors.Is(err, agentproc.ErrUnsupported) {
-			fmt.Println("unsupported:", err)
-			fmt.Println("ready")
-			return 0
-		}
-		if err != nil {
-			fmt.Fprintln(os.Stderr, "host: start:", err)
-			return 1
-		}
-		if _, err := p.Wait(ctx); err != nil {
-			fmt.Fprintln(os.Stderr, "host: wait:", err)
-			return 1
-		}
+	if ok, code := hostRunLimited(ctx, m, 20, agentproc.Limits{Memory: 64 << 20, Procs: 10}); !ok {
+		return code
 	}
 	all, onMain := agentproc.Placements()
 	fmt.Println("placements", all, onMain)
@@ -350,4 +324,28 @@ func TestPlacementNeverOnMainThread(t *testing.T) {
 	if onMain != 0 {
 		t.Errorf("%d of %d thread placements placed the main thread, want none", onMain, all)
 	}
+}
+
+// hostRunLimited runs "true" with limits l n times, one after the other,
+// on m in a helper host. Where the limits cannot be held it prints
+// "unsupported: ..." and "ready" and returns false, 0; on another error it
+// says why on stderr and returns false, 1.
+func hostRunLimited(ctx context.Context, m *agentproc.Manager, n int, l agentproc.Limits) (ok bool, code int) {
+	for range n {
+		p, err := m.Start(ctx, agentproc.Request{Command: "true", Limits: l})
+		if errors.Is(err, agentproc.ErrUnsupported) {
+			fmt.Println("unsupported:", err)
+			fmt.Println("ready")
+			return false, 0
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "host: start:", err)
+			return false, 1
+		}
+		if _, err := p.Wait(ctx); err != nil {
+			fmt.Fprintln(os.Stderr, "host: wait:", err)
+			return false, 1
+		}
+	}
+	return true, 0
 }
