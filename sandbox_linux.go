@@ -49,10 +49,6 @@ import (
 // (mainHold, thread_linux.go); the returned func releases it.
 func sandboxThreadUser() (release func()) { return useMainHold() }
 
-// errMainThread is what onThrowawayThread returns if the runtime put its
-// worker on the main thread after all; it is never expected.
-var errMainThread = xerrors.New("agentproc: confinement would have run on the main thread")
-
 // maxBuiltPolicies bounds how many policies a Manager keeps built: each
 // holds a Landlock ruleset's descriptor and, as root, a mount namespace.
 const maxBuiltPolicies = 64

@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 
 	"golang.org/x/sys/unix"
+	"golang.org/x/xerrors"
 )
 
 // onThrowawayThread runs fn on an OS thread of its own that is thrown away
@@ -78,8 +79,12 @@ func onThrowawayThread(fn func() error) error {
 	return <-done
 }
 
-// onMainThread is onThrowawayThread's worker when the runtime put it on the
-// main thread: it hands the work to a goroutine that cannot run here while
+// errMainThread is what onMainThread returns if the runtime put its worker
+// on the main thread after all; it is never expected.
+var errMainThread = xerrors.New("agentproc: a starting thread's confinement or cgroup placement would have changed the main thread")
+
+// onMainThread is the worker of onThrowawayThread or startOnLockedThread
+// when the runtime put it on the main thread: it hands the work to a goroutine that cannot run here while
 // this one holds the main thread. The caller keeps the main thread locked,
 // unchanged.
 func onMainThread(fn func() error) error {
@@ -88,7 +93,7 @@ func onMainThread(fn func() error) error {
 		runtime.LockOSThread()
 		if unix.Gettid() == unix.Getpid() {
 			// Impossible while the outer goroutine holds the main
-			// thread; refuse rather than confine it.
+			// thread; refuse rather than change it.
 			runtime.UnlockOSThread()
 			inner <- errMainThread
 			return
