@@ -282,7 +282,8 @@ func init() {
 // main goroutine, on the main thread (GOMAXPROCS=1, so a goroutine it
 // starts and waits for runs on the main thread too), and prints
 // "placements N M" (the thread placements, those of the main thread) and
-// "ready"; "unsupported: ..." where no placement is needed or possible.
+// "ready"; "unsupported: ..." where the limits cannot be held or need no
+// placement (cgroup v2 alone).
 func runLimitsFromMain() int {
 	if unix.Gettid() != unix.Getpid() {
 		fmt.Println("unsupported: the helper's main goroutine is not on the main thread")
@@ -305,6 +306,12 @@ func runLimitsFromMain() int {
 			fmt.Println("ready")
 		}
 		return code
+	}
+	if all == 0 {
+		// cgroup v2 alone: the leader is cloned into its cgroup.
+		fmt.Println("unsupported: limits need no thread placement on this host")
+		fmt.Println("ready")
+		return 0
 	}
 	fmt.Println("placements", all, onMain)
 	fmt.Println("ready")

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs the cgroup limit tests (fork bomb under pids.max, memory hog under
 # memory.max, CPU share under cpu.max, the default parent, 200 racing
-# starts) inside a small QEMU VM whose cgroup v2 has every controller: on
+# starts, a dead host's spare cgroups removed by its guard) inside a small QEMU VM whose cgroup v2 has every controller: on
 # this project's machines those controllers are bound to cgroup v1
 # hierarchies, where the same tests run through the v1 backend, so this is
 # where the v2 backend's run. Part of CI (.ci/run): with the kernel cached
@@ -73,7 +73,7 @@ accel=(-accel tcg,thread=multi -cpu max)
 if [ "${AGENTPROC_VM_KVM:-}" = 1 ]; then
 	accel=(-enable-kvm -cpu "${AGENTPROC_VM_CPU:-host}")
 fi
-tests="${1:-TestLimits|TestCgroupBadParent|TestOOMScore|TestRaiseOOMScore}"
+tests="${1:-TestLimits|TestCgroupBadParent|TestOOMScore|TestRaiseOOMScore|TestHostDeathRemovesSpareCgroups}"
 # BenchmarkLimits on cgroup v2 (the host measures v1): 40 alternated pairs
 # per run, three runs, about 30 s under emulation. AGENTPROC_VM_BENCH=
 # (empty) skips it; a test regex given as argument skips it too.
