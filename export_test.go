@@ -2,6 +2,7 @@ package agentproc
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"time"
 
@@ -31,19 +32,27 @@ func WithPipeDrain(d time.Duration) Option {
 	return optionFunc(func(c *config) { c.pipeDrain = d })
 }
 
-// WarnSink is a log sink that keeps the messages logged at warning level
-// or above, for tests inside and outside the package that count them.
+// WarnSink is a log sink that keeps what is logged at warning level or
+// above, for tests inside and outside the package that count or read the
+// warnings.
 type WarnSink struct {
-	mu  sync.Mutex
-	msg []string
+	mu    sync.Mutex
+	msg   []string
+	lines []string // the message and the fields, " name=value" each
 }
 
 func (w *WarnSink) LogEntry(_ context.Context, e slog.SinkEntry) {
-	if e.Level >= slog.LevelWarn {
-		w.mu.Lock()
-		w.msg = append(w.msg, e.Message)
-		w.mu.Unlock()
+	if e.Level < slog.LevelWarn {
+		return
 	}
+	line := e.Message
+	for _, f := range e.Fields {
+		line += fmt.Sprintf(" %s=%v", f.Name, f.Value)
+	}
+	w.mu.Lock()
+	w.msg = append(w.msg, e.Message)
+	w.lines = append(w.lines, line)
+	w.mu.Unlock()
 }
 
 func (*WarnSink) Sync() {}
@@ -53,4 +62,12 @@ func (w *WarnSink) Messages() []string {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return append([]string(nil), w.msg...)
+}
+
+// Lines returns the warnings kept so far, each its message followed by its
+// fields.
+func (w *WarnSink) Lines() []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return append([]string(nil), w.lines...)
 }

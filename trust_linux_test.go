@@ -265,33 +265,6 @@ func TestRecoveryForeignLeader(t *testing.T) {
 	}
 }
 
-// fieldSink keeps the warnings' messages and fields.
-type fieldSink struct {
-	mu      sync.Mutex
-	entries []string
-}
-
-func (s *fieldSink) LogEntry(_ context.Context, e slog.SinkEntry) {
-	if e.Level < slog.LevelWarn {
-		return
-	}
-	line := e.Message
-	for _, f := range e.Fields {
-		line += fmt.Sprintf(" %s=%v", f.Name, f.Value)
-	}
-	s.mu.Lock()
-	s.entries = append(s.entries, line)
-	s.mu.Unlock()
-}
-
-func (*fieldSink) Sync() {}
-
-func (s *fieldSink) lines() []string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return append([]string(nil), s.entries...)
-}
-
 // Row 6 and the range checks: records with negative segment sizes, a
 // non-UUID ID, a leader or runner that cannot be a tree of ours are each
 // skipped with one warning naming the file, never acted on; the host
@@ -327,7 +300,7 @@ func TestRecoveryRecordRanges(t *testing.T) {
 	good := uuid.NewString()
 	writeRecord(t, dir, good, nil)
 
-	var sink fieldSink
+	var sink agentproc.WarnSink
 	m := newManager(t, agentproc.WithStateDir(dir), agentproc.WithLogger(slog.Make(&sink)),
 		agentproc.WithGracePeriod(100*time.Millisecond))
 	infos, err := m.Recovered(testContext(t))
@@ -337,7 +310,7 @@ func TestRecoveryRecordRanges(t *testing.T) {
 	if len(infos) != 1 || infos[0].ID != good {
 		t.Errorf("Recovered: got %+v, want only %s", infos, good)
 	}
-	lines := sink.lines()
+	lines := sink.Lines()
 	for name, file := range files {
 		n := 0
 		for _, l := range lines {
@@ -375,7 +348,7 @@ func TestRecoveryLeaderPID1InNamespace(t *testing.T) {
 	writeRecord(t, dir, id, map[string]any{
 		"leader": map[string]any{"pid": 1, "start": startTicks(t, 1), "boot_id": currentBoot()},
 	})
-	var sink fieldSink
+	var sink agentproc.WarnSink
 	m := newManager(t, agentproc.WithStateDir(dir), agentproc.WithLogger(slog.Make(&sink)),
 		agentproc.WithGracePeriod(100*time.Millisecond))
 	infos, err := m.Recovered(testContext(t))
@@ -386,13 +359,13 @@ func TestRecoveryLeaderPID1InNamespace(t *testing.T) {
 		t.Errorf("Recovered: got %+v, want the record skipped", infos)
 	}
 	n := 0
-	for _, l := range sink.lines() {
+	for _, l := range sink.Lines() {
 		if strings.Contains(l, id+".json") {
 			n++
 		}
 	}
 	if n != 1 {
-		t.Errorf("warnings: got %q, want one naming %s.json", sink.lines(), id)
+		t.Errorf("warnings: got %q, want one naming %s.json", sink.Lines(), id)
 	}
 	if !pidfdAlive(t, fd) {
 		t.Fatal("a record naming PID 1 got another process killed")
