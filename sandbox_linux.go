@@ -44,9 +44,10 @@ import (
 // without stdin is opened by the host once (childStdin), before any
 // confinement.
 
-// sandboxThreadUser registers a Manager that makes throwaway threads, so
-// that the main thread is kept out of their way while it is open
-// (mainHold, thread_linux.go); the returned func releases it.
+// sandboxThreadUser registers a Manager that makes throwaway threads or
+// cgroup v1 thread placements, so that the main thread is kept out of
+// their way while it is open (mainHold, thread_linux.go); the returned
+// func releases it.
 func sandboxThreadUser() (release func()) { return useMainHold() }
 
 // maxBuiltPolicies bounds how many policies a Manager keeps built: each

@@ -84,9 +84,9 @@ func onThrowawayThread(fn func() error) error {
 var errMainThread = xerrors.New("agentproc: a starting thread's confinement or cgroup placement would have changed the main thread")
 
 // onMainThread is the worker of onThrowawayThread or startOnLockedThread
-// when the runtime put it on the main thread: it hands the work to a goroutine that cannot run here while
-// this one holds the main thread. The caller keeps the main thread locked,
-// unchanged.
+// when the runtime put it on the main thread: it hands the work to a
+// goroutine that cannot run here while this one holds the main thread. The
+// caller keeps the main thread locked, unchanged.
 func onMainThread(fn func() error) error {
 	inner := make(chan error, 1)
 	go func() {
@@ -104,7 +104,8 @@ func onMainThread(fn func() error) error {
 }
 
 // mainHold keeps the main thread locked to a parked goroutine while a
-// Manager that may start sandboxed processes is open. A fresh goroutine
+// Manager that may start sandboxed processes or place a thread in cgroup v1
+// (startOnLockedThread) is open. A fresh goroutine
 // lands on the main thread whenever the goroutine that started it was
 // running there, and then pays onMainThread's detour: one more goroutine
 // on another thread and two more thread wake-ups. In BenchmarkSandbox 37%
