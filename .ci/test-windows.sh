@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
-# Runs the package's tests as a Windows binary under Wine.
+# Runs the tests of every package, of both modules (the library's and
+# cmd/agentproc's), as Windows binaries under Wine.
 #
 # Installs nothing: .ci/install-windows-deps.sh brings Wine and MinGW-w64.
 # Everything it makes lives under build/ (git-ignored):
 #   build/bcryptprimitives.dll  the shim Wine 8.0 lacks (internal/winshim)
 #   build/wineprefix            a private Wine prefix, made on first use
-#   build/agentproc.test.exe    the cross-compiled test binary
-# Extra arguments are passed to the test binary, e.g. -test.run=TestWindows.
+#   build/windows-tests/*.exe   the cross-compiled test binaries, one per
+#                               package with tests
+# Extra arguments are passed to each test binary, e.g. -test.run=TestWindows.
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -46,10 +48,38 @@ fi
 cp "$build/bcryptprimitives.dll" "$sys32/bcryptprimitives.dll"
 
 echo "test-windows: cross-compiling tests"
-(cd "$root" && GOOS=windows GOARCH=amd64 CGO_ENABLED=0 \
-	go test -c -o "$build/agentproc.test.exe" .)
+bin="$build/windows-tests"
+rm -rf "$bin"
+mkdir -p "$bin"
+# Each package's directory, for those with tests when built for Windows.
+dirs=()
+for mod in "$root" "$root/cmd/agentproc"; do
+	while IFS= read -r dir; do
+		[ -n "$dir" ] && dirs+=("$dir")
+	done < <(cd "$mod" && GOOS=windows go list -f '{{if or .TestGoFiles .XTestGoFiles}}{{.Dir}}{{end}}' ./...)
+done
+for dir in "${dirs[@]}"; do
+	rel="${dir#"$root"}"
+	name="$(echo "${rel#/}" | tr / _)"
+	(cd "$dir" && GOOS=windows GOARCH=amd64 CGO_ENABLED=0 \
+		go test -c -o "$bin/${name:-agentproc}.test.exe" .)
+done
 
-echo "test-windows: running tests under $("$wine" --version 2>/dev/null || echo wine)"
-# The binary runs from the package directory, as go test would run it.
-cd "$root"
-"$wine" "$build/agentproc.test.exe" -test.v -test.timeout=10m "$@"
+echo "test-windows: running ${#dirs[@]} test binaries under $("$wine" --version 2>/dev/null || echo wine)"
+# Each binary runs from its package directory, as go test would run it;
+# every one runs, and the script fails if any failed.
+failed=()
+for dir in "${dirs[@]}"; do
+	rel="${dir#"$root"}"
+	name="$(echo "${rel#/}" | tr / _)"
+	name="${name:-agentproc}"
+	echo "== test-windows: $name"
+	if ! (cd "$dir" && "$wine" "$bin/$name.test.exe" -test.v -test.timeout=10m "$@"); then
+		failed+=("$name")
+	fi
+done
+if [ ${#failed[@]} -gt 0 ]; then
+	echo "test-windows: FAIL: ${failed[*]}" >&2
+	exit 1
+fi
+echo "test-windows: all ${#dirs[@]} packages passed"

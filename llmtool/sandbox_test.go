@@ -3,6 +3,7 @@ package llmtool_test
 import (
 	"context"
 	"encoding/json"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -18,7 +19,14 @@ import (
 // starting anything.
 func TestSandboxToldAndKept(t *testing.T) {
 	t.Parallel()
-	ws := t.TempDir()
+	// Not t.TempDir: Go's RemoveAll of the nested directory it makes
+	// fails under Wine 8 (unlinkat: Invalid function), where this test
+	// runs too (make test-windows); nothing is written in ws.
+	ws, err := os.MkdirTemp("", "agentproc-llmtool")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.Remove(ws) })
 	m := agentproc.New()
 	defer m.Close()
 	tb := llmtool.New(m.Scope("c"), llmtool.Options{Sandbox: agentproc.WorkspaceSandbox(ws)})

@@ -25,6 +25,10 @@ const (
 	// dialEnv makes it connect to the port it names, print "dialed" and
 	// exit.
 	dialEnv = "AGENTPROC_TEST_DIAL"
+	// pidFileEnv makes it write its PID and a newline to the file it
+	// names, then wait to be killed: a process left running, found by PID,
+	// where the shell cannot say its own PID (cmd.exe).
+	pidFileEnv = "AGENTPROC_TEST_PIDFILE"
 )
 
 func TestMain(m *testing.M) {
@@ -53,6 +57,14 @@ func TestMain(m *testing.M) {
 		c.Close()
 		fmt.Println("dialed")
 		os.Exit(0)
+	}
+	if path := os.Getenv(pidFileEnv); path != "" {
+		if err := os.WriteFile(path, []byte(strconv.Itoa(os.Getpid())+"\n"), 0o600); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(2)
+		}
+		<-time.After(time.Hour) // until killed; an hour bounds a leak
+		os.Exit(3)
 	}
 	// Last: the helpers above run under agentproc, whose environment
 	// they inherit.

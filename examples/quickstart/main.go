@@ -25,24 +25,29 @@ import (
 type commands struct{ server, build string }
 
 func main() {
-	if err := run(os.Stdout, platformCommands()); err != nil {
+	if err := run(os.Stdout, platformCommands(buildLines)); err != nil {
 		log.Fatal(err)
 	}
 }
 
+// buildLines is how many lines the demo's build prints: far more than a
+// model can read.
+const buildLines = 200000
+
 // platformCommands returns the demo's commands for the default shell of
-// this platform.
-func platformCommands() commands {
+// this platform, with a build that prints lines lines.
+func platformCommands(lines int) commands {
 	cmds := commands{
 		// A "server" that prints a line every 100 ms forever.
 		server: `i=0; echo "server: listening"; while :; do i=$((i+1)); echo "server: request $i"; sleep 0.1; done`,
-		// A "build" that prints 200,000 lines, far more than a model can read.
-		build: `i=0; while [ $i -lt 200000 ]; do echo "compiling file_$i.go"; i=$((i+1)); done; echo "build ok"`,
+		build:  fmt.Sprintf(`i=0; while [ $i -lt %d ]; do echo "compiling file_$i.go"; i=$((i+1)); done; echo "build ok"`, lines),
 	}
 	if runtime.GOOS == "windows" {
+		// Echo off rather than a loop body of @(...), which Wine's
+		// cmd.exe runs as nothing; the server prints a line a second.
 		cmds = commands{
-			server: `echo server: listening& for /l %i in (1,1,100000) do @(echo server: request %i& ping -n 2 127.0.0.1 >nul)`,
-			build:  `(for /l %i in (0,1,199999) do @echo compiling file_%i.go)& echo build ok`,
+			server: `@echo off& echo server: listening& for /l %i in (1,1,100000) do (echo server: request %i& ping -n 2 127.0.0.1 >nul)`,
+			build:  fmt.Sprintf(`@echo off& (for /l %%i in (0,1,%d) do echo compiling file_%%i.go)& echo build ok`, lines-1),
 		}
 	}
 	return cmds

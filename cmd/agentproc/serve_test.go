@@ -1,0 +1,97 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+// The serve command and its clients end to end, each a process of its own,
+// as a person runs them.
+
+// served is a running agentproc serve.
+type served struct {
+	cmd   *exec.Cmd
+	addr  string // what it listens on, as it printed it
+	token string // the token it generated, if any
+}
+
+// startServe starts agentproc serve with args and waits until it says where
+// it listens. It is ended (endServe) at the end of the test if still
+// running.
+func startServe(t *testing.T, ctx context.Context, args ...string) *served {
+	t.Helper()
+	cmd := agentprocCmd(append([]string{"serve"}, args...)...)
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	t.Cleanup(func() {
+		close(done)
+		if cmd.ProcessState == nil {
+			endServe(cmd)
+			_ = cmd.Wait()
+		}
+	})
+	s := &served{cmd: cmd}
+	lines := make(chan string)
+	go func() {
+		defer close(lines)
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			select {
+			case lines <- sc.Text():
+			case <-done:
+			}
+		}
+	}()
+	for {
+		select {
+		case <-ctx.Done():
+			t.Fatal("serve never said where it listens")
+		case line, ok := <-lines:
+			if !ok {
+				t.Fatal("serve exited before it listened")
+			}
+			if v, ok := strings.CutPrefix(line, tokenEnv+"="); ok {
+				s.token = v
+			}
+			if v, ok := strings.CutPrefix(line, "agentproc serve: listening on "); ok {
+				s.addr, _, _ = strings.Cut(v, " ")
+				// Keep draining stderr so serve never blocks on it.
+				go func() {
+					for range lines {
+					}
+				}()
+				return s
+			}
+		}
+	}
+}
+
+// cli runs one agentproc client command with env added to the test's
+// environment.
+func cli(t *testing.T, ctx context.Context, env []string, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
+	cmd := exec.CommandContext(ctx, os.Args[0], args...)
+	cmd.Env = append(append(os.Environ(), runMainEnv+"=1"), env...)
+	var out, errb strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	var ee *exec.ExitError
+	switch {
+	case errors.As(err, &ee):
+		code = ee.ExitCode()
+	case err != nil:
+		t.Fatalf("agentproc %v: %v", args, err)
+	}
+	return out.String(), errb.String(), code
+}
