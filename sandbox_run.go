@@ -146,8 +146,14 @@ func (s *sandboxState) useThreads() {
 	}
 }
 
-// maxSpareTempDirs bounds how many empty temp dirs wait for a Start.
-const maxSpareTempDirs = 4
+// maxSpareTempDirs bounds how many empty temp dirs wait for a Start: enough
+// that a burst of that many sandboxed Starts finds the dirs the last one
+// left, for an empty directory each (one inode and, on ext4, one 4 KiB
+// block) until Close. A burst that makes and removes its own pays a mkdir
+// that scans the file system's recently deleted inodes: with 4 kept, a
+// burst of 100 cost 1.3–1.5 times as much per Start as one of 10
+// (BenchmarkSandboxBurst, docs/measurements.md).
+const maxSpareTempDirs = 256
 
 // tempDir returns an empty private temp dir in parent (from tempParent): a
 // spare one when there is one, else a new one, and then it starts making a
