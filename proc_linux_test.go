@@ -1,7 +1,10 @@
 package agentproc
 
 import (
+	"os"
+	"os/exec"
 	"slices"
+	"strconv"
 	"testing"
 	"time"
 
@@ -53,5 +56,40 @@ func TestCandidatePIDs(t *testing.T) {
 	}
 	if far, ok := s.candidatePIDs(last-rangeProbeMax-1, time.Now().Add(time.Hour)); ok {
 		t.Errorf("wide range: got %d candidates to probe, want a snapshot", len(far))
+	}
+}
+
+// TestProbeMarkedSkipsOnlyFreePIDs checks the probe's shortcut: a PID no
+// process holds is skipped without a /proc read, and a live marked process
+// beside it is still found.
+func TestProbeMarkedSkipsOnlyFreePIDs(t *testing.T) {
+	t.Parallel()
+	s, err := newProcScanner()
+	if err != nil {
+		t.Skipf("no /proc: %v", err)
+	}
+	defer s.Close()
+	// A PID that was handed out and is free again: a reaped child's.
+	gone := exec.Command("true")
+	if err := gone.Run(); err != nil {
+		t.Fatal(err)
+	}
+	entry := MarkerEnv + "=probe-" + strconv.Itoa(os.Getpid())
+	live := exec.Command("sleep", "60")
+	live.Env = append(os.Environ(), entry)
+	if err := live.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = live.Process.Kill()
+		_ = live.Wait()
+	})
+	// Start returned once sleep was exec'd, with entry in its environment.
+	if !s.mayBeMarked(live.Process.Pid, []byte(entry)) {
+		t.Fatal("the marked child does not read as marked")
+	}
+	pids := []int{gone.Process.Pid, live.Process.Pid}
+	if got := s.probeMarked(pids, []byte(entry)); !slices.Equal(got, []int{live.Process.Pid}) {
+		t.Errorf("probeMarked(%v) = %v, want only the live marked child %d", pids, got, live.Process.Pid)
 	}
 }
