@@ -154,16 +154,22 @@ var wrapWindow = sync.OnceValue(func() time.Duration {
 })
 
 // probeMarked returns the PIDs of pids that mayBeMarked accepts, skipping
-// the supervised leaders (see leaders) and the PIDs no process or thread
-// holds any more.
+// the supervised leaders (see leaders), the PIDs no process or thread holds
+// any more, and this process's own threads.
 //
-// Most of a range are such PIDs when Starts overlap: the shells and
+// Most of a range are freed PIDs when Starts overlap: the shells and
 // threads of other trees, gone by the time of the sweep. kill with signal
 // 0 tells, without a path lookup, that a PID is free; a failed open of
-// /proc/PID/environ allocates and frees a dentry on the way. In a burst of
-// 100 sandboxed Starts 95% of the opens failed, and the sweeps took a
-// fifth of the burst's CPU (docs/measurements.md). A PID the kernel has
-// handed out but not yet attached to its process reads free either way.
+// /proc/PID/environ allocates and frees a dentry on the way (in bursts of
+// sandboxed Starts most opens failed; docs/measurements.md). A PID the
+// kernel has handed out but not yet attached to its process reads free
+// either way.
+//
+// A sandboxed Start or a cgroup v1 placement leaves a thread ID of this
+// process in the range (the spare thread made after it, the runtime's
+// replacements for discarded threads). This process carries no marker, and
+// reading its environment takes its mmap lock, on the path of Wait: tgkill
+// with signal 0 names its threads instead (docs/measurements.md).
 func (s *procScanner) probeMarked(pids []int, entry []byte) []int {
 	var found []int
 	leaders.mu.Lock()
@@ -171,9 +177,10 @@ func (s *procScanner) probeMarked(pids []int, entry []byte) []int {
 		pids = slices.DeleteFunc(slices.Clone(pids), func(pid int) bool { return leaders.pids[pid] })
 	}
 	leaders.mu.Unlock()
+	self := s.Self()
 	for _, pid := range pids {
-		if unix.Kill(pid, 0) == unix.ESRCH {
-			continue
+		if unix.Kill(pid, 0) == unix.ESRCH || unix.Tgkill(self, pid, 0) == nil {
+			continue // freed, or one of this process's threads
 		}
 		if s.mayBeMarked(pid, entry) {
 			found = append(found, pid)
