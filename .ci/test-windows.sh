@@ -51,31 +51,32 @@ echo "test-windows: cross-compiling tests"
 bin="$build/windows-tests"
 rm -rf "$bin"
 mkdir -p "$bin"
-# Each package's directory, for those with tests when built for Windows.
+# Each package's directory, for those with tests when built for Windows,
+# and its binary's name: the path from the root with / as _.
 dirs=()
+names=()
 for mod in "$root" "$root/cmd/agentproc"; do
 	while IFS= read -r dir; do
-		[ -n "$dir" ] && dirs+=("$dir")
+		[ -n "$dir" ] || continue
+		rel="${dir#"$root"}"
+		name="$(echo "${rel#/}" | tr / _)"
+		dirs+=("$dir")
+		names+=("${name:-agentproc}")
 	done < <(cd "$mod" && GOOS=windows go list -f '{{if or .TestGoFiles .XTestGoFiles}}{{.Dir}}{{end}}' ./...)
 done
-for dir in "${dirs[@]}"; do
-	rel="${dir#"$root"}"
-	name="$(echo "${rel#/}" | tr / _)"
-	(cd "$dir" && GOOS=windows GOARCH=amd64 CGO_ENABLED=0 \
-		go test -c -o "$bin/${name:-agentproc}.test.exe" .)
+for i in "${!dirs[@]}"; do
+	(cd "${dirs[$i]}" && GOOS=windows GOARCH=amd64 CGO_ENABLED=0 \
+		go test -c -o "$bin/${names[$i]}.test.exe" .)
 done
 
 echo "test-windows: running ${#dirs[@]} test binaries under $("$wine" --version 2>/dev/null || echo wine)"
 # Each binary runs from its package directory, as go test would run it;
 # every one runs, and the script fails if any failed.
 failed=()
-for dir in "${dirs[@]}"; do
-	rel="${dir#"$root"}"
-	name="$(echo "${rel#/}" | tr / _)"
-	name="${name:-agentproc}"
-	echo "== test-windows: $name"
-	if ! (cd "$dir" && "$wine" "$bin/$name.test.exe" -test.v -test.timeout=10m "$@"); then
-		failed+=("$name")
+for i in "${!dirs[@]}"; do
+	echo "== test-windows: ${names[$i]}"
+	if ! (cd "${dirs[$i]}" && "$wine" "$bin/${names[$i]}.test.exe" -test.v -test.timeout=10m "$@"); then
+		failed+=("${names[$i]}")
 	fi
 done
 if [ ${#failed[@]} -gt 0 ]; then
