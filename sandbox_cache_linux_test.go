@@ -134,14 +134,7 @@ func TestRecycleTempDir(t *testing.T) {
 // serves a later Start under another name, and one it left files in is
 // removed with them.
 func TestSandboxTempDirReused(t *testing.T) {
-	if f := SandboxSupport(); !f.Supported {
-		t.Skipf("no sandbox here: %s", f)
-	}
-	t.Parallel()
-	ws := t.TempDir()
-	sb := WorkspaceSandbox(ws)
-	m := New()
-	defer m.Close()
+	m, sb, ws := sandboxTestManager(t)
 	prepare := func() *sandboxRun {
 		t.Helper()
 		r, err := m.prepareSandbox(sb, ws, false)
@@ -187,18 +180,10 @@ func TestSandboxTempDirReused(t *testing.T) {
 // TestSandboxTempDirsServeABurst checks that the temp dirs of a burst of
 // sandboxed Starts, left empty, serve the next burst of the same size: no
 // directory is made or removed for it. A mkdir in a directory whose
-// entries were just removed scans ext4's recently deleted inodes, so a
-// burst of 100 that made and removed its own cost 1.3–1.5 times as much
-// per Start as a burst of 10 (docs/measurements.md).
+// entries were just removed scans ext4's recently deleted inodes, which
+// made the cost per Start grow with the burst (docs/measurements.md).
 func TestSandboxTempDirsServeABurst(t *testing.T) {
-	if f := SandboxSupport(); !f.Supported {
-		t.Skipf("no sandbox here: %s", f)
-	}
-	t.Parallel()
-	ws := t.TempDir()
-	sb := WorkspaceSandbox(ws)
-	m := New()
-	defer m.Close()
+	m, sb, ws := sandboxTestManager(t)
 	const n = 32
 	burst := func() []*sandboxRun {
 		t.Helper()
@@ -241,4 +226,19 @@ func TestSandboxTempDirsServeABurst(t *testing.T) {
 	if made != 0 {
 		t.Errorf("the second burst of %d made %d new temp dirs, want every one taken from the first", n, made)
 	}
+}
+
+// sandboxTestManager skips where the host has no sandbox, marks t
+// parallel, and returns a Manager closed at the end of the test, a
+// WorkspaceSandbox and its work dir.
+func sandboxTestManager(t *testing.T) (*Manager, *Sandbox, string) {
+	t.Helper()
+	if f := SandboxSupport(); !f.Supported {
+		t.Skipf("no sandbox here: %s", f)
+	}
+	t.Parallel()
+	ws := t.TempDir()
+	m := New()
+	t.Cleanup(func() { m.Close() })
+	return m, WorkspaceSandbox(ws), ws
 }
