@@ -150,9 +150,9 @@ func (s *sandboxState) useThreads() {
 // that a burst of that many sandboxed Starts finds the dirs the last one
 // left, for an empty directory each (one inode and, on ext4, one 4 KiB
 // block) until Close. A burst that makes and removes its own pays a mkdir
-// that scans the file system's recently deleted inodes: with 4 kept, a
-// burst of 100 cost 1.3–1.5 times as much per Start as one of 10
-// (BenchmarkSandboxBurst, docs/measurements.md).
+// that scans the file system's recently deleted inodes: with 4 kept, the
+// cost per Start grew with the burst (BenchmarkSandboxBurst,
+// docs/measurements.md).
 const maxSpareTempDirs = 256
 
 // tempDir returns an empty private temp dir in parent (from tempParent): a
