@@ -228,6 +228,14 @@ func (p *page) run(actions ...chromedp.Action[chromedp.Void]) {
 	}
 }
 
+// try runs one action in the tab with the test deadline and returns its
+// error, for a caller that says more about a failure than run does.
+func (p *page) try(a chromedp.Action[chromedp.Void]) error {
+	ctx, cancel := context.WithTimeout(p.ctx, browserTimeout)
+	defer cancel()
+	return chromedp.Do(ctx, a)
+}
+
 // get runs one action that returns a value.
 func get[T any](p *page, a chromedp.Action[T]) T {
 	p.t.Helper()
@@ -250,6 +258,26 @@ func (p *page) text(sel chromedp.CSS) string {
 func (p *page) waitJS(expr string) {
 	p.t.Helper()
 	get(p, chromedp.Poll[bool](expr, chromedp.WithPollingInterval(10*time.Millisecond)))
+}
+
+// waitComm waits until the process pid runs the program named comm (its
+// exec is done), reading /proc/PID/comm; it fails the test after
+// testTimeout.
+func waitComm(t *testing.T, pid int, comm string) {
+	t.Helper()
+	deadline := time.Now().Add(testTimeout)
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/comm")
+		if err == nil && strings.TrimSpace(string(b)) == comm {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("process %d never ran %s (comm %q, %v)", pid, comm, b, err)
+		}
+		<-tick.C
+	}
 }
 
 func rowSel(id string) chromedp.CSS { return chromedp.CSS(`#rows tr[data-id="` + id + `"]`) }
@@ -503,7 +531,12 @@ func TestUIBrowser(t *testing.T) {
 			return mux
 		}, httpapi.WithUI())
 		pg := openPage(t, browser, ts.srv.URL+"/processes/", true)
-		p := startUnowned(t, ts, agentproc.Request{Command: "echo under a prefix; sleep 60"})
+		// exec, and the click only once it is done: the shell becomes
+		// sleep, whose SIGINT is the default. dash loses a SIGINT that
+		// arrives while it is starting a command (between its vfork and
+		// the child's exec) and goes on waiting for the child: under load
+		// in CI the Interrupt came right then, and sleep ran its 60 s.
+		p := startUnowned(t, ts, agentproc.Request{Command: "echo under a prefix; exec sleep 60"})
 		pg.run(
 			chromedp.WaitVisible(rowSel(p.ID())+`[data-state="running"]`),
 			chromedp.Click(rowSel(p.ID())+" .cmd-btn"),
@@ -512,12 +545,17 @@ func TestUIBrowser(t *testing.T) {
 		// the prefix, the shell is past its echo, and the pane that the
 		// click opened has settled before the next click is aimed.
 		pg.waitJS(`document.getElementById('out').textContent === 'under a prefix\n'`)
+		waitComm(t, p.Info().PID, "sleep")
 		pg.run(
 			chromedp.Click(rowSel(p.ID())+" button.interrupt"),
 			chromedp.WaitVisible(chromedp.CSS(`#confirm[open]`)),
 			chromedp.Click(chromedp.CSS(`#confirm-ok`)),
-			chromedp.WaitVisible(rowSel(p.ID())+`[data-state="exited"]`),
 		)
+		if err := pg.try(chromedp.WaitVisible(rowSel(p.ID()) + `[data-state="exited"]`)); err != nil {
+			info := p.Info()
+			diag := get(pg, chromedp.Evaluate[string](`JSON.stringify({dialogOpen: document.getElementById('confirm').open, error: document.getElementById('error').textContent, row: (document.querySelector('#rows tr[data-id="`+p.ID()+`"]') || {}).outerHTML})`))
+			t.Fatalf("the row never showed the exit: %v; server: running %v, reason %q, signal %q; page: %s", err, info.Running, info.Reason, info.ExitSignal, diag)
+		}
 		pg.waitJS(`document.getElementById('out').textContent === 'under a prefix\n'`)
 		if info := p.Info(); info.Reason != agentproc.ReasonKilled || info.ExitSignal != "SIGINT" {
 			t.Errorf("after Interrupt: reason %q signal %q, want killed by SIGINT", info.Reason, info.ExitSignal)
