@@ -151,14 +151,7 @@ func waitFile(t *testing.T, ctx context.Context, path string) {
 // (a zombie waiting for a reaper counts as ended) before ctx does.
 func requireGone(t *testing.T, ctx context.Context, pidFile string) {
 	t.Helper()
-	b, err := os.ReadFile(pidFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
-	if err != nil {
-		t.Fatal(err)
-	}
+	pid := readPID(t, pidFile)
 	for {
 		if !alive(pid) {
 			return
@@ -169,6 +162,20 @@ func requireGone(t *testing.T, ctx context.Context, pidFile string) {
 		case <-time.After(10 * time.Millisecond):
 		}
 	}
+}
+
+// readPID returns the PID a helper wrote to pidFile.
+func readPID(t *testing.T, pidFile string) int {
+	t.Helper()
+	b, err := os.ReadFile(pidFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		t.Fatalf("%s: %v", pidFile, err)
+	}
+	return pid
 }
 
 // checkTools fails unless c lists the six tools, each with an object
@@ -315,5 +322,26 @@ func runSession(t *testing.T, ctx context.Context, c mcpClient, dir string) (pid
 		}
 	}
 	waitFile(t, ctx, pidFile)
+	// So that the caller's requireGone cannot pass on a PID that was
+	// never alive.
+	if pid := readPID(t, pidFile); !alive(pid) {
+		t.Fatalf("process %d, left running, is not alive before the client leaves", pid)
+	}
 	return pidFile
+}
+
+// TestGoSDKSession drives runSession with the Go SDK's client, in sh on
+// Unix and in cmd.exe on Windows (sessionShell), and requires the process
+// left running to be gone once the client has left.
+func TestGoSDKSession(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	dir := testDir(t)
+	c := newGoClient(t, ctx, agentprocCmd("mcp", "--workdir", dir, "--grace", "2s"))
+	pidFile := runSession(t, ctx, c, dir)
+	if err := c.close(); err != nil {
+		t.Errorf("close: %v", err)
+	}
+	requireGone(t, ctx, pidFile)
 }

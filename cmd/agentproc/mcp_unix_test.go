@@ -51,18 +51,8 @@ func alive(pid int) bool {
 	return true
 }
 
-func TestGoSDKSession(t *testing.T) {
-	t.Parallel()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	dir := t.TempDir()
-	c := newGoClient(t, ctx, agentprocCmd("mcp", "--workdir", dir, "--grace", "2s"))
-	pidFile := runSession(t, ctx, c, dir)
-	if err := c.close(); err != nil {
-		t.Errorf("close: %v", err)
-	}
-	requireGone(t, ctx, pidFile)
-}
+// testDir is a directory for one test, removed after it.
+func testDir(t *testing.T) string { return t.TempDir() }
 
 // TestMCPDisconnectMidCallStopsEverything leaves while a call is waiting
 // and while a process runs: the server stops it and exits.
@@ -164,8 +154,7 @@ func TestMCPStateDirAfterKill(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = c.close() // the server is gone; closing only reaps it
-	b, _ := os.ReadFile(pidFile)
-	pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+	pid := readPID(t, pidFile)
 	if !alive(pid) {
 		t.Fatalf("process %d ended with the killed server; the test needs it orphaned", pid)
 	}

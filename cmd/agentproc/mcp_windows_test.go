@@ -1,15 +1,11 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"syscall"
 	"testing"
-	"time"
 )
 
 // The MCP session on Windows (runSession, with cmd.exe commands), and what
@@ -33,10 +29,10 @@ func alive(pid int) bool {
 	return ev == uint32(syscall.WAIT_TIMEOUT)
 }
 
-// workDir makes an empty directory for one test and removes it, with the
+// testDir makes an empty directory for one test and removes it, with the
 // files in it, afterwards. Not t.TempDir: Go's RemoveAll of the nested
 // directory it makes fails under Wine 8 (unlinkat: Invalid function).
-func workDir(t *testing.T) string {
+func testDir(t *testing.T) string {
 	t.Helper()
 	dir, err := os.MkdirTemp("", "agentproc-mcp")
 	if err != nil {
@@ -93,23 +89,4 @@ func init() {
 		sessionShell.stop = "kill"
 		sessionShell.stoppedState = "stopped by TerminateJobObject as asked (exit code 1)"
 	}
-}
-
-// TestGoSDKSessionWindows is TestGoSDKSession in cmd.exe: the Windows
-// build of agentproc mcp serving a model.
-func TestGoSDKSessionWindows(t *testing.T) {
-	t.Parallel()
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-	defer cancel()
-	dir := workDir(t)
-	c := newGoClient(t, ctx, agentprocCmd("mcp", "--workdir", dir, "--grace", "2s"))
-	pidFile := runSession(t, ctx, c, dir)
-	b, _ := os.ReadFile(pidFile)
-	if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err != nil || !alive(pid) {
-		t.Fatalf("the process left running (PID file %q) is not alive before the client leaves", b)
-	}
-	if err := c.close(); err != nil {
-		t.Errorf("close: %v", err)
-	}
-	requireGone(t, ctx, pidFile)
 }

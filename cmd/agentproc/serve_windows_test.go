@@ -23,7 +23,7 @@ func TestServeTCPWindows(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	dir := workDir(t)
+	dir := testDir(t)
 	s := startServe(t, ctx, "--listen", "127.0.0.1:0", "--workdir", dir, "--grace", "2s")
 	if len(s.token) != 64 || !strings.HasPrefix(s.addr, "http://127.0.0.1:") {
 		t.Fatalf("serve printed token %q and address %q, want a generated token and a loopback URL", s.token, s.addr)
@@ -73,7 +73,7 @@ func TestServeSocketWindows(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	dir := workDir(t)
+	dir := testDir(t)
 	if !underWine() {
 		s := startServe(t, ctx, "--workdir", dir, "--socket", filepath.Join(dir, "agentproc.sock"))
 		if !strings.HasSuffix(s.addr, "agentproc.sock") {
