@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -138,6 +139,19 @@ func readCgroupList(t *testing.T, path string) map[string]bool {
 	return set
 }
 
+// requirePidsPeak fails the test when the highest pids.current (or
+// pids.peak) seen under pids.max limit shows more tasks than the limit
+// lets live. The counter may read above the limit by one fork per CPU
+// with no such task ever alive: the kernel adds a fork's charge before it
+// compares it with the limit and takes it back when it is over
+// (pids_try_charge). CI's cgroup v2 VM, 2 CPUs, read 65 under 64 once.
+func requirePidsPeak(t *testing.T, peak, limit int64) {
+	t.Helper()
+	if over := int64(runtime.NumCPU()); peak > limit+over {
+		t.Errorf("tasks charged to the tree: got %d, want at most %d (pids.max) plus %d failing forks in flight", peak, limit, over)
+	}
+}
+
 // cgroupValue reads one number from a cgroup file: the whole file, or the
 // value of key in a flat-keyed file such as cpu.stat.
 func cgroupValue(t *testing.T, path, key string) int64 {
@@ -225,9 +239,7 @@ func TestLimitsForkBomb(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(cg, "pids.peak")); err == nil {
 		peak = max(peak, cgroupValue(t, filepath.Join(cg, "pids.peak"), ""))
 	}
-	if peak > 64 {
-		t.Errorf("tasks in the tree: got %d, want at most 64", peak)
-	}
+	requirePidsPeak(t, peak, 64)
 	info, err := p.Stop(ctx)
 	if err != nil {
 		t.Fatal(err)
