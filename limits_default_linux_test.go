@@ -340,16 +340,7 @@ func TestLimitsCPUShareDefault(t *testing.T) {
 			t.Fatalf("cpu.cfs_quota_us: got %q, want 25000", got)
 		}
 	}
-	const window = 2 * time.Second
-	u0, t0 := usage(), time.Now()
-	// Not synchronisation: this is the measurement window itself.
-	<-time.After(window)
-	u1, t1 := usage(), time.Now()
-	share := float64(u1-u0) / float64(t1.Sub(t0).Microseconds())
-	t.Logf("CPU 0.25: measured share %.3f of a core over %s", share, t1.Sub(t0))
-	if share > 0.35 || share < 0.15 {
-		t.Errorf("CPU share: got %.3f, want 0.25 (0.15 to 0.35)", share)
-	}
+	requireCPUShare(t, 0.25, 0.35, usage)
 	if _, err := p.Stop(testContext(t)); err != nil {
 		t.Fatal(err)
 	}
