@@ -141,7 +141,7 @@ func readCgroupList(t *testing.T, path string) map[string]bool {
 }
 
 // requirePidsPeak fails the test when the highest pids.current (or
-// pids.peak) seen under pids.max limit shows more tasks than the limit
+// pids.peak) seen under a pids.max of limit shows more tasks than that
 // lets live. The counter may read above the limit by one fork per CPU
 // with no such task ever alive: the kernel adds a fork's charge before it
 // compares it with the limit and takes it back when it is over
