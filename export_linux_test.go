@@ -144,3 +144,7 @@ func SpareCgroupDirs(ctx context.Context, m *Manager, n int) ([]string, error) {
 // Placements returns how many cgroup v1 thread placements this process
 // made so far, and how many of them placed the main thread.
 func Placements() (all, onMain int64) { return placements.Load(), mainPlacements.Load() }
+
+// MountRebuilds returns how many policies were built again so far because
+// their mount namespace no longer covered what they name.
+func MountRebuilds() int64 { return mountRebuilds.Load() }

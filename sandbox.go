@@ -51,7 +51,9 @@ type Sandbox struct {
 	// root: Landlock cannot take write access back below a granted
 	// directory) it is not enforced and Info.Warnings says so, whatever
 	// BestEffort says: it protects the host's repository from a careless
-	// command, not the host from a hostile one.
+	// command, not the host from a hostile one. A path that does not
+	// exist at Start is not protected for that Start (the tree could make
+	// it) and Info.Warnings says so; from the next Start on it is.
 	ReadOnly []string
 	// Network is what the tree may reach over the network; "" means
 	// NetworkNone.

@@ -24,8 +24,10 @@ import (
 //
 //  1. join the Manager's network namespace for NetworkNone or
 //     NetworkLoopback (root; made once per Manager and network);
-//  2. join the policy's mount namespace (root, for ReadOnly and to hide the
-//     credential sockets; made once per policy);
+//  2. join the policy's mount namespace (root: a read-only view of every
+//     mount but Write, Hide and the host's doors covered, ReadOnly bound
+//     read-only; made per policy, and again when a Start finds it no
+//     longer covers what the policy names: mountWatch);
 //  3. drop the capability bounding set and the ambient set (root), so that
 //     the shell, uid 0 but without capabilities after exec, can neither
 //     rejoin the host's namespaces nor read the host's /proc files;
@@ -103,9 +105,13 @@ type nsEntry struct {
 // sandboxBuilt is one policy, built once: what each Start of it applies.
 type sandboxBuilt struct {
 	once     sync.Once
-	ruleset  int // -1 without Landlock
-	netns    int // -1: the host's
-	mntns    int // -1: the host's
+	ruleset  int         // -1 without Landlock
+	netns    int         // -1: the host's
+	mntns    int         // -1: the host's
+	view     mountView   // the mount namespace made here (ns is mntns); -1s in a runner
+	watch    *mountWatch // nil without a mount namespace made here
+	users    int         // the Starts and spare threads using b; guarded by cache.mu
+	evicted  bool        // taken out of the cache as stale: the last user releases it
 	dropCaps bool
 	filter   []unix.SockFilter // nil without seccomp
 	info     Confinement
@@ -115,10 +121,21 @@ type sandboxBuilt struct {
 	cache    *sandboxCache // nil outside a Manager (a detached runner)
 }
 
-// done is called once by each Start that used b, when its tree is gone or
-// never started.
+// done is called once by each Start that used b (got it from the
+// cache's get), when its tree is gone or never started, and by a spare
+// thread made for b once it is done with b's descriptors.
 func (b *sandboxBuilt) done() {
-	if b.uncached {
+	if b.cache == nil {
+		if b.uncached {
+			b.release()
+		}
+		return
+	}
+	b.cache.mu.Lock()
+	b.users--
+	last := b.users == 0 && (b.uncached || b.evicted)
+	b.cache.mu.Unlock()
+	if last {
 		b.release()
 	}
 }
@@ -197,9 +214,36 @@ func sandboxSupport() SandboxFeatures {
 	return f
 }
 
-// get returns pol built, building it on first use. The lock is held only
-// to find the entry: building opens files and makes namespaces.
+// get returns pol built, building it on first use, or again when the
+// mount namespace built before no longer covers what pol names
+// (mountWatch). The lock is held only to find the entry: building opens
+// files and makes namespaces. Each get is matched by one done.
 func (c *sandboxCache) get(pol *sandboxPolicy) (*sandboxBuilt, error) {
+	for attempt := 0; ; attempt++ {
+		b, err := c.getOnce(pol)
+		if err != nil || b.watch == nil || attempt > 0 || !b.watch.changed(&b.view) {
+			return b, err
+		}
+		// Stale: out of the cache, released by its last user; the next
+		// get builds the policy afresh. The fresh one is used even if the
+		// host changed it again meanwhile (a rebuild per Start at most).
+		c.mu.Lock()
+		if c.built[pol.key] == b {
+			delete(c.built, pol.key)
+			b.evicted = true
+		}
+		c.mu.Unlock()
+		mountRebuilds.Add(1)
+		b.done()
+	}
+}
+
+// mountRebuilds counts the policies built again because their mount
+// namespace no longer covered what they name.
+var mountRebuilds atomic.Int64
+
+// getOnce is get without the staleness check.
+func (c *sandboxCache) getOnce(pol *sandboxPolicy) (*sandboxBuilt, error) {
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
@@ -210,7 +254,7 @@ func (c *sandboxCache) get(pol *sandboxPolicy) (*sandboxBuilt, error) {
 	}
 	b := c.built[pol.key]
 	if b == nil {
-		b = &sandboxBuilt{ruleset: -1, netns: -1, mntns: -1, cache: c}
+		b = &sandboxBuilt{ruleset: -1, netns: -1, mntns: -1, view: mountView{ns: -1, events: -1}, cache: c}
 		limit := c.limit
 		if limit <= 0 {
 			limit = maxBuiltPolicies
@@ -223,6 +267,7 @@ func (c *sandboxCache) get(pol *sandboxPolicy) (*sandboxBuilt, error) {
 			b.uncached = true
 		}
 	}
+	b.users++
 	c.mu.Unlock()
 	b.once.Do(func() { b.err = c.build(b, pol) })
 	if b.err != nil {
@@ -230,11 +275,14 @@ func (c *sandboxCache) get(pol *sandboxPolicy) (*sandboxBuilt, error) {
 		c.mu.Lock()
 		if c.built[pol.key] == b {
 			delete(c.built, pol.key)
+			b.evicted = true
 		}
 		c.mu.Unlock()
-		b.release()
+		err := b.err
+		b.done()
+		return nil, err
 	}
-	return b, b.err
+	return b, nil
 }
 
 // namespace returns the Manager's network namespace for n, made once.
@@ -299,16 +347,30 @@ func (c *sandboxCache) build(b *sandboxBuilt, pol *sandboxPolicy) error {
 		if err != nil {
 			return xerrors.Errorf("mount namespace: %w", err)
 		}
-		fd, err := makeMountns(pol.readOnly, append(append(slices.Clone(pol.hide), llHidden...), credentialSockets()...), empty)
+		spec := mountSpec{write: pol.write, readOnly: pol.readOnly, empty: empty,
+			hide: append(append(slices.Clone(pol.hide), llHidden...), hostDoors()...)}
+		// What is missing is listed before the namespace is made: a path
+		// made in between is then found by the next Start.
+		b.watch = newMountWatch(spec)
+		v, err := makeMountns(spec)
 		if err != nil {
 			return xerrors.Errorf("mount namespace: %w", err)
 		}
-		b.mntns = fd
+		b.view = v
+		b.mntns = v.ns
 		hide = nil
 		mech = append(mech, "mountns")
-	} else if len(pol.readOnly) > 0 {
-		b.missing = append(b.missing, unenforced{field: "ReadOnly", soft: true,
-			reason: "needs root (a read-only bind mount in a mount namespace); Landlock cannot take write access back below a writable directory"})
+		for _, p := range b.watch.missingReadOnly(pol.readOnly) {
+			b.missing = append(b.missing, unenforced{field: "ReadOnly", soft: true,
+				reason: p + " does not exist: the tree may create it, and it is protected from the next Start on"})
+		}
+	} else {
+		if len(pol.readOnly) > 0 {
+			b.missing = append(b.missing, unenforced{field: "ReadOnly", soft: true,
+				reason: "needs root (a read-only bind mount in a mount namespace); Landlock cannot take write access back below a writable directory"})
+		}
+		b.missing = append(b.missing, unenforced{field: "Write", soft: true,
+			reason: "metadata outside Write (mode, owner, times, extended attributes) is not protected without root (a read-only view in a mount namespace): Landlock has no right for chmod, chown, utimes or setxattr"})
 	}
 	if h.root && pol.skip&sandboxSkipCaps == 0 {
 		b.dropCaps = true
@@ -338,8 +400,11 @@ func (b *sandboxBuilt) release() {
 		_ = unix.Close(b.ruleset)
 		b.ruleset = -1
 	}
-	if b.mntns >= 0 {
-		_ = unix.Close(b.mntns)
+	if b.view.ns >= 0 || b.view.events >= 0 {
+		b.view.close() // b.mntns is b.view.ns
+		b.mntns = -1
+	} else if b.mntns >= 0 {
+		_ = unix.Close(b.mntns) // a runner's, inherited
 		b.mntns = -1
 	}
 }
@@ -550,8 +615,14 @@ func (c *sandboxCache) makeSpare(b *sandboxBuilt, lastCap int) {
 	c.spare = st
 	sparesMade.Add(1)
 	c.spares.Add(1)
+	// The spare holds b: b's descriptors stay open until it is done,
+	// even if b is found stale and evicted meanwhile.
+	c.mu.Lock()
+	b.users++
+	c.mu.Unlock()
 	go func() {
 		defer c.spares.Done()
+		defer b.done()
 		runtime.LockOSThread()
 		if unix.Gettid() == unix.Getpid() {
 			// Not while a Manager holds the main thread (mainHold); the
@@ -614,14 +685,42 @@ func loopbackUp() error {
 	return nil
 }
 
-// makeMountns makes a mount namespace on a throwaway thread in which each
-// of readOnly is a read-only bind mount of itself and each of hide is
-// covered, a directory by an empty read-only tmpfs of mode 000, anything
-// else by empty (an empty file of mode 000), and returns a descriptor of
-// it. Mounts the host makes later still propagate into it (a slave of the
-// host's). A tree in it cannot undo a mount: it has no capabilities.
-func makeMountns(readOnly, hide []string, empty string) (int, error) {
-	fd := -1
+// mountSpec is what a policy's mount namespace is made of.
+type mountSpec struct {
+	write, readOnly, hide []string
+	empty                 string // the empty file hidden files are covered with
+}
+
+// mountView is a policy's mount namespace: a descriptor of it to join, and
+// one of its mountinfo, which poll(2) reports as changed (POLLPRI) when a
+// mount in it comes or goes. Both kinds of change unprotect a path: a
+// mount the host makes later propagates in writable, and a cover whose
+// path the host replaces (a rename over a hidden file, a .git removed and
+// made again) is detached from this namespace too.
+type mountView struct {
+	ns, events int
+}
+
+// makeMountns makes the mount namespace of spec on a throwaway thread:
+//
+//   - every mount read-only (mount_setattr, recursive), so that nothing
+//     outside Write changes, metadata included (chmod, chown, utimes,
+//     xattrs, mknod): Landlock has no right for those;
+//   - each of write a writable bind of itself (recursive), and each of
+//     readOnly, inside write, a read-only bind of itself;
+//   - each of hide covered, a directory by an empty read-only tmpfs of
+//     mode 000, anything else by empty (an empty file of mode 000). A
+//     symbolic link is left alone: its target is in hide too
+//     (resolvePaths), and a mount would land on the target anyway.
+//
+// Device nodes stay usable on a read-only mount (the kernel checks the
+// mount for regular files, directories and links only), so /dev/null and
+// the pty of a TTY request still take writes. Mounts the host makes later
+// propagate in (a slave of the host's), writable: the view's events tell
+// the next Start to build the namespace again. A tree in it cannot undo a
+// mount: it has no capabilities.
+func makeMountns(spec mountSpec) (mountView, error) {
+	v := mountView{ns: -1, events: -1}
 	err := onThrowawayThread(func() error {
 		if err := unix.Unshare(unix.CLONE_NEWNS); err != nil {
 			return xerrors.Errorf("unshare: %w", err)
@@ -629,64 +728,206 @@ func makeMountns(readOnly, hide []string, empty string) (int, error) {
 		if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_SLAVE, ""); err != nil {
 			return xerrors.Errorf("make mounts slaves: %w", err)
 		}
-		for _, p := range readOnly {
-			if _, err := os.Lstat(p); err != nil {
-				continue // nothing to protect yet
+		if err := unix.MountSetattr(unix.AT_FDCWD, "/", unix.AT_RECURSIVE,
+			&unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY}); err != nil {
+			return xerrors.Errorf("make every mount read-only: %w", err)
+		}
+		for _, p := range spec.write {
+			if _, err := os.Stat(p); err != nil {
+				continue // nothing to grant
 			}
 			if err := unix.Mount(p, p, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
 				return xerrors.Errorf("bind %s: %w", p, err)
 			}
-			if err := unix.Mount("", p, "", unix.MS_BIND|unix.MS_REMOUNT|unix.MS_RDONLY, ""); err != nil {
-				return xerrors.Errorf("read-only %s: %w", p, err)
+			if err := unix.MountSetattr(unix.AT_FDCWD, p, unix.AT_RECURSIVE,
+				&unix.MountAttr{Attr_clr: unix.MOUNT_ATTR_RDONLY}); err != nil {
+				return xerrors.Errorf("make %s writable: %w", p, err)
 			}
 		}
-		for _, h := range hide {
+		for _, p := range spec.readOnly {
+			if _, err := os.Stat(p); err != nil {
+				continue // missing: the policy warns (mountWatch)
+			}
+			if err := unix.Mount(p, p, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
+				return xerrors.Errorf("bind %s: %w", p, err)
+			}
+			if err := unix.MountSetattr(unix.AT_FDCWD, p, unix.AT_RECURSIVE,
+				&unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY}); err != nil {
+				return xerrors.Errorf("make %s read-only: %w", p, err)
+			}
+		}
+		for _, h := range spec.hide {
 			st, err := os.Lstat(h)
-			if err != nil {
-				continue // nothing there to hide; what appears later is not covered
+			if err != nil || st.Mode()&os.ModeSymlink != 0 {
+				continue // nothing there to hide (mountWatch looks again), or a link whose target is hidden
 			}
 			if st.IsDir() {
 				err = unix.Mount("tmpfs", h, "tmpfs", unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "size=4k,nr_inodes=1,mode=000")
 			} else {
-				err = unix.Mount(empty, h, "", unix.MS_BIND, "")
+				err = unix.Mount(spec.empty, h, "", unix.MS_BIND, "")
+				if err == nil {
+					// A bind takes its mount's flags, not the read-only
+					// view's: read-only too, so the cover cannot be chmod'ed.
+					err = unix.MountSetattr(unix.AT_FDCWD, h, 0, &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY})
+				}
 			}
 			if err != nil {
 				return xerrors.Errorf("cover %s: %w", h, err)
 			}
 		}
 		var err error
-		fd, err = unix.Open(procfs.ThreadSelfFile("ns/mnt"), unix.O_RDONLY|unix.O_CLOEXEC, 0)
+		if v.ns, err = unix.Open(procfs.ThreadSelfFile("ns/mnt"), unix.O_RDONLY|unix.O_CLOEXEC, 0); err != nil {
+			return err
+		}
+		// Opened last: it reports the changes after these mounts.
+		v.events, err = unix.Open(procfs.ThreadSelfFile("mountinfo"), unix.O_RDONLY|unix.O_CLOEXEC, 0)
 		return err
 	})
-	return fd, err
+	if err != nil {
+		v.close()
+		return mountView{ns: -1, events: -1}, err
+	}
+	return v, nil
 }
 
-// credentialSockets are the pathname Unix sockets that hand out the host's
-// authority (an ssh agent, a container engine) and exist now. Landlock does
-// not govern connect(2) to them, so as root they are covered in the mount
-// namespace; without root they stay reachable (the README says so), and
-// only the variables that name them are dropped.
-func credentialSockets() []string {
-	cands := []string{
-		"/var/run/docker.sock", "/run/docker.sock", "/run/containerd/containerd.sock",
-		"/run/podman/podman.sock", "/run/buildkit/buildkitd.sock",
+// close closes v's descriptors.
+func (v *mountView) close() {
+	for _, fd := range []*int{&v.ns, &v.events} {
+		if *fd >= 0 {
+			_ = unix.Close(*fd)
+			*fd = -1
+		}
 	}
-	if p := os.Getenv("SSH_AUTH_SOCK"); p != "" {
-		cands = append(cands, p)
+}
+
+// changed reports whether a mount came or went in v since it was made or
+// last asked (poll with no wait: one system call per Start).
+func (v *mountView) changed() bool {
+	if v.events < 0 {
+		return false
 	}
-	if h, ok := strings.CutPrefix(os.Getenv("DOCKER_HOST"), "unix://"); ok {
-		cands = append(cands, h)
+	fds := []unix.PollFd{{Fd: int32(v.events), Events: unix.POLLPRI}}
+	n, err := unix.Poll(fds, 0)
+	return err == nil && n > 0 && fds[0].Revents&(unix.POLLPRI|unix.POLLERR) != 0
+}
+
+// mountWatch is what a built mount namespace was made from, to find out at
+// each Start whether it still protects what its policy names: hiding and
+// ReadOnly are rules, not a snapshot of the paths that existed at the
+// first Start. A path missing when the namespace was made could not be
+// covered, so each Start looks whether it exists now (one fstatat per
+// missing path); a path that was covered is watched through the view's
+// mount events, since replacing it detaches its cover.
+type mountWatch struct {
+	missing []string
+	stale   atomic.Bool
+}
+
+// newMountWatch lists what of spec's readOnly and hide does not exist now.
+func newMountWatch(spec mountSpec) *mountWatch {
+	w := &mountWatch{}
+	for _, p := range append(slices.Clone(spec.readOnly), spec.hide...) {
+		var st unix.Stat_t
+		if unix.Lstat(p, &st) != nil {
+			w.missing = append(w.missing, p)
+		}
 	}
-	if d := os.Getenv("XDG_RUNTIME_DIR"); d != "" {
-		cands = append(cands, d+"/docker.sock", d+"/podman/podman.sock", d+"/gnupg/S.gpg-agent", d+"/gnupg/S.gpg-agent.ssh")
+	return w
+}
+
+// changed reports whether v no longer covers what w was made for: a mount
+// event in v, or a path then missing that exists now. Once it has said so
+// it keeps saying so (the poll reports an event once).
+func (w *mountWatch) changed(v *mountView) bool {
+	if w.stale.Load() {
+		return true
 	}
+	stale := v.changed()
+	for _, p := range w.missing {
+		if stale {
+			break
+		}
+		var st unix.Stat_t
+		stale = unix.Lstat(p, &st) == nil
+	}
+	if stale {
+		w.stale.Store(true)
+	}
+	return stale
+}
+
+// missingReadOnly is the ReadOnly paths that did not exist when the
+// namespace was made, which it cannot protect: a tree may create them.
+func (w *mountWatch) missingReadOnly(readOnly []string) []string {
 	var out []string
-	for _, p := range cands {
-		if st, err := os.Lstat(p); err == nil && st.Mode()&os.ModeSocket != 0 {
+	for _, p := range w.missing {
+		if slices.Contains(readOnly, p) {
 			out = append(out, p)
 		}
 	}
 	return out
+}
+
+// hostDoors are the pathname Unix sockets, and the directories that hold
+// them, through which a tree could act as the host's user outside the
+// sandbox: credential agents and container engines, agentproc's own serve
+// socket, the system and session D-Bus, systemd's private and varlink
+// sockets, and tmux's and screen's (a command typed into the host's
+// terminal multiplexer runs unconfined). Landlock does not govern
+// connect(2) to them, so as root they are covered in the mount namespace,
+// existing or not: one missing now is covered at the first Start after it
+// appears (mountWatch). A directory is covered whole, so a socket made in
+// it later is covered at once. Without root they stay reachable (the
+// README's "What does not hold" says so); only the variables that name
+// them are dropped.
+func hostDoors() []string {
+	uid := strconv.Itoa(os.Getuid())
+	cands := []string{
+		"/var/run/docker.sock", "/run/docker.sock", "/run/containerd/containerd.sock",
+		"/run/podman/podman.sock", "/run/buildkit/buildkitd.sock",
+		"/run/dbus", "/var/run/dbus", "/run/systemd/private", "/run/systemd/io.systemd.Manager",
+		"/run/screen", "/var/run/screen",
+		filepath.Join(os.TempDir(), "agentproc-"+uid), "/tmp/tmux-" + uid,
+	}
+	if m, err := filepath.Glob("/run/systemd/io.systemd.*"); err == nil {
+		cands = append(cands, m...)
+	}
+	env := os.Getenv
+	if p := env("SSH_AUTH_SOCK"); p != "" {
+		cands = append(cands, p)
+	}
+	if h, ok := strings.CutPrefix(env("DOCKER_HOST"), "unix://"); ok {
+		cands = append(cands, h)
+	}
+	if p := env("AGENTPROC_SOCKET"); p != "" {
+		cands = append(cands, p)
+	}
+	if d := env("TMUX_TMPDIR"); d != "" {
+		cands = append(cands, filepath.Join(d, "tmux-"+uid))
+	}
+	if t, _, _ := strings.Cut(env("TMUX"), ","); t != "" {
+		cands = append(cands, filepath.Dir(t))
+	}
+	if d := env("SCREENDIR"); d != "" {
+		cands = append(cands, d)
+	}
+	for part := range strings.SplitSeq(env("DBUS_SESSION_BUS_ADDRESS"), ";") {
+		if p, ok := strings.CutPrefix(part, "unix:path="); ok {
+			p, _, _ = strings.Cut(p, ",")
+			cands = append(cands, p)
+		}
+	}
+	if d := env("XDG_RUNTIME_DIR"); d != "" {
+		cands = append(cands, d+"/docker.sock", d+"/podman/podman.sock", d+"/gnupg", d+"/agentproc",
+			d+"/bus", d+"/systemd", d+"/tmux-"+uid)
+	}
+	var out []string
+	for _, p := range cands {
+		if filepath.IsAbs(p) {
+			out = append(out, filepath.Clean(p))
+		}
+	}
+	return resolvePaths(out)
 }
 
 // recycleTempDir moves dir, the private temp dir of a process that has

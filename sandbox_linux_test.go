@@ -265,6 +265,10 @@ func TestSandboxEscapes(t *testing.T) {
 	m := newManager(t, agentproc.WithSandbox(agentproc.WorkspaceSandbox(ws)))
 	hostPID := strconv.Itoa(os.Getpid())
 	shell := func(cmd string) agentproc.Request { return agentproc.Request{Command: cmd, WorkDir: ws} }
+	prog := filepath.Join(outside, "prog") // TestSandboxMetadataOutsideWrite has the control
+	if err := os.WriteFile(prog, []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
 
 	cases := []struct {
 		name string
@@ -297,6 +301,12 @@ func TestSandboxEscapes(t *testing.T) {
 		{"signal the host", probeRequest(t, ws, "signal", hostPID), nil},
 		{"setns into the host's network", probeRequest(t, ws, "setns", hostPID), nil},
 		{"io_uring", probeRequest(t, ws, "iouring", ""), nil},
+		{"chmod 4755 outside the workspace", fsProbeRequest(t, ws, "chmod", prog), func(agentproc.Output) string {
+			if st, err := os.Stat(prog); err == nil && st.Mode()&os.ModeSetuid != 0 {
+				return "the program outside became setuid"
+			}
+			return ""
+		}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -307,6 +317,9 @@ func TestSandboxEscapes(t *testing.T) {
 					t.Errorf("without root, warnings %q do not say ReadOnly is not enforced", out.Warnings)
 				}
 				t.Skip("ReadOnly needs root (a mount namespace); without it the warning above is the contract")
+			}
+			if strings.HasPrefix(c.name, "chmod") && !isRoot() {
+				t.Skip("metadata outside Write needs root (a read-only view); TestSandboxMetadataOutsideWrite checks the warning")
 			}
 			if exitCode(out.Info) == 0 {
 				t.Errorf("exit code 0, want a failure; output %q", out.Text)
@@ -763,7 +776,7 @@ func TestSandboxUnprivileged(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, "-test.count=1", "-test.v", "-test.short",
-		"-test.run=^(TestSandboxEscapes|TestSandboxAllows|TestSandboxPorts|TestSandboxFailClosed|TestSandboxHostNeverConfined|TestSandboxKeepsTreeFeatures|TestSandboxDetached|TestSandboxTempDirReused|TestSandboxTempDirsServeABurst|TestRecycleTempDir)$")
+		"-test.run=^(TestSandboxEscapes|TestSandboxMetadataOutsideWrite|TestSandboxAllows|TestSandboxPorts|TestSandboxFailClosed|TestSandboxHostNeverConfined|TestSandboxKeepsTreeFeatures|TestSandboxDetached|TestSandboxTempDirReused|TestSandboxTempDirsServeABurst|TestRecycleTempDir)$")
 	cmd.Dir = home
 	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + home, "TMPDIR=" + os.TempDir(), "LANG=C"}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}}
