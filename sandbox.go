@@ -26,8 +26,10 @@ import (
 // the work dir and a private temp dir, no network, secret-looking variables
 // dropped.
 //
-// Paths must be absolute; each is resolved through symbolic links when the
-// policy is built, so a link inside the workspace cannot widen it later.
+// Paths must be absolute; each is resolved (every component, through
+// symbolic links, ".." applied to where a link led) when the policy is
+// built, and Write and Read grant only the resolved path, opened through
+// no link: a link made inside the workspace later cannot widen them.
 type Sandbox struct {
 	// Write lists the directories the tree may create, change and delete
 	// in (and read). The work dir and a private per-process temp dir
@@ -69,6 +71,12 @@ type Sandbox struct {
 	// NoDefaultWrite leaves the work dir and the private temp dir out of
 	// Write (no TMPDIR is made).
 	NoDefaultWrite bool
+
+	// bound and readBound are set by Narrow: the base policy's Write (and
+	// Read and Write, when its Read is a list) resolved, which Start holds
+	// this policy's resolved Write, chosen work dir and Read within when it
+	// grants them. nil: no base policy.
+	bound, readBound []string
 }
 
 // Network says what network a sandboxed tree reaches.
@@ -230,6 +238,8 @@ func (sb *Sandbox) Clone() *Sandbox {
 	out.Hide = slices.Clone(sb.Hide)
 	out.ReadOnly = slices.Clone(sb.ReadOnly)
 	out.AllowPorts = slices.Clone(sb.AllowPorts)
+	out.bound = slices.Clone(sb.bound)
+	out.readBound = slices.Clone(sb.readBound)
 	out.Env.Keep = slices.Clone(sb.Env.Keep)
 	out.Env.Drop = slices.Clone(sb.Env.Drop)
 	if sb.Env.Set != nil {
@@ -339,18 +349,29 @@ const (
 	sandboxSkipSeccomp
 )
 
-// resolvePaths cleans paths, resolves symbolic links where the path exists,
-// sorts them and drops duplicates. A path that does not exist is kept as
-// cleaned: the OS layer ignores it, and Hide then hides what appears there
-// later (it is not granted).
+// resolvePaths returns each of paths both cleaned as written and resolved
+// (resolvePath), sorted and without duplicates: for Hide and ReadOnly,
+// where covering both names only takes more away. A path that does not
+// exist is kept: the OS layer ignores it, and Hide then hides what appears
+// there later (it is not granted).
 func resolvePaths(paths []string) []string {
 	out := make([]string, 0, len(paths))
 	for _, p := range paths {
-		p = filepath.Clean(p)
-		out = append(out, p)
-		if r, err := filepath.EvalSymlinks(p); err == nil && r != p {
-			out = append(out, r)
-		}
+		out = append(out, filepath.Clean(p), resolvePath(p))
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// resolvedPaths returns paths resolved (resolvePath) only, sorted and
+// without duplicates, non-nil: what is granted (Write, Read) and what a
+// grant is checked against. The name as written is left out, so that
+// nothing is granted through a link that a later change could point
+// elsewhere.
+func resolvedPaths(paths []string) []string {
+	out := make([]string, 0, len(paths))
+	for _, p := range paths {
+		out = append(out, resolvePath(p))
 	}
 	slices.Sort(out)
 	return slices.Compact(out)
@@ -366,8 +387,15 @@ func within(p, dir string) bool {
 
 // sandboxPolicyFor makes the policy for sb, a request in dir, with the
 // Manager's own hidden paths added. tmpParent is where private temp dirs
-// are made ("" when NoDefaultWrite).
-func (m *Manager) sandboxPolicyFor(sb *Sandbox, dir, tmpParent string, tty bool) (*sandboxPolicy, error) {
+// are made ("" when NoDefaultWrite). dirChosen says the request named dir
+// (Request.WorkDir), rather than getting the Manager's default: a
+// narrowed sb (Narrow) holds a chosen dir within its base policy.
+//
+// Write and Read are granted resolved (resolvedPaths), and a narrowed sb's
+// are checked again here, on the very strings that are granted, against
+// the base policy its check saw: a directory the tree swapped for a link
+// after the check resolves outside and is refused with the check's error.
+func (m *Manager) sandboxPolicyFor(sb *Sandbox, dir, tmpParent string, dirChosen, tty bool) (*sandboxPolicy, error) {
 	pol := &sandboxPolicy{
 		network:    sb.network(),
 		ports:      slices.Clone(sb.AllowPorts),
@@ -375,20 +403,32 @@ func (m *Manager) sandboxPolicyFor(sb *Sandbox, dir, tmpParent string, tty bool)
 		tty:        tty,
 		tmpParent:  tmpParent,
 	}
-	write := slices.Clone(sb.Write)
-	if !sb.NoDefaultWrite {
-		if dir != "" {
-			write = append(write, dir)
-		}
-		if tmpParent != "" {
-			write = append(write, tmpParent)
+	pol.write = resolvedPaths(sb.Write)
+	if sb.bound != nil {
+		if err := heldWithin("Sandbox.Write", pol.write, sb.bound, "Write"); err != nil {
+			return nil, err
 		}
 	}
-	pol.write = resolvePaths(write)
+	if !sb.NoDefaultWrite {
+		if dir != "" {
+			r := resolvePath(dir)
+			if sb.bound != nil && dirChosen && !inResolved(r, sb.bound) {
+				return nil, xerrors.Errorf("work dir %q is not inside the base policy's Write: %w", dir, ErrSandboxLoosened)
+			}
+			pol.write = append(pol.write, r)
+		}
+		if tmpParent != "" {
+			pol.write = append(pol.write, resolvePath(tmpParent))
+		}
+		slices.Sort(pol.write)
+		pol.write = slices.Compact(pol.write)
+	}
 	if sb.Read != nil {
-		pol.read = resolvePaths(sb.Read)
-		if pol.read == nil {
-			pol.read = []string{}
+		pol.read = resolvedPaths(sb.Read)
+		if sb.readBound != nil {
+			if err := heldWithin("Sandbox.Read", pol.read, sb.readBound, "Read"); err != nil {
+				return nil, err
+			}
 		}
 		pol.shell = m.shellPath()
 	}
@@ -409,8 +449,8 @@ func (m *Manager) sandboxPolicyFor(sb *Sandbox, dir, tmpParent string, tty bool)
 		}
 	}
 	pol.readOnly = resolvePaths(sb.ReadOnly)
-	for _, r := range pol.readOnly {
-		if !slices.ContainsFunc(pol.write, func(w string) bool { return within(r, w) }) {
+	for _, r := range sb.ReadOnly {
+		if !inResolved(resolvePath(r), pol.write) {
 			return nil, xerrors.Errorf("Sandbox.ReadOnly %q is not inside a writable directory: %w", r, ErrInvalidRequest)
 		}
 	}
