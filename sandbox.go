@@ -102,8 +102,11 @@ const (
 // SandboxEnv says what environment a sandboxed tree inherits. The host's
 // variables (after WithEnv's hook) are passed on except those whose name
 // looks like a secret: it contains TOKEN, SECRET, KEY, PASSWORD, PASSWD,
-// PASSPHRASE, CREDENTIAL, AUTH (not AUTHOR but AUTHORITY), PRIVATE, COOKIE or SESSION in
-// any case, or is one of SSH_AUTH_SOCK, DOCKER_HOST, DOCKER_CONFIG,
+// PASSPHRASE, CREDENTIAL, CONNECTION_STRING, AUTH (not AUTHOR but
+// AUTHORITY), PRIVATE, COOKIE or SESSION in any case; or it has PASS or
+// DSN as a word (between underscores: DB_PASS, SENTRY_DSN), or PWD or PAT
+// as a word after another (MYSQL_PWD, GITHUB_PAT; not PWD, OLDPWD, PATH);
+// or it is one of SSH_AUTH_SOCK, DOCKER_HOST, DOCKER_CONFIG,
 // KUBECONFIG, GPG_AGENT_INFO, which name a socket or a file of credentials.
 // MarkerEnv and PWD are never dropped. Names are patterns only: a password
 // inside a URL (DATABASE_URL=postgres://u:pw@host) or under an innocent name
@@ -184,14 +187,33 @@ func SandboxSupport() SandboxFeatures { return sandboxSupport() }
 
 // credentialPaths are the files and directories under the home directory
 // that WorkspaceSandbox hides: keys, tokens and the configuration that
-// holds them.
+// holds them, where the tools write them by default. The README lists
+// them; keep the two in step.
 var credentialPaths = []string{
+	// Keys, and the version control and cloud command lines.
 	".ssh", ".aws", ".gnupg", ".config/gh", ".config/hub", ".docker/config.json",
-	".netrc", ".git-credentials", ".kube", ".config/gcloud", ".azure",
-	".npmrc", ".pypirc", ".cargo/credentials", ".cargo/credentials.toml",
-	".gem/credentials", ".vault-token", ".terraform.d/credentials.tfrc.json",
-	".password-store", ".local/share/keyrings", ".config/op", ".mozilla",
-	".config/google-chrome", ".config/chromium", ".config/agentproc",
+	".netrc", ".git-credentials", ".config/git/credentials", ".gitcookies",
+	".kube", ".config/gcloud", ".azure", ".oci", ".boto", ".s3cfg",
+	".config/rclone/rclone.conf", ".pulumi/credentials.json",
+	".config/doctl", ".config/containers/auth.json",
+	// Package registries.
+	".npmrc", ".yarnrc.yml", ".pypirc", ".cargo/credentials", ".cargo/credentials.toml",
+	// (Not ~/.m2/settings.xml nor ~/.gradle/gradle.properties: builds need
+	// them, and they hold passwords only sometimes; Sandbox.Hide them.)
+	".gem/credentials", ".m2/settings-security.xml",
+	".config/composer/auth.json", ".composer/auth.json",
+	".nuget/NuGet/NuGet.Config",
+	// Secret stores and infrastructure tools.
+	".vault-token", ".terraform.d/credentials.tfrc.json",
+	".password-store", ".local/share/keyrings", ".config/op", ".config/sops",
+	// Databases.
+	".pgpass", ".my.cnf",
+	// The coding agents' and model hubs' own tokens.
+	".claude/.credentials.json", ".codex/auth.json", ".gemini/oauth_creds.json",
+	".config/github-copilot/hosts.json", ".config/github-copilot/apps.json",
+	".cache/huggingface/token", ".huggingface/token",
+	// Browsers (cookies, saved passwords) and agentproc's own.
+	".mozilla", ".config/google-chrome", ".config/chromium", ".config/agentproc",
 }
 
 // systemSecretPaths are hidden by WorkspaceSandbox as well: a root tree
@@ -201,8 +223,10 @@ var systemSecretPaths = []string{"/etc/shadow", "/etc/gshadow", "/etc/sudoers", 
 // WorkspaceSandbox is the usual policy for a model's commands in dir: write
 // dir and a private temp dir, read everything but the usual credential
 // paths (~/.ssh, ~/.aws, ~/.gnupg, ~/.config/gh, ~/.docker/config.json,
-// ~/.netrc, ~/.git-credentials, ~/.kube and more; the Manager's state dir
-// is always hidden), dir/.git read-only where the host can, no network,
+// ~/.netrc, ~/.git-credentials, ~/.kube, the coding agents' own tokens
+// such as ~/.claude/.credentials.json and ~/.codex/auth.json, ~/.pgpass
+// and more, listed in the README; the Manager's state dir is always
+// hidden), dir/.git read-only where the host can, no network,
 // secret-looking variables dropped, and fail-closed (BestEffort false).
 // dir is made absolute; commands should run in it (Request.WorkDir).
 func WorkspaceSandbox(dir string) *Sandbox {
@@ -494,8 +518,17 @@ func (pol *sandboxPolicy) makeKey() string {
 // variable look like a secret.
 var secretNameParts = []string{
 	"TOKEN", "SECRET", "KEY", "PASSWORD", "PASSWD", "PASSPHRASE", "CREDENTIAL",
-	"PRIVATE", "COOKIE", "SESSION",
+	"CONNECTION_STRING", "PRIVATE", "COOKIE", "SESSION",
 }
+
+// secretWords make a name look like a secret as a whole word between
+// underscores only: as substrings they are in innocent names (PASSTHROUGH,
+// BYPASS). secretSuffixWords need a word before them too: PWD alone is the
+// shell's working directory and PAT is in no name alone.
+var (
+	secretWords       = []string{"PASS", "DSN"}
+	secretSuffixWords = []string{"PWD", "PAT"}
+)
 
 // secretNames are dropped by name: they point at a credential socket or file.
 var secretNames = []string{"SSH_AUTH_SOCK", "DOCKER_HOST", "DOCKER_CONFIG", "KUBECONFIG", "GPG_AGENT_INFO"}
@@ -534,6 +567,12 @@ func nameLooksSecret(name string) bool {
 	}
 	for _, part := range secretNameParts {
 		if strings.Contains(u, part) {
+			return true
+		}
+	}
+	words := strings.Split(u, "_")
+	for i, w := range words {
+		if slices.Contains(secretWords, w) || i > 0 && words[i-1] != "" && slices.Contains(secretSuffixWords, w) {
 			return true
 		}
 	}
