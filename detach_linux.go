@@ -334,7 +334,7 @@ func (d *detached) shutGate(released bool) {
 // Process. The caller has reserved a slot and a supervise goroutine.
 func (m *Manager) startDetached(req Request, owner, command, dir string, seq uint64, warnings []string) (*Process, error) {
 	id := uuid.NewString()
-	sbx, err := m.prepareDetachedSandbox(req.Sandbox, dir, req.TTY != nil)
+	sbx, err := m.prepareDetachedSandbox(req.Sandbox, dir, req.WorkDir != "", req.TTY != nil)
 	if err != nil {
 		return nil, err
 	}

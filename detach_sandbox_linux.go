@@ -35,10 +35,11 @@ const (
 	detachSandboxFD = detachDirFD + 1
 )
 
-// prepareDetachedSandbox builds sb's policy for a detached Start in dir,
+// prepareDetachedSandbox builds sb's policy for a detached Start in dir
+// (dirChosen: named by the request, see sandboxPolicyFor),
 // with a temp dir of its own; nil sb gives nil. Nothing is left behind
 // when it fails.
-func (m *Manager) prepareDetachedSandbox(sb *Sandbox, dir string, tty bool) (*sandboxRun, error) {
+func (m *Manager) prepareDetachedSandbox(sb *Sandbox, dir string, dirChosen, tty bool) (*sandboxRun, error) {
 	if sb == nil {
 		return nil, nil
 	}
@@ -56,7 +57,7 @@ func (m *Manager) prepareDetachedSandbox(sb *Sandbox, dir string, tty bool) (*sa
 		}
 		return nil, err
 	}
-	pol, err := m.sandboxPolicyFor(sb, dir, tmp, tty)
+	pol, err := m.sandboxPolicyFor(sb, dir, tmp, dirChosen, tty)
 	if err != nil {
 		return fail(err)
 	}

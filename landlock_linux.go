@@ -201,7 +201,7 @@ func landlockRuleset(pol *sandboxPolicy, abi int, hide []string) (int, error) {
 		if r == 0 {
 			continue
 		}
-		pfd, err := unix.Open(p, unix.O_PATH|unix.O_CLOEXEC, 0)
+		pfd, err := openGrant(p) // no link followed: see openGrant
 		if err != nil {
 			continue
 		}

@@ -218,12 +218,28 @@ func validateEnv(env map[string]string) error {
 	return nil
 }
 
+// hasDotDot reports whether p has a ".." component.
+func hasDotDot(p string) bool {
+	return slices.Contains(strings.FieldsFunc(p, func(r rune) bool { return r == '/' || r == filepath.Separator }), "..")
+}
+
 // resolveWorkDir returns the directory a request runs in.
 func (m *Manager) resolveWorkDir(dir string) (string, error) {
 	if dir != "" {
 		abs, err := filepath.Abs(dir)
 		if err != nil {
 			return "", xerrors.Errorf("work dir %q: %v: %w", dir, err, ErrInvalidRequest)
+		}
+		if hasDotDot(dir) {
+			// filepath.Abs applied ".." to the name, but the kernel applies
+			// it to where a link led: ws/link/../x is x beside the link's
+			// target. The work dir is the one the kernel (and a sandbox's
+			// check, Sandbox.InWrite) finds.
+			if !filepath.IsAbs(dir) {
+				wd, _ := os.Getwd()
+				dir = wd + string(filepath.Separator) + dir
+			}
+			abs = resolvePath(dir)
 		}
 		st, err := os.Stat(abs)
 		switch {

@@ -26,8 +26,10 @@ import (
 // the work dir and a private temp dir, no network, secret-looking variables
 // dropped.
 //
-// Paths must be absolute; each is resolved through symbolic links when the
-// policy is built, so a link inside the workspace cannot widen it later.
+// Paths must be absolute; each is resolved (every component, through
+// symbolic links, ".." applied to where a link led) when the policy is
+// built, and Write and Read grant only the resolved path, opened through
+// no link: a link made inside the workspace later cannot widen them.
 type Sandbox struct {
 	// Write lists the directories the tree may create, change and delete
 	// in (and read). The work dir and a private per-process temp dir
@@ -71,6 +73,12 @@ type Sandbox struct {
 	// NoDefaultWrite leaves the work dir and the private temp dir out of
 	// Write (no TMPDIR is made).
 	NoDefaultWrite bool
+
+	// bound and readBound are set by Narrow: the base policy's Write (and
+	// Read and Write, when its Read is a list) resolved, which Start holds
+	// this policy's resolved Write, chosen work dir and Read within when it
+	// grants them. nil: no base policy.
+	bound, readBound []string
 }
 
 // Network says what network a sandboxed tree reaches.
@@ -96,8 +104,11 @@ const (
 // SandboxEnv says what environment a sandboxed tree inherits. The host's
 // variables (after WithEnv's hook) are passed on except those whose name
 // looks like a secret: it contains TOKEN, SECRET, KEY, PASSWORD, PASSWD,
-// PASSPHRASE, CREDENTIAL, AUTH (not AUTHOR but AUTHORITY), PRIVATE, COOKIE or SESSION in
-// any case, or is one of SSH_AUTH_SOCK, DOCKER_HOST, DOCKER_CONFIG,
+// PASSPHRASE, CREDENTIAL, CONNECTION_STRING, AUTH (not AUTHOR but
+// AUTHORITY), PRIVATE, COOKIE or SESSION in any case; or it has PASS or
+// DSN as a word (between underscores: DB_PASS, SENTRY_DSN), or PWD or PAT
+// as a word after another (MYSQL_PWD, GITHUB_PAT; not PWD, OLDPWD, PATH);
+// or it is one of SSH_AUTH_SOCK, DOCKER_HOST, DOCKER_CONFIG,
 // KUBECONFIG, GPG_AGENT_INFO, which name a socket or a file of credentials.
 // MarkerEnv and PWD are never dropped. Names are patterns only: a password
 // inside a URL (DATABASE_URL=postgres://u:pw@host) or under an innocent name
@@ -178,14 +189,33 @@ func SandboxSupport() SandboxFeatures { return sandboxSupport() }
 
 // credentialPaths are the files and directories under the home directory
 // that WorkspaceSandbox hides: keys, tokens and the configuration that
-// holds them.
+// holds them, where the tools write them by default. The README lists
+// them; keep the two in step.
 var credentialPaths = []string{
+	// Keys, and the version control and cloud command lines.
 	".ssh", ".aws", ".gnupg", ".config/gh", ".config/hub", ".docker/config.json",
-	".netrc", ".git-credentials", ".kube", ".config/gcloud", ".azure",
-	".npmrc", ".pypirc", ".cargo/credentials", ".cargo/credentials.toml",
-	".gem/credentials", ".vault-token", ".terraform.d/credentials.tfrc.json",
-	".password-store", ".local/share/keyrings", ".config/op", ".mozilla",
-	".config/google-chrome", ".config/chromium", ".config/agentproc",
+	".netrc", ".git-credentials", ".config/git/credentials", ".gitcookies",
+	".kube", ".config/gcloud", ".azure", ".oci", ".boto", ".s3cfg",
+	".config/rclone/rclone.conf", ".pulumi/credentials.json",
+	".config/doctl", ".config/containers/auth.json",
+	// Package registries.
+	".npmrc", ".yarnrc.yml", ".pypirc", ".cargo/credentials", ".cargo/credentials.toml",
+	// (Not ~/.m2/settings.xml nor ~/.gradle/gradle.properties: builds need
+	// them, and they hold passwords only sometimes; Sandbox.Hide them.)
+	".gem/credentials", ".m2/settings-security.xml",
+	".config/composer/auth.json", ".composer/auth.json",
+	".nuget/NuGet/NuGet.Config",
+	// Secret stores and infrastructure tools.
+	".vault-token", ".terraform.d/credentials.tfrc.json",
+	".password-store", ".local/share/keyrings", ".config/op", ".config/sops",
+	// Databases.
+	".pgpass", ".my.cnf",
+	// The coding agents' and model hubs' own tokens.
+	".claude/.credentials.json", ".codex/auth.json", ".gemini/oauth_creds.json",
+	".config/github-copilot/hosts.json", ".config/github-copilot/apps.json",
+	".cache/huggingface/token", ".huggingface/token",
+	// Browsers (cookies, saved passwords) and agentproc's own.
+	".mozilla", ".config/google-chrome", ".config/chromium", ".config/agentproc",
 }
 
 // systemSecretPaths are hidden by WorkspaceSandbox as well: a root tree
@@ -195,8 +225,10 @@ var systemSecretPaths = []string{"/etc/shadow", "/etc/gshadow", "/etc/sudoers", 
 // WorkspaceSandbox is the usual policy for a model's commands in dir: write
 // dir and a private temp dir, read everything but the usual credential
 // paths (~/.ssh, ~/.aws, ~/.gnupg, ~/.config/gh, ~/.docker/config.json,
-// ~/.netrc, ~/.git-credentials, ~/.kube and more; the Manager's state dir
-// is always hidden), dir/.git read-only where the host can, no network,
+// ~/.netrc, ~/.git-credentials, ~/.kube, the coding agents' own tokens
+// such as ~/.claude/.credentials.json and ~/.codex/auth.json, ~/.pgpass
+// and more, listed in the README; the Manager's state dir is always
+// hidden), dir/.git read-only where the host can, no network,
 // secret-looking variables dropped, and fail-closed (BestEffort false).
 // dir is made absolute; commands should run in it (Request.WorkDir).
 func WorkspaceSandbox(dir string) *Sandbox {
@@ -232,6 +264,8 @@ func (sb *Sandbox) Clone() *Sandbox {
 	out.Hide = slices.Clone(sb.Hide)
 	out.ReadOnly = slices.Clone(sb.ReadOnly)
 	out.AllowPorts = slices.Clone(sb.AllowPorts)
+	out.bound = slices.Clone(sb.bound)
+	out.readBound = slices.Clone(sb.readBound)
 	out.Env.Keep = slices.Clone(sb.Env.Keep)
 	out.Env.Drop = slices.Clone(sb.Env.Drop)
 	if sb.Env.Set != nil {
@@ -341,18 +375,29 @@ const (
 	sandboxSkipSeccomp
 )
 
-// resolvePaths cleans paths, resolves symbolic links where the path exists,
-// sorts them and drops duplicates. A path that does not exist is kept as
-// cleaned: the OS layer ignores it, and Hide then hides what appears there
-// later (it is not granted).
+// resolvePaths returns each of paths both cleaned as written and resolved
+// (resolvePath), sorted and without duplicates: for Hide and ReadOnly,
+// where covering both names only takes more away. A path that does not
+// exist is kept: the OS layer ignores it, and Hide then hides what appears
+// there later (it is not granted).
 func resolvePaths(paths []string) []string {
 	out := make([]string, 0, len(paths))
 	for _, p := range paths {
-		p = filepath.Clean(p)
-		out = append(out, p)
-		if r, err := filepath.EvalSymlinks(p); err == nil && r != p {
-			out = append(out, r)
-		}
+		out = append(out, filepath.Clean(p), resolvePath(p))
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// resolvedPaths returns paths resolved (resolvePath) only, sorted and
+// without duplicates, non-nil: what is granted (Write, Read) and what a
+// grant is checked against. The name as written is left out, so that
+// nothing is granted through a link that a later change could point
+// elsewhere.
+func resolvedPaths(paths []string) []string {
+	out := make([]string, 0, len(paths))
+	for _, p := range paths {
+		out = append(out, resolvePath(p))
 	}
 	slices.Sort(out)
 	return slices.Compact(out)
@@ -368,8 +413,15 @@ func within(p, dir string) bool {
 
 // sandboxPolicyFor makes the policy for sb, a request in dir, with the
 // Manager's own hidden paths added. tmpParent is where private temp dirs
-// are made ("" when NoDefaultWrite).
-func (m *Manager) sandboxPolicyFor(sb *Sandbox, dir, tmpParent string, tty bool) (*sandboxPolicy, error) {
+// are made ("" when NoDefaultWrite). dirChosen says the request named dir
+// (Request.WorkDir), rather than getting the Manager's default: a
+// narrowed sb (Narrow) holds a chosen dir within its base policy.
+//
+// Write and Read are granted resolved (resolvedPaths), and a narrowed sb's
+// are checked again here, on the very strings that are granted, against
+// the base policy its check saw: a directory the tree swapped for a link
+// after the check resolves outside and is refused with the check's error.
+func (m *Manager) sandboxPolicyFor(sb *Sandbox, dir, tmpParent string, dirChosen, tty bool) (*sandboxPolicy, error) {
 	pol := &sandboxPolicy{
 		network:    sb.network(),
 		ports:      slices.Clone(sb.AllowPorts),
@@ -377,20 +429,32 @@ func (m *Manager) sandboxPolicyFor(sb *Sandbox, dir, tmpParent string, tty bool)
 		tty:        tty,
 		tmpParent:  tmpParent,
 	}
-	write := slices.Clone(sb.Write)
-	if !sb.NoDefaultWrite {
-		if dir != "" {
-			write = append(write, dir)
-		}
-		if tmpParent != "" {
-			write = append(write, tmpParent)
+	pol.write = resolvedPaths(sb.Write)
+	if sb.bound != nil {
+		if err := heldWithin("Sandbox.Write", pol.write, sb.bound, "Write"); err != nil {
+			return nil, err
 		}
 	}
-	pol.write = resolvePaths(write)
+	if !sb.NoDefaultWrite {
+		if dir != "" {
+			r := resolvePath(dir)
+			if sb.bound != nil && dirChosen && !inResolved(r, sb.bound) {
+				return nil, xerrors.Errorf("work dir %q is not inside the base policy's Write: %w", dir, ErrSandboxLoosened)
+			}
+			pol.write = append(pol.write, r)
+		}
+		if tmpParent != "" {
+			pol.write = append(pol.write, resolvePath(tmpParent))
+		}
+		slices.Sort(pol.write)
+		pol.write = slices.Compact(pol.write)
+	}
 	if sb.Read != nil {
-		pol.read = resolvePaths(sb.Read)
-		if pol.read == nil {
-			pol.read = []string{}
+		pol.read = resolvedPaths(sb.Read)
+		if sb.readBound != nil {
+			if err := heldWithin("Sandbox.Read", pol.read, sb.readBound, "Read"); err != nil {
+				return nil, err
+			}
 		}
 		pol.shell = m.shellPath()
 	}
@@ -411,8 +475,8 @@ func (m *Manager) sandboxPolicyFor(sb *Sandbox, dir, tmpParent string, tty bool)
 		}
 	}
 	pol.readOnly = resolvePaths(sb.ReadOnly)
-	for _, r := range pol.readOnly {
-		if !slices.ContainsFunc(pol.write, func(w string) bool { return within(r, w) }) {
+	for _, r := range sb.ReadOnly {
+		if !inResolved(resolvePath(r), pol.write) {
 			return nil, xerrors.Errorf("Sandbox.ReadOnly %q is not inside a writable directory: %w", r, ErrInvalidRequest)
 		}
 	}
@@ -456,8 +520,17 @@ func (pol *sandboxPolicy) makeKey() string {
 // variable look like a secret.
 var secretNameParts = []string{
 	"TOKEN", "SECRET", "KEY", "PASSWORD", "PASSWD", "PASSPHRASE", "CREDENTIAL",
-	"PRIVATE", "COOKIE", "SESSION",
+	"CONNECTION_STRING", "PRIVATE", "COOKIE", "SESSION",
 }
+
+// secretWords make a name look like a secret as a whole word between
+// underscores only: as substrings they are in innocent names (PASSTHROUGH,
+// BYPASS). secretSuffixWords need a word before them too: PWD alone is the
+// shell's working directory and PAT is in no name alone.
+var (
+	secretWords       = []string{"PASS", "DSN"}
+	secretSuffixWords = []string{"PWD", "PAT"}
+)
 
 // secretNames are dropped by name: they point at a credential socket or file.
 var secretNames = []string{"SSH_AUTH_SOCK", "DOCKER_HOST", "DOCKER_CONFIG", "KUBECONFIG", "GPG_AGENT_INFO"}
@@ -496,6 +569,12 @@ func nameLooksSecret(name string) bool {
 	}
 	for _, part := range secretNameParts {
 		if strings.Contains(u, part) {
+			return true
+		}
+	}
+	words := strings.Split(u, "_")
+	for i, w := range words {
+		if slices.Contains(secretWords, w) || i > 0 && words[i-1] != "" && slices.Contains(secretSuffixWords, w) {
 			return true
 		}
 	}

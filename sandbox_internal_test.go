@@ -76,20 +76,20 @@ func TestSandboxPolicyConflicts(t *testing.T) {
 	t.Parallel()
 	m := &Manager{cfg: defaultConfig()}
 	w, tmp := abs("w"), abs("t")
-	_, err := m.sandboxPolicyFor(&Sandbox{Hide: []string{filepath.Join(w, ".env")}}, w, "", false)
+	_, err := m.sandboxPolicyFor(&Sandbox{Hide: []string{filepath.Join(w, ".env")}}, w, "", true, false)
 	if !errors.Is(err, ErrInvalidRequest) || !strings.Contains(err.Error(), "Sandbox.Hide") {
 		t.Errorf("a hidden path inside the work dir: got %v, want ErrInvalidRequest naming Sandbox.Hide", err)
 	}
-	_, err = m.sandboxPolicyFor(&Sandbox{ReadOnly: []string{abs("elsewhere")}}, w, "", false)
+	_, err = m.sandboxPolicyFor(&Sandbox{ReadOnly: []string{abs("elsewhere")}}, w, "", true, false)
 	if !errors.Is(err, ErrInvalidRequest) || !strings.Contains(err.Error(), "Sandbox.ReadOnly") {
 		t.Errorf("ReadOnly outside Write: got %v, want ErrInvalidRequest naming Sandbox.ReadOnly", err)
 	}
-	a, err := m.sandboxPolicyFor(WorkspaceSandbox(w), w, tmp, false)
+	a, err := m.sandboxPolicyFor(WorkspaceSandbox(w), w, tmp, true, false)
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, _ := m.sandboxPolicyFor(WorkspaceSandbox(w), w, tmp, false)
-	c, _ := m.sandboxPolicyFor(WorkspaceSandbox(w), w, tmp, true)
+	b, _ := m.sandboxPolicyFor(WorkspaceSandbox(w), w, tmp, true, false)
+	c, _ := m.sandboxPolicyFor(WorkspaceSandbox(w), w, tmp, true, true)
 	if a.key != b.key || a.key == c.key {
 		t.Errorf("policy keys: equal policies differ or a TTY one matches")
 	}

@@ -20,33 +20,48 @@ var ErrSandboxLoosened = xerrors.New("agentproc: the sandbox would be looser tha
 // stricter, NetworkHost never; NetworkPorts with a subset of AllowPorts),
 // Env.Keep only of names sb keeps, BestEffort only where sb has it, and
 // NoDefaultWrite. Anything else is ErrSandboxLoosened naming the field. A
-// nil sb confines nothing, so any req narrows it; a nil req is sb. Both are
-// left unchanged.
+// nil sb confines nothing, so any req narrows it; a nil req asks for sb
+// itself. Both are left unchanged.
+//
+// Paths are compared resolved: every component, through symbolic links,
+// with ".." applied to where a link led (a Write of ws/link, where link
+// points outside sb's Write, is refused with the same error as a path
+// written outside). The result holds the resolved paths, and remembers
+// sb's: Start checks again, when it grants them, that the result's Write
+// and Read and a work dir the Request names (unless NoDefaultWrite)
+// resolve inside sb's, so that a link swapped in after Narrow is refused
+// with ErrSandboxLoosened too, rather than followed.
 func (sb *Sandbox) Narrow(req *Sandbox) (*Sandbox, error) {
-	if req == nil {
-		return sb.Clone(), nil
-	}
 	if sb == nil {
 		return req.Clone(), nil
 	}
 	out := sb.Clone()
+	out.bound = resolvedPaths(sb.Write)
+	if sb.Read != nil {
+		out.readBound = resolvedPaths(append(slices.Clone(sb.Read), sb.Write...))
+	}
+	if req == nil {
+		return out, nil
+	}
 	if req.Write != nil {
+		out.Write = make([]string, len(req.Write))
 		for i, p := range req.Write {
-			if !inAny(p, sb.Write) {
+			r := resolvePath(p)
+			if !filepath.IsAbs(p) || !inResolved(r, out.bound) {
 				return nil, xerrors.Errorf("Sandbox.Write[%d] %q is not inside the base policy's Write: %w", i, p, ErrSandboxLoosened)
 			}
+			out.Write[i] = r
 		}
-		out.Write = slices.Clone(req.Write)
 	}
 	if req.Read != nil {
-		if sb.Read != nil {
-			for i, p := range req.Read {
-				if !inAny(p, sb.Read) && !inAny(p, sb.Write) {
-					return nil, xerrors.Errorf("Sandbox.Read[%d] %q is not inside the base policy's Read: %w", i, p, ErrSandboxLoosened)
-				}
+		out.Read = make([]string, len(req.Read))
+		for i, p := range req.Read {
+			r := resolvePath(p)
+			if out.readBound != nil && (!filepath.IsAbs(p) || !inResolved(r, out.readBound)) {
+				return nil, xerrors.Errorf("Sandbox.Read[%d] %q is not inside the base policy's Read: %w", i, p, ErrSandboxLoosened)
 			}
+			out.Read[i] = r
 		}
-		out.Read = slices.Clone(req.Read)
 	}
 	out.Hide = union(sb.Hide, req.Hide)
 	out.ReadOnly = union(sb.ReadOnly, req.ReadOnly)
@@ -89,16 +104,21 @@ func (sb *Sandbox) Narrow(req *Sandbox) (*Sandbox, error) {
 	return out, nil
 }
 
-// inAny reports whether p lies within one of dirs (paths compared
-// cleaned, as given: no links are followed).
-func inAny(p string, dirs []string) bool {
-	p = filepath.Clean(p)
-	for _, d := range dirs {
-		if within(p, filepath.Clean(d)) {
-			return true
+// inResolved reports whether the resolved path r lies within one of the
+// resolved dirs.
+func inResolved(r string, dirs []string) bool {
+	return slices.ContainsFunc(dirs, func(d string) bool { return within(r, d) })
+}
+
+// heldWithin checks that each of the resolved paths lies within one of
+// the resolved bound, with Narrow's error for one that does not.
+func heldWithin(field string, paths, bound []string, of string) error {
+	for i, p := range paths {
+		if !inResolved(p, bound) {
+			return xerrors.Errorf("%s[%d] %q is not inside the base policy's %s: %w", field, i, p, of, ErrSandboxLoosened)
 		}
 	}
-	return false
+	return nil
 }
 
 func union(a, b []string) []string {
@@ -111,10 +131,13 @@ func union(a, b []string) []string {
 	return out
 }
 
-// InWrite reports whether dir lies inside one of sb.Write (compared
-// cleaned, no links followed). A work dir is writable to its tree, so a
-// server or a tool that lets its client choose the work dir checks it
-// with this first.
+// InWrite reports whether dir lies inside one of sb.Write, both resolved
+// (every component, through symbolic links, as Narrow compares them): a
+// link inside the workspace that points out of it is not inside. A work
+// dir is writable to its tree, so a server or a tool that lets its client
+// choose the work dir checks it with this first; the Sandbox from sb.Narrow
+// (nil for a request's own policy) then holds the work dir within sb
+// again when Start grants it.
 func (sb *Sandbox) InWrite(dir string) bool {
-	return filepath.IsAbs(dir) && inAny(dir, sb.Write)
+	return filepath.IsAbs(dir) && inResolved(resolvePath(dir), resolvedPaths(sb.Write))
 }

@@ -60,8 +60,8 @@ type sandboxState struct {
 const maxCachedPolicies = 256
 
 // cachedPolicy returns the policy of sb for a Start in dir, resolved once.
-func (m *Manager) cachedPolicy(sb *Sandbox, dir, parent string, tty bool) (*sandboxPolicy, error) {
-	raw := rawPolicyKey(sb, dir, parent, tty)
+func (m *Manager) cachedPolicy(sb *Sandbox, dir, parent string, dirChosen, tty bool) (*sandboxPolicy, error) {
+	raw := rawPolicyKey(sb, dir, parent, dirChosen, tty)
 	s := &m.sandbox
 	s.polMu.Lock()
 	pol := s.policies[raw]
@@ -69,7 +69,7 @@ func (m *Manager) cachedPolicy(sb *Sandbox, dir, parent string, tty bool) (*sand
 	if pol != nil {
 		return pol, nil
 	}
-	pol, err := m.sandboxPolicyFor(sb, dir, parent, tty)
+	pol, err := m.sandboxPolicyFor(sb, dir, parent, dirChosen, tty)
 	if err != nil {
 		return nil, err
 	}
@@ -84,10 +84,11 @@ func (m *Manager) cachedPolicy(sb *Sandbox, dir, parent string, tty bool) (*sand
 
 // rawPolicyKey names what sandboxPolicyFor's answer depends on, without a
 // system call.
-func rawPolicyKey(sb *Sandbox, dir, parent string, tty bool) string {
+func rawPolicyKey(sb *Sandbox, dir, parent string, dirChosen, tty bool) string {
 	// Written piece by piece (no concatenation): this runs on every Start.
 	n := len(dir) + len(parent) + 32
-	for _, l := range [][]string{sb.Write, sb.Read, sb.Hide, sb.ReadOnly} {
+	lists := [][]string{sb.Write, sb.Read, sb.Hide, sb.ReadOnly, sb.bound, sb.readBound}
+	for _, l := range lists {
 		for _, p := range l {
 			n += len(p) + 1
 		}
@@ -95,7 +96,7 @@ func rawPolicyKey(sb *Sandbox, dir, parent string, tty bool) string {
 	var b strings.Builder
 	b.Grow(n)
 	var num [20]byte
-	for _, l := range [][]string{sb.Write, sb.Read, sb.Hide, sb.ReadOnly} {
+	for _, l := range lists {
 		b.Write(strconv.AppendInt(num[:0], int64(len(l)), 10))
 		if l == nil {
 			b.WriteByte('n')
@@ -116,7 +117,7 @@ func rawPolicyKey(sb *Sandbox, dir, parent string, tty bool) string {
 		b.WriteString(s)
 	}
 	b.WriteByte(1)
-	for _, f := range []bool{tty, sb.NoDefaultWrite, sb.BestEffort} {
+	for _, f := range []bool{tty, sb.NoDefaultWrite, sb.BestEffort, dirChosen} {
 		b.Write(strconv.AppendBool(num[:0], f))
 	}
 	return b.String()
@@ -242,9 +243,10 @@ type sandboxRun struct {
 	warnings []string
 }
 
-// prepareSandbox makes what a Start of sb in dir needs; nil sb gives nil.
+// prepareSandbox makes what a Start of sb in dir needs (dirChosen: the
+// request named dir, see sandboxPolicyFor); nil sb gives nil.
 // Nothing is left behind when it fails.
-func (m *Manager) prepareSandbox(sb *Sandbox, dir string, tty bool) (*sandboxRun, error) {
+func (m *Manager) prepareSandbox(sb *Sandbox, dir string, dirChosen, tty bool) (*sandboxRun, error) {
 	if sb == nil {
 		return nil, nil
 	}
@@ -257,7 +259,7 @@ func (m *Manager) prepareSandbox(sb *Sandbox, dir string, tty bool) (*sandboxRun
 		}
 		parent = p
 	}
-	pol, err := m.cachedPolicy(sb, dir, parent, tty)
+	pol, err := m.cachedPolicy(sb, dir, parent, dirChosen, tty)
 	if err != nil {
 		return nil, err
 	}

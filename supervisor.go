@@ -133,7 +133,7 @@ func (m *Manager) spawn(req Request, owner, command, dir string, seq uint64, war
 
 	var id string
 	id, spare = m.cgSpares.take(owner, &m.cfg, req.Limits)
-	if sbx, err = m.prepareSandbox(req.Sandbox, dir, req.TTY != nil); err != nil {
+	if sbx, err = m.prepareSandbox(req.Sandbox, dir, req.WorkDir != "", req.TTY != nil); err != nil {
 		return nil, nil, err
 	}
 	env := m.buildEnv(req.Env, id, dir, req.TTY != nil, sbx)

@@ -187,6 +187,14 @@ func (h *handler) coderStart(w http.ResponseWriter, r *http.Request) {
 		}
 		env[coderChatEnv] = chat
 	}
+	// The operator's policy holds here as in the default profile: Coder's
+	// request has no sandbox of its own, so it gets the operator's, and a
+	// work dir outside its Write is refused.
+	sb, e := h.narrowSandbox(h.operatorSandbox(), nil, req.WorkDir)
+	if e != nil {
+		writeError(w, e)
+		return
+	}
 	claimed, e := h.claimToken(req.ClientToken, chat)
 	if e != nil {
 		writeError(w, e)
@@ -206,6 +214,7 @@ func (h *handler) coderStart(w http.ResponseWriter, r *http.Request) {
 		Background: req.Background,
 		Key:        req.ClientToken,
 		Verbatim:   true,
+		Sandbox:    sb,
 	})
 	release()
 	h.settleToken(req.ClientToken, claimed, p)

@@ -349,6 +349,10 @@ func errorFor(err error, id string) *Error {
 		e.StatusCode, e.Message = http.StatusConflict, fmt.Sprintf("Process %q has no open input or terminal for the request.", id)
 	case errors.Is(err, agentproc.ErrInvalidRequest), errors.Is(err, agentproc.ErrUnsupportedSignal):
 		e.StatusCode, e.Message = http.StatusBadRequest, "The request is invalid."
+	case errors.Is(err, agentproc.ErrSandboxLoosened):
+		// Start's own check of a narrowed policy (a link swapped in
+		// after sandboxFromRequest's check).
+		e.StatusCode, e.Message = http.StatusForbidden, "The sandbox asks for more than this server allows."
 	case errors.Is(err, agentproc.ErrTooManyProcesses):
 		e.StatusCode, e.Message = http.StatusTooManyRequests, "Too many processes are running; wait for one to exit or stop one."
 	case errors.Is(err, agentproc.ErrClosed):

@@ -84,18 +84,31 @@ func (h *handler) sandboxFromRequest(req StartRequest, areq *agentproc.Request) 
 			return &Error{StatusCode: http.StatusBadRequest, Message: "The sandbox is invalid.", Detail: err.Error()}
 		}
 	}
+	sb, e := h.narrowSandbox(base, want, req.WorkDir)
+	if e != nil {
+		return e
+	}
+	areq.Sandbox = sb
+	return nil
+}
+
+// narrowSandbox is the one check of a start's policy, for both profiles:
+// want (nil: none asked for) held within base, the operator's, and the
+// work dir inside base's Write, both compared resolved through links
+// (agentproc.Sandbox.Narrow, InWrite). The result, nil without base, also
+// has Start hold the work dir within base where it grants it.
+func (h *handler) narrowSandbox(base, want *agentproc.Sandbox, workDir string) (*agentproc.Sandbox, *Error) {
 	sb, err := base.Narrow(want)
 	if err != nil {
 		status := http.StatusBadRequest
 		if errors.Is(err, agentproc.ErrSandboxLoosened) {
 			status = http.StatusForbidden
 		}
-		return &Error{StatusCode: status, Message: "The sandbox asks for more than this server allows.", Detail: err.Error()}
+		return nil, &Error{StatusCode: status, Message: "The sandbox asks for more than this server allows.", Detail: err.Error()}
 	}
-	if base != nil && !sb.NoDefaultWrite && req.WorkDir != "" && !base.InWrite(req.WorkDir) {
-		return &Error{StatusCode: http.StatusForbidden, Message: "The work dir is outside what this server's sandbox lets a command write.",
-			Detail: "workdir " + req.WorkDir + " is not inside the sandbox's write paths"}
+	if base != nil && !sb.NoDefaultWrite && workDir != "" && !base.InWrite(workDir) {
+		return nil, &Error{StatusCode: http.StatusForbidden, Message: "The work dir is outside what this server's sandbox lets a command write.",
+			Detail: "workdir " + workDir + " is not inside the sandbox's write paths"}
 	}
-	areq.Sandbox = sb
-	return nil
+	return sb, nil
 }

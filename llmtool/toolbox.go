@@ -100,8 +100,16 @@ func (tb *Toolbox) execute(ctx context.Context, a executeArgs, progress Progress
 	if timeout == 0 && !background {
 		timeout = ForegroundTimeout
 	}
-	if sb := tb.opts.Sandbox; sb != nil && a.WorkDir != "" && !sb.NoDefaultWrite && !sb.InWrite(a.WorkDir) {
+	sb := tb.opts.Sandbox
+	if sb != nil && a.WorkDir != "" && !sb.NoDefaultWrite && !sb.InWrite(a.WorkDir) {
 		return "", xerrors.Errorf("workdir %q is outside the sandbox: use one of %s", a.WorkDir, strings.Join(sb.Write, ", "))
+	}
+	// Narrowed to itself, the policy has Start check the work dir again
+	// where it grants it: a directory swapped for a link after the check
+	// above is refused, not followed.
+	sb, err := sb.Narrow(nil)
+	if err != nil {
+		return "", xerrors.Errorf("could not start the command: %v", err)
 	}
 	req := agentproc.Request{
 		Command:    a.Command,
@@ -109,7 +117,7 @@ func (tb *Toolbox) execute(ctx context.Context, a executeArgs, progress Progress
 		Background: background,
 		Timeout:    timeout,
 		Stdin:      a.Stdin,
-		Sandbox:    tb.opts.Sandbox,
+		Sandbox:    sb,
 	}
 	if tb.opts.MaxOutput > 0 {
 		req.MaxOutput = tb.opts.MaxOutput

@@ -1,0 +1,82 @@
+package agentproc
+
+import (
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+
+	"golang.org/x/sys/unix"
+)
+
+// TestOpenGrantFollowsNoLink checks that the descriptor a Landlock rule is
+// made from is opened through no link, in any component, with openat2 and
+// without it.
+func TestOpenGrantFollowsNoLink(t *testing.T) {
+	t.Parallel()
+	ws, outside := t.TempDir(), t.TempDir()
+	if err := os.Symlink(outside, filepath.Join(ws, "link")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(filepath.Join(outside, "sub"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for name, open := range map[string]func(string) (int, error){"openGrant": openGrant, "openGrantByName": openGrantByName} {
+		fd, err := open(ws)
+		if err != nil {
+			t.Errorf("%s(%q): %v, want it opened", name, ws, err)
+		} else {
+			_ = unix.Close(fd)
+		}
+		for _, p := range []string{filepath.Join(ws, "link"), filepath.Join(ws, "link", "sub")} {
+			fd, err := open(p)
+			if err == nil {
+				_ = unix.Close(fd)
+			}
+			if !errors.Is(err, unix.ELOOP) && !errors.Is(err, unix.ENOTDIR) {
+				t.Errorf("%s(%q): got %v, want ELOOP (a link is not followed)", name, p, err)
+			}
+		}
+	}
+}
+
+// TestSandboxGrantAfterSwap checks that a Write directory swapped for a
+// link between the policy's resolution and the building of its ruleset is
+// not granted through the link: the tree cannot write where it points.
+func TestSandboxGrantAfterSwap(t *testing.T) {
+	m, _, ws := sandboxTestManager(t)
+	outside := t.TempDir()
+	d := filepath.Join(ws, "d")
+	if err := os.Mkdir(d, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	pol, err := m.sandboxPolicyFor(&Sandbox{Write: []string{d}, NoDefaultWrite: true}, ws, "", true, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(d); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(outside, d); err != nil {
+		t.Fatal(err)
+	}
+	m.sandbox.useThreads()
+	built, err := m.sandbox.cache.get(pol)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer built.done()
+	cmd := exec.Command("/bin/sh", "-c", "echo x > d/f")
+	cmd.Dir = ws
+	if err := built.start(cmd, nil); err != nil {
+		t.Fatal(err)
+	}
+	err = cmd.Wait()
+	if _, statErr := os.Stat(filepath.Join(outside, "f")); statErr == nil {
+		t.Errorf("the write through the swapped link landed outside (exit %v), want it refused", err)
+	}
+	if err == nil {
+		t.Errorf("the write through the swapped link exited 0, want a failure")
+	}
+}

@@ -1,0 +1,58 @@
+package agentproc
+
+import (
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// openGrant opens p, a path the policy resolved (resolvePath), as the
+// O_PATH descriptor a Landlock rule is made from, following no symbolic
+// link in any component. The policy was checked on the resolved path; a
+// component the tree turned into a link since then (a directory inside
+// its Write swapped for a link to /usr/local/bin between the check and the
+// build) makes the open fail with ELOOP, and the path is not granted,
+// instead of the link's target being granted.
+func openGrant(p string) (int, error) {
+	if !noOpenat2.Load() {
+		fd, err := unix.Openat2(unix.AT_FDCWD, p, &unix.OpenHow{
+			Flags:   unix.O_PATH | unix.O_CLOEXEC, // no O_NOFOLLOW: with O_PATH it opens a trailing link
+			Resolve: unix.RESOLVE_NO_SYMLINKS,
+		})
+		if err != unix.ENOSYS && err != unix.EPERM {
+			return fd, err
+		}
+		noOpenat2.Store(true)
+	}
+	return openGrantByName(p)
+}
+
+// openGrantByName is openGrant where the kernel has no openat2: one
+// component at a time, none followed (openBeneath's O_NOFOLLOW; an O_PATH
+// open of a link opens the link, which is refused here).
+func openGrantByName(p string) (int, error) {
+	fd, err := unix.Open("/", unix.O_PATH|unix.O_CLOEXEC|unix.O_DIRECTORY, 0)
+	if err != nil {
+		return -1, err
+	}
+	for name := range strings.SplitSeq(p, "/") {
+		if name == "" {
+			continue
+		}
+		next, err := openBeneath(fd, name, unix.O_PATH, 0)
+		_ = unix.Close(fd)
+		if err != nil {
+			return -1, err
+		}
+		fd = next
+		var st unix.Stat_t
+		if err := unix.Fstat(fd, &st); err != nil || st.Mode&unix.S_IFMT == unix.S_IFLNK {
+			_ = unix.Close(fd)
+			if err == nil {
+				err = unix.ELOOP
+			}
+			return -1, err
+		}
+	}
+	return fd, nil
+}
