@@ -349,3 +349,37 @@ func (l *List) NamesPrivate(a netip.Addr) bool {
 	}
 	return false
 }
+
+// Covers reports whether every target entry s allows, l allows too: the
+// test of a narrowing (a server's client asking for a subset of the
+// operator's list). A wildcard is covered only by a wildcard of the same
+// or a wider suffix, a CIDR only by a CIDR that contains it.
+func (l *List) Covers(s string) (bool, error) {
+	e, err := parseEntry(s)
+	if err != nil {
+		return false, fmt.Errorf("entry %q: %s: %w", s, err, ErrBadEntry)
+	}
+	for _, port := range e.ports {
+		ok := false
+		for _, b := range l.entries {
+			if !slices.Contains(b.ports, port) {
+				continue
+			}
+			switch {
+			case e.name != "":
+				ok = b.name == e.name || b.suffix != "" && strings.HasSuffix(e.name, b.suffix)
+			case e.suffix != "":
+				ok = b.suffix != "" && strings.HasSuffix(e.suffix, b.suffix)
+			case e.isPrefix:
+				ok = b.isPrefix && b.prefix.Bits() <= e.prefix.Bits() && b.prefix.Contains(e.prefix.Addr())
+			}
+			if ok {
+				break
+			}
+		}
+		if !ok {
+			return false, nil
+		}
+	}
+	return true, nil
+}
