@@ -31,13 +31,14 @@ type Denial struct {
 
 // The rules a denial names, besides the guard's.
 const (
-	RuleNotListed      = "not in AllowHosts"
-	RuleHostMismatch   = "the Host header differs from the request's target"
-	RuleNestedConnect  = "CONNECT inside a tunnel"
-	RuleServerName     = "the TLS server name differs from the CONNECT target"
-	RuleSOCKSCommand   = "SOCKS BIND and UDP ASSOCIATE are not relayed"
-	RuleNotProxyForm   = "not a proxy request (HTTPS must use CONNECT)"
-	RulePortNotAllowed = "port not allowed for this host"
+	RuleNotListed       = "not in AllowHosts"
+	RuleHostMismatch    = "the Host header differs from the request's target"
+	RuleNestedConnect   = "CONNECT inside a tunnel"
+	RuleServerName      = "the TLS server name differs from the CONNECT target"
+	RuleSOCKSCommand    = "SOCKS BIND and UDP ASSOCIATE are not relayed"
+	RuleNotProxyForm    = "not a proxy request (HTTPS must use CONNECT)"
+	RulePortNotAllowed  = "port not allowed for this host"
+	RuleUnknownProtocol = "not a protocol the proxy relays (HTTP CONNECT, plain HTTP, SOCKS5)"
 )
 
 // Resolver looks names up (net.Resolver has this method).
@@ -226,12 +227,22 @@ func (l *Listener) serve(c net.Conn) {
 	if err != nil {
 		return
 	}
-	if first[0] == 5 {
+	// A client that sends nothing more is not kept: its request (or SOCKS
+	// handshake) must come within headTimeout; tunnels have no deadline.
+	_ = c.SetReadDeadline(time.Now().Add(headTimeout))
+	switch {
+	case first[0] == 5:
 		l.socks(c, br)
-		return
+	case first[0] >= 'A' && first[0] <= 'Z':
+		l.httpProxy(c, br)
+	default:
+		// SOCKS4 and anything else: nothing this proxy relays.
+		l.deny("connect", c.LocalAddr().String(), RuleUnknownProtocol)
 	}
-	l.httpProxy(c, br)
 }
+
+// headTimeout bounds how long a client may take to send its request.
+const headTimeout = 60 * time.Second
 
 // refusal is a connection check that failed: a denial (rule set) or an
 // error reaching an allowed target.
@@ -388,6 +399,7 @@ func (l *Listener) httpProxy(c net.Conn, br *bufio.Reader) {
 			return
 		}
 		defer l.untrack(up)
+		_ = c.SetReadDeadline(time.Time{})
 		if _, err := io.WriteString(c, "HTTP/1.1 200 Connection established\r\n\r\n"); err != nil {
 			return
 		}
@@ -413,6 +425,7 @@ func (l *Listener) httpProxy(c net.Conn, br *bufio.Reader) {
 		return
 	}
 	defer l.untrack(up)
+	_ = c.SetReadDeadline(time.Time{})
 	l.relayHTTP(c, br, up, t, req, pipeBack(c, up))
 }
 
@@ -764,6 +777,7 @@ func (l *Listener) socks(c net.Conn, br *bufio.Reader) {
 		return
 	}
 	defer l.untrack(up)
+	_ = c.SetReadDeadline(time.Time{})
 	socksReply(c, 0)
 	l.tunnel(c, br, up, t)
 }
