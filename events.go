@@ -22,6 +22,10 @@ const (
 	// output, which is usually the prompt. Published again each time the
 	// process starts waiting anew.
 	EventAwaitingInput EventType = "awaiting_input"
+	// EventDenied: the sandbox refused the tree something it had not
+	// refused it before (see Info.Denials). Event.Denial is the refusal,
+	// with Count 1.
+	EventDenied EventType = "denied"
 	// EventExited: the process exited and its output is final. Event.Info
 	// is its final Info.
 	EventExited EventType = "exited"
@@ -53,6 +57,8 @@ type Event struct {
 	Line string
 	// Lost is how many events an EventLost stands for.
 	Lost uint64
+	// Denial is set for EventDenied.
+	Denial *Denial
 }
 
 // EventBuffer is how many events a subscriber may have waiting before

@@ -50,6 +50,7 @@ type Manager struct {
 	ports    portWatcher  // see ports.go
 	input    inputWatcher // see input.go
 	sandbox  sandboxState // see sandbox_run.go
+	hosts    hostsProxy   // NetworkHosts' proxy; see hosts.go
 	cgSpares cgroupSpares // see containment_linux.go
 }
 
@@ -189,6 +190,7 @@ func (m *Manager) Shutdown(ctx context.Context) error {
 		m.cgSpares.close()
 		m.closeState()
 		m.sandbox.close()
+		m.hosts.close()
 		m.ports.close()
 		m.input.close()
 		m.events.close()

@@ -166,6 +166,10 @@ type Info struct {
 	// is not. What of the policy could not be enforced (BestEffort) is in
 	// Warnings.
 	Sandbox *Confinement
+	// Denials are what the sandbox refused the tree, one entry per
+	// distinct refusal with a Count (NetworkHosts: the proxy's refusals);
+	// nil when nothing was refused.
+	Denials []Denial
 }
 
 // Output is one consistent snapshot of a process's state and output: when
@@ -239,6 +243,7 @@ func (st *handleState) infoLocked() Info {
 	info.Warnings = slices.Clone(info.Warnings)
 	info.Ports = slices.Clone(info.Ports)
 	info.Sandbox = info.Sandbox.clone()
+	info.Denials = slices.Clone(info.Denials)
 	return info
 }
 

@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 
 	"golang.org/x/xerrors"
+
+	"github.com/agentproc/agentproc/internal/egress"
 )
 
 // Sandbox is what a confined tree may reach: which files it may read and
@@ -64,6 +66,13 @@ type Sandbox struct {
 	// any address: a proxy's port, for instance). It must be empty for
 	// every other Network.
 	AllowPorts []int
+	// AllowHosts are what a NetworkHosts tree may reach through the
+	// Manager's proxy: "name" (ports 443 and 80), "name:port",
+	// "*.suffix" or "*.suffix:port" (subdomains, not the apex), or an IP
+	// literal or CIDR with an optional port ("10.0.0.0/8:5432",
+	// "[fd00::1]:22"), the only way to reach a private-range address.
+	// There is no bare "*". It must be empty for every other Network.
+	AllowHosts []string
 	// Env says which of the host's environment variables the tree inherits.
 	Env SandboxEnv
 	// BestEffort runs the command with whatever of the policy this host can
@@ -99,6 +108,15 @@ const (
 	NetworkPorts Network = "ports"
 	// NetworkHost: the host's network, unrestricted.
 	NetworkHost Network = "host"
+	// NetworkHosts: the hosts Sandbox.AllowHosts names, through a proxy
+	// the Manager runs (HTTP CONNECT, plain HTTP and SOCKS5; the tree gets
+	// HTTPS_PROXY, HTTP_PROXY, ALL_PROXY and their lower-case forms, and an
+	// empty NO_PROXY), and nothing else: as root the tree's network
+	// namespace has only a loopback holding its proxy listener; otherwise
+	// Landlock (ABI 4) allows a TCP connect to that listener's port only.
+	// Each tree has its own listener, so its denials (Info.Denials) are its
+	// own. Linux only.
+	NetworkHosts Network = "hosts"
 )
 
 // SandboxEnv says what environment a sandboxed tree inherits. The host's
@@ -266,6 +284,7 @@ func (sb *Sandbox) Clone() *Sandbox {
 	out.AllowPorts = slices.Clone(sb.AllowPorts)
 	out.bound = slices.Clone(sb.bound)
 	out.readBound = slices.Clone(sb.readBound)
+	out.AllowHosts = slices.Clone(sb.AllowHosts)
 	out.Env.Keep = slices.Clone(sb.Env.Keep)
 	out.Env.Drop = slices.Clone(sb.Env.Drop)
 	if sb.Env.Set != nil {
@@ -305,8 +324,11 @@ func (sb *Sandbox) validate() error {
 			}
 		}
 	}
+	if err := validateAllowHosts(sb); err != nil {
+		return err
+	}
 	switch sb.network() {
-	case NetworkNone, NetworkLoopback, NetworkHost:
+	case NetworkNone, NetworkLoopback, NetworkHost, NetworkHosts:
 		if len(sb.AllowPorts) > 0 {
 			return xerrors.Errorf("Sandbox.AllowPorts is set but Sandbox.Network is %q, not %q: %w",
 				sb.network(), NetworkPorts, ErrInvalidRequest)
@@ -316,7 +338,7 @@ func (sb *Sandbox) validate() error {
 			return xerrors.Errorf("Sandbox.Network %q needs Sandbox.AllowPorts: %w", NetworkPorts, ErrInvalidRequest)
 		}
 	default:
-		return xerrors.Errorf("Sandbox.Network %q is not one of none, loopback, ports, host: %w", sb.Network, ErrInvalidRequest)
+		return xerrors.Errorf("Sandbox.Network %q is not one of none, loopback, ports, hosts, host: %w", sb.Network, ErrInvalidRequest)
 	}
 	for i, port := range sb.AllowPorts {
 		if port < 1 || port > 65535 {
@@ -357,6 +379,8 @@ type sandboxPolicy struct {
 	write, read, hide, readOnly []string // nil read: everything
 	network                     Network
 	ports                       []int
+	hosts                       *egress.List // NetworkHosts: the parsed AllowHosts
+	hostsKey                    string       // AllowHosts, sorted, for key
 	bestEffort                  bool
 	tty                         bool
 	shell                       string // the shell's resolved path, for a non-nil Read
@@ -482,6 +506,9 @@ func (m *Manager) sandboxPolicyFor(sb *Sandbox, dir, tmpParent string, dirChosen
 	}
 	slices.Sort(pol.ports)
 	pol.ports = slices.Compact(pol.ports)
+	if err := pol.setHosts(sb.AllowHosts); err != nil {
+		return nil, err
+	}
 	pol.skip = m.cfg.sandboxSkip
 	pol.key = pol.makeKey()
 	return pol, nil
@@ -512,6 +539,7 @@ func (pol *sandboxPolicy) makeKey() string {
 	for _, p := range pol.ports {
 		b.WriteString("," + strconv.Itoa(p))
 	}
+	b.WriteString("\x01" + pol.hostsKey)
 	b.WriteString("\x01" + strconv.FormatBool(pol.tty) + pol.shell + "\x01" + strconv.FormatUint(uint64(pol.skip), 10))
 	return b.String()
 }

@@ -43,6 +43,9 @@ func (c *sandboxCache) get(pol *sandboxPolicy) (*sandboxBuilt, error) {
 	if pol.network == NetworkLoopback {
 		b.missing = append(b.missing, unenforced{field: "Network", reason: "a private loopback needs a network namespace, which macOS does not have"})
 	}
+	if pol.network == NetworkHosts {
+		b.missing = append(b.missing, unenforced{field: "AllowHosts", reason: "the host allowlist is Linux only: the tree gets no network"})
+	}
 	if c.profiles == nil {
 		c.profiles = map[string]*sandboxBuilt{}
 	}
@@ -61,7 +64,7 @@ func (b *sandboxBuilt) done() {}
 
 // start runs cmd's program under sandbox-exec with the profile.
 // No thread step exists on macOS (startCommand passes none).
-func (b *sandboxBuilt) start(cmd *exec.Cmd, _ threadStep) error {
+func (b *sandboxBuilt) start(cmd *exec.Cmd, _ threadStep, _ func() error) error {
 	if b.info.Mechanisms != nil {
 		cmd.Args = append([]string{sandboxExec, "-p", b.profile, cmd.Path}, cmd.Args[1:]...)
 		cmd.Path = sandboxExec

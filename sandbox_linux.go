@@ -208,7 +208,7 @@ func sandboxSupport() SandboxFeatures {
 		f.Missing = append(f.Missing, "loopback: needs root (a network namespace)", "ReadOnly: needs root (a mount namespace)")
 	}
 	if h.abi >= 4 && h.seccomp {
-		f.Networks = append(f.Networks, NetworkPorts)
+		f.Networks = append(f.Networks, NetworkPorts, NetworkHosts)
 	}
 	f.Supported = h.abi >= 6 && h.seccomp
 	return f
@@ -297,7 +297,7 @@ func (c *sandboxCache) namespace(n Network) (int, error) {
 		c.netns[n] = e
 	}
 	c.mu.Unlock()
-	e.once.Do(func() { e.fd, e.err = makeNetns(n == NetworkLoopback) })
+	e.once.Do(func() { e.fd, e.err = makeNetns(n != NetworkNone) })
 	return e.fd, e.err
 }
 
@@ -335,6 +335,10 @@ func (c *sandboxCache) build(b *sandboxBuilt, pol *sandboxPolicy) error {
 			b.missing = append(b.missing, unenforced{field: "AllowPorts", reason: "TCP port rules need Landlock ABI 4 (Linux 6.7)"})
 		}
 		net = seccompNetStreamOnly
+	case NetworkHosts:
+		if err := c.buildHosts(b, pol, h, &mech); err != nil {
+			return err
+		}
 	}
 	// As root the hidden paths (and the credential sockets) are covered in
 	// a mount namespace, and the Landlock ruleset grants whole trees: a
@@ -386,7 +390,10 @@ func (c *sandboxCache) build(b *sandboxBuilt, pol *sandboxPolicy) error {
 		b.info.LandlockABI = h.abi
 		mech = append(mech, "landlock")
 	}
-	if h.seccomp && pol.skip&sandboxSkipSeccomp == 0 {
+	if h.seccomp && pol.skip&sandboxSkipSeccomp == 0 && pol.network == NetworkHosts {
+		b.filter = seccompHostsFilter()
+		mech = append(mech, "seccomp")
+	} else if h.seccomp && pol.skip&sandboxSkipSeccomp == 0 {
 		b.filter = seccompFilter(net)
 		mech = append(mech, "seccomp")
 	}
@@ -448,12 +455,16 @@ func (c *sandboxCache) close() {
 // every Start with a step, take a fresh thread. The spare saves the Start
 // the thread's making and those steps, about 60 µs, for a hand-off of
 // one wake-up (docs/measurements.md).
-func (b *sandboxBuilt) start(cmd *exec.Cmd, step threadStep) error {
+//
+// inNetns, if not nil, runs on the thread once it is in b's network
+// namespace with no_new_privs set, before Landlock and seccomp
+// (NetworkHosts makes the tree's proxy listener there).
+func (b *sandboxBuilt) start(cmd *exec.Cmd, step threadStep, inNetns func() error) error {
 	lastCap := sandboxHost().lastCap
 	if step == nil && b.cache != nil {
 		if st := b.cache.takeSpare(b); st != nil {
 			spareStarts.Add(1)
-			err := st.do(func() error { return b.confineAndStart(cmd) })
+			err := st.do(func() error { return b.confineAndStart(cmd, inNetns) })
 			b.cache.makeSpare(b, lastCap)
 			return err
 		}
@@ -473,7 +484,7 @@ func (b *sandboxBuilt) start(cmd *exec.Cmd, step threadStep) error {
 		if err := b.enterAndDrop(lastCap); err != nil {
 			return err
 		}
-		return b.confineAndStart(cmd)
+		return b.confineAndStart(cmd, inNetns)
 	})
 }
 
@@ -519,7 +530,7 @@ func (b *sandboxBuilt) enterAndDrop(lastCap int) error {
 
 // confineAndStart joins b's network namespace, confines the calling,
 // locked thread (no_new_privs, Landlock, seccomp) and starts cmd from it.
-func (b *sandboxBuilt) confineAndStart(cmd *exec.Cmd) error {
+func (b *sandboxBuilt) confineAndStart(cmd *exec.Cmd, inNetns func() error) error {
 	if b.netns >= 0 {
 		if err := unix.Setns(b.netns, unix.CLONE_NEWNET); err != nil {
 			return xerrors.Errorf("join network namespace: %w", err)
@@ -527,6 +538,11 @@ func (b *sandboxBuilt) confineAndStart(cmd *exec.Cmd) error {
 	}
 	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
 		return xerrors.Errorf("set no_new_privs: %w", err)
+	}
+	if inNetns != nil {
+		if err := inNetns(); err != nil {
+			return err
+		}
 	}
 	if b.ruleset >= 0 {
 		if err := landlockRestrict(b.ruleset); err != nil {

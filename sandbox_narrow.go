@@ -17,7 +17,8 @@ var ErrSandboxLoosened = xerrors.New("agentproc: the sandbox would be looser tha
 // server runs a client's request under when sb is the operator's policy.
 // req can only take away: fewer or narrower Write and Read paths, more
 // Hide, ReadOnly and Env.Drop, a stricter Network (NetworkNone is always
-// stricter, NetworkHost never; NetworkPorts with a subset of AllowPorts),
+// stricter, NetworkHost never; NetworkPorts with a subset of AllowPorts,
+// NetworkHosts with entries the base's AllowHosts allows),
 // Env.Keep only of names sb keeps, BestEffort only where sb has it, and
 // NoDefaultWrite. Anything else is ErrSandboxLoosened naming the field. A
 // nil sb confines nothing, so any req narrows it; a nil req asks for sb
@@ -66,9 +67,17 @@ func (sb *Sandbox) Narrow(req *Sandbox) (*Sandbox, error) {
 	out.Hide = union(sb.Hide, req.Hide)
 	out.ReadOnly = union(sb.ReadOnly, req.ReadOnly)
 	switch base, want := sb.network(), req.Network; {
-	case want == "" || want == base && base != NetworkPorts:
+	case want == "" || want == base && base != NetworkPorts && base != NetworkHosts:
 	case want == NetworkNone || base == NetworkHost:
-		out.Network, out.AllowPorts = want, slices.Clone(req.AllowPorts)
+		out.Network, out.AllowPorts, out.AllowHosts = want, slices.Clone(req.AllowPorts), slices.Clone(req.AllowHosts)
+	case want == NetworkHosts && base == NetworkHosts:
+		hosts, err := narrowHosts(sb.AllowHosts, req.AllowHosts)
+		if err != nil {
+			return nil, err
+		}
+		if len(hosts) > 0 {
+			out.AllowHosts = hosts
+		}
 	case want == NetworkPorts && base == NetworkPorts:
 		for i, p := range req.AllowPorts {
 			if !slices.Contains(sb.AllowPorts, p) {

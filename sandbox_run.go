@@ -112,6 +112,10 @@ func rawPolicyKey(sb *Sandbox, dir, parent string, dirChosen, tty bool) string {
 		b.WriteByte(',')
 		b.Write(strconv.AppendInt(num[:0], int64(p), 10))
 	}
+	for _, h := range sb.AllowHosts {
+		b.WriteByte(0)
+		b.WriteString(h)
+	}
 	for _, s := range []string{dir, parent} {
 		b.WriteByte(1)
 		b.WriteString(s)
@@ -241,6 +245,7 @@ type sandboxRun struct {
 	tmpDir   string
 	info     *Confinement
 	warnings []string
+	hosts    *hostsRun // NetworkHosts only
 }
 
 // prepareSandbox makes what a Start of sb in dir needs (dirChosen: the
@@ -285,12 +290,26 @@ func (m *Manager) prepareSandbox(sb *Sandbox, dir string, dirChosen, tty bool) (
 		info.TempDir = tmp
 	}
 	run.info = &info
+	if pol.hosts != nil {
+		proxy, err := m.hosts.get(m)
+		if err != nil {
+			run.finish(m)
+			return nil, err
+		}
+		run.hosts = &hostsRun{list: pol.hosts, proxy: proxy, fd: -1}
+	}
 	return run, nil
 }
 
 // start starts cmd confined, on a thread that step, if any, prepared
 // first.
-func (r *sandboxRun) start(cmd *exec.Cmd, step threadStep) error { return r.built.start(cmd, step) }
+func (r *sandboxRun) start(cmd *exec.Cmd, step threadStep) error {
+	var inNetns func() error
+	if r.hosts != nil {
+		inNetns = func() error { return r.hosts.listen(cmd) }
+	}
+	return r.built.start(cmd, step, inNetns)
+}
 
 // finish removes the temp dir from its path (dropTempDir) and lets go of
 // the built policy; nil r does nothing. It runs once, when the tree is gone or never started.
@@ -298,6 +317,7 @@ func (r *sandboxRun) finish(m *Manager) {
 	if r == nil {
 		return
 	}
+	r.hosts.close()
 	r.built.done()
 	if r.tmpDir == "" {
 		return
@@ -319,6 +339,10 @@ func (m *Manager) sandboxFor(req Request) (*Sandbox, error) {
 	}
 	if err := sb.validate(); err != nil {
 		return nil, err
+	}
+	if req.Detach && sb.network() == NetworkHosts {
+		return nil, xerrors.Errorf("Sandbox.Network %q with Request.Detach: a detached tree outlives the Manager's proxy: %w",
+			NetworkHosts, ErrInvalidRequest)
 	}
 	return sb, nil
 }

@@ -233,6 +233,12 @@ func (m *Manager) spawn(req Request, owner, command, dir string, seq uint64, war
 	if sbx != nil {
 		p.state.info.Sandbox = sbx.info
 		p.state.info.Warnings = append(p.state.info.Warnings, sbx.warnings...)
+		if err := sbx.serveHosts(p); err != nil {
+			// The tree cannot reach its proxy: it would run without the
+			// network it asked for. Stop it as a failed start.
+			_ = cmd.Process.Kill()
+			return nil, nil, xerrors.Errorf("agentproc: start proxy: %w", err)
+		}
 	}
 	log.start()
 	p.enforceTimeout(req.Timeout)

@@ -1,0 +1,236 @@
+package agentproc
+
+import (
+	"net"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/xerrors"
+
+	"github.com/agentproc/agentproc/internal/egress"
+)
+
+// NetworkHosts: a tree reaches the hosts of Sandbox.AllowHosts through the
+// Manager's proxy (internal/egress), and nothing else. The route of one
+// Start: the policy parses the list (setHosts); prepareSandbox gives the
+// run a hostsRun; on the starting thread, once it is in the tree's network
+// namespace and before it is confined, the OS layer makes the tree's own
+// listener there and lets the thread connect to its port only
+// (hostsRun.listen, hosts_linux.go), and sets the proxy variables; once
+// the Process exists, serveHosts hands the listener to the proxy with the
+// process's list and a denial callback; finish closes it. The proxy is
+// made by the first such Start and closed by Close: a Manager that never
+// uses NetworkHosts never makes it.
+
+// Denial is something a sandboxed tree tried and was refused.
+type Denial struct {
+	// Kind is "network" (the proxy refused a connection) or "file".
+	Kind string
+	// Op is, for "network", "connect" (AllowHosts does not allow the
+	// target, or the proxy does not relay that request) or "resolve" (the
+	// target's name resolves only to addresses the proxy never dials).
+	Op string
+	// Target is "host:port" for "network", the path for "file".
+	Target string
+	// Rule says what refused it: "not in AllowHosts", "resolves to a
+	// loopback address", "port not allowed for this host".
+	Rule string
+	// Count is how many times the same Kind, Op, Target and Rule was
+	// refused.
+	Count int
+	// Inferred is true for a denial read from the tree's own messages
+	// rather than reported by the mechanism that refused it.
+	Inferred bool
+}
+
+// maxDenials bounds Info.Denials: a tree probing ever new hosts adds the
+// distinct denials past it to the last entry's Count.
+const maxDenials = 64
+
+// validateAllowHosts checks Sandbox.AllowHosts against the Network.
+func validateAllowHosts(sb *Sandbox) error {
+	if sb.network() != NetworkHosts {
+		if len(sb.AllowHosts) > 0 {
+			return xerrors.Errorf("Sandbox.AllowHosts is set but Sandbox.Network is %q, not %q: %w",
+				sb.network(), NetworkHosts, ErrInvalidRequest)
+		}
+		return nil
+	}
+	if _, err := egress.ParseList(sb.AllowHosts); err != nil {
+		return xerrors.Errorf("Sandbox.AllowHosts: %s: %w", strings.TrimSuffix(err.Error(), ": "+egress.ErrBadEntry.Error()), ErrInvalidRequest)
+	}
+	return nil
+}
+
+// setHosts parses a NetworkHosts policy's list.
+func (pol *sandboxPolicy) setHosts(hosts []string) error {
+	if pol.network != NetworkHosts {
+		return nil
+	}
+	l, err := egress.ParseList(hosts)
+	if err != nil {
+		return xerrors.Errorf("Sandbox.AllowHosts: %v: %w", err, ErrInvalidRequest)
+	}
+	pol.hosts = l
+	sorted := slices.Clone(hosts)
+	slices.Sort(sorted)
+	pol.hostsKey = strings.Join(slices.Compact(sorted), "\x00")
+	return nil
+}
+
+// narrowHosts is Narrow's rule for AllowHosts: every entry req names must
+// be allowed by base's list.
+func narrowHosts(base, req []string) ([]string, error) {
+	bl, err := egress.ParseList(base)
+	if err != nil {
+		return nil, xerrors.Errorf("base Sandbox.AllowHosts: %v: %w", err, ErrInvalidRequest)
+	}
+	for i, e := range req {
+		ok, err := bl.Covers(e)
+		if err != nil {
+			return nil, xerrors.Errorf("Sandbox.AllowHosts[%d]: %v: %w", i, err, ErrInvalidRequest)
+		}
+		if !ok {
+			return nil, xerrors.Errorf("Sandbox.AllowHosts[%d] %q is not allowed by the base policy's AllowHosts: %w", i, e, ErrSandboxLoosened)
+		}
+	}
+	return slices.Clone(req), nil
+}
+
+// hostsProxy is a Manager's egress proxy, made by the first NetworkHosts
+// Start.
+type hostsProxy struct {
+	mu     sync.Mutex
+	p      *egress.Proxy
+	closed bool
+}
+
+func (h *hostsProxy) get(m *Manager) (*egress.Proxy, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closed {
+		return nil, ErrClosed
+	}
+	if h.p == nil {
+		clock := m.cfg.clock
+		h.p = egress.New(egress.Config{Guard: &egress.Guard{Now: func() time.Time { return clock.Now("agentproc", "egress") }}})
+	}
+	return h.p, nil
+}
+
+// close ends the proxy and every listener; after it no Start makes one.
+func (h *hostsProxy) close() {
+	h.mu.Lock()
+	p := h.p
+	h.closed, h.p = true, nil
+	h.mu.Unlock()
+	if p != nil {
+		_ = p.Close()
+	}
+}
+
+// hostsRun is one NetworkHosts Start's part: its list, the listener the
+// starting thread made, and once served, the proxy's listener.
+type hostsRun struct {
+	list  *egress.List
+	proxy *egress.Proxy
+	fd    int // the listening socket, -1 until made and after it is served
+	port  int
+	lis   *egress.Listener
+}
+
+// proxyEnv are the variables that point a tree at its listener.
+func proxyEnv(port int) map[string]string {
+	u := "http://127.0.0.1:" + strconv.Itoa(port)
+	env := map[string]string{"NO_PROXY": "", "no_proxy": ""}
+	for _, k := range []string{"HTTPS_PROXY", "HTTP_PROXY", "ALL_PROXY"} {
+		env[k], env[strings.ToLower(k)] = u, u
+	}
+	return env
+}
+
+// serve hands the listener to the proxy, reporting p's denials.
+func (h *hostsRun) serve(p *Process) error {
+	f := os.NewFile(uintptr(h.fd), "agentproc-proxy")
+	h.fd = -1
+	ln, err := net.FileListener(f)
+	_ = f.Close()
+	if err != nil {
+		return xerrors.Errorf("proxy listener: %w", err)
+	}
+	lis, err := h.proxy.Serve(ln, egress.Policy{List: h.list, Deny: func(d egress.Denial) {
+		p.addDenial(Denial{Kind: "network", Op: d.Op, Target: d.Target, Rule: d.Rule})
+	}})
+	if err != nil {
+		return xerrors.Errorf("proxy: %w", err)
+	}
+	h.lis = lis
+	return nil
+}
+
+// close closes the listener, served or not.
+func (h *hostsRun) close() {
+	if h == nil {
+		return
+	}
+	if h.lis != nil {
+		_ = h.lis.Close()
+		h.lis = nil
+	}
+	closeListenerFD(h)
+}
+
+// addDenial records d in p's Info (a repeat adds to its Count) and
+// publishes EventDenied for a new one.
+func (p *Process) addDenial(d Denial) {
+	d.Count = 1
+	p.state.mu.Lock()
+	ds := p.state.info.Denials
+	i := slices.IndexFunc(ds, func(x Denial) bool {
+		return x.Kind == d.Kind && x.Op == d.Op && x.Target == d.Target && x.Rule == d.Rule && x.Inferred == d.Inferred
+	})
+	isNew := i < 0
+	switch {
+	case i >= 0:
+		ds[i].Count++
+	case len(ds) < maxDenials:
+		p.state.info.Denials = append(ds, d)
+	default:
+		ds[len(ds)-1].Count++
+		isNew = false
+	}
+	p.state.mu.Unlock()
+	if isNew {
+		p.emit(Event{Type: EventDenied, Denial: &d})
+	}
+}
+
+// DenialHint is the smallest change to a policy that would allow what d
+// refused, for a model or a person to read; never to turn the sandbox off.
+func DenialHint(d Denial) string {
+	if d.Kind != "network" {
+		return "the path is hidden or outside Write by the policy"
+	}
+	switch {
+	case strings.HasPrefix(d.Rule, "resolves to a private"):
+		host, _, _ := strings.Cut(d.Target, ":")
+		return "add the host's IP address or CIDR to allow_hosts (the name " + host + " resolves to a private address)"
+	case strings.HasPrefix(d.Rule, "resolves to"):
+		return "none: the proxy never connects to such an address"
+	case d.Rule == egress.RuleNotListed, d.Rule == egress.RulePortNotAllowed:
+		return "add `" + d.Target + "` to allow_hosts"
+	}
+	return "none: the proxy does not relay this request"
+}
+
+// serveHosts serves r's proxy listener for p, if r has one.
+func (r *sandboxRun) serveHosts(p *Process) error {
+	if r == nil || r.hosts == nil || r.hosts.fd < 0 {
+		return nil
+	}
+	return r.hosts.serve(p)
+}

@@ -1,0 +1,132 @@
+package egress
+
+import (
+	"net"
+	"net/netip"
+	"sync"
+	"time"
+)
+
+// The resolution guard: which addresses the proxy dials. Only the ranges
+// named here are refused; everything else, reserved documentation ranges
+// included (this project's machines resolve the package registries into
+// one), is dialled when the list allows the target.
+
+// metadataAddr is the cloud instance metadata service.
+var metadataAddr = netip.MustParseAddr("169.254.169.254")
+
+// nat64 is the well-known NAT64 prefix: an address in it reaches the IPv4
+// address in its last 32 bits where a NAT64 gateway exists.
+var nat64 = netip.MustParsePrefix("64:ff9b::/96")
+
+// thisNetwork is 0.0.0.0/8, which Linux treats as this host.
+var thisNetwork = netip.MustParsePrefix("0.0.0.0/8")
+
+// alwaysRefused names why a is never dialled, whatever the list says; ""
+// when it may be.
+func alwaysRefused(a netip.Addr) string {
+	a = a.Unmap()
+	if a.Is6() && nat64.Contains(a) {
+		b := a.As16()
+		if r := alwaysRefused(netip.AddrFrom4([4]byte(b[12:]))); r != "" {
+			return r + " (inside NAT64)"
+		}
+	}
+	switch {
+	case a.IsLoopback():
+		return "a loopback address"
+	case a == metadataAddr:
+		return "the cloud metadata address"
+	case a.IsMulticast(), a == netip.AddrFrom4([4]byte{255, 255, 255, 255}):
+		return "a multicast address"
+	case a.IsLinkLocalUnicast():
+		return "a link-local address"
+	case a.IsUnspecified(), a.Is4() && thisNetwork.Contains(a):
+		return "an unspecified address"
+	}
+	return ""
+}
+
+// Guard decides which resolved addresses the proxy may dial.
+type Guard struct {
+	// LocalAddrs returns the host's own interface addresses; nil means
+	// net.InterfaceAddrs. They are read again when older than a second.
+	LocalAddrs func() ([]netip.Addr, error)
+	// Now is the clock for that refresh; nil means time.Now.
+	Now func() time.Time
+
+	mu      sync.Mutex
+	local   map[netip.Addr]bool
+	readAt  time.Time
+	reading bool
+}
+
+// Check returns "" when a may be dialled for a target of list l, else the
+// rule that refuses it ("resolves to a loopback address").
+func (g *Guard) Check(a netip.Addr, l *List) string {
+	a = a.Unmap().WithZone("")
+	if r := alwaysRefused(a); r != "" {
+		return "resolves to " + r
+	}
+	if g.isLocal(a) {
+		return "resolves to an address of this host"
+	}
+	if a.IsPrivate() && !l.NamesPrivate(a) {
+		return "resolves to a private address (name the IP or CIDR in AllowHosts to allow it)"
+	}
+	return ""
+}
+
+func (g *Guard) isLocal(a netip.Addr) bool {
+	now := time.Now
+	if g.Now != nil {
+		now = g.Now
+	}
+	t := now()
+	g.mu.Lock()
+	stale := g.local == nil || t.Sub(g.readAt) > time.Second
+	if stale && !g.reading {
+		g.reading = true
+		g.mu.Unlock()
+		local := g.readLocal()
+		g.mu.Lock()
+		g.local, g.readAt, g.reading = local, t, false
+	}
+	local := g.local
+	g.mu.Unlock()
+	if local == nil {
+		// Read in flight elsewhere on the very first call: read it here
+		// too rather than let an address through unchecked.
+		local = g.readLocal()
+	}
+	return local[a]
+}
+
+func (g *Guard) readLocal() map[netip.Addr]bool {
+	read := g.LocalAddrs
+	if read == nil {
+		read = interfaceAddrs
+	}
+	addrs, _ := read()
+	out := make(map[netip.Addr]bool, len(addrs))
+	for _, a := range addrs {
+		out[a.Unmap().WithZone("")] = true
+	}
+	return out
+}
+
+func interfaceAddrs() ([]netip.Addr, error) {
+	as, err := net.InterfaceAddrs()
+	if err != nil {
+		return nil, err
+	}
+	var out []netip.Addr
+	for _, a := range as {
+		if n, ok := a.(*net.IPNet); ok {
+			if ip, ok := netip.AddrFromSlice(n.IP); ok {
+				out = append(out, ip.Unmap())
+			}
+		}
+	}
+	return out, nil
+}

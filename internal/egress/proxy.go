@@ -1,0 +1,787 @@
+package egress
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/netip"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Denial is one connection the proxy refused.
+type Denial struct {
+	// Op is "connect" (the list refused the target, or the protocol was
+	// not one the proxy relays) or "resolve" (the target's name resolved
+	// only to addresses the guard refuses).
+	Op string
+	// Target is "host:port" as the client named it.
+	Target string
+	// Rule says what refused it ("not in AllowHosts").
+	Rule string
+}
+
+// The rules a denial names, besides the guard's.
+const (
+	RuleNotListed       = "not in AllowHosts"
+	RuleHostMismatch    = "the Host header differs from the request's target"
+	RuleNestedConnect   = "CONNECT inside a tunnel"
+	RuleServerName      = "the TLS server name differs from the CONNECT target"
+	RuleSOCKSCommand    = "SOCKS BIND and UDP ASSOCIATE are not relayed"
+	RuleNotProxyForm    = "not a proxy request (HTTPS must use CONNECT)"
+	RulePortNotAllowed  = "port not allowed for this host"
+	RuleUnknownProtocol = "not a protocol the proxy relays (HTTP CONNECT, plain HTTP, SOCKS5)"
+)
+
+// Resolver looks names up (net.Resolver has this method).
+type Resolver interface {
+	LookupNetIP(ctx context.Context, network, host string) ([]netip.Addr, error)
+}
+
+// Policy is what one listener's connections may reach and where its
+// denials go.
+type Policy struct {
+	List *List
+	// Deny, if not nil, is called for each refused connection, on the
+	// connection's goroutine.
+	Deny func(Denial)
+}
+
+// Proxy relays connections for its listeners. The zero value is not
+// usable: use New; call Close.
+type Proxy struct {
+	resolver    Resolver
+	dial        func(ctx context.Context, network, addr string) (net.Conn, error)
+	guard       *Guard
+	dialTimeout time.Duration
+
+	mu     sync.Mutex
+	lns    map[*Listener]struct{}
+	closed bool
+}
+
+// Config is what New takes; every zero field has a default.
+type Config struct {
+	// Resolver resolves names; nil means net.DefaultResolver.
+	Resolver Resolver
+	// Dial dials the checked address; nil means a net.Dialer.
+	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
+	// Guard checks resolved addresses; nil means a Guard with defaults.
+	Guard *Guard
+	// DialTimeout bounds a lookup and its dials; 0 means 30 s.
+	DialTimeout time.Duration
+}
+
+// ErrClosed is returned by Serve after Close.
+var ErrClosed = errors.New("egress: proxy closed")
+
+// New returns a proxy with no listener.
+func New(cfg Config) *Proxy {
+	p := &Proxy{resolver: cfg.Resolver, dial: cfg.Dial, guard: cfg.Guard, dialTimeout: cfg.DialTimeout,
+		lns: map[*Listener]struct{}{}}
+	if p.resolver == nil {
+		p.resolver = net.DefaultResolver
+	}
+	if p.dial == nil {
+		d := &net.Dialer{}
+		p.dial = d.DialContext
+	}
+	if p.guard == nil {
+		p.guard = &Guard{}
+	}
+	if p.dialTimeout <= 0 {
+		p.dialTimeout = 30 * time.Second
+	}
+	return p
+}
+
+// Listener is one listener a Proxy serves, with its policy.
+type Listener struct {
+	p   *Proxy
+	ln  net.Listener
+	pol Policy
+
+	mu     sync.Mutex
+	conns  map[net.Conn]struct{}
+	closed bool
+	wg     sync.WaitGroup
+}
+
+// Serve serves ln with pol until the Listener or the Proxy is closed; it
+// takes ln over (closing the Listener closes ln).
+func (p *Proxy) Serve(ln net.Listener, pol Policy) (*Listener, error) {
+	l := &Listener{p: p, ln: ln, pol: pol, conns: map[net.Conn]struct{}{}}
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		_ = ln.Close()
+		return nil, ErrClosed
+	}
+	p.lns[l] = struct{}{}
+	p.mu.Unlock()
+	l.wg.Add(1)
+	go l.accept()
+	return l, nil
+}
+
+// Addr is the listener's address.
+func (l *Listener) Addr() net.Addr { return l.ln.Addr() }
+
+// Close stops the listener, closes its connections and waits for their
+// goroutines.
+func (l *Listener) Close() error {
+	err := l.ln.Close()
+	l.mu.Lock()
+	l.closed = true
+	conns := make([]net.Conn, 0, len(l.conns))
+	for c := range l.conns {
+		conns = append(conns, c)
+	}
+	l.mu.Unlock()
+	for _, c := range conns {
+		_ = c.Close()
+	}
+	l.wg.Wait()
+	l.p.mu.Lock()
+	delete(l.p.lns, l)
+	l.p.mu.Unlock()
+	return err
+}
+
+// Close closes every listener and waits for their goroutines.
+func (p *Proxy) Close() error {
+	p.mu.Lock()
+	p.closed = true
+	lns := make([]*Listener, 0, len(p.lns))
+	for l := range p.lns {
+		lns = append(lns, l)
+	}
+	p.mu.Unlock()
+	for _, l := range lns {
+		_ = l.Close()
+	}
+	return nil
+}
+
+// track registers c for Close; false when the listener is closed (c is
+// then closed).
+func (l *Listener) track(c net.Conn) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		_ = c.Close()
+		return false
+	}
+	l.conns[c] = struct{}{}
+	return true
+}
+
+func (l *Listener) untrack(c net.Conn) {
+	_ = c.Close()
+	l.mu.Lock()
+	delete(l.conns, c)
+	l.mu.Unlock()
+}
+
+func (l *Listener) accept() {
+	defer l.wg.Done()
+	for {
+		c, err := l.ln.Accept()
+		if err != nil {
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				continue
+			}
+			return
+		}
+		if !l.track(c) {
+			continue
+		}
+		l.wg.Add(1)
+		go func() {
+			defer l.wg.Done()
+			defer l.untrack(c)
+			l.serve(c)
+		}()
+	}
+}
+
+func (l *Listener) deny(op string, t string, rule string) {
+	if l.pol.Deny != nil {
+		l.pol.Deny(Denial{Op: op, Target: t, Rule: rule})
+	}
+}
+
+// serve reads the first byte: SOCKS5 begins with 5, HTTP with a method.
+func (l *Listener) serve(c net.Conn) {
+	br := bufio.NewReaderSize(c, 32<<10)
+	first, err := br.Peek(1)
+	if err != nil {
+		return
+	}
+	// A client that sends nothing more is not kept: its request (or SOCKS
+	// handshake) must come within headTimeout; tunnels have no deadline.
+	_ = c.SetReadDeadline(time.Now().Add(headTimeout))
+	switch {
+	case first[0] == 5:
+		l.socks(c, br)
+	case first[0] >= 'A' && first[0] <= 'Z':
+		l.httpProxy(c, br)
+	default:
+		// SOCKS4 and anything else: nothing this proxy relays.
+		l.deny("connect", c.LocalAddr().String(), RuleUnknownProtocol)
+	}
+}
+
+// headTimeout bounds how long a client may take to send its request.
+const headTimeout = 60 * time.Second
+
+// refusal is a connection check that failed: a denial (rule set) or an
+// error reaching an allowed target.
+type refusal struct {
+	op, rule string
+	err      error
+}
+
+// connect checks t against the list and the guard and dials the address
+// it checked.
+func (l *Listener) connect(t Target) (net.Conn, *refusal) {
+	if !l.pol.List.Allows(t) {
+		rule := RuleNotListed
+		if l.pol.List.AllowsHostOnAnyPort(t) {
+			rule = RulePortNotAllowed
+		}
+		return nil, &refusal{op: "connect", rule: rule}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), l.p.dialTimeout)
+	defer cancel()
+	var addrs []netip.Addr
+	if a, ok := t.Addr(); ok {
+		addrs = []netip.Addr{a}
+	} else {
+		found, err := l.p.resolver.LookupNetIP(ctx, "ip", t.Host)
+		if err != nil {
+			return nil, &refusal{op: "resolve", err: err}
+		}
+		addrs = found
+	}
+	var ok []netip.Addr
+	firstRule := ""
+	for _, a := range addrs {
+		if r := l.p.guard.Check(a, l.pol.List); r != "" {
+			if firstRule == "" {
+				firstRule = r
+			}
+			continue
+		}
+		ok = append(ok, a.Unmap().WithZone(""))
+	}
+	if len(ok) == 0 {
+		if firstRule == "" {
+			return nil, &refusal{op: "resolve", err: errors.New("no address")}
+		}
+		op := "resolve"
+		if _, lit := t.Addr(); lit {
+			op = "connect"
+		}
+		return nil, &refusal{op: op, rule: firstRule}
+	}
+	// IPv4 first: a host without an IPv6 route fails those dials anyway.
+	slices.SortStableFunc(ok, func(a, b netip.Addr) int {
+		if a.Is4() == b.Is4() {
+			return 0
+		}
+		if a.Is4() {
+			return -1
+		}
+		return 1
+	})
+	var lastErr error
+	for _, a := range ok {
+		c, err := l.p.dial(ctx, "tcp", netip.AddrPortFrom(a, t.Port).String())
+		if err == nil {
+			if !l.track(c) {
+				return nil, &refusal{op: "connect", err: ErrClosed}
+			}
+			return c, nil
+		}
+		lastErr = err
+	}
+	return nil, &refusal{op: "connect", err: lastErr}
+}
+
+// refuse reports r (when it is a denial) and answers an HTTP client.
+func (l *Listener) refuse(c net.Conn, t string, r *refusal) {
+	status, msg := "502 Bad Gateway", "agentproc proxy: cannot reach "+t
+	if r.err != nil {
+		msg += ": " + r.err.Error()
+	}
+	if r.rule != "" {
+		l.deny(r.op, t, r.rule)
+		status, msg = "403 Forbidden", "agentproc sandbox: blocked "+r.op+" to "+t+": "+r.rule
+	}
+	writeStatus(c, status, msg)
+}
+
+func writeStatus(c net.Conn, status, msg string) {
+	body := msg + "\n"
+	_, _ = io.WriteString(c, "HTTP/1.1 "+status+"\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\n"+
+		"Content-Length: "+strconv.Itoa(len(body))+"\r\n\r\n"+body)
+}
+
+// maxHead bounds a request's head (request line and headers).
+const maxHead = 32 << 10
+
+// readHead reads one request from br and returns it with the values of
+// its Host header lines (ReadRequest drops them for an absolute URI).
+func readHead(br *bufio.Reader) (*http.Request, []string, error) {
+	var head []byte
+	for want := 1; ; {
+		// Peek blocks until want bytes are buffered: one more than the
+		// last look, never more than the client has sent.
+		b, err := br.Peek(want)
+		if err != nil {
+			if errors.Is(err, bufio.ErrBufferFull) {
+				return nil, nil, errors.New("request head too large")
+			}
+			return nil, nil, err
+		}
+		b, _ = br.Peek(br.Buffered())
+		if i := bytes.Index(b, []byte("\r\n\r\n")); i >= 0 {
+			head = b[:i+2]
+			break
+		}
+		if i := bytes.Index(b, []byte("\n\n")); i >= 0 {
+			head = b[:i+1]
+			break
+		}
+		want = len(b) + 1
+	}
+	var hosts []string
+	for i, line := range bytes.Split(head, []byte("\n")) {
+		if i == 0 {
+			continue
+		}
+		k, v, ok := bytes.Cut(line, []byte(":"))
+		if ok && strings.EqualFold(string(bytes.TrimSpace(k)), "host") {
+			hosts = append(hosts, string(bytes.TrimSpace(v)))
+		}
+	}
+	req, err := http.ReadRequest(br)
+	return req, hosts, err
+}
+
+// httpProxy serves an HTTP client: a CONNECT or a plain-HTTP request
+// in absolute form.
+func (l *Listener) httpProxy(c net.Conn, br *bufio.Reader) {
+	req, hosts, err := readHead(br)
+	if err != nil {
+		writeStatus(c, "400 Bad Request", "agentproc proxy: "+err.Error())
+		return
+	}
+	if req.Method == http.MethodConnect {
+		t, err := ParseTarget(req.Host)
+		if err != nil {
+			writeStatus(c, "400 Bad Request", "agentproc proxy: CONNECT target "+strconv.Quote(req.Host)+": "+err.Error())
+			return
+		}
+		up, r := l.connect(t)
+		if r != nil {
+			l.refuse(c, t.String(), r)
+			return
+		}
+		defer l.untrack(up)
+		_ = c.SetReadDeadline(time.Time{})
+		if _, err := io.WriteString(c, "HTTP/1.1 200 Connection established\r\n\r\n"); err != nil {
+			return
+		}
+		l.tunnel(c, br, up, t)
+		return
+	}
+	if req.URL.Scheme != "http" || req.URL.Host == "" {
+		writeStatus(c, "400 Bad Request", "agentproc proxy: "+RuleNotProxyForm)
+		return
+	}
+	t, err := urlTarget(req.URL.Host)
+	if err != nil {
+		writeStatus(c, "400 Bad Request", "agentproc proxy: "+err.Error())
+		return
+	}
+	if !hostHeadersMatch(hosts, t) {
+		l.refuse(c, t.String(), &refusal{op: "connect", rule: RuleHostMismatch})
+		return
+	}
+	up, r := l.connect(t)
+	if r != nil {
+		l.refuse(c, t.String(), r)
+		return
+	}
+	defer l.untrack(up)
+	_ = c.SetReadDeadline(time.Time{})
+	l.relayHTTP(c, br, up, t, req, pipeBack(c, up))
+}
+
+// urlTarget is the target of an http:// URL's host, port 80 by default.
+func urlTarget(host string) (Target, error) {
+	if !strings.HasPrefix(host, "[") && strings.Count(host, ":") == 0 ||
+		strings.HasPrefix(host, "[") && strings.HasSuffix(host, "]") {
+		host += ":80"
+	}
+	return ParseTarget(host)
+}
+
+// hostHeadersMatch reports whether every Host header names t (port 80
+// assumed where it names none). No Host header matches: HTTP/1.0.
+func hostHeadersMatch(hosts []string, t Target) bool {
+	for _, h := range hosts {
+		ht, err := urlTarget(h)
+		if err != nil || ht != t {
+			if err == nil && ht.Host == t.Host && !strings.Contains(strings.TrimPrefix(h, "["), ":") {
+				continue // "Host: name" for a target on another port
+			}
+			return false
+		}
+	}
+	return true
+}
+
+// pipeBack copies up to c until up ends, then closes c (the client's
+// read side, which the request loop may be waiting on); the channel is
+// closed when it is done.
+func pipeBack(c, up net.Conn) <-chan struct{} {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_, _ = io.Copy(c, up)
+		closeWrite(c)
+	}()
+	return done
+}
+
+// relayHTTP forwards first and the requests after it on c to up, whose
+// responses pipeBack copies to c as bytes. Every request is read and
+// checked: a CONNECT, or a Host or absolute URL naming another target,
+// ends the connection (a denial for the first two). first is nil inside
+// a CONNECT tunnel whose client spoke HTTP.
+func (l *Listener) relayHTTP(c net.Conn, br *bufio.Reader, up net.Conn, t Target, first *http.Request, back <-chan struct{}) {
+	defer func() { _ = up.Close(); _ = c.Close(); <-back }()
+	req := first
+	for {
+		if req == nil {
+			var hosts []string
+			var err error
+			req, hosts, err = readHead(br)
+			if err != nil {
+				return
+			}
+			if req.Method == http.MethodConnect {
+				l.deny("connect", req.Host, RuleNestedConnect+" to "+t.String())
+				return
+			}
+			if req.URL.Host != "" {
+				ut, err := urlTarget(req.URL.Host)
+				if err != nil || ut != t {
+					return // another target: the client reconnects
+				}
+			}
+			if !hostHeadersMatch(hosts, t) {
+				l.deny("connect", t.String(), RuleHostMismatch)
+				return
+			}
+		}
+		for _, h := range []string{"Proxy-Connection", "Proxy-Authorization", "Proxy-Authenticate"} {
+			req.Header.Del(h)
+		}
+		if _, ok := req.Header["User-Agent"]; !ok {
+			req.Header["User-Agent"] = []string{""} // Write adds Go's otherwise
+		}
+		upgrade := req.Header.Get("Upgrade") != ""
+		if err := req.Write(up); err != nil {
+			return
+		}
+		if upgrade {
+			// After a protocol switch the bytes are the allowed host's.
+			l.copyRest(up, c, br)
+			return
+		}
+		if req.Close {
+			closeWrite(up)
+			<-back
+			return
+		}
+		req = nil
+	}
+}
+
+// copyRest copies what br holds and then src to dst, and half-closes dst.
+func (l *Listener) copyRest(dst net.Conn, src net.Conn, br *bufio.Reader) {
+	if n := br.Buffered(); n > 0 {
+		b, _ := br.Peek(n)
+		if _, err := dst.Write(b); err != nil {
+			return
+		}
+		_, _ = br.Discard(n)
+	}
+	_, _ = io.Copy(dst, src)
+	closeWrite(dst)
+}
+
+func closeWrite(c net.Conn) {
+	if cw, ok := c.(interface{ CloseWrite() error }); ok {
+		_ = cw.CloseWrite()
+	}
+}
+
+// tunnel relays bytes between c and up after a CONNECT or a SOCKS
+// connect to t. The proxy cannot see inside TLS; it checks what it can see:
+// a TLS ClientHello must name t (when t is a name), and a client that
+// speaks plain HTTP in the tunnel gets relayHTTP's checks, so that no
+// CONNECT inside it reaches an allowed host that is itself a proxy.
+func (l *Listener) tunnel(c net.Conn, br *bufio.Reader, up net.Conn, t Target) {
+	// The server may speak first (SMTP, SSH): its side flows at once,
+	// before the client's first bytes are looked at.
+	back := pipeBack(c, up)
+	first, err := br.Peek(1)
+	if err != nil {
+		_ = up.Close()
+		<-back
+		return
+	}
+	if first[0] == 0x16 { // a TLS handshake record
+		if sni, ok := peekServerName(br); ok && sni != "" {
+			if _, lit := t.Addr(); !lit && !strings.EqualFold(strings.TrimSuffix(sni, "."), t.Host) {
+				l.deny("connect", t.String(), RuleServerName+" ("+sni+")")
+				_ = up.Close()
+				<-back
+				return
+			}
+		}
+	} else if looksLikeHTTP(br) {
+		l.relayHTTP(c, br, up, t, nil, back)
+		return
+	}
+	l.copyRest(up, c, br)
+	<-back
+}
+
+// looksLikeHTTP reports whether br starts with an HTTP request line's
+// method and a space.
+func looksLikeHTTP(br *bufio.Reader) bool {
+	for n := 1; n <= 16; n++ {
+		b, err := br.Peek(n)
+		if err != nil {
+			return false
+		}
+		ch := b[n-1]
+		if ch == ' ' {
+			return n > 1
+		}
+		if ch < 'A' || ch > 'Z' {
+			return false
+		}
+	}
+	return false
+}
+
+// peekServerName returns the server name of the TLS ClientHello at the
+// head of br, without consuming it; ok is false when the record cannot be
+// read as one.
+func peekServerName(br *bufio.Reader) (string, bool) {
+	hdr, err := br.Peek(5)
+	if err != nil {
+		return "", false
+	}
+	n := int(binary.BigEndian.Uint16(hdr[3:5]))
+	if n > br.Size()-5 {
+		return "", false
+	}
+	rec, err := br.Peek(5 + n)
+	if err != nil {
+		return "", false
+	}
+	return clientHelloServerName(rec[5:])
+}
+
+// clientHelloServerName parses a handshake message holding a ClientHello
+// (RFC 8446 4.1.2) and returns its server_name extension's host name.
+func clientHelloServerName(b []byte) (string, bool) {
+	r := reader{b: b}
+	if typ, ok := r.u8(); !ok || typ != 1 {
+		return "", false
+	}
+	if _, ok := r.bytes(3); !ok { // length
+		return "", false
+	}
+	if _, ok := r.bytes(2 + 32); !ok { // version, random
+		return "", false
+	}
+	if _, ok := r.vec(1); !ok { // session id
+		return "", false
+	}
+	if _, ok := r.vec(2); !ok { // cipher suites
+		return "", false
+	}
+	if _, ok := r.vec(1); !ok { // compression methods
+		return "", false
+	}
+	exts, ok := r.vec(2)
+	if !ok {
+		return "", true // no extensions: no name
+	}
+	er := reader{b: exts}
+	for len(er.b) > 0 {
+		typ, ok1 := er.u16()
+		data, ok2 := er.vec(2)
+		if !ok1 || !ok2 {
+			return "", false
+		}
+		if typ != 0 {
+			continue
+		}
+		sr := reader{b: data}
+		list, ok := sr.vec(2)
+		if !ok {
+			return "", false
+		}
+		lr := reader{b: list}
+		for len(lr.b) > 0 {
+			nt, ok1 := lr.u8()
+			name, ok2 := lr.vec(2)
+			if !ok1 || !ok2 {
+				return "", false
+			}
+			if nt == 0 {
+				return string(name), true
+			}
+		}
+	}
+	return "", true
+}
+
+type reader struct{ b []byte }
+
+func (r *reader) bytes(n int) ([]byte, bool) {
+	if n > len(r.b) {
+		return nil, false
+	}
+	out := r.b[:n]
+	r.b = r.b[n:]
+	return out, true
+}
+
+func (r *reader) u8() (byte, bool) {
+	b, ok := r.bytes(1)
+	if !ok {
+		return 0, false
+	}
+	return b[0], true
+}
+
+func (r *reader) u16() (int, bool) {
+	b, ok := r.bytes(2)
+	if !ok {
+		return 0, false
+	}
+	return int(binary.BigEndian.Uint16(b)), true
+}
+
+func (r *reader) vec(lenBytes int) ([]byte, bool) {
+	lb, ok := r.bytes(lenBytes)
+	if !ok {
+		return nil, false
+	}
+	n := 0
+	for _, x := range lb {
+		n = n<<8 | int(x)
+	}
+	return r.bytes(n)
+}
+
+// socks serves a SOCKS5 client (RFC 1928), without authentication, CONNECT
+// only.
+func (l *Listener) socks(c net.Conn, br *bufio.Reader) {
+	hdr := make([]byte, 2)
+	if _, err := io.ReadFull(br, hdr); err != nil {
+		return
+	}
+	methods := make([]byte, hdr[1])
+	if _, err := io.ReadFull(br, methods); err != nil {
+		return
+	}
+	if !slices.Contains(methods, 0) {
+		_, _ = c.Write([]byte{5, 0xff})
+		return
+	}
+	if _, err := c.Write([]byte{5, 0}); err != nil {
+		return
+	}
+	req := make([]byte, 4)
+	if _, err := io.ReadFull(br, req); err != nil || req[0] != 5 {
+		return
+	}
+	var host string
+	switch req[3] {
+	case 1, 4:
+		b := make([]byte, map[byte]int{1: 4, 4: 16}[req[3]])
+		if _, err := io.ReadFull(br, b); err != nil {
+			return
+		}
+		a, _ := netip.AddrFromSlice(b)
+		host = a.Unmap().String()
+	case 3:
+		n, err := br.ReadByte()
+		if err != nil {
+			return
+		}
+		b := make([]byte, n)
+		if _, err := io.ReadFull(br, b); err != nil {
+			return
+		}
+		host = string(b)
+	default:
+		socksReply(c, 8) // address type not supported
+		return
+	}
+	pb := make([]byte, 2)
+	if _, err := io.ReadFull(br, pb); err != nil {
+		return
+	}
+	port := binary.BigEndian.Uint16(pb)
+	target := joinHostPort(host, port)
+	if req[1] != 1 {
+		l.deny("connect", target, RuleSOCKSCommand)
+		socksReply(c, 7) // command not supported
+		return
+	}
+	t, err := ParseTarget(target)
+	if err != nil {
+		socksReply(c, 4)
+		return
+	}
+	up, r := l.connect(t)
+	if r != nil {
+		if r.rule != "" {
+			l.deny(r.op, t.String(), r.rule)
+			socksReply(c, 2) // not allowed by ruleset
+		} else {
+			socksReply(c, 4) // host unreachable
+		}
+		return
+	}
+	defer l.untrack(up)
+	_ = c.SetReadDeadline(time.Time{})
+	socksReply(c, 0)
+	l.tunnel(c, br, up, t)
+}
+
+func socksReply(c net.Conn, code byte) {
+	_, _ = c.Write([]byte{5, code, 0, 1, 0, 0, 0, 0, 0, 0})
+}
