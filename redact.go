@@ -278,8 +278,9 @@ func jsonForms(v string) []string {
 // redactSet is a compiled set of secrets: immutable once built, shared by
 // every process it applies to.
 type redactSet struct {
-	pats    [][]byte // every form of every secret
-	repl    [][]byte // pats[i] is replaced by repl[i]
+	entries []secretEntry // what it was built from
+	pats    [][]byte      // every form of every secret
+	repl    [][]byte      // pats[i] is replaced by repl[i]
 	minLen  int
 	maxLen  int
 	step    int      // sampling step: minLen-redactGram+1, at most maxRedactStep
@@ -300,7 +301,7 @@ type gramRef struct {
 // newRedactSet compiles entries; nil when there is nothing to redact.
 // An earlier entry's name wins for a value (or form) two entries share.
 func newRedactSet(entries []secretEntry) *redactSet {
-	s := &redactSet{trie: map[uint64]int32{}, depthOf: []int32{0}, hasKids: []bool{false}}
+	s := &redactSet{entries: entries, trie: map[uint64]int32{}, depthOf: []int32{0}, hasKids: []bool{false}}
 	seen := map[string]bool{}
 	for _, e := range entries {
 		repl := []byte("[redacted:" + e.name + "]")
@@ -408,6 +409,61 @@ func (m *Manager) redactionFor(p *Process, req Request) redaction {
 	}
 }
 
+// redactEntriesFor returns every secret redacted in the output of a
+// process started with req, for a detached process's runner; nil when
+// redaction is off or there is none.
+func (m *Manager) redactEntriesFor(req Request) []secretEntry {
+	if m.cfg.noRedaction {
+		return nil
+	}
+	var out []secretEntry
+	if m.redact != nil {
+		out = append(out, m.redact.entries...)
+	}
+	return append(out, requestSecrets(req, true)...)
+}
+
+// wireSecret is a secret as the host hands it to a detached process's
+// runner: JSON on the runner's stdin, the value as bytes (base64), since
+// a JSON string cannot carry invalid UTF-8.
+type wireSecret struct {
+	Name  string `json:"n"`
+	Value []byte `json:"v"`
+}
+
+// encodeSecrets is what the host writes to the runner.
+func encodeSecrets(entries []secretEntry) []byte {
+	wire := make([]wireSecret, len(entries))
+	for i, e := range entries {
+		wire[i] = wireSecret{e.name, []byte(e.value)}
+	}
+	data, _ := json.Marshal(wire)
+	return data
+}
+
+// decodeSecrets is encodeSecrets' inverse, checking what it reads as
+// WithSecrets does (the runner trusts nothing it reads).
+func decodeSecrets(data []byte) (*redactSet, error) {
+	if len(data) == 0 {
+		return nil, nil
+	}
+	var wire []wireSecret
+	if err := json.Unmarshal(data, &wire); err != nil {
+		return nil, err
+	}
+	entries := make([]secretEntry, 0, len(wire))
+	for _, w := range wire {
+		if err := checkSecretName(w.Name); err != nil {
+			return nil, err
+		}
+		if len(w.Value) < MinSecretBytes || len(w.Value) > MaxSecretBytes {
+			return nil, xerrors.Errorf("secret %q: bad length %d", w.Name, len(w.Value))
+		}
+		entries = append(entries, secretEntry{w.Name, string(w.Value)})
+	}
+	return newRedactSet(entries), nil
+}
+
 // redactor is one stream's redaction stage: a chain of sets, each holding
 // back its own tail. Its methods are called by the one goroutine that
 // copies the output; a nil redactor passes everything straight to emit.
@@ -438,6 +494,12 @@ func (r *redactor) write(p []byte) {
 		return
 	}
 	r.stages[0].write(p)
+}
+
+// Write is write as an io.Writer; it never fails.
+func (r *redactor) Write(p []byte) (int, error) {
+	r.write(p)
+	return len(p), nil
 }
 
 // flush releases what the stages hold back: the output has ended.
