@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -75,7 +76,13 @@ func detachSupported() error { return nil }
 type detachStatus struct {
 	Code   int    `json:"code"`
 	Signal string `json:"signal,omitempty"`
+	// Redactions is the runner's count of replaced secrets (redact.go).
+	Redactions int64 `json:"redactions,omitempty"`
 }
+
+// maxRunnerSecrets bounds what the runner reads from its stdin: the
+// secrets it redacts (encodeSecrets).
+const maxRunnerSecrets = 256 << 20
 
 func segName(n int64) string { return "seg-" + strconv.FormatInt(n, 10) }
 
@@ -89,6 +96,21 @@ func runDetached(argv []string) int {
 		}
 	}()
 	signal.Ignore(syscall.SIGPIPE)
+	// The secrets to redact come on stdin, never through argv or the
+	// environment, which other users' ps can read; EOF (the null
+	// device) means none.
+	secrets, err := io.ReadAll(io.LimitReader(os.Stdin, maxRunnerSecrets))
+	_ = os.Stdin.Close()
+	var redactions atomic.Int64
+	var rd redaction
+	if err == nil {
+		rd.sets[0], err = decodeSecrets(secrets)
+		rd.count = &redactions
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "agentproc runner: read secrets:", err)
+		return 2
+	}
 	dir := detachDirFD
 	var st unix.Stat_t
 	segBytes, _ := strconv.ParseInt(os.Getenv(detachSegEnv), 10, 64)
@@ -163,7 +185,7 @@ func runDetached(argv []string) int {
 	copied := make(chan struct{})
 	go func() {
 		defer close(copied)
-		writeSegments(r, dir, segBytes)
+		writeSegments(r, dir, segBytes, rd)
 	}()
 	// What is left of the group is killed so the pipe can reach EOF, while
 	// the shell is an unreaped zombie: its PID, the group ID, cannot name
@@ -179,7 +201,7 @@ func runDetached(argv []string) int {
 		<-copied
 	}
 	code, sig := (&sysProc{}).exitStatus(cmd.ProcessState) // a group adds nothing to the wait status
-	data, _ := json.Marshal(detachStatus{Code: code, Signal: sig})
+	data, _ := json.Marshal(detachStatus{Code: code, Signal: sig, Redactions: redactions.Load()})
 	if f, err := openAt(dir, ".status.tmp", os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600); err == nil {
 		_, werr := f.Write(data)
 		if cerr := f.Close(); werr == nil && cerr == nil {
@@ -190,8 +212,10 @@ func runDetached(argv []string) int {
 }
 
 // writeSegments copies r into segment files of segBytes each until EOF,
-// removing tail segments older than the last two.
-func writeSegments(r io.Reader, dir int, segBytes int64) {
+// removing tail segments older than the last two. Every read passes
+// through rd's redaction stage first, so the files, and everything that
+// reads them, hold only redacted bytes.
+func writeSegments(r io.Reader, dir int, segBytes int64, rd redaction) {
 	buf := make([]byte, 64<<10)
 	var seg int64
 	var off int64
@@ -207,9 +231,7 @@ func writeSegments(r io.Reader, dir int, segBytes int64) {
 		}
 	}
 	open()
-	for {
-		n, err := r.Read(buf)
-		p := buf[:n]
+	red := rd.newRedactor(func(p []byte) {
 		for len(p) > 0 {
 			take := min(int64(len(p)), segBytes-off)
 			if f != nil {
@@ -226,10 +248,15 @@ func writeSegments(r io.Reader, dir int, segBytes int64) {
 				open()
 			}
 		}
+	})
+	for {
+		n, err := r.Read(buf)
+		red.write(buf[:n])
 		if err != nil {
 			break
 		}
 	}
+	red.flush()
 	if f != nil {
 		_ = f.Close()
 	}
@@ -407,12 +434,25 @@ func (m *Manager) startDetached(req Request, owner, command, dir string, seq uin
 		return fail("start runner", err)
 	}
 	defer pr.Close()
+	// The secrets to redact go over a pipe on the runner's stdin (see
+	// runDetached), written once it runs.
+	var stdin io.Reader = out
+	var secretsR, secretsW *os.File
+	var secrets []byte
+	if entries := m.redactEntriesFor(req); len(entries) > 0 {
+		if secretsR, secretsW, err = os.Pipe(); err != nil {
+			return fail("start runner", err)
+		}
+		defer secretsR.Close()
+		defer secretsW.Close()
+		stdin, secrets = secretsR, encodeSecrets(entries)
+	}
 	runner := &exec.Cmd{
 		Path:        procfs.SelfExe,
 		Args:        append([]string{"agentproc-detached"}, append(slices.Clone(m.cfg.shell), command)...),
 		Env:         runnerEnv,
 		Dir:         dir,
-		Stdin:       out,
+		Stdin:       stdin,
 		Stdout:      pw,
 		Stderr:      out,
 		ExtraFiles:  extra,
@@ -423,6 +463,14 @@ func (m *Manager) startDetached(req Request, owner, command, dir string, seq uin
 		return fail("start runner", err)
 	}
 	_ = pw.Close()
+	if secretsW != nil {
+		// The runner reads them before anything else. With the read end
+		// closed here, a runner that dies first ends this write with
+		// EPIPE rather than blocking it; its report below then fails.
+		_ = secretsR.Close()
+		_, _ = secretsW.Write(secrets)
+		_ = secretsW.Close()
+	}
 	var tmpDir string
 	if sbx != nil {
 		// The runner removes the temp dir once the tree is gone.
@@ -618,8 +666,9 @@ func sweepDetached(id string, leader hostIdentity) int {
 func (s *supervisor) finishDetached(st *detachStatus, leftovers int) {
 	p := s.p
 	code, sigName := -1, ""
+	var redactions int
 	if st != nil {
-		code, sigName = st.Code, st.Signal
+		code, sigName, redactions = st.Code, st.Signal, int(min(max(st.Redactions, 0), 1<<31-1))
 	}
 	now := p.m.cfg.clock.Now("agentproc", "exit")
 	// The follower shut the signal gate before this: the cause is final.
@@ -641,6 +690,7 @@ func (s *supervisor) finishDetached(st *detachStatus, leftovers int) {
 		info.ExitedAt = now
 		info.Reason = reason
 		info.Leftovers = leftovers
+		info.Redactions = redactions
 	})
 	close(s.done)
 	p.emitInfo(EventExited)

@@ -52,6 +52,10 @@ type Manager struct {
 	sandbox  sandboxState // see sandbox_run.go
 	hosts    hostsProxy   // NetworkHosts' proxy; see hosts.go
 	cgSpares cgroupSpares // see containment_linux.go
+	// redact is the Manager's redaction set (redact.go): the host's
+	// secret-looking variables and WithSecrets; nil when there is none
+	// or redaction is off.
+	redact *redactSet
 }
 
 // exitRecord is one entry of Manager.exitOrder.
@@ -84,6 +88,9 @@ func New(opts ...Option) *Manager {
 				"1 for a group that outlived its shell; mount a /proc of this namespace to restore both")
 	}
 	m := &Manager{cfg: cfg, logs: newLogDir(&cfg), procs: make(map[string]*Process)}
+	if !cfg.noRedaction {
+		m.redact = newRedactSet(append(slices.Clone(cfg.secrets), hostSecrets()...))
+	}
 	m.events = newEventBus(func() time.Time { return cfg.clock.Now("agentproc", "event") })
 	if cfg.stateDir != "" {
 		m.openState()

@@ -1,7 +1,9 @@
 package agentproc
 
 import (
+	"maps"
 	"os"
+	"slices"
 	"time"
 
 	"cdr.dev/slog/v3"
@@ -56,6 +58,11 @@ type config struct {
 	sandbox        *Sandbox // see sandbox.go; nil: no confinement
 	sandboxSkip    uint32   // mechanisms a benchmark leaves out (sandboxSkip* bits)
 	oomDelta       int      // see guard.go
+	// Redaction (redact.go): noRedaction turns it off; secrets are
+	// WithSecrets' entries, secretsErr its validation error.
+	noRedaction bool
+	secrets     []secretEntry
+	secretsErr  error
 }
 
 // Defaults, named so the README and tests can refer to them.
@@ -343,4 +350,31 @@ func WithStateDir(dir string) Option {
 func WithSandbox(sb *Sandbox) Option {
 	sb = sb.Clone()
 	return optionFunc(func(c *config) { c.sandbox = sb })
+}
+
+// WithSecrets redacts the values of secrets, by name, in the output of
+// every process: a value reads "[redacted:NAME]" wherever it, or its
+// base64, percent- or JSON-encoded form, appears (see the README's
+// Redaction section). They add to the default set: the values of the
+// host's environment variables whose names look like secrets (the
+// sandbox's rule, SandboxEnv), as New finds them. Names are 1 to 64
+// letters, digits, '_', '.' or '-'; values are MinSecretBytes to
+// MaxSecretBytes long; at most MaxSecrets are named. A map breaking these
+// rules makes every Start fail with ErrInvalidRequest naming the secret
+// (never its value). A later WithSecrets replaces an earlier one; the map
+// is copied.
+func WithSecrets(secrets map[string]string) Option {
+	err := validateSecrets("WithSecrets", secrets)
+	var entries []secretEntry
+	for _, k := range slices.Sorted(maps.Keys(secrets)) {
+		entries = append(entries, secretEntry{k, secrets[k]})
+	}
+	return optionFunc(func(c *config) { c.secrets, c.secretsErr = entries, err })
+}
+
+// WithRedaction(false) turns redaction off entirely: neither WithSecrets,
+// nor Request.Secrets, nor the host's secret-looking variables are
+// redacted. On, the default, redacts all three.
+func WithRedaction(on bool) Option {
+	return optionFunc(func(c *config) { c.noRedaction = !on })
 }

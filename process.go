@@ -148,6 +148,10 @@ type Info struct {
 	Stdin bool
 	// TTY is true when the process runs under a pseudo-terminal.
 	TTY bool
+	// Redactions counts the secret values replaced in the output so far
+	// (see WithSecrets). A detached process's runner reports its count
+	// when the process exits; until then it reads 0.
+	Redactions int
 	// Detached is true for a Request.Detach process, which outlives the
 	// Manager.
 	Detached bool
@@ -225,6 +229,9 @@ type handleState struct {
 	signaled   bool       // a Signal went out to the tree at least once
 	// inputSig tells WaitOutput about input detection.
 	inputSig inputSignal
+	// redactions is counted by the output's redaction stage (redact.go)
+	// without the lock, and added to Info.Redactions.
+	redactions atomic.Int64
 }
 
 // snapshot returns a copy of Info that shares nothing with st.
@@ -236,6 +243,7 @@ func (st *handleState) snapshot() Info {
 
 func (st *handleState) infoLocked() Info {
 	info := st.info
+	info.Redactions += int(st.redactions.Load())
 	if info.ExitCode != nil {
 		code := *info.ExitCode
 		info.ExitCode = &code

@@ -264,9 +264,13 @@ func (m *Manager) recoveredProcess(r *stateRecord, leftovers int) *Process {
 	if path := m.outputLogPath(r.ID); r.LogPath != "" && path != "" {
 		p.state.info.LogPath = path
 		p.sup.log = &outputLog{dir: m.logs, path: path}
-		if err := copyFileIn(filepath.Dir(path), filepath.Base(path), p.buf); err != nil && !errors.Is(err, os.ErrNotExist) {
+		// Through this Manager's redaction too: the log was redacted as
+		// it was written, but by the dead host's secrets.
+		red := m.redactionFor(p, Request{}).newRedactor(func(b []byte) { _, _ = p.buf.Write(b) })
+		if err := copyFileIn(filepath.Dir(path), filepath.Base(path), red); err != nil && !errors.Is(err, os.ErrNotExist) {
 			m.cfg.logger.Warn(context.Background(), "read recovered output log", slog.F("path", path), fieldError(err))
 		}
+		red.flush()
 	}
 	p.buf.closeWrite()
 	return p

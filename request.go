@@ -111,6 +111,14 @@ type Request struct {
 	// Sandbox.BestEffort is set. It cannot be combined with Detach yet
 	// (ErrUnsupported).
 	Sandbox *Sandbox
+	// Secrets are redacted in this process's output, in addition to the
+	// Manager's (WithSecrets and the host's secret-looking variables):
+	// each value reads "[redacted:NAME]". They are not put in the
+	// process's environment. The rules on names and values are
+	// WithSecrets'; a map breaking them is ErrInvalidRequest. The values
+	// of Env whose names look like secrets are redacted too. Ignored under
+	// WithRedaction(false). nil, the default, adds nothing.
+	Secrets map[string]string
 }
 
 // validate checks req and fills in the Manager's defaults, before Start
@@ -124,7 +132,8 @@ type Request struct {
 //     (checkShellCommand, per OS). Background detection then rewrites the
 //     command and sets Background (WithBackgroundDetection, unless
 //     Verbatim), which is why the command is returned.
-//  3. Env: keys and values (validateEnv).
+//  3. Env: keys and values (validateEnv); then WithSecrets and Secrets
+//     (Manager.validateRedaction, redact.go).
 //  4. Timeout: not negative (validateTimeout, timeout.go).
 //  5. Ready: port range, Match compiles, ports supported here
 //     (ReadyCheck.validate, observe.go).
@@ -158,6 +167,9 @@ func (m *Manager) validate(req *Request) (command, dir string, warnings []string
 		command, req.Background, warnings = detectBackground(command, req.Background)
 	}
 	if err := validateEnv(req.Env); err != nil {
+		return "", "", nil, err
+	}
+	if err := m.validateRedaction(*req); err != nil {
 		return "", "", nil, err
 	}
 	if err := validateTimeout(req.Timeout); err != nil {

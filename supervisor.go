@@ -251,6 +251,7 @@ func (m *Manager) spawn(req Request, owner, command, dir string, seq uint64, war
 	// Before the supervisor: it waits for the readiness check that observe
 	// may start, so that EventReady always comes before EventExited.
 	m.observe(p, req, inID, st.out)
+	rd := m.redactionFor(p, req)
 	oomValue := m.oomScoreValue()
 	if oomValue != nil {
 		p.sup.raised = make(chan struct{})
@@ -263,7 +264,7 @@ func (m *Manager) spawn(req Request, owner, command, dir string, seq uint64, war
 				m.raiseOOMScore(cmd.Process.Pid, ctr, oomValue)
 				close(p.sup.raised)
 			}
-			copyOutput(p.buf, p.sup.log, st.out)
+			copyOutput(p.buf, p.sup.log, st.out, rd)
 			if !st.tty {
 				// Nothing reads a pipe after EOF (or the drain's
 				// deadline), so it is closed here, while the kernel is
@@ -295,16 +296,25 @@ var (
 // for the log to be written. A PTY master ends with EIO once no process
 // holds the terminal. Neither ever fails or blocks, so the child is
 // only ever slowed by the copies themselves.
-func copyOutput(buf *outputBuffer, log *outputLog, r *os.File) {
+//
+// With a redactor (nil: none), every read passes through it first: it is
+// the one stage at the write end, before the buffer assigns offsets, so
+// the buffer, the log and everything that reads them see the same
+// redacted bytes. What it holds back is released at EOF.
+func copyOutput(buf *outputBuffer, log *outputLog, r *os.File, rd redaction) {
 	defer log.finish()
 	pool := &smallChunks
 	chunk := pool.Get().(*[]byte)
 	defer func() { pool.Put(chunk) }()
+	red := rd.newRedactor(func(p []byte) {
+		_, _ = buf.Write(p)
+		log.enqueue(p)
+	})
+	defer red.flush()
 	for {
 		n, err := r.Read(*chunk)
 		if n > 0 {
-			_, _ = buf.Write((*chunk)[:n])
-			log.enqueue((*chunk)[:n])
+			red.write((*chunk)[:n])
 		}
 		if err != nil {
 			return

@@ -139,6 +139,9 @@ type Process struct {
 	// Extension: how the process is confined (agentproc.Info.Sandbox);
 	// absent when it is not.
 	Sandbox *SandboxInfo `json:"sandbox,omitempty"`
+	// Extension: how many secret values were replaced by
+	// "[redacted:NAME]" in the output (agentproc.Info.Redactions).
+	Redactions int `json:"redactions,omitempty"`
 }
 
 // Output is the reply to GET /{id}/output.
@@ -285,6 +288,7 @@ func processFromInfo(info agentproc.Info) Process {
 		Signal:     info.ExitSignal,
 		Warnings:   info.Warnings,
 		LikelyOOM:  info.LikelyOOM,
+		Redactions: info.Redactions,
 		Owner:      info.Owner,
 		Sandbox:    sandboxInfo(info.Sandbox),
 

@@ -1,0 +1,622 @@
+package agentproc
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/binary"
+	"encoding/json"
+	"maps"
+	"net/url"
+	"os"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"unicode/utf8"
+
+	"golang.org/x/xerrors"
+)
+
+// Redaction replaces the values of secrets in a process's output with
+// "[redacted:NAME]" before any byte of it reaches the buffer, the output
+// log or a detached process's files, so every reader sees the same
+// redacted bytes. It is protection against accidental disclosure (a `cat
+// .env`, a test that prints DATABASE_URL, `env`), not against a command
+// that transforms a secret on purpose (that is the sandbox's business).
+//
+// Each secret is looked for in the forms it commonly reaches output in:
+//
+//   - raw, and with "\n" as "\r\n" (a terminal's ONLCR);
+//   - base64, standard and URL alphabets, padded or not, at any of the
+//     three alignments inside a longer encoded run: for each alignment
+//     the characters every one of whose 6 bits come from the secret (the
+//     stable core) are looked for. Up to two characters at either edge of
+//     the core mix secret bits with the neighbouring bytes' and are kept;
+//     they carry at most 4 bits of the secret each;
+//   - percent-encoded (query and path escaping, and every byte but
+//     letters and digits escaped; upper- and lower-case hex);
+//   - JSON-string-escaped (Go's escaping with and without HTML escapes,
+//     ASCII-only \u escapes, "/" as "\/").
+//
+// The stage is streaming: a write is scanned as it arrives, and only the
+// shortest tail that could still begin some form of some secret is held
+// back until the next write completes or refutes it, or the output ends.
+// Nothing is released on a timer, so a command that prints a secret one
+// byte at a time never leaks it piece by piece.
+//
+// The matcher (redactSet) samples the data every `step` bytes: every
+// pattern is at least minLen bytes long, so any occurrence contains a
+// sampled position within its first step bytes, and the 4-byte gram there
+// is looked up in a bitset of the grams every pattern has at offsets
+// [0, step). Only a hit is verified. Without secrets in the output the
+// scan costs one load, one multiply and one bit test per step bytes.
+
+// Limits on secrets, checked by WithSecrets and Request.Secrets.
+const (
+	// MinSecretBytes is the shortest secret value redaction accepts: a
+	// shorter one would match ordinary words and numbers, and its base64
+	// core would be shorter still.
+	MinSecretBytes = 8
+	// MaxSecretBytes is the longest secret value (a PEM private key fits).
+	MaxSecretBytes = 8 << 10
+	// MaxSecrets is the most secrets WithSecrets, and separately one
+	// Request.Secrets, may name.
+	MaxSecrets = 1024
+	// maxSecretName bounds a secret's name, which output shows.
+	maxSecretName = 64
+)
+
+// redactGram is the gram length the filter samples.
+const redactGram = 4
+
+// maxRedactStep bounds the sampling step, and so the filter's size.
+const maxRedactStep = 16
+
+// secretEntry is one named secret.
+type secretEntry struct{ name, value string }
+
+// validateSecrets checks named secrets (WithSecrets, Request.Secrets);
+// what names the map in errors.
+func validateSecrets(what string, secrets map[string]string) error {
+	if len(secrets) > MaxSecrets {
+		return xerrors.Errorf("%s: %d secrets, at most %d: %w", what, len(secrets), MaxSecrets, ErrInvalidRequest)
+	}
+	for _, name := range slices.Sorted(maps.Keys(secrets)) {
+		if err := checkSecretName(name); err != nil {
+			return xerrors.Errorf("%s: %v: %w", what, err, ErrInvalidRequest)
+		}
+		// The value is never echoed, only its length.
+		switch n := len(secrets[name]); {
+		case n < MinSecretBytes:
+			return xerrors.Errorf("%s: secret %q is %d bytes, at least %d are needed: %w", what, name, n, MinSecretBytes, ErrInvalidRequest)
+		case n > MaxSecretBytes:
+			return xerrors.Errorf("%s: secret %q is %d bytes, at most %d are allowed: %w", what, name, n, MaxSecretBytes, ErrInvalidRequest)
+		}
+	}
+	return nil
+}
+
+// checkSecretName allows 1 to 64 letters, digits, '_', '.' and '-': the
+// name is shown in output as [redacted:NAME].
+func checkSecretName(name string) error {
+	if name == "" {
+		return xerrors.New("empty secret name")
+	}
+	if len(name) > maxSecretName {
+		return xerrors.Errorf("secret name %q is longer than %d bytes", name[:maxSecretName]+"...", maxSecretName)
+	}
+	for _, c := range []byte(name) {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '.' || c == '-') {
+			return xerrors.Errorf("secret name %q: only letters, digits, '_', '.' and '-' are allowed", name)
+		}
+	}
+	return nil
+}
+
+// envSecrets returns the entries of env (KEY=VALUE strings, or a map when
+// env is nil) whose names look like secrets (looksSecret) and whose
+// values redaction accepts; others are skipped silently.
+func envSecrets(env []string) []secretEntry {
+	var out []secretEntry
+	for _, kv := range env {
+		k, v, ok := strings.Cut(kv, "=")
+		if ok && secretAcceptable(k, v) {
+			out = append(out, secretEntry{k, v})
+		}
+	}
+	return out
+}
+
+func secretAcceptable(name, value string) bool {
+	return len(value) >= MinSecretBytes && len(value) <= MaxSecretBytes &&
+		checkSecretName(name) == nil && looksSecret(name)
+}
+
+// hostSecrets is the default set: the host's secret-looking variables.
+func hostSecrets() []secretEntry { return envSecrets(os.Environ()) }
+
+// requestSecrets is what one Request adds to the Manager's set: its
+// Secrets, and, unless they are off, the secret-looking values of its Env.
+func requestSecrets(req Request, envDefaults bool) []secretEntry {
+	var out []secretEntry
+	for _, k := range slices.Sorted(maps.Keys(req.Secrets)) {
+		out = append(out, secretEntry{k, req.Secrets[k]})
+	}
+	if envDefaults {
+		for _, k := range slices.Sorted(maps.Keys(req.Env)) {
+			if secretAcceptable(k, req.Env[k]) {
+				out = append(out, secretEntry{k, req.Env[k]})
+			}
+		}
+	}
+	return out
+}
+
+// secretForms returns the forms of v the matcher looks for, raw first,
+// without duplicates.
+func secretForms(v string) []string {
+	var forms []string
+	add := func(f string) {
+		if len(f) >= MinSecretBytes && !slices.Contains(forms, f) {
+			forms = append(forms, f)
+		}
+	}
+	add(v)
+	if strings.Contains(v, "\n") {
+		add(strings.ReplaceAll(strings.ReplaceAll(v, "\r\n", "\n"), "\n", "\r\n"))
+	}
+	for _, enc := range []*base64.Encoding{base64.StdEncoding, base64.URLEncoding} {
+		for r := range 3 {
+			add(base64Core(enc, v, r))
+		}
+	}
+	for _, f := range []string{url.QueryEscape(v), url.PathEscape(v), escapeAllButAlnum(v)} {
+		add(f)
+		add(lowerHexEscapes(f, '%', 2))
+	}
+	for _, f := range jsonForms(v) {
+		add(f)
+		add(strings.ReplaceAll(f, "/", `\/`))
+	}
+	return forms
+}
+
+// base64Core returns the characters of the base64 encoding of v, preceded
+// by r bytes of anything, that depend on v's bits alone: character i
+// covers bits [6i, 6i+6), and v is bits [8r, 8(r+len(v))).
+func base64Core(enc *base64.Encoding, v string, r int) string {
+	s := enc.EncodeToString(append(make([]byte, r), v...))
+	from := (8*r + 5) / 6
+	to := 8 * (r + len(v)) / 6
+	return s[from:to]
+}
+
+// escapeAllButAlnum percent-encodes every byte but ASCII letters and
+// digits, as some encoders do.
+func escapeAllButAlnum(v string) string {
+	const hex = "0123456789ABCDEF"
+	var b strings.Builder
+	for _, c := range []byte(v) {
+		if c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' {
+			b.WriteByte(c)
+		} else {
+			b.WriteByte('%')
+			b.WriteByte(hex[c>>4])
+			b.WriteByte(hex[c&15])
+		}
+	}
+	return b.String()
+}
+
+// lowerHexEscapes lower-cases the n hex digits after each esc byte.
+func lowerHexEscapes(s string, esc byte, n int) string {
+	b := []byte(s)
+	for i := 0; i < len(b); i++ {
+		if b[i] == esc {
+			for j := i + 1; j <= i+n && j < len(b); j++ {
+				if b[j] >= 'A' && b[j] <= 'F' {
+					b[j] += 'a' - 'A'
+				}
+			}
+			i += n
+		}
+	}
+	return string(b)
+}
+
+// jsonForms returns v as the inside of a JSON string, the ways common
+// encoders write it.
+func jsonForms(v string) []string {
+	var forms []string
+	for _, html := range []bool{true, false} {
+		var b bytes.Buffer
+		e := json.NewEncoder(&b)
+		e.SetEscapeHTML(html)
+		if e.Encode(v) == nil {
+			s := strings.TrimSuffix(b.String(), "\n")
+			forms = append(forms, s[1:len(s)-1])
+		}
+	}
+	// ASCII only, as Python's json.dumps and others write it; invalid
+	// UTF-8 has no such form.
+	if utf8.ValidString(v) {
+		var b strings.Builder
+		const hex = "0123456789abcdef"
+		u := func(r rune) {
+			b.WriteString(`\u`)
+			for sh := 12; sh >= 0; sh -= 4 {
+				b.WriteByte(hex[(r>>sh)&15])
+			}
+		}
+		for _, r := range v {
+			switch {
+			case r == '"' || r == '\\':
+				b.WriteByte('\\')
+				b.WriteRune(r)
+			case r == '\n':
+				b.WriteString(`\n`)
+			case r == '\r':
+				b.WriteString(`\r`)
+			case r == '\t':
+				b.WriteString(`\t`)
+			case r < 0x20 || r == 0x7f:
+				u(r)
+			case r < 0x80:
+				b.WriteRune(r)
+			case r >= 0x10000:
+				r -= 0x10000
+				u(0xd800 + (r>>10)&0x3ff)
+				u(0xdc00 + r&0x3ff)
+			default:
+				u(r)
+			}
+		}
+		forms = append(forms, b.String())
+	}
+	return forms
+}
+
+// redactSet is a compiled set of secrets: immutable once built, shared by
+// every process it applies to.
+type redactSet struct {
+	entries []secretEntry // what it was built from
+	pats    [][]byte      // every form of every secret
+	repl    [][]byte      // pats[i] is replaced by repl[i]
+	minLen  int
+	maxLen  int
+	step    int      // sampling step: minLen-redactGram+1, at most maxRedactStep
+	bits    []uint64 // bitset of hashed grams at offsets [0, step) of each pattern
+	shift   uint     // 32 - log2(len(bits)*64)
+	grams   map[uint32][]gramRef
+	trie    map[uint64]int32 // node<<8|byte → child; node 0 is the root
+	depthOf []int32          // index: node; pattern length ending there, or 0
+	hasKids []bool           // index: node
+}
+
+// gramRef says pattern pat has the gram at offset off.
+type gramRef struct {
+	pat int32
+	off int32
+}
+
+// newRedactSet compiles entries; nil when there is nothing to redact.
+// An earlier entry's name wins for a value (or form) two entries share.
+func newRedactSet(entries []secretEntry) *redactSet {
+	s := &redactSet{entries: entries, trie: map[uint64]int32{}, depthOf: []int32{0}, hasKids: []bool{false}}
+	seen := map[string]bool{}
+	for _, e := range entries {
+		repl := []byte("[redacted:" + e.name + "]")
+		for _, f := range secretForms(e.value) {
+			if seen[f] {
+				continue
+			}
+			seen[f] = true
+			s.pats = append(s.pats, []byte(f))
+			s.repl = append(s.repl, repl)
+		}
+	}
+	if len(s.pats) == 0 {
+		return nil
+	}
+	s.minLen, s.maxLen = len(s.pats[0]), 0
+	for _, p := range s.pats {
+		s.minLen, s.maxLen = min(s.minLen, len(p)), max(s.maxLen, len(p))
+	}
+	s.step = min(s.minLen-redactGram+1, maxRedactStep)
+	nGrams := len(s.pats) * s.step
+	logBits := uint(16)
+	for logBits < 24 && 1<<logBits < nGrams*64 {
+		logBits++
+	}
+	s.bits = make([]uint64, 1<<(logBits-6))
+	s.shift = 32 - logBits
+	s.grams = make(map[uint32][]gramRef, nGrams)
+	for i, p := range s.pats {
+		for off := 0; off < s.step; off++ {
+			g := binary.LittleEndian.Uint32(p[off:])
+			h := s.hash(g)
+			s.bits[h>>6] |= 1 << (h & 63)
+			s.grams[g] = append(s.grams[g], gramRef{int32(i), int32(off)})
+		}
+		node := int32(0)
+		for _, c := range p {
+			key := uint64(node)<<8 | uint64(c)
+			next, ok := s.trie[key]
+			if !ok {
+				next = int32(len(s.depthOf))
+				s.trie[key] = next
+				s.depthOf = append(s.depthOf, 0)
+				s.hasKids = append(s.hasKids, false)
+				s.hasKids[node] = true
+			}
+			node = next
+		}
+		s.depthOf[node] = int32(i + 1) // pattern index + 1
+	}
+	return s
+}
+
+func (s *redactSet) hash(g uint32) uint32 { return (g * 0x9E3779B1) >> s.shift }
+
+// proper reports whether data is a proper prefix of some pattern: the
+// trie walk consumes all of it and more could follow.
+func (s *redactSet) proper(data []byte) bool {
+	node := int32(0)
+	for _, c := range data {
+		next, ok := s.trie[uint64(node)<<8|uint64(c)]
+		if !ok {
+			return false
+		}
+		node = next
+	}
+	return s.hasKids[node]
+}
+
+// pendingFrom returns the first position t >= from, within maxLen-1 of
+// the end, from which data could still become a pattern: len(data) if
+// none.
+func (s *redactSet) pendingFrom(data []byte, from int) int {
+	for t := max(from, len(data)-(s.maxLen-1)); t < len(data); t++ {
+		if s.proper(data[t:]) {
+			return t
+		}
+	}
+	return len(data)
+}
+
+// redaction is what applies to one process's output: the Manager's set,
+// then the request's (either may be nil), counted in count.
+type redaction struct {
+	sets  [2]*redactSet
+	count *atomic.Int64
+}
+
+// validateRedaction checks WithSecrets and req.Secrets (validate's step 3).
+func (m *Manager) validateRedaction(req Request) error {
+	if m.cfg.secretsErr != nil {
+		return m.cfg.secretsErr
+	}
+	return validateSecrets("Request.Secrets", req.Secrets)
+}
+
+// redactionFor returns what redacts p's output under req.
+func (m *Manager) redactionFor(p *Process, req Request) redaction {
+	if m.cfg.noRedaction {
+		return redaction{}
+	}
+	return redaction{
+		sets:  [2]*redactSet{m.redact, newRedactSet(requestSecrets(req, true))},
+		count: &p.state.redactions,
+	}
+}
+
+// redactEntriesFor returns every secret redacted in the output of a
+// process started with req, for a detached process's runner; nil when
+// redaction is off or there is none.
+func (m *Manager) redactEntriesFor(req Request) []secretEntry {
+	if m.cfg.noRedaction {
+		return nil
+	}
+	var out []secretEntry
+	if m.redact != nil {
+		out = append(out, m.redact.entries...)
+	}
+	return append(out, requestSecrets(req, true)...)
+}
+
+// wireSecret is a secret as the host hands it to a detached process's
+// runner: JSON on the runner's stdin, the value as bytes (base64), since
+// a JSON string cannot carry invalid UTF-8.
+type wireSecret struct {
+	Name  string `json:"n"`
+	Value []byte `json:"v"`
+}
+
+// encodeSecrets is what the host writes to the runner.
+func encodeSecrets(entries []secretEntry) []byte {
+	wire := make([]wireSecret, len(entries))
+	for i, e := range entries {
+		wire[i] = wireSecret{e.name, []byte(e.value)}
+	}
+	data, _ := json.Marshal(wire)
+	return data
+}
+
+// decodeSecrets is encodeSecrets' inverse, checking what it reads as
+// WithSecrets does (the runner trusts nothing it reads).
+func decodeSecrets(data []byte) (*redactSet, error) {
+	if len(data) == 0 {
+		return nil, nil
+	}
+	var wire []wireSecret
+	if err := json.Unmarshal(data, &wire); err != nil {
+		return nil, err
+	}
+	entries := make([]secretEntry, 0, len(wire))
+	for _, w := range wire {
+		if err := checkSecretName(w.Name); err != nil {
+			return nil, err
+		}
+		if len(w.Value) < MinSecretBytes || len(w.Value) > MaxSecretBytes {
+			return nil, xerrors.Errorf("secret %q: bad length %d", w.Name, len(w.Value))
+		}
+		entries = append(entries, secretEntry{w.Name, string(w.Value)})
+	}
+	return newRedactSet(entries), nil
+}
+
+// redactor is one stream's redaction stage: a chain of sets, each holding
+// back its own tail. Its methods are called by the one goroutine that
+// copies the output; a nil redactor passes everything straight to emit.
+type redactor struct {
+	stages []*redactStage
+	emit   func([]byte)
+}
+
+// newRedactor returns a redactor writing to emit.
+func (rd redaction) newRedactor(emit func([]byte)) *redactor {
+	r := &redactor{emit: emit}
+	next := emit
+	for i := len(rd.sets) - 1; i >= 0; i-- {
+		if rd.sets[i] == nil {
+			continue
+		}
+		st := &redactStage{set: rd.sets[i], emit: next, count: rd.count}
+		r.stages = append([]*redactStage{st}, r.stages...)
+		next = st.write
+	}
+	return r
+}
+
+// write passes p through the stages; p is not retained.
+func (r *redactor) write(p []byte) {
+	if len(r.stages) == 0 {
+		r.emit(p)
+		return
+	}
+	r.stages[0].write(p)
+}
+
+// Write is write as an io.Writer; it never fails.
+func (r *redactor) Write(p []byte) (int, error) {
+	r.write(p)
+	return len(p), nil
+}
+
+// flush releases what the stages hold back: the output has ended.
+func (r *redactor) flush() {
+	for _, st := range r.stages {
+		st.flush()
+	}
+}
+
+// redactStage applies one set to a stream.
+type redactStage struct {
+	set   *redactSet
+	emit  func([]byte)
+	count *atomic.Int64
+	carry []byte // held back: a tail that could begin a pattern
+	edge  []byte // scratch: carry plus the start of the next write
+}
+
+// write scans p after what is held back.
+func (st *redactStage) write(p []byte) {
+	if len(p) == 0 {
+		return
+	}
+	if len(st.carry) > 0 {
+		// A match starting in the carry ends within maxLen-1 bytes of
+		// p, so those decide it; the rest of p is scanned in place.
+		k := min(len(p), st.set.maxLen-1)
+		st.edge = append(append(st.edge[:0], st.carry...), p[:k]...)
+		nc := len(st.carry)
+		st.carry = st.carry[:0]
+		if k == len(p) {
+			done := st.scan(st.edge, len(st.edge), true, false)
+			st.carry = append(st.carry, st.edge[done:]...)
+			return
+		}
+		done := st.scan(st.edge, nc, false, false)
+		p = p[done-nc:]
+	}
+	done := st.scan(p, len(p), true, false)
+	st.carry = append(st.carry, p[done:]...)
+}
+
+// flush releases the carry, redacting what matches in it.
+func (st *redactStage) flush() {
+	if len(st.carry) == 0 {
+		return
+	}
+	data := append(st.edge[:0], st.carry...)
+	st.carry = st.carry[:0]
+	st.scan(data, len(data), true, true)
+}
+
+// scan emits data, redacting matches that start before stopAt, and
+// returns how much of it was emitted. atEnd says data ends where the
+// stream so far ends; then, unless final, a tail that could still begin a
+// pattern is held back (not emitted). Without atEnd, every match starting
+// before stopAt lies wholly in data, and scan returns at least stopAt.
+func (st *redactStage) scan(data []byte, stopAt int, atEnd, final bool) int {
+	s := st.set
+	pos := 0 // emitted up to here
+	i := 0   // next sampled position
+	for i+redactGram <= len(data) && i < stopAt+s.step {
+		g := binary.LittleEndian.Uint32(data[i:])
+		h := s.hash(g)
+		if s.bits[h>>6]&(1<<(h&63)) == 0 {
+			i += s.step
+			continue
+		}
+		best, bestStart := -1, 0
+		for _, ref := range s.grams[g] {
+			start := i - int(ref.off)
+			pat := s.pats[ref.pat]
+			if start < pos || start >= stopAt || start+len(pat) > len(data) {
+				continue
+			}
+			if best >= 0 && (start > bestStart || start == bestStart && len(pat) <= len(s.pats[best])) {
+				continue
+			}
+			if bytes.Equal(data[start:start+len(pat)], pat) {
+				best, bestStart = int(ref.pat), start
+			}
+		}
+		if best < 0 {
+			i += s.step
+			continue
+		}
+		end := bestStart + len(s.pats[best])
+		if atEnd && !final && len(data)-bestStart < s.maxLen {
+			// A longer pattern starting here or earlier may still
+			// complete with the next write.
+			if h := s.pendingFrom(data, pos); h <= bestStart {
+				st.out(data[pos:h])
+				return h
+			}
+		}
+		st.out(data[pos:bestStart])
+		st.count.Add(1)
+		st.emit(s.repl[best])
+		pos, i = end, end
+	}
+	switch {
+	case !atEnd:
+		end := max(pos, stopAt)
+		st.out(data[pos:end])
+		return end
+	case final:
+		st.out(data[pos:])
+		return len(data)
+	}
+	h := s.pendingFrom(data, pos)
+	st.out(data[pos:h])
+	return h
+}
+
+// out emits p unless it is empty.
+func (st *redactStage) out(p []byte) {
+	if len(p) > 0 {
+		st.emit(p)
+	}
+}
