@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -92,6 +93,15 @@ func parseFlags(fs *flag.FlagSet, e *env, args []string) error {
 	return nil
 }
 
+// noArgs refuses arguments left after the flags of a command that takes
+// none: agentproc mcp ~/project must not run in the current directory.
+func noArgs(rest []string) error {
+	if len(rest) > 0 {
+		return usagef("unexpected argument %q: this command takes flags only", rest[0])
+	}
+	return nil
+}
+
 // byteSize is a flag holding a size in bytes, written as 1048576, 64KiB,
 // 512MiB or 2GiB (K, M and G are binary too).
 type byteSize int64
@@ -172,6 +182,18 @@ func (m *managerFlags) registerSandbox(fs *flag.FlagSet, def string) {
 func (m *managerFlags) options() ([]agentproc.Option, error) {
 	if m.grace <= 0 {
 		return nil, usagef("--grace must be positive")
+	}
+	if m.workdir != "" {
+		// A mistyped directory is refused before anything runs: every
+		// command would fail to start in it, or (before this check) the
+		// sandbox was given up and commands ran elsewhere.
+		fi, err := os.Stat(m.workdir)
+		switch {
+		case err != nil:
+			return nil, usagef("--workdir %s: %v", m.workdir, errors.Unwrap(err))
+		case !fi.IsDir():
+			return nil, usagef("--workdir %s is not a directory", m.workdir)
+		}
 	}
 	opts := []agentproc.Option{
 		agentproc.WithGracePeriod(m.grace),

@@ -47,8 +47,12 @@ func runMCP(ctx context.Context, e *env, args []string) error {
 	mf.registerSandbox(fs, "workspace where this host supports it, else none")
 	maxOutput := byteSize(llmtool.DefaultMaxOutput)
 	fs.Var(&maxOutput, "max-output", "stop a command once its output passes this size (none: never)")
-	if _, err := parse(fs, e, args, 0); err != nil {
+	rest, err := parse(fs, e, args, 0)
+	if err != nil {
 		return err
+	}
+	if len(rest) > 0 {
+		return usagef("unexpected argument %q: mcp takes flags only (a project directory is --workdir %s)", rest[0], rest[0])
 	}
 	opts, err := mf.options()
 	if err != nil {
@@ -65,15 +69,11 @@ func runMCP(ctx context.Context, e *env, args []string) error {
 	}
 	if sb != nil {
 		if err := probeSandbox(m, sb, mf.workdir); err != nil {
-			if mf.sandbox != "" {
-				m.Close()
-				return fmt.Errorf("the workspace sandbox cannot confine commands in %s here: %w (--sandbox=none runs them unconfined)", mf.workdir, err)
-			}
-			// The default must not leave an agent without tools: say
-			// why, loudly, and run unconfined.
-			fmt.Fprintf(e.stderr, "agentproc mcp: warning: the workspace sandbox cannot confine commands in %s here (%v); "+
-				"they run unconfined. Start it in a project directory, or pass --sandbox=none to choose this.\n", mf.workdir, err)
-			sb = nil
+			// The default is refused as loudly as a chosen sandbox: an
+			// MCP client hides stderr, so a warning there would leave the
+			// agent running unconfined without anyone knowing.
+			m.Close()
+			return usagef("the workspace sandbox cannot confine commands in %s here: %v (--sandbox=none runs them unconfined)", mf.workdir, err)
 		}
 	}
 	// The sandbox is the Toolbox's, per request: execute's description

@@ -58,7 +58,9 @@ func runServe(ctx context.Context, e *env, args []string) error {
 	listen := fs.String("listen", "", "TCP address to listen on instead of the socket, such as 127.0.0.1:7070; needs a token")
 	token := fs.String("token", "", "bearer token clients must send (default $"+tokenEnv+", or generated with --listen)")
 	coder := fs.Bool("coder", false, "also serve Coder's process API under /api/v0/processes")
-	if _, err := parse(fs, e, args, 0); err != nil {
+	if rest, err := parse(fs, e, args, 0); err != nil {
+		return err
+	} else if err := noArgs(rest); err != nil {
 		return err
 	}
 	if *listen != "" && *socket != "" {
