@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -23,22 +24,22 @@ import (
 type clientFlags struct {
 	socket string
 	url    string
-	token  string
+	token  tokenFlags
 	owner  string
 }
 
 func (c *clientFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.socket, "socket", "", "Unix socket of the serve (default $"+socketEnv+", or serve's default)")
 	fs.StringVar(&c.url, "url", os.Getenv("AGENTPROC_URL"), "URL of a serve --listen instead, such as http://127.0.0.1:7070 (default $AGENTPROC_URL)")
-	fs.StringVar(&c.token, "token", "", "bearer token of that serve (default $"+tokenEnv+")")
+	c.token.register(fs, "file holding the bearer token of that serve (default $"+tokenEnv+")")
 	fs.StringVar(&c.owner, "owner", "", "act for this owner (an agent's name); by default, the processes started without one")
 }
 
 // client returns the httpapi.Client the flags describe.
 func (c *clientFlags) client() (*httpapi.Client, error) {
-	token := c.token
-	if token == "" {
-		token = os.Getenv(tokenEnv)
+	token, err := c.token.token()
+	if err != nil {
+		return nil, err
 	}
 	cl := &httpapi.Client{URL: c.url, Header: http.Header{}, HTTPClient: &http.Client{}}
 	if c.url == "" {
@@ -47,6 +48,16 @@ func (c *clientFlags) client() (*httpapi.Client, error) {
 			var err error
 			if path, err = defaultSocket(false); err != nil {
 				return nil, err
+			}
+			if os.Getenv(socketEnv) == "" {
+				// The default directory gets serve's owner and mode check
+				// before anything is sent: without $XDG_RUNTIME_DIR it is
+				// under the shared temp dir, where another user could
+				// have made it first, with their own server inside to
+				// receive the command line and the token.
+				if err := checkPrivateDir(filepath.Dir(path)); err != nil && !errors.Is(err, os.ErrNotExist) {
+					return nil, fmt.Errorf("not connecting to %s: %w", path, err)
+				}
 			}
 		}
 		// The host name is never resolved: every connection dials the
