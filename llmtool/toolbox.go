@@ -187,13 +187,20 @@ func (tb *Toolbox) output(ctx context.Context, a outputArgs, progress Progress) 
 	switch {
 	case re != nil:
 		stop := follow(waitCtx, p, a.Offset, progress)
-		line, err := p.WaitMatch(waitCtx, re, agentproc.Plain)
+		promptCtx, endWatch := endAtPrompt(waitCtx, p, a.Offset)
+		line, err := p.WaitMatch(promptCtx, re, agentproc.Plain)
+		prompted := atPrompt(promptCtx)
+		endWatch()
 		stop()
 		switch {
 		case err == nil:
 			matched = line
 		case errors.Is(err, agentproc.ErrExited):
 			note = "The process exited without printing a line that matches wait_for."
+		case prompted:
+			if matched = promptMatch(p, a.Offset, re); matched == "" {
+				note = promptNote
+			}
 		case waitCtx.Err() != nil && ctx.Err() == nil:
 			note = "No line matched wait_for within 30 seconds; the process is still running."
 		default:
@@ -201,12 +208,18 @@ func (tb *Toolbox) output(ctx context.Context, a outputArgs, progress Progress) 
 		}
 	case a.Wait:
 		stop := follow(waitCtx, p, a.Offset, progress)
-		_, err := p.Wait(waitCtx)
+		promptCtx, endWatch := endAtPrompt(waitCtx, p, a.Offset)
+		_, err := p.Wait(promptCtx)
+		prompted := atPrompt(promptCtx)
+		endWatch()
 		stop()
-		if err != nil {
-			if ctx.Err() != nil {
-				return "", err
-			}
+		switch {
+		case err == nil:
+		case prompted:
+			note = promptNote
+		case ctx.Err() != nil:
+			return "", err
+		default:
 			note = "The process did not exit within 30 seconds; it is still running."
 		}
 	}
@@ -254,16 +267,20 @@ func (tb *Toolbox) wait(ctx context.Context, a waitArgs, progress Progress) (str
 	waitCtx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	stop := follow(waitCtx, p, a.Offset, progress)
+	promptCtx, endWatch := endAtPrompt(waitCtx, p, a.Offset)
+	defer endWatch()
 	var matched, note string
 	timedOut := func() bool { return waitCtx.Err() != nil && ctx.Err() == nil }
 	switch {
 	case a.Port != nil:
-		pt, err := p.WaitPort(waitCtx, *a.Port)
+		pt, err := p.WaitPort(promptCtx, *a.Port)
 		switch {
 		case err == nil:
 			r.field("listening", fmt.Sprintf("%s %s port %d (pid %d)", pt.Network, pt.Addr, pt.Port, pt.PID))
 		case errors.Is(err, agentproc.ErrExited):
 			note = "The process exited before it listened on the port."
+		case atPrompt(promptCtx):
+			note = promptNote
 		case timedOut():
 			note = fmt.Sprintf("It did not listen on the port within %s; the process is still running. Read its output to see why.", timeout)
 		case errors.Is(err, agentproc.ErrUnsupported):
@@ -274,12 +291,16 @@ func (tb *Toolbox) wait(ctx context.Context, a waitArgs, progress Progress) (str
 			return "", err
 		}
 	case re != nil:
-		line, err := p.WaitMatch(waitCtx, re, agentproc.Plain)
+		line, err := p.WaitMatch(promptCtx, re, agentproc.Plain)
 		switch {
 		case err == nil:
 			matched = line
 		case errors.Is(err, agentproc.ErrExited):
 			note = "The process exited without printing a line that matches pattern."
+		case atPrompt(promptCtx):
+			if matched = promptMatch(p, a.Offset, re); matched == "" {
+				note = promptNote
+			}
 		case timedOut():
 			note = fmt.Sprintf("No line matched pattern within %s; the process is still running.", timeout)
 		default:
@@ -287,12 +308,16 @@ func (tb *Toolbox) wait(ctx context.Context, a waitArgs, progress Progress) (str
 			return "", err
 		}
 	default:
-		if _, err := p.Wait(waitCtx); err != nil {
-			if !timedOut() {
+		if _, err := p.Wait(promptCtx); err != nil {
+			switch {
+			case atPrompt(promptCtx):
+				note = promptNote
+			case timedOut():
+				note = fmt.Sprintf("The process did not exit within %s; it is still running.", timeout)
+			default:
 				stop()
 				return "", err
 			}
-			note = fmt.Sprintf("The process did not exit within %s; it is still running.", timeout)
 		}
 	}
 	stop()
