@@ -13,6 +13,8 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
+	"syscall"
 	"text/tabwriter"
 	"time"
 
@@ -405,7 +407,8 @@ written, and exit with its exit code, as docker run does. One argument is a
 shell command as written; several are quoted so each stays one argument.
 With -d, print the process ID and return at once; the process keeps running
 on the serve (agentproc logs -f ID follows it, agentproc stop ID stops it).
-Ctrl-C passes an interrupt to the command.
+Ctrl-C passes an interrupt to the command, which decides; SIGTERM and
+SIGHUP stop it (terminate, then kill after 10 s) and run exits with 128+N.
 
 Examples:
   agentproc run -- make test
@@ -439,7 +442,21 @@ func runRun(ctx context.Context, e *env, args []string) error {
 	if *timeout > 0 {
 		req.Timeout = timeout.String()
 	}
-	resp, err := cl.Start(ctx, req)
+	// Registered before the start, so that a signal that comes while it
+	// is under way waits in sigs instead of ending run (SIGHUP's default)
+	// with the command left running.
+	sigs := make(chan os.Signal, 4)
+	if !*detach {
+		signal.Notify(sigs, forwardedSignals...)
+		defer signal.Stop(sigs)
+	}
+	startCtx := ctx
+	if !*detach {
+		// A SIGTERM also ends ctx; the start still completes, so that
+		// the signal, waiting in sigs, stops what was started.
+		startCtx = context.WithoutCancel(ctx)
+	}
+	resp, err := cl.Start(startCtx, req)
 	if err != nil {
 		return err
 	}
@@ -460,26 +477,42 @@ func runRun(ctx context.Context, e *env, args []string) error {
 		return nil
 	}
 
-	// Attached: an interrupt goes to the command, which decides; the
-	// output is followed to its end either way.
-	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, os.Interrupt)
-	defer signal.Stop(sigs)
+	// Attached: the signals that end a foreground command reach the
+	// remote one, and the output is followed to its end either way.
+	// SIGINT (Ctrl-C) is passed on as an interrupt, and the command
+	// decides; SIGTERM (kill, timeout, a CI cancel, a service stop) and
+	// SIGHUP (the terminal closed) stop it as stop does, and run then
+	// exits with 128+N, as a shell reports a command a signal ended.
 	fctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancel()
+	var stoppedBy atomic.Int32
+	forwarded := make(chan struct{})
 	go func() {
+		defer close(forwarded)
 		for {
 			select {
 			case <-fctx.Done():
 				return
-			case <-sigs:
-				_ = cl.Signal(fctx, resp.ID, agentproc.SignalInterrupt)
+			case sig := <-sigs:
+				if sig == os.Interrupt {
+					_ = cl.Signal(fctx, resp.ID, agentproc.SignalInterrupt)
+					continue
+				}
+				if n, ok := sig.(syscall.Signal); ok {
+					stoppedBy.Store(int32(n))
+				}
+				go func() { _ = stopOne(fctx, cl, resp.ID, stopGrace) }()
 			}
 		}
 	}()
 	out, err := followOutput(fctx, cl, resp.ID, false, e.stdout)
+	cancel()
+	<-forwarded
 	if err != nil {
 		return err
+	}
+	if n := stoppedBy.Load(); n != 0 {
+		return exitCode(128 + int(n))
 	}
 	if out.ExitCode == nil {
 		return fmt.Errorf("%s ended without an exit code (%s)", resp.ID, exitState(out))
@@ -489,6 +522,13 @@ func runRun(ctx context.Context, e *env, args []string) error {
 	}
 	return nil
 }
+
+// forwardedSignals are the signals run -- CMD passes on to the command.
+var forwardedSignals = []os.Signal{os.Interrupt, syscall.SIGTERM, syscall.SIGHUP}
+
+// stopGrace is how long run gives a command it stops on SIGTERM or SIGHUP
+// after the terminate signal, before it is killed: stop's default.
+const stopGrace = 10 * time.Second
 
 // shellCommand is the command line for argv: one argument is a shell
 // command as written (run -- 'make && ./app'); several are quoted for sh so

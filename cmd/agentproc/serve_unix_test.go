@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"os"
@@ -296,5 +297,35 @@ func TestClientsRefuseForeignSocketDir(t *testing.T) {
 		if n := <-accepted; n != 0 {
 			t.Errorf("%s dir: the planted server got %d connections, want 0", tc.name, n)
 		}
+	}
+}
+
+// TestRunForwardsSignals: agentproc run -- CMD stopped by SIGTERM (kill,
+// timeout, a CI cancel) or SIGHUP (the terminal closed) stops the remote
+// command and exits with 128+N, instead of waiting for the command or
+// dying with it left running.
+func TestRunForwardsSignals(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	dir := t.TempDir()
+	sock := filepath.Join(dir, "agentproc.sock")
+	startServe(t, ctx, "--socket", sock, "--workdir", dir, "--grace", "2s")
+	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGHUP} {
+		pidFile := filepath.Join(dir, fmt.Sprintf("sleeper-%d.pid", sig))
+		cmd := exec.CommandContext(ctx, os.Args[0], "run", "--", "echo $$ > "+pidFile+"; exec sleep 3600")
+		cmd.Env = append(os.Environ(), runMainEnv+"=1", socketEnv+"="+sock)
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		waitFile(t, ctx, pidFile)
+		if err := cmd.Process.Signal(sig); err != nil {
+			t.Fatal(err)
+		}
+		_ = cmd.Wait()
+		if got, want := cmd.ProcessState.ExitCode(), 128+int(sig); got != want {
+			t.Errorf("run after %v: got exit %d, want %d", sig, got, want)
+		}
+		requireGone(t, ctx, pidFile)
 	}
 }
