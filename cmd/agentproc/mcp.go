@@ -79,7 +79,8 @@ func runMCP(ctx context.Context, e *env, args []string) error {
 	// The sandbox is the Toolbox's, per request: execute's description
 	// then tells the model what its commands may reach.
 	srv := newMCPServer(llmtool.New(m.Scope(""), mf.toolOptions(int64(maxOutput), sb)))
-	runErr := srv.Run(ctx, &mcp.IOTransport{Reader: io.NopCloser(e.stdin), Writer: nopWriteCloser{e.stdout}})
+	out := &syncWriter{w: e.stdout}
+	runErr := srv.Run(ctx, &mcp.IOTransport{Reader: newFrameFilter(e.stdin, out), Writer: out})
 	// The client is gone (or a signal came): nothing it started may outlive
 	// it. Shutdown gives every process the grace period at once.
 	sctx, cancel := context.WithTimeout(context.Background(), mf.grace+5*time.Second)
@@ -92,12 +93,6 @@ func runMCP(ctx context.Context, e *env, args []string) error {
 	}
 	return nil
 }
-
-// nopWriteCloser lets the transport close stdout's wrapper without closing
-// the process's stdout under a log line still being written.
-type nopWriteCloser struct{ io.Writer }
-
-func (nopWriteCloser) Close() error { return nil }
 
 // mcpInstructions is what the server tells the client about itself; clients
 // show it to the model.
