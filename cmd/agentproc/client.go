@@ -293,6 +293,10 @@ func runLogs(ctx context.Context, e *env, args []string) error {
 	return err
 }
 
+// errNoOffsets is a reply to an offset read that carries no offsets: a
+// server of another version, or something else on the socket.
+var errNoOffsets = errors.New("the server's output reply has no offsets (is it an agentproc serve of this version?)")
+
 // followOutput writes id's output to w from the start, as it is written,
 // until the process exits, and returns its final state. Each read blocks on
 // the serve until there is more (?follow=true), so a quiet process costs
@@ -303,6 +307,9 @@ func followOutput(ctx context.Context, cl *httpapi.Client, id string, plain bool
 		out, err := cl.Output(ctx, id, httpapi.OutputOptions{Offset: &off, Follow: true, Plain: plain})
 		if err != nil {
 			return out, err
+		}
+		if out.Position == nil {
+			return out, errNoOffsets
 		}
 		if out.Omitted > 0 {
 			fmt.Fprintf(w, "\n[... %d bytes omitted ...]\n", out.Omitted)
@@ -318,6 +325,9 @@ func followOutput(ctx context.Context, cl *httpapi.Client, id string, plain bool
 			// its exit instead of asking again at once.
 			if out, err = cl.Output(ctx, id, httpapi.OutputOptions{Wait: true, Offset: &out.Next}); err != nil {
 				return out, err
+			}
+			if out.Position == nil {
+				return out, errNoOffsets
 			}
 		}
 		off = out.Next
