@@ -83,7 +83,7 @@ func call[A any](ctx context.Context, args json.RawMessage, progress Progress, f
 type executeArgs struct {
 	Command         string `json:"command"`
 	WorkDir         string `json:"workdir"`
-	Timeout         int    `json:"timeout"`
+	Timeout         *int   `json:"timeout"`
 	RunInBackground bool   `json:"run_in_background"`
 	Stdin           bool   `json:"stdin"`
 }
@@ -92,9 +92,9 @@ func (tb *Toolbox) execute(ctx context.Context, a executeArgs, progress Progress
 	if strings.TrimSpace(a.Command) == "" {
 		return "", xerrors.New("command is required")
 	}
-	timeout := time.Duration(a.Timeout) * time.Second
-	if a.Timeout < 0 || timeout > MaxTimeout {
-		return "", xerrors.Errorf("timeout must be between 1 and %d seconds", int(MaxTimeout/time.Second))
+	timeout, err := seconds(a.Timeout, MaxTimeout)
+	if err != nil {
+		return "", err
 	}
 	background := a.RunInBackground || a.Stdin
 	if timeout == 0 && !background {
@@ -229,12 +229,25 @@ func (tb *Toolbox) output(ctx context.Context, a outputArgs, progress Progress) 
 	return r.String(), nil
 }
 
+// seconds returns a timeout argument as a Duration, 0 when it is absent. The
+// range is checked on the integer, before it is multiplied: 18446744074
+// seconds overflow a Duration and would wrap to 290 ms.
+func seconds(n *int, most time.Duration) (time.Duration, error) {
+	if n == nil {
+		return 0, nil
+	}
+	if max := int(most / time.Second); *n < 1 || *n > max {
+		return 0, xerrors.Errorf("timeout must be between 1 and %d seconds (omit it for the default)", max)
+	}
+	return time.Duration(*n) * time.Second, nil
+}
+
 type waitArgs struct {
 	ProcessID string `json:"process_id"`
 	Port      *int   `json:"port"`
 	Pattern   string `json:"pattern"`
 	Offset    int64  `json:"offset"`
-	Timeout   int    `json:"timeout"`
+	Timeout   *int   `json:"timeout"`
 }
 
 func (tb *Toolbox) wait(ctx context.Context, a waitArgs, progress Progress) (string, error) {
@@ -248,12 +261,12 @@ func (tb *Toolbox) wait(ctx context.Context, a waitArgs, progress Progress) (str
 	if a.Port != nil && re != nil {
 		return "", xerrors.New("give port or pattern, not both: wait for one, then the other")
 	}
-	timeout := DefaultWait
-	if a.Timeout != 0 {
-		timeout = time.Duration(a.Timeout) * time.Second
-		if a.Timeout < 0 || timeout > MaxWait {
-			return "", xerrors.Errorf("timeout must be between 1 and %d seconds", int(MaxWait/time.Second))
-		}
+	timeout, err := seconds(a.Timeout, MaxWait)
+	if err != nil {
+		return "", err
+	}
+	if timeout == 0 {
+		timeout = DefaultWait
 	}
 	if a.Offset < 0 {
 		return "", xerrors.New("offset must not be negative")

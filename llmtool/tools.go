@@ -135,7 +135,7 @@ func tools(o Options) []Tool {
 				"timeout": map[string]any{
 					"type": "integer", "minimum": 1, "maximum": int(MaxTimeout / time.Second),
 					"description": "Seconds after which the command is stopped (terminate, then kill). " +
-						"Defaults to 120 for a foreground command; a background command runs until stopped unless you set it.",
+						"Omit it for the default: 120 for a foreground command; a background command runs until stopped unless you set it.",
 				},
 				"run_in_background": map[string]any{
 					"type": "boolean",
@@ -187,7 +187,7 @@ func tools(o Options) []Tool {
 				"offset": offset,
 				"timeout": map[string]any{
 					"type": "integer", "minimum": 1, "maximum": int(MaxWait / time.Second),
-					"description": "Seconds to wait at most. Defaults to 60.",
+					"description": "Seconds to wait at most. Omit it for the default, 60.",
 				},
 			}),
 		},
