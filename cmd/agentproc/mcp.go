@@ -63,7 +63,7 @@ func runMCP(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	m := agentproc.New(opts...)
-	if err := recovered(ctx, m, mf.stateDir); err != nil {
+	if err := recovered(ctx, m, &mf, e.stderr); err != nil {
 		m.Close()
 		return err
 	}
@@ -88,6 +88,7 @@ func runMCP(ctx context.Context, e *env, args []string) error {
 	if err := m.Shutdown(sctx); err != nil {
 		return fmt.Errorf("stopping the processes: %w", err)
 	}
+	mf.endSession()
 	if runErr != nil && !errors.Is(runErr, context.Canceled) && !errors.Is(runErr, io.EOF) && ctx.Err() == nil {
 		return runErr
 	}

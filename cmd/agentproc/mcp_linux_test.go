@@ -2,6 +2,9 @@ package main
 
 import (
 	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -68,5 +71,63 @@ func TestMCPWaitsEndAtPrompt(t *testing.T) {
 	res, err = c.call(ctx, "process_wait", map[string]any{"process_id": id, "timeout": 20}, false)
 	if err != nil || field(res.text, "state") != "exited with code 0" || !strings.Contains(output(res.text), "got y") {
 		t.Errorf("after the answer: got %+v, %v; want the exit and the answer", res, err)
+	}
+}
+
+// TestMCPSharedStateDir: sessions given the same --state-dir (the help's
+// one fixed directory) each get tools, in a directory of their own under
+// it; one killed with SIGKILL leaves an orphan that the next session stops,
+// while a live session's process runs on, and a session that ends removes
+// its directory.
+func TestMCPSharedStateDir(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	dir := t.TempDir()
+	state := filepath.Join(t.TempDir(), "state")
+	start := func() (*goClient, *exec.Cmd) {
+		cmd := agentprocCmd("mcp", "--workdir", dir, "--state-dir", state, "--sandbox", "none", "--grace", "2s")
+		return newGoClient(t, ctx, cmd), cmd
+	}
+	sleeper := func(c *goClient, name string) string {
+		t.Helper()
+		pidFile := filepath.Join(dir, name+".pid")
+		res, err := c.call(ctx, "execute", map[string]any{"command": "echo $$ > " + pidFile + "; exec sleep 3600", "run_in_background": true}, false)
+		if err != nil || res.isError {
+			t.Fatalf("%s: execute: got %+v, %v; want it started", name, res, err)
+		}
+		waitFile(t, ctx, pidFile)
+		return pidFile
+	}
+	live, _ := start()
+	livePID := sleeper(live, "live")
+	doomed, doomedCmd := start()
+	orphanPID := sleeper(doomed, "orphan")
+	if err := doomedCmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	_ = doomed.close()
+	if pid := readPID(t, orphanPID); !alive(pid) {
+		t.Fatalf("process %d ended with its killed server; the test needs it orphaned", pid)
+	}
+	third, _ := start()
+	if pid := readPID(t, orphanPID); alive(pid) {
+		t.Errorf("process %d, orphaned by a killed session, still runs after the next session started", pid)
+	}
+	if pid := readPID(t, livePID); !alive(pid) {
+		t.Errorf("process %d of a live session was stopped by a new session on the same --state-dir", pid)
+	}
+	sessions := func() int {
+		entries, _ := os.ReadDir(state)
+		return len(entries)
+	}
+	if got := sessions(); got != 2 {
+		t.Errorf("state dir: got %d session dirs, want 2 (the live ones)", got)
+	}
+	_ = third.close()
+	_ = live.close()
+	requireGone(t, ctx, livePID)
+	if got := sessions(); got != 0 {
+		t.Errorf("state dir after the sessions ended: got %d session dirs, want 0", got)
 	}
 }

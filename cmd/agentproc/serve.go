@@ -119,7 +119,7 @@ func runServe(ctx context.Context, e *env, args []string) error {
 	// The operator's policy is the Manager's default, which a client of
 	// the API can only narrow (httpapi's "sandbox" field).
 	m := agentproc.New(append(opts, agentproc.WithSandbox(sb))...)
-	if err := recovered(ctx, m, mf.stateDir); err != nil {
+	if err := recovered(ctx, m, &mf, e.stderr); err != nil {
 		m.Close()
 		l.Close()
 		return err
@@ -149,6 +149,7 @@ func runServe(ctx context.Context, e *env, args []string) error {
 	if err := m.Shutdown(sctx); err != nil {
 		return fmt.Errorf("stopping the processes: %w", err)
 	}
+	mf.endSession()
 	if serveErr != nil && !errors.Is(serveErr, http.ErrServerClosed) {
 		return serveErr
 	}
