@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"sync"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -120,20 +121,63 @@ func toolHandler(tb *llmtool.Toolbox, name string) mcp.ToolHandler {
 	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		var progress llmtool.Progress
 		if token := req.Params.GetProgressToken(); token != nil {
-			progress = func(written int64, newest string) {
+			var mu sync.Mutex // one notification at a time, in order
+			var last float64
+			notify := func(p float64, msg string) {
+				mu.Lock()
+				defer mu.Unlock()
+				// Progress must increase (the specification): a heartbeat
+				// repeats the last value plus a little.
+				if p <= last {
+					p = last + 1e-3
+				}
+				last = p
 				// A lost notification is only a missed update: the result
 				// carries the output in full.
 				_ = req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{
 					ProgressToken: token,
-					Progress:      float64(written),
-					Message:       newest,
+					Progress:      p,
+					Message:       msg,
 				})
 			}
+			progress = func(written int64, newest string) { notify(float64(written), newest) }
+			stop := heartbeat(ctx, func() { notify(0, "still running, no new output") })
+			defer stop()
 		}
 		text, err := tb.Dispatch(ctx, name, req.Params.Arguments, progress)
 		if err != nil {
 			return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: err.Error()}}}, nil
 		}
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: text}}}, nil
+	}
+}
+
+// heartbeatInterval is how often a call that waits notifies progress
+// though nothing was printed: clients that time a call out unless progress
+// resets the clock (the TypeScript SDK's resetTimeoutOnProgress, 60 s by
+// default) then wait for a quiet build as long as it runs.
+const heartbeatInterval = 5 * time.Second
+
+// heartbeat calls beat every heartbeatInterval until ctx ends or stop is
+// called; stop returns once no beat can follow.
+func heartbeat(ctx context.Context, beat func()) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(heartbeatInterval)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				beat()
+			}
+		}
+	}()
+	return func() {
+		cancel()
+		<-done
 	}
 }
