@@ -83,7 +83,7 @@ func call[A any](ctx context.Context, args json.RawMessage, progress Progress, f
 type executeArgs struct {
 	Command         string `json:"command"`
 	WorkDir         string `json:"workdir"`
-	Timeout         int    `json:"timeout"`
+	Timeout         *int   `json:"timeout"`
 	RunInBackground bool   `json:"run_in_background"`
 	Stdin           bool   `json:"stdin"`
 }
@@ -92,9 +92,9 @@ func (tb *Toolbox) execute(ctx context.Context, a executeArgs, progress Progress
 	if strings.TrimSpace(a.Command) == "" {
 		return "", xerrors.New("command is required")
 	}
-	timeout := time.Duration(a.Timeout) * time.Second
-	if a.Timeout < 0 || timeout > MaxTimeout {
-		return "", xerrors.Errorf("timeout must be between 1 and %d seconds", int(MaxTimeout/time.Second))
+	timeout, err := seconds(a.Timeout, MaxTimeout)
+	if err != nil {
+		return "", err
 	}
 	background := a.RunInBackground || a.Stdin
 	if timeout == 0 && !background {
@@ -195,13 +195,20 @@ func (tb *Toolbox) output(ctx context.Context, a outputArgs, progress Progress) 
 	switch {
 	case re != nil:
 		stop := follow(waitCtx, p, a.Offset, progress)
-		line, err := p.WaitMatch(waitCtx, re, agentproc.Plain)
+		promptCtx, endWatch := endAtPrompt(waitCtx, p, a.Offset)
+		line, err := p.WaitMatch(promptCtx, re, agentproc.Plain)
+		prompted := atPrompt(promptCtx)
+		endWatch()
 		stop()
 		switch {
 		case err == nil:
 			matched = line
 		case errors.Is(err, agentproc.ErrExited):
 			note = "The process exited without printing a line that matches wait_for."
+		case prompted:
+			if matched = promptMatch(p, a.Offset, re); matched == "" {
+				note = promptNote
+			}
 		case waitCtx.Err() != nil && ctx.Err() == nil:
 			note = "No line matched wait_for within 30 seconds; the process is still running."
 		default:
@@ -209,12 +216,18 @@ func (tb *Toolbox) output(ctx context.Context, a outputArgs, progress Progress) 
 		}
 	case a.Wait:
 		stop := follow(waitCtx, p, a.Offset, progress)
-		_, err := p.Wait(waitCtx)
+		promptCtx, endWatch := endAtPrompt(waitCtx, p, a.Offset)
+		_, err := p.Wait(promptCtx)
+		prompted := atPrompt(promptCtx)
+		endWatch()
 		stop()
-		if err != nil {
-			if ctx.Err() != nil {
-				return "", err
-			}
+		switch {
+		case err == nil:
+		case prompted:
+			note = promptNote
+		case ctx.Err() != nil:
+			return "", err
+		default:
 			note = "The process did not exit within 30 seconds; it is still running."
 		}
 	}
@@ -224,12 +237,25 @@ func (tb *Toolbox) output(ctx context.Context, a outputArgs, progress Progress) 
 	return r.String(), nil
 }
 
+// seconds returns a timeout argument as a Duration, 0 when it is absent. The
+// range is checked on the integer, before it is multiplied: 18446744074
+// seconds overflow a Duration and would wrap to 290 ms.
+func seconds(n *int, most time.Duration) (time.Duration, error) {
+	if n == nil {
+		return 0, nil
+	}
+	if max := int(most / time.Second); *n < 1 || *n > max {
+		return 0, xerrors.Errorf("timeout must be between 1 and %d seconds (omit it for the default)", max)
+	}
+	return time.Duration(*n) * time.Second, nil
+}
+
 type waitArgs struct {
 	ProcessID string `json:"process_id"`
 	Port      *int   `json:"port"`
 	Pattern   string `json:"pattern"`
 	Offset    int64  `json:"offset"`
-	Timeout   int    `json:"timeout"`
+	Timeout   *int   `json:"timeout"`
 }
 
 func (tb *Toolbox) wait(ctx context.Context, a waitArgs, progress Progress) (string, error) {
@@ -243,12 +269,12 @@ func (tb *Toolbox) wait(ctx context.Context, a waitArgs, progress Progress) (str
 	if a.Port != nil && re != nil {
 		return "", xerrors.New("give port or pattern, not both: wait for one, then the other")
 	}
-	timeout := DefaultWait
-	if a.Timeout != 0 {
-		timeout = time.Duration(a.Timeout) * time.Second
-		if a.Timeout < 0 || timeout > MaxWait {
-			return "", xerrors.Errorf("timeout must be between 1 and %d seconds", int(MaxWait/time.Second))
-		}
+	timeout, err := seconds(a.Timeout, MaxWait)
+	if err != nil {
+		return "", err
+	}
+	if timeout == 0 {
+		timeout = DefaultWait
 	}
 	if a.Offset < 0 {
 		return "", xerrors.New("offset must not be negative")
@@ -262,16 +288,20 @@ func (tb *Toolbox) wait(ctx context.Context, a waitArgs, progress Progress) (str
 	waitCtx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	stop := follow(waitCtx, p, a.Offset, progress)
+	promptCtx, endWatch := endAtPrompt(waitCtx, p, a.Offset)
+	defer endWatch()
 	var matched, note string
 	timedOut := func() bool { return waitCtx.Err() != nil && ctx.Err() == nil }
 	switch {
 	case a.Port != nil:
-		pt, err := p.WaitPort(waitCtx, *a.Port)
+		pt, err := p.WaitPort(promptCtx, *a.Port)
 		switch {
 		case err == nil:
 			r.field("listening", fmt.Sprintf("%s %s port %d (pid %d)", pt.Network, pt.Addr, pt.Port, pt.PID))
 		case errors.Is(err, agentproc.ErrExited):
 			note = "The process exited before it listened on the port."
+		case atPrompt(promptCtx):
+			note = promptNote
 		case timedOut():
 			note = fmt.Sprintf("It did not listen on the port within %s; the process is still running. Read its output to see why.", timeout)
 		case errors.Is(err, agentproc.ErrUnsupported):
@@ -282,12 +312,16 @@ func (tb *Toolbox) wait(ctx context.Context, a waitArgs, progress Progress) (str
 			return "", err
 		}
 	case re != nil:
-		line, err := p.WaitMatch(waitCtx, re, agentproc.Plain)
+		line, err := p.WaitMatch(promptCtx, re, agentproc.Plain)
 		switch {
 		case err == nil:
 			matched = line
 		case errors.Is(err, agentproc.ErrExited):
 			note = "The process exited without printing a line that matches pattern."
+		case atPrompt(promptCtx):
+			if matched = promptMatch(p, a.Offset, re); matched == "" {
+				note = promptNote
+			}
 		case timedOut():
 			note = fmt.Sprintf("No line matched pattern within %s; the process is still running.", timeout)
 		default:
@@ -295,12 +329,16 @@ func (tb *Toolbox) wait(ctx context.Context, a waitArgs, progress Progress) (str
 			return "", err
 		}
 	default:
-		if _, err := p.Wait(waitCtx); err != nil {
-			if !timedOut() {
+		if _, err := p.Wait(promptCtx); err != nil {
+			switch {
+			case atPrompt(promptCtx):
+				note = promptNote
+			case timedOut():
+				note = fmt.Sprintf("The process did not exit within %s; it is still running.", timeout)
+			default:
 				stop()
 				return "", err
 			}
-			note = fmt.Sprintf("The process did not exit within %s; it is still running.", timeout)
 		}
 	}
 	stop()

@@ -135,7 +135,7 @@ func tools(o Options) []Tool {
 				"timeout": map[string]any{
 					"type": "integer", "minimum": 1, "maximum": int(MaxTimeout / time.Second),
 					"description": "Seconds after which the command is stopped (terminate, then kill). " +
-						"Defaults to 120 for a foreground command; a background command runs until stopped unless you set it.",
+						"Omit it for the default: 120 for a foreground command; a background command runs until stopped unless you set it.",
 				},
 				"run_in_background": map[string]any{
 					"type": "boolean",
@@ -154,7 +154,8 @@ func tools(o Options) []Tool {
 			Description: "Read the output of a process started by execute. The result holds the output from offset on and next, " +
 				"the offset to pass the next time to get only output written since: pass back next instead of rereading everything. " +
 				"Optionally wait first, at most 30 seconds: wait until the process exits, or wait_for until an output line matches a " +
-				"regular expression, such as the line a server prints when it is ready to accept requests.",
+				"regular expression, such as the line a server prints when it is ready to accept requests. " +
+				"A wait ends at once when the process waits for input; wait_for also matches the unfinished prompt line then.",
 			ReadOnly: true,
 			InputSchema: object([]string{"process_id"}, map[string]any{
 				"process_id": processID,
@@ -171,7 +172,8 @@ func tools(o Options) []Tool {
 			Name: "process_wait",
 			Description: "Wait until a process started by execute is ready or done, instead of sleeping: until its process tree " +
 				"listens on port (0 for any port), until an output line matches pattern, or, with neither, until it exits. " +
-				"It returns as soon as that happens, when the process exits, or after timeout seconds (default 60, at most 600), " +
+				"It returns as soon as that happens, when the process exits, when it waits for input (pattern also matches the " +
+				"unfinished prompt line then), or after timeout seconds (default 60, at most 600), " +
 				"with the output from offset on and next, like process_output. Use it after starting a server in the background.",
 			ReadOnly: true,
 			InputSchema: object([]string{"process_id"}, map[string]any{
@@ -185,7 +187,7 @@ func tools(o Options) []Tool {
 				"offset": offset,
 				"timeout": map[string]any{
 					"type": "integer", "minimum": 1, "maximum": int(MaxWait / time.Second),
-					"description": "Seconds to wait at most. Defaults to 60.",
+					"description": "Seconds to wait at most. Omit it for the default, 60.",
 				},
 			}),
 		},

@@ -136,6 +136,10 @@ func TestDispatchRejectsBadCalls(t *testing.T) {
 		{"execute", `{"command": "true", "timeout": "10s"}`, "invalid arguments"},
 		{"execute", `{"command": "true", "timeout": 100000}`, "timeout must be between"},
 		{"execute", `{"command": "true", "timeout": -1}`, "timeout must be between"},
+		{"execute", `{"command": "true", "timeout": 0}`, "timeout must be between"},
+		// 18446744074 s is 2^64 ns and a little: multiplied first, it
+		// wrapped to 290 ms and passed the range check.
+		{"execute", `{"command": "true", "timeout": 18446744074}`, "timeout must be between"},
 		{"execute", `{"command": "true", "workdir": "/does/not/exist"}`, "could not start"},
 		{"process_output", `{}`, "process_id is required"},
 		{"process_output", `{"process_id": "` + unknownID + `"}`, "no process"},
@@ -147,6 +151,8 @@ func TestDispatchRejectsBadCalls(t *testing.T) {
 		{"process_wait", `{"process_id": "` + unknownID + `", "port": 70000}`, "port must be between"},
 		{"process_wait", `{"process_id": "` + unknownID + `", "port": 80, "pattern": "x"}`, "not both"},
 		{"process_wait", `{"process_id": "` + unknownID + `", "timeout": 100000}`, "timeout must be between"},
+		{"process_wait", `{"process_id": "` + unknownID + `", "timeout": 18446744074}`, "timeout must be between"},
+		{"process_wait", `{"process_id": "` + unknownID + `", "timeout": 0}`, "timeout must be between"},
 		{"process_wait", `{"process_id": "` + unknownID + `", "pattern": "("}`, "pattern is not a valid"},
 		{"process_input", `{"process_id": "` + unknownID + `"}`, "give text"},
 		{"process_input", `{"process_id": "` + unknownID + `", "text": "y\n"}`, "no process"},

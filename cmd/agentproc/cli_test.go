@@ -1,6 +1,9 @@
 package main
 
 import (
+	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -39,6 +42,34 @@ func TestShellCommand(t *testing.T) {
 	} {
 		if got := shellCommand(tt.argv); got != tt.want {
 			t.Errorf("shellCommand(%q): got %s, want %s", tt.argv, got, tt.want)
+		}
+	}
+}
+
+// TestMCPRefusesBadStart: a work dir that is missing or not a directory,
+// and a stray argument (agentproc mcp ~/project), end mcp at startup with
+// exit 2 and the reason, before any client could call a tool in the wrong
+// place or unconfined.
+func TestMCPRefusesBadStart(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	file := filepath.Join(dir, "file")
+	if err := os.WriteFile(file, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"mcp", "--workdir", filepath.Join(dir, "typo")}, "--workdir " + filepath.Join(dir, "typo") + ": no such file"},
+		{[]string{"mcp", "--workdir", file, "--sandbox", "none"}, "is not a directory"},
+		{[]string{"mcp", dir}, fmt.Sprintf("unexpected argument %q", dir)},
+		{[]string{"ps", "extra"}, `unexpected argument "extra"`},
+	} {
+		var out, errOut strings.Builder
+		code := run(tt.args, strings.NewReader(""), &out, &errOut)
+		if code != exitUsage || !strings.Contains(errOut.String(), tt.want) || out.Len() != 0 {
+			t.Errorf("%q: got exit %d, stdout %q, stderr %q; want exit 2 and %q", tt.args, code, out.String(), errOut.String(), tt.want)
 		}
 	}
 }

@@ -11,7 +11,10 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
+	"sync/atomic"
+	"syscall"
 	"text/tabwriter"
 	"time"
 
@@ -23,22 +26,22 @@ import (
 type clientFlags struct {
 	socket string
 	url    string
-	token  string
+	token  tokenFlags
 	owner  string
 }
 
 func (c *clientFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.socket, "socket", "", "Unix socket of the serve (default $"+socketEnv+", or serve's default)")
 	fs.StringVar(&c.url, "url", os.Getenv("AGENTPROC_URL"), "URL of a serve --listen instead, such as http://127.0.0.1:7070 (default $AGENTPROC_URL)")
-	fs.StringVar(&c.token, "token", "", "bearer token of that serve (default $"+tokenEnv+")")
+	c.token.register(fs, "file holding the bearer token of that serve (default $"+tokenEnv+")")
 	fs.StringVar(&c.owner, "owner", "", "act for this owner (an agent's name); by default, the processes started without one")
 }
 
 // client returns the httpapi.Client the flags describe.
 func (c *clientFlags) client() (*httpapi.Client, error) {
-	token := c.token
-	if token == "" {
-		token = os.Getenv(tokenEnv)
+	token, err := c.token.token()
+	if err != nil {
+		return nil, err
 	}
 	cl := &httpapi.Client{URL: c.url, Header: http.Header{}, HTTPClient: &http.Client{}}
 	if c.url == "" {
@@ -47,6 +50,16 @@ func (c *clientFlags) client() (*httpapi.Client, error) {
 			var err error
 			if path, err = defaultSocket(false); err != nil {
 				return nil, err
+			}
+			if os.Getenv(socketEnv) == "" {
+				// The default directory gets serve's owner and mode check
+				// before anything is sent: without $XDG_RUNTIME_DIR it is
+				// under the shared temp dir, where another user could
+				// have made it first, with their own server inside to
+				// receive the command line and the token.
+				if err := checkPrivateDir(filepath.Dir(path)); err != nil && !errors.Is(err, os.ErrNotExist) {
+					return nil, fmt.Errorf("not connecting to %s: %w", path, err)
+				}
 			}
 		}
 		// The host name is never resolved: every connection dials the
@@ -117,7 +130,9 @@ func runPS(ctx context.Context, e *env, args []string) error {
 	asJSON := fs.Bool("json", false, "print the processes as a JSON array (httpapi.Process), all of them")
 	quiet := fs.Bool("q", false, "print IDs only")
 	noTrunc := fs.Bool("no-trunc", false, "print full IDs and commands")
-	if _, err := parse(fs, e, args, 0); err != nil {
+	if rest, err := parse(fs, e, args, 0); err != nil {
+		return err
+	} else if err := noArgs(rest); err != nil {
 		return err
 	}
 	cl, err := cf.client()
@@ -278,6 +293,10 @@ func runLogs(ctx context.Context, e *env, args []string) error {
 	return err
 }
 
+// errNoOffsets is a reply to an offset read that carries no offsets: a
+// server of another version, or something else on the socket.
+var errNoOffsets = errors.New("the server's output reply has no offsets (is it an agentproc serve of this version?)")
+
 // followOutput writes id's output to w from the start, as it is written,
 // until the process exits, and returns its final state. Each read blocks on
 // the serve until there is more (?follow=true), so a quiet process costs
@@ -288,6 +307,9 @@ func followOutput(ctx context.Context, cl *httpapi.Client, id string, plain bool
 		out, err := cl.Output(ctx, id, httpapi.OutputOptions{Offset: &off, Follow: true, Plain: plain})
 		if err != nil {
 			return out, err
+		}
+		if out.Position == nil {
+			return out, errNoOffsets
 		}
 		if out.Omitted > 0 {
 			fmt.Fprintf(w, "\n[... %d bytes omitted ...]\n", out.Omitted)
@@ -303,6 +325,9 @@ func followOutput(ctx context.Context, cl *httpapi.Client, id string, plain bool
 			// its exit instead of asking again at once.
 			if out, err = cl.Output(ctx, id, httpapi.OutputOptions{Wait: true, Offset: &out.Next}); err != nil {
 				return out, err
+			}
+			if out.Position == nil {
+				return out, errNoOffsets
 			}
 		}
 		off = out.Next
@@ -392,7 +417,8 @@ written, and exit with its exit code, as docker run does. One argument is a
 shell command as written; several are quoted so each stays one argument.
 With -d, print the process ID and return at once; the process keeps running
 on the serve (agentproc logs -f ID follows it, agentproc stop ID stops it).
-Ctrl-C passes an interrupt to the command.
+Ctrl-C passes an interrupt to the command, which decides; SIGTERM and
+SIGHUP stop it (terminate, then kill after 10 s) and run exits with 128+N.
 
 Examples:
   agentproc run -- make test
@@ -426,7 +452,21 @@ func runRun(ctx context.Context, e *env, args []string) error {
 	if *timeout > 0 {
 		req.Timeout = timeout.String()
 	}
-	resp, err := cl.Start(ctx, req)
+	// Registered before the start, so that a signal that comes while it
+	// is under way waits in sigs instead of ending run (SIGHUP's default)
+	// with the command left running.
+	sigs := make(chan os.Signal, 4)
+	if !*detach {
+		signal.Notify(sigs, forwardedSignals...)
+		defer signal.Stop(sigs)
+	}
+	startCtx := ctx
+	if !*detach {
+		// A SIGTERM also ends ctx; the start still completes, so that
+		// the signal, waiting in sigs, stops what was started.
+		startCtx = context.WithoutCancel(ctx)
+	}
+	resp, err := cl.Start(startCtx, req)
 	if err != nil {
 		return err
 	}
@@ -447,26 +487,42 @@ func runRun(ctx context.Context, e *env, args []string) error {
 		return nil
 	}
 
-	// Attached: an interrupt goes to the command, which decides; the
-	// output is followed to its end either way.
-	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, os.Interrupt)
-	defer signal.Stop(sigs)
+	// Attached: the signals that end a foreground command reach the
+	// remote one, and the output is followed to its end either way.
+	// SIGINT (Ctrl-C) is passed on as an interrupt, and the command
+	// decides; SIGTERM (kill, timeout, a CI cancel, a service stop) and
+	// SIGHUP (the terminal closed) stop it as stop does, and run then
+	// exits with 128+N, as a shell reports a command a signal ended.
 	fctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancel()
+	var stoppedBy atomic.Int32
+	forwarded := make(chan struct{})
 	go func() {
+		defer close(forwarded)
 		for {
 			select {
 			case <-fctx.Done():
 				return
-			case <-sigs:
-				_ = cl.Signal(fctx, resp.ID, agentproc.SignalInterrupt)
+			case sig := <-sigs:
+				if sig == os.Interrupt {
+					_ = cl.Signal(fctx, resp.ID, agentproc.SignalInterrupt)
+					continue
+				}
+				if n, ok := sig.(syscall.Signal); ok {
+					stoppedBy.Store(int32(n))
+				}
+				go func() { _ = stopOne(fctx, cl, resp.ID, stopGrace) }()
 			}
 		}
 	}()
 	out, err := followOutput(fctx, cl, resp.ID, false, e.stdout)
+	cancel()
+	<-forwarded
 	if err != nil {
 		return err
+	}
+	if n := stoppedBy.Load(); n != 0 {
+		return exitCode(128 + int(n))
 	}
 	if out.ExitCode == nil {
 		return fmt.Errorf("%s ended without an exit code (%s)", resp.ID, exitState(out))
@@ -476,6 +532,13 @@ func runRun(ctx context.Context, e *env, args []string) error {
 	}
 	return nil
 }
+
+// forwardedSignals are the signals run -- CMD passes on to the command.
+var forwardedSignals = []os.Signal{os.Interrupt, syscall.SIGTERM, syscall.SIGHUP}
+
+// stopGrace is how long run gives a command it stops on SIGTERM or SIGHUP
+// after the terminate signal, before it is killed: stop's default.
+const stopGrace = 10 * time.Second
 
 // shellCommand is the command line for argv: one argument is a shell
 // command as written (run -- 'make && ./app'); several are quoted for sh so

@@ -1,11 +1,11 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -92,6 +92,15 @@ func parseFlags(fs *flag.FlagSet, e *env, args []string) error {
 	return nil
 }
 
+// noArgs refuses arguments left after the flags of a command that takes
+// none: agentproc mcp ~/project must not run in the current directory.
+func noArgs(rest []string) error {
+	if len(rest) > 0 {
+		return usagef("unexpected argument %q: this command takes flags only", rest[0])
+	}
+	return nil
+}
+
 // byteSize is a flag holding a size in bytes, written as 1048576, 64KiB,
 // 512MiB or 2GiB (K, M and G are binary too).
 type byteSize int64
@@ -142,6 +151,7 @@ type managerFlags struct {
 	tail     byteSize
 	maxLine  int
 	stateDir string
+	session  string // this session's dir under stateDir (statedir.go)
 	cgroup   string
 	sandbox  string
 	network  string
@@ -158,7 +168,7 @@ func (m *managerFlags) register(fs *flag.FlagSet, defaultWorkdir string) {
 	fs.Var(&m.head, "head", "bytes of long output kept at its start")
 	fs.Var(&m.tail, "tail", "bytes of long output kept at its end")
 	fs.IntVar(&m.maxLine, "max-line", agentproc.DefaultMaxLineBytes, "longest line shown whole; longer ones are cut")
-	fs.StringVar(&m.stateDir, "state-dir", "", "directory where processes are recorded, so a later agentproc stops what a crashed one left running")
+	fs.StringVar(&m.stateDir, "state-dir", "", "directory under which each session records its processes, so a later one stops what a crashed one left running; sessions may share it")
 }
 
 // registerSandbox adds --sandbox and --network; def is what an unset
@@ -173,6 +183,18 @@ func (m *managerFlags) options() ([]agentproc.Option, error) {
 	if m.grace <= 0 {
 		return nil, usagef("--grace must be positive")
 	}
+	if m.workdir != "" {
+		// A mistyped directory is refused before anything runs: every
+		// command would fail to start in it, or (before this check) the
+		// sandbox was given up and commands ran elsewhere.
+		fi, err := os.Stat(m.workdir)
+		switch {
+		case err != nil:
+			return nil, usagef("--workdir %s: %v", m.workdir, errors.Unwrap(err))
+		case !fi.IsDir():
+			return nil, usagef("--workdir %s is not a directory", m.workdir)
+		}
+	}
 	opts := []agentproc.Option{
 		agentproc.WithGracePeriod(m.grace),
 		agentproc.WithOutputLimits(int(m.head), int(m.tail), m.maxLine),
@@ -184,8 +206,11 @@ func (m *managerFlags) options() ([]agentproc.Option, error) {
 	if l := (agentproc.Limits{Memory: int64(m.memory), Procs: m.procs, CPU: m.cpu}); !l.IsZero() {
 		opts = append(opts, agentproc.WithLimits(l))
 	}
-	if m.stateDir != "" {
-		opts = append(opts, agentproc.WithStateDir(m.stateDir))
+	if err := m.newSession(); err != nil {
+		return nil, err
+	}
+	if m.session != "" {
+		opts = append(opts, agentproc.WithStateDir(m.session))
 	}
 	if m.cgroup != "" {
 		opts = append(opts, agentproc.WithCgroup(m.cgroup))
@@ -199,17 +224,4 @@ func (m *managerFlags) toolOptions(maxOutput int64, sb *agentproc.Sandbox) llmto
 		maxOutput = -1
 	}
 	return llmtool.Options{HeadBytes: int(m.head), TailBytes: int(m.tail), MaxOutput: maxOutput, Sandbox: sb}
-}
-
-// recovered waits, with a state dir, until m has stopped what a server
-// that died left running, so a session starts clean, and reports an
-// unusable dir before anything runs.
-func recovered(ctx context.Context, m *agentproc.Manager, stateDir string) error {
-	if stateDir == "" {
-		return nil
-	}
-	if _, err := m.Recovered(ctx); err != nil {
-		return fmt.Errorf("state dir %s: %w", stateDir, err)
-	}
-	return nil
 }

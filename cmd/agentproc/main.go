@@ -163,7 +163,9 @@ Examples:
   agentproc version
   agentproc --version
 `)
-	if _, err := parse(fs, e, args, 0); err != nil {
+	if rest, err := parse(fs, e, args, 0); err != nil {
+		return err
+	} else if err := noArgs(rest); err != nil {
 		return err
 	}
 	fmt.Fprintln(e.stdout, "agentproc", version())

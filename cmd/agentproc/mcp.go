@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"sync"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -47,8 +48,12 @@ func runMCP(ctx context.Context, e *env, args []string) error {
 	mf.registerSandbox(fs, "workspace where this host supports it, else none")
 	maxOutput := byteSize(llmtool.DefaultMaxOutput)
 	fs.Var(&maxOutput, "max-output", "stop a command once its output passes this size (none: never)")
-	if _, err := parse(fs, e, args, 0); err != nil {
+	rest, err := parse(fs, e, args, 0)
+	if err != nil {
 		return err
+	}
+	if len(rest) > 0 {
+		return usagef("unexpected argument %q: mcp takes flags only (a project directory is --workdir %s)", rest[0], rest[0])
 	}
 	opts, err := mf.options()
 	if err != nil {
@@ -59,27 +64,24 @@ func runMCP(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	m := agentproc.New(opts...)
-	if err := recovered(ctx, m, mf.stateDir); err != nil {
+	if err := recovered(ctx, m, &mf, e.stderr); err != nil {
 		m.Close()
 		return err
 	}
 	if sb != nil {
 		if err := probeSandbox(m, sb, mf.workdir); err != nil {
-			if mf.sandbox != "" {
-				m.Close()
-				return fmt.Errorf("the workspace sandbox cannot confine commands in %s here: %w (--sandbox=none runs them unconfined)", mf.workdir, err)
-			}
-			// The default must not leave an agent without tools: say
-			// why, loudly, and run unconfined.
-			fmt.Fprintf(e.stderr, "agentproc mcp: warning: the workspace sandbox cannot confine commands in %s here (%v); "+
-				"they run unconfined. Start it in a project directory, or pass --sandbox=none to choose this.\n", mf.workdir, err)
-			sb = nil
+			// The default is refused as loudly as a chosen sandbox: an
+			// MCP client hides stderr, so a warning there would leave the
+			// agent running unconfined without anyone knowing.
+			m.Close()
+			return usagef("the workspace sandbox cannot confine commands in %s here: %v (--sandbox=none runs them unconfined)", mf.workdir, err)
 		}
 	}
 	// The sandbox is the Toolbox's, per request: execute's description
 	// then tells the model what its commands may reach.
 	srv := newMCPServer(llmtool.New(m.Scope(""), mf.toolOptions(int64(maxOutput), sb)))
-	runErr := srv.Run(ctx, &mcp.IOTransport{Reader: io.NopCloser(e.stdin), Writer: nopWriteCloser{e.stdout}})
+	out := &syncWriter{w: e.stdout}
+	runErr := srv.Run(ctx, &mcp.IOTransport{Reader: newFrameFilter(e.stdin, out), Writer: out})
 	// The client is gone (or a signal came): nothing it started may outlive
 	// it. Shutdown gives every process the grace period at once.
 	sctx, cancel := context.WithTimeout(context.Background(), mf.grace+5*time.Second)
@@ -87,17 +89,12 @@ func runMCP(ctx context.Context, e *env, args []string) error {
 	if err := m.Shutdown(sctx); err != nil {
 		return fmt.Errorf("stopping the processes: %w", err)
 	}
+	mf.endSession()
 	if runErr != nil && !errors.Is(runErr, context.Canceled) && !errors.Is(runErr, io.EOF) && ctx.Err() == nil {
 		return runErr
 	}
 	return nil
 }
-
-// nopWriteCloser lets the transport close stdout's wrapper without closing
-// the process's stdout under a log line still being written.
-type nopWriteCloser struct{ io.Writer }
-
-func (nopWriteCloser) Close() error { return nil }
 
 // mcpInstructions is what the server tells the client about itself; clients
 // show it to the model.
@@ -124,20 +121,63 @@ func toolHandler(tb *llmtool.Toolbox, name string) mcp.ToolHandler {
 	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		var progress llmtool.Progress
 		if token := req.Params.GetProgressToken(); token != nil {
-			progress = func(written int64, newest string) {
+			var mu sync.Mutex // one notification at a time, in order
+			var last float64
+			notify := func(p float64, msg string) {
+				mu.Lock()
+				defer mu.Unlock()
+				// Progress must increase (the specification): a heartbeat
+				// repeats the last value plus a little.
+				if p <= last {
+					p = last + 1e-3
+				}
+				last = p
 				// A lost notification is only a missed update: the result
 				// carries the output in full.
 				_ = req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{
 					ProgressToken: token,
-					Progress:      float64(written),
-					Message:       newest,
+					Progress:      p,
+					Message:       msg,
 				})
 			}
+			progress = func(written int64, newest string) { notify(float64(written), newest) }
+			stop := heartbeat(ctx, func() { notify(0, "still running, no new output") })
+			defer stop()
 		}
 		text, err := tb.Dispatch(ctx, name, req.Params.Arguments, progress)
 		if err != nil {
 			return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: err.Error()}}}, nil
 		}
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: text}}}, nil
+	}
+}
+
+// heartbeatInterval is how often a call that waits notifies progress
+// though nothing was printed: clients that time a call out unless progress
+// resets the clock (the TypeScript SDK's resetTimeoutOnProgress, 60 s by
+// default) then wait for a quiet build as long as it runs.
+const heartbeatInterval = 5 * time.Second
+
+// heartbeat calls beat every heartbeatInterval until ctx ends or stop is
+// called; stop returns once no beat can follow.
+func heartbeat(ctx context.Context, beat func()) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(heartbeatInterval)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				beat()
+			}
+		}
+	}()
+	return func() {
+		cancel()
+		<-done
 	}
 }

@@ -345,3 +345,24 @@ func TestGoSDKSession(t *testing.T) {
 	}
 	requireGone(t, ctx, pidFile)
 }
+
+// TestMCPProgressHeartbeat: a call that waits on a silent command sends a
+// progress notification at least every heartbeatInterval when the client
+// asked for progress (a token), and none when it did not.
+func TestMCPProgressHeartbeat(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	dir := t.TempDir()
+	c := newGoClient(t, ctx, agentprocCmd("mcp", "--workdir", dir, "--sandbox", "none"))
+	defer c.close()
+	cmd := fmt.Sprintf("sleep %d", int(2*heartbeatInterval/time.Second)+1)
+	res, err := c.call(ctx, "execute", map[string]any{"command": cmd}, true)
+	if err != nil || res.isError || len(res.progress) < 2 {
+		t.Errorf("%s with a progress token: got %d notifications (%q), %v; want at least 2", cmd, len(res.progress), res.progress, err)
+	}
+	res, err = c.call(ctx, "execute", map[string]any{"command": "sleep 6"}, false)
+	if err != nil || res.isError || len(res.progress) != 0 {
+		t.Errorf("without a token: got %d notifications, %v; want none", len(res.progress), err)
+	}
+}

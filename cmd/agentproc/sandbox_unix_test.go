@@ -57,11 +57,12 @@ func TestMCPSandboxDefault(t *testing.T) {
 	}
 }
 
-// TestMCPSandboxFallsBack: a work dir the workspace sandbox cannot confine
-// (it holds a credential directory the policy hides) leaves the default
-// server working, unconfined, with a warning; asked for explicitly, the
-// sandbox is an error.
-func TestMCPSandboxFallsBack(t *testing.T) {
+// TestMCPSandboxRefusedAtStartup: a work dir the workspace sandbox cannot
+// confine (it holds a credential directory the policy hides) is a startup
+// error, exit 2 with why, whether the sandbox is the default or chosen: an
+// MCP client hides stderr, so a warning there let commands run unconfined
+// unseen. --sandbox=none runs them, as chosen.
+func TestMCPSandboxRefusedAtStartup(t *testing.T) {
 	t.Parallel()
 	if !agentproc.SandboxSupport().Supported {
 		t.Skipf("the sandbox is not supported here: %s", agentproc.SandboxSupport())
@@ -72,26 +73,24 @@ func TestMCPSandboxFallsBack(t *testing.T) {
 	if err := os.Mkdir(filepath.Join(home, ".ssh"), 0o700); err != nil {
 		t.Fatal(err)
 	}
-	cmd := agentprocCmd("mcp", "--workdir", home)
+	for _, args := range [][]string{nil, {"--sandbox", "workspace"}} {
+		var stderr bytes.Buffer
+		cmd := agentprocCmd(append([]string{"mcp", "--workdir", home}, args...)...)
+		cmd.Env = append(cmd.Env, "HOME="+home)
+		cmd.Stderr = &stderr
+		cmd.Stdin = strings.NewReader("")
+		err := cmd.Run()
+		if code := cmd.ProcessState.ExitCode(); code != exitUsage || !strings.Contains(stderr.String(), "the workspace sandbox cannot confine commands in "+home) {
+			t.Errorf("mcp %v in a home dir: got exit %d (%v), stderr %q; want exit 2 and why", args, code, err, stderr.String())
+		}
+	}
+
+	cmd := agentprocCmd("mcp", "--workdir", home, "--sandbox", "none")
 	cmd.Env = append(cmd.Env, "HOME="+home)
-	var warning bytes.Buffer
-	cmd.Stderr = &warning
 	c := newGoClient(t, ctx, cmd)
 	res, err := c.call(ctx, "execute", map[string]any{"command": "echo works"}, false)
 	if err != nil || res.isError || !strings.Contains(res.text, "works") {
-		t.Errorf("default sandbox in a home dir: got %+v, %v; want the command run", res, err)
+		t.Errorf("--sandbox=none in a home dir: got %+v, %v; want the command run", res, err)
 	}
 	c.close()
-	if !strings.Contains(warning.String(), "warning: the workspace sandbox cannot confine commands in "+home) {
-		t.Errorf("default sandbox in a home dir: stderr %q, want a warning that says why", warning.String())
-	}
-
-	var stderr bytes.Buffer
-	explicit := agentprocCmd("mcp", "--workdir", home, "--sandbox", "workspace")
-	explicit.Env = append(explicit.Env, "HOME="+home)
-	explicit.Stderr = &stderr
-	explicit.Stdin = strings.NewReader("")
-	if err := explicit.Run(); err == nil || !strings.Contains(stderr.String(), "the workspace sandbox cannot confine commands in") {
-		t.Errorf("--sandbox=workspace in a home dir: %v, stderr %q; want an error that says why", err, stderr.String())
-	}
 }

@@ -6,6 +6,7 @@ import (
 	"crypto/subtle"
 	"encoding/hex"
 	"errors"
+	"flag"
 	"fmt"
 	"net"
 	"net/http"
@@ -22,8 +23,9 @@ const serveHelp = `Serve the HTTP API (package httpapi) for people, scripts and 
 speak HTTP. By default it listens on a Unix socket that only your user can
 open (mode 0600, in a directory of mode 0700): no token is needed, the file
 system is the lock. With --listen it listens on a TCP address instead, and
-then only with a bearer token: --token, $AGENTPROC_TOKEN, or one generated
-and printed to stderr. Whoever holds the token runs commands as you.
+then only with a bearer token: --token-file, $AGENTPROC_TOKEN, or one
+generated and printed to stderr (never --token VALUE: every local user can
+read a command line). Whoever holds the token runs commands as you.
 
 The client commands (ps, logs, stop, run) talk to it, and a web page at /
 shows the processes and their output live, to follow and stop them (with
@@ -42,7 +44,8 @@ Examples:
   agentproc serve --listen 127.0.0.1:7070
 
   # With a token of your own, and the Coder profile:
-  AGENTPROC_TOKEN=$(openssl rand -hex 32) agentproc serve --listen 127.0.0.1:7070 --coder
+  openssl rand -hex 32 > ~/.agentproc-token && chmod 600 ~/.agentproc-token
+  agentproc serve --listen 127.0.0.1:7070 --token-file ~/.agentproc-token --coder
 `
 
 // tokenEnv holds the bearer token for serve --listen and the clients.
@@ -56,16 +59,20 @@ func runServe(ctx context.Context, e *env, args []string) error {
 	mf.registerSandbox(fs, "none")
 	socket := fs.String("socket", "", "Unix socket to listen on (default "+displaySocket()+")")
 	listen := fs.String("listen", "", "TCP address to listen on instead of the socket, such as 127.0.0.1:7070; needs a token")
-	token := fs.String("token", "", "bearer token clients must send (default $"+tokenEnv+", or generated with --listen)")
+	var tf tokenFlags
+	tf.register(fs, "bearer token clients must send, read from this file (default $"+tokenEnv+", or generated with --listen)")
 	coder := fs.Bool("coder", false, "also serve Coder's process API under /api/v0/processes")
-	if _, err := parse(fs, e, args, 0); err != nil {
+	if rest, err := parse(fs, e, args, 0); err != nil {
+		return err
+	} else if err := noArgs(rest); err != nil {
 		return err
 	}
 	if *listen != "" && *socket != "" {
 		return usagef("use --socket or --listen, not both")
 	}
-	if *token == "" {
-		*token = os.Getenv(tokenEnv)
+	token, err := tf.token()
+	if err != nil {
+		return err
 	}
 	opts, err := mf.options()
 	if err != nil {
@@ -74,12 +81,12 @@ func runServe(ctx context.Context, e *env, args []string) error {
 
 	var l net.Listener
 	if *listen != "" {
-		generated := *token == ""
+		generated := token == ""
 		if generated {
-			if *token, err = newToken(); err != nil {
+			if token, err = newToken(); err != nil {
 				return err
 			}
-			fmt.Fprintf(e.stderr, "agentproc serve: no token given; clients must send this one:\n%s=%s\n", tokenEnv, *token)
+			fmt.Fprintf(e.stderr, "agentproc serve: no token given; clients must send this one:\n%s=%s\n", tokenEnv, token)
 		}
 		if l, err = net.Listen("tcp", *listen); err != nil {
 			return err
@@ -88,7 +95,7 @@ func runServe(ctx context.Context, e *env, args []string) error {
 		// browser never sends. A token of the user's own is not echoed.
 		shown := "TOKEN"
 		if generated {
-			shown = *token
+			shown = token
 		}
 		fmt.Fprintf(e.stderr, "agentproc serve: web page: http://%s/#token=%s\n", l.Addr(), shown)
 	} else {
@@ -112,7 +119,7 @@ func runServe(ctx context.Context, e *env, args []string) error {
 	// The operator's policy is the Manager's default, which a client of
 	// the API can only narrow (httpapi's "sandbox" field).
 	m := agentproc.New(append(opts, agentproc.WithSandbox(sb))...)
-	if err := recovered(ctx, m, mf.stateDir); err != nil {
+	if err := recovered(ctx, m, &mf, e.stderr); err != nil {
 		m.Close()
 		l.Close()
 		return err
@@ -125,7 +132,7 @@ func runServe(ctx context.Context, e *env, args []string) error {
 		}
 	}
 	srv := &http.Server{
-		Handler:           serveMux(m, *token, *coder),
+		Handler:           serveMux(m, token, *coder),
 		ReadHeaderTimeout: 10 * time.Second,
 	}
 	errc := make(chan error, 1)
@@ -142,6 +149,7 @@ func runServe(ctx context.Context, e *env, args []string) error {
 	if err := m.Shutdown(sctx); err != nil {
 		return fmt.Errorf("stopping the processes: %w", err)
 	}
+	mf.endSession()
 	if serveErr != nil && !errors.Is(serveErr, http.ErrServerClosed) {
 		return serveErr
 	}
@@ -175,6 +183,39 @@ func serveMux(m *agentproc.Manager, token string, coder bool) http.Handler {
 		mux.Handle("/api/v0/processes/", http.StripPrefix("/api/v0/processes", httpapi.NewHandler(m, append(opts, httpapi.WithCoderCompat())...)))
 	}
 	return mux
+}
+
+// tokenFlags are --token-file, and --token, kept only to refuse a secret
+// written on the command line, which /proc/PID/cmdline shows every local
+// user.
+type tokenFlags struct {
+	file  string
+	value string
+}
+
+func (t *tokenFlags) register(fs *flag.FlagSet, usage string) {
+	fs.StringVar(&t.file, "token-file", "", usage)
+	fs.StringVar(&t.value, "token", "", "refused: every local user can read a command line; use --token-file or $"+tokenEnv)
+}
+
+// token returns the token of --token-file, else of $AGENTPROC_TOKEN, else
+// "".
+func (t *tokenFlags) token() (string, error) {
+	if t.value != "" {
+		return "", usagef("--token puts the secret in the process list, readable by every local user; use --token-file FILE or $%s", tokenEnv)
+	}
+	if t.file == "" {
+		return os.Getenv(tokenEnv), nil
+	}
+	b, err := os.ReadFile(t.file)
+	if err != nil {
+		return "", usagef("--token-file: %v", err)
+	}
+	tok := strings.TrimSpace(string(b))
+	if tok == "" || strings.ContainsAny(tok, "\r\n") {
+		return "", usagef("--token-file %s: want one line holding the token", t.file)
+	}
+	return tok, nil
 }
 
 // newToken returns 32 random bytes in hex.

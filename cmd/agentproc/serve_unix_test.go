@@ -6,6 +6,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -151,10 +153,14 @@ func TestServeTCPNeedsToken(t *testing.T) {
 	if code != 0 || out != "hi\n" {
 		t.Fatalf("run with the token: exit %d, %q, %q", code, out, errOut)
 	}
-	out, _, code = cli(t, ctx, url, "run", "--token", s.token, "-d", "--", "sleep 3600")
+	tokenFile := filepath.Join(dir, "token")
+	if err := os.WriteFile(tokenFile, []byte(s.token+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, _, code = cli(t, ctx, url, "run", "--token-file", tokenFile, "-d", "--", "sleep 3600")
 	id := strings.TrimSpace(out)
 	if code != 0 || len(id) != 36 {
-		t.Fatalf("run -d with --token: exit %d, %q", code, out)
+		t.Fatalf("run -d with --token-file: exit %d, %q", code, out)
 	}
 	out, _, code = cli(t, ctx, append(url, tokenEnv+"="+s.token), "stop", "--all")
 	if code != 0 || strings.TrimSpace(out) != id {
@@ -162,6 +168,42 @@ func TestServeTCPNeedsToken(t *testing.T) {
 	}
 	if code := s.stop(t); code != 0 {
 		t.Errorf("serve exit code %d after SIGTERM, want 0", code)
+	}
+}
+
+// TestTokenNeverOnCommandLine: a token given as an argument, which every
+// local user reads in /proc/PID/cmdline, is refused by serve and the
+// clients alike (exit 2, saying what to use instead), before serve listens
+// or a client sends anything; --token-file is read.
+func TestTokenNeverOnCommandLine(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	dir := t.TempDir()
+	for _, args := range [][]string{
+		{"serve", "--listen", "127.0.0.1:0", "--workdir", dir, "--token", "s3cret"},
+		{"run", "--url", "http://127.0.0.1:1", "--token", "s3cret", "--", "id"},
+		{"ps", "--token=s3cret"},
+	} {
+		_, errOut, code := cli(t, ctx, nil, args...)
+		if code != exitUsage || !strings.Contains(errOut, "--token puts the secret in the process list") || !strings.Contains(errOut, "--token-file") {
+			t.Errorf("%q: got exit %d, stderr %q; want exit 2 and --token-file offered", args, code, errOut)
+		}
+	}
+	tokenFile := filepath.Join(dir, "token")
+	if err := os.WriteFile(tokenFile, []byte("t0ken\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s := startServe(t, ctx, "--listen", "127.0.0.1:0", "--workdir", dir, "--token-file", tokenFile)
+	if s.token != "" {
+		t.Errorf("serve printed a token (%q) though --token-file gave one", s.token)
+	}
+	url := []string{"AGENTPROC_URL=" + s.addr}
+	if out, errOut, code := cli(t, ctx, url, "run", "--token-file", tokenFile, "--", "echo", "hi"); code != 0 || out != "hi\n" {
+		t.Errorf("run with --token-file: got exit %d, %q, %q; want hi", code, out, errOut)
+	}
+	if _, errOut, code := cli(t, ctx, append(url, tokenEnv+"=wrong"), "ps"); code != 1 || !strings.Contains(errOut, "401") {
+		t.Errorf("ps with a wrong token: got exit %d, %q; want 401", code, errOut)
 	}
 }
 
@@ -199,5 +241,91 @@ func TestParseSize(t *testing.T) {
 		if got, err := parseSize(in); err == nil {
 			t.Errorf("parseSize(%q): got %d, want an error", in, got)
 		}
+	}
+}
+
+// TestClientsRefuseForeignSocketDir: the clients apply serve's owner and
+// mode check to the default socket's directory before dialing, so a server
+// another local user planted there (possible where the directory is under
+// the shared temp dir) never receives a command line or $AGENTPROC_TOKEN.
+func TestClientsRefuseForeignSocketDir(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	type planted struct {
+		name  string
+		setup func(dir string) error
+	}
+	cases := []planted{{"mode 0755", func(dir string) error { return os.Chmod(dir, 0o755) }}}
+	if os.Getuid() == 0 {
+		cases = append(cases, planted{"another user's", func(dir string) error { return os.Chown(dir, 65534, 65534) }})
+	}
+	for _, tc := range cases {
+		runtimeDir := t.TempDir()
+		dir := filepath.Join(runtimeDir, "agentproc")
+		if err := os.Mkdir(dir, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		l, err := net.Listen("unix", filepath.Join(dir, "agentproc.sock"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		accepted := make(chan int)
+		go func() {
+			n := 0
+			for {
+				c, err := l.Accept()
+				if err != nil {
+					accepted <- n
+					return
+				}
+				n++
+				c.Close()
+			}
+		}()
+		if err := tc.setup(dir); err != nil {
+			t.Fatal(err)
+		}
+		env := []string{"XDG_RUNTIME_DIR=" + runtimeDir, socketEnv + "=", tokenEnv + "=s3cret"}
+		for _, args := range [][]string{{"ps"}, {"run", "--", "id"}, {"logs", "x"}, {"stop", "--all"}} {
+			_, errOut, code := cli(t, ctx, env, args...)
+			if code != exitError || !strings.Contains(errOut, "not connecting to "+filepath.Join(dir, "agentproc.sock")) {
+				t.Errorf("%s dir, %q: got exit %d, stderr %q; want exit 1 and not connecting", tc.name, args, code, errOut)
+			}
+		}
+		l.Close()
+		if n := <-accepted; n != 0 {
+			t.Errorf("%s dir: the planted server got %d connections, want 0", tc.name, n)
+		}
+	}
+}
+
+// TestRunForwardsSignals: agentproc run -- CMD stopped by SIGTERM (kill,
+// timeout, a CI cancel) or SIGHUP (the terminal closed) stops the remote
+// command and exits with 128+N, instead of waiting for the command or
+// dying with it left running.
+func TestRunForwardsSignals(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	dir := t.TempDir()
+	sock := filepath.Join(dir, "agentproc.sock")
+	startServe(t, ctx, "--socket", sock, "--workdir", dir, "--grace", "2s")
+	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGHUP} {
+		pidFile := filepath.Join(dir, fmt.Sprintf("sleeper-%d.pid", sig))
+		cmd := exec.CommandContext(ctx, os.Args[0], "run", "--", "echo $$ > "+pidFile+"; exec sleep 3600")
+		cmd.Env = append(os.Environ(), runMainEnv+"=1", socketEnv+"="+sock)
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		waitFile(t, ctx, pidFile)
+		if err := cmd.Process.Signal(sig); err != nil {
+			t.Fatal(err)
+		}
+		_ = cmd.Wait()
+		if got, want := cmd.ProcessState.ExitCode(), 128+int(sig); got != want {
+			t.Errorf("run after %v: got exit %d, want %d", sig, got, want)
+		}
+		requireGone(t, ctx, pidFile)
 	}
 }

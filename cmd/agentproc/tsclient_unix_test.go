@@ -158,6 +158,14 @@ func TestTypeScriptSDKSession(t *testing.T) {
 	dir := t.TempDir()
 	c := newTSClient(t, ctx, "mcp", "--workdir", dir, "--grace", "2s")
 	pidFile := runSession(t, ctx, c, dir)
+
+	// A silent command longer than the client's timeout: the heartbeat's
+	// progress resets it (resetTimeoutOnProgress), so the call completes.
+	a, err := c.send(map[string]any{"op": "call", "tool": "execute", "args": map[string]any{"command": "sleep 8; echo done"},
+		"progress": true, "timeout": (heartbeatInterval + 1500*time.Millisecond).Milliseconds()})
+	if err != nil || field(a.Text, "state") != "exited with code 0" || len(a.Progress) == 0 {
+		t.Errorf("a quiet 8 s command with a 6.5 s client timeout: got %+v, %v; want it to complete with heartbeats", a, err)
+	}
 	if err := c.close(); err != nil {
 		t.Errorf("close: %v", err)
 	}

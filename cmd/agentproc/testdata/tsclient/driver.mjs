@@ -5,7 +5,8 @@
 // Go SDK, so the checks live in one place.
 //
 //   {"op": "list"}                                    -> {"tools": [...]}
-//   {"op": "call", "tool", "args", "progress": bool}  -> {"text", "isError", "progress": [...]}
+//   {"op": "call", "tool", "args", "progress": bool, "timeout": ms}
+//                                                     -> {"text", "isError", "progress": [...]}
 //   {"op": "close"}                                   -> {"closed": true}
 import readline from "node:readline";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
@@ -32,7 +33,7 @@ for await (const line of rl) {
       break;
     } else {
       const progress = [];
-      const opts = { timeout: 60000 };
+      const opts = { timeout: req.timeout ?? 60000 };
       if (req.progress) {
         opts.onprogress = (p) => progress.push(p.message ?? "");
         opts.resetTimeoutOnProgress = true;

@@ -1,0 +1,41 @@
+package main
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestClientsRefuseRepliesWithoutOffsets: logs -f and run against a server
+// whose output replies carry no offsets (another version, a foreign
+// socket) exit 1 with an error, instead of panicking.
+func TestClientsRefuseRepliesWithoutOffsets(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	const id = "0badc0de-0000-4000-8000-000000000000"
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		switch {
+		case r.URL.Path == "/list":
+			io.WriteString(w, `{"processes":[{"id":"`+id+`","command":"x","running":true}]}`)
+		case r.URL.Path == "/start":
+			io.WriteString(w, `{"id":"`+id+`"}`)
+		default:
+			io.WriteString(w, `{"output":"hi\n","running":true}`)
+		}
+	}))
+	defer srv.Close()
+	env := []string{"AGENTPROC_URL=" + srv.URL, tokenEnv + "="}
+	for _, args := range [][]string{{"logs", "-f", id[:8]}, {"run", "--", "echo", "hi"}} {
+		_, errOut, code := cli(t, ctx, env, args...)
+		if code != exitError || strings.Contains(errOut, "panic") || !strings.Contains(errOut, "has no offsets") {
+			t.Errorf("%q: got exit %d, stderr %q; want exit 1 and the reason", args, code, errOut)
+		}
+	}
+}
