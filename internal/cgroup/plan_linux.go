@@ -470,3 +470,50 @@ func (h host) describeMounts() string {
 	}
 	return "cgroup v2 is mounted at " + strings.Join(v2, ", ") + ", cgroup v1 hierarchies at " + strings.Join(v1, ", ")
 }
+
+// CouldHaveMade reports whether New, on this host, could have made path as
+// a tree's cgroup, so that a record naming it may be trusted with a kill
+// and a removal: a real directory (not a symlink) owned by this user,
+// directly under a parent plan may choose in the cgroup hierarchy that
+// holds it (the top of the hierarchy, the host's own cgroup there or one
+// above it, the host having maybe moved since, or named, WithCgroup's
+// parent, "" for none, and in a v1 hierarchy its namesake), and neither
+// the host's own cgroup nor one that holds it. The caller has checked the
+// name.
+func CouldHaveMade(path, named string) bool {
+	var st unix.Stat_t
+	if unix.Lstat(path, &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFDIR || st.Uid != uint32(os.Geteuid()) {
+		return false
+	}
+	h := currentHost()
+	parent := filepath.Dir(path)
+	namedRel, namedOK := "", false
+	if named != "" && named != Auto {
+		named = filepath.Clean(named)
+		if m := h.mountOf(named); m != nil {
+			rel, _ := filepath.Rel(m.point, named)
+			namedRel, namedOK = filepath.Join(m.root, rel), true
+		}
+	}
+	under := func(dir, p string) bool { return dir == p || strings.HasPrefix(dir, p+"/") }
+	for _, m := range h.mounts {
+		if !strings.HasPrefix(path, m.point+"/") {
+			continue
+		}
+		own := ""
+		switch {
+		case m.v2 && h.own.hasV2:
+			own = m.dirOf(h.own.v2)
+		case !m.v2:
+			own = m.dirOf(h.own.v1[m.controllers[0]])
+		}
+		if own != "" && under(own, path) {
+			return false // the host's own cgroup, or one holding it
+		}
+		if parent == m.point || (own != "" && under(own, parent)) || parent == named ||
+			(namedOK && !m.v2 && parent == m.dirOf(namedRel)) {
+			return true
+		}
+	}
+	return false
+}
