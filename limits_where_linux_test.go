@@ -263,9 +263,23 @@ func runWhere(t *testing.T, cg string, attr *syscall.SysProcAttr, env ...string)
 	}
 	defer unix.Close(fd)
 	attr.UseCgroupFD, attr.CgroupFD = true, fd
-	host, lines := runHost(t, mode, attr, append(env, fmt.Sprintf("%s=%g", whereSlowEnv, slow))...)
-	if err := host.Wait(); err != nil {
+	// The helper reports once it is done, and under emulation that takes
+	// long: its own deadline, stretched by the slowdown, bounds the wait.
+	ctx, cancel := context.WithTimeout(context.Background(), scaled(90*time.Second, slow))
+	defer cancel()
+	host := exec.CommandContext(ctx, os.Args[0])
+	host.SysProcAttr = attr
+	host.Env = append(append(os.Environ(), agentproc.HelperEnv+"="+mode, fmt.Sprintf("%s=%g", whereSlowEnv, slow)), env...)
+	host.Stderr = os.Stderr
+	out, err := host.Output()
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	if err != nil {
+		// Whatever the host left running in the test's cgroup goes with it.
+		_ = os.WriteFile(filepath.Join(cg, "cgroup.kill"), []byte("1"), 0)
 		t.Fatalf("the helper host failed: %v (it printed %q)", err, lines)
+	}
+	if len(lines) > 0 && lines[len(lines)-1] == "ready" {
+		lines = lines[:len(lines)-1]
 	}
 	var r whereResult
 	for _, line := range lines {
