@@ -12,6 +12,8 @@ import (
 
 // The tests read /proc through the package's one reader (proc_linux.go).
 var (
+	// HostHWM is this process's VmHWM, the bound leaderPeak trusts a peak above.
+	HostHWM     = hostHWM
 	ProcState   = procState
 	ProcsMarked = procsMarked
 )

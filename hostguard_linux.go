@@ -133,7 +133,7 @@ func runHostGuard(in *os.File) int {
 		case len(f) == 2 && f[0] == "-":
 			delete(trees, f[1])
 		case len(f) == 5 && f[0] == "+":
-			t := orphanTree{id: f[1], cgroup: f[4]}
+			t := orphanTree{id: f[1], cgroup: f[4], fromHost: true}
 			t.leader.PID, _ = strconv.Atoi(f[2])
 			t.leader.Start, _ = strconv.ParseUint(f[3], 10, 64)
 			if t.leader.PID > 0 {

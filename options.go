@@ -206,8 +206,13 @@ func WithMaxRunning(n int) Option {
 // is then the whole tree's CPU time.
 //
 // Without WithCgroup, a process with Limits still gets cgroups of its own,
-// under the host's own cgroups (see the README's "Which parent"); nothing
-// is ever created above the host's own cgroup unless parent names it.
+// under a default parent found in this order (the README's "Which
+// parent"): the host's own cgroup where it can pass the controllers on;
+// on cgroup v2, the host's own cgroup after the host has moved itself into
+// <own>/agentproc-host, where <own> offers the controllers and holds the
+// host alone; as root, the top of the cgroup v2 hierarchy the host sees
+// (the root cgroup, or a container's cgroup namespace root). Naming a
+// parent opts out of both the move and the climb.
 //
 // Linux only. If parent is not a writable cgroup directory, or this is
 // not Linux, Start fails (wrapping ErrInvalidRequest, or ErrUnsupported
@@ -217,13 +222,11 @@ func WithCgroup(parent string) Option {
 	return optionFunc(func(c *config) { c.cgroupParent = parent })
 }
 
-// CgroupAuto is the WithCgroup parent that makes the library find it: the
-// host's own cgroups as without WithCgroup, and, where the host runs in a
-// delegated cgroup v2 that holds it and nothing else (systemd-run --user
-// --scope -p Delegate=yes), the systemd pattern: the host moves into
-// <own>/agentproc-host, once, and <own> enables the controllers for the
-// processes' cgroups beside it. Unlike the default, every process gets a
-// cgroup, with or without Limits.
+// CgroupAuto is the WithCgroup parent that makes the library find it as
+// it does without WithCgroup (including, where the host runs in a cgroup
+// v2 that holds it and nothing else, such as systemd-run --user --scope -p
+// Delegate=yes, the move of the host into <own>/agentproc-host). Unlike
+// the default, every process gets a cgroup, with or without Limits.
 const CgroupAuto = "auto"
 
 // WithLimits sets the operator's limits: each field of l that is set is

@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/google/uuid"
 	"golang.org/x/sys/unix"
 	"golang.org/x/xerrors"
 
@@ -30,6 +31,12 @@ type orphanTree struct {
 	id     string
 	leader hostIdentity // zero when the record was made before the shell ran
 	cgroup string
+	// parent is the WithCgroup parent of the Manager that reads the
+	// record, "" for none: one more place the tree's cgroup may be.
+	parent string
+	// fromHost says the live host that made the cgroup listed it (the host
+	// guard's list), so its placement needs no check.
+	fromHost bool
 }
 
 // treeKiller stops orphaned trees. A process belongs to a tree when its
@@ -100,13 +107,23 @@ func stopOrphans(trees []orphanTree, grace time.Duration) []int {
 	return k.found
 }
 
-// orphanCgroup returns the tree's cgroup if the record names one that looks
-// like ours: an absolute, clean path in a cgroup hierarchy whose last
-// element is agentproc-ID; a v2 directory where the host had one, else
-// (a pure v1 host) its first v1 directory. Anything else is ignored rather
-// than killed.
+// orphanCgroup returns the tree's cgroup if the record names one this
+// package could have made: an absolute, clean path in a cgroup hierarchy
+// whose last element is agentproc-ID, ID a UUID as Start gives; a v2
+// directory where the host had one, else (a pure v1 host) its first v1
+// directory; and, unless the host that made it listed it, where New could
+// have put it (cgroup.CouldHaveMade: under the top of the hierarchy, the
+// host's own cgroup or one above it, or the Manager's WithCgroup parent;
+// owned by this user; never the host's own). Anything else is ignored
+// rather than killed.
 func orphanCgroup(t orphanTree) *cgroup.Group {
 	if t.cgroup == "" || !filepath.IsAbs(t.cgroup) || filepath.Clean(t.cgroup) != t.cgroup || filepath.Base(t.cgroup) != cgroup.LeafName(t.id) {
+		return nil
+	}
+	if _, err := uuid.Parse(t.id); err != nil {
+		return nil
+	}
+	if !t.fromHost && !cgroup.CouldHaveMade(t.cgroup, t.parent) {
 		return nil
 	}
 	var fs unix.Statfs_t

@@ -55,7 +55,9 @@ import (
 //     counts it; afterwards signal returns errNoProcess.
 //   - exitStatus(state) gives the exit code (128+N for signal N on Unix) and
 //     the OS's name of what ended the process, for Info.ExitSignal.
-//   - usage(state) is CPU time and peak memory; release() frees OS handles.
+//   - usage(state) is CPU time and peak memory (on Unix through
+//     leaderPeak, peak_linux.go: 0 where the leader's maxrss may be the
+//     host's own); release() frees OS handles.
 //
 // Escaped descendants (containment in containment_linux.go, with what it
 // looks for in /proc in proc_linux.go, read through internal/procfs, and

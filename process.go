@@ -110,7 +110,11 @@ type Info struct {
 	// CPUTime is user plus system time, known after exit.
 	CPUTime time.Duration
 	// MaxRSS is the peak resident set size in bytes, known after exit where
-	// the OS reports it. On Windows it is not resident memory: it is the
+	// the OS reports it: with a cgroup whose memory controller is on, the
+	// whole tree's; otherwise the shell's and its waited-for children's. On
+	// Linux without such a cgroup it is 0 (unknown) when it is no more than
+	// the host's own high-water mark, since until exec the shell runs on
+	// the host's memory and the kernel counts that as the shell's. On Windows it is not resident memory: it is the
 	// largest peak commit charge (private memory allocated, in RAM or paged
 	// out) of any one process of the job, the closest figure Windows keeps
 	// per tree.

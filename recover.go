@@ -80,7 +80,7 @@ func (m *Manager) recoverOrphans(entries []string) {
 		if r.Exited || r.Detached || r.Host.Boot != s.host.Boot {
 			continue
 		}
-		trees = append(trees, orphanTree{id: r.ID, leader: r.Leader, cgroup: r.Cgroup})
+		trees = append(trees, orphanTree{id: r.ID, leader: r.Leader, cgroup: r.Cgroup, parent: m.cfg.cgroupParent})
 		treeOf = append(treeOf, i)
 	}
 	found := stopOrphans(trees, m.cfg.grace)

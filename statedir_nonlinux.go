@@ -31,6 +31,7 @@ type orphanTree struct {
 	id     string
 	leader hostIdentity
 	cgroup string
+	parent string
 }
 
 // hostGuard exists only on Linux; a nil *hostGuard does nothing.

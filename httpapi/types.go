@@ -124,7 +124,8 @@ type Process struct {
 	Limits *agentproc.Limits `json:"limits,omitempty"`
 	// Extension: for a process that has exited, its peak memory in bytes
 	// where known (agentproc.Info.MaxRSS): its whole tree's with a cgroup,
-	// the shell's and its waited-for children's otherwise.
+	// the shell's and its waited-for children's otherwise, and absent where
+	// that cannot be told from the host's own memory.
 	PeakMemory int64 `json:"peak_memory_bytes,omitempty"`
 	// Extension: for a process that has exited, the CPU time (user plus
 	// system) it used, in milliseconds (agentproc.Info.CPUTime); absent

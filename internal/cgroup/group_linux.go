@@ -34,10 +34,8 @@ func (l Limits) fields() []string {
 	return f
 }
 
-// Auto is the Spec.Parent (agentproc.CgroupAuto) that lets New do what the
-// default does and, on a delegated cgroup v2 that holds the host, the
-// systemd pattern: move the host into <own>/agentproc-host and enable the
-// controllers in <own>.
+// Auto is the Spec.Parent (agentproc.CgroupAuto): the default parent (see
+// plan), for trees with or without limits.
 const Auto = "auto"
 
 // Spec says what cgroups New makes.
@@ -45,8 +43,8 @@ type Spec struct {
 	// ID names the cgroups: each is "agentproc-<ID>".
 	ID string
 	// Parent is WithCgroup's parent: an absolute path in a cgroup v2 or v1
-	// hierarchy, Auto, or "" for the default (nest under the host's own
-	// cgroups, and only for limits).
+	// hierarchy, Auto, or "" for the default (found by plan, and only for
+	// limits).
 	Parent string
 	// Limits are the limits to hold the tree to.
 	Limits Limits
@@ -164,6 +162,11 @@ func New(s Spec) (*Group, error) {
 	p, err := plan(currentHost(), s)
 	if err != nil {
 		return nil, err
+	}
+	if p.moveHost {
+		if _, err := delegate(p.v2Parent, os.Getpid()); err != nil {
+			return nil, err
+		}
 	}
 	g := &Group{id: s.ID, limits: s.Limits}
 	g.exit.closed = true // until openExitFiles

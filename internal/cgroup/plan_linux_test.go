@@ -20,6 +20,10 @@ func TestPlan(t *testing.T) {
 		v2Controllers string            // the host's own v2 cgroup's cgroup.controllers; "-" for no v2 mount
 		v2Enabled     string            // its cgroup.subtree_control
 		ownV2         string            // the host's v2 cgroup path
+		ownProcs      string            // its cgroup.procs (the host is PID 1)
+		top           string            // the top's cgroup.controllers when ownV2 is not "/"
+		topEnabled    string            // the top's cgroup.subtree_control
+		notRoot       bool              // the host does not run as root
 		v1            map[string]string // controller ("cpu,cpuacct") -> the host's path in that hierarchy
 	}
 	tests := []struct {
@@ -28,10 +32,12 @@ func TestPlan(t *testing.T) {
 		spec    Spec
 		wantV2  string // v2Parent relative to the v2 mount; "" for none
 		wantOpt bool
+		wantMov bool
 		wantV2L Limits
 		wantV1  []string // parents relative to the test root
 		wantV1L Limits
 		wantErr []string
+		notErr  []string
 	}{
 		{
 			name: "hybrid, as root",
@@ -61,16 +67,62 @@ func TestPlan(t *testing.T) {
 			wantV2: "/user.slice/app", wantV2L: Limits{Procs: 5},
 		},
 		{
-			name:    "pure v2, delegated cgroup that holds the host",
-			host:    hostSpec{v2Controllers: "cpu memory pids", ownV2: "/user.slice/app"},
+			name:   "pure v2, occupied cgroup that holds the host alone: the host moves",
+			host:   hostSpec{v2Controllers: "cpu memory pids", ownV2: "/user.slice/app", ownProcs: "1\n"},
+			spec:   Spec{ID: "1", Limits: Limits{Procs: 5}},
+			wantV2: "/user.slice/app", wantMov: true, wantV2L: Limits{Procs: 5},
+		},
+		{
+			name:    "pure v2, cgroup that holds another process, not root",
+			host:    hostSpec{v2Controllers: "cpu memory pids", ownV2: "/user.slice/app", ownProcs: "1\n7\n", notRoot: true},
 			spec:    Spec{ID: "1", Limits: Limits{Procs: 5}},
-			wantErr: []string{"Limits.Procs", "holds the host", "WithCgroup(CgroupAuto)", "systemd-run", "WithCgroup"},
+			wantErr: []string{"Limits.Procs", "holds process 7 besides the host", "systemd-run", "WithCgroup"},
+			notErr:  []string{"as root"},
+		},
+		{
+			name:   "pure v2, cgroup that holds another process, as root: the top",
+			host:   hostSpec{v2Controllers: "cpu memory pids", ownV2: "/system.slice/agent", ownProcs: "1\n7\n", top: "cpu memory pids"},
+			spec:   Spec{ID: "1", Limits: Limits{Procs: 5}},
+			wantV2: "/", wantV2L: Limits{Procs: 5},
+		},
+		{
+			name:   "pure v2, cgroup offering only memory, as root: the top for pids, the own cgroup for memory",
+			host:   hostSpec{v2Controllers: "memory", ownV2: "/system.slice/agent", ownProcs: "1\n", top: "cpu memory pids"},
+			spec:   Spec{ID: "1", Limits: Limits{Procs: 5}},
+			wantV2: "/", wantV2L: Limits{Procs: 5},
+		},
+		{
+			name:   "pure v2, cgroup offering only memory, memory limit: the host moves",
+			host:   hostSpec{v2Controllers: "memory", ownV2: "/system.slice/agent", ownProcs: "1\n", top: "cpu memory pids"},
+			spec:   Spec{ID: "1", Limits: Limits{Memory: 64 << 20}},
+			wantV2: "/system.slice/agent", wantMov: true, wantV2L: Limits{Memory: 64 << 20},
+		},
+		{
+			name:    "pure v2, cgroup offering only memory, not root",
+			host:    hostSpec{v2Controllers: "memory", ownV2: "/user.slice/app", ownProcs: "1\n", top: "cpu memory pids", notRoot: true},
+			spec:    Spec{ID: "1", Limits: Limits{Procs: 5}},
+			wantErr: []string{"Limits.Procs", "lacks pids", `lists "memory"`, "systemd-run", "WithCgroup"},
+			notErr:  []string{"as root"},
+		},
+		{
+			name:    "container: namespace root offering only memory, as root",
+			host:    hostSpec{v2Controllers: "memory", ownV2: "/", ownProcs: "1\n", top: "-"},
+			spec:    Spec{ID: "1", Limits: Limits{Procs: 5}},
+			wantErr: []string{"Limits.Procs", "lacks pids", "enable pids in its cgroup.subtree_control"},
+			notErr:  []string{"as root"},
+		},
+		{
+			name:   "container: namespace root holding the host alone, as root: the host moves",
+			host:   hostSpec{v2Controllers: "cpu memory pids", ownV2: "/", ownProcs: "1\n", top: "-"},
+			spec:   Spec{ID: "1", Limits: Limits{Procs: 5, CPU: 1}},
+			wantV2: "/", wantMov: true, wantV2L: Limits{Procs: 5, CPU: 1},
 		},
 		{
 			name:    "no controller anywhere",
 			host:    hostSpec{v2Controllers: "hugetlb", ownV2: "/"},
 			spec:    Spec{ID: "1", Limits: Limits{Memory: 64 << 20}},
-			wantErr: []string{"Limits.Memory", "memory controller", `lists "hugetlb"`, "no cgroup v1 hierarchy", "root", "WithCgroup"},
+			wantErr: []string{"Limits.Memory", "memory", `lists "hugetlb"`, "WithCgroup"},
+			notErr:  []string{"as root"},
 		},
 		{
 			name:    "no cgroup mounted",
@@ -83,7 +135,7 @@ func TestPlan(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			root := t.TempDir()
-			h := host{own: membership{v1: map[string]string{}}, self: 1}
+			h := host{own: membership{v1: map[string]string{}}, self: 1, root: !tt.host.notRoot}
 			v2point := filepath.Join(root, "unified")
 			if tt.host.v2Controllers != "-" {
 				h.mounts = append(h.mounts, mount{point: v2point, root: "/", v2: true})
@@ -91,6 +143,16 @@ func TestPlan(t *testing.T) {
 				dir := filepath.Join(v2point, tt.host.ownV2)
 				mustWrite(t, filepath.Join(dir, "cgroup.controllers"), tt.host.v2Controllers)
 				mustWrite(t, filepath.Join(dir, "cgroup.subtree_control"), tt.host.v2Enabled)
+				mustWrite(t, filepath.Join(dir, "cgroup.procs"), tt.host.ownProcs)
+				if tt.host.ownV2 != "/" || tt.host.top == "-" {
+					// Not the root cgroup: a cgroup namespace's root
+					// ("-": the top is the own cgroup) or a cgroup below.
+					mustWrite(t, filepath.Join(dir, "cgroup.type"), "domain")
+				}
+				if tt.host.top != "" && tt.host.top != "-" {
+					mustWrite(t, filepath.Join(v2point, "cgroup.controllers"), tt.host.top)
+					mustWrite(t, filepath.Join(v2point, "cgroup.subtree_control"), tt.host.topEnabled)
+				}
 			}
 			for ctls, path := range tt.host.v1 {
 				m := mount{point: filepath.Join(root, strings.ReplaceAll(ctls, ",", "_")), root: "/", controllers: strings.Split(ctls, ",")}
@@ -112,6 +174,11 @@ func TestPlan(t *testing.T) {
 						t.Errorf("error %q: want it to say %q", err, w)
 					}
 				}
+				for _, w := range tt.notErr {
+					if strings.Contains(err.Error(), w) {
+						t.Errorf("error %q: want it not to say %q", err, w)
+					}
+				}
 				return
 			}
 			if err != nil {
@@ -121,9 +188,9 @@ func TestPlan(t *testing.T) {
 			if tt.wantV2 != "" {
 				wantV2 = filepath.Join(v2point, tt.wantV2)
 			}
-			if p.v2Parent != wantV2 || p.v2Optional != tt.wantOpt || p.v2Limits != tt.wantV2L {
-				t.Errorf("v2: got %q optional %v limits %+v, want %q optional %v limits %+v",
-					p.v2Parent, p.v2Optional, p.v2Limits, wantV2, tt.wantOpt, tt.wantV2L)
+			if p.v2Parent != wantV2 || p.v2Optional != tt.wantOpt || p.moveHost != tt.wantMov || p.v2Limits != tt.wantV2L {
+				t.Errorf("v2: got %q optional %v move %v limits %+v, want %q optional %v move %v limits %+v",
+					p.v2Parent, p.v2Optional, p.moveHost, p.v2Limits, wantV2, tt.wantOpt, tt.wantMov, tt.wantV2L)
 			}
 			var gotV1 []string
 			for _, v := range p.v1 {

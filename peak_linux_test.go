@@ -1,0 +1,98 @@
+package agentproc_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/agentproc/agentproc"
+)
+
+func init() {
+	// "fat-host" is a host that has touched 300 MiB, and holds them, when
+	// it runs `true`, then dd with a buffer 100 MiB above the host's own
+	// high-water mark (under -race the host holds more than it touched),
+	// without a cgroup, and prints the two peaks Info reports and dd's
+	// buffer size.
+	agentproc.RegisterHelper("fat-host", func() int {
+		fat := touch(300)
+		ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+		defer cancel()
+		m := agentproc.New()
+		defer m.Close()
+		hwm, ok := agentproc.HostHWM()
+		if !ok {
+			fmt.Println("fail: no VmHWM")
+			return 1
+		}
+		bs := hwm + 100<<20
+		for _, cmd := range []string{"true", fmt.Sprintf("dd if=/dev/zero of=/dev/null bs=%d count=1 2>/dev/null", bs)} {
+			p, err := m.Start(ctx, agentproc.Request{Command: cmd})
+			if err != nil {
+				fmt.Println("fail", err)
+				return 1
+			}
+			info, err := p.Wait(ctx)
+			if err != nil {
+				fmt.Println("fail", err)
+				return 1
+			}
+			fmt.Println(info.MaxRSS)
+		}
+		fmt.Println(bs)
+		runtime.KeepAlive(fat)
+		return 0
+	}, false)
+}
+
+// touch allocates n MiB and writes a byte on every page.
+func touch(n int) []byte {
+	b := make([]byte, n<<20)
+	for i := 0; i < len(b); i += 4096 {
+		b[i] = 1
+	}
+	return b
+}
+
+// TestPeakMemoryIsTheTrees: without a cgroup, the peak memory Info reports
+// is the tree's, never the host's. A host that has touched 300 MiB runs
+// `true`: its leader's ru_maxrss reads 300 MiB (Go's child runs on the
+// host's memory until exec, and exec keeps that high-water mark), which was
+// reported as the tree's; now it is unknown (0) or the tree's own few MiB.
+// A tree that touches 400 MiB, more than the host (dd filling a 400 MiB
+// buffer), is still reported.
+func TestPeakMemoryIsTheTrees(t *testing.T) {
+	t.Parallel()
+	mode := agentproc.UseHelper("fat-host")
+	m := newManager(t)
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := mustStart(t, m, agentproc.Request{Command: "exec " + shellQuote(exe), Env: map[string]string{agentproc.HelperEnv: mode}})
+	// The host touches 300 MiB and more under -race: a longer deadline.
+	ctx, cancel := context.WithTimeout(context.Background(), 3*testTimeout)
+	defer cancel()
+	info, err := p.Wait(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Fields(p.Output().Text)
+	if info.ExitCode == nil || *info.ExitCode != 0 || len(lines) != 3 {
+		t.Fatalf("fat host: got exit %v and output %q, want two peaks and a size", info.ExitCode, p.Output().Text)
+	}
+	peakTrue, _ := strconv.ParseInt(lines[0], 10, 64)
+	peakDD, _ := strconv.ParseInt(lines[1], 10, 64)
+	bs, _ := strconv.ParseInt(lines[2], 10, 64)
+	if peakTrue > 32<<20 {
+		t.Errorf("peak of true run by a host holding 300 MiB: got %s, want the tree's own (at most 32 MiB) or unknown (0)", fmtMiB(peakTrue))
+	}
+	if peakDD < bs || peakDD > bs+64<<20 {
+		t.Errorf("peak of dd filling a %s buffer: got %s, want %s plus at most 64 MiB", fmtMiB(bs), fmtMiB(peakDD), fmtMiB(bs))
+	}
+	t.Logf("host holding 300 MiB: true peaked at %s, dd with a %s buffer at %s", fmtMiB(peakTrue), fmtMiB(bs), fmtMiB(peakDD))
+}
