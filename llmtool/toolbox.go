@@ -107,7 +107,7 @@ func (tb *Toolbox) execute(ctx context.Context, a executeArgs, progress Progress
 	// Narrowed to itself, the policy has Start check the work dir again
 	// where it grants it: a directory swapped for a link after the check
 	// above is refused, not followed.
-	sb, err := sb.Narrow(nil)
+	sb, err = sb.Narrow(nil)
 	if err != nil {
 		return "", xerrors.Errorf("could not start the command: %v", err)
 	}
