@@ -115,4 +115,10 @@ func TestMoreConfinedSandboxedPeer(t *testing.T) {
 	if why, err := agentproc.MoreConfined(os.Getpid()); why != "" || err != nil {
 		t.Errorf("MoreConfined(self) = %q, %v; want \"\", nil", why, err)
 	}
+	// What cannot be judged is refused: no such process.
+	for _, pid := range []int{0, -1, 1 << 30} {
+		if why, err := agentproc.MoreConfined(pid); why == "" || err != nil {
+			t.Errorf("MoreConfined(%d) = %q, %v; want a reason (no such process)", pid, why, err)
+		}
+	}
 }
