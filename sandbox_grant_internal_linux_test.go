@@ -80,3 +80,25 @@ func TestSandboxGrantAfterSwap(t *testing.T) {
 		t.Errorf("the write through the swapped link exited 0, want a failure")
 	}
 }
+
+// TestRawPolicyKeyHasBound checks that the policy cache tells a narrowed
+// policy from the same lists unnarrowed, and a chosen work dir from the
+// default: one holds what the other grants unchecked, so neither may be
+// served the other's cached answer.
+func TestRawPolicyKeyHasBound(t *testing.T) {
+	t.Parallel()
+	ws := t.TempDir()
+	sb := WorkspaceSandbox(ws)
+	narrowed, err := sb.Narrow(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys := map[string]bool{
+		rawPolicyKey(sb, ws, "", true, false):        true,
+		rawPolicyKey(narrowed, ws, "", true, false):  true,
+		rawPolicyKey(narrowed, ws, "", false, false): true,
+	}
+	if len(keys) != 3 {
+		t.Errorf("got %d distinct keys for an unnarrowed, a narrowed and a default-dir policy, want 3", len(keys))
+	}
+}

@@ -135,6 +135,7 @@ func runServe(ctx context.Context, e *env, args []string) error {
 		Handler:           serveMux(m, token, *coder),
 		ReadHeaderTimeout: 10 * time.Second,
 	}
+	refuseConfinedPeers(srv)
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(l) }()
 	var serveErr error

@@ -1,0 +1,80 @@
+package agentproc
+
+import (
+	"os"
+	"strconv"
+
+	"github.com/agentproc/agentproc/internal/procfs"
+)
+
+// peerNamespaces are the namespaces MoreConfined compares; time and the
+// *_for_children links say nothing of the process itself.
+var peerNamespaces = []string{"mnt", "net", "user", "pid", "ipc", "uts", "cgroup"}
+
+func moreConfined(pid int) (string, error) {
+	if pid <= 0 {
+		return "process " + strconv.Itoa(pid) + " is not a process", nil
+	}
+	start, _, ok := procfs.StartTime(pid)
+	if !ok {
+		return "process " + strconv.Itoa(pid) + " is gone", nil
+	}
+	why := confinedBeyondSelf(pid)
+	// The PID named the same process throughout (not one that reused it).
+	if again, _, ok := procfs.StartTime(pid); !ok || again != start {
+		return "process " + strconv.Itoa(pid) + " is gone", nil
+	}
+	return why, nil
+}
+
+// confinedBeyondSelf is moreConfined's comparison, "" when pid is
+// confined no more than this process.
+func confinedBeyondSelf(pid int) string {
+	peer, err := os.ReadFile(procfs.PIDFile(pid, "status"))
+	if err != nil {
+		return "its status is unreadable: " + err.Error()
+	}
+	self, err := procfs.ReadSelf("status")
+	if err != nil {
+		return "this process's status is unreadable: " + err.Error()
+	}
+	number := func(status []byte, name string, base int) (uint64, bool) {
+		v, ok := procfs.StatusField(status, name)
+		if !ok {
+			return 0, false
+		}
+		n, err := strconv.ParseUint(string(v), base, 64)
+		return n, err == nil
+	}
+	// Seccomp_filters (Linux 5.9) counts the filters; before it, Seccomp
+	// says 2 for filter mode.
+	for _, f := range []string{"Seccomp_filters", "Seccomp", "NoNewPrivs"} {
+		p, okP := number(peer, f, 10)
+		s, okS := number(self, f, 10)
+		if okP != okS {
+			return f + " reads differently in its status and this process's"
+		}
+		if okP && p > s {
+			return f + " " + strconv.FormatUint(p, 10) + " (this process: " + strconv.FormatUint(s, 10) + ")"
+		}
+	}
+	if p, okP := number(peer, "CapBnd", 16); okP {
+		if s, _ := number(self, "CapBnd", 16); s&^p != 0 {
+			return "a smaller capability bounding set"
+		}
+	}
+	for _, ns := range peerNamespaces {
+		mine, err := os.Readlink(procfs.SelfFile("ns/" + ns))
+		if err != nil {
+			continue // a namespace this kernel does not have
+		}
+		theirs, err := os.Readlink(procfs.PIDFile(pid, "ns/"+ns))
+		if err != nil {
+			return "its " + ns + " namespace is unreadable: " + err.Error()
+		}
+		if mine != theirs {
+			return "another " + ns + " namespace"
+		}
+	}
+	return ""
+}
