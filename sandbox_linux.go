@@ -65,6 +65,8 @@ type sandboxCache struct {
 	closed bool
 	limit  int // maxBuiltPolicies when 0; tests lower it
 
+	dirs dirWatcher // watches for the missing paths of built policies (mountWatch)
+
 	emptyOnce sync.Once
 	emptyDir  string // holds the empty file hidden files are covered with
 	emptyErr  error
@@ -352,7 +354,11 @@ func (c *sandboxCache) build(b *sandboxBuilt, pol *sandboxPolicy) error {
 			hide: append(append(slices.Clone(pol.hide), llHidden...), hostDoors()...)}
 		// What is missing is listed before the namespace is made: a path
 		// made in between is then found by the next Start.
-		b.watch = newMountWatch(spec)
+		var dirs *dirWatcher
+		if b.cache != nil { // a Manager's: checked at each Start
+			dirs = &c.dirs
+		}
+		b.watch = newMountWatch(spec, dirs)
 		v, err := makeMountns(spec)
 		if err != nil {
 			return xerrors.Errorf("mount namespace: %w", err)
@@ -402,7 +408,7 @@ func (b *sandboxBuilt) release() {
 		b.ruleset = -1
 	}
 	if b.watch != nil {
-		b.watch.closeInotify()
+		b.watch.close()
 	}
 	if b.view.ns >= 0 || b.view.events >= 0 {
 		b.view.close() // b.mntns is b.view.ns
@@ -438,6 +444,7 @@ func (c *sandboxCache) close() {
 			_ = unix.Close(e.fd)
 		}
 	}
+	c.dirs.close()
 	c.emptyOnce.Do(func() {})
 	if c.emptyDir != "" {
 		_ = os.RemoveAll(c.emptyDir)
@@ -820,74 +827,175 @@ func (v *mountView) changed() bool {
 // ReadOnly are rules, not a snapshot of the paths that existed at the
 // first Start. A path that was covered is watched through the view's
 // mount events, since replacing it detaches its cover. A path missing when
-// the namespace was made could not be covered: an inotify instance watches
-// the nearest existing directory above each such path for the one name
-// that matters there (the path's next component appearing, by creation or
-// rename, or the directory itself going), so that each Start reads the
-// instance once (a read that finds nothing) instead of looking up every
-// missing path (41 under WorkspaceSandbox here: 120 µs a Start under
-// load, docs/measurements.md). Without inotify (its per-user limits
-// reached) each Start looks up the missing paths.
+// the namespace was made could not be covered: the Manager's dirWatcher
+// watches the nearest existing directory above each such path for the one
+// name that matters there, so that each Start reads one inotify instance
+// (a read that finds nothing) instead of looking up every missing path
+// (41 under WorkspaceSandbox here: 120 µs a Start under load against 9,
+// docs/sandbox-threats.md). Without inotify each Start looks up the
+// missing paths.
 type mountWatch struct {
 	missing []string
-	ino     int                       // the inotify instance; -1 without
-	names   map[int32]map[string]bool // watch descriptor → the names that matter in its directory
-	mu      sync.Mutex                // serialises reads of ino (see changed)
+	dirs    *dirWatcher // nil: look up every missing path
+	regs    []dirReg    // what dirs holds for w, dropped by close
 	stale   atomic.Bool
 }
 
-// mountWatchEvents are the inotify events a watched directory reports:
-// a name appearing in it, or the directory itself going.
-const mountWatchEvents = unix.IN_CREATE | unix.IN_MOVED_TO | unix.IN_DELETE_SELF | unix.IN_MOVE_SELF | unix.IN_ONLYDIR
+// dirReg is one name watched for in one directory.
+type dirReg struct {
+	wd   int32
+	name string
+}
 
-// newMountWatch lists what of spec's readOnly and hide does not exist now,
-// and watches for it. It runs before the namespace is made: a path that
-// appears in between is either covered by it or reported by the watch.
-func newMountWatch(spec mountSpec) *mountWatch {
-	w := &mountWatch{ino: -1}
-	ino, err := unix.InotifyInit1(unix.IN_NONBLOCK | unix.IN_CLOEXEC)
-	if err == nil {
-		w.ino = ino
-		w.names = map[int32]map[string]bool{}
-	}
+// dirWatcher is a Manager's one inotify instance, shared by its built
+// policies (inotify's per-user limit on instances is 128 by default, and
+// the host may need its own). Each watched directory reports a name
+// appearing in it (created or renamed in) or itself going.
+type dirWatcher struct {
+	mu    sync.Mutex
+	made  bool // ino has been made (or failed, or closed)
+	ino   int  // -1: failed or closed
+	names map[int32]map[string][]*mountWatch
+}
+
+const dirWatchEvents = unix.IN_CREATE | unix.IN_MOVED_TO | unix.IN_DELETE_SELF | unix.IN_MOVE_SELF | unix.IN_ONLYDIR
+
+// newMountWatch lists what of spec's readOnly and hide does not exist now
+// and, with dirs, watches for it. It runs before the namespace is made: a
+// path that appears in between is either covered by it or reported.
+func newMountWatch(spec mountSpec, dirs *dirWatcher) *mountWatch {
+	w := &mountWatch{}
 	for _, p := range append(slices.Clone(spec.readOnly), spec.hide...) {
 		var st unix.Stat_t
-		if unix.Lstat(p, &st) == nil {
-			continue
-		}
-		w.missing = append(w.missing, p)
-		if w.ino >= 0 && !w.watchAbove(p) {
-			w.closeInotify() // fall back to looking up every missing path
+		if unix.Lstat(p, &st) != nil {
+			w.missing = append(w.missing, p)
 		}
 	}
+	if dirs != nil && dirs.add(w) {
+		w.dirs = dirs
+	}
+	// A path made between the lookup above and its watch is looked up
+	// once more by the namespace's making, which covers it.
 	return w
 }
 
-// watchAbove adds a watch on the nearest existing directory above p for
-// the name of p's next component there, and reports whether it could.
-func (w *mountWatch) watchAbove(p string) bool {
-	dir, name := filepath.Dir(p), filepath.Base(p)
-	for {
-		wd, err := unix.InotifyAddWatch(w.ino, dir, mountWatchEvents)
-		if err == nil {
-			if w.names[int32(wd)] == nil {
-				w.names[int32(wd)] = map[string]bool{}
+// add watches the directories above w's missing paths and reports whether
+// it could watch them all; if not, it holds nothing for w.
+func (d *dirWatcher) add(w *mountWatch) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if !d.made {
+		d.made = true
+		ino, err := unix.InotifyInit1(unix.IN_NONBLOCK | unix.IN_CLOEXEC)
+		if err != nil {
+			ino = -1
+		}
+		d.ino = ino
+		d.names = map[int32]map[string][]*mountWatch{}
+	}
+	if d.ino < 0 {
+		return false
+	}
+	for _, p := range w.missing {
+		dir, name := filepath.Dir(p), filepath.Base(p)
+		for {
+			wd, err := unix.InotifyAddWatch(d.ino, dir, dirWatchEvents)
+			if err == nil {
+				r := dirReg{int32(wd), name}
+				if d.names[r.wd] == nil {
+					d.names[r.wd] = map[string][]*mountWatch{}
+				}
+				d.names[r.wd][name] = append(d.names[r.wd][name], w)
+				w.regs = append(w.regs, r)
+				break
 			}
-			w.names[int32(wd)][name] = true
-			return true
+			if (err != unix.ENOENT && err != unix.ENOTDIR) || dir == "/" {
+				d.dropLocked(w)
+				return false
+			}
+			dir, name = filepath.Dir(dir), filepath.Base(dir)
 		}
-		if (err != unix.ENOENT && err != unix.ENOTDIR) || dir == "/" {
-			return false
+	}
+	return true
+}
+
+// dropLocked forgets w. The kernel's watches stay: another policy may
+// share them, and they are few (one per directory).
+func (d *dirWatcher) dropLocked(w *mountWatch) {
+	for _, r := range w.regs {
+		d.names[r.wd][r.name] = slices.DeleteFunc(d.names[r.wd][r.name], func(o *mountWatch) bool { return o == w })
+	}
+	w.regs = nil
+}
+
+// read drains the instance and marks stale every watch an event matters
+// to. The lock is held across the reads, which never block (the instance
+// is non-blocking): a Start that finds the queue emptied by a concurrent
+// Start must also find the verdict that Start reached.
+func (d *dirWatcher) read() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if !d.made || d.ino < 0 {
+		return
+	}
+	var buf [4096]byte
+	for {
+		n, err := unix.Read(d.ino, buf[:])
+		if err == unix.EINTR {
+			continue
 		}
-		dir, name = filepath.Dir(dir), filepath.Base(dir)
+		if err != nil || n <= 0 {
+			return // EAGAIN: nothing more
+		}
+		for off := 0; off+unix.SizeofInotifyEvent <= n; {
+			ev := (*unix.InotifyEvent)(unsafe.Pointer(&buf[off]))
+			name := ""
+			if ev.Len > 0 {
+				raw := buf[off+unix.SizeofInotifyEvent : off+unix.SizeofInotifyEvent+int(ev.Len)]
+				name = string(raw[:max(0, slices.Index(raw, 0))])
+			}
+			off += unix.SizeofInotifyEvent + int(ev.Len)
+			var hit []*mountWatch
+			switch {
+			case ev.Mask&unix.IN_Q_OVERFLOW != 0: // events lost: any may matter
+				for _, byName := range d.names {
+					for _, ws := range byName {
+						hit = append(hit, ws...)
+					}
+				}
+			case ev.Mask&(unix.IN_IGNORED|unix.IN_DELETE_SELF|unix.IN_MOVE_SELF) != 0: // the directory went
+				for _, ws := range d.names[ev.Wd] {
+					hit = append(hit, ws...)
+				}
+			default:
+				hit = d.names[ev.Wd][name]
+			}
+			for _, w := range hit {
+				w.stale.Store(true)
+			}
+		}
 	}
 }
 
-func (w *mountWatch) closeInotify() {
-	if w.ino >= 0 {
-		_ = unix.Close(w.ino)
-		w.ino = -1
-		w.names = nil
+// close closes the instance (the Manager's Close).
+func (d *dirWatcher) close() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.made && d.ino >= 0 {
+		_ = unix.Close(d.ino)
+	}
+	d.made, d.ino, d.names = true, -1, nil
+}
+
+// close lets go of what w holds in its dirWatcher.
+func (w *mountWatch) close() {
+	if w.dirs != nil {
+		w.dirs.mu.Lock()
+		if w.dirs.names != nil {
+			w.dirs.dropLocked(w)
+		}
+		w.dirs.mu.Unlock()
+		w.dirs = nil
 	}
 }
 
@@ -898,58 +1006,22 @@ func (w *mountWatch) changed(v *mountView) bool {
 	if w.stale.Load() {
 		return true
 	}
-	stale := v.changed()
-	if !stale && w.ino >= 0 {
-		stale = w.readEvents()
-	}
-	if !stale && w.ino < 0 {
-		for _, p := range w.missing {
-			var st unix.Stat_t
-			if unix.Lstat(p, &st) == nil {
-				stale = true
-				break
-			}
-		}
-	}
-	if stale {
+	if v.changed() {
 		w.stale.Store(true)
-	}
-	return stale
-}
-
-// readEvents drains the inotify instance and reports whether an event
-// matters. The lock is held across the reads, which never block (the
-// instance is non-blocking): a Start that finds the queue emptied by a
-// concurrent Start must also find the verdict that Start reached.
-func (w *mountWatch) readEvents() bool {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.stale.Load() {
 		return true
 	}
-	var buf [4096]byte
-	for {
-		n, err := unix.Read(w.ino, buf[:])
-		if err == unix.EINTR {
-			continue
-		}
-		if err != nil || n <= 0 {
-			return false // EAGAIN: nothing more
-		}
-		for off := 0; off+unix.SizeofInotifyEvent <= n; {
-			ev := (*unix.InotifyEvent)(unsafe.Pointer(&buf[off]))
-			name := ""
-			if ev.Len > 0 {
-				raw := buf[off+unix.SizeofInotifyEvent : off+unix.SizeofInotifyEvent+int(ev.Len)]
-				name = string(raw[:max(0, slices.Index(raw, 0))])
-			}
-			off += unix.SizeofInotifyEvent + int(ev.Len)
-			if ev.Mask&(unix.IN_Q_OVERFLOW|unix.IN_IGNORED|unix.IN_DELETE_SELF|unix.IN_MOVE_SELF) != 0 || w.names[ev.Wd][name] {
-				w.stale.Store(true)
-				return true
-			}
+	if w.dirs != nil {
+		w.dirs.read()
+		return w.stale.Load()
+	}
+	for _, p := range w.missing {
+		var st unix.Stat_t
+		if unix.Lstat(p, &st) == nil {
+			w.stale.Store(true)
+			return true
 		}
 	}
+	return false
 }
 
 // missingReadOnly is the ReadOnly paths that did not exist when the

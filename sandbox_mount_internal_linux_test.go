@@ -22,10 +22,15 @@ func TestMountWatch(t *testing.T) {
 			dir := t.TempDir()
 			deep := filepath.Join(dir, "a", "b", "secret")
 			flat := filepath.Join(dir, "flat")
-			w := newMountWatch(mountSpec{hide: []string{deep, flat}})
-			defer w.closeInotify()
-			if !inotify {
-				w.closeInotify()
+			var dirs *dirWatcher
+			if inotify {
+				dirs = &dirWatcher{}
+				defer dirs.close()
+			}
+			w := newMountWatch(mountSpec{hide: []string{deep, flat}}, dirs)
+			defer w.close()
+			if inotify && w.dirs == nil {
+				t.Fatal("no inotify watch made")
 			}
 			if len(w.missing) != 2 {
 				t.Fatalf("missing %q, want both paths", w.missing)
@@ -52,4 +57,28 @@ func TestMountWatch(t *testing.T) {
 			}
 		})
 	}
+
+	t.Run("shared", func(t *testing.T) {
+		t.Parallel()
+		dir := t.TempDir()
+		p := filepath.Join(dir, "secret")
+		dirs := &dirWatcher{}
+		defer dirs.close()
+		a := newMountWatch(mountSpec{hide: []string{p}}, dirs)
+		b := newMountWatch(mountSpec{readOnly: []string{p}}, dirs)
+		gone := newMountWatch(mountSpec{hide: []string{p}}, dirs)
+		gone.close()
+		if got := len(dirs.names[a.regs[0].wd]["secret"]); got != 2 {
+			t.Fatalf("%d policies watch %s, want 2 (one was closed)", got, p)
+		}
+		if err := os.WriteFile(p, nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		none := mountView{ns: -1, events: -1}
+		if !a.changed(&none) || !b.changed(&none) {
+			t.Errorf("%s made: changed %v and %v, want both", p, a.changed(&none), b.changed(&none))
+		}
+		a.close()
+		b.close()
+	})
 }
