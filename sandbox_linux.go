@@ -739,6 +739,12 @@ func makeMountns(spec mountSpec) (mountView, error) {
 		if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_SLAVE, ""); err != nil {
 			return xerrors.Errorf("make mounts slaves: %w", err)
 		}
+		// Mounts below a Write directory that the host made read-only stay
+		// so: the writable binds below clear the flag on whole trees.
+		hostRO, rerr := readOnlyMountsWithin(spec.write)
+		if rerr != nil {
+			return rerr
+		}
 		if err := unix.MountSetattr(unix.AT_FDCWD, "/", unix.AT_RECURSIVE,
 			&unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY}); err != nil {
 			return xerrors.Errorf("make every mount read-only: %w", err)
@@ -753,6 +759,11 @@ func makeMountns(spec mountSpec) (mountView, error) {
 			if err := unix.MountSetattr(unix.AT_FDCWD, p, unix.AT_RECURSIVE,
 				&unix.MountAttr{Attr_clr: unix.MOUNT_ATTR_RDONLY}); err != nil {
 				return xerrors.Errorf("make %s writable: %w", p, err)
+			}
+		}
+		for _, p := range hostRO {
+			if err := unix.MountSetattr(unix.AT_FDCWD, p, 0, &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY}); err != nil {
+				return xerrors.Errorf("keep %s read-only: %w", p, err)
 			}
 		}
 		for _, p := range spec.readOnly {
@@ -799,6 +810,48 @@ func makeMountns(spec mountSpec) (mountView, error) {
 		return mountView{ns: -1, events: -1}, err
 	}
 	return v, nil
+}
+
+// readOnlyMountsWithin lists the mount points of the calling thread's
+// namespace that lie within one of dirs (or are one) and are mounted
+// read-only.
+func readOnlyMountsWithin(dirs []string) ([]string, error) {
+	data, err := os.ReadFile(procfs.ThreadSelfFile("mountinfo"))
+	if err != nil {
+		return nil, xerrors.Errorf("read mountinfo: %w", err)
+	}
+	var out []string
+	for line := range strings.SplitSeq(string(data), "\n") {
+		// ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTIONS ...
+		f := strings.Fields(line)
+		if len(f) < 6 || !slices.Contains(strings.Split(f[5], ","), "ro") {
+			continue
+		}
+		mp := unescapeMountinfo(f[4])
+		if slices.ContainsFunc(dirs, func(d string) bool { return within(mp, d) }) {
+			out = append(out, mp)
+		}
+	}
+	return out, nil
+}
+
+// unescapeMountinfo undoes mountinfo's octal escapes (\040 for a space).
+func unescapeMountinfo(s string) string {
+	if !strings.Contains(s, "\\") {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+3 < len(s) {
+			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
+				b.WriteByte(byte(n))
+				i += 3
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
 }
 
 // close closes v's descriptors.
