@@ -913,12 +913,14 @@ type dirWatcher struct {
 
 const dirWatchEvents = unix.IN_CREATE | unix.IN_MOVED_TO | unix.IN_DELETE_SELF | unix.IN_MOVE_SELF | unix.IN_ONLYDIR
 
-// newMountWatch lists what of spec's readOnly and hide does not exist now
+// newMountWatch lists what of spec's paths does not exist now
 // and, with dirs, watches for it. It runs before the namespace is made: a
 // path that appears in between is either covered by it or reported.
 func newMountWatch(spec mountSpec, dirs *dirWatcher) *mountWatch {
 	w := &mountWatch{}
-	for _, p := range append(slices.Clone(spec.readOnly), spec.hide...) {
+	// A Write directory made later must be bound writable too, or it would
+	// stay read-only in the view.
+	for _, p := range slices.Concat(spec.readOnly, spec.hide, spec.write) {
 		var st unix.Stat_t
 		if unix.Lstat(p, &st) != nil {
 			w.missing = append(w.missing, p)

@@ -176,6 +176,21 @@ func TestSandboxHideIsARule(t *testing.T) {
 		}
 	})
 
+	t.Run("Write made later", func(t *testing.T) {
+		later := filepath.Join(t.TempDir(), "later")
+		sb := agentproc.WorkspaceSandbox(ws)
+		sb.Write = append(sb.Write, later)
+		mw := newManager(t, agentproc.WithSandbox(sb))
+		runSandboxed(t, mw, agentproc.Request{Command: "true", WorkDir: ws})
+		if err := os.Mkdir(later, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		out := runSandboxed(t, mw, agentproc.Request{Command: "echo x > " + shellQuote(filepath.Join(later, "f")), WorkDir: ws})
+		if exitCode(out.Info) != 0 {
+			t.Errorf("write in a Write directory made after the first Start: exit %d, output %q; want it to work", exitCode(out.Info), out.Text)
+		}
+	})
+
 	t.Run(".git made later", func(t *testing.T) {
 		mb := newManager(t, agentproc.WithSandbox(agentproc.WorkspaceSandbox(bare)))
 		out := runSandboxed(t, mb, agentproc.Request{Command: "true", WorkDir: bare})
