@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 	"golang.org/x/xerrors"
@@ -63,6 +64,8 @@ type sandboxCache struct {
 	netns  map[Network]*nsEntry
 	closed bool
 	limit  int // maxBuiltPolicies when 0; tests lower it
+
+	dirs dirWatcher // watches for the missing paths of built policies (mountWatch)
 
 	emptyOnce sync.Once
 	emptyDir  string // holds the empty file hidden files are covered with
@@ -355,7 +358,11 @@ func (c *sandboxCache) build(b *sandboxBuilt, pol *sandboxPolicy) error {
 			hide: append(append(slices.Clone(pol.hide), llHidden...), hostDoors()...)}
 		// What is missing is listed before the namespace is made: a path
 		// made in between is then found by the next Start.
-		b.watch = newMountWatch(spec)
+		var dirs *dirWatcher
+		if b.cache != nil { // a Manager's: checked at each Start
+			dirs = &c.dirs
+		}
+		b.watch = newMountWatch(spec, dirs)
 		v, err := makeMountns(spec)
 		if err != nil {
 			return xerrors.Errorf("mount namespace: %w", err)
@@ -407,6 +414,9 @@ func (b *sandboxBuilt) release() {
 		_ = unix.Close(b.ruleset)
 		b.ruleset = -1
 	}
+	if b.watch != nil {
+		b.watch.close()
+	}
 	if b.view.ns >= 0 || b.view.events >= 0 {
 		b.view.close() // b.mntns is b.view.ns
 		b.mntns = -1
@@ -441,6 +451,7 @@ func (c *sandboxCache) close() {
 			_ = unix.Close(e.fd)
 		}
 	}
+	c.dirs.close()
 	c.emptyOnce.Do(func() {})
 	if c.emptyDir != "" {
 		_ = os.RemoveAll(c.emptyDir)
@@ -744,6 +755,12 @@ func makeMountns(spec mountSpec) (mountView, error) {
 		if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_SLAVE, ""); err != nil {
 			return xerrors.Errorf("make mounts slaves: %w", err)
 		}
+		// Mounts below a Write directory that the host made read-only stay
+		// so: the writable binds below clear the flag on whole trees.
+		hostRO, rerr := readOnlyMountsWithin(spec.write)
+		if rerr != nil {
+			return rerr
+		}
 		if err := unix.MountSetattr(unix.AT_FDCWD, "/", unix.AT_RECURSIVE,
 			&unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY}); err != nil {
 			return xerrors.Errorf("make every mount read-only: %w", err)
@@ -758,6 +775,11 @@ func makeMountns(spec mountSpec) (mountView, error) {
 			if err := unix.MountSetattr(unix.AT_FDCWD, p, unix.AT_RECURSIVE,
 				&unix.MountAttr{Attr_clr: unix.MOUNT_ATTR_RDONLY}); err != nil {
 				return xerrors.Errorf("make %s writable: %w", p, err)
+			}
+		}
+		for _, p := range hostRO {
+			if err := unix.MountSetattr(unix.AT_FDCWD, p, 0, &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY}); err != nil {
+				return xerrors.Errorf("keep %s read-only: %w", p, err)
 			}
 		}
 		for _, p := range spec.readOnly {
@@ -806,6 +828,48 @@ func makeMountns(spec mountSpec) (mountView, error) {
 	return v, nil
 }
 
+// readOnlyMountsWithin lists the mount points of the calling thread's
+// namespace that lie within one of dirs (or are one) and are mounted
+// read-only.
+func readOnlyMountsWithin(dirs []string) ([]string, error) {
+	data, err := os.ReadFile(procfs.ThreadSelfFile("mountinfo"))
+	if err != nil {
+		return nil, xerrors.Errorf("read mountinfo: %w", err)
+	}
+	var out []string
+	for line := range strings.SplitSeq(string(data), "\n") {
+		// ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTIONS ...
+		f := strings.Fields(line)
+		if len(f) < 6 || !slices.Contains(strings.Split(f[5], ","), "ro") {
+			continue
+		}
+		mp := unescapeMountinfo(f[4])
+		if slices.ContainsFunc(dirs, func(d string) bool { return within(mp, d) }) {
+			out = append(out, mp)
+		}
+	}
+	return out, nil
+}
+
+// unescapeMountinfo undoes mountinfo's octal escapes (\040 for a space).
+func unescapeMountinfo(s string) string {
+	if !strings.Contains(s, "\\") {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+3 < len(s) {
+			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
+				b.WriteByte(byte(n))
+				i += 3
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}
+
 // close closes v's descriptors.
 func (v *mountView) close() {
 	for _, fd := range []*int{&v.ns, &v.events} {
@@ -830,46 +894,205 @@ func (v *mountView) changed() bool {
 // mountWatch is what a built mount namespace was made from, to find out at
 // each Start whether it still protects what its policy names: hiding and
 // ReadOnly are rules, not a snapshot of the paths that existed at the
-// first Start. A path missing when the namespace was made could not be
-// covered, so each Start looks whether it exists now (one fstatat per
-// missing path); a path that was covered is watched through the view's
-// mount events, since replacing it detaches its cover.
+// first Start. A path that was covered is watched through the view's
+// mount events, since replacing it detaches its cover. A path missing when
+// the namespace was made could not be covered: the Manager's dirWatcher
+// watches the nearest existing directory above each such path for the one
+// name that matters there, so that each Start reads one inotify instance
+// (a read that finds nothing) instead of looking up every missing path
+// (41 under WorkspaceSandbox here: 120 µs a Start under load against 9,
+// docs/sandbox-threats.md). Without inotify each Start looks up the
+// missing paths.
 type mountWatch struct {
 	missing []string
+	dirs    *dirWatcher // nil: look up every missing path
+	regs    []dirReg    // what dirs holds for w, dropped by close
 	stale   atomic.Bool
 }
 
-// newMountWatch lists what of spec's readOnly and hide does not exist now.
-func newMountWatch(spec mountSpec) *mountWatch {
+// dirReg is one name watched for in one directory.
+type dirReg struct {
+	wd   int32
+	name string
+}
+
+// dirWatcher is a Manager's one inotify instance, shared by its built
+// policies (inotify's per-user limit on instances is 128 by default, and
+// the host may need its own). Each watched directory reports a name
+// appearing in it (created or renamed in) or itself going.
+type dirWatcher struct {
+	mu    sync.Mutex
+	made  bool // ino has been made (or failed, or closed)
+	ino   int  // -1: failed or closed
+	names map[int32]map[string][]*mountWatch
+}
+
+const dirWatchEvents = unix.IN_CREATE | unix.IN_MOVED_TO | unix.IN_DELETE_SELF | unix.IN_MOVE_SELF | unix.IN_ONLYDIR
+
+// newMountWatch lists what of spec's paths does not exist now
+// and, with dirs, watches for it. It runs before the namespace is made: a
+// path that appears in between is either covered by it or reported.
+func newMountWatch(spec mountSpec, dirs *dirWatcher) *mountWatch {
 	w := &mountWatch{}
-	for _, p := range append(slices.Clone(spec.readOnly), spec.hide...) {
+	// A Write directory made later must be bound writable too, or it would
+	// stay read-only in the view.
+	for _, p := range slices.Concat(spec.readOnly, spec.hide, spec.write) {
 		var st unix.Stat_t
 		if unix.Lstat(p, &st) != nil {
 			w.missing = append(w.missing, p)
 		}
 	}
+	if dirs != nil && dirs.add(w) {
+		w.dirs = dirs
+	}
+	// A path made between the lookup above and its watch is looked up
+	// once more by the namespace's making, which covers it.
 	return w
 }
 
+// add watches the directories above w's missing paths and reports whether
+// it could watch them all; if not, it holds nothing for w.
+func (d *dirWatcher) add(w *mountWatch) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if !d.made {
+		d.made = true
+		ino, err := unix.InotifyInit1(unix.IN_NONBLOCK | unix.IN_CLOEXEC)
+		if err != nil {
+			ino = -1
+		}
+		d.ino = ino
+		d.names = map[int32]map[string][]*mountWatch{}
+	}
+	if d.ino < 0 {
+		return false
+	}
+	for _, p := range w.missing {
+		dir, name := filepath.Dir(p), filepath.Base(p)
+		for {
+			wd, err := unix.InotifyAddWatch(d.ino, dir, dirWatchEvents)
+			if err == nil {
+				r := dirReg{int32(wd), name}
+				if d.names[r.wd] == nil {
+					d.names[r.wd] = map[string][]*mountWatch{}
+				}
+				d.names[r.wd][name] = append(d.names[r.wd][name], w)
+				w.regs = append(w.regs, r)
+				break
+			}
+			if (err != unix.ENOENT && err != unix.ENOTDIR) || dir == "/" {
+				d.dropLocked(w)
+				return false
+			}
+			dir, name = filepath.Dir(dir), filepath.Base(dir)
+		}
+	}
+	return true
+}
+
+// dropLocked forgets w. The kernel's watches stay: another policy may
+// share them, and they are few (one per directory).
+func (d *dirWatcher) dropLocked(w *mountWatch) {
+	for _, r := range w.regs {
+		d.names[r.wd][r.name] = slices.DeleteFunc(d.names[r.wd][r.name], func(o *mountWatch) bool { return o == w })
+	}
+	w.regs = nil
+}
+
+// read drains the instance and marks stale every watch an event matters
+// to. The lock is held across the reads, which never block (the instance
+// is non-blocking): a Start that finds the queue emptied by a concurrent
+// Start must also find the verdict that Start reached.
+func (d *dirWatcher) read() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if !d.made || d.ino < 0 {
+		return
+	}
+	var buf [4096]byte
+	for {
+		n, err := unix.Read(d.ino, buf[:])
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil || n <= 0 {
+			return // EAGAIN: nothing more
+		}
+		for off := 0; off+unix.SizeofInotifyEvent <= n; {
+			ev := (*unix.InotifyEvent)(unsafe.Pointer(&buf[off]))
+			name := ""
+			if ev.Len > 0 {
+				raw := buf[off+unix.SizeofInotifyEvent : off+unix.SizeofInotifyEvent+int(ev.Len)]
+				name = string(raw[:max(0, slices.Index(raw, 0))])
+			}
+			off += unix.SizeofInotifyEvent + int(ev.Len)
+			var hit []*mountWatch
+			switch {
+			case ev.Mask&unix.IN_Q_OVERFLOW != 0: // events lost: any may matter
+				for _, byName := range d.names {
+					for _, ws := range byName {
+						hit = append(hit, ws...)
+					}
+				}
+			case ev.Mask&(unix.IN_IGNORED|unix.IN_DELETE_SELF|unix.IN_MOVE_SELF) != 0: // the directory went
+				for _, ws := range d.names[ev.Wd] {
+					hit = append(hit, ws...)
+				}
+			default:
+				hit = d.names[ev.Wd][name]
+			}
+			for _, w := range hit {
+				w.stale.Store(true)
+			}
+		}
+	}
+}
+
+// close closes the instance (the Manager's Close).
+func (d *dirWatcher) close() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.made && d.ino >= 0 {
+		_ = unix.Close(d.ino)
+	}
+	d.made, d.ino, d.names = true, -1, nil
+}
+
+// close lets go of what w holds in its dirWatcher.
+func (w *mountWatch) close() {
+	if w.dirs != nil {
+		w.dirs.mu.Lock()
+		if w.dirs.names != nil {
+			w.dirs.dropLocked(w)
+		}
+		w.dirs.mu.Unlock()
+		w.dirs = nil
+	}
+}
+
 // changed reports whether v no longer covers what w was made for: a mount
-// event in v, or a path then missing that exists now. Once it has said so
-// it keeps saying so (the poll reports an event once).
+// event in v, or a path then missing that exists now or may (a directory
+// above it appeared or went). Once it has said so it keeps saying so.
 func (w *mountWatch) changed(v *mountView) bool {
 	if w.stale.Load() {
 		return true
 	}
-	stale := v.changed()
-	for _, p := range w.missing {
-		if stale {
-			break
-		}
-		var st unix.Stat_t
-		stale = unix.Lstat(p, &st) == nil
-	}
-	if stale {
+	if v.changed() {
 		w.stale.Store(true)
+		return true
 	}
-	return stale
+	if w.dirs != nil {
+		w.dirs.read()
+		return w.stale.Load()
+	}
+	for _, p := range w.missing {
+		var st unix.Stat_t
+		if unix.Lstat(p, &st) == nil {
+			w.stale.Store(true)
+			return true
+		}
+	}
+	return false
 }
 
 // missingReadOnly is the ReadOnly paths that did not exist when the

@@ -176,6 +176,21 @@ func TestSandboxHideIsARule(t *testing.T) {
 		}
 	})
 
+	t.Run("Write made later", func(t *testing.T) {
+		later := filepath.Join(t.TempDir(), "later")
+		sb := agentproc.WorkspaceSandbox(ws)
+		sb.Write = append(sb.Write, later)
+		mw := newManager(t, agentproc.WithSandbox(sb))
+		runSandboxed(t, mw, agentproc.Request{Command: "true", WorkDir: ws})
+		if err := os.Mkdir(later, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		out := runSandboxed(t, mw, agentproc.Request{Command: "echo x > " + shellQuote(filepath.Join(later, "f")), WorkDir: ws})
+		if exitCode(out.Info) != 0 {
+			t.Errorf("write in a Write directory made after the first Start: exit %d, output %q; want it to work", exitCode(out.Info), out.Text)
+		}
+	})
+
 	t.Run(".git made later", func(t *testing.T) {
 		mb := newManager(t, agentproc.WithSandbox(agentproc.WorkspaceSandbox(bare)))
 		out := runSandboxed(t, mb, agentproc.Request{Command: "true", WorkDir: bare})
@@ -228,6 +243,31 @@ func TestSandboxMountMadeLater(t *testing.T) {
 	mustReach(t, plain, fsProbeRequest(t, ws, "mknod", f+"-control"), "mknod in "+later)
 	mustDeny(t, m, fsProbeRequest(t, ws, "chmod", later), "chmod of a mount made later")
 	mustDeny(t, m, agentproc.Request{Command: "echo x > " + shellQuote(f), WorkDir: ws}, "write in a mount made later")
+}
+
+// TestSandboxKeepsHostReadOnlyMounts checks, as root, that a mount the host
+// made read-only inside a Write directory stays read-only for the tree:
+// the writable binds of Write must not clear it.
+func TestSandboxKeepsHostReadOnlyMounts(t *testing.T) {
+	requireRootSandbox(t)
+	ws := t.TempDir()
+	ro := filepath.Join(ws, "dataset")
+	if err := os.Mkdir(ro, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	// Read-only as a mount, not as a file system: a flag a bind can clear.
+	if err := unix.Mount("tmpfs", ro, "tmpfs", 0, "size=1m"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = unix.Unmount(ro, unix.MNT_DETACH) })
+	if err := unix.Mount("", ro, "", unix.MS_BIND|unix.MS_REMOUNT|unix.MS_RDONLY, ""); err != nil {
+		t.Fatal(err)
+	}
+	m := newManager(t, agentproc.WithSandbox(agentproc.WorkspaceSandbox(ws)))
+	mustDeny(t, m, agentproc.Request{Command: "echo x > dataset/f", WorkDir: ws}, "write in a read-only mount inside Write")
+	if out := runSandboxed(t, m, agentproc.Request{Command: "echo x > f && cat f", WorkDir: ws}); exitCode(out.Info) != 0 {
+		t.Errorf("write in the workspace beside it: exit %d, output %q; want it to work", exitCode(out.Info), out.Text)
+	}
 }
 
 // TestSandboxHiddenSymlink checks, as root, that a hidden path which is a

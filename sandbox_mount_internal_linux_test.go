@@ -1,0 +1,99 @@
+package agentproc
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// TestMountWatch checks what mountWatch reports, with inotify and without
+// (its fallback, one lookup per missing path): nothing while nothing
+// changes or only other names appear, and a change once a missing path
+// appears, also below a directory that was itself missing.
+func TestMountWatch(t *testing.T) {
+	t.Parallel()
+	for _, inotify := range []bool{true, false} {
+		name := "inotify"
+		if !inotify {
+			name = "lookup"
+		}
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			dir := t.TempDir()
+			deep := filepath.Join(dir, "a", "b", "secret")
+			flat := filepath.Join(dir, "flat")
+			var dirs *dirWatcher
+			if inotify {
+				dirs = &dirWatcher{}
+				defer dirs.close()
+			}
+			w := newMountWatch(mountSpec{hide: []string{deep, flat}}, dirs)
+			defer w.close()
+			if inotify && w.dirs == nil {
+				t.Fatal("no inotify watch made")
+			}
+			if len(w.missing) != 2 {
+				t.Fatalf("missing %q, want both paths", w.missing)
+			}
+			none := mountView{ns: -1, events: -1}
+			if err := os.WriteFile(filepath.Join(dir, "other"), nil, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if w.changed(&none) {
+				t.Fatalf("another name made in %s: changed, want unchanged", dir)
+			}
+			if err := os.MkdirAll(filepath.Dir(deep), 0o700); err != nil {
+				t.Fatal(err)
+			}
+			got := w.changed(&none)
+			if want := inotify; got != want { // a lookup sees only the path itself
+				t.Fatalf("a directory above a missing path made: changed %v, want %v", got, want)
+			}
+			if err := os.WriteFile(deep, nil, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if !w.changed(&none) {
+				t.Fatalf("%s made: unchanged, want changed", deep)
+			}
+		})
+	}
+
+	t.Run("shared", func(t *testing.T) {
+		t.Parallel()
+		dir := t.TempDir()
+		p := filepath.Join(dir, "secret")
+		dirs := &dirWatcher{}
+		defer dirs.close()
+		a := newMountWatch(mountSpec{hide: []string{p}}, dirs)
+		b := newMountWatch(mountSpec{readOnly: []string{p}}, dirs)
+		gone := newMountWatch(mountSpec{hide: []string{p}}, dirs)
+		gone.close()
+		if got := len(dirs.names[a.regs[0].wd]["secret"]); got != 2 {
+			t.Fatalf("%d policies watch %s, want 2 (one was closed)", got, p)
+		}
+		if err := os.WriteFile(p, nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		none := mountView{ns: -1, events: -1}
+		if !a.changed(&none) || !b.changed(&none) {
+			t.Errorf("%s made: changed %v and %v, want both", p, a.changed(&none), b.changed(&none))
+		}
+		a.close()
+		b.close()
+	})
+}
+
+func TestUnescapeMountinfo(t *testing.T) {
+	t.Parallel()
+	for in, want := range map[string]string{
+		`/plain`:              "/plain",
+		`/a\040b`:             "/a b",
+		`/tab\011x\134y`:      "/tab\tx\\y",
+		`/short\04`:           `/short\04`,
+		`/not\09octal\040end`: "/not\\09octal end",
+	} {
+		if got := unescapeMountinfo(in); got != want {
+			t.Errorf("unescapeMountinfo(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
