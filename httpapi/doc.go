@@ -61,7 +61,7 @@
 //
 // A Process is {"id", "command", "workdir", "background", "running",
 // "exit_code", "started_at_unix", "exited_at_unix", "pid", "reason",
-// "signal", "warnings", "limits", "peak_memory_bytes", "cpu_time_ms",
+// "signal", "warnings", "denials", "limits", "peak_memory_bytes", "cpu_time_ms",
 // "likely_oom", "owner", "ports", "awaiting_input", "ready"}. Its reason
 // is one of "exited", "signaled", "killed", "shutdown", "timeout", "oom",
 // "idle" and "output_limit".

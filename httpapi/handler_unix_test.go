@@ -103,7 +103,7 @@ func TestWireShapes(t *testing.T) {
 		t.Fatalf("list %s, want one process", r.body)
 	}
 	proc := procs[0].(map[string]any)
-	if got, want := keys(proc), []string{"background", "command", "id", "pid", "running", "started_at_unix", "workdir"}; !slices.Equal(got, want) {
+	if got, want := keys(proc), []string{"background", "command", "denials", "id", "pid", "running", "started_at_unix", "workdir"}; !slices.Equal(got, want) {
 		t.Errorf("running process keys %v, want %v", got, want)
 	}
 	if proc["id"] != id || proc["command"] != "exec sleep 3600" || proc["workdir"] != dir ||
@@ -141,7 +141,7 @@ func TestWireShapes(t *testing.T) {
 	// No peak_memory_bytes: without a cgroup, sleep's peak cannot be told
 	// from the host's own pages its leader borrowed until exec (Info.MaxRSS).
 	r = s.raw(t, "GET", "/"+id, "")
-	if got, want := keys(r.object(t)), []string{"background", "command", "cpu_time_ms", "exit_code", "exited_at_unix", "id", "pid", "reason", "running", "signal", "started_at_unix", "workdir"}; !slices.Equal(got, want) {
+	if got, want := keys(r.object(t)), []string{"background", "command", "cpu_time_ms", "denials", "exit_code", "exited_at_unix", "id", "pid", "reason", "running", "signal", "started_at_unix", "workdir"}; !slices.Equal(got, want) {
 		t.Errorf("exited process keys %v, want %v", got, want)
 	}
 }

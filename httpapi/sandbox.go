@@ -20,10 +20,13 @@ type Sandbox struct {
 	// Hide and ReadOnly are added to the operator's.
 	Hide     []string `json:"hide,omitempty"`
 	ReadOnly []string `json:"read_only,omitempty"`
-	// Network: "none", "loopback", "ports" or "host", no looser than the
-	// operator's; absent keeps it.
+	// Network: "none", "loopback", "ports", "hosts" or "host", no looser
+	// than the operator's; absent keeps it.
 	Network    string `json:"network,omitempty"`
 	AllowPorts []int  `json:"allow_ports,omitempty"`
+	// AllowHosts: under "hosts", entries the operator's allow_hosts
+	// allows (agentproc.Sandbox.AllowHosts); absent keeps the operator's.
+	AllowHosts []string `json:"allow_hosts,omitempty"`
 	// EnvKeep, EnvDrop and EnvSet are agentproc.SandboxEnv's Keep (only
 	// names the operator keeps), Drop and Set.
 	EnvKeep []string          `json:"env_keep,omitempty"`
@@ -71,7 +74,7 @@ func (h *handler) sandboxFromRequest(req StartRequest, areq *agentproc.Request) 
 	if s := req.Sandbox; s != nil {
 		want = &agentproc.Sandbox{
 			Write: s.Write, Read: s.Read, Hide: s.Hide, ReadOnly: s.ReadOnly,
-			Network: agentproc.Network(s.Network), AllowPorts: s.AllowPorts,
+			Network: agentproc.Network(s.Network), AllowPorts: s.AllowPorts, AllowHosts: s.AllowHosts,
 			Env:            agentproc.SandboxEnv{Keep: s.EnvKeep, Drop: s.EnvDrop, Set: s.EnvSet},
 			NoDefaultWrite: s.NoDefaultWrite,
 		}
@@ -111,4 +114,26 @@ func (h *handler) narrowSandbox(base, want *agentproc.Sandbox, workDir string) (
 			Detail: "workdir " + workDir + " is not inside the sandbox's write paths"}
 	}
 	return sb, nil
+}
+
+// Denial is something the sandbox refused a tree (agentproc.Denial).
+type Denial struct {
+	Kind     string `json:"kind"`
+	Op       string `json:"op"`
+	Target   string `json:"target"`
+	Rule     string `json:"rule"`
+	Count    int    `json:"count"`
+	Inferred bool   `json:"inferred,omitempty"`
+	// Hint is the smallest change to the policy that would allow it
+	// (agentproc.DenialHint).
+	Hint string `json:"hint"`
+}
+
+func denialsFromInfo(ds []agentproc.Denial) []Denial {
+	out := make([]Denial, 0, len(ds))
+	for _, d := range ds {
+		out = append(out, Denial{Kind: d.Kind, Op: d.Op, Target: d.Target, Rule: d.Rule, Count: d.Count,
+			Inferred: d.Inferred, Hint: agentproc.DenialHint(d)})
+	}
+	return out
 }

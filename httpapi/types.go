@@ -112,6 +112,10 @@ type Process struct {
 	Signal string `json:"signal,omitempty"`
 	// Extension: advice about the command (agentproc.Info.Warnings).
 	Warnings []string `json:"warnings,omitempty"`
+	// Extension: what the sandbox refused the tree (agentproc.Info.Denials),
+	// each with the smallest change that would allow it; always present,
+	// [] when nothing was refused.
+	Denials []Denial `json:"denials"`
 	// Extension: the sockets the process's tree listens on
 	// (agentproc.Info.Ports).
 	Ports []agentproc.Port `json:"ports,omitempty"`
@@ -292,6 +296,7 @@ func processFromInfo(info agentproc.Info) Process {
 		Redactions: info.Redactions,
 		Owner:      info.Owner,
 		Sandbox:    sandboxInfo(info.Sandbox),
+		Denials:    denialsFromInfo(info.Denials),
 
 		Ports:         info.Ports,
 		AwaitingInput: info.AwaitingInput,

@@ -120,3 +120,22 @@ func plural(n int64, unit string) string {
 	}
 	return fmt.Sprintf("%d %ss", n, unit)
 }
+
+// blocked ends a result with what the sandbox refused the process, one
+// line each: the target, the rule, and the smallest change to the policy
+// that would allow it (agentproc.DenialHint), which only the user can
+// make. A model that meets a bare "Permission denied" tends to ask for the
+// sandbox to be turned off; this names the one host or path instead.
+func (r *result) blocked(ds []agentproc.Denial) {
+	if len(ds) == 0 {
+		return
+	}
+	r.sb.WriteString("blocked: the sandbox refused the following; errors in the output about them come from it, and retrying will not help:\n")
+	for _, d := range ds {
+		times := ""
+		if d.Count > 1 {
+			times = fmt.Sprintf(" (%d times)", d.Count)
+		}
+		fmt.Fprintf(&r.sb, "- %s %s: %s%s; what would allow it: %s\n", d.Op, d.Target, d.Rule, times, agentproc.DenialHint(d))
+	}
+}

@@ -165,6 +165,7 @@ func (tb *Toolbox) execute(ctx context.Context, a executeArgs, progress Progress
 		return "", err
 	}
 	r.output(text, next, omitted)
+	r.blocked(info.Denials)
 	return r.String(), nil
 }
 
@@ -363,6 +364,7 @@ func (tb *Toolbox) report(r *result, p *agentproc.Process, offset int64, matched
 	r.field("matched", matched)
 	r.field("note", note)
 	r.output(text, next, omitted)
+	r.blocked(info.Denials)
 	return nil
 }
 

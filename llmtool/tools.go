@@ -262,6 +262,9 @@ func sandboxNote(sb *agentproc.Sandbox) string {
 			ports[i] = strconv.Itoa(p)
 		}
 		s += ", can open TCP connections only to port " + strings.Join(ports, ", ")
+	case agentproc.NetworkHosts:
+		s += ", reach only these hosts, through a proxy set in HTTPS_PROXY and HTTP_PROXY: " + strings.Join(sb.AllowHosts, ", ") +
+			" (a result's blocked: section lists what was refused)"
 	}
 	return s + ", and do not see secret environment variables. An access the sandbox denies fails with " +
 		"Permission denied or Operation not permitted: say so instead of trying to get around it."

@@ -155,6 +155,7 @@ type managerFlags struct {
 	cgroup   string
 	sandbox  string
 	network  string
+	hosts    hostList // --allow-host
 }
 
 func (m *managerFlags) register(fs *flag.FlagSet, defaultWorkdir string) {
@@ -176,6 +177,7 @@ func (m *managerFlags) register(fs *flag.FlagSet, defaultWorkdir string) {
 func (m *managerFlags) registerSandbox(fs *flag.FlagSet, def string) {
 	fs.StringVar(&m.sandbox, "sandbox", "", "workspace (commands write only in --workdir and a private temp dir, credentials hidden) or none; default: "+def)
 	fs.StringVar(&m.network, "network", "", "with the workspace sandbox: none, loopback (a private one; needs root on Linux) or host; default: loopback where available, else host")
+	fs.Var(&m.hosts, "allow-host", "with the workspace sandbox, reach only the hosts named, through a proxy (repeatable): name (ports 443 and 80), name:port, *.suffix or an IP or CIDR (Linux)")
 }
 
 // options returns the Manager options the flags ask for.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/agentproc/agentproc"
@@ -30,8 +31,8 @@ func (m *managerFlags) sandboxPolicy(defaultOn bool) (*agentproc.Sandbox, error)
 	}
 	switch mode {
 	case sandboxNone:
-		if m.network != "" {
-			return nil, usagef("--network needs --sandbox=workspace")
+		if m.network != "" || len(m.hosts) > 0 {
+			return nil, usagef("--network and --allow-host need --sandbox=workspace")
 		}
 		return nil, nil
 	case sandboxWorkspace:
@@ -42,6 +43,17 @@ func (m *managerFlags) sandboxPolicy(defaultOn bool) (*agentproc.Sandbox, error)
 		return nil, usagef("--sandbox=workspace needs --workdir")
 	}
 	network := agentproc.Network(m.network)
+	if len(m.hosts) > 0 && (network == "" || network == agentproc.NetworkHosts) {
+		sb := agentproc.WorkspaceSandbox(m.workdir)
+		sb.Network, sb.AllowHosts = agentproc.NetworkHosts, slices.Clone(m.hosts)
+		if err := sb.Validate(); err != nil {
+			return nil, usagef("--allow-host: %v", err)
+		}
+		return sb, nil
+	}
+	if len(m.hosts) > 0 || network == agentproc.NetworkHosts {
+		return nil, usagef("--allow-host goes with --network=hosts (or no --network), and --network=hosts needs --allow-host")
+	}
 	if network == "" {
 		// A dev server and the commands that test it need the loopback;
 		// where the host cannot give a private one, the host's network
@@ -87,4 +99,14 @@ func state(info agentproc.Info) string {
 		return string(info.Reason)
 	}
 	return fmt.Sprintf("code %d (%s)", *info.ExitCode, info.Reason)
+}
+
+// hostList is a repeatable --allow-host.
+type hostList []string
+
+func (h *hostList) String() string { return strings.Join(*h, ",") }
+
+func (h *hostList) Set(s string) error {
+	*h = append(*h, s)
+	return nil
 }

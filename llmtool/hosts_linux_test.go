@@ -1,0 +1,57 @@
+package llmtool_test
+
+import (
+	"context"
+	"encoding/json"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agentproc/agentproc"
+	"github.com/agentproc/agentproc/llmtool"
+)
+
+// TestBlockedSection checks that a command whose connection the sandbox
+// refused gets a result ending with a blocked: section naming the target,
+// the rule and what would allow it, and no advice to turn the sandbox off.
+func TestBlockedSection(t *testing.T) {
+	t.Parallel()
+	if !hasNetwork(agentproc.NetworkHosts) {
+		t.Skipf("NetworkHosts is not enforced here: %s", agentproc.SandboxSupport())
+	}
+	if _, err := exec.LookPath("curl"); err != nil {
+		t.Skip("curl is not installed")
+	}
+	m := agentproc.New()
+	defer m.Close()
+	sb := agentproc.WorkspaceSandbox(t.TempDir())
+	sb.Network, sb.AllowHosts = agentproc.NetworkHosts, []string{"example.com"}
+	tb := llmtool.New(m.Scope("c"), llmtool.Options{Sandbox: sb})
+	args, _ := json.Marshal(map[string]any{"command": "curl -sS https://registry.npmjs.org/; curl -sS https://registry.npmjs.org/x", "workdir": sb.Write[0]})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	out, err := tb.Dispatch(ctx, "execute", args, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, ok := strings.Cut(out, "\nblocked: ")
+	want := "- connect registry.npmjs.org:443: not in AllowHosts (2 times); what would allow it: add `registry.npmjs.org:443` to allow_hosts\n"
+	if !ok || !strings.HasSuffix(section, want) {
+		t.Errorf("result: got\n%s\nwant it to end with a blocked: section ending %q", out, want)
+	}
+	for _, bad := range []string{"disable", "turn off", "without the sandbox"} {
+		if strings.Contains(strings.ToLower(section), bad) {
+			t.Errorf("blocked section says %q:\n%s", bad, section)
+		}
+	}
+}
+
+func hasNetwork(n agentproc.Network) bool {
+	for _, have := range agentproc.SandboxSupport().Networks {
+		if have == n {
+			return true
+		}
+	}
+	return false
+}
