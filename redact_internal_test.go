@@ -261,3 +261,31 @@ func BenchmarkRedactScan(b *testing.B) {
 		b.Fatalf("redactions: got %d, want 0", count.Load())
 	}
 }
+
+// TestRedactMemoryBounded: however the output is split, a stage holds at
+// most the longest form less one byte, and its buffers stay within a
+// small multiple of the longest form.
+func TestRedactMemoryBounded(t *testing.T) {
+	t.Parallel()
+	s := newRedactSet(redactTestSecrets)
+	var count atomic.Int64
+	r := redaction{sets: [2]*redactSet{s}, count: &count}.newRedactor(func([]byte) {})
+	st := r.stages[0]
+	rnd := rand.New(rand.NewPCG(3, 4))
+	for range 20000 {
+		// Starts of forms, which are held, cut short at random.
+		e := redactTestSecrets[rnd.IntN(len(redactTestSecrets))]
+		f := secretForms(e.value)
+		form := f[rnd.IntN(len(f))]
+		p := []byte(form[:1+rnd.IntN(len(form)-1)])
+		for len(p) > 0 {
+			n := 1 + rnd.IntN(len(p))
+			r.write(p[:n])
+			p = p[n:]
+			if len(st.carry) >= s.maxLen || cap(st.carry) > 2*s.maxLen || cap(st.edge) > 4*s.maxLen {
+				t.Fatalf("held %d bytes (cap %d, edge cap %d), want fewer than the longest form, %d",
+					len(st.carry), cap(st.carry), cap(st.edge), s.maxLen)
+			}
+		}
+	}
+}
