@@ -295,8 +295,8 @@ type redactSet struct {
 	// refs lists (pattern, offset) for every gram, grouped by gram;
 	// grams maps a gram to its group, start<<32|length. Neither holds
 	// a pointer, so a large set costs the garbage collector nothing.
-	refs  []gramRef
-	grams map[uint32]uint64
+	refs    []gramRef
+	grams   map[uint32]uint64
 	trie    map[uint64]int32 // node<<8|byte → child; node 0 is the root
 	depthOf []int32          // index: node; pattern length ending there, or 0
 	hasKids []bool           // index: node
