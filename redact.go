@@ -69,7 +69,7 @@ const (
 const redactGram = 4
 
 // maxRedactStep bounds the sampling step, and so the filter's size.
-const maxRedactStep = 16
+const maxRedactStep = 32
 
 // secretEntry is one named secret.
 type secretEntry struct{ name, value string }
@@ -77,6 +77,9 @@ type secretEntry struct{ name, value string }
 // validateSecrets checks named secrets (WithSecrets, Request.Secrets);
 // what names the map in errors.
 func validateSecrets(what string, secrets map[string]string) error {
+	if len(secrets) == 0 {
+		return nil
+	}
 	if len(secrets) > MaxSecrets {
 		return xerrors.Errorf("%s: %d secrets, at most %d: %w", what, len(secrets), MaxSecrets, ErrInvalidRequest)
 	}
@@ -137,6 +140,9 @@ func hostSecrets() []secretEntry { return envSecrets(os.Environ()) }
 // requestSecrets is what one Request adds to the Manager's set: its
 // Secrets, and, unless they are off, the secret-looking values of its Env.
 func requestSecrets(req Request, envDefaults bool) []secretEntry {
+	if len(req.Secrets) == 0 && (!envDefaults || len(req.Env) == 0) {
+		return nil
+	}
 	var out []secretEntry
 	for _, k := range slices.Sorted(maps.Keys(req.Secrets)) {
 		out = append(out, secretEntry{k, req.Secrets[k]})
@@ -285,8 +291,12 @@ type redactSet struct {
 	maxLen  int
 	step    int      // sampling step: minLen-redactGram+1, at most maxRedactStep
 	bits    []uint64 // bitset of hashed grams at offsets [0, step) of each pattern
-	shift   uint     // 32 - log2(len(bits)*64)
-	grams   map[uint32][]gramRef
+	shift   uint32   // 32 - log2(len(bits)*64)
+	// refs lists (pattern, offset) for every gram, grouped by gram;
+	// grams maps a gram to its group, start<<32|length. Neither holds
+	// a pointer, so a large set costs the garbage collector nothing.
+	refs    []gramRef
+	grams   map[uint32]uint64
 	trie    map[uint64]int32 // node<<8|byte → child; node 0 is the root
 	depthOf []int32          // index: node; pattern length ending there, or 0
 	hasKids []bool           // index: node
@@ -301,6 +311,9 @@ type gramRef struct {
 // newRedactSet compiles entries; nil when there is nothing to redact.
 // An earlier entry's name wins for a value (or form) two entries share.
 func newRedactSet(entries []secretEntry) *redactSet {
+	if len(entries) == 0 {
+		return nil
+	}
 	s := &redactSet{entries: entries, trie: map[uint64]int32{}, depthOf: []int32{0}, hasKids: []bool{false}}
 	seen := map[string]bool{}
 	for _, e := range entries {
@@ -328,14 +341,14 @@ func newRedactSet(entries []secretEntry) *redactSet {
 		logBits++
 	}
 	s.bits = make([]uint64, 1<<(logBits-6))
-	s.shift = 32 - logBits
-	s.grams = make(map[uint32][]gramRef, nGrams)
+	s.shift = uint32(32 - logBits)
+	byGram := make(map[uint32][]gramRef, nGrams)
 	for i, p := range s.pats {
 		for off := 0; off < s.step; off++ {
 			g := binary.LittleEndian.Uint32(p[off:])
 			h := s.hash(g)
 			s.bits[h>>6] |= 1 << (h & 63)
-			s.grams[g] = append(s.grams[g], gramRef{int32(i), int32(off)})
+			byGram[g] = append(byGram[g], gramRef{int32(i), int32(off)})
 		}
 		node := int32(0)
 		for _, c := range p {
@@ -351,6 +364,12 @@ func newRedactSet(entries []secretEntry) *redactSet {
 			node = next
 		}
 		s.depthOf[node] = int32(i + 1) // pattern index + 1
+	}
+	s.refs = make([]gramRef, 0, nGrams)
+	s.grams = make(map[uint32]uint64, len(byGram))
+	for g, refs := range byGram {
+		s.grams[g] = uint64(len(s.refs))<<32 | uint64(len(refs))
+		s.refs = append(s.refs, refs...)
 	}
 	return s
 }
@@ -561,15 +580,25 @@ func (st *redactStage) scan(data []byte, stopAt int, atEnd, final bool) int {
 	s := st.set
 	pos := 0 // emitted up to here
 	i := 0   // next sampled position
-	for i+redactGram <= len(data) && i < stopAt+s.step {
-		g := binary.LittleEndian.Uint32(data[i:])
-		h := s.hash(g)
-		if s.bits[h>>6]&(1<<(h&63)) == 0 {
-			i += s.step
-			continue
+	// The last position sampled: a gram must fit, and a match starting
+	// before stopAt is sampled within step of its start.
+	last := min(len(data)-redactGram, stopAt+s.step-1)
+	bits, shift, step := s.bits, s.shift, s.step
+	for i <= last {
+		// The filter, in locals: most of the time is spent here.
+		for ; i <= last; i += step {
+			h := (binary.LittleEndian.Uint32(data[i:]) * 0x9E3779B1) >> shift
+			if bits[h>>6]&(1<<(h&63)) != 0 {
+				break
+			}
 		}
+		if i > last {
+			break
+		}
+		g := binary.LittleEndian.Uint32(data[i:])
 		best, bestStart := -1, 0
-		for _, ref := range s.grams[g] {
+		group := s.grams[g]
+		for _, ref := range s.refs[group>>32 : group>>32+group&(1<<32-1)] {
 			start := i - int(ref.off)
 			pat := s.pats[ref.pat]
 			if start < pos || start >= stopAt || start+len(pat) > len(data) {

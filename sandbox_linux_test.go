@@ -262,7 +262,9 @@ func TestSandboxEscapes(t *testing.T) {
 	ws, key, secret := sandboxWorkspace(t)
 	outside := t.TempDir()
 	host := listenHost(t)
-	m := newManager(t, agentproc.WithSandbox(agentproc.WorkspaceSandbox(ws)))
+	// Redaction off: a secret the sandbox let through must show, not be
+	// masked by the output's redaction of the host's secret variables.
+	m := newManager(t, agentproc.WithSandbox(agentproc.WorkspaceSandbox(ws)), agentproc.WithRedaction(false))
 	hostPID := strconv.Itoa(os.Getpid())
 	shell := func(cmd string) agentproc.Request { return agentproc.Request{Command: cmd, WorkDir: ws} }
 	prog := filepath.Join(outside, "prog") // TestSandboxMetadataOutsideWrite has the control
@@ -380,7 +382,9 @@ func TestSandboxRootHasNoCapabilities(t *testing.T) {
 	if n, err := unix.Getxattr(capcat, "security.capability", got); err != nil || !bytes.Equal(got[:n], xattr) {
 		t.Fatalf("file capabilities of %s: got %x (%v), want %x", capcat, got[:max(n, 0)], err, xattr)
 	}
-	m := newManager(t, agentproc.WithSandbox(agentproc.WorkspaceSandbox(ws)))
+	// Redaction off: a secret the sandbox let through must show, not be
+	// masked by the output's redaction of the host's secret variables.
+	m := newManager(t, agentproc.WithSandbox(agentproc.WorkspaceSandbox(ws)), agentproc.WithRedaction(false))
 	// The first two Starts of a policy confine a fresh thread; the next
 	// one takes the spare thread made after the second, on which the
 	// bounding set was emptied ahead (sandboxBuilt.start). Both must hold.
