@@ -247,7 +247,9 @@ func ports(ps []agentproc.Port) string {
 const logsHelp = `Print the output of a process: what the serve kept of it (the start and
 the end of long output). With -f, follow it: print new output as it is
 written, until the process exits or you press Ctrl-C. ID may be a unique
-prefix, as ps shows it.
+prefix, as ps shows it. On a terminal, colours are kept and every other
+control sequence (clipboard and title writes, screen control) is dropped;
+to a pipe or a file the output is written unchanged.
 
 Examples:
   agentproc logs 3f2a
@@ -282,10 +284,10 @@ func runLogs(ctx context.Context, e *env, args []string) error {
 		if err != nil {
 			return err
 		}
-		_, err = io.WriteString(e.stdout, out.Output)
+		_, err = io.WriteString(terminalSafe(e.stdout), out.Output)
 		return err
 	}
-	_, err = followOutput(ctx, cl, id, *plain, e.stdout)
+	_, err = followOutput(ctx, cl, id, *plain, terminalSafe(e.stdout))
 	if ctx.Err() != nil {
 		// Ctrl-C ends following, as docker logs -f: not a failure.
 		return nil
@@ -417,6 +419,8 @@ written, and exit with its exit code, as docker run does. One argument is a
 shell command as written; several are quoted so each stays one argument.
 With -d, print the process ID and return at once; the process keeps running
 on the serve (agentproc logs -f ID follows it, agentproc stop ID stops it).
+On a terminal the output keeps its colours and loses every other control
+sequence, as with logs.
 Ctrl-C passes an interrupt to the command, which decides; SIGTERM and
 SIGHUP stop it (terminate, then kill after 10 s) and run exits with 128+N.
 
@@ -515,7 +519,7 @@ func runRun(ctx context.Context, e *env, args []string) error {
 			}
 		}
 	}()
-	out, err := followOutput(fctx, cl, resp.ID, false, e.stdout)
+	out, err := followOutput(fctx, cl, resp.ID, false, terminalSafe(e.stdout))
 	cancel()
 	<-forwarded
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -16,6 +17,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/creack/pty"
 )
 
 // endServe asks serve to stop, as SIGTERM does.
@@ -327,5 +330,64 @@ func TestRunForwardsSignals(t *testing.T) {
 			t.Errorf("run after %v: got exit %d, want %d", sig, got, want)
 		}
 		requireGone(t, ctx, pidFile)
+	}
+}
+
+// TestRunAndLogsOnATerminal: run and logs write a command's output to a
+// terminal (a pty) with its colours and without the sequences that would
+// act on the person's terminal (clipboard, title, screen); to a pipe, the
+// output passes byte for byte.
+func TestRunAndLogsOnATerminal(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	dir := t.TempDir()
+	sock := filepath.Join(dir, "agentproc.sock")
+	startServe(t, ctx, "--socket", sock, "--workdir", dir, "--grace", "2s")
+	script := filepath.Join(dir, "hostile")
+	if err := os.WriteFile(script, []byte(hostile), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env := []string{socketEnv + "=" + sock}
+	onPTY := func(args ...string) string {
+		t.Helper()
+		ptmx, tty, err := pty.Open()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ptmx.Close()
+		cmd := exec.CommandContext(ctx, os.Args[0], args...)
+		cmd.Env = append(append(os.Environ(), runMainEnv+"=1"), env...)
+		cmd.Stdout = tty
+		var stderr strings.Builder
+		cmd.Stderr = &stderr
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		tty.Close()
+		got, _ := io.ReadAll(ptmx) // EIO once the last writer is gone
+		if err := cmd.Wait(); err != nil {
+			t.Fatalf("%q: %v, %s", args, err, stderr.String())
+		}
+		// The terminal writes each \n as \r\n (onlcr).
+		return strings.ReplaceAll(string(got), "\r\n", "\n")
+	}
+	const want = "\x1b[1;31mred\x1b[0m|||||||31m||é\r\n\tend"
+	if got := onPTY("run", "--", "cat "+script); got != want {
+		t.Errorf("run on a terminal: got %q, want %q", got, want)
+	}
+	out, _, code := cli(t, ctx, env, "run", "-d", "--", "cat "+script)
+	id := strings.TrimSpace(out)
+	if code != 0 {
+		t.Fatalf("run -d: exit %d", code)
+	}
+	if got := onPTY("logs", "-f", id); got != want {
+		t.Errorf("logs -f on a terminal: got %q, want %q", got, want)
+	}
+	if got := onPTY("logs", id); got != want {
+		t.Errorf("logs on a terminal: got %q, want %q", got, want)
+	}
+	if got, _, _ := cli(t, ctx, env, "logs", id); got != hostile {
+		t.Errorf("logs to a pipe: got %q, want the bytes unchanged", got)
 	}
 }
