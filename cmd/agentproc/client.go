@@ -374,7 +374,7 @@ func runStop(ctx context.Context, e *env, args []string) error {
 	var failed error
 	for _, arg := range ids {
 		if err := stopOne(ctx, cl, arg, *grace); err != nil {
-			fmt.Fprintf(e.stderr, "agentproc stop: %v\n", err)
+			fmt.Fprintf(e.stderr, "agentproc stop: %v\n", plainError(err))
 			failed = exitCode(exitError)
 			continue
 		}

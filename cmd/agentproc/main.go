@@ -19,11 +19,15 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/http"
+	"net/url"
 	"os"
 	"os/signal"
 	"runtime/debug"
 	"strings"
 	"syscall"
+
+	"github.com/agentproc/agentproc/httpapi"
 )
 
 func main() {
@@ -128,7 +132,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "agentproc %s: %v\nRun 'agentproc %s --help' for usage.\n", c.name, err, c.name)
 			return exitUsage
 		}
-		fmt.Fprintf(stderr, "agentproc %s: %v\n", c.name, err)
+		fmt.Fprintf(stderr, "agentproc %s: %v\n", c.name, plainError(err))
 		return exitError
 	}
 	fmt.Fprintf(stderr, "agentproc: unknown command %q\nRun 'agentproc --help' for usage.\n", args[0])
@@ -141,6 +145,29 @@ func printMainUsage(w io.Writer) {
 		fmt.Fprintf(&sb, "  %-8s %s\n", c.name, c.summary)
 	}
 	fmt.Fprintf(w, mainUsage, sb.String())
+}
+
+// plainError is err as a person reads it: the reason a request to the
+// serve failed, without the HTTP client's wrapping (the method, the URL of
+// the socket's made-up host), and a reply's message without the package
+// prefix; the status stays where it says something (401, 404).
+func plainError(err error) error {
+	var he *httpapi.Error
+	if errors.As(err, &he) {
+		msg := he.Message
+		if he.StatusCode == http.StatusUnauthorized || he.StatusCode == http.StatusForbidden {
+			msg = fmt.Sprintf("%d %s: %s", he.StatusCode, http.StatusText(he.StatusCode), msg)
+		}
+		if he.Detail != "" {
+			msg += " (" + he.Detail + ")"
+		}
+		return errors.New(msg)
+	}
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		return ue.Err
+	}
+	return err
 }
 
 // exitCode is an error that is only an exit code: the command has said
