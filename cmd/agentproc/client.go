@@ -441,6 +441,7 @@ func runRun(ctx context.Context, e *env, args []string) error {
 	workdir := fs.String("workdir", "", "directory to run in (default: the serve's)")
 	timeout := fs.Duration("timeout", 0, "stop the command after this long")
 	readyPort := fs.Int("ready-port", -1, "with -d, return once the command listens on this port (0: any)")
+	readyTimeout := fs.Duration("ready-timeout", time.Minute, "with --ready-port, give up after this long (exit 1; the command keeps running)")
 	if err := parseFlags(fs, e, args); err != nil {
 		return err
 	}
@@ -479,11 +480,15 @@ func runRun(ctx context.Context, e *env, args []string) error {
 	}
 	if *detach {
 		if *readyPort >= 0 {
-			out, err := cl.Output(ctx, resp.ID, httpapi.OutputOptions{WaitPort: readyPort, Offset: new(int64)})
+			out, err := waitReady(ctx, cl, resp.ID, *readyPort, *readyTimeout)
 			if err != nil {
 				return err
 			}
 			if out.Port == nil {
+				if out.Running {
+					return fmt.Errorf("%s did not listen on port %d within %s; it is still running (agentproc logs %s shows why, agentproc stop %s stops it)",
+						resp.ID, *readyPort, *readyTimeout, shortID(resp.ID), shortID(resp.ID))
+				}
 				return fmt.Errorf("%s did not listen on port %d (%s)", resp.ID, *readyPort, exitState(out))
 			}
 		}
@@ -535,6 +540,32 @@ func runRun(ctx context.Context, e *env, args []string) error {
 		return exitCode(*out.ExitCode)
 	}
 	return nil
+}
+
+// waitReady waits until id listens on port, at most timeout, asking the
+// serve again when its own cap on one wait ends the request first.
+func waitReady(parent context.Context, cl *httpapi.Client, id string, port int, timeout time.Duration) (httpapi.Output, error) {
+	ctx, cancel := context.WithTimeout(parent, timeout)
+	defer cancel()
+	for {
+		left := time.Until(deadlineOf(ctx))
+		out, err := cl.Output(ctx, id, httpapi.OutputOptions{WaitPort: &port, Timeout: left, Offset: new(int64)})
+		switch {
+		case parent.Err() != nil:
+			return out, parent.Err()
+		case ctx.Err() != nil:
+			return httpapi.Output{Running: true}, nil
+		case err != nil:
+			return out, err
+		case out.Port != nil || !out.Running || !out.TimedOut:
+			return out, nil
+		}
+	}
+}
+
+func deadlineOf(ctx context.Context) time.Time {
+	d, _ := ctx.Deadline()
+	return d
 }
 
 // forwardedSignals are the signals run -- CMD passes on to the command.

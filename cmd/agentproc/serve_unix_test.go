@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -389,5 +390,23 @@ func TestRunAndLogsOnATerminal(t *testing.T) {
 	}
 	if got, _, _ := cli(t, ctx, env, "logs", id); got != hostile {
 		t.Errorf("logs to a pipe: got %q, want the bytes unchanged", got)
+	}
+}
+
+// TestRunReadyPortGivesUp: run -d --ready-port for a command that never
+// listens gives up after --ready-timeout with exit 1, saying the command
+// still runs and how to see why.
+func TestRunReadyPortGivesUp(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	dir := t.TempDir()
+	sock := filepath.Join(dir, "agentproc.sock")
+	startServe(t, ctx, "--socket", sock, "--workdir", dir, "--grace", "2s")
+	env := []string{socketEnv + "=" + sock}
+	start := time.Now()
+	_, errOut, code := cli(t, ctx, env, "run", "-d", "--ready-port", strconv.Itoa(freePort(t)), "--ready-timeout", "1s", "--", "sleep 3600")
+	if took := time.Since(start); code != exitError || !strings.Contains(errOut, "within 1s; it is still running") || took > 20*time.Second {
+		t.Errorf("run --ready-timeout 1s: got exit %d after %v, stderr %q; want exit 1 soon, and why", code, took, errOut)
 	}
 }
