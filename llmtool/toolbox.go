@@ -115,6 +115,10 @@ func (tb *Toolbox) execute(ctx context.Context, a executeArgs, progress Progress
 		req.MaxOutput = tb.opts.MaxOutput
 	}
 	p, err := tb.procs.Start(ctx, req)
+	if errors.Is(err, agentproc.ErrTooManyProcesses) {
+		return "", xerrors.Errorf("could not start the command: too many processes are running (%v). "+
+			"Stop one you no longer need with process_signal (process_list shows them), or wait for one to exit, then start again", err)
+	}
 	if err != nil {
 		return "", xerrors.Errorf("could not start the command: %v", err)
 	}
