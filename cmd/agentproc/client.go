@@ -264,6 +264,8 @@ func runLogs(ctx context.Context, e *env, args []string) error {
 	follow := fs.Bool("f", false, "follow the output until the process exits")
 	fs.BoolVar(follow, "follow", false, "follow the output until the process exits")
 	plain := fs.Bool("plain", false, "render terminal control sequences away (agentproc.PlainText)")
+	tail := fs.Int("tail", -1, "print only the last N lines of what was kept (with -f, then follow)")
+	fs.IntVar(tail, "n", -1, "same as --tail")
 	rest, err := parse(fs, e, args, 1)
 	if err != nil {
 		return err
@@ -279,15 +281,22 @@ func runLogs(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	if !*follow {
-		out, err := cl.Output(ctx, id, httpapi.OutputOptions{Plain: *plain})
+	w := terminalSafe(e.stdout)
+	var from int64
+	if !*follow || *tail >= 0 {
+		out, err := cl.Output(ctx, id, httpapi.OutputOptions{Plain: *plain, Offset: new(int64)})
 		if err != nil {
 			return err
 		}
-		_, err = io.WriteString(terminalSafe(e.stdout), out.Output)
-		return err
+		if out.Position == nil {
+			return errNoOffsets
+		}
+		if _, err := io.WriteString(w, lastLines(out.Output, *tail)); err != nil || !*follow {
+			return err
+		}
+		from = out.Next
 	}
-	_, err = followOutput(ctx, cl, id, *plain, terminalSafe(e.stdout))
+	_, err = followOutput(ctx, cl, id, from, *plain, w)
 	if ctx.Err() != nil {
 		// Ctrl-C ends following, as docker logs -f: not a failure.
 		return nil
@@ -303,8 +312,8 @@ var errNoOffsets = errors.New("the server's output reply has no offsets (is it a
 // until the process exits, and returns its final state. Each read blocks on
 // the serve until there is more (?follow=true), so a quiet process costs
 // one held request, not a poll.
-func followOutput(ctx context.Context, cl *httpapi.Client, id string, plain bool, w io.Writer) (httpapi.Output, error) {
-	var off int64
+func followOutput(ctx context.Context, cl *httpapi.Client, id string, from int64, plain bool, w io.Writer) (httpapi.Output, error) {
+	off := from
 	for {
 		out, err := cl.Output(ctx, id, httpapi.OutputOptions{Offset: &off, Follow: true, Plain: plain})
 		if err != nil {
@@ -440,6 +449,10 @@ func runRun(ctx context.Context, e *env, args []string) error {
 	fs.BoolVar(detach, "detach", false, "print the ID and return; the process keeps running")
 	workdir := fs.String("workdir", "", "directory to run in (default: the serve's)")
 	timeout := fs.Duration("timeout", 0, "stop the command after this long")
+	var envs envFlag
+	fs.Var(&envs, "e", "set an environment variable, KEY=VALUE (repeatable)")
+	fs.Var(&envs, "env", "same as -e")
+	interactive := fs.Bool("i", false, "keep stdin open: attached, agentproc's stdin is passed on; with -d, answer with agentproc input")
 	readyPort := fs.Int("ready-port", -1, "with -d, return once the command listens on this port (0: any)")
 	readyTimeout := fs.Duration("ready-timeout", time.Minute, "with --ready-port, give up after this long (exit 1; the command keeps running)")
 	if err := parseFlags(fs, e, args); err != nil {
@@ -453,7 +466,7 @@ func runRun(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	req := httpapi.StartRequest{Command: shellCommand(argv), WorkDir: *workdir, Background: *detach}
+	req := httpapi.StartRequest{Command: shellCommand(argv), WorkDir: *workdir, Background: *detach, Env: envs.m, Stdin: *interactive}
 	if *timeout > 0 {
 		req.Timeout = timeout.String()
 	}
@@ -524,7 +537,10 @@ func runRun(ctx context.Context, e *env, args []string) error {
 			}
 		}
 	}()
-	out, err := followOutput(fctx, cl, resp.ID, false, terminalSafe(e.stdout))
+	if *interactive {
+		go forwardStdin(fctx, cl, resp.ID, e.stdin)
+	}
+	out, err := followOutput(fctx, cl, resp.ID, 0, false, terminalSafe(e.stdout))
 	cancel()
 	<-forwarded
 	if err != nil {
@@ -566,6 +582,23 @@ func waitReady(parent context.Context, cl *httpapi.Client, id string, port int, 
 func deadlineOf(ctx context.Context) time.Time {
 	d, _ := ctx.Deadline()
 	return d
+}
+
+// envFlag collects -e KEY=VALUE.
+type envFlag struct{ m map[string]string }
+
+func (f *envFlag) String() string { return "" }
+
+func (f *envFlag) Set(s string) error {
+	k, v, ok := strings.Cut(s, "=")
+	if !ok || k == "" {
+		return fmt.Errorf("%q: want KEY=VALUE", s)
+	}
+	if f.m == nil {
+		f.m = map[string]string{}
+	}
+	f.m[k] = v
+	return nil
 }
 
 // forwardedSignals are the signals run -- CMD passes on to the command.

@@ -64,6 +64,9 @@ var commands = []command{
 	{"logs", "print (or follow with -f) the output of a process", runLogs},
 	{"stop", "stop a process, or all of them", runStop},
 	{"run", "start a command and show its output (or -d: print its ID)", runRun},
+	{"wait", "wait until a process exits; exit with its code", runWait},
+	{"inspect", "print what the serve knows of processes, as JSON", runInspect},
+	{"input", "write to the stdin of a process started with run -i", runInput},
 	{"version", "print the version", runVersion},
 }
 

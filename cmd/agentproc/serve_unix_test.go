@@ -410,3 +410,61 @@ func TestRunReadyPortGivesUp(t *testing.T) {
 		t.Errorf("run --ready-timeout 1s: got exit %d after %v, stderr %q; want exit 1 soon, and why", code, took, errOut)
 	}
 }
+
+// TestClientVerbs: the verbs of docker habits beside ps, logs, stop and
+// run: run -e and -i, wait with the exit code, inspect as JSON, logs
+// --tail, and input answering a prompt.
+func TestClientVerbs(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	dir := t.TempDir()
+	sock := filepath.Join(dir, "agentproc.sock")
+	startServe(t, ctx, "--socket", sock, "--workdir", dir, "--grace", "2s")
+	env := []string{socketEnv + "=" + sock}
+	run := func(wantCode int, args ...string) string {
+		t.Helper()
+		out, errOut, code := cli(t, ctx, env, args...)
+		if code != wantCode {
+			t.Fatalf("agentproc %q: got exit %d, want %d\nstdout: %s\nstderr: %s", args, code, wantCode, out, errOut)
+		}
+		return out
+	}
+	if out := run(0, "run", "-e", "GREETING=hi there", "-e", "X=1", "--", `echo "$GREETING $X"`); out != "hi there 1\n" {
+		t.Errorf("run -e: got %q, want the variables set", out)
+	}
+	counter := strings.TrimSpace(run(0, "run", "-d", "--", "seq 1 10; exit 3"))
+	if out := run(3, "wait", counter[:8]); out != "3\n" {
+		t.Errorf("wait: got %q, want the exit code 3", out)
+	}
+	var procs []struct {
+		ID       string `json:"id"`
+		ExitCode *int   `json:"exit_code"`
+	}
+	if err := json.Unmarshal([]byte(run(0, "inspect", counter[:8])), &procs); err != nil || len(procs) != 1 || procs[0].ID != counter || procs[0].ExitCode == nil || *procs[0].ExitCode != 3 {
+		t.Errorf("inspect: got %+v, %v; want the counter with exit code 3", procs, err)
+	}
+	if out := run(0, "logs", "--tail", "2", counter); out != "9\n10\n" {
+		t.Errorf("logs --tail 2: got %q, want the last two lines", out)
+	}
+	if out := run(0, "logs", "-n", "0", counter); out != "" {
+		t.Errorf("logs -n 0: got %q, want nothing", out)
+	}
+	prompt := strings.TrimSpace(run(0, "run", "-d", "-i", "--", `printf 'name? '; read a; echo "hello $a"`))
+	run(0, "input", prompt, "ada")
+	if out := run(0, "wait", prompt); out != "0\n" {
+		t.Errorf("wait after input: got %q, want 0", out)
+	}
+	if out := run(0, "logs", prompt); out != "name? hello ada\n" {
+		t.Errorf("logs after input: got %q, want the greeting", out)
+	}
+	cmd := exec.CommandContext(ctx, os.Args[0], "run", "-i", "--", "tr a-z A-Z")
+	cmd.Env = append(append(os.Environ(), runMainEnv+"=1"), env...)
+	cmd.Stdin = strings.NewReader("piped in\n")
+	if out, err := cmd.Output(); err != nil || string(out) != "PIPED IN\n" {
+		t.Errorf("run -i with stdin: got %q, %v; want it passed on", out, err)
+	}
+	if _, errOut, code := cli(t, ctx, env, "wait", "--timeout", "200ms", strings.TrimSpace(run(0, "run", "-d", "--", "sleep 3600"))); code != exitError || !strings.Contains(errOut, "still running after 200ms") {
+		t.Errorf("wait --timeout: got exit %d, stderr %q; want 1 and why", code, errOut)
+	}
+}
