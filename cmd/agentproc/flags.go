@@ -79,6 +79,17 @@ func parse(fs *flag.FlagSet, e *env, args []string, minArgs int) ([]string, erro
 // parseFlags is fs.Parse with --help printed to stdout (flag.ErrHelp
 // returned) and other errors returned as usageErrors, printed by run.
 func parseFlags(fs *flag.FlagSet, e *env, args []string) error {
+	if e.listFlags != nil {
+		// Shell completion asks for the flags (completion.go).
+		fs.VisitAll(func(f *flag.Flag) {
+			dash := "--"
+			if len(f.Name) == 1 {
+				dash = "-"
+			}
+			*e.listFlags = append(*e.listFlags, dash+f.Name)
+		})
+		return errFlagsListed
+	}
 	fs.SetOutput(io.Discard)
 	err := fs.Parse(args)
 	if errors.Is(err, flag.ErrHelp) {

@@ -55,6 +55,9 @@ type command struct {
 type env struct {
 	stdin          io.Reader
 	stdout, stderr io.Writer
+	// listFlags, when set, makes parsing list the command's flags here and
+	// end the command (shell completion).
+	listFlags *[]string
 }
 
 var commands = []command{
@@ -67,6 +70,7 @@ var commands = []command{
 	{"wait", "wait until a process exits; exit with its code", runWait},
 	{"inspect", "print what the serve knows of processes, as JSON", runInspect},
 	{"input", "write to the stdin of a process started with run -i", runInput},
+	{"completion", "print a shell completion script (bash, zsh, fish)", runCompletion},
 	{"version", "print the version", runVersion},
 }
 
@@ -113,6 +117,9 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return exitOK
 	case "-v", "-version", "--version":
 		args[0] = "version"
+	case "__complete":
+		runComplete(context.Background(), e, args[1:])
+		return exitOK
 	}
 	for _, c := range commands {
 		if c.name != args[0] {
