@@ -123,6 +123,10 @@ func (tb *Toolbox) execute(ctx context.Context, a executeArgs, progress Progress
 		req.MaxOutput = tb.opts.MaxOutput
 	}
 	p, err := tb.procs.Start(ctx, req)
+	if errors.Is(err, agentproc.ErrTooManyProcesses) {
+		return "", xerrors.Errorf("could not start the command: too many processes are running (%v). "+
+			"Stop one you no longer need with process_signal (process_list shows them), or wait for one to exit, then start again", err)
+	}
 	if err != nil {
 		return "", xerrors.Errorf("could not start the command: %v", err)
 	}
@@ -173,11 +177,18 @@ type outputArgs struct {
 	ProcessID string `json:"process_id"`
 	Offset    int64  `json:"offset"`
 	Wait      bool   `json:"wait"`
-	WaitFor   string `json:"wait_for"`
+	Pattern   string `json:"pattern"`
+	// WaitFor is pattern's earlier name, still accepted.
+	WaitFor string `json:"wait_for"`
 }
 
 func (tb *Toolbox) output(ctx context.Context, a outputArgs, progress Progress) (string, error) {
-	re, err := compile("wait_for", a.WaitFor)
+	if a.Pattern == "" {
+		a.Pattern = a.WaitFor
+	} else if a.WaitFor != "" && a.WaitFor != a.Pattern {
+		return "", xerrors.New("give pattern only (wait_for is its earlier name)")
+	}
+	re, err := compile("pattern", a.Pattern)
 	if err != nil {
 		return "", err
 	}
@@ -205,13 +216,13 @@ func (tb *Toolbox) output(ctx context.Context, a outputArgs, progress Progress) 
 		case err == nil:
 			matched = line
 		case errors.Is(err, agentproc.ErrExited):
-			note = "The process exited without printing a line that matches wait_for."
+			note = "The process exited without printing a line that matches pattern."
 		case prompted:
 			if matched = promptMatch(p, a.Offset, re); matched == "" {
 				note = promptNote
 			}
 		case waitCtx.Err() != nil && ctx.Err() == nil:
-			note = "No line matched wait_for within 30 seconds; the process is still running."
+			note = "No line matched pattern within 30 seconds; the process is still running."
 		default:
 			return "", err
 		}
@@ -360,6 +371,14 @@ func (tb *Toolbox) report(r *result, p *agentproc.Process, offset int64, matched
 	if err != nil {
 		return err
 	}
+	if text == "" && offset > 0 {
+		if end := outputEnd(p); offset > end {
+			// Read from there, nothing would ever show: say so instead of
+			// "no new output" forever.
+			note = strings.TrimSpace(note + fmt.Sprintf(" offset %d is past the end of the output (%d bytes so far), so no output can show: "+
+				"pass the next of your last read, or 0 to read from the start.", offset, end))
+		}
+	}
 	r.field("state", state(info))
 	r.field("matched", matched)
 	r.field("note", note)
@@ -398,7 +417,7 @@ func (tb *Toolbox) input(ctx context.Context, a inputArgs, _ Progress) (string, 
 		r.field("stdin", "closed")
 	}
 	r.field("state", state(p.Info()))
-	r.field("note", "Call process_output with wait_for (or process_wait with pattern) and the offset you last read to see the answer.")
+	r.field("note", "Call process_output or process_wait with pattern and the offset you last read to see the answer.")
 	return r.String(), nil
 }
 
@@ -495,6 +514,16 @@ func compile(param, expr string) (*regexp.Regexp, error) {
 // is at most two regions (head and tail), and a process writing fast must
 // not keep a tool call reading forever.
 const maxReads = 4
+
+// outputEnd is the number of bytes p has written (its output's end
+// offset), as far as the retained output tells.
+func outputEnd(p *agentproc.Process) int64 {
+	out := p.Output()
+	if out.Truncated != nil {
+		return out.Truncated.OriginalBytes
+	}
+	return int64(len(out.Text))
+}
 
 // readFrom reads p's output from offset up to what has been written by now,
 // marking where retained output skips bytes, and returns the text, the

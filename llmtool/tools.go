@@ -153,9 +153,9 @@ func tools(o Options) []Tool {
 			Name: "process_output",
 			Description: "Read the output of a process started by execute. The result holds the output from offset on and next, " +
 				"the offset to pass the next time to get only output written since: pass back next instead of rereading everything. " +
-				"Optionally wait first, at most 30 seconds: wait until the process exits, or wait_for until an output line matches a " +
+				"Optionally wait first, at most 30 seconds: wait until the process exits, or until an output line matches pattern, a " +
 				"regular expression, such as the line a server prints when it is ready to accept requests. " +
-				"A wait ends at once when the process waits for input; wait_for also matches the unfinished prompt line then.",
+				"A wait ends at once when the process waits for input; pattern also matches the unfinished prompt line then.",
 			ReadOnly: true,
 			InputSchema: object([]string{"process_id"}, map[string]any{
 				"process_id": processID,
@@ -164,7 +164,7 @@ func tools(o Options) []Tool {
 					"type":        "boolean",
 					"description": "Wait until the process exits (at most 30 seconds) before reading.",
 				},
-				"wait_for": str("A regular expression (RE2 syntax); wait until a line of output matches it (at most 30 seconds) " +
+				"pattern": str("A regular expression (RE2 syntax), as process_wait's; wait until a line of output matches it (at most 30 seconds) " +
 					"before reading. Use it for readiness, for example \"listening on|ready\"."),
 			}),
 		},
@@ -194,7 +194,7 @@ func tools(o Options) []Tool {
 		{
 			Name: "process_input",
 			Description: "Write text to the standard input of a process started by execute with stdin, such as the answer to a " +
-				"prompt. End the text with \\n to press Enter. Then call process_output with wait_for, or process_wait, to read " +
+				"prompt. End the text with \\n to press Enter. Then call process_output or process_wait with pattern to read " +
 				"what the program answers. Set close to signal end of input (like Ctrl-D) after the text.",
 			InputSchema: object([]string{"process_id"}, map[string]any{
 				"process_id": processID,

@@ -41,7 +41,7 @@ func TestToolSchemas(t *testing.T) {
 	t.Parallel()
 	want := map[string][]string{
 		"execute":        {"command", "run_in_background", "stdin", "timeout", "workdir"},
-		"process_output": {"offset", "process_id", "wait", "wait_for"},
+		"process_output": {"offset", "pattern", "process_id", "wait"},
 		"process_wait":   {"offset", "pattern", "port", "process_id", "timeout"},
 		"process_input":  {"close", "process_id", "text"},
 		"process_list":   nil,
@@ -100,7 +100,7 @@ func TestToolSchemas(t *testing.T) {
 	}
 	for tool, lesson := range map[string]string{
 		"execute":        "run_in_background",
-		"process_output": "wait_for",
+		"process_output": "pattern",
 		"process_wait":   "instead of sleeping",
 		"process_input":  "\\n to press Enter",
 	} {
@@ -144,6 +144,8 @@ func TestDispatchRejectsBadCalls(t *testing.T) {
 		{"process_output", `{}`, "process_id is required"},
 		{"process_output", `{"process_id": "` + unknownID + `"}`, "no process"},
 		{"process_output", `{"process_id": "` + unknownID + `", "wait_for": "("}`, "not a valid regular expression"},
+		{"process_output", `{"process_id": "` + unknownID + `", "pattern": "("}`, "not a valid regular expression"},
+		{"process_output", `{"process_id": "` + unknownID + `", "pattern": "a", "wait_for": "b"}`, "give pattern only"},
 		{"process_output", `{"process_id": "` + unknownID + `", "offset": -1}`, "offset must not be negative"},
 		{"process_signal", `{"process_id": "` + unknownID + `", "signal": "hup"}`, "signal must be"},
 		{"process_signal", `{"process_id": "` + unknownID + `", "signal": "kill"}`, "no process"},
@@ -186,4 +188,31 @@ func (l leakChecked) Run() int {
 		code = 1
 	}
 	return code
+}
+
+// TestOutputOffsetPastEnd: an offset past the end of the output, from which
+// nothing could ever show, is said so in the result instead of "no new
+// output" forever; pattern and wait_for are one argument of two names.
+func TestOutputOffsetPastEnd(t *testing.T) {
+	t.Parallel()
+	m := agentproc.New()
+	defer m.Close()
+	tb := llmtool.New(m.Scope("test"), llmtool.Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	res, err := tb.Dispatch(ctx, "execute", json.RawMessage(`{"command": "echo hello"}`), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := strings.TrimPrefix(strings.SplitN(res, "\n", 2)[0], "process_id: ")
+	res, err = tb.Dispatch(ctx, "process_output", json.RawMessage(`{"process_id": "`+id+`", "offset": 1000}`), nil)
+	if err != nil || !strings.Contains(res, "offset 1000 is past the end of the output (6 bytes so far)") {
+		t.Errorf("offset past the end: got %q, %v; want a note that says so", res, err)
+	}
+	for _, name := range []string{"pattern", "wait_for"} {
+		res, err = tb.Dispatch(ctx, "process_output", json.RawMessage(`{"process_id": "`+id+`", "`+name+`": "hel+o"}`), nil)
+		if err != nil || !strings.Contains(res, "matched: hello\n") {
+			t.Errorf("process_output with %s: got %q, %v; want the match", name, res, err)
+		}
+	}
 }

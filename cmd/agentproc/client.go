@@ -247,7 +247,9 @@ func ports(ps []agentproc.Port) string {
 const logsHelp = `Print the output of a process: what the serve kept of it (the start and
 the end of long output). With -f, follow it: print new output as it is
 written, until the process exits or you press Ctrl-C. ID may be a unique
-prefix, as ps shows it.
+prefix, as ps shows it. On a terminal, colours are kept and every other
+control sequence (clipboard and title writes, screen control) is dropped;
+to a pipe or a file the output is written unchanged.
 
 Examples:
   agentproc logs 3f2a
@@ -262,6 +264,8 @@ func runLogs(ctx context.Context, e *env, args []string) error {
 	follow := fs.Bool("f", false, "follow the output until the process exits")
 	fs.BoolVar(follow, "follow", false, "follow the output until the process exits")
 	plain := fs.Bool("plain", false, "render terminal control sequences away (agentproc.PlainText)")
+	tail := fs.Int("tail", -1, "print only the last N lines of what was kept (with -f, then follow)")
+	fs.IntVar(tail, "n", -1, "same as --tail")
 	rest, err := parse(fs, e, args, 1)
 	if err != nil {
 		return err
@@ -277,15 +281,22 @@ func runLogs(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	if !*follow {
-		out, err := cl.Output(ctx, id, httpapi.OutputOptions{Plain: *plain})
+	w := terminalSafe(e.stdout)
+	var from int64
+	if !*follow || *tail >= 0 {
+		out, err := cl.Output(ctx, id, httpapi.OutputOptions{Plain: *plain, Offset: new(int64)})
 		if err != nil {
 			return err
 		}
-		_, err = io.WriteString(e.stdout, out.Output)
-		return err
+		if out.Position == nil {
+			return errNoOffsets
+		}
+		if _, err := io.WriteString(w, lastLines(out.Output, *tail)); err != nil || !*follow {
+			return err
+		}
+		from = out.Next
 	}
-	_, err = followOutput(ctx, cl, id, *plain, e.stdout)
+	_, err = followOutput(ctx, cl, id, from, *plain, w)
 	if ctx.Err() != nil {
 		// Ctrl-C ends following, as docker logs -f: not a failure.
 		return nil
@@ -301,8 +312,8 @@ var errNoOffsets = errors.New("the server's output reply has no offsets (is it a
 // until the process exits, and returns its final state. Each read blocks on
 // the serve until there is more (?follow=true), so a quiet process costs
 // one held request, not a poll.
-func followOutput(ctx context.Context, cl *httpapi.Client, id string, plain bool, w io.Writer) (httpapi.Output, error) {
-	var off int64
+func followOutput(ctx context.Context, cl *httpapi.Client, id string, from int64, plain bool, w io.Writer) (httpapi.Output, error) {
+	off := from
 	for {
 		out, err := cl.Output(ctx, id, httpapi.OutputOptions{Offset: &off, Follow: true, Plain: plain})
 		if err != nil {
@@ -372,7 +383,7 @@ func runStop(ctx context.Context, e *env, args []string) error {
 	var failed error
 	for _, arg := range ids {
 		if err := stopOne(ctx, cl, arg, *grace); err != nil {
-			fmt.Fprintf(e.stderr, "agentproc stop: %v\n", err)
+			fmt.Fprintf(e.stderr, "agentproc stop: %v\n", plainError(err))
 			failed = exitCode(exitError)
 			continue
 		}
@@ -417,6 +428,8 @@ written, and exit with its exit code, as docker run does. One argument is a
 shell command as written; several are quoted so each stays one argument.
 With -d, print the process ID and return at once; the process keeps running
 on the serve (agentproc logs -f ID follows it, agentproc stop ID stops it).
+On a terminal the output keeps its colours and loses every other control
+sequence, as with logs.
 Ctrl-C passes an interrupt to the command, which decides; SIGTERM and
 SIGHUP stop it (terminate, then kill after 10 s) and run exits with 128+N.
 
@@ -436,7 +449,12 @@ func runRun(ctx context.Context, e *env, args []string) error {
 	fs.BoolVar(detach, "detach", false, "print the ID and return; the process keeps running")
 	workdir := fs.String("workdir", "", "directory to run in (default: the serve's)")
 	timeout := fs.Duration("timeout", 0, "stop the command after this long")
+	var envs envFlag
+	fs.Var(&envs, "e", "set an environment variable, KEY=VALUE (repeatable)")
+	fs.Var(&envs, "env", "same as -e")
+	interactive := fs.Bool("i", false, "keep stdin open: attached, agentproc's stdin is passed on; with -d, answer with agentproc input")
 	readyPort := fs.Int("ready-port", -1, "with -d, return once the command listens on this port (0: any)")
+	readyTimeout := fs.Duration("ready-timeout", time.Minute, "with --ready-port, give up after this long (exit 1; the command keeps running)")
 	if err := parseFlags(fs, e, args); err != nil {
 		return err
 	}
@@ -448,7 +466,7 @@ func runRun(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	req := httpapi.StartRequest{Command: shellCommand(argv), WorkDir: *workdir, Background: *detach}
+	req := httpapi.StartRequest{Command: shellCommand(argv), WorkDir: *workdir, Background: *detach, Env: envs.m, Stdin: *interactive}
 	if *timeout > 0 {
 		req.Timeout = timeout.String()
 	}
@@ -475,11 +493,15 @@ func runRun(ctx context.Context, e *env, args []string) error {
 	}
 	if *detach {
 		if *readyPort >= 0 {
-			out, err := cl.Output(ctx, resp.ID, httpapi.OutputOptions{WaitPort: readyPort, Offset: new(int64)})
+			out, err := waitReady(ctx, cl, resp.ID, *readyPort, *readyTimeout)
 			if err != nil {
 				return err
 			}
 			if out.Port == nil {
+				if out.Running {
+					return fmt.Errorf("%s did not listen on port %d within %s; it is still running (agentproc logs %s shows why, agentproc stop %s stops it)",
+						resp.ID, *readyPort, *readyTimeout, shortID(resp.ID), shortID(resp.ID))
+				}
 				return fmt.Errorf("%s did not listen on port %d (%s)", resp.ID, *readyPort, exitState(out))
 			}
 		}
@@ -515,7 +537,10 @@ func runRun(ctx context.Context, e *env, args []string) error {
 			}
 		}
 	}()
-	out, err := followOutput(fctx, cl, resp.ID, false, e.stdout)
+	if *interactive {
+		go forwardStdin(fctx, cl, resp.ID, e.stdin)
+	}
+	out, err := followOutput(fctx, cl, resp.ID, 0, false, terminalSafe(e.stdout))
 	cancel()
 	<-forwarded
 	if err != nil {
@@ -530,6 +555,49 @@ func runRun(ctx context.Context, e *env, args []string) error {
 	if *out.ExitCode != 0 {
 		return exitCode(*out.ExitCode)
 	}
+	return nil
+}
+
+// waitReady waits until id listens on port, at most timeout, asking the
+// serve again when its own cap on one wait ends the request first.
+func waitReady(parent context.Context, cl *httpapi.Client, id string, port int, timeout time.Duration) (httpapi.Output, error) {
+	ctx, cancel := context.WithTimeout(parent, timeout)
+	defer cancel()
+	for {
+		left := time.Until(deadlineOf(ctx))
+		out, err := cl.Output(ctx, id, httpapi.OutputOptions{WaitPort: &port, Timeout: left, Offset: new(int64)})
+		switch {
+		case parent.Err() != nil:
+			return out, parent.Err()
+		case ctx.Err() != nil:
+			return httpapi.Output{Running: true}, nil
+		case err != nil:
+			return out, err
+		case out.Port != nil || !out.Running || !out.TimedOut:
+			return out, nil
+		}
+	}
+}
+
+func deadlineOf(ctx context.Context) time.Time {
+	d, _ := ctx.Deadline()
+	return d
+}
+
+// envFlag collects -e KEY=VALUE.
+type envFlag struct{ m map[string]string }
+
+func (f *envFlag) String() string { return "" }
+
+func (f *envFlag) Set(s string) error {
+	k, v, ok := strings.Cut(s, "=")
+	if !ok || k == "" {
+		return fmt.Errorf("%q: want KEY=VALUE", s)
+	}
+	if f.m == nil {
+		f.m = map[string]string{}
+	}
+	f.m[k] = v
 	return nil
 }
 

@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -36,6 +37,33 @@ func TestClientsRefuseRepliesWithoutOffsets(t *testing.T) {
 		_, errOut, code := cli(t, ctx, env, args...)
 		if code != exitError || strings.Contains(errOut, "panic") || !strings.Contains(errOut, "has no offsets") {
 			t.Errorf("%q: got exit %d, stderr %q; want exit 1 and the reason", args, code, errOut)
+		}
+	}
+}
+
+// TestClientErrorsReadPlain: a client's error says what went wrong, not how
+// the HTTP client wrapped it (method, the socket's made-up URL, the
+// package's prefix).
+func TestClientErrorsReadPlain(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusServiceUnavailable)
+		io.WriteString(w, `{"message":"the manager is shutting down"}`)
+	}))
+	defer srv.Close()
+	for _, tt := range []struct {
+		env  []string
+		want string
+	}{
+		{[]string{socketEnv + "=" + filepath.Join(t.TempDir(), "none.sock")}, "agentproc ps: no agentproc serve on "},
+		{[]string{"AGENTPROC_URL=" + srv.URL, tokenEnv + "="}, "agentproc ps: the manager is shutting down\n"},
+	} {
+		_, errOut, code := cli(t, ctx, tt.env, "ps")
+		if code != exitError || !strings.HasPrefix(errOut, tt.want) || strings.Contains(errOut, "httpapi:") || strings.Contains(errOut, "http://agentproc") {
+			t.Errorf("ps: got exit %d, stderr %q; want exit 1 and %q, without the HTTP client's wrapping", code, errOut, tt.want)
 		}
 	}
 }

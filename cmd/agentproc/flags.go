@@ -79,6 +79,17 @@ func parse(fs *flag.FlagSet, e *env, args []string, minArgs int) ([]string, erro
 // parseFlags is fs.Parse with --help printed to stdout (flag.ErrHelp
 // returned) and other errors returned as usageErrors, printed by run.
 func parseFlags(fs *flag.FlagSet, e *env, args []string) error {
+	if e.listFlags != nil {
+		// Shell completion asks for the flags (completion.go).
+		fs.VisitAll(func(f *flag.Flag) {
+			dash := "--"
+			if len(f.Name) == 1 {
+				dash = "-"
+			}
+			*e.listFlags = append(*e.listFlags, dash+f.Name)
+		})
+		return errFlagsListed
+	}
 	fs.SetOutput(io.Discard)
 	err := fs.Parse(args)
 	if errors.Is(err, flag.ErrHelp) {
@@ -152,13 +163,20 @@ type managerFlags struct {
 	maxLine  int
 	stateDir string
 	session  string // this session's dir under stateDir (statedir.go)
-	cgroup   string
-	sandbox  string
-	network  string
-	hosts    hostList // --allow-host
+	// maxRunning is --max-running: mcp's Manager is one session's, so it
+	// is the Manager's cap; serve applies it per owner (maxrunning.go).
+	maxRunning int
+	cgroup     string
+	sandbox    string
+	network    string
+	hosts      hostList // --allow-host
 }
 
-func (m *managerFlags) register(fs *flag.FlagSet, defaultWorkdir string) {
+// defaultMaxRunning is --max-running's default: each background process
+// costs the server about 95 KB, and an agent in a loop can start many.
+const defaultMaxRunning = 64
+
+func (m *managerFlags) register(fs *flag.FlagSet, defaultWorkdir, maxRunningUsage string) {
 	fs.StringVar(&m.workdir, "workdir", defaultWorkdir, "directory commands run in unless they name one")
 	fs.DurationVar(&m.grace, "grace", 5*time.Second, "how long a stopped process may take to exit after SIGTERM before it is killed")
 	fs.Var(&m.memory, "memory", "memory limit of each process tree, such as 2GiB (Linux: needs --cgroup; none by default)")
@@ -169,6 +187,7 @@ func (m *managerFlags) register(fs *flag.FlagSet, defaultWorkdir string) {
 	fs.Var(&m.head, "head", "bytes of long output kept at its start")
 	fs.Var(&m.tail, "tail", "bytes of long output kept at its end")
 	fs.IntVar(&m.maxLine, "max-line", agentproc.DefaultMaxLineBytes, "longest line shown whole; longer ones are cut")
+	fs.IntVar(&m.maxRunning, "max-running", defaultMaxRunning, maxRunningUsage)
 	fs.StringVar(&m.stateDir, "state-dir", "", "directory under which each session records its processes, so a later one stops what a crashed one left running; sessions may share it")
 }
 
@@ -184,6 +203,9 @@ func (m *managerFlags) registerSandbox(fs *flag.FlagSet, def string) {
 func (m *managerFlags) options() ([]agentproc.Option, error) {
 	if m.grace <= 0 {
 		return nil, usagef("--grace must be positive")
+	}
+	if m.maxRunning < 0 {
+		return nil, usagef("--max-running must be 0 (no cap) or more")
 	}
 	if m.workdir != "" {
 		// A mistyped directory is refused before anything runs: every

@@ -4,6 +4,7 @@ go 1.26.0
 
 require (
 	github.com/agentproc/agentproc v0.0.0-00010101000000-000000000000
+	github.com/creack/pty v1.1.24
 	github.com/modelcontextprotocol/go-sdk v1.8.0
 	go.uber.org/goleak v1.3.0
 )
@@ -11,7 +12,6 @@ require (
 require (
 	cdr.dev/slog/v3 v3.0.0-rc1 // indirect
 	github.com/coder/quartz v0.3.1 // indirect
-	github.com/creack/pty v1.1.24 // indirect
 	github.com/google/jsonschema-go v0.4.3 // indirect
 	github.com/google/uuid v1.6.0 // indirect
 	github.com/segmentio/asm v1.1.3 // indirect

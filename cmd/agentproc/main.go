@@ -19,11 +19,15 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/http"
+	"net/url"
 	"os"
 	"os/signal"
 	"runtime/debug"
 	"strings"
 	"syscall"
+
+	"github.com/agentproc/agentproc/httpapi"
 )
 
 func main() {
@@ -51,6 +55,9 @@ type command struct {
 type env struct {
 	stdin          io.Reader
 	stdout, stderr io.Writer
+	// listFlags, when set, makes parsing list the command's flags here and
+	// end the command (shell completion).
+	listFlags *[]string
 }
 
 var commands = []command{
@@ -60,6 +67,10 @@ var commands = []command{
 	{"logs", "print (or follow with -f) the output of a process", runLogs},
 	{"stop", "stop a process, or all of them", runStop},
 	{"run", "start a command and show its output (or -d: print its ID)", runRun},
+	{"wait", "wait until a process exits; exit with its code", runWait},
+	{"inspect", "print what the serve knows of processes, as JSON", runInspect},
+	{"input", "write to the stdin of a process started with run -i", runInput},
+	{"completion", "print a shell completion script (bash, zsh, fish)", runCompletion},
 	{"version", "print the version", runVersion},
 }
 
@@ -106,6 +117,9 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return exitOK
 	case "-v", "-version", "--version":
 		args[0] = "version"
+	case "__complete":
+		runComplete(context.Background(), e, args[1:])
+		return exitOK
 	}
 	for _, c := range commands {
 		if c.name != args[0] {
@@ -128,7 +142,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "agentproc %s: %v\nRun 'agentproc %s --help' for usage.\n", c.name, err, c.name)
 			return exitUsage
 		}
-		fmt.Fprintf(stderr, "agentproc %s: %v\n", c.name, err)
+		fmt.Fprintf(stderr, "agentproc %s: %v\n", c.name, plainError(err))
 		return exitError
 	}
 	fmt.Fprintf(stderr, "agentproc: unknown command %q\nRun 'agentproc --help' for usage.\n", args[0])
@@ -141,6 +155,29 @@ func printMainUsage(w io.Writer) {
 		fmt.Fprintf(&sb, "  %-8s %s\n", c.name, c.summary)
 	}
 	fmt.Fprintf(w, mainUsage, sb.String())
+}
+
+// plainError is err as a person reads it: the reason a request to the
+// serve failed, without the HTTP client's wrapping (the method, the URL of
+// the socket's made-up host), and a reply's message without the package
+// prefix; the status stays where it says something (401, 404).
+func plainError(err error) error {
+	var he *httpapi.Error
+	if errors.As(err, &he) {
+		msg := he.Message
+		if he.StatusCode == http.StatusUnauthorized || he.StatusCode == http.StatusForbidden {
+			msg = fmt.Sprintf("%d %s: %s", he.StatusCode, http.StatusText(he.StatusCode), msg)
+		}
+		if he.Detail != "" {
+			msg += " (" + he.Detail + ")"
+		}
+		return errors.New(msg)
+	}
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		return ue.Err
+	}
+	return err
 }
 
 // exitCode is an error that is only an exit code: the command has said

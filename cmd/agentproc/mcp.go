@@ -44,7 +44,7 @@ func runMCP(ctx context.Context, e *env, args []string) error {
 	fs := newFlags("mcp", "[flags]", mcpHelp)
 	var mf managerFlags
 	wd, _ := os.Getwd()
-	mf.register(fs, wd)
+	mf.register(fs, wd, "most processes this session may run at once; execute then returns a tool error (0: no cap)")
 	mf.registerSandbox(fs, "workspace where this host supports it, else none")
 	maxOutput := byteSize(llmtool.DefaultMaxOutput)
 	fs.Var(&maxOutput, "max-output", "stop a command once its output passes this size (none: never)")
@@ -63,7 +63,7 @@ func runMCP(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	m := agentproc.New(opts...)
+	m := agentproc.New(append(opts, agentproc.WithMaxRunning(mf.maxRunning))...)
 	if err := recovered(ctx, m, &mf, e.stderr); err != nil {
 		m.Close()
 		return err

@@ -168,3 +168,49 @@ func TestMCPStateDirAfterKill(t *testing.T) {
 	}
 	requireGone(t, ctx, pidFile)
 }
+
+// TestMaxRunning: mcp's --max-running caps the session's running processes
+// with a tool error that says what to do, and a process that exits frees
+// its place; serve's caps each owner's, with 429 and the reason.
+func TestMaxRunning(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	dir := t.TempDir()
+	c := newGoClient(t, ctx, agentprocCmd("mcp", "--workdir", dir, "--sandbox", "none", "--grace", "1s", "--max-running", "2"))
+	defer c.close()
+	var ids []string
+	for range 2 {
+		res, err := c.call(ctx, "execute", map[string]any{"command": "sleep 3600", "run_in_background": true}, false)
+		if err != nil || res.isError {
+			t.Fatalf("execute under the cap: got %+v, %v", res, err)
+		}
+		ids = append(ids, field(res.text, "process_id"))
+	}
+	res, err := c.call(ctx, "execute", map[string]any{"command": "echo over"}, false)
+	if err != nil || !res.isError || !strings.Contains(res.text, "too many processes are running") || !strings.Contains(res.text, "process_signal") {
+		t.Errorf("execute over the cap: got %+v, %v; want a tool error that says what to do", res, err)
+	}
+	if _, err := c.call(ctx, "process_signal", map[string]any{"process_id": ids[0], "signal": "kill"}, false); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := c.call(ctx, "process_wait", map[string]any{"process_id": ids[0], "timeout": 20}, false); err != nil || strings.HasPrefix(field(res.text, "state"), "running") {
+		t.Fatalf("process_wait after kill: got %+v, %v", res, err)
+	}
+	if res, err := c.call(ctx, "execute", map[string]any{"command": "echo again"}, false); err != nil || res.isError || output(res.text) != "again\n" {
+		t.Errorf("execute after one exited: got %+v, %v; want it run", res, err)
+	}
+
+	sock := filepath.Join(dir, "agentproc.sock")
+	startServe(t, ctx, "--socket", sock, "--workdir", dir, "--grace", "1s", "--max-running", "1")
+	env := []string{socketEnv + "=" + sock}
+	if _, errOut, code := cli(t, ctx, env, "run", "-d", "--", "sleep 3600"); code != 0 {
+		t.Fatalf("serve: the first start: exit %d, %s", code, errOut)
+	}
+	if _, errOut, code := cli(t, ctx, env, "run", "-d", "--", "sleep 3600"); code != exitError || !strings.Contains(errOut, "the most serve --max-running allows") {
+		t.Errorf("serve: a second start of the same owner: got exit %d, stderr %q; want 1 and why", code, errOut)
+	}
+	if _, errOut, code := cli(t, ctx, env, "run", "--owner", "other", "-d", "--", "sleep 3600"); code != 0 {
+		t.Errorf("serve: another owner's start: got exit %d, stderr %q; want it started", code, errOut)
+	}
+}

@@ -55,7 +55,7 @@ func runServe(ctx context.Context, e *env, args []string) error {
 	fs := newFlags("serve", "[flags]", serveHelp)
 	var mf managerFlags
 	home, _ := os.UserHomeDir()
-	mf.register(fs, home)
+	mf.register(fs, home, "most processes each owner (X-Agentproc-Owner) may run at once; a start beyond it gets 429 (0: no cap)")
 	mf.registerSandbox(fs, "none")
 	socket := fs.String("socket", "", "Unix socket to listen on (default "+displaySocket()+")")
 	listen := fs.String("listen", "", "TCP address to listen on instead of the socket, such as 127.0.0.1:7070; needs a token")
@@ -132,7 +132,7 @@ func runServe(ctx context.Context, e *env, args []string) error {
 		}
 	}
 	srv := &http.Server{
-		Handler:           serveMux(m, token, *coder),
+		Handler:           capRunning(m, mf.maxRunning, token, serveMux(m, token, *coder)),
 		ReadHeaderTimeout: 10 * time.Second,
 	}
 	refuseConfinedPeers(srv)

@@ -7,15 +7,19 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/creack/pty"
 )
 
 // endServe asks serve to stop, as SIGTERM does.
@@ -327,5 +331,140 @@ func TestRunForwardsSignals(t *testing.T) {
 			t.Errorf("run after %v: got exit %d, want %d", sig, got, want)
 		}
 		requireGone(t, ctx, pidFile)
+	}
+}
+
+// TestRunAndLogsOnATerminal: run and logs write a command's output to a
+// terminal (a pty) with its colours and without the sequences that would
+// act on the person's terminal (clipboard, title, screen); to a pipe, the
+// output passes byte for byte.
+func TestRunAndLogsOnATerminal(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	dir := t.TempDir()
+	sock := filepath.Join(dir, "agentproc.sock")
+	startServe(t, ctx, "--socket", sock, "--workdir", dir, "--grace", "2s")
+	script := filepath.Join(dir, "hostile")
+	if err := os.WriteFile(script, []byte(hostile), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env := []string{socketEnv + "=" + sock}
+	onPTY := func(args ...string) string {
+		t.Helper()
+		ptmx, tty, err := pty.Open()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ptmx.Close()
+		cmd := exec.CommandContext(ctx, os.Args[0], args...)
+		cmd.Env = append(append(os.Environ(), runMainEnv+"=1"), env...)
+		cmd.Stdout = tty
+		var stderr strings.Builder
+		cmd.Stderr = &stderr
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		tty.Close()
+		got, _ := io.ReadAll(ptmx) // EIO once the last writer is gone
+		if err := cmd.Wait(); err != nil {
+			t.Fatalf("%q: %v, %s", args, err, stderr.String())
+		}
+		// The terminal writes each \n as \r\n (onlcr).
+		return strings.ReplaceAll(string(got), "\r\n", "\n")
+	}
+	const want = "\x1b[1;31mred\x1b[0m|||||||31m||é\r\n\tend"
+	if got := onPTY("run", "--", "cat "+script); got != want {
+		t.Errorf("run on a terminal: got %q, want %q", got, want)
+	}
+	out, _, code := cli(t, ctx, env, "run", "-d", "--", "cat "+script)
+	id := strings.TrimSpace(out)
+	if code != 0 {
+		t.Fatalf("run -d: exit %d", code)
+	}
+	if got := onPTY("logs", "-f", id); got != want {
+		t.Errorf("logs -f on a terminal: got %q, want %q", got, want)
+	}
+	if got := onPTY("logs", id); got != want {
+		t.Errorf("logs on a terminal: got %q, want %q", got, want)
+	}
+	if got, _, _ := cli(t, ctx, env, "logs", id); got != hostile {
+		t.Errorf("logs to a pipe: got %q, want the bytes unchanged", got)
+	}
+}
+
+// TestRunReadyPortGivesUp: run -d --ready-port for a command that never
+// listens gives up after --ready-timeout with exit 1, saying the command
+// still runs and how to see why.
+func TestRunReadyPortGivesUp(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	dir := t.TempDir()
+	sock := filepath.Join(dir, "agentproc.sock")
+	startServe(t, ctx, "--socket", sock, "--workdir", dir, "--grace", "2s")
+	env := []string{socketEnv + "=" + sock}
+	start := time.Now()
+	_, errOut, code := cli(t, ctx, env, "run", "-d", "--ready-port", strconv.Itoa(freePort(t)), "--ready-timeout", "1s", "--", "sleep 3600")
+	if took := time.Since(start); code != exitError || !strings.Contains(errOut, "within 1s; it is still running") || took > 20*time.Second {
+		t.Errorf("run --ready-timeout 1s: got exit %d after %v, stderr %q; want exit 1 soon, and why", code, took, errOut)
+	}
+}
+
+// TestClientVerbs: the verbs of docker habits beside ps, logs, stop and
+// run: run -e and -i, wait with the exit code, inspect as JSON, logs
+// --tail, and input answering a prompt.
+func TestClientVerbs(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	dir := t.TempDir()
+	sock := filepath.Join(dir, "agentproc.sock")
+	startServe(t, ctx, "--socket", sock, "--workdir", dir, "--grace", "2s")
+	env := []string{socketEnv + "=" + sock}
+	run := func(wantCode int, args ...string) string {
+		t.Helper()
+		out, errOut, code := cli(t, ctx, env, args...)
+		if code != wantCode {
+			t.Fatalf("agentproc %q: got exit %d, want %d\nstdout: %s\nstderr: %s", args, code, wantCode, out, errOut)
+		}
+		return out
+	}
+	if out := run(0, "run", "-e", "GREETING=hi there", "-e", "X=1", "--", `echo "$GREETING $X"`); out != "hi there 1\n" {
+		t.Errorf("run -e: got %q, want the variables set", out)
+	}
+	counter := strings.TrimSpace(run(0, "run", "-d", "--", "seq 1 10; exit 3"))
+	if out := run(3, "wait", counter[:8]); out != "3\n" {
+		t.Errorf("wait: got %q, want the exit code 3", out)
+	}
+	var procs []struct {
+		ID       string `json:"id"`
+		ExitCode *int   `json:"exit_code"`
+	}
+	if err := json.Unmarshal([]byte(run(0, "inspect", counter[:8])), &procs); err != nil || len(procs) != 1 || procs[0].ID != counter || procs[0].ExitCode == nil || *procs[0].ExitCode != 3 {
+		t.Errorf("inspect: got %+v, %v; want the counter with exit code 3", procs, err)
+	}
+	if out := run(0, "logs", "--tail", "2", counter); out != "9\n10\n" {
+		t.Errorf("logs --tail 2: got %q, want the last two lines", out)
+	}
+	if out := run(0, "logs", "-n", "0", counter); out != "" {
+		t.Errorf("logs -n 0: got %q, want nothing", out)
+	}
+	prompt := strings.TrimSpace(run(0, "run", "-d", "-i", "--", `printf 'name? '; read a; echo "hello $a"`))
+	run(0, "input", prompt, "ada")
+	if out := run(0, "wait", prompt); out != "0\n" {
+		t.Errorf("wait after input: got %q, want 0", out)
+	}
+	if out := run(0, "logs", prompt); out != "name? hello ada\n" {
+		t.Errorf("logs after input: got %q, want the greeting", out)
+	}
+	cmd := exec.CommandContext(ctx, os.Args[0], "run", "-i", "--", "tr a-z A-Z")
+	cmd.Env = append(append(os.Environ(), runMainEnv+"=1"), env...)
+	cmd.Stdin = strings.NewReader("piped in\n")
+	if out, err := cmd.Output(); err != nil || string(out) != "PIPED IN\n" {
+		t.Errorf("run -i with stdin: got %q, %v; want it passed on", out, err)
+	}
+	if _, errOut, code := cli(t, ctx, env, "wait", "--timeout", "200ms", strings.TrimSpace(run(0, "run", "-d", "--", "sleep 3600"))); code != exitError || !strings.Contains(errOut, "still running after 200ms") {
+		t.Errorf("wait --timeout: got exit %d, stderr %q; want 1 and why", code, errOut)
 	}
 }

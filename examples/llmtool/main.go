@@ -70,7 +70,7 @@ var session = []step{
 	{"execute", `{"command": "mkfifo requests && echo 'server: ready' && while :; do while read -r req; do echo \"server: handled $req\"; done < requests; done", "run_in_background": true}`},
 	{"process_wait", `{"process_id": "{{server}}", "pattern": "ready"}`},
 	{"execute", `{"command": "echo 'GET /health' > requests && echo 'client: request sent'"}`},
-	{"process_output", `{"process_id": "{{server}}", "offset": {{next}}, "wait_for": "handled GET /health"}`},
+	{"process_output", `{"process_id": "{{server}}", "offset": {{next}}, "pattern": "handled GET /health"}`},
 	{"process_signal", `{"process_id": "{{server}}", "signal": "terminate"}`},
 	{"process_list", `{}`},
 }

@@ -1,0 +1,72 @@
+package main
+
+import (
+	"crypto/subtle"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"sync"
+
+	"github.com/agentproc/agentproc"
+	"github.com/agentproc/agentproc/httpapi"
+)
+
+// serve's --max-running caps each owner's running processes, so one agent
+// in a loop cannot take the server's memory from the others (each process
+// costs about 95 KB); agentproc.WithMaxRunning would cap them all together.
+
+// runningCap serialises the starts of each owner, so that the count and
+// the start are one step and concurrent starts cannot pass the cap
+// together; a start request returns once the process runs.
+type runningCap struct {
+	m     *agentproc.Manager
+	max   int
+	token string // the bearer token, when serve has one
+	next  http.Handler
+
+	mu     sync.Mutex
+	owners map[string]*sync.Mutex
+}
+
+// capRunning returns next with starts beyond max running processes per
+// owner refused with 429; max 0 returns next.
+func capRunning(m *agentproc.Manager, max int, token string, next http.Handler) http.Handler {
+	if max == 0 {
+		return next
+	}
+	return &runningCap{m: m, max: max, token: token, next: next, owners: map[string]*sync.Mutex{}}
+}
+
+func (c *runningCap) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	isStart := r.Method == http.MethodPost && (r.URL.Path == "/start" || r.URL.Path == "/api/v0/processes/start")
+	// A request without the token is left to the handler, which refuses
+	// it: the cap must not tell a stranger how much runs.
+	if !isStart || (c.token != "" && subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), []byte("Bearer "+c.token)) != 1) {
+		c.next.ServeHTTP(w, r)
+		return
+	}
+	owner := r.Header.Get(httpapi.DefaultOwnerHeader)
+	c.mu.Lock()
+	om := c.owners[owner]
+	if om == nil {
+		om = new(sync.Mutex)
+		c.owners[owner] = om
+	}
+	c.mu.Unlock()
+	om.Lock()
+	defer om.Unlock()
+	running := 0
+	for _, info := range c.m.Scope(owner).List() {
+		if info.Running {
+			running++
+		}
+	}
+	if running >= c.max {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusTooManyRequests)
+		_ = json.NewEncoder(w).Encode(httpapi.Error{Message: fmt.Sprintf(
+			"%d processes of this owner are running, the most serve --max-running allows; stop one (agentproc stop ID) or wait for one to exit", running)})
+		return
+	}
+	c.next.ServeHTTP(w, r)
+}

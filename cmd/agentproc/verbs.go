@@ -1,0 +1,204 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/agentproc/agentproc/httpapi"
+)
+
+// The verbs a person who lives in docker's and gh's CLIs expects beside
+// ps, logs, stop and run: wait, inspect and input.
+
+const waitHelp = `Wait until a process exits and exit with its exit code, as docker wait
+prints it. ID may be a unique prefix, as ps shows it. With --timeout, give
+up after that long (exit 1; the process keeps running).
+
+Examples:
+  agentproc wait 3f2a
+  agentproc wait --timeout 5m 3f2a && echo done
+`
+
+func runWait(ctx context.Context, e *env, args []string) error {
+	fs := newFlags("wait", "[flags] ID", waitHelp)
+	var cf clientFlags
+	cf.register(fs)
+	timeout := fs.Duration("timeout", 0, "give up after this long (default: wait until it exits)")
+	rest, err := parse(fs, e, args, 1)
+	if err != nil {
+		return err
+	}
+	if len(rest) > 1 {
+		return usagef("one ID, please")
+	}
+	cl, err := cf.client()
+	if err != nil {
+		return err
+	}
+	id, err := resolve(ctx, cl, rest[0])
+	if err != nil {
+		return err
+	}
+	if *timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, *timeout)
+		defer cancel()
+	}
+	for {
+		// The serve caps one wait; ask again until the exit.
+		out, err := cl.Output(ctx, id, httpapi.OutputOptions{Wait: true, Offset: new(int64)})
+		if ctx.Err() != nil {
+			return fmt.Errorf("%s is still running after %s", shortID(id), *timeout)
+		}
+		if err != nil {
+			return err
+		}
+		if out.Running {
+			continue
+		}
+		code := -1
+		if out.ExitCode != nil {
+			code = *out.ExitCode
+		}
+		fmt.Fprintln(e.stdout, code)
+		if code != 0 {
+			return exitCode(max(code, 1))
+		}
+		return nil
+	}
+}
+
+const inspectHelp = `Print what the serve knows of processes as a JSON array (httpapi.Process):
+command, state, exit code and reason, ports, limits, times. IDs may be
+unique prefixes, as ps shows them.
+
+Examples:
+  agentproc inspect 3f2a
+  agentproc inspect 3f2a | jq '.[0].exit_code'
+`
+
+func runInspect(ctx context.Context, e *env, args []string) error {
+	fs := newFlags("inspect", "[flags] ID...", inspectHelp)
+	var cf clientFlags
+	cf.register(fs)
+	ids, err := parse(fs, e, args, 1)
+	if err != nil {
+		return err
+	}
+	cl, err := cf.client()
+	if err != nil {
+		return err
+	}
+	procs := []httpapi.Process{}
+	for _, arg := range ids {
+		id, err := resolve(ctx, cl, arg)
+		if err != nil {
+			return err
+		}
+		p, err := cl.Get(ctx, id)
+		if err != nil {
+			return err
+		}
+		procs = append(procs, p)
+	}
+	enc := json.NewEncoder(e.stdout)
+	enc.SetIndent("", "  ")
+	return enc.Encode(procs)
+}
+
+const inputHelp = `Write to the standard input of a process started with run -i, such as the
+answer to a prompt. TEXT is written with a newline after it (Enter) unless
+-n is given; without TEXT, agentproc's own stdin is copied. --close ends
+the input afterwards (Ctrl-D). ID may be a unique prefix, as ps shows it.
+
+Examples:
+  agentproc run -d -i -- ./install.sh
+  agentproc logs 3f2a          # Continue? [y/N]
+  agentproc input 3f2a y
+  printf 'line 1\nline 2\n' | agentproc input --close 3f2a
+`
+
+func runInput(ctx context.Context, e *env, args []string) error {
+	fs := newFlags("input", "[flags] ID [TEXT]", inputHelp)
+	var cf clientFlags
+	cf.register(fs)
+	noNewline := fs.Bool("n", false, "do not add a newline after TEXT")
+	closeIn := fs.Bool("close", false, "end the input after writing (the process reads EOF)")
+	rest, err := parse(fs, e, args, 1)
+	if err != nil {
+		return err
+	}
+	if len(rest) > 2 {
+		return usagef("give the ID and one TEXT (quote it to keep spaces)")
+	}
+	var data string
+	if len(rest) == 2 {
+		data = rest[1]
+		if !*noNewline {
+			data += "\n"
+		}
+	} else if !*closeIn {
+		var sb strings.Builder
+		if _, err := io.Copy(&sb, e.stdin); err != nil {
+			return fmt.Errorf("reading stdin: %w", err)
+		}
+		data = sb.String()
+	}
+	cl, err := cf.client()
+	if err != nil {
+		return err
+	}
+	id, err := resolve(ctx, cl, rest[0])
+	if err != nil {
+		return err
+	}
+	_, err = cl.WriteStdin(ctx, id, httpapi.StdinRequest{Data: data, Close: *closeIn})
+	return err
+}
+
+// forwardStdin copies r to id's stdin as it is read, then closes it, until
+// ctx ends: run -i attached.
+func forwardStdin(ctx context.Context, cl *httpapi.Client, id string, r io.Reader) {
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := r.Read(buf)
+		if n > 0 {
+			if _, werr := cl.WriteStdin(ctx, id, httpapi.StdinRequest{Data: string(buf[:n])}); werr != nil {
+				return
+			}
+		}
+		if err != nil {
+			_, _ = cl.WriteStdin(ctx, id, httpapi.StdinRequest{Close: true})
+			return
+		}
+		if ctx.Err() != nil {
+			return
+		}
+	}
+}
+
+// lastLines returns the last n lines of s (n < 0: all of it).
+func lastLines(s string, n int) string {
+	if n < 0 {
+		return s
+	}
+	end := len(s)
+	if strings.HasSuffix(s, "\n") {
+		end--
+	}
+	i := end
+	for range n {
+		j := strings.LastIndexByte(s[:i], '\n')
+		if j < 0 {
+			return s
+		}
+		i = j
+	}
+	if n == 0 {
+		return ""
+	}
+	return s[i+1:]
+}
