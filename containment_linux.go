@@ -641,20 +641,20 @@ func (c *containment) waitGoneBare(pids []int, deadline time.Time) {
 }
 
 // usage returns the tree's CPU time and peak memory from the cgroup where
-// it knows them, else the leader's cpu and rss unchanged. The cgroup's
-// numbers include every descendant, waited for or not.
+// it knows them, else the leader's cpu, and its rss where leaderPeak trusts
+// it. The cgroup's numbers include every descendant, waited for or not.
 func (c *containment) usage(cpu time.Duration, rss int64) (time.Duration, int64) {
 	if c.cg == nil {
-		return cpu, rss
+		return cpu, leaderPeak(rss)
 	}
 	u := c.cg.Usage()
 	if u.CPUOK {
 		cpu = u.CPU
 	}
 	if u.PeakOK {
-		rss = u.Peak
+		return cpu, u.Peak
 	}
-	return cpu, rss
+	return cpu, leaderPeak(rss)
 }
 
 // release closes the pidfds and removes the cgroup's directories (its

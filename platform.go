@@ -55,9 +55,7 @@ import (
 //     counts it; afterwards signal returns errNoProcess.
 //   - exitStatus(state) gives the exit code (128+N for signal N on Unix) and
 //     the OS's name of what ended the process, for Info.ExitSignal.
-//   - usage(state) is CPU time and peak memory (on Unix through
-//     leaderPeak, peak_linux.go: 0 where the leader's maxrss may be the
-//     host's own); release() frees OS handles.
+//   - usage(state) is CPU time and peak memory; release() frees OS handles.
 //
 // Escaped descendants (containment in containment_linux.go, with what it
 // looks for in /proc in proc_linux.go, read through internal/procfs, and
@@ -76,7 +74,8 @@ import (
 // terminate(since) is the terminate step of a stop, looking for escapees in
 // a /proc pass begun after since, which prepareStops takes once for all
 // the stops of a Close; killEscaped is the kill after the shell exited;
-// usage may replace the tree's usage with the cgroup's; release frees it
+// usage may replace the tree's usage with the cgroup's, and on Linux
+// drops a leader peak that may be the host's (leaderPeak); release frees it
 // (removing the cgroup) before the exit is published, and closeFiles
 // closes what is left after.
 // foreignProc reports a /proc of another PID namespace, which disables

@@ -149,7 +149,8 @@ func (s *sysProc) killLeftovers() int {
 }
 
 // usage returns CPU time and peak RSS from the leader's rusage, which
-// includes the children it waited for; the peak as leaderPeak trusts it.
+// includes the children it waited for (on Linux containment.usage then
+// keeps the peak only where it is the tree's, see leaderPeak).
 func (s *sysProc) usage(state *os.ProcessState) (time.Duration, int64) {
 	cpu := state.UserTime() + state.SystemTime()
 	ru, ok := state.SysUsage().(*syscall.Rusage)
@@ -161,7 +162,7 @@ func (s *sysProc) usage(state *os.ProcessState) (time.Duration, int64) {
 	if runtime.GOOS == "darwin" || runtime.GOOS == "ios" {
 		unit = 1
 	}
-	return cpu, leaderPeak(int64(ru.Maxrss) * unit)
+	return cpu, int64(ru.Maxrss) * unit
 }
 
 // release frees OS resources; a process group holds none.
