@@ -86,9 +86,6 @@ func (f *frameFilter) Read(p []byte) (int, error) {
 
 func (f *frameFilter) Close() error { return nil }
 
-// errFrameTooLong marks a line dropped for its length.
-var errFrameTooLong = errors.New("frame too long")
-
 // nextLine returns the next non-blank line without its line ending; a line
 // over maxFrameBytes is read to its end and returned as a marker line that
 // check answers. The error is the reader's, io.EOF at the end.

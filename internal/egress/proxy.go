@@ -222,7 +222,7 @@ func (l *Listener) deny(op string, t string, rule string) {
 
 // serve reads the first byte: SOCKS5 begins with 5, HTTP with a method.
 func (l *Listener) serve(c net.Conn) {
-	br := bufio.NewReaderSize(c, 32<<10)
+	br := bufio.NewReaderSize(c, maxHead)
 	first, err := br.Peek(1)
 	if err != nil {
 		return
@@ -347,14 +347,13 @@ func readHead(br *bufio.Reader) (*http.Request, []string, error) {
 	for want := 1; ; {
 		// Peek blocks until want bytes are buffered: one more than the
 		// last look, never more than the client has sent.
-		b, err := br.Peek(want)
-		if err != nil {
+		if _, err := br.Peek(want); err != nil {
 			if errors.Is(err, bufio.ErrBufferFull) {
 				return nil, nil, errors.New("request head too large")
 			}
 			return nil, nil, err
 		}
-		b, _ = br.Peek(br.Buffered())
+		b, _ := br.Peek(br.Buffered())
 		if i := bytes.Index(b, []byte("\r\n\r\n")); i >= 0 {
 			head = b[:i+2]
 			break
