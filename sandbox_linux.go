@@ -208,7 +208,9 @@ func sandboxSupport() SandboxFeatures {
 	if h.root {
 		f.Networks = append(f.Networks, NetworkLoopback)
 	} else {
-		f.Missing = append(f.Missing, "loopback: needs root (a network namespace)", "ReadOnly: needs root (a mount namespace)")
+		f.Missing = append(f.Missing, "loopback: needs root (a network namespace)", "ReadOnly: needs root (a mount namespace)",
+			"metadata outside Write (chmod, chown, utimes, xattrs): needs root (a read-only view in a mount namespace)",
+			"the host's pathname sockets (ssh agent, Docker, agentproc serve, D-Bus, systemd, tmux, screen): needs root (covered in a mount namespace)")
 	}
 	if h.abi >= 4 && h.seccomp {
 		f.Networks = append(f.Networks, NetworkPorts, NetworkHosts)
