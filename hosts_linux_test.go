@@ -505,8 +505,9 @@ func TestSandboxHostsRealClients(t *testing.T) {
 	}
 }
 
-// TestSandboxHostsUnprivileged reruns the suite as the unprivileged user
-// (no network namespace: Landlock and seccomp alone).
+// TestSandboxHostsUnprivileged reruns the suite, and the inferred file
+// denials, as the unprivileged user (no network namespace: Landlock and
+// seccomp alone).
 func TestSandboxHostsUnprivileged(t *testing.T) {
 	requireHosts(t)
 	if os.Geteuid() != 0 {
@@ -547,12 +548,12 @@ func TestSandboxHostsUnprivileged(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, "-test.count=1", "-test.v",
-		"-test.run=^(TestSandboxHostsBypasses|TestSandboxHostsTreesApart|TestSandboxHostsRealClients)$")
+		"-test.run=^(TestSandboxHostsBypasses|TestSandboxHostsTreesApart|TestSandboxHostsRealClients|TestSandboxInferredFileDenials)$")
 	cmd.Dir = home
 	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + home, "TMPDIR=" + os.TempDir(), "LANG=C"}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}}
 	out, err := cmd.CombinedOutput()
-	if err != nil || !strings.Contains(string(out), "--- PASS: TestSandboxHostsBypasses") {
+	if err != nil || !strings.Contains(string(out), "--- PASS: TestSandboxHostsBypasses") || !strings.Contains(string(out), "--- PASS: TestSandboxInferredFileDenials") {
 		t.Fatalf("as %s: %v\n%s", sandboxUser, err, out)
 	}
 	for line := range strings.SplitSeq(string(out), "\n") {
