@@ -562,3 +562,36 @@ func TestSandboxHostsUnprivileged(t *testing.T) {
 		}
 	}
 }
+
+// TestSandboxHostsEventDenied checks that a new denial publishes one
+// EventDenied, before the exit, and a repeat only adds to its Count.
+func TestSandboxHostsEventDenied(t *testing.T) {
+	requireHosts(t)
+	if _, err := exec.LookPath("curl"); err != nil {
+		t.Skip("curl is not installed")
+	}
+	m := newManager(t)
+	ctx, cancel := context.WithCancel(testContext(t))
+	defer cancel()
+	events := m.Subscribe(ctx)
+	out := runHosts(t, m, hostsSandbox(t, "example.com"), "curl -sS https://"+refusedHost+"/; curl -sS https://"+refusedHost+"/")
+	if len(out.Denials) != 1 || out.Denials[0].Count != 2 {
+		t.Fatalf("denials: got %+v, want one with Count 2", out.Denials)
+	}
+	var denied []agentproc.Denial
+	for e := range events {
+		if e.ID != out.ID {
+			continue
+		}
+		if e.Type == agentproc.EventDenied {
+			denied = append(denied, *e.Denial)
+		}
+		if e.Type == agentproc.EventExited {
+			break
+		}
+	}
+	want := agentproc.Denial{Kind: "network", Op: "connect", Target: refusedHost + ":443", Rule: "not in AllowHosts", Count: 1}
+	if len(denied) != 1 || denied[0] != want {
+		t.Errorf("EventDenied before the exit: got %+v, want [%+v]", denied, want)
+	}
+}
