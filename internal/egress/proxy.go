@@ -337,24 +337,21 @@ func writeStatus(c net.Conn, status, msg string) {
 		"Content-Length: "+strconv.Itoa(len(body))+"\r\n\r\n"+body)
 }
 
-// maxHead bounds a request's head (request line and headers).
-const maxHead = 32 << 10
-
 // readHead reads one request from br and returns it with the values of
-// its Host header lines (ReadRequest drops them for an absolute URI).
+// its Host header lines (ReadRequest drops them for an absolute URI). The
+// head must fit in br's buffer (32 KiB).
 func readHead(br *bufio.Reader) (*http.Request, []string, error) {
 	var head []byte
 	for want := 1; ; {
 		// Peek blocks until want bytes are buffered: one more than the
 		// last look, never more than the client has sent.
-		b, err := br.Peek(want)
-		if err != nil {
+		if _, err := br.Peek(want); err != nil {
 			if errors.Is(err, bufio.ErrBufferFull) {
 				return nil, nil, errors.New("request head too large")
 			}
 			return nil, nil, err
 		}
-		b, _ = br.Peek(br.Buffered())
+		b, _ := br.Peek(br.Buffered())
 		if i := bytes.Index(b, []byte("\r\n\r\n")); i >= 0 {
 			head = b[:i+2]
 			break

@@ -396,3 +396,15 @@ func TestProxyCloseEndsTunnels(t *testing.T) {
 		t.Errorf("Serve after Close: got %v, want ErrClosed", err)
 	}
 }
+
+func TestProxyHeadTooLarge(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, "allowed.test")
+	got := raw(t, h, "GET http://allowed.test/ HTTP/1.1\r\nHost: allowed.test\r\nX: "+strings.Repeat("a", 40<<10)+"\r\n\r\n")
+	if !strings.HasPrefix(got, "400 ") || !strings.Contains(got, "too large") {
+		t.Errorf("got %.80q, want 400 naming the size", got)
+	}
+	if len(h.net.dials()) != 0 {
+		t.Errorf("dialled %v, want nothing", h.net.dials())
+	}
+}
