@@ -29,7 +29,9 @@ func (r *sandboxRun) inferFileDenials(p *Process) {
 	if r == nil || r.pol == nil {
 		return
 	}
-	text, _ := p.buf.renderText(p.m.cfg.maxLineBytes, true)
+	// Not plain: a copy, no rendering; the paths on an error line rarely
+	// carry colour.
+	text, _ := p.buf.renderText(p.m.cfg.maxLineBytes, false)
 	if !slices.ContainsFunc(deniedMarkers, func(m string) bool { return strings.Contains(text, m) }) {
 		return
 	}
