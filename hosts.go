@@ -212,8 +212,15 @@ func (p *Process) addDenial(d Denial) {
 // DenialHint is the smallest change to a policy that would allow what d
 // refused, for a model or a person to read; never to turn the sandbox off.
 func DenialHint(d Denial) string {
-	if d.Kind != "network" {
-		return "the path is hidden or outside Write by the policy"
+	switch d.Rule {
+	case "Hide":
+		return "none: the path is hidden by the policy (a credential); work without it"
+	case "ReadOnly":
+		return "none: the path is read-only by the policy"
+	case "outside Write":
+		return "write inside the work dir or $TMPDIR, or add the directory to the sandbox's write paths"
+	case "outside Read":
+		return "add the path to the sandbox's read paths"
 	}
 	switch {
 	case strings.HasPrefix(d.Rule, "resolves to a private"):

@@ -505,8 +505,9 @@ func TestSandboxHostsRealClients(t *testing.T) {
 	}
 }
 
-// TestSandboxHostsUnprivileged reruns the suite as the unprivileged user
-// (no network namespace: Landlock and seccomp alone).
+// TestSandboxHostsUnprivileged reruns the suite, and the inferred file
+// denials, as the unprivileged user (no network namespace: Landlock and
+// seccomp alone).
 func TestSandboxHostsUnprivileged(t *testing.T) {
 	requireHosts(t)
 	if os.Geteuid() != 0 {
@@ -547,17 +548,50 @@ func TestSandboxHostsUnprivileged(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, "-test.count=1", "-test.v",
-		"-test.run=^(TestSandboxHostsBypasses|TestSandboxHostsTreesApart|TestSandboxHostsRealClients)$")
+		"-test.run=^(TestSandboxHostsBypasses|TestSandboxHostsTreesApart|TestSandboxHostsRealClients|TestSandboxInferredFileDenials)$")
 	cmd.Dir = home
 	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + home, "TMPDIR=" + os.TempDir(), "LANG=C"}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}}
 	out, err := cmd.CombinedOutput()
-	if err != nil || !strings.Contains(string(out), "--- PASS: TestSandboxHostsBypasses") {
+	if err != nil || !strings.Contains(string(out), "--- PASS: TestSandboxHostsBypasses") || !strings.Contains(string(out), "--- PASS: TestSandboxInferredFileDenials") {
 		t.Fatalf("as %s: %v\n%s", sandboxUser, err, out)
 	}
 	for line := range strings.SplitSeq(string(out), "\n") {
 		if strings.Contains(line, "--- SKIP") || strings.Contains(line, "control needs root") {
 			t.Logf("as %s: %s", sandboxUser, strings.TrimSpace(line))
 		}
+	}
+}
+
+// TestSandboxHostsEventDenied checks that a new denial publishes one
+// EventDenied, before the exit, and a repeat only adds to its Count.
+func TestSandboxHostsEventDenied(t *testing.T) {
+	requireHosts(t)
+	if _, err := exec.LookPath("curl"); err != nil {
+		t.Skip("curl is not installed")
+	}
+	m := newManager(t)
+	ctx, cancel := context.WithCancel(testContext(t))
+	defer cancel()
+	events := m.Subscribe(ctx)
+	out := runHosts(t, m, hostsSandbox(t, "example.com"), "curl -sS https://"+refusedHost+"/; curl -sS https://"+refusedHost+"/")
+	if len(out.Denials) != 1 || out.Denials[0].Count != 2 {
+		t.Fatalf("denials: got %+v, want one with Count 2", out.Denials)
+	}
+	var denied []agentproc.Denial
+	for e := range events {
+		if e.ID != out.ID {
+			continue
+		}
+		if e.Type == agentproc.EventDenied {
+			denied = append(denied, *e.Denial)
+		}
+		if e.Type == agentproc.EventExited {
+			break
+		}
+	}
+	want := agentproc.Denial{Kind: "network", Op: "connect", Target: refusedHost + ":443", Rule: "not in AllowHosts", Count: 1}
+	if len(denied) != 1 || denied[0] != want {
+		t.Errorf("EventDenied before the exit: got %+v, want [%+v]", denied, want)
 	}
 }

@@ -245,7 +245,8 @@ type sandboxRun struct {
 	tmpDir   string
 	info     *Confinement
 	warnings []string
-	hosts    *hostsRun // NetworkHosts only
+	hosts    *hostsRun      // NetworkHosts only
+	pol      *sandboxPolicy // what inferFileDenials checks paths against
 }
 
 // prepareSandbox makes what a Start of sb in dir needs (dirChosen: the
@@ -277,7 +278,7 @@ func (m *Manager) prepareSandbox(sb *Sandbox, dir string, dirChosen, tty bool) (
 		built.done()
 		return nil, err
 	}
-	run := &sandboxRun{built: built, env: sb.Env, warnings: warnings}
+	run := &sandboxRun{built: built, env: sb.Env, warnings: warnings, pol: pol}
 	info := built.info
 	info.Mechanisms = append([]string(nil), built.info.Mechanisms...)
 	if parent != "" {

@@ -383,6 +383,7 @@ func (s *supervisor) supervise(out *os.File, readerDone <-chan struct{}, tty boo
 	// Before release: the verdict reads the cgroup's OOM count.
 	oom, likelyOOM := s.watchdog.oomVerdict(s.ctr, code, sigName)
 	s.release()
+	s.sbx.inferFileDenials(s.p)
 	s.publishExit(exitFacts{code: code, signal: sigName, cpu: cpu, rss: rss, leftovers: leftovers, oom: oom, likelyOOM: likelyOOM})
 	// After the exit is published, so that Wait does not wait for the
 	// file system or the closes; Close waits for them (m.wg).

@@ -23,6 +23,9 @@ command -v chromium >/dev/null 2>&1 || need+=(chromium fonts-dejavu-core)
 command -v node >/dev/null 2>&1 || need+=(nodejs)
 command -v npm >/dev/null 2>&1 || need+=(npm)
 command -v python3 >/dev/null 2>&1 || need+=(python3)
+# curl for the NetworkHosts proxy tests and conformance suite (and git, npm
+# and go through the proxy: TestSandboxHostsRealClients).
+command -v curl >/dev/null 2>&1 || need+=(curl)
 # QEMU and cpio for the cgroup v2 limit tests in a VM (make test-cgroup-vm).
 command -v qemu-system-x86_64 >/dev/null 2>&1 || need+=(qemu-system-x86)
 command -v cpio >/dev/null 2>&1 || need+=(cpio)

@@ -266,11 +266,17 @@ type Event struct {
 	Line string `json:"line,omitempty"`
 	// Lost is how many events a lost event stands for.
 	Lost uint64 `json:"lost,omitempty"`
+	// Denial is set for a denied event: what the sandbox refused.
+	Denial *Denial `json:"denial,omitempty"`
 }
 
 // eventFromCore converts the library's event to the wire one.
 func eventFromCore(e agentproc.Event) Event {
 	w := Event{Seq: e.Seq, Type: e.Type, ID: e.ID, Owner: e.Owner, Time: e.Time, Port: e.Port, Line: e.Line, Lost: e.Lost}
+	if e.Denial != nil {
+		d := denialsFromInfo([]agentproc.Denial{*e.Denial})[0]
+		w.Denial = &d
+	}
 	if e.Info != nil {
 		p := processFromInfo(*e.Info)
 		w.Info = &p

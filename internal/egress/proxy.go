@@ -35,6 +35,7 @@ const (
 	RuleHostMismatch    = "the Host header differs from the request's target"
 	RuleNestedConnect   = "CONNECT inside a tunnel"
 	RuleServerName      = "the TLS server name differs from the CONNECT target"
+	RuleUnreadableHello = "a TLS ClientHello the proxy cannot read (split across records)"
 	RuleSOCKSCommand    = "SOCKS BIND and UDP ASSOCIATE are not relayed"
 	RuleNotProxyForm    = "not a proxy request (HTTPS must use CONNECT)"
 	RulePortNotAllowed  = "port not allowed for this host"
@@ -337,11 +338,9 @@ func writeStatus(c net.Conn, status, msg string) {
 		"Content-Length: "+strconv.Itoa(len(body))+"\r\n\r\n"+body)
 }
 
-// maxHead bounds a request's head (request line and headers).
-const maxHead = 32 << 10
-
 // readHead reads one request from br and returns it with the values of
-// its Host header lines (ReadRequest drops them for an absolute URI).
+// its Host header lines (ReadRequest drops them for an absolute URI). The
+// head must fit in br's buffer (32 KiB).
 func readHead(br *bufio.Reader) (*http.Request, []string, error) {
 	var head []byte
 	for want := 1; ; {
@@ -502,13 +501,12 @@ func (l *Listener) relayHTTP(c net.Conn, br *bufio.Reader, up net.Conn, t Target
 		if _, ok := req.Header["User-Agent"]; !ok {
 			req.Header["User-Agent"] = []string{""} // Write adds Go's otherwise
 		}
-		upgrade := req.Header.Get("Upgrade") != ""
+		// An Upgrade is forwarded, but what follows is still read as
+		// requests: the proxy does not see whether the server switched,
+		// and a server that did not would take the next bytes (a
+		// CONNECT) as a request. So plain-text WebSockets (ws://) are
+		// not relayed; wss:// is, as TLS.
 		if err := req.Write(up); err != nil {
-			return
-		}
-		if upgrade {
-			// After a protocol switch the bytes are the allowed host's.
-			l.copyRest(up, c, br)
 			return
 		}
 		if req.Close {
@@ -555,13 +553,23 @@ func (l *Listener) tunnel(c net.Conn, br *bufio.Reader, up net.Conn, t Target) {
 		return
 	}
 	if first[0] == 0x16 { // a TLS handshake record
-		if sni, ok := peekServerName(br); ok && sni != "" {
+		// A ClientHello split across records could hide its name from
+		// this check: one the proxy cannot read is refused.
+		sni, ok := peekServerName(br)
+		rule := ""
+		switch {
+		case !ok:
+			rule = RuleUnreadableHello
+		case sni != "":
 			if _, lit := t.Addr(); !lit && !strings.EqualFold(strings.TrimSuffix(sni, "."), t.Host) {
-				l.deny("connect", t.String(), RuleServerName+" ("+sni+")")
-				_ = up.Close()
-				<-back
-				return
+				rule = RuleServerName + " (" + sni + ")"
 			}
+		}
+		if rule != "" {
+			l.deny("connect", t.String(), rule)
+			_ = up.Close()
+			<-back
+			return
 		}
 	} else if looksLikeHTTP(br) {
 		l.relayHTTP(c, br, up, t, nil, back)

@@ -396,3 +396,36 @@ func TestProxyCloseEndsTunnels(t *testing.T) {
 		t.Errorf("Serve after Close: got %v, want ErrClosed", err)
 	}
 }
+
+func TestProxyHeadTooLarge(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, "allowed.test")
+	got := raw(t, h, "GET http://allowed.test/ HTTP/1.1\r\nHost: allowed.test\r\nX: "+strings.Repeat("a", 40<<10)+"\r\n\r\n")
+	if !strings.HasPrefix(got, "400 ") || !strings.Contains(got, "too large") {
+		t.Errorf("got %.80q, want 400 naming the size", got)
+	}
+	if len(h.net.dials()) != 0 {
+		t.Errorf("dialled %v, want nothing", h.net.dials())
+	}
+}
+
+// TestProxyTunnelTricks: a ClientHello split across records (which could
+// hide its server name) is refused, and an Upgrade inside a tunnel does
+// not turn the rest of the tunnel into unread bytes.
+func TestProxyTunnelTricks(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, "allowed.test")
+	// A record holding only the start of a ClientHello.
+	got := raw(t, h, "CONNECT allowed.test:443 HTTP/1.1\r\n\r\n", string([]byte{0x16, 3, 1, 0, 6, 1, 0, 2, 0, 3, 3}))
+	if got != "200 |" {
+		t.Errorf("split ClientHello: got %q, want the tunnel closed after its 200", got)
+	}
+	wantDenial(t, h, "connect", "allowed.test:443", RuleUnreadableHello)
+	got = raw(t, h, "CONNECT allowed.test:80 HTTP/1.1\r\n\r\n",
+		"GET / HTTP/1.1\r\nHost: allowed.test\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n",
+		"CONNECT denied.test:443 HTTP/1.1\r\nHost: denied.test:443\r\n\r\n")
+	if strings.Count(got, "|") > 2 {
+		t.Errorf("upgrade: got %q, want no answer to the inner CONNECT", got)
+	}
+	wantDenial(t, h, "connect", "denied.test:443", RuleNestedConnect)
+}
