@@ -23,10 +23,10 @@ import (
 // has one, replaces it (containment.usage).
 func leaderPeak(rss int64) int64 {
 	if rss <= 0 || rss <= lastHWM.Load() {
-		// VmHWM only grows (short of a write to clear_refs): at or below a
-		// mark read before, rss is at or
-		// below the mark now, with no read at all (the usual case: every
-		// leader brings the host's mark along).
+		// VmHWM only grows (short of a write to clear_refs): at or below
+		// a mark read before, rss is at or below the mark now, with no
+		// read at all (the usual case: every leader brings the host's
+		// mark along).
 		return 0
 	}
 	// getrusage is one system call, and its maxrss is at least VmHWM: a
