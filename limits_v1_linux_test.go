@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -366,4 +368,70 @@ func hostRunLimited(ctx context.Context, m *agentproc.Manager, n int, l agentpro
 		}
 	}
 	return true, 0
+}
+
+// TestRecoveryRemovesV1Cgroups: a new Manager on the state dir of a dead
+// host recovers a tree whose record names its first cgroup v1 directory
+// (as a pure v1 host records it, with no cgroup2 to name) the way it does
+// a v2 one: it kills what is left in the tree's v1 cgroups, which a record
+// without a leader or a marker in the process's environment leaves as the
+// only way to find it, and removes the directory named and its namesake
+// in the other v1 hierarchy (cgroup.OpenV1).
+func TestRecoveryRemovesV1Cgroups(t *testing.T) {
+	t.Parallel()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: it makes cgroup v1 directories")
+	}
+	own := hostCgroups(t)
+	var dirs []string
+	id := uuid.NewString()
+	for _, c := range []string{"pids", "cpu"} {
+		mnt := "/sys/fs/cgroup/" + c
+		if _, err := os.Stat(filepath.Join(mnt, "tasks")); err != nil {
+			t.Skipf("no cgroup v1 %s hierarchy at %s", c, mnt)
+		}
+		d := filepath.Join(mnt, own[c], "agentproc-"+id)
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = os.Remove(d) })
+		dirs = append(dirs, d)
+	}
+	// No marker and a group of its own: only the cgroup ties it to the tree.
+	orphan := exec.Command("sleep", "300")
+	orphan.Env = []string{}
+	orphan.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := orphan.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = orphan.Process.Kill()
+		_ = orphan.Wait()
+	})
+	for _, d := range dirs {
+		if err := os.WriteFile(filepath.Join(d, "cgroup.procs"), []byte(strconv.Itoa(orphan.Process.Pid)), 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fds := pinPIDs(t, []int{orphan.Process.Pid})
+	dir := t.TempDir()
+	writeRecord(t, dir, id, map[string]any{"cgroup": dirs[0]})
+	m := newManager(t, agentproc.WithStateDir(dir), agentproc.WithGracePeriod(time.Second))
+	infos, err := m.Recovered(testContext(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(infos) != 1 || infos[0].Reason != agentproc.ReasonOrphaned || infos[0].Leftovers != 1 {
+		t.Errorf("Recovered: got %+v, want the tree orphaned with 1 leftover", infos)
+	}
+	// The orphan is the test's child, so it is a zombie now, which a pidfd
+	// reports as exited.
+	if left := waitExited(fds, testTimeout); left != 0 {
+		t.Errorf("%d processes of the tree alive after Recovered, want 0", left)
+	}
+	for _, d := range dirs {
+		if _, err := os.Stat(d); !os.IsNotExist(err) {
+			t.Errorf("cgroup %s: got %v, want removed by Recovered", d, err)
+		}
+	}
 }

@@ -3,6 +3,7 @@ package agentproc
 import (
 	"bytes"
 	"strconv"
+	"sync/atomic"
 
 	"golang.org/x/sys/unix"
 
@@ -21,8 +22,12 @@ import (
 // than a number the tree never used. A cgroup's memory.peak, where the tree
 // has one, replaces it (containment.usage).
 func leaderPeak(rss int64) int64 {
-	if rss <= 0 {
-		return rss
+	if rss <= 0 || rss <= lastHWM.Load() {
+		// VmHWM only grows (short of a write to clear_refs): at or below
+		// a mark read before, rss is at or below the mark now, with no
+		// read at all (the usual case: every leader brings the host's
+		// mark along).
+		return 0
 	}
 	// getrusage is one system call, and its maxrss is at least VmHWM: a
 	// maxrss above it needs no read of /proc.
@@ -30,11 +35,20 @@ func leaderPeak(rss int64) int64 {
 	if unix.Getrusage(unix.RUSAGE_SELF, &ru) == nil && rss > ru.Maxrss*1024 {
 		return rss
 	}
-	if hwm, ok := hostHWM(); ok && rss > hwm {
+	hwm, ok := hostHWM()
+	if !ok {
+		return 0
+	}
+	for old := lastHWM.Load(); hwm > old && !lastHWM.CompareAndSwap(old, hwm); old = lastHWM.Load() {
+	}
+	if rss > hwm {
 		return rss
 	}
 	return 0
 }
+
+// lastHWM is the largest VmHWM hostHWM has read, in bytes.
+var lastHWM atomic.Int64
 
 // hostHWM is this process's VmHWM in bytes, from /proc/self/status.
 func hostHWM() (int64, bool) {
