@@ -223,7 +223,7 @@ func (l *Listener) deny(op string, t string, rule string) {
 
 // serve reads the first byte: SOCKS5 begins with 5, HTTP with a method.
 func (l *Listener) serve(c net.Conn) {
-	br := bufio.NewReaderSize(c, maxHead)
+	br := bufio.NewReaderSize(c, 32<<10)
 	first, err := br.Peek(1)
 	if err != nil {
 		return
