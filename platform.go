@@ -157,6 +157,34 @@ import (
 // releaseDetached, which stand in for the child-process steps (their state
 // is the type detached, empty where there is none).
 //
+// Sandbox (sandbox_linux.go with landlock_linux.go, seccomp_linux.go and
+// hosts_linux.go; sandbox_darwin.go; sandbox_other.go on Windows and the
+// BSDs; sandbox_run.go is the portable part that calls these):
+//   - sandboxSupport() reports what this host can enforce
+//     (SandboxSupport).
+//   - sandboxCache, whose zero value is empty, keeps the built policies:
+//     get(pol) builds a policy once and returns its *sandboxBuilt, with
+//     info (what enforces it) and missing (what of the policy it cannot
+//     enforce) filled in; close releases everything.
+//   - sandboxBuilt's start(cmd, step, inNetns) starts cmd confined (step,
+//     when not nil, runs on the starting thread first; inNetns, when not
+//     nil, runs inside the network namespace before the fork); done gives
+//     back a get's use of it.
+//   - sandboxThreadUser() takes a use of the state the starting threads
+//     share and returns its release.
+//   - recycleTempDir(dir) moves a finished process's empty temp dir to a
+//     new name for the next Start and returns where dir is now and whether
+//     it may be reused (never, where the OS layer cannot check it safely).
+//   - resolvePath(p) is the absolute path p names, resolved the way the
+//     kernel resolves it at an open, the one place the sandbox resolves
+//     paths (sandbox_resolve_unix.go; sandbox_resolve_windows.go, where
+//     there is no sandbox, keeps Narrow's and InWrite's answers meaningful).
+//   - moreConfined(pid) implements MoreConfined (sandbox_peer_linux.go;
+//     ErrUnsupported in sandbox_peer_nonlinux.go).
+//   - hostsRun's listen(cmd) opens NetworkHosts' proxy listener inside the
+//     tree's network namespace, and closeListenerFD closes one that was
+//     made but never served (hosts_linux.go; no-ops in hosts_other.go).
+//
 // Every implementation obeys the package's lock rule and lock order, both
 // written once in docs/architecture.md ("Locks"): the portable code calls
 // all of these with no Manager or Process lock held, and the only lock an
@@ -268,6 +296,18 @@ var (
 	_ func(*supervisor, Signal) error                                     = (*supervisor).signalDetached
 	_ func(*supervisor, context.Context, ExitReason) (Info, error)        = (*supervisor).stopDetached
 	_ func(*supervisor)                                                   = (*supervisor).releaseDetached
+
+	_ func() SandboxFeatures                                         = sandboxSupport
+	_ func(*sandboxCache, *sandboxPolicy) (*sandboxBuilt, error)     = (*sandboxCache).get
+	_ func(*sandboxCache)                                            = (*sandboxCache).close
+	_ func(*sandboxBuilt, *exec.Cmd, threadStep, func() error) error = (*sandboxBuilt).start
+	_ func(*sandboxBuilt)                                            = (*sandboxBuilt).done
+	_ func() func()                                                  = sandboxThreadUser
+	_ func(string) (string, bool)                                    = recycleTempDir
+	_ func(string) string                                            = resolvePath
+	_ func(int) (string, error)                                      = moreConfined
+	_ func(*hostsRun, *exec.Cmd) error                               = (*hostsRun).listen
+	_ func(*hostsRun)                                                = closeListenerFD
 
 	_ func(*Manager, Request, string, string, string, uint64, []string) (*Process, error) = (*Manager).startDetached
 )

@@ -17,14 +17,9 @@ import (
 // environment through it; start forks the shell confined; the supervisor's
 // release removes the temp dir once the tree is gone.
 //
-// The OS layer (sandbox_linux.go, sandbox_darwin.go, sandbox_other.go)
-// provides sandboxSupport, the type sandboxCache (get builds a policy once
-// and returns its *sandboxBuilt; close releases everything),
-// sandboxBuilt's start(cmd), which starts cmd confined, its info (what
-// enforces it) and missing (what of the policy it cannot enforce), and
-// recycleTempDir(dir), which moves a finished process's empty temp dir to
-// a new name for the next Start and returns where dir is now and whether
-// it may be reused (never, where the OS layer cannot check it safely).
+// The OS layer it calls (sandboxSupport, sandboxCache, sandboxBuilt,
+// recycleTempDir, ...) is listed once, with what each must guarantee, in
+// platform.go ("Sandbox").
 
 // sandboxState is a Manager's sandbox: the built policies and the parent of
 // the private temp dirs, made on first use and removed by Close.
