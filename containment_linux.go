@@ -125,8 +125,9 @@ func cgroupSpec(id string, cfg *config, l Limits) cgroup.Spec {
 // They are made once a tree's cgroups are removed, so that making them
 // does not compete with that tree's own start and exit, and never while a
 // Start with cgroups is placing its thread: a mkdir holds the kernel's
-// cgroup lock, which the placement's writes wait for (with the maker
-// yielding so, BenchmarkLimits/all measured 1.25–1.40× against 1.34–1.87×). A set is only ever
+// cgroup lock, which the placement's writes wait for (the maker yielding
+// so measured better in BenchmarkLimits/all: docs/measurements.md). A set
+// is only ever
 // taken by a Start of the same owner with the same Limits, and nothing but
 // this Manager knows its name. Close removes them. With a state dir each
 // set is listed with the host guard under its ID from the moment it is
@@ -686,7 +687,7 @@ func (c *containment) release() error {
 
 // closeFiles closes the descriptors of the cgroup release removed, once
 // the exit is published: Wait needs the directories gone, not the closes
-// (about 10 µs per tree with all three limits on v1).
+// (their cost is in docs/measurements.md).
 func (c *containment) closeFiles() {
 	if c.cg != nil {
 		_ = c.cg.Remove() // the directories' removal is done: this only closes

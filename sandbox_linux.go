@@ -466,8 +466,8 @@ func (c *sandboxCache) close() {
 // step takes the spare thread the cache made ahead with those steps done,
 // if there is one for b, and only confines and forks on it; the rest, and
 // every Start with a step, take a fresh thread. The spare saves the Start
-// the thread's making and those steps, about 60 µs, for a hand-off of
-// one wake-up (docs/measurements.md).
+// the thread's making and those steps for a hand-off of one wake-up, a
+// saving measured in docs/measurements.md.
 //
 // inNetns, if not nil, runs on the thread once it is in b's network
 // namespace with no_new_privs set, before Landlock and seccomp
@@ -522,9 +522,9 @@ func (b *sandboxBuilt) enterAndDrop(lastCap int) error {
 		// (uid 0) and every program it runs, file capabilities or setuid
 		// included, start with no capability
 		// (TestSandboxRootHasNoCapabilities, which also reads CapBnd). It
-		// takes a prctl per capability, each a new set of credentials:
-		// about 50 µs per Start (docs/measurements.md), which the spare
-		// thread takes off the Start. Dropping the thread's own sets with
+		// takes a prctl per capability, each a new set of credentials, a
+		// cost per Start (docs/measurements.md) which the spare thread
+		// takes off the Start. Dropping the thread's own sets with
 		// one capset would do under no_new_privs for less, but leaves the
 		// child a full bounding set, and the bounding set is what the
 		// sandbox promises to drop. The thread keeps its effective set,
@@ -590,8 +590,8 @@ var spareStarts, sparesMade atomic.Int64
 // do runs fn on st's thread and returns its error. The caller waits on a
 // channel, not on onThrowawayThread's pipe: the caller's wake-up after a
 // spare thread measured the same at the median either way, but through the
-// pipe one in ten waited 400 µs or more, for a thread to poll the network
-// poller (docs/measurements.md).
+// pipe its tail was many times longer, waiting for a thread to poll the
+// network poller (docs/measurements.md).
 func (st *spareThread) do(fn func() error) error {
 	done := make(chan error, 1)
 	st.work <- func() { done <- fn() }
@@ -901,10 +901,10 @@ func (v *mountView) changed() bool {
 // the namespace was made could not be covered: the Manager's dirWatcher
 // watches the nearest existing directory above each such path for the one
 // name that matters there, so that each Start reads one inotify instance
-// (a read that finds nothing) instead of looking up every missing path
-// (41 under WorkspaceSandbox here: 120 µs a Start under load against 9,
-// docs/sandbox-threats.md). Without inotify each Start looks up the
-// missing paths.
+// (a read that finds nothing) instead of looking up every missing path,
+// which measured an order of magnitude dearer under WorkspaceSandbox
+// (docs/measurements.md). Without inotify each Start looks up the missing
+// paths.
 type mountWatch struct {
 	missing []string
 	dirs    *dirWatcher // nil: look up every missing path

@@ -108,9 +108,8 @@ func onMainThread(fn func() error) error {
 // (startOnLockedThread) is open. A fresh goroutine
 // lands on the main thread whenever the goroutine that started it was
 // running there, and then pays onMainThread's detour: one more goroutine
-// on another thread and two more thread wake-ups. In BenchmarkSandbox 37%
-// of the sandboxed Starts did, and the median sandboxed Start was 550–640
-// µs with the detour against about 410 µs with the main thread held
+// on another thread and two more thread wake-ups. In BenchmarkSandbox a
+// third of the sandboxed Starts did, and paid for it at the median
 // (docs/measurements.md). The first call that lands there stays, parked,
 // until the last such Manager closes (useMainHold), so a Manager leaves no
 // goroutine behind. The main thread itself is never confined either way.
