@@ -127,9 +127,8 @@ func cgroupSpec(id string, cfg *config, l Limits) cgroup.Spec {
 // Start with cgroups is placing its thread: a mkdir holds the kernel's
 // cgroup lock, which the placement's writes wait for (the maker yielding
 // so measured better in BenchmarkLimits/all: docs/measurements.md). A set
-// is only ever
-// taken by a Start of the same owner with the same Limits, and nothing but
-// this Manager knows its name. Close removes them. With a state dir each
+// is only ever taken by a Start of the same owner with the same Limits,
+// and nothing but this Manager knows its name. Close removes them. With a state dir each
 // set is listed with the host guard under its ID from the moment it is
 // made, so that a host that dies without Close leaves no empty set behind:
 // the guard removes them with the trees (a tree that takes a set lists
