@@ -1,11 +1,9 @@
 package agentproc
 
 import (
-	"bytes"
 	"math"
 	"os"
 	"slices"
-	"strconv"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -98,17 +96,6 @@ func readingStdin(leader int, cgroup string, in fileID) bool {
 
 // maxTreeProcs bounds the processes of a tree readingStdin walks.
 const maxTreeProcs = 4096
-
-// appendPIDs appends the numbers in a whitespace-separated list of PIDs
-// (a children or cgroup.procs file) to pids.
-func appendPIDs(pids []int, data []byte) []int {
-	for _, f := range bytes.Fields(data) {
-		if pid, err := strconv.Atoi(string(f)); err == nil && pid > 0 {
-			pids = append(pids, pid)
-		}
-	}
-	return pids
-}
 
 // stdinLook is one readingStdin pass.
 type stdinLook struct {

@@ -201,7 +201,7 @@ func (k *treeKiller) belongs(s *procScanner, pid int, inCgroup map[int]int) (int
 		return i, true
 	}
 	if env, uid, err := s.Read(pid, "environ", true); err == nil && uid == s.EUID() {
-		v, _ := procfs.EnvValue(env, markerPrefix)
+		v, _ := markerID(env)
 		if i, ok := k.byMarker[string(v)]; ok {
 			if pgrp == pid && checkRecordPID("leader", pid) == nil {
 				k.led[pid] = i

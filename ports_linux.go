@@ -1,20 +1,13 @@
 package agentproc
 
 import (
-	"bytes"
 	"net/netip"
 	"os"
-	"strconv"
 
 	"github.com/agentproc/agentproc/internal/procfs"
 )
 
 func portsSupported() error { return nil }
-
-// treeMember is a process found to belong to trees[tree].
-type treeMember struct {
-	pid, tree int
-}
 
 // listeningPorts finds each tree's processes (see treeMembers), collects the socket inodes behind their
 // /proc/PID/fd links, and looks those up in /proc/net/{tcp,tcp6,udp,udp6}.
@@ -79,105 +72,6 @@ func readSocketTables(dir string, sockets map[uint64]treeMember, out [][]Port) {
 			}
 		})
 	}
-}
-
-// treeMembers returns the processes of each tree: the leader and its
-// descendants (from /proc/PID/task/TID/children, which costs in proportion
-// to the tree), every process whose environment carries the tree's marker,
-// and the members of its cgroup. A process belongs to the first tree that
-// claims it.
-//
-// Finding marked processes means looking at every process of the system,
-// but the environment a process was exec'd with never changes: with a
-// cache, each process's environment is read once, and only a marked
-// process's start time is read again (to tell it from a later process
-// that got the same PID).
-func treeMembers(s *procScanner, cache *portCache, trees []portTree) ([]treeMember, error) {
-	if cache == nil {
-		cache = &portCache{}
-	}
-	if cache.marker == nil {
-		cache.marker = make(map[int]markerEntry)
-	}
-	byID := make(map[string]int, len(trees))
-	for i, t := range trees {
-		byID[t.id] = i
-	}
-	seen := make(map[int]bool)
-	var members []treeMember
-	add := func(pid, tree int) {
-		if !seen[pid] {
-			seen[pid] = true
-			members = append(members, treeMember{pid, tree})
-		}
-	}
-	for i, t := range trees {
-		for _, pid := range procfs.Descendants(t.leader) {
-			add(pid, i)
-		}
-	}
-
-	pids, err := s.PIDs()
-	if err != nil {
-		return nil, err
-	}
-	alive := make(map[int]bool, len(pids))
-	for _, pid := range pids {
-		alive[pid] = true
-		if seen[pid] {
-			continue
-		}
-		ent, ok := cache.marker[pid]
-		if ok && ent.id != "" && s.StartTime(pid) != ent.start {
-			ok = false // the PID was reused
-		}
-		if !ok {
-			ent = markerEntry{}
-			if env, _, err := s.Read(pid, "environ", false); err == nil {
-				if id, found := procfs.EnvValue(env, markerPrefix); found {
-					// Copied before the next read reuses the buffer.
-					ent.id = string(id)
-					ent.start = s.StartTime(pid)
-				}
-			}
-			cache.marker[pid] = ent
-		}
-		if i, ok := byID[ent.id]; ok && ent.id != "" {
-			add(pid, i)
-		}
-	}
-	for pid := range cache.marker {
-		if !alive[pid] {
-			delete(cache.marker, pid)
-		}
-	}
-
-	for i, t := range trees {
-		if t.cgroup == "" {
-			continue
-		}
-		data, err := os.ReadFile(t.cgroup + "/cgroup.procs")
-		if err != nil {
-			continue // removed: the process has exited
-		}
-		for _, f := range bytes.Fields(data) {
-			if pid, err := strconv.Atoi(string(f)); err == nil {
-				add(pid, i)
-			}
-		}
-	}
-	return members, nil
-}
-
-// portCache is what a port poller keeps between scans: the marker each
-// process carries ("" for none), with the start time of marked ones.
-type portCache struct {
-	marker map[int]markerEntry
-}
-
-type markerEntry struct {
-	start uint64 // /proc/PID/stat's starttime; 0 if unknown
-	id    string
 }
 
 // socketInodes adds the inode of every socket m's process has open.

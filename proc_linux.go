@@ -2,8 +2,10 @@ package agentproc
 
 import (
 	"bytes"
+	"os"
 	"runtime"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -13,7 +15,8 @@ import (
 )
 
 // This file is what agentproc looks for in /proc: the marker protocol (which
-// processes carry a tree's marker), a tree's cgroup membership, the probe of
+// processes carry a tree's marker), a tree's cgroup membership, which
+// processes make up a running tree (treeMembers), the probe of
 // the PIDs handed out since a leader started, and snapshots shared by every
 // caller that asks at about the same moment. How /proc is read (the
 // scanner, stat, environ, fd links, socket tables, task files, ns_last_pid)
@@ -187,6 +190,111 @@ func (s *procScanner) probeMarked(pids []int, entry []byte) []int {
 		}
 	}
 	return found
+}
+
+// treeMember is a process found to belong to trees[tree].
+type treeMember struct {
+	pid, tree int
+}
+
+// treeMembers returns the processes of each tree: the leader and its
+// descendants (from /proc/PID/task/TID/children, which costs in proportion
+// to the tree), every process whose environment carries the tree's marker,
+// and the members of its cgroup. A process belongs to the first tree that
+// claims it. It is the one answer to "which processes are this tree's" for
+// a caller that looks at trees as they run (Process.Ports); the kill
+// sweep, which must see every process that existed at a moment, asks the
+// shared snapshot (markedBy) and checks each PID again (containment.verify).
+//
+// Finding marked processes means looking at every process of the system,
+// but the environment a process was exec'd with never changes: with a
+// cache, each process's environment is read once, and only a marked
+// process's start time is read again (to tell it from a later process
+// that got the same PID).
+func treeMembers(s *procScanner, cache *portCache, trees []portTree) ([]treeMember, error) {
+	if cache == nil {
+		cache = &portCache{}
+	}
+	if cache.marker == nil {
+		cache.marker = make(map[int]markerEntry)
+	}
+	byID := make(map[string]int, len(trees))
+	for i, t := range trees {
+		byID[t.id] = i
+	}
+	seen := make(map[int]bool)
+	var members []treeMember
+	add := func(pid, tree int) {
+		if !seen[pid] {
+			seen[pid] = true
+			members = append(members, treeMember{pid, tree})
+		}
+	}
+	for i, t := range trees {
+		for _, pid := range procfs.Descendants(t.leader) {
+			add(pid, i)
+		}
+	}
+
+	pids, err := s.PIDs()
+	if err != nil {
+		return nil, err
+	}
+	alive := make(map[int]bool, len(pids))
+	for _, pid := range pids {
+		alive[pid] = true
+		if seen[pid] {
+			continue
+		}
+		ent, ok := cache.marker[pid]
+		if ok && ent.id != "" && s.StartTime(pid) != ent.start {
+			ok = false // the PID was reused
+		}
+		if !ok {
+			ent = markerEntry{}
+			if env, _, err := s.Read(pid, "environ", false); err == nil {
+				if id, found := markerID(env); found {
+					// Copied before the next read reuses the buffer.
+					ent.id = string(id)
+					ent.start = s.StartTime(pid)
+				}
+			}
+			cache.marker[pid] = ent
+		}
+		if i, ok := byID[ent.id]; ok && ent.id != "" {
+			add(pid, i)
+		}
+	}
+	for pid := range cache.marker {
+		if !alive[pid] {
+			delete(cache.marker, pid)
+		}
+	}
+
+	for i, t := range trees {
+		if t.cgroup == "" {
+			continue
+		}
+		data, err := os.ReadFile(t.cgroup + "/cgroup.procs")
+		if err != nil {
+			continue // removed: the process has exited
+		}
+		for _, pid := range appendPIDs(nil, data) {
+			add(pid, i)
+		}
+	}
+	return members, nil
+}
+
+// portCache is what a port poller keeps between scans: the marker each
+// process carries ("" for none), with the start time of marked ones.
+type portCache struct {
+	marker map[int]markerEntry
+}
+
+type markerEntry struct {
+	start uint64 // /proc/PID/stat's starttime; 0 if unknown
+	id    string
 }
 
 // procSnapshot is what one pass over /proc saw, read-only once taken:
@@ -419,6 +527,21 @@ func eachMarker(env []byte, fn func(id []byte)) {
 		}
 		off = end + 1
 	}
+}
+
+// markerID returns the value of the first marker in env, for a caller that
+// files each process under one tree (the port scan, orphan recovery).
+func markerID(env []byte) ([]byte, bool) { return procfs.EnvValue(env, markerPrefix) }
+
+// appendPIDs appends the numbers in a whitespace-separated list of PIDs
+// (a children or cgroup.procs file) to pids.
+func appendPIDs(pids []int, data []byte) []int {
+	for _, f := range bytes.Fields(data) {
+		if pid, err := strconv.Atoi(string(f)); err == nil && pid > 0 {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
 }
 
 // countGroup counts the live (non-zombie) members of process group pgid
