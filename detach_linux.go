@@ -405,7 +405,7 @@ func (m *Manager) startDetached(req Request, owner, command, dir string, seq uin
 			runnerEnv = append(runnerEnv, kv)
 		}
 	}
-	runnerEnv = append(runnerEnv, detachRunnerEnv+"=1",
+	runnerEnv = append(runnerEnv,
 		detachSegEnv+"="+strconv.FormatInt(segBytes, 10), detachIDEnv+"="+id)
 	if v := m.oomScoreValue(); v != nil {
 		runnerEnv = append(runnerEnv, detachOOMEnv+"="+string(v))
@@ -447,17 +447,8 @@ func (m *Manager) startDetached(req Request, owner, command, dir string, seq uin
 		defer secretsW.Close()
 		stdin, secrets = secretsR, encodeSecrets(entries)
 	}
-	runner := &exec.Cmd{
-		Path:        procfs.SelfExe,
-		Args:        append([]string{"agentproc-detached"}, append(slices.Clone(m.cfg.shell), command)...),
-		Env:         runnerEnv,
-		Dir:         dir,
-		Stdin:       stdin,
-		Stdout:      pw,
-		Stderr:      out,
-		ExtraFiles:  extra,
-		SysProcAttr: &syscall.SysProcAttr{Setsid: true},
-	}
+	runner := reexecCmd("agentproc-detached", detachRunnerEnv, append(slices.Clone(m.cfg.shell), command), runnerEnv)
+	runner.Dir, runner.Stdin, runner.Stdout, runner.Stderr, runner.ExtraFiles = dir, stdin, pw, out, extra
 	if err := runner.Start(); err != nil {
 		_ = pw.Close()
 		return fail("start runner", err)

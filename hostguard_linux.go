@@ -13,8 +13,6 @@ import (
 	"time"
 
 	"golang.org/x/xerrors"
-
-	"github.com/agentproc/agentproc/internal/procfs"
 )
 
 // hostGuardEnv makes a re-executed host binary run as the guard (see
@@ -46,15 +44,8 @@ func startHostGuard(warn func(error)) (*hostGuard, error) {
 	if err != nil {
 		return nil, xerrors.Errorf("agentproc: start guard: %w", err)
 	}
-	cmd := &exec.Cmd{
-		Path: procfs.SelfExe,
-		Args: []string{"agentproc-guard"},
-		Env:  append(os.Environ(), hostGuardEnv+"=1"),
-		// Its own session: a ^C or SIGHUP meant for the host's terminal
-		// must not take the guard down with the host.
-		SysProcAttr: &syscall.SysProcAttr{Setsid: true},
-		Stdin:       r,
-	}
+	cmd := reexecCmd("agentproc-guard", hostGuardEnv, nil, os.Environ())
+	cmd.Stdin = r
 	if err := cmd.Start(); err != nil {
 		_ = r.Close()
 		_ = w.Close()

@@ -1,6 +1,12 @@
 package agentproc
 
-import "os"
+import (
+	"os"
+	"os/exec"
+	"syscall"
+
+	"github.com/agentproc/agentproc/internal/procfs"
+)
 
 // Importing this package has one side effect, on Linux only: the init
 // below. It looks at the environment for the variable that marks a copy of
@@ -11,8 +17,8 @@ import "os"
 // the host binary runs before this one run in the copies too (see
 // docs/containment.md).
 //
-// The roles, each started by the file named (one variable each, set to
-// "1" by the starter only):
+// The roles, each started by the file named through reexecCmd (one
+// variable each, set to "1" by the starter only):
 //   - the host guard (hostguard_linux.go, hostGuardEnv): kills the
 //     Manager's trees when the host dies;
 //   - a detached process's runner (detach_linux.go, detachRunnerEnv): runs
@@ -33,5 +39,20 @@ func init() {
 		if os.Getenv(r.env) == "1" {
 			os.Exit(r.run())
 		}
+	}
+}
+
+// reexecCmd is the one builder of a role's command line: the host binary
+// (procfs.SelfExe) with name as its argv[0] (what ps shows) and args after
+// it, env with the role's variable set to "1" added, in a session of its
+// own, so that a ^C or SIGHUP meant for the host's terminal does not take
+// the role down with the host. The caller sets the rest (files, directory)
+// and starts it.
+func reexecCmd(name, roleEnv string, args, env []string) *exec.Cmd {
+	return &exec.Cmd{
+		Path:        procfs.SelfExe,
+		Args:        append([]string{name}, args...),
+		Env:         append(env, roleEnv+"=1"),
+		SysProcAttr: &syscall.SysProcAttr{Setsid: true},
 	}
 }
