@@ -54,9 +54,24 @@ type logDir struct {
 
 // newLogDir returns the log directory of cfg. Without WithOutputLog its
 // path is "" and it opens no log; it still removes the logs of processes a
-// state directory recovered from an earlier Manager.
+// state directory recovered from an earlier Manager. A relative dir is
+// made absolute here, once, against the working directory at New: the one
+// form of a log's path, for the processes this Manager runs and for those
+// it recovers (TestOutputLogPathAbsolute).
 func newLogDir(cfg *config) *logDir {
-	return &logDir{fsBound: fsBound{bound: cfg.logDirBound}, path: cfg.logDir, maxBytes: cfg.logMaxBytes, logger: cfg.logger}
+	return &logDir{fsBound: fsBound{bound: cfg.logDirBound}, path: absLogDir(cfg.logDir), maxBytes: cfg.logMaxBytes, logger: cfg.logger}
+}
+
+// absLogDir is dir made absolute, or dir as given if it is "" or the
+// working directory cannot be read.
+func absLogDir(dir string) string {
+	if dir == "" {
+		return ""
+	}
+	if abs, err := filepath.Abs(dir); err == nil {
+		return abs
+	}
+	return dir
 }
 
 // open creates the log of process id before the process starts. A log that

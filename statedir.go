@@ -655,12 +655,8 @@ func (m *Manager) closeState() {
 // outputLogPath is where logDir.open will put the log of process id, or
 // "" without WithOutputLog.
 func (m *Manager) outputLogPath(id string) string {
-	if m.state == nil || m.cfg.logDir == "" {
+	if m.state == nil || m.logs.path == "" {
 		return ""
 	}
-	dir, err := filepath.Abs(m.cfg.logDir)
-	if err != nil {
-		dir = m.cfg.logDir
-	}
-	return logPath(dir, id)
+	return logPath(m.logs.path, id)
 }
