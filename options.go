@@ -57,7 +57,7 @@ type config struct {
 	limits         Limits   // see limits.go
 	sandbox        *Sandbox // see sandbox.go; nil: no confinement
 	sandboxSkip    uint32   // mechanisms a benchmark leaves out (sandboxSkip* bits)
-	oomDelta       int      // see guard.go
+	oomDelta       int      // see oom_linux.go
 	// Redaction (redact.go): noRedaction turns it off; secrets are
 	// WithSecrets' entries, secretsErr its validation error.
 	noRedaction bool

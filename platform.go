@@ -101,8 +101,8 @@ import (
 // allocated), and without terminal support openPTY and setTTYSize return
 // ErrUnsupported.
 //
-// Limits and guards (limits_linux.go, limits_windows.go, limits_nonlinux.go;
-// guard_linux.go, guard_nonlinux.go): checkLimits(l, cfg) refuses with
+// Limits and the OOM score (limits_linux.go, limits_windows.go,
+// limits_nonlinux.go; oom_linux.go, oom_nonlinux.go): checkLimits(l, cfg) refuses with
 // ErrUnsupported a Limits the OS cannot enforce, before anything starts
 // (on Linux newContainment does, when it plans the cgroups); applyLimits
 // puts them on the tree before cmd.Start (a Job Object's limits; on Linux

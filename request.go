@@ -16,7 +16,7 @@ import (
 // This file is what Start knows about a Request before it allocates
 // anything: the type, the Manager's defaults that fill it in, and validate,
 // the one place a request is checked. A feature's own check may live next
-// to the feature (timeout.go, guard.go, observe.go, limits.go,
+// to the feature (timeout.go, watchdog.go, observe.go, limits.go,
 // statedir.go, sandbox_run.go, the per-OS shell check), but it is called
 // from validate only, in the order written there.
 
@@ -137,8 +137,8 @@ type Request struct {
 //  4. Timeout: not negative (validateTimeout, timeout.go).
 //  5. Ready: port range, Match compiles, ports supported here
 //     (ReadyCheck.validate, observe.go).
-//  6. Guards: IdleTimeout, IdleInteractive, MaxOutput (validateGuards,
-//     guard.go).
+//  6. Watchdog: IdleTimeout, IdleInteractive, MaxOutput (validateWatchdog,
+//     watchdog.go).
 //  7. Limits: filled from WithLimits, checked against its ceilings and the
 //     platform (Manager.limitsFor, limits.go).
 //  8. Detach: supported, a state dir, and nothing a detached process
@@ -178,7 +178,7 @@ func (m *Manager) validate(req *Request) (command, dir string, warnings []string
 	if err := req.Ready.validate(m.portsAvailable); err != nil {
 		return "", "", nil, err
 	}
-	if err := validateGuards(*req); err != nil {
+	if err := validateWatchdog(*req); err != nil {
 		return "", "", nil, err
 	}
 	if req.Limits, err = m.limitsFor(req.Limits); err != nil {

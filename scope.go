@@ -1,6 +1,12 @@
 package agentproc
 
-import "context"
+import (
+	"cmp"
+	"context"
+	"slices"
+	"sync"
+	"time"
+)
 
 // Scope is a view of a Manager restricted to one owner: it starts processes
 // stamped with that owner and never sees, gets, lists or signals another
@@ -49,4 +55,43 @@ func (s *Scope) List() []Info {
 
 func (s *Scope) visible(p *Process) bool {
 	return p.owner == s.owner
+}
+
+// StopAll stops every running process of the Scope's owner, all at once as
+// Close does (terminate, one grace period for all of them, kill), and
+// returns their final Infos, newest first. Processes of other owners are
+// not touched. If ctx ends first, every remaining tree is killed at once
+// and StopAll returns the Infos as they are, with ctx.Err(). Processes
+// started while StopAll runs are not stopped.
+func (s *Scope) StopAll(ctx context.Context) ([]Info, error) {
+	m := s.m
+	m.mu.Lock()
+	var running []*Process
+	for _, p := range m.procs {
+		if s.visible(p) && !p.exited() {
+			running = append(running, p)
+		}
+	}
+	m.mu.Unlock()
+	slices.SortFunc(running, func(a, b *Process) int { return cmp.Compare(b.seq, a.seq) })
+
+	infos := make([]Info, len(running))
+	errs := make([]error, len(running))
+	// As in Close, one pass over /proc, taken before any signal, serves
+	// every terminate step.
+	since := time.Now()
+	if len(running) > 0 {
+		prepareStops(&m.cfg, since)
+	}
+	var wg sync.WaitGroup
+	for i, p := range running {
+		wg.Go(func() { infos[i], errs[i] = p.sup.stop(ctx, ReasonKilled, since) })
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return infos, err
+		}
+	}
+	return infos, nil
 }

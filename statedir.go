@@ -495,8 +495,8 @@ func (m *Manager) Recovered(ctx context.Context) ([]Info, error) {
 	return infos, s.recErr
 }
 
-// openState is New's hook: it opens the state dir, starts the guard and
-// recovery. Only the lock and the guard's start run before New returns.
+// openState is New's hook: it opens the state dir, starts the host guard
+// and recovery. Only the lock and the host guard's start run before New returns.
 func (m *Manager) openState() {
 	m.instance = uuid.NewString()
 	s := openStateDir(m.cfg.stateDir, m.cfg.logger, m.cfg.logDirBound)

@@ -28,7 +28,7 @@ import (
 //     retention) learn of it, then the exit is published in Info together
 //     with the buffer's EOF, then Done closes.
 //   - stop, at the end: the ladder that ends the process early (Stop,
-//     Close, timeouts and guards), through the same supervisor.
+//     Close, timeouts and the watchdog), through the same supervisor.
 //
 // Process (process.go) is the caller's handle: it reads Info, signals and
 // stops, and never runs any of these steps itself; it points to its
@@ -36,7 +36,7 @@ import (
 
 // supervisor owns the life of one process: the command, its tree (process
 // group or Job Object), what of it may escape, the state record, the output
-// log, the guards, and the stop ladder's escalation. spawn (or adoption)
+// log, the watchdog, and the stop ladder's escalation. spawn (or adoption)
 // sets it before the Process is shared and nothing reassigns its fields;
 // the values they point to synchronise themselves. It publishes what it
 // learns to its Process (p.state, p.buf, events), never the reverse.
@@ -48,7 +48,7 @@ type supervisor struct {
 	ctr      *containment // what of the tree may leave the group
 	rec      *stateRecord // nil without WithStateDir
 	log      *outputLog   // nil without WithOutputLog
-	watchdog watchdog     // idle, output and OOM watch (guard.go)
+	watchdog watchdog     // idle, output and OOM watch (watchdog.go)
 	det      *detached    // nil unless Request.Detach; see detach_linux.go
 	sbx      *sandboxRun  // nil unless sandboxed; see sandbox_run.go
 	// raised is closed once the output reader has raised the tree's
@@ -509,7 +509,7 @@ func (s *supervisor) publishExit(f exitFacts) {
 	p.emitInfo(EventExited)
 }
 
-// The stop ladder: Signal, Stop, Close, timeouts and guards end the process
+// The stop ladder: Signal, Stop, Close, timeouts and the watchdog end the process
 // through these. They run on the caller's goroutine, never take a lock
 // across a system call, and reach the tree only through the OS handle's
 // gate (see sysProc), which the exit path closes before publishing.

@@ -1,10 +1,7 @@
 package agentproc
 
 import (
-	"cmp"
 	"context"
-	"slices"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -32,8 +29,9 @@ type watchdog struct {
 	oomBaseOK bool
 }
 
-// validateGuards checks the request fields of the idle and output guards.
-func validateGuards(req Request) error {
+// validateWatchdog checks the request fields of the idle and output
+// limits the watchdog enforces.
+func validateWatchdog(req Request) error {
 	switch {
 	case req.IdleTimeout < 0:
 		return xerrors.Errorf("negative IdleTimeout %s: %w", req.IdleTimeout, ErrInvalidRequest)
@@ -96,7 +94,7 @@ func recentHostOOMKills() (uint64, bool) {
 // without either limit.
 //
 // It follows the output buffer's change notifications rather than hooking
-// the reader, so the copy loop is the same with guards as without. The
+// the reader, so the copy loop is the same with a watchdog as without. The
 // idle timer is made here, before Start returns, so the idle period starts
 // with the process (and a mock clock's trap sees it at once); it is reset
 // on every change, which a mock clock's TimerReset trap sees.
@@ -172,42 +170,3 @@ func (w *watchdog) oomVerdict(c *containment, code int, sigName string) (oom, li
 // hostOOMKillCount is hostOOMKills, a variable so that a white-box test can
 // make the count rise without an OOM kill on the test machine.
 var hostOOMKillCount = hostOOMKills
-
-// StopAll stops every running process of the Scope's owner, all at once as
-// Close does (terminate, one grace period for all of them, kill), and
-// returns their final Infos, newest first. Processes of other owners are
-// not touched. If ctx ends first, every remaining tree is killed at once
-// and StopAll returns the Infos as they are, with ctx.Err(). Processes
-// started while StopAll runs are not stopped.
-func (s *Scope) StopAll(ctx context.Context) ([]Info, error) {
-	m := s.m
-	m.mu.Lock()
-	var running []*Process
-	for _, p := range m.procs {
-		if s.visible(p) && !p.exited() {
-			running = append(running, p)
-		}
-	}
-	m.mu.Unlock()
-	slices.SortFunc(running, func(a, b *Process) int { return cmp.Compare(b.seq, a.seq) })
-
-	infos := make([]Info, len(running))
-	errs := make([]error, len(running))
-	// As in Close, one pass over /proc, taken before any signal, serves
-	// every terminate step.
-	since := time.Now()
-	if len(running) > 0 {
-		prepareStops(&m.cfg, since)
-	}
-	var wg sync.WaitGroup
-	for i, p := range running {
-		wg.Go(func() { infos[i], errs[i] = p.sup.stop(ctx, ReasonKilled, since) })
-	}
-	wg.Wait()
-	for _, err := range errs {
-		if err != nil {
-			return infos, err
-		}
-	}
-	return infos, nil
-}
