@@ -96,7 +96,7 @@ func TestIdleTimeoutResetByOutput(t *testing.T) {
 	requireGone(t, []int{info.PID})
 }
 
-func TestGuardRequestsValidated(t *testing.T) {
+func TestWatchdogRequestsValidated(t *testing.T) {
 	t.Parallel()
 	m := newManager(t)
 	for _, req := range []agentproc.Request{

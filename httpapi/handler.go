@@ -68,7 +68,7 @@ func NewHandler(m *agentproc.Manager, opts ...Option) http.Handler {
 	mux := http.NewServeMux()
 	if cfg.coder {
 		h.routesCoder(mux)
-		return h.guard(mux)
+		return h.checkOrigin(mux)
 	}
 	// "GET /list" is more specific than "GET /{id}", so the mux routes
 	// /list there; an ID is a UUID and never collides with it.
@@ -83,7 +83,7 @@ func NewHandler(m *agentproc.Manager, opts ...Option) http.Handler {
 	if cfg.ui {
 		h.routesUI(mux)
 	}
-	return h.guard(mux)
+	return h.checkOrigin(mux)
 }
 
 // warn logs msg through the configured logger.
@@ -159,7 +159,7 @@ func (h *handler) start(w http.ResponseWriter, r *http.Request) {
 		TTY:        req.TTY,
 		Ready:      req.Ready,
 	}
-	if e := guardsFromRequest(req, &areq); e != nil {
+	if e := limitsFromRequest(req, &areq); e != nil {
 		writeError(w, e)
 		return
 	}

@@ -24,8 +24,8 @@ import (
 // that can reach a non-loopback listener, still needs WithAuthorize to be
 // kept out.
 
-// guard wraps next with the checks above.
-func (h *handler) guard(next http.Handler) http.Handler {
+// checkOrigin wraps next with the checks above.
+func (h *handler) checkOrigin(next http.Handler) http.Handler {
 	cop := http.NewCrossOriginProtection()
 	for _, o := range h.cfg.trustedOrigins {
 		if err := cop.AddTrustedOrigin(o); err != nil {

@@ -2,33 +2,9 @@ package httpapi
 
 import (
 	"context"
-	"fmt"
 	"net/http"
 	"time"
-
-	"github.com/agentproc/agentproc"
 )
-
-// guardsFromRequest copies the resource guards of a start request into the
-// library's request, or returns the reply for a malformed one.
-func guardsFromRequest(req StartRequest, areq *agentproc.Request) *Error {
-	if req.Limits != nil {
-		areq.Limits = *req.Limits
-	}
-	if req.IdleTimeout != "" {
-		d, err := time.ParseDuration(req.IdleTimeout)
-		if err != nil || d <= 0 {
-			return &Error{
-				StatusCode: http.StatusBadRequest,
-				Message:    fmt.Sprintf(`Invalid idle_timeout %q: want a positive duration such as "10m".`, req.IdleTimeout),
-			}
-		}
-		areq.IdleTimeout = d
-	}
-	areq.IdleInteractive = req.IdleInteractive
-	areq.MaxOutput = req.MaxOutput
-	return nil
-}
 
 // stopAll stops every running process of the caller's owner at once
 // (agentproc.Scope.StopAll) and replies with their final state. The stop
