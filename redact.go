@@ -297,14 +297,14 @@ type redactSet struct {
 	repl    [][]byte      // pats[i] is replaced by repl[i]
 	minLen  int
 	maxLen  int
-	step    int      // sampling step: minLen-redactGram+1, at most maxRedactStep
+	step    int // sampling step: minLen-redactGram+1, at most maxRedactStep
 	// near and bits are two bitsets of the grams at offsets [0, step) of
 	// each pattern, hashed two ways: near is small enough to stay in the
 	// L1 cache beside the data (16 KiB), bits is sized for few false hits
 	// and read only after near says yes.
-	near    *[redactNearWords]uint64
-	bits    []uint64
-	shift   uint32   // 32 - log2(len(bits)*64)
+	near  *[redactNearWords]uint64
+	bits  []uint64
+	shift uint32 // 32 - log2(len(bits)*64)
 	// refs lists (pattern, offset) for every gram, grouped by gram;
 	// grams maps a gram to its group, start<<32|length. Neither holds
 	// a pointer, so a large set costs the garbage collector nothing.

@@ -48,4 +48,3 @@ func BenchmarkRedactScan(b *testing.B) {
 		b.Fatalf("redactions: got %d, want 0", count.Load())
 	}
 }
-
