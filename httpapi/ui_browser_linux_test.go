@@ -513,9 +513,12 @@ func TestUIBrowser(t *testing.T) {
 		// Without a token the page shows the API's refusal and no row.
 		noToken := openPage(t, browser, ts.srv.URL+"/", false)
 		noToken.run(chromedp.WaitVisible(chromedp.CSS(`#error`)))
-		if got := noToken.text("#error"); !strings.Contains(got, "no valid bearer token") {
-			t.Errorf("error shown without a token: got %q, want the hook's reason", got)
+		if got := noToken.text("#error"); !strings.Contains(got, "no valid bearer token") || !strings.Contains(got, "#token=TOKEN") {
+			t.Errorf("error shown without a token: got %q, want the hook's reason and how to open the page", got)
 		}
+		// Retrying cannot help: the page says what it needs instead of
+		// "Reconnecting…" forever.
+		noToken.waitJS(`document.getElementById('conn').textContent === 'Needs the token'`)
 		if rows := get(noToken, chromedp.Evaluate[int](`document.querySelectorAll('#rows tr').length`)); rows != 0 {
 			t.Errorf("%d rows without a token, want 0", rows)
 		}

@@ -360,6 +360,17 @@
           delay = 500;
         }, onEvent);
       } catch (err) {
+        if (err.status === 401 && !token) {
+          // Retrying cannot help a page opened without the token: say how
+          // to open it, and start again once the address carries one.
+          showError(err.message + ' To open this page with a bearer token, use the address with #token=TOKEN at its end ' +
+            '(agentproc serve --listen prints it).');
+          connEl.textContent = 'Needs the token';
+          connEl.dataset.state = 'down';
+          await new Promise((r) => window.addEventListener('hashchange', r, { once: true }));
+          location.reload();
+          return;
+        }
         if (err.status) showError(err.message);
       }
       ctl.abort();
