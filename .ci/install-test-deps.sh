@@ -23,6 +23,10 @@ command -v chromium >/dev/null 2>&1 || need+=(chromium fonts-dejavu-core)
 command -v node >/dev/null 2>&1 || need+=(nodejs)
 command -v npm >/dev/null 2>&1 || need+=(npm)
 command -v python3 >/dev/null 2>&1 || need+=(python3)
+# fish and zsh (bash is there) for the completion scripts of cmd/agentproc
+# (TestShellCompletion).
+command -v fish >/dev/null 2>&1 || need+=(fish)
+command -v zsh >/dev/null 2>&1 || need+=(zsh)
 # QEMU and cpio for the cgroup v2 limit tests in a VM (make test-cgroup-vm).
 command -v qemu-system-x86_64 >/dev/null 2>&1 || need+=(qemu-system-x86)
 command -v cpio >/dev/null 2>&1 || need+=(cpio)
