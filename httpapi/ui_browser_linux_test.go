@@ -339,6 +339,9 @@ func TestUIBrowser(t *testing.T) {
 		if got := pg.text(rowSel(p.ID()) + " .cmd-btn"); got != "sleep 30" {
 			t.Errorf("command: got %q, want %q", got, "sleep 30")
 		}
+		if got := pg.text(rowSel(p.ID()) + " .id"); got != p.ID()[:8] {
+			t.Errorf("ID column: got %q, want the short ID %q, as agentproc ps shows it", got, p.ID()[:8])
+		}
 	})
 
 	t.Run("exit changes the row without a reload", func(t *testing.T) {

@@ -192,6 +192,10 @@
     const pill = document.createElement('span');
     pill.className = 'state';
     st.appendChild(pill);
+    // The short ID, as agentproc ps shows it and every command takes.
+    const idCell = cell(tr, 'id', 'ID');
+    idCell.textContent = id.slice(0, 8);
+    idCell.title = id;
     // One child under the cell, so that the narrow layout's label and the
     // command with its badges are the cell's two columns.
     const cmdWrap = document.createElement('div');
