@@ -397,6 +397,23 @@ func TestUIBrowser(t *testing.T) {
 		}
 	})
 
+	t.Run("a prompt is answered from the page", func(t *testing.T) {
+		ts := newTestServer(t, nil, nil, httpapi.WithUI())
+		pg := openPage(t, browser, ts.srv.URL+"/", true)
+		p := startUnowned(t, ts, agentproc.Request{Command: `printf 'name? '; read n; echo "hello $n"`, Stdin: true})
+		pg.run(chromedp.Click(rowSel(p.ID()) + " .cmd-btn"))
+		pg.run(chromedp.WaitVisible(chromedp.CSS(`#answer-text`)))
+		pg.run(
+			chromedp.SendKeys(chromedp.CSS(`#answer-text`), "ada"),
+			chromedp.Click(chromedp.CSS(`#answer button[type="submit"]`)),
+		)
+		pg.waitJS(`document.getElementById('out').textContent.includes('hello ada')`)
+		pg.run(chromedp.WaitVisible(rowSel(p.ID()) + `[data-state="exited"]`))
+		if !get(pg, chromedp.Evaluate[bool](`document.getElementById('answer').hidden`)) {
+			t.Error("the answer form is still shown after the process exited")
+		}
+	})
+
 	t.Run("selecting another row shows only its output", func(t *testing.T) {
 		ts := newTestServer(t, nil, nil, httpapi.WithUI())
 		pg := openPage(t, browser, ts.srv.URL+"/", true)

@@ -396,7 +396,25 @@
     const p = procs.get(selected);
     if (!p) return;
     outState.textContent = p.command + ' — ' + state(p)[0];
+    // A prompt is answered here, as agentproc input does: the text and
+    // Enter go to the process's stdin.
+    answerEl.hidden = !(p.running && p.awaiting_input);
   }
+
+  const answerEl = $('answer');
+  const answerText = $('answer-text');
+  answerEl.addEventListener('submit', async (e) => {
+    e.preventDefault();
+    const id = selected;
+    try {
+      await post(encodeURIComponent(id) + '/stdin', { data: answerText.value + '\n' });
+      answerText.value = '';
+      answerEl.hidden = true;
+      showError('');
+    } catch (err) {
+      showError('Sending the answer failed: ' + err.message);
+    }
+  });
 
   function appendOut(node) {
     outEl.insertBefore(node, partialEl);
