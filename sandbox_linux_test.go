@@ -863,6 +863,8 @@ func TestSandboxPorts(t *testing.T) {
 		reach      bool
 	}{
 		{"tcp", allowed.tcp.Addr().String(), true},
+		// Names still resolve without netlink (Go reads /etc/hosts).
+		{"tcp", "localhost:" + strconv.Itoa(allowed.tcp.Addr().(*net.TCPAddr).Port), true},
 		{"tcp", other.tcp.Addr().String(), false},
 		{"mptcp", other.tcp.Addr().String(), false},
 		{"udp", other.udp.LocalAddr().String(), false},
@@ -879,6 +881,14 @@ func TestSandboxPorts(t *testing.T) {
 		out := runSandboxed(t, m, probeRequest(t, ws, c.kind, c.addr))
 		if got := strings.Contains(out.Text, "reached"); got != c.reach {
 			t.Errorf("%s to %s: output %q, want reached=%v", c.kind, c.addr, out.Text, c.reach)
+		}
+	}
+	// glibc's getaddrinfo, which asks netlink for the host's addresses
+	// (AI_ADDRCONFIG) and assumes both families when it cannot.
+	if _, err := exec.LookPath("getent"); err == nil {
+		out := runSandboxed(t, m, agentproc.Request{Command: "getent ahosts localhost", WorkDir: ws})
+		if exitCode(out.Info) != 0 || !strings.Contains(out.Text, "127.0.0.1") {
+			t.Errorf("getent ahosts localhost: exit %d, output %q; want 127.0.0.1 resolved", exitCode(out.Info), out.Text)
 		}
 	}
 	if n := other.reached.Load(); n != 0 {
