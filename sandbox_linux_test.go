@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"os/user"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -354,12 +355,13 @@ func TestSandboxEscapes(t *testing.T) {
 	keyDesc, keyPayload := hostKey(t)
 	shell := func(cmd string) agentproc.Request { return agentproc.Request{Command: cmd, WorkDir: ws} }
 
-	cases := []struct {
+	type escapeCase struct {
 		name string
 		req  agentproc.Request
 		// leaked reports what got out, "" when nothing did.
 		leaked func(out agentproc.Output) string
-	}{
+	}
+	cases := []escapeCase{
 		{"write outside the workspace", shell("echo x > " + shellQuote(filepath.Join(outside, "f"))), func(agentproc.Output) string {
 			if _, err := os.Stat(filepath.Join(outside, "f")); err == nil {
 				return "the file was written"
@@ -402,6 +404,9 @@ func TestSandboxEscapes(t *testing.T) {
 		"read the host's kernel keyring": true, "netlink socket": true,
 		"vsock socket": false, "smc socket": false, "packet socket": false,
 		"push input into a terminal": false, // TIOCSTI needs CAP_SYS_ADMIN where dev.tty.legacy_tiocsti is 0
+	}
+	if keyDesc == "" {
+		cases = slices.DeleteFunc(cases, func(c escapeCase) bool { return c.name == "read the host's kernel keyring" })
 	}
 	plain := newManager(t)
 	for _, c := range cases {
@@ -462,6 +467,12 @@ func hostKey(t *testing.T) (desc, payload string) {
 	stamp := strconv.Itoa(os.Getpid()) + "-" + strconv.FormatInt(time.Now().UnixNano(), 36)
 	desc, payload = "agentproc-test-"+stamp, "KEY-MATERIAL-"+stamp
 	id, err := unix.AddKey("user", desc, []byte(payload), unix.KEY_SPEC_USER_KEYRING)
+	if err == unix.EPERM || err == unix.ENOSYS || err == unix.EACCES {
+		// The host itself is refused the keyring (a container's seccomp
+		// profile, a kernel without keys): nothing for a tree to read.
+		t.Logf("the keyring case cannot be tried here: add_key: %v", err)
+		return "", ""
+	}
 	if err != nil {
 		t.Fatalf("add a key to the user keyring: %v", err)
 	}
