@@ -29,7 +29,7 @@ import (
 // Go opens every descriptor close-on-exec, atomically or under
 // syscall.ForkLock, so only raw system calls or C code on another thread
 // can make one without between this scan and the fork; such a descriptor
-// above the highest one seen passes (docs/sandbox-threats-syscalls.md).
+// above the highest one seen passes (docs/sandbox-threats.md).
 func closeInherited(cmd *exec.Cmd) error {
 	top, err := highestInheritable()
 	if err != nil {

@@ -11,7 +11,7 @@ import (
 )
 
 // The seccomp filter closes what Landlock and the namespaces leave open
-// (docs/sandbox-threats-syscalls.md lists each refusal, why, and its
+// (docs/sandbox-threats.md lists each refusal, why, and its
 // test):
 //
 //   - sockets: an allow-list of families, the same for socket and
