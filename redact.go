@@ -71,6 +71,14 @@ const redactGram = 4
 // maxRedactStep bounds the sampling step, and so the filter's size.
 const maxRedactStep = 32
 
+// The first-level filter: 2^redactNearLog bits.
+const (
+	redactNearLog   = 17
+	redactNearWords = 1 << (redactNearLog - 6)
+	redactNearMul   = 0x9E3779B1
+	redactFarMul    = 0x85EBCA77
+)
+
 // secretEntry is one named secret.
 type secretEntry struct{ name, value string }
 
@@ -289,9 +297,14 @@ type redactSet struct {
 	repl    [][]byte      // pats[i] is replaced by repl[i]
 	minLen  int
 	maxLen  int
-	step    int      // sampling step: minLen-redactGram+1, at most maxRedactStep
-	bits    []uint64 // bitset of hashed grams at offsets [0, step) of each pattern
-	shift   uint32   // 32 - log2(len(bits)*64)
+	step    int // sampling step: minLen-redactGram+1, at most maxRedactStep
+	// near and bits are two bitsets of the grams at offsets [0, step) of
+	// each pattern, hashed two ways: near is small enough to stay in the
+	// L1 cache beside the data (16 KiB), bits is sized for few false hits
+	// and read only after near says yes.
+	near  *[redactNearWords]uint64
+	bits  []uint64
+	shift uint32 // 32 - log2(len(bits)*64)
 	// refs lists (pattern, offset) for every gram, grouped by gram;
 	// grams maps a gram to its group, start<<32|length. Neither holds
 	// a pointer, so a large set costs the garbage collector nothing.
@@ -340,12 +353,15 @@ func newRedactSet(entries []secretEntry) *redactSet {
 	for logBits < 24 && 1<<logBits < nGrams*64 {
 		logBits++
 	}
+	s.near = new([redactNearWords]uint64)
 	s.bits = make([]uint64, 1<<(logBits-6))
 	s.shift = uint32(32 - logBits)
 	byGram := make(map[uint32][]gramRef, nGrams)
 	for i, p := range s.pats {
 		for off := 0; off < s.step; off++ {
 			g := binary.LittleEndian.Uint32(p[off:])
+			n := (g * redactNearMul) >> (32 - redactNearLog)
+			s.near[n>>6] |= 1 << (n & 63)
 			h := s.hash(g)
 			s.bits[h>>6] |= 1 << (h & 63)
 			byGram[g] = append(byGram[g], gramRef{int32(i), int32(off)})
@@ -374,7 +390,7 @@ func newRedactSet(entries []secretEntry) *redactSet {
 	return s
 }
 
-func (s *redactSet) hash(g uint32) uint32 { return (g * 0x9E3779B1) >> s.shift }
+func (s *redactSet) hash(g uint32) uint32 { return (g * redactFarMul) >> s.shift }
 
 // proper reports whether data is a proper prefix of some pattern: the
 // trie walk consumes all of it and more could follow.
@@ -583,12 +599,16 @@ func (st *redactStage) scan(data []byte, stopAt int, atEnd, final bool) int {
 	// The last position sampled: a gram must fit, and a match starting
 	// before stopAt is sampled within step of its start.
 	last := min(len(data)-redactGram, stopAt+s.step-1)
-	bits, shift, step := s.bits, s.shift, s.step
+	near, bits, shift, step := s.near, s.bits, s.shift, s.step
 	for i <= last {
 		// The filter, in locals: most of the time is spent here.
 		for ; i <= last; i += step {
-			h := (binary.LittleEndian.Uint32(data[i:]) * 0x9E3779B1) >> shift
-			if bits[h>>6]&(1<<(h&63)) != 0 {
+			g := binary.LittleEndian.Uint32(data[i:])
+			n := (g * redactNearMul) >> (32 - redactNearLog)
+			if near[n>>6]&(1<<(n&63)) == 0 {
+				continue
+			}
+			if h := (g * redactFarMul) >> shift; bits[h>>6]&(1<<(h&63)) != 0 {
 				break
 			}
 		}

@@ -236,32 +236,6 @@ func FuzzRedactStream(f *testing.F) {
 	})
 }
 
-// BenchmarkRedactScan is the matcher alone: 1 MiB of log lines in 256 KiB
-// writes through a stage with 50 token-shaped secrets.
-func BenchmarkRedactScan(b *testing.B) {
-	var entries []secretEntry
-	for i := range 50 {
-		entries = append(entries, secretEntry{"T" + string(rune('A'+i%26)) + string(rune('a'+i/26)),
-			"tok_" + strings.Repeat(string(rune('a'+i%26)), 4) + "0123456789QzXv" + string(rune('A'+i%26))})
-	}
-	s := newRedactSet(entries)
-	line := "2026-11-27T01:23:45Z INFO request id=4f3c2a1b9e path=/api/v1/items?page=3 status=200 bytes=5123 dur=12ms user=alice\n"
-	data := []byte(strings.Repeat(line, (1<<20)/len(line)))
-	var count atomic.Int64
-	r := redaction{sets: [2]*redactSet{s}, count: &count}.newRedactor(func([]byte) {})
-	b.SetBytes(int64(len(data)))
-	for b.Loop() {
-		for p := data; len(p) > 0; {
-			n := min(len(p), 256<<10)
-			r.write(p[:n])
-			p = p[n:]
-		}
-	}
-	if count.Load() != 0 {
-		b.Fatalf("redactions: got %d, want 0", count.Load())
-	}
-}
-
 // TestRedactMemoryBounded: however the output is split, a stage holds at
 // most the longest form less one byte, and its buffers stay within a
 // small multiple of the longest form.

@@ -320,9 +320,12 @@ func (c *sandboxCache) build(b *sandboxBuilt, pol *sandboxPolicy) error {
 	if !h.seccomp {
 		b.missing = append(b.missing, unenforced{field: "Network", reason: "seccomp is not available here: MPTCP sockets (which Landlock does not see) and io_uring cannot be refused"})
 	}
-	net := seccompNetAny
+	net := seccompOwnNet
 	switch pol.network {
 	case NetworkNone, NetworkLoopback:
+		if pol.network == NetworkNone {
+			net = seccompNone // inside the empty namespace too
+		}
 		if h.root && pol.skip&sandboxSkipNetns == 0 {
 			fd, err := c.namespace(pol.network)
 			if err != nil {
@@ -330,17 +333,18 @@ func (c *sandboxCache) build(b *sandboxBuilt, pol *sandboxPolicy) error {
 			}
 			b.netns = fd
 			mech = append(mech, "netns")
-		} else if pol.network == NetworkNone {
-			net = seccompNetNone
-		} else {
+		} else if pol.network == NetworkLoopback {
 			b.missing = append(b.missing, unenforced{field: "Network", reason: "a private loopback needs a network namespace, which needs root"})
 		}
 	case NetworkPorts:
 		if h.abi < 4 {
 			b.missing = append(b.missing, unenforced{field: "AllowPorts", reason: "TCP port rules need Landlock ABI 4 (Linux 6.7)"})
 		}
-		net = seccompNetStreamOnly
+		net = seccompPorts
 	case NetworkHosts:
+		// The tree reaches only its proxy listener: TCP that Landlock's
+		// port rule checks, as NetworkPorts.
+		net = seccompPorts
 		if err := c.buildHosts(b, pol, h, &mech); err != nil {
 			return err
 		}
@@ -399,10 +403,7 @@ func (c *sandboxCache) build(b *sandboxBuilt, pol *sandboxPolicy) error {
 		b.info.LandlockABI = h.abi
 		mech = append(mech, "landlock")
 	}
-	if h.seccomp && pol.skip&sandboxSkipSeccomp == 0 && pol.network == NetworkHosts {
-		b.filter = seccompHostsFilter()
-		mech = append(mech, "seccomp")
-	} else if h.seccomp && pol.skip&sandboxSkipSeccomp == 0 {
+	if h.seccomp && pol.skip&sandboxSkipSeccomp == 0 {
 		b.filter = seccompFilter(net)
 		mech = append(mech, "seccomp")
 	}
@@ -542,8 +543,12 @@ func (b *sandboxBuilt) enterAndDrop(lastCap int) error {
 }
 
 // confineAndStart joins b's network namespace, confines the calling,
-// locked thread (no_new_privs, Landlock, seccomp) and starts cmd from it.
+// locked thread (no_new_privs, Landlock, seccomp) and starts cmd from it,
+// with no descriptor of the host's but those cmd names (closeInherited).
 func (b *sandboxBuilt) confineAndStart(cmd *exec.Cmd, inNetns func() error) error {
+	if err := closeInherited(cmd); err != nil {
+		return err
+	}
 	if b.netns >= 0 {
 		if err := unix.Setns(b.netns, unix.CLONE_NEWNET); err != nil {
 			return xerrors.Errorf("join network namespace: %w", err)

@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"os/user"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -82,6 +83,57 @@ func sandboxProbe(kind, arg string) error {
 			return errno
 		}
 		return unix.Close(int(fd))
+	case "socket":
+		// socket:FAMILY/TYPE
+		fam, typ, _ := strings.Cut(arg, "/")
+		f, _ := strconv.Atoi(fam)
+		ty, _ := strconv.Atoi(typ)
+		fd, err := unix.Socket(f, ty|unix.SOCK_CLOEXEC, 0)
+		if err != nil {
+			return err
+		}
+		return unix.Close(fd)
+	case "keyring":
+		// Finds the key the host added to the user keyring under this
+		// description and prints its payload.
+		id, err := unix.KeyctlSearch(unix.KEY_SPEC_USER_KEYRING, "user", arg, 0)
+		if err != nil {
+			return fmt.Errorf("search: %w", err)
+		}
+		buf := make([]byte, 256)
+		n, err := unix.KeyctlBuffer(unix.KEYCTL_READ, id, buf, 0)
+		if err != nil {
+			return fmt.Errorf("read: %w", err)
+		}
+		fmt.Printf("key %q\n", buf[:min(n, len(buf))])
+		return nil
+	case "tiocsti":
+		// Pushes a command into the terminal's input (the classic escape
+		// on a shared terminal).
+		for _, c := range []byte(arg) {
+			if err := unix.IoctlSetPointerInt(0, unix.TIOCSTI, int(c)); err != nil {
+				return err
+			}
+		}
+		return nil
+	case "listen":
+		// listen(2) on an unbound TCP socket, which binds a port without
+		// bind(2).
+		fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+		if err != nil {
+			return fmt.Errorf("socket: %w", err)
+		}
+		defer unix.Close(fd)
+		if err := unix.Listen(fd, 1); err != nil {
+			return fmt.Errorf("listen: %w", err)
+		}
+		sa, err := unix.Getsockname(fd)
+		if err == nil {
+			fmt.Println("listening on port", sa.(*unix.SockaddrInet4).Port)
+		}
+		return nil
+	case "fastopen", "fastopenmsg", "fastopenconnect":
+		return fastOpen(kind, arg)
 	case "serve":
 		// A server on the private loopback: answers "pong" to each
 		// connection until killed.
@@ -136,6 +188,42 @@ func rawConnect(typ, proto int, addr string) error {
 			return fmt.Errorf("send: %w", err)
 		}
 	}
+	return nil
+}
+
+// fastOpen reaches addr by TCP Fast Open without connect(2): sendto or
+// sendmsg with MSG_FASTOPEN, or connect after TCP_FASTOPEN_CONNECT (whose
+// SYN leaves with the first write).
+func fastOpen(kind, addr string) error {
+	ap, err := net.ResolveTCPAddr("tcp4", addr)
+	if err != nil {
+		return err
+	}
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("socket: %w", err)
+	}
+	defer unix.Close(fd)
+	sa := &unix.SockaddrInet4{Port: ap.Port}
+	copy(sa.Addr[:], ap.IP.To4())
+	switch kind {
+	case "fastopen":
+		err = unix.Sendto(fd, []byte("x"), unix.MSG_FASTOPEN, sa)
+	case "fastopenmsg":
+		_, err = unix.SendmsgN(fd, []byte("x"), nil, sa, unix.MSG_FASTOPEN)
+	default:
+		if err := unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_FASTOPEN_CONNECT, 1); err != nil {
+			return fmt.Errorf("setsockopt: %w", err)
+		}
+		if err := unix.Connect(fd, sa); err != nil {
+			return fmt.Errorf("connect: %w", err)
+		}
+		_, err = unix.Write(fd, []byte("x"))
+	}
+	if err != nil {
+		return fmt.Errorf("%s: %w", kind, err)
+	}
+	// The handshake is done when the send returns on a blocking socket.
 	return nil
 }
 
@@ -266,18 +354,20 @@ func TestSandboxEscapes(t *testing.T) {
 	// masked by the output's redaction of the host's secret variables.
 	m := newManager(t, agentproc.WithSandbox(agentproc.WorkspaceSandbox(ws)), agentproc.WithRedaction(false))
 	hostPID := strconv.Itoa(os.Getpid())
+	keyDesc, keyPayload := hostKey(t)
 	shell := func(cmd string) agentproc.Request { return agentproc.Request{Command: cmd, WorkDir: ws} }
 	prog := filepath.Join(outside, "prog") // TestSandboxMetadataOutsideWrite has the control
 	if err := os.WriteFile(prog, []byte("#!/bin/sh\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
 
-	cases := []struct {
+	type escapeCase struct {
 		name string
 		req  agentproc.Request
 		// leaked reports what got out, "" when nothing did.
 		leaked func(out agentproc.Output) string
-	}{
+	}
+	cases := []escapeCase{
 		{"write outside the workspace", shell("echo x > " + shellQuote(filepath.Join(outside, "f"))), func(agentproc.Output) string {
 			if _, err := os.Stat(filepath.Join(outside, "f")); err == nil {
 				return "the file was written"
@@ -309,7 +399,41 @@ func TestSandboxEscapes(t *testing.T) {
 			}
 			return ""
 		}},
+		{"read the host's kernel keyring", probeRequest(t, ws, "keyring", keyDesc), containsLeak(keyPayload)},
+		{"vsock socket", probeRequest(t, ws, "socket", familyArg(unix.AF_VSOCK, unix.SOCK_STREAM)), nil},
+		{"smc socket", probeRequest(t, ws, "socket", familyArg(unix.AF_SMC, unix.SOCK_STREAM)), nil},
+		{"netlink socket", probeRequest(t, ws, "socket", familyArg(unix.AF_NETLINK, unix.SOCK_RAW)), nil},
+		{"packet socket", probeRequest(t, ws, "socket", familyArg(unix.AF_PACKET, unix.SOCK_DGRAM)), nil},
+		{"push input into a terminal", tty(probeRequest(t, ws, "tiocsti", "id\n")), nil},
 	}
+	// The controls: each of these reaches what it tries without the
+	// sandbox, so that its refusal below is the sandbox's doing. Those
+	// marked false need what the kernel may not have (a family not built
+	// in) or a privilege the user may lack (a packet socket needs
+	// CAP_NET_RAW): not reaching unconfined is logged, not failed.
+	controls := map[string]bool{
+		"tcp to the host's loopback": true, "udp to the host's loopback": true,
+		"read the host's kernel keyring": true, "netlink socket": true,
+		"vsock socket": false, "smc socket": false, "packet socket": false,
+		"push input into a terminal": false, // TIOCSTI needs CAP_SYS_ADMIN where dev.tty.legacy_tiocsti is 0
+	}
+	if keyDesc == "" {
+		cases = slices.DeleteFunc(cases, func(c escapeCase) bool { return c.name == "read the host's kernel keyring" })
+	}
+	plain := newManager(t)
+	for _, c := range cases {
+		must, ok := controls[c.name]
+		if !ok {
+			continue
+		}
+		out := runSandboxed(t, plain, c.req)
+		if reached := strings.Contains(out.Text, "reached"); !reached && must {
+			t.Errorf("control %q without the sandbox: output %q, want reached", c.name, out.Text)
+		} else if !reached {
+			t.Logf("control %q without the sandbox does not reach here either: %q", c.name, out.Text)
+		}
+	}
+	host.reached.Store(0) // the controls' connections
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			out := runSandboxed(t, m, c.req)
@@ -339,6 +463,39 @@ func TestSandboxEscapes(t *testing.T) {
 	if n := host.reached.Load(); n != 0 {
 		t.Errorf("the host's listeners were reached %d times, want 0", n)
 	}
+}
+
+// familyArg is the "socket" probe's argument for a family and type.
+func familyArg(family, typ int) string { return strconv.Itoa(family) + "/" + strconv.Itoa(typ) }
+
+// tty gives req a terminal.
+func tty(req agentproc.Request) agentproc.Request {
+	req.TTY = &agentproc.TTYSize{Rows: 24, Cols: 80}
+	return req
+}
+
+// hostKey adds a key to the user keyring of the test's user, as a host's
+// tool might (a credential helper), and returns its description and
+// payload; it is revoked at the end of the test.
+func hostKey(t *testing.T) (desc, payload string) {
+	t.Helper()
+	stamp := strconv.Itoa(os.Getpid()) + "-" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	desc, payload = "agentproc-test-"+stamp, "KEY-MATERIAL-"+stamp
+	id, err := unix.AddKey("user", desc, []byte(payload), unix.KEY_SPEC_USER_KEYRING)
+	if err == unix.EPERM || err == unix.ENOSYS || err == unix.EACCES {
+		// The host itself is refused the keyring (a container's seccomp
+		// profile, a kernel without keys): nothing for a tree to read.
+		t.Logf("the keyring case cannot be tried here: add_key: %v", err)
+		return "", ""
+	}
+	if err != nil {
+		t.Fatalf("add a key to the user keyring: %v", err)
+	}
+	t.Cleanup(func() {
+		_, _ = unix.KeyctlInt(unix.KEYCTL_REVOKE, id, 0, 0, 0)
+		_, _ = unix.KeyctlInt(unix.KEYCTL_UNLINK, id, unix.KEY_SPEC_USER_KEYRING, 0, 0)
+	})
+	return desc, payload
 }
 
 // TestSandboxRootHasNoCapabilities checks, as root, that the sandboxed
@@ -697,34 +854,111 @@ func threadCount(t *testing.T) int {
 
 // TestSandboxPorts checks NetworkPorts: TCP to an allowed port of the host
 // works; TCP to another port, MPTCP to it (which Landlock's port rules do
-// not see) and UDP do not.
+// not see), UDP, a raw socket, TCP Fast Open (whose SYN leaves without
+// connect(2), where Landlock's rule sits) and listen(2) on an unbound
+// socket (which binds a port without bind(2)) do not. Each way is tried
+// first without the sandbox, where it must reach (the controls).
 func TestSandboxPorts(t *testing.T) {
 	requireSandbox(t)
 	if !hasNetwork(agentproc.NetworkPorts) {
 		t.Skip("NetworkPorts needs Landlock ABI 4 and seccomp")
 	}
+	requireFastOpenClient(t)
 	ws := t.TempDir()
-	allowed, other := listenHost(t), listenHost(t)
+	allowed, other, ctl := listenHost(t), listenHost(t), listenHost(t)
 	sb := agentproc.WorkspaceSandbox(ws)
 	sb.Network = agentproc.NetworkPorts
 	sb.AllowPorts = []int{allowed.tcp.Addr().(*net.TCPAddr).Port}
 	m := newManager(t, agentproc.WithSandbox(sb))
+	plain := newManager(t)
+	for _, kind := range []string{"tcp", "mptcp", "udp", "fastopen", "fastopenmsg", "fastopenconnect", "listen"} {
+		addr := ctl.tcp.Addr().String()
+		if kind == "udp" {
+			addr = ctl.udp.LocalAddr().String()
+		}
+		before := ctl.reached.Load()
+		out := runSandboxed(t, plain, probeRequest(t, ws, kind, addr))
+		if !strings.Contains(out.Text, "reached") {
+			t.Errorf("control: %s to %s without the sandbox: output %q, want reached", kind, addr, out.Text)
+		}
+		if kind == "fastopen" || kind == "fastopenmsg" {
+			// Reached means the host accepted it; the counter may lag.
+			waitFor(t, func() bool { return ctl.reached.Load() > before }, "the control's Fast Open connection to reach the host")
+		}
+	}
 	for _, c := range []struct {
 		kind, addr string
 		reach      bool
 	}{
 		{"tcp", allowed.tcp.Addr().String(), true},
+		// Names still resolve without netlink (Go reads /etc/hosts).
+		{"tcp", "localhost:" + strconv.Itoa(allowed.tcp.Addr().(*net.TCPAddr).Port), true},
 		{"tcp", other.tcp.Addr().String(), false},
 		{"mptcp", other.tcp.Addr().String(), false},
 		{"udp", other.udp.LocalAddr().String(), false},
+		{"fastopen", other.tcp.Addr().String(), false},
+		{"fastopenmsg", other.tcp.Addr().String(), false},
+		{"fastopenconnect", other.tcp.Addr().String(), false},
+		{"fastopen", allowed.tcp.Addr().String(), false}, // refused outright, not checked by port
+		{"listen", "", false},
+		{"socket", familyArg(unix.AF_INET, unix.SOCK_RAW), false},
+		{"socket", familyArg(unix.AF_PACKET, unix.SOCK_DGRAM), false},
+		{"socket", familyArg(unix.AF_VSOCK, unix.SOCK_STREAM), false},
+		{"socket", familyArg(unix.AF_NETLINK, unix.SOCK_RAW), false},
 	} {
 		out := runSandboxed(t, m, probeRequest(t, ws, c.kind, c.addr))
 		if got := strings.Contains(out.Text, "reached"); got != c.reach {
 			t.Errorf("%s to %s: output %q, want reached=%v", c.kind, c.addr, out.Text, c.reach)
 		}
 	}
+	// glibc's getaddrinfo, which asks netlink for the host's addresses
+	// (AI_ADDRCONFIG) and assumes both families when it cannot.
+	if _, err := exec.LookPath("getent"); err == nil {
+		out := runSandboxed(t, m, agentproc.Request{Command: "getent ahosts localhost", WorkDir: ws})
+		if exitCode(out.Info) != 0 || !strings.Contains(out.Text, "127.0.0.1") {
+			t.Errorf("getent ahosts localhost: exit %d, output %q; want 127.0.0.1 resolved", exitCode(out.Info), out.Text)
+		}
+	}
 	if n := other.reached.Load(); n != 0 {
 		t.Errorf("the listeners on ports not allowed were reached %d times, want 0", n)
+	}
+}
+
+// requireFastOpenClient makes sure the kernel lets clients use TCP Fast
+// Open (bit 1 of net.ipv4.tcp_fastopen, on by default), so that the
+// controls reach: as root it sets the bit for the test and restores the
+// value after; without root and without the bit it skips.
+func requireFastOpenClient(t *testing.T) {
+	t.Helper()
+	const knob = "/proc/sys/net/ipv4/tcp_fastopen"
+	b, err := os.ReadFile(knob)
+	if err != nil {
+		t.Skipf("no %s: %v", knob, err)
+	}
+	v, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		t.Fatalf("%s: %q", knob, b)
+	}
+	if v&1 != 0 {
+		return
+	}
+	if err := os.WriteFile(knob, []byte(strconv.Itoa(v|1)), 0); err != nil {
+		t.Skipf("TCP Fast Open is off for clients here (%s is %d) and cannot be turned on: %v", knob, v, err)
+	}
+	t.Cleanup(func() { _ = os.WriteFile(knob, []byte(strconv.Itoa(v)), 0) })
+}
+
+// waitFor waits until cond holds, for 10 s at most.
+func waitFor(t *testing.T, cond func() bool, what string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("waited 10 s for %s", what)
+		}
+		<-tick.C
 	}
 }
 
@@ -780,7 +1014,7 @@ func TestSandboxUnprivileged(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, "-test.count=1", "-test.v", "-test.short",
-		"-test.run=^(TestSandboxEscapes|TestSandboxMetadataOutsideWrite|TestSandboxAllows|TestSandboxPorts|TestSandboxFailClosed|TestSandboxHostNeverConfined|TestSandboxKeepsTreeFeatures|TestSandboxDetached|TestSandboxTempDirReused|TestSandboxTempDirsServeABurst|TestRecycleTempDir|TestSandboxLinksDoNotWiden|TestSandboxGrantAfterSwap|TestOpenGrantFollowsNoLink|TestWorkDirDotDotAfterLink|TestSandboxHidesCredentials|TestMoreConfinedSandboxedPeer)$")
+		"-test.run=^(TestSandboxEscapes|TestSandboxMetadataOutsideWrite|TestSandboxAllows|TestSandboxPorts|TestSandboxFailClosed|TestSandboxHostNeverConfined|TestSandboxKeepsTreeFeatures|TestSandboxDetached|TestSandboxTempDirReused|TestSandboxTempDirsServeABurst|TestRecycleTempDir|TestSandboxLinksDoNotWiden|TestSandboxGrantAfterSwap|TestOpenGrantFollowsNoLink|TestWorkDirDotDotAfterLink|TestSandboxHidesCredentials|TestMoreConfinedSandboxedPeer|TestSandboxInheritsNoDescriptors)$")
 	cmd.Dir = home
 	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + home, "TMPDIR=" + os.TempDir(), "LANG=C"}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}}

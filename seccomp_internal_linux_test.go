@@ -2,6 +2,7 @@ package agentproc
 
 import (
 	"encoding/binary"
+	"slices"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -26,10 +27,15 @@ func runFilter(t *testing.T, prog []unix.SockFilter, arch, nr uint32, args [6]ui
 			acc = binary.LittleEndian.Uint32(data[in.K:])
 		case bpfAnd:
 			acc &= in.K
-		case bpfJeq, bpfJge:
+		case bpfJa:
+			pc += int(in.K)
+		case bpfJeq, bpfJge, bpfJset:
 			hit := acc == in.K
-			if in.Code == bpfJge {
+			switch in.Code {
+			case bpfJge:
 				hit = acc >= in.K
+			case bpfJset:
+				hit = acc&in.K != 0
 			}
 			if hit {
 				pc += int(in.Jt)
@@ -46,57 +52,109 @@ func runFilter(t *testing.T, prog []unix.SockFilter, arch, nr uint32, args [6]ui
 	return 0
 }
 
-// TestSeccompFilter checks the filter's verdicts: every ordinary system
-// call allowed, io_uring, x32 and foreign-architecture calls refused,
-// MPTCP always refused, and inet sockets as each network mode says.
+// TestSeccompFilter checks the filter's verdicts for each network mode's
+// row: every system call allowed but the refused ones, which are refused
+// whatever their arguments, foreign-architecture and x32 calls refused,
+// and the calls checked by argument as each row says.
 func TestSeccompFilter(t *testing.T) {
 	t.Parallel()
 	if seccompArch == 0 {
 		t.Skip("no seccomp filter for this GOARCH")
 	}
-	uring := map[uint32]bool{unix.SYS_IO_URING_SETUP: true, unix.SYS_IO_URING_ENTER: true, unix.SYS_IO_URING_REGISTER: true}
-	sock := func(domain, typ, proto uint64) [6]uint64 { return [6]uint64{domain, typ, proto} }
-	for _, net := range []seccompNet{seccompNetAny, seccompNetNone, seccompNetStreamOnly} {
-		prog := seccompFilter(net)
+	refused := map[uint32]bool{}
+	for _, nr := range append(slices.Clone(seccompRefusedCalls), seccompArchRefusedCalls...) {
+		refused[nr] = true
+	}
+	for _, nr := range []uint32{unix.SYS_KEYCTL, unix.SYS_ADD_KEY, unix.SYS_REQUEST_KEY, unix.SYS_IO_URING_SETUP,
+		unix.SYS_IO_URING_ENTER, unix.SYS_IO_URING_REGISTER, unix.SYS_BPF, unix.SYS_USERFAULTFD, unix.SYS_PERF_EVENT_OPEN,
+		unix.SYS_FSOPEN, unix.SYS_MOUNT, unix.SYS_SETNS, unix.SYS_OPEN_BY_HANDLE_AT} {
+		if !refused[nr] {
+			t.Errorf("system call %d: not among the refused calls, want it there", nr)
+		}
+	}
+	byArgs := map[uint32]bool{unix.SYS_SOCKET: true, unix.SYS_SOCKETPAIR: true, unix.SYS_IOCTL: true, unix.SYS_PERSONALITY: true,
+		unix.SYS_LISTEN: true, unix.SYS_SENDTO: true, unix.SYS_SENDMSG: true, unix.SYS_SENDMMSG: true, unix.SYS_SETSOCKOPT: true}
+	rows := []struct {
+		name  string
+		rules seccompRules
+	}{{"none", seccompNone}, {"ports", seccompPorts}, {"own", seccompOwnNet}}
+	a3 := func(x, y, z uint64) [6]uint64 { return [6]uint64{x, y, z} }
+	for _, row := range rows {
+		prog := seccompFilter(row.rules)
+		verdict := func(nr uint32, args [6]uint64) uint32 { return runFilter(t, prog, seccompArch, nr, args) }
+		t.Logf("%s: %d instructions", row.name, len(prog))
 		for nr := uint32(0); nr < 600; nr++ {
-			if nr == unix.SYS_SOCKET {
+			if byArgs[nr] {
 				continue
 			}
 			want := uint32(secAllow)
-			if uring[nr] {
+			if refused[nr] {
 				want = secDeny
 			}
-			if got := runFilter(t, prog, seccompArch, nr, [6]uint64{}); got != want {
-				t.Errorf("net %d, system call %d: got %#x, want %#x", net, nr, got, want)
+			// Arguments never matter: the same verdict with all ones.
+			for _, args := range [][6]uint64{{}, {^uint64(0), ^uint64(0), ^uint64(0), ^uint64(0), ^uint64(0), ^uint64(0)}} {
+				if got := verdict(nr, args); got != want {
+					t.Errorf("%s, system call %d: got %#x, want %#x", row.name, nr, got, want)
+				}
 			}
 		}
 		if got := runFilter(t, prog, seccompArch^1, unix.SYS_READ, [6]uint64{}); got != secDeny {
-			t.Errorf("net %d, another architecture: got %#x, want refused", net, got)
+			t.Errorf("%s, another architecture: got %#x, want refused", row.name, got)
 		}
 		if seccompArch == unix.AUDIT_ARCH_X86_64 {
-			if got := runFilter(t, prog, seccompArch, x32Bit|unix.SYS_READ, [6]uint64{}); got != secDeny {
-				t.Errorf("net %d, x32 read: got %#x, want refused", net, got)
+			if got := verdict(x32Bit|unix.SYS_READ, [6]uint64{}); got != secDeny {
+				t.Errorf("%s, x32 read: got %#x, want refused", row.name, got)
 			}
 		}
 		for _, c := range []struct {
-			args               [6]uint64
-			any, none, onlyTCP bool // allowed under each mode
+			nr               uint32
+			args             [6]uint64
+			none, ports, own uint32 // the verdict under each row
 		}{
-			{sock(unix.AF_UNIX, unix.SOCK_STREAM, 0), true, true, true},
-			{sock(unix.AF_INET, unix.SOCK_STREAM, 0), true, false, true},
-			{sock(unix.AF_INET6, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, unix.IPPROTO_TCP), true, false, true},
-			{sock(unix.AF_INET, unix.SOCK_DGRAM, 0), true, false, false},
-			{sock(unix.AF_INET, unix.SOCK_STREAM, unix.IPPROTO_MPTCP), false, false, false},
-			{sock(unix.AF_UNIX, unix.SOCK_STREAM, unix.IPPROTO_MPTCP), false, false, false},
-			{sock(unix.AF_NETLINK, unix.SOCK_RAW, 0), true, true, true},
+			{unix.SYS_SOCKET, a3(unix.AF_UNIX, unix.SOCK_STREAM, 0), secAllow, secAllow, secAllow},
+			{unix.SYS_SOCKET, a3(unix.AF_UNIX, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0), secAllow, secAllow, secAllow},
+			{unix.SYS_SOCKETPAIR, a3(unix.AF_UNIX, unix.SOCK_STREAM, 0), secAllow, secAllow, secAllow},
+			{unix.SYS_SOCKET, a3(unix.AF_INET, unix.SOCK_STREAM, 0), secFamily, secAllow, secAllow},
+			{unix.SYS_SOCKET, a3(unix.AF_INET6, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, unix.IPPROTO_TCP), secFamily, secAllow, secAllow},
+			{unix.SYS_SOCKET, a3(unix.AF_INET, unix.SOCK_DGRAM, 0), secFamily, secDeny, secAllow},
+			{unix.SYS_SOCKET, a3(unix.AF_INET, unix.SOCK_RAW, unix.IPPROTO_ICMP), secFamily, secDeny, secAllow},
+			{unix.SYS_SOCKET, a3(unix.AF_INET, unix.SOCK_STREAM, unix.IPPROTO_SCTP), secFamily, secDeny, secAllow},
+			{unix.SYS_SOCKET, a3(unix.AF_INET, unix.SOCK_STREAM, unix.IPPROTO_MPTCP), secDeny, secDeny, secDeny},
+			{unix.SYS_SOCKET, a3(unix.AF_UNIX, unix.SOCK_STREAM, unix.IPPROTO_MPTCP), secDeny, secDeny, secDeny},
+			{unix.SYS_SOCKET, a3(unix.AF_NETLINK, unix.SOCK_RAW, 0), secFamily, secFamily, secAllow},
+			{unix.SYS_SOCKET, a3(unix.AF_PACKET, unix.SOCK_RAW, 0), secFamily, secFamily, secFamily},
+			{unix.SYS_SOCKET, a3(unix.AF_VSOCK, unix.SOCK_STREAM, 0), secFamily, secFamily, secFamily},
+			{unix.SYS_SOCKET, a3(unix.AF_SMC, unix.SOCK_STREAM, 0), secFamily, secFamily, secFamily},
+			{unix.SYS_SOCKET, a3(unix.AF_UNIX|1<<32, unix.SOCK_STREAM, 0), secAllow, secAllow, secAllow}, // the kernel reads an int
+			{unix.SYS_SOCKET, a3(unix.AF_MAX+7, unix.SOCK_STREAM, 0), secFamily, secFamily, secFamily},   // a family of the future
+			{unix.SYS_SOCKETPAIR, a3(unix.AF_VSOCK, unix.SOCK_STREAM, 0), secFamily, secFamily, secFamily},
+			{unix.SYS_SOCKETPAIR, a3(unix.AF_INET, unix.SOCK_STREAM, 0), secFamily, secAllow, secAllow},
+			{unix.SYS_LISTEN, a3(3, 1, 0), secAllow, secDeny, secAllow},
+			{unix.SYS_SENDTO, [6]uint64{3, 0, 1, unix.MSG_FASTOPEN}, secAllow, secDeny, secAllow},
+			{unix.SYS_SENDTO, [6]uint64{3, 0, 1, unix.MSG_FASTOPEN | unix.MSG_DONTWAIT}, secAllow, secDeny, secAllow},
+			{unix.SYS_SENDTO, [6]uint64{3, 0, 1, unix.MSG_DONTWAIT}, secAllow, secAllow, secAllow},
+			{unix.SYS_SENDMSG, a3(3, 0, unix.MSG_FASTOPEN), secAllow, secDeny, secAllow},
+			{unix.SYS_SENDMSG, a3(3, 0, unix.MSG_NOSIGNAL), secAllow, secAllow, secAllow},
+			{unix.SYS_SENDMMSG, [6]uint64{3, 0, 1, unix.MSG_FASTOPEN}, secAllow, secDeny, secAllow},
+			{unix.SYS_SENDMMSG, [6]uint64{3, 0, 1, 0}, secAllow, secAllow, secAllow},
+			{unix.SYS_SETSOCKOPT, a3(3, unix.IPPROTO_TCP, unix.TCP_FASTOPEN_CONNECT), secAllow, secDeny, secAllow},
+			{unix.SYS_SETSOCKOPT, a3(3, unix.IPPROTO_TCP, unix.TCP_FASTOPEN), secAllow, secDeny, secAllow},
+			{unix.SYS_SETSOCKOPT, a3(3, unix.IPPROTO_TCP, unix.TCP_NODELAY), secAllow, secAllow, secAllow},
+			{unix.SYS_SETSOCKOPT, a3(3, unix.SOL_SOCKET, unix.TCP_FASTOPEN_CONNECT), secAllow, secAllow, secAllow}, // 30 at SOL_SOCKET is another option
+			{unix.SYS_IOCTL, a3(0, unix.TIOCSTI, 0), secDeny, secDeny, secDeny},
+			{unix.SYS_IOCTL, a3(0, unix.TIOCSTI|1<<32, 0), secDeny, secDeny, secDeny}, // the kernel reads an unsigned int
+			{unix.SYS_IOCTL, a3(0, unix.TIOCLINUX, 0), secDeny, secDeny, secDeny},
+			{unix.SYS_IOCTL, a3(0, unix.TIOCGWINSZ, 0), secAllow, secAllow, secAllow},
+			{unix.SYS_IOCTL, a3(0, unix.TIOCINQ, 0), secAllow, secAllow, secAllow},
+			{unix.SYS_PERSONALITY, a3(0xffffffff, 0, 0), secAllow, secAllow, secAllow},
+			{unix.SYS_PERSONALITY, a3(0x8, 0, 0), secAllow, secAllow, secAllow},
+			{unix.SYS_PERSONALITY, a3(0, 0, 0), secAllow, secAllow, secAllow},
+			{unix.SYS_PERSONALITY, a3(0x0400000, 0, 0), secDeny, secDeny, secDeny},
+			{unix.SYS_PERSONALITY, a3(0x0040000, 0, 0), secDeny, secDeny, secDeny},
 		} {
-			allowed := map[seccompNet]bool{seccompNetAny: c.any, seccompNetNone: c.none, seccompNetStreamOnly: c.onlyTCP}[net]
-			want := uint32(secDeny)
-			if allowed {
-				want = secAllow
-			}
-			if got := runFilter(t, prog, seccompArch, unix.SYS_SOCKET, c.args); got != want {
-				t.Errorf("net %d, socket%v: got %#x, want %#x", net, c.args[:3], got, want)
+			want := map[string]uint32{"none": c.none, "ports": c.ports, "own": c.own}[row.name]
+			if got := verdict(c.nr, c.args); got != want {
+				t.Errorf("%s, system call %d%v: got %#x, want %#x", row.name, c.nr, c.args[:4], got, want)
 			}
 		}
 	}

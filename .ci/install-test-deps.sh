@@ -26,6 +26,10 @@ command -v python3 >/dev/null 2>&1 || need+=(python3)
 # curl for the NetworkHosts proxy tests and conformance suite (and git, npm
 # and go through the proxy: TestSandboxHostsRealClients).
 command -v curl >/dev/null 2>&1 || need+=(curl)
+# fish and zsh (bash is there) for the completion scripts of cmd/agentproc
+# (TestShellCompletion).
+command -v fish >/dev/null 2>&1 || need+=(fish)
+command -v zsh >/dev/null 2>&1 || need+=(zsh)
 # QEMU and cpio for the cgroup v2 limit tests in a VM (make test-cgroup-vm).
 command -v qemu-system-x86_64 >/dev/null 2>&1 || need+=(qemu-system-x86)
 command -v cpio >/dev/null 2>&1 || need+=(cpio)

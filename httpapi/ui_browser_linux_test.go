@@ -339,6 +339,9 @@ func TestUIBrowser(t *testing.T) {
 		if got := pg.text(rowSel(p.ID()) + " .cmd-btn"); got != "sleep 30" {
 			t.Errorf("command: got %q, want %q", got, "sleep 30")
 		}
+		if got := pg.text(rowSel(p.ID()) + " .id"); got != p.ID()[:8] {
+			t.Errorf("ID column: got %q, want the short ID %q, as agentproc ps shows it", got, p.ID()[:8])
+		}
 	})
 
 	t.Run("exit changes the row without a reload", func(t *testing.T) {
@@ -391,6 +394,23 @@ func TestUIBrowser(t *testing.T) {
 		pg.run(chromedp.WaitVisible(rowSel(p.ID()) + `[data-state="exited"]`))
 		if got := pg.text("#out-state"); !strings.Contains(got, "exited 0") {
 			t.Errorf("output state: got %q, want it to say exited 0", got)
+		}
+	})
+
+	t.Run("a prompt is answered from the page", func(t *testing.T) {
+		ts := newTestServer(t, nil, nil, httpapi.WithUI())
+		pg := openPage(t, browser, ts.srv.URL+"/", true)
+		p := startUnowned(t, ts, agentproc.Request{Command: `printf 'name? '; read n; echo "hello $n"`, Stdin: true})
+		pg.run(chromedp.Click(rowSel(p.ID()) + " .cmd-btn"))
+		pg.run(chromedp.WaitVisible(chromedp.CSS(`#answer-text`)))
+		pg.run(
+			chromedp.SendKeys(chromedp.CSS(`#answer-text`), "ada"),
+			chromedp.Click(chromedp.CSS(`#answer button[type="submit"]`)),
+		)
+		pg.waitJS(`document.getElementById('out').textContent.includes('hello ada')`)
+		pg.run(chromedp.WaitVisible(rowSel(p.ID()) + `[data-state="exited"]`))
+		if !get(pg, chromedp.Evaluate[bool](`document.getElementById('answer').hidden`)) {
+			t.Error("the answer form is still shown after the process exited")
 		}
 	})
 
@@ -513,9 +533,12 @@ func TestUIBrowser(t *testing.T) {
 		// Without a token the page shows the API's refusal and no row.
 		noToken := openPage(t, browser, ts.srv.URL+"/", false)
 		noToken.run(chromedp.WaitVisible(chromedp.CSS(`#error`)))
-		if got := noToken.text("#error"); !strings.Contains(got, "no valid bearer token") {
-			t.Errorf("error shown without a token: got %q, want the hook's reason", got)
+		if got := noToken.text("#error"); !strings.Contains(got, "no valid bearer token") || !strings.Contains(got, "#token=TOKEN") {
+			t.Errorf("error shown without a token: got %q, want the hook's reason and how to open the page", got)
 		}
+		// Retrying cannot help: the page says what it needs instead of
+		// "Reconnecting…" forever.
+		noToken.waitJS(`document.getElementById('conn').textContent === 'Needs the token'`)
 		if rows := get(noToken, chromedp.Evaluate[int](`document.querySelectorAll('#rows tr').length`)); rows != 0 {
 			t.Errorf("%d rows without a token, want 0", rows)
 		}

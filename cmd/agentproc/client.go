@@ -314,8 +314,17 @@ var errNoOffsets = errors.New("the server's output reply has no offsets (is it a
 // one held request, not a poll.
 func followOutput(ctx context.Context, cl *httpapi.Client, id string, from int64, plain bool, w io.Writer) (httpapi.Output, error) {
 	off := from
+	atPrompt := false
 	for {
-		out, err := cl.Output(ctx, id, httpapi.OutputOptions{Offset: &off, Follow: true, Plain: plain})
+		opts := httpapi.OutputOptions{Offset: &off, Follow: true, Plain: plain}
+		if atPrompt {
+			// A follow returns at once while the process waits for input.
+			// The answer may come from elsewhere (agentproc input, run -i),
+			// so look again every promptRecheck, printing what came,
+			// rather than ask again at once or wait for the exit.
+			opts = httpapi.OutputOptions{Offset: &off, Wait: true, Timeout: promptRecheck, Plain: plain}
+		}
+		out, err := cl.Output(ctx, id, opts)
 		if err != nil {
 			return out, err
 		}
@@ -331,19 +340,14 @@ func followOutput(ctx context.Context, cl *httpapi.Client, id string, from int64
 		if out.EOF {
 			return out, nil
 		}
-		if out.Output == "" && out.AwaitingInput {
-			// The process waits for input nobody here gives: wait for
-			// its exit instead of asking again at once.
-			if out, err = cl.Output(ctx, id, httpapi.OutputOptions{Wait: true, Offset: &out.Next}); err != nil {
-				return out, err
-			}
-			if out.Position == nil {
-				return out, errNoOffsets
-			}
-		}
+		atPrompt = out.Output == "" && out.AwaitingInput
 		off = out.Next
 	}
 }
+
+// promptRecheck is how often a follow looks for output while the process
+// waits for input.
+const promptRecheck = time.Second
 
 const stopHelp = `Stop a process and everything it started: SIGTERM, then SIGKILL if it has
 not exited after --time. With --all, stop every running process at once

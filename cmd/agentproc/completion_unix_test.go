@@ -13,14 +13,39 @@ import (
 	"time"
 )
 
-// TestBashCompletion: the script agentproc completion bash prints,
-// sourced in a real bash, completes subcommands, a command's flags (from
-// the flag set that parses them) and the IDs of the serve's processes.
-func TestBashCompletion(t *testing.T) {
+// TestShellCompletion: the scripts agentproc completion prints, sourced in
+// a real bash, fish and zsh, complete subcommands, a command's flags (from
+// the flag set that parses them) and the IDs of the serve's processes. zsh
+// runs the completion function outside the completion system, with
+// compadd replaced by a function that prints what it was given.
+func TestShellCompletion(t *testing.T) {
 	t.Parallel()
-	bash, err := exec.LookPath("bash")
-	if err != nil {
-		t.Skip("bash is not installed")
+	shells := map[string]func(words []string) string{
+		"bash": func(words []string) string {
+			quoted := make([]string, len(words))
+			for i, w := range words {
+				quoted[i] = shellQuote(w)
+			}
+			return `source <(agentproc completion bash) && COMP_WORDS=(agentproc ` + strings.Join(quoted, " ") + `) && COMP_CWORD=` +
+				strconv.Itoa(len(words)) + ` && _agentproc && printf '%s\n' "${COMPREPLY[@]}"`
+		},
+		"fish": func(words []string) string {
+			return `agentproc completion fish | source; complete -C` + shellQuote("agentproc "+strings.Join(words, " "))
+		},
+		"zsh": func(words []string) string {
+			quoted := make([]string, len(words))
+			for i, w := range words {
+				quoted[i] = shellQuote(w)
+			}
+			return `compdef() { : }; compadd() { [[ $1 == -a ]] && print -l -- ${(P)2} }; source <(agentproc completion zsh); ` +
+				`words=(agentproc ` + strings.Join(quoted, " ") + `); CURRENT=` + strconv.Itoa(len(words)+1) + `; _agentproc`
+		},
+	}
+	for shell := range shells {
+		if _, err := exec.LookPath(shell); err != nil {
+			t.Errorf("%s is not installed (.ci/install-test-deps.sh installs it)", shell)
+			delete(shells, shell)
+		}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -40,19 +65,17 @@ func TestBashCompletion(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("run -d: exit %d", code)
 	}
-	complete := func(words ...string) []string {
+	complete := func(shell string, words ...string) []string {
 		t.Helper()
-		quoted := make([]string, len(words))
-		for i, w := range words {
-			quoted[i] = shellQuote(w)
+		args := []string{"-c", shells[shell](words)}
+		if shell == "bash" {
+			args = append([]string{"--norc"}, args...)
 		}
-		script := `source <(agentproc completion bash) && COMP_WORDS=(agentproc ` + strings.Join(quoted, " ") + `) && COMP_CWORD=` +
-			strconv.Itoa(len(words)) + ` && _agentproc && printf '%s\n' "${COMPREPLY[@]}"`
-		cmd := exec.CommandContext(ctx, bash, "--norc", "-c", script)
+		cmd := exec.CommandContext(ctx, shell, args...)
 		cmd.Env = append(os.Environ(), runMainEnv+"=1", "PATH="+bin+":"+os.Getenv("PATH"), socketEnv+"="+sock)
 		b, err := cmd.CombinedOutput()
 		if err != nil {
-			t.Fatalf("bash: %v\n%s", err, b)
+			t.Fatalf("%s: %v\n%s", shell, err, b)
 		}
 		return strings.Fields(string(b))
 	}
@@ -68,8 +91,10 @@ func TestBashCompletion(t *testing.T) {
 		{[]string{"stop", ""}, shortID(id)},
 		{[]string{"logs", "-f", id[:3]}, shortID(id)},
 	} {
-		if got := strings.Join(complete(tt.words...), " "); got != tt.want {
-			t.Errorf("completing %q: got %q, want %q", tt.words, got, tt.want)
+		for shell := range shells {
+			if got := strings.Join(complete(shell, tt.words...), " "); got != tt.want {
+				t.Errorf("%s completing %q: got %q, want %q", shell, tt.words, got, tt.want)
+			}
 		}
 	}
 }

@@ -1,7 +1,7 @@
 // Command agentproc makes agentproc available to any agent and to the person
 // watching it: an MCP server over stdio (agentproc mcp), the HTTP API on a
 // Unix socket or a TCP address (agentproc serve), and a client of that API
-// (agentproc ps, logs, stop, run).
+// (agentproc ps, logs, stop, run, wait, inspect, input).
 //
 //	agentproc mcp                      # an MCP server for Claude Code, Codex, Cursor, ...
 //	agentproc serve &                  # the HTTP API on a Unix socket only you can open
@@ -152,7 +152,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 func printMainUsage(w io.Writer) {
 	var sb strings.Builder
 	for _, c := range commands {
-		fmt.Fprintf(&sb, "  %-8s %s\n", c.name, c.summary)
+		fmt.Fprintf(&sb, "  %-10s %s\n", c.name, c.summary)
 	}
 	fmt.Fprintf(w, mainUsage, sb.String())
 }

@@ -24,8 +24,16 @@ type runningCap struct {
 	token string // the bearer token, when serve has one
 	next  http.Handler
 
-	mu     sync.Mutex
-	owners map[string]*sync.Mutex
+	mu     sync.Mutex            // guards owners
+	owners map[string]*ownerLock // owners with a start under way
+}
+
+// ownerLock serialises one owner's starts; it is dropped from owners once
+// no start holds or waits for it, so the map never outgrows the starts in
+// flight.
+type ownerLock struct {
+	mu    sync.Mutex
+	users int // starts holding or waiting for mu; guarded by runningCap.mu
 }
 
 // capRunning returns next with starts beyond max running processes per
@@ -34,7 +42,7 @@ func capRunning(m *agentproc.Manager, max int, token string, next http.Handler) 
 	if max == 0 {
 		return next
 	}
-	return &runningCap{m: m, max: max, token: token, next: next, owners: map[string]*sync.Mutex{}}
+	return &runningCap{m: m, max: max, token: token, next: next, owners: map[string]*ownerLock{}}
 }
 
 func (c *runningCap) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -47,14 +55,22 @@ func (c *runningCap) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	owner := r.Header.Get(httpapi.DefaultOwnerHeader)
 	c.mu.Lock()
-	om := c.owners[owner]
-	if om == nil {
-		om = new(sync.Mutex)
-		c.owners[owner] = om
+	ol := c.owners[owner]
+	if ol == nil {
+		ol = new(ownerLock)
+		c.owners[owner] = ol
 	}
+	ol.users++
 	c.mu.Unlock()
-	om.Lock()
-	defer om.Unlock()
+	ol.mu.Lock()
+	defer func() {
+		ol.mu.Unlock()
+		c.mu.Lock()
+		if ol.users--; ol.users == 0 {
+			delete(c.owners, owner)
+		}
+		c.mu.Unlock()
+	}()
 	running := 0
 	for _, info := range c.m.Scope(owner).List() {
 		if info.Running {

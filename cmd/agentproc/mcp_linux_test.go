@@ -76,9 +76,9 @@ func TestMCPWaitsEndAtPrompt(t *testing.T) {
 
 // TestMCPSharedStateDir: sessions given the same --state-dir (the help's
 // one fixed directory) each get tools, in a directory of their own under
-// it; one killed with SIGKILL leaves an orphan that the next session stops,
-// while a live session's process runs on, and a session that ends removes
-// its directory.
+// it; what one killed with SIGKILL left is gone and its directory removed
+// once the next session starts, while a live session's process runs on;
+// a session that ends removes its directory.
 func TestMCPSharedStateDir(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
@@ -107,9 +107,9 @@ func TestMCPSharedStateDir(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = doomed.close()
-	if pid := readPID(t, orphanPID); !alive(pid) {
-		t.Fatalf("process %d ended with its killed server; the test needs it orphaned", pid)
-	}
+	// The killed session's host guard may already have killed its tree
+	// (the library's guarantee); either way it must be gone, and its
+	// directory too, once the next session has started.
 	third, _ := start()
 	if pid := readPID(t, orphanPID); alive(pid) {
 		t.Errorf("process %d, orphaned by a killed session, still runs after the next session started", pid)

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -212,5 +213,27 @@ func TestMaxRunning(t *testing.T) {
 	}
 	if _, errOut, code := cli(t, ctx, env, "run", "--owner", "other", "-d", "--", "sleep 3600"); code != 0 {
 		t.Errorf("serve: another owner's start: got exit %d, stderr %q; want it started", code, errOut)
+	}
+
+	// Concurrent starts of one owner cannot pass the cap together.
+	sock3 := filepath.Join(dir, "agentproc3.sock")
+	startServe(t, ctx, "--socket", sock3, "--workdir", dir, "--grace", "1s", "--max-running", "3")
+	codes := make(chan int, 8)
+	for range 8 {
+		go func() {
+			cmd := exec.CommandContext(ctx, os.Args[0], "run", "--owner", "burst", "-d", "--", "sleep 3600")
+			cmd.Env = append(os.Environ(), runMainEnv+"=1", socketEnv+"="+sock3)
+			_ = cmd.Run()
+			codes <- cmd.ProcessState.ExitCode()
+		}()
+	}
+	started := 0
+	for range 8 {
+		if <-codes == 0 {
+			started++
+		}
+	}
+	if started != 3 {
+		t.Errorf("serve: 8 concurrent starts under --max-running 3: got %d started, want 3", started)
 	}
 }

@@ -3,6 +3,7 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -466,5 +467,53 @@ func TestClientVerbs(t *testing.T) {
 	}
 	if _, errOut, code := cli(t, ctx, env, "wait", "--timeout", "200ms", strings.TrimSpace(run(0, "run", "-d", "--", "sleep 3600"))); code != exitError || !strings.Contains(errOut, "still running after 200ms") {
 		t.Errorf("wait --timeout: got exit %d, stderr %q; want 1 and why", code, errOut)
+	}
+}
+
+// TestLogsFollowThroughPrompt: logs -f of a process at a prompt shows what
+// it prints after an answer given from elsewhere (agentproc input), as it
+// comes, instead of waiting for the exit and dropping it.
+func TestLogsFollowThroughPrompt(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	dir := t.TempDir()
+	sock := filepath.Join(dir, "agentproc.sock")
+	startServe(t, ctx, "--socket", sock, "--workdir", dir, "--grace", "1s")
+	env := []string{socketEnv + "=" + sock}
+	out, _, code := cli(t, ctx, env, "run", "-d", "-i", "--", `printf 'name? '; read n; echo "hello $n"; read m; echo bye`)
+	id := strings.TrimSpace(out)
+	if code != 0 {
+		t.Fatalf("run -d -i: exit %d", code)
+	}
+	for ctx.Err() == nil {
+		if ps, _, _ := cli(t, ctx, env, "ps"); strings.Contains(ps, "waiting for input") {
+			break
+		}
+	}
+	logs := exec.CommandContext(ctx, os.Args[0], "logs", "-f", id)
+	logs.Env = append(append(os.Environ(), runMainEnv+"=1"), env...)
+	stdout, err := logs.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := logs.Start(); err != nil {
+		t.Fatal(err)
+	}
+	r := bufio.NewReader(stdout)
+	if _, _, code := cli(t, ctx, env, "input", id, "ada"); code != 0 {
+		t.Fatalf("input: exit %d", code)
+	}
+	// The greeting arrives while the process waits at its second read.
+	line, err := r.ReadString('\n')
+	if err != nil || line != "name? hello ada\n" {
+		t.Fatalf("logs -f after the answer: got %q, %v; want the greeting before the exit", line, err)
+	}
+	if _, _, code := cli(t, ctx, env, "input", id, "x"); code != 0 {
+		t.Fatalf("input: exit %d", code)
+	}
+	rest, _ := io.ReadAll(r)
+	if err := logs.Wait(); err != nil || string(rest) != "bye\n" {
+		t.Errorf("logs -f to the exit: got %q, %v; want bye", rest, err)
 	}
 }

@@ -24,6 +24,7 @@ import (
 	"io"
 	"log"
 	"os"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"time"
@@ -83,6 +84,13 @@ func run(ctx context.Context, w io.Writer) error {
 		return err
 	}
 	defer os.RemoveAll(dir)
+	// A workspace is a repository: WorkspaceSandbox keeps its .git
+	// read-only. Without one, every command would warn that a tree may
+	// create it (a .git made in the sandbox could plant hooks that git
+	// runs outside it).
+	if err := os.Mkdir(filepath.Join(dir, ".git"), 0o755); err != nil {
+		return err
+	}
 
 	m := agentproc.New(
 		agentproc.WithWorkDir(func() string { return dir }),

@@ -54,7 +54,7 @@ const wantTranscript = `tools: execute process_output process_wait process_input
 < output:
 < client: request sent
 
-> process_output {"process_id": "<id1>", "offset": 14, "wait_for": "handled GET /health"}
+> process_output {"process_id": "<id1>", "offset": 14, "pattern": "handled GET /health"}
 < process_id: <id1>
 < state: running in the background
 < matched: server: handled GET /health

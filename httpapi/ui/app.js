@@ -192,6 +192,10 @@
     const pill = document.createElement('span');
     pill.className = 'state';
     st.appendChild(pill);
+    // The short ID, as agentproc ps shows it and every command takes.
+    const idCell = cell(tr, 'id', 'ID');
+    idCell.textContent = id.slice(0, 8);
+    idCell.title = id;
     // One child under the cell, so that the narrow layout's label and the
     // command with its badges are the cell's two columns.
     const cmdWrap = document.createElement('div');
@@ -360,6 +364,17 @@
           delay = 500;
         }, onEvent);
       } catch (err) {
+        if (err.status === 401 && !token) {
+          // Retrying cannot help a page opened without the token: say how
+          // to open it, and start again once the address carries one.
+          showError(err.message + ' To open this page with a bearer token, use the address with #token=TOKEN at its end ' +
+            '(agentproc serve --listen prints it).');
+          connEl.textContent = 'Needs the token';
+          connEl.dataset.state = 'down';
+          await new Promise((r) => window.addEventListener('hashchange', r, { once: true }));
+          location.reload();
+          return;
+        }
         if (err.status) showError(err.message);
       }
       ctl.abort();
@@ -381,7 +396,25 @@
     const p = procs.get(selected);
     if (!p) return;
     outState.textContent = p.command + ' — ' + state(p)[0];
+    // A prompt is answered here, as agentproc input does: the text and
+    // Enter go to the process's stdin.
+    answerEl.hidden = !(p.running && p.awaiting_input);
   }
+
+  const answerEl = $('answer');
+  const answerText = $('answer-text');
+  answerEl.addEventListener('submit', async (e) => {
+    e.preventDefault();
+    const id = selected;
+    try {
+      await post(encodeURIComponent(id) + '/stdin', { data: answerText.value + '\n' });
+      answerText.value = '';
+      answerEl.hidden = true;
+      showError('');
+    } catch (err) {
+      showError('Sending the answer failed: ' + err.message);
+    }
+  });
 
   function appendOut(node) {
     outEl.insertBefore(node, partialEl);

@@ -1,0 +1,7 @@
+//go:build !amd64 && !arm64 && !riscv64
+
+package agentproc
+
+// seccompArchRefusedCalls is empty where the filter is not written for the
+// architecture (seccompArch is 0 there and no filter is installed).
+var seccompArchRefusedCalls []uint32
