@@ -37,10 +37,10 @@ type containment struct {
 	// no sweep, and only the cgroup, if any, is killed as a whole.
 	noProc bool
 
-	// spare is the tree's claim on the Manager's spare cgroups (see
-	// cgroupSpares), nil without cgroups: once the tree's own are removed,
+	// claim is the tree's claim on the Manager's cgroup sets made ahead (see
+	// cgroupSetPool), nil without cgroups: once the tree's own are removed,
 	// the next set is made for the same owner and limits.
-	spare *spareCgroup
+	claim *cgroupSetClaim
 
 	// startedAt is when the leader was about to start (monotonic), for
 	// candidatePIDs' cheap path.
@@ -73,19 +73,19 @@ const (
 // in a cgroup: Linux has no per-tree limit on memory, processes or CPU
 // outside one (RLIMIT_AS and RLIMIT_CPU hold per process, so a tree escapes
 // them by forking, and RLIMIT_NPROC counts every process of the user).
-// Where they go is internal/cgroup's to decide (see its plan). spare is what
-// cgroupSpares.take gave for the tree's ID: the cgroups made ahead, if
+// Where they go is internal/cgroup's to decide (see its plan). claim is what
+// cgroupSetPool.take gave for the tree's ID: the cgroups made ahead, if
 // any, which the containment then owns.
-func newContainment(id string, cfg *config, l Limits, spare *spareCgroup) (*containment, error) {
+func newContainment(id string, cfg *config, l Limits, claim *cgroupSetClaim) (*containment, error) {
 	c := &containment{
 		id:     id,
 		entry:  []byte(MarkerEnv + "=" + id),
 		noProc: cfg.foreignProc,
 		found:  make(map[int]bool),
-		spare:  spare,
+		claim:  claim,
 	}
-	if spare != nil && spare.g != nil {
-		c.cg, spare.g = spare.g, nil
+	if claim != nil && claim.g != nil {
+		c.cg, claim.g = claim.g, nil
 		return c, nil
 	}
 	if wantsCgroup(cfg, l) {
@@ -114,11 +114,11 @@ func cgroupSpec(id string, cfg *config, l Limits) cgroup.Spec {
 	}
 }
 
-// cgroupSpares is a Manager's cgroups made ahead for the next Starts with
+// cgroupSetPool is a Manager's cgroups made ahead for the next Starts with
 // cgroups: making them (a directory in each hierarchy, the files a start
 // writes opened, the OOM watch armed) is most of what Limits cost a Start,
 // and off the Start path it overlaps with what the caller does next. Up to
-// spareDepth sets are kept, for the owner and Limits of the last tree that
+// cgroupSetDepth sets are kept, for the owner and Limits of the last tree that
 // had cgroups, each named for the ID the tree that takes it then gets;
 // two, so that a Start right after another's Wait (a caller running
 // commands one after the other) finds one ready while the next is made.
@@ -133,14 +133,14 @@ func cgroupSpec(id string, cfg *config, l Limits) cgroup.Spec {
 // made, so that a host that dies without Close leaves no empty set behind:
 // the guard removes them with the trees (a tree that takes a set lists
 // itself under the same ID).
-type cgroupSpares struct {
+type cgroupSetPool struct {
 	mu     sync.Mutex
 	closed bool
-	guard  *hostGuard    // nil without a state dir; set before the first Start
-	key    spareKey      // what sets holds and making makes
-	sets   []spareSet    // ready, oldest first
-	making bool          // a goroutine is making sets for key
-	ready  chan struct{} // closed when the maker adds a set or stops
+	guard  *hostGuard       // nil without a state dir; set before the first Start
+	key    cgroupSetKey     // what sets holds and making makes
+	sets   []readyCgroupSet // ready, oldest first
+	making bool             // a goroutine is making sets for key
+	ready  chan struct{}    // closed when the maker adds a set or stops
 	wg     sync.WaitGroup
 	// starting counts the Starts with cgroups between take and the
 	// start's end; the maker makes no set while one is (startIdle), since
@@ -150,42 +150,42 @@ type cgroupSpares struct {
 	startIdle *sync.Cond
 }
 
-// spareDepth is how many spare sets a Manager keeps.
-const spareDepth = 2
+// cgroupSetDepth is how many ready sets a Manager keeps.
+const cgroupSetDepth = 2
 
-// spareSet is one set of cgroups made ahead, for the tree id.
-type spareSet struct {
+// readyCgroupSet is one set of cgroups made ahead, for the tree id.
+type readyCgroupSet struct {
 	id string
 	g  *cgroup.Group
 }
 
-// spareKey is what spare sets are made for.
-type spareKey struct {
+// cgroupSetKey is what ready sets are made for.
+type cgroupSetKey struct {
 	owner  string
 	limits Limits
 }
 
-// spareCgroup is a tree's claim on the spare sets: the set itself when one
+// cgroupSetClaim is a tree's claim on the ready sets: the set itself when one
 // was ready (g), and what the next ones are to be made for.
-type spareCgroup struct {
-	store *cgroupSpares
+type cgroupSetClaim struct {
+	store *cgroupSetPool
 	cfg   *config
-	key   spareKey
+	key   cgroupSetKey
 	g     *cgroup.Group
 	id    string // g's tree ID
 	done  bool   // startDone was called
 }
 
-// take returns the ID and the spare set for a tree of owner with limits l
+// take returns the ID and the ready set for a tree of owner with limits l
 // about to start: a ready set's ID when one was made for the same owner
 // and limits (waiting for the one being made rather than making another),
 // else a new ID and a claim without a set. It returns a nil claim for a
 // tree that gets no cgroups.
-func (s *cgroupSpares) take(owner string, cfg *config, l Limits) (string, *spareCgroup) {
+func (s *cgroupSetPool) take(owner string, cfg *config, l Limits) (string, *cgroupSetClaim) {
 	if !wantsCgroup(cfg, l) {
 		return uuid.NewString(), nil
 	}
-	sc := &spareCgroup{store: s, cfg: cfg, key: spareKey{owner: owner, limits: l}}
+	sc := &cgroupSetClaim{store: s, cfg: cfg, key: cgroupSetKey{owner: owner, limits: l}}
 	s.mu.Lock()
 	defer func() {
 		s.starting++
@@ -209,12 +209,12 @@ func (s *cgroupSpares) take(owner string, cfg *config, l Limits) (string, *spare
 	return uuid.NewString(), sc
 }
 
-// setGuard is New's hook: the host guard that lists the spare sets.
-func (s *cgroupSpares) setGuard(g *hostGuard) { s.guard = g }
+// setGuard is New's hook: the host guard that lists the ready sets.
+func (s *cgroupSetPool) setGuard(g *hostGuard) { s.guard = g }
 
 // discard removes the set a claim holds that no containment took (a Start
 // that failed before), and ends the claim's start.
-func (sc *spareCgroup) discard() {
+func (sc *cgroupSetClaim) discard() {
 	if sc == nil {
 		return
 	}
@@ -228,7 +228,7 @@ func (sc *spareCgroup) discard() {
 
 // startDone tells the store that the claim's start is over (started or
 // failed), so that the maker may go on. Later calls do nothing.
-func (sc *spareCgroup) startDone() {
+func (sc *cgroupSetClaim) startDone() {
 	if sc == nil || sc.done {
 		return
 	}
@@ -242,20 +242,20 @@ func (sc *spareCgroup) startDone() {
 	s.mu.Unlock()
 }
 
-// refill makes spare sets for the claim's owner and limits in the
-// background, up to spareDepth, replacing those made for others.
-func (sc *spareCgroup) refill() {
+// refill makes ready sets for the claim's owner and limits in the
+// background, up to cgroupSetDepth, replacing those made for others.
+func (sc *cgroupSetClaim) refill() {
 	s := sc.store
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
 		return
 	}
-	var old []spareSet
+	var old []readyCgroupSet
 	if s.key != sc.key {
 		old, s.sets, s.key = s.sets, nil, sc.key
 	}
-	if s.making || len(s.sets) >= spareDepth {
+	if s.making || len(s.sets) >= cgroupSetDepth {
 		if len(old) > 0 {
 			s.wg.Go(func() { s.removeSets(old) })
 		}
@@ -268,8 +268,8 @@ func (sc *spareCgroup) refill() {
 }
 
 // make is refill's goroutine: it removes old, then makes sets for key until
-// there are spareDepth or the key changed or the store closed.
-func (s *cgroupSpares) make(cfg *config, key spareKey, old []spareSet) {
+// there are cgroupSetDepth or the key changed or the store closed.
+func (s *cgroupSetPool) make(cfg *config, key cgroupSetKey, old []readyCgroupSet) {
 	s.removeSets(old)
 	for {
 		s.mu.Lock()
@@ -279,7 +279,7 @@ func (s *cgroupSpares) make(cfg *config, key spareKey, old []spareSet) {
 		for s.starting > 0 && !s.closed {
 			s.startIdle.Wait()
 		}
-		if s.closed || s.key != key || len(s.sets) >= spareDepth {
+		if s.closed || s.key != key || len(s.sets) >= cgroupSetDepth {
 			s.making = false
 			close(s.ready)
 			s.mu.Unlock()
@@ -299,19 +299,19 @@ func (s *cgroupSpares) make(cfg *config, key spareKey, old []spareSet) {
 			close(s.ready)
 			s.mu.Unlock()
 			if g != nil {
-				s.removeSets([]spareSet{{id: id, g: g}})
+				s.removeSets([]readyCgroupSet{{id: id, g: g}})
 			}
 			return
 		}
-		s.sets = append(s.sets, spareSet{id: id, g: g})
+		s.sets = append(s.sets, readyCgroupSet{id: id, g: g})
 		close(s.ready)
 		s.ready = make(chan struct{})
 		s.mu.Unlock()
 	}
 }
 
-// close removes the spare sets, once the maker is done; no more are made.
-func (s *cgroupSpares) close() {
+// close removes the ready sets, once the maker is done; no more are made.
+func (s *cgroupSetPool) close() {
 	s.mu.Lock()
 	s.closed = true
 	if s.startIdle != nil {
@@ -327,7 +327,7 @@ func (s *cgroupSpares) close() {
 }
 
 // removeSets removes sets no tree took, and unlists them with the guard.
-func (s *cgroupSpares) removeSets(sets []spareSet) {
+func (s *cgroupSetPool) removeSets(sets []readyCgroupSet) {
 	for _, set := range sets {
 		_ = set.g.Remove()
 		s.guard.remove(set.id)
@@ -394,7 +394,7 @@ func (c *containment) started(cmd *exec.Cmd) error {
 	c.mu.Unlock()
 	addLeader(cmd.Process.Pid)
 	if c.cg != nil {
-		defer c.spare.startDone()
+		defer c.claim.startDone()
 		return c.cg.Started()
 	}
 	return nil
@@ -673,13 +673,13 @@ func (c *containment) release() error {
 	}
 	c.targets.Close()
 	c.mu.Unlock()
-	c.spare.startDone() // a start that failed
+	c.claim.startDone() // a start that failed
 	if c.cg == nil {
 		return nil
 	}
 	err := c.cg.RemoveDirs()
-	if err == nil && c.spare != nil {
-		c.spare.refill()
+	if err == nil && c.claim != nil {
+		c.claim.refill()
 	}
 	return err
 }

@@ -17,7 +17,7 @@ import (
 // (setsid, double forks) are not reached. See docs/containment.md.
 type containment struct{}
 
-func newContainment(_ string, cfg *config, _ Limits, _ *spareCgroup) (*containment, error) {
+func newContainment(_ string, cfg *config, _ Limits, _ *cgroupSetClaim) (*containment, error) {
 	if cfg.cgroupParent != "" {
 		return nil, xerrors.Errorf("cgroup parent %q: cgroup containment needs Linux, this is %s: %w",
 			cfg.cgroupParent, runtime.GOOS, ErrUnsupported)
@@ -25,18 +25,18 @@ func newContainment(_ string, cfg *config, _ Limits, _ *spareCgroup) (*containme
 	return &containment{}, nil
 }
 
-// cgroupSpares, spareCgroup: there are no cgroups to make ahead here.
+// cgroupSetPool, cgroupSetClaim: there are no cgroups to make ahead here.
 type (
-	cgroupSpares struct{}
-	spareCgroup  struct{}
+	cgroupSetPool  struct{}
+	cgroupSetClaim struct{}
 )
 
-func (*cgroupSpares) take(string, *config, Limits) (string, *spareCgroup) {
+func (*cgroupSetPool) take(string, *config, Limits) (string, *cgroupSetClaim) {
 	return uuid.NewString(), nil
 }
-func (*cgroupSpares) close()              {}
-func (*cgroupSpares) setGuard(*hostGuard) {}
-func (*spareCgroup) discard()             {}
+func (*cgroupSetPool) close()              {}
+func (*cgroupSetPool) setGuard(*hostGuard) {}
+func (*cgroupSetClaim) discard()           {}
 
 func (*containment) prepare() int            { return -1 }
 func (*containment) describe() string        { return "" }

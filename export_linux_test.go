@@ -84,10 +84,10 @@ func WithSandboxOnly(mechs ...string) Option {
 
 // SpareStarts returns how many sandboxed Starts so far took a spare
 // thread.
-func SpareStarts() int64 { return spareStarts.Load() }
+func SpareStarts() int64 { return readyThreadStarts.Load() }
 
 // SparesMade returns how many spare threads were made so far.
-func SparesMade() int64 { return sparesMade.Load() }
+func SparesMade() int64 { return readyThreadsMade.Load() }
 
 // SpareReady waits up to timeout until m's sandbox has a spare thread
 // ready, and reports whether it has.
@@ -95,9 +95,9 @@ func SpareReady(m *Manager, timeout time.Duration) bool {
 	c := &m.sandbox.cache
 	deadline := time.Now().Add(timeout)
 	for {
-		c.spareMu.Lock()
-		st := c.spare
-		c.spareMu.Unlock()
+		c.readyThreadMu.Lock()
+		st := c.readyThread
+		c.readyThreadMu.Unlock()
 		if st != nil {
 			select {
 			case <-st.ready:
@@ -119,7 +119,7 @@ func SpareReady(m *Manager, timeout time.Duration) bool {
 // directories. It returns an error when ctx ends first or when no maker is
 // at work and fewer than n sets are ready.
 func SpareCgroupDirs(ctx context.Context, m *Manager, n int) ([]string, error) {
-	s := &m.cgSpares
+	s := &m.cgroupSets
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for len(s.sets) < n {

@@ -44,14 +44,14 @@ type Manager struct {
 	// exitOrder lists the retained exited processes, oldest exit first.
 	exitOrder []exitRecord
 
-	state    *stateDir    // nil without WithStateDir; see statedir.go
-	instance string       // this Manager's ID in its state records
-	events   *eventBus    // see events.go
-	ports    portWatcher  // see ports.go
-	input    inputWatcher // see input.go
-	sandbox  sandboxState // see sandbox_run.go
-	hosts    hostsProxy   // NetworkHosts' proxy; see hosts.go
-	cgSpares cgroupSpares // see containment_linux.go
+	state      *stateDir     // nil without WithStateDir; see statedir.go
+	instance   string        // this Manager's ID in its state records
+	events     *eventBus     // see events.go
+	ports      portWatcher   // see ports.go
+	input      inputWatcher  // see input.go
+	sandbox    sandboxState  // see sandbox_run.go
+	hosts      hostsProxy    // NetworkHosts' proxy; see hosts.go
+	cgroupSets cgroupSetPool // see containment_linux.go
 	// redact is the Manager's redaction set (redact.go): the host's
 	// secret-looking variables and WithSecrets; nil when there is none
 	// or redaction is off.
@@ -94,7 +94,7 @@ func New(opts ...Option) *Manager {
 	m.events = newEventBus(func() time.Time { return cfg.clock.Now("agentproc", "event") })
 	if cfg.stateDir != "" {
 		m.openState()
-		m.cgSpares.setGuard(m.state.guard())
+		m.cgroupSets.setGuard(m.state.guard())
 	}
 	return m
 }
@@ -193,8 +193,8 @@ func (m *Manager) Shutdown(ctx context.Context) error {
 		}
 		m.mu.Unlock()
 		m.logs.waitRemoved()
-		// The spare cgroups go before the guard that lists them.
-		m.cgSpares.close()
+		// The ready cgroup sets go before the guard that lists them.
+		m.cgroupSets.close()
 		m.closeState()
 		m.sandbox.close()
 		m.hosts.close()

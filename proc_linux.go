@@ -169,7 +169,7 @@ var wrapWindow = sync.OnceValue(func() time.Duration {
 // either way.
 //
 // A sandboxed Start or a cgroup v1 placement leaves a thread ID of this
-// process in the range (the spare thread made after it, the runtime's
+// process in the range (the ready thread made after it, the runtime's
 // replacements for discarded threads). This process carries no marker, and
 // reading its environment takes its mmap lock, on the path of Wait: tgkill
 // with signal 0 names its threads instead (docs/measurements.md).

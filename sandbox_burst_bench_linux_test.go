@@ -14,7 +14,7 @@ import (
 // them all, alternated round by round with the same burst without a
 // sandbox, for n = 1, 10 and 100: the cost per Start must not grow with the
 // burst (one built policy serves every Start, and the temp dirs one burst
-// leaves serve the next, maxSpareTempDirs). per-start-µs is the burst's
+// leaves serve the next, maxEmptyTempDirs). per-start-µs is the burst's
 // time over n, median of the rounds; sandbox-ratio is that of the sandbox
 // over none. On two CPUs a burst keeps both busy, so the sandbox's CPU
 // counts in full there, where a lone Start hides part of it on the idle CPU.

@@ -147,22 +147,22 @@ func TestSandboxTempDirReused(t *testing.T) {
 		return r
 	}
 	r := prepare()
-	before := len(m.sandbox.spare)
+	before := len(m.sandbox.emptyDirs)
 	r.finish(m)
 	if _, err := os.Lstat(r.tmpDir); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("finished temp dir: lstat error %v, want it gone", err)
 	}
-	if got := len(m.sandbox.spare); got != before+1 {
+	if got := len(m.sandbox.emptyDirs); got != before+1 {
 		t.Errorf("%d spare temp dirs after an empty one was finished, want %d", got, before+1)
 	}
 
 	r = prepare()
-	before = len(m.sandbox.spare)
+	before = len(m.sandbox.emptyDirs)
 	if err := os.WriteFile(filepath.Join(r.tmpDir, "left"), []byte("x"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	r.finish(m)
-	if got := len(m.sandbox.spare); got != before {
+	if got := len(m.sandbox.emptyDirs); got != before {
 		t.Errorf("%d spare temp dirs after one with a file was finished, want %d", got, before)
 	}
 	parent := filepath.Dir(r.tmpDir)

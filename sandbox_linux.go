@@ -71,11 +71,11 @@ type sandboxCache struct {
 	emptyDir  string // holds the empty file hidden files are covered with
 	emptyErr  error
 
-	spareMu     sync.Mutex
-	spare       *spareThread  // for the policy of the last Starts; nil if none
-	lastStart   *sandboxBuilt // the policy of the last Start
-	spareClosed bool
-	spares      sync.WaitGroup // spare threads' goroutines, which close waits for
+	readyThreadMu     sync.Mutex
+	readyThread       *readyThread  // for the policy of the last Starts; nil if none
+	lastStart         *sandboxBuilt // the policy of the last Start
+	readyThreadClosed bool
+	threadMakers      sync.WaitGroup // ready threads' goroutines, which close waits for
 }
 
 // emptyFile returns an empty file of mode 000 in a directory of its own,
@@ -113,7 +113,7 @@ type sandboxBuilt struct {
 	mntns    int         // -1: the host's
 	view     mountView   // the mount namespace made here (ns is mntns); -1s in a runner
 	watch    *mountWatch // nil without a mount namespace made here
-	users    int         // the Starts and spare threads using b; guarded by cache.mu
+	users    int         // the Starts and ready threads using b; guarded by cache.mu
 	evicted  bool        // taken out of the cache as stale: the last user releases it
 	dropCaps bool
 	filter   []unix.SockFilter // nil without seccomp
@@ -431,14 +431,14 @@ func (b *sandboxBuilt) release() {
 
 // close releases every built policy and namespace.
 func (c *sandboxCache) close() {
-	c.spareMu.Lock()
-	c.spareClosed = true
-	if c.spare != nil {
-		close(c.spare.quit)
-		c.spare = nil
+	c.readyThreadMu.Lock()
+	c.readyThreadClosed = true
+	if c.readyThread != nil {
+		close(c.readyThread.quit)
+		c.readyThread = nil
 	}
-	c.spareMu.Unlock()
-	c.spares.Wait()
+	c.readyThreadMu.Unlock()
+	c.threadMakers.Wait()
 	c.mu.Lock()
 	c.closed = true
 	built, netns := c.built, c.netns
@@ -464,9 +464,9 @@ func (c *sandboxCache) close() {
 // start confines a throwaway thread as b says and starts cmd from it.
 // Where b has steps that do not yet confine the thread (the mount
 // namespace and the emptied bounding set, as root), a Start without a
-// step takes the spare thread the cache made ahead with those steps done,
+// step takes the ready thread the cache made ahead with those steps done,
 // if there is one for b, and only confines and forks on it; the rest, and
-// every Start with a step, take a fresh thread. The spare saves the Start
+// every Start with a step, take a fresh thread. The ready thread saves the Start
 // the thread's making and those steps for a hand-off of one wake-up, a
 // saving measured in docs/measurements.md.
 //
@@ -476,13 +476,13 @@ func (c *sandboxCache) close() {
 func (b *sandboxBuilt) start(cmd *exec.Cmd, step threadStep, inNetns func() error) error {
 	lastCap := sandboxHost().lastCap
 	if step == nil && b.cache != nil {
-		if st := b.cache.takeSpare(b); st != nil {
-			spareStarts.Add(1)
+		if st := b.cache.takeReadyThread(b); st != nil {
+			readyThreadStarts.Add(1)
 			err := st.do(func() error { return b.confineAndStart(cmd, inNetns) })
-			b.cache.makeSpare(b, lastCap)
+			b.cache.makeReadyThread(b, lastCap)
 			return err
 		}
-		defer b.cache.makeSpare(b, lastCap)
+		defer b.cache.makeReadyThread(b, lastCap)
 	}
 	return onThrowawayThread(func() (err error) {
 		// The other step first: after the steps below this thread may no
@@ -504,7 +504,7 @@ func (b *sandboxBuilt) start(cmd *exec.Cmd, step threadStep, inNetns func() erro
 
 // enterAndDrop takes the calling, locked thread into b's mount namespace
 // and empties its bounding and ambient capability sets: the steps that
-// change the thread but do not confine it yet (a spare thread does them
+// change the thread but do not confine it yet (a ready thread does them
 // ahead of its Start).
 func (b *sandboxBuilt) enterAndDrop(lastCap int) error {
 	if b.mntns >= 0 {
@@ -524,7 +524,7 @@ func (b *sandboxBuilt) enterAndDrop(lastCap int) error {
 		// included, start with no capability
 		// (TestSandboxRootHasNoCapabilities, which also reads CapBnd). It
 		// takes a prctl per capability, each a new set of credentials, a
-		// cost per Start (docs/measurements.md) which the spare thread
+		// cost per Start (docs/measurements.md) which the ready thread
 		// takes off the Start. Dropping the thread's own sets with
 		// one capset would do under no_new_privs for less, but leaves the
 		// child a full bounding set, and the bounding set is what the
@@ -575,12 +575,12 @@ func (b *sandboxBuilt) confineAndStart(cmd *exec.Cmd, inNetns func() error) erro
 	return cmd.Start()
 }
 
-// spareThread is a goroutine locked to a thread on which a built policy's
+// readyThread is a goroutine locked to a thread on which a built policy's
 // enterAndDrop is done, waiting for the one Start it serves. It changes
 // nothing a host check reads as confinement (no_new_privs, seccomp, the
 // network namespace) until that Start, and its thread is discarded after
 // it (the goroutine exits locked), as onThrowawayThread's are.
-type spareThread struct {
+type readyThread struct {
 	b     *sandboxBuilt
 	ready chan struct{} // closed once enterAndDrop succeeded
 	fail  chan struct{} // closed if it could not be made
@@ -588,74 +588,74 @@ type spareThread struct {
 	quit  chan struct{} // closed to discard it unused
 }
 
-// spareStarts counts the Starts that took a spare thread, sparesMade the
-// spare threads made.
-var spareStarts, sparesMade atomic.Int64
+// readyThreadStarts counts the Starts that took a ready thread, readyThreadsMade the
+// ready threads made.
+var readyThreadStarts, readyThreadsMade atomic.Int64
 
 // do runs fn on st's thread and returns its error. The caller waits on a
 // channel, not on onThrowawayThread's pipe: the caller's wake-up after a
-// spare thread measured the same at the median either way, but through the
+// ready thread measured the same at the median either way, but through the
 // pipe its tail was many times longer, waiting for a thread to poll the
 // network poller (docs/measurements.md).
-func (st *spareThread) do(fn func() error) error {
+func (st *readyThread) do(fn func() error) error {
 	done := make(chan error, 1)
 	st.work <- func() { done <- fn() }
 	return <-done
 }
 
-// takeSpare returns the cache's spare thread if it is ready and made for
+// takeReadyThread returns the cache's ready thread if it is ready and made for
 // b, and hands it over (the cache then has none).
-func (c *sandboxCache) takeSpare(b *sandboxBuilt) *spareThread {
-	c.spareMu.Lock()
-	defer c.spareMu.Unlock()
-	st := c.spare
+func (c *sandboxCache) takeReadyThread(b *sandboxBuilt) *readyThread {
+	c.readyThreadMu.Lock()
+	defer c.readyThreadMu.Unlock()
+	st := c.readyThread
 	if st == nil || st.b != b {
 		return nil
 	}
 	select {
 	case <-st.ready:
-		c.spare = nil
+		c.readyThread = nil
 		return st
 	case <-st.fail:
-		c.spare = nil
+		c.readyThread = nil
 		return nil
 	default:
 		return nil // still being made: this Start does not wait for it
 	}
 }
 
-// makeSpare is called after each Start of b and makes a spare thread for
+// makeReadyThread is called after each Start of b and makes a ready thread for
 // b in the background when the Start before was of b too, unless the
 // cache has one for b already, is closed, or b has nothing to do ahead. A
-// spare made for another policy is discarded: the cache keeps one, for the
+// ready thread made for another policy is discarded: the cache keeps one, for the
 // policy of the last Starts. Starts that take turns between policies get
 // none, rather than have one made and thrown away each time.
-func (c *sandboxCache) makeSpare(b *sandboxBuilt, lastCap int) {
+func (c *sandboxCache) makeReadyThread(b *sandboxBuilt, lastCap int) {
 	if b.uncached || (b.mntns < 0 && !b.dropCaps) {
 		return
 	}
-	c.spareMu.Lock()
-	defer c.spareMu.Unlock()
+	c.readyThreadMu.Lock()
+	defer c.readyThreadMu.Unlock()
 	prev := c.lastStart
 	c.lastStart = b
-	if c.spareClosed || prev != b || (c.spare != nil && c.spare.b == b) {
+	if c.readyThreadClosed || prev != b || (c.readyThread != nil && c.readyThread.b == b) {
 		return
 	}
-	if c.spare != nil {
-		close(c.spare.quit)
+	if c.readyThread != nil {
+		close(c.readyThread.quit)
 	}
-	st := &spareThread{b: b, ready: make(chan struct{}), fail: make(chan struct{}),
+	st := &readyThread{b: b, ready: make(chan struct{}), fail: make(chan struct{}),
 		work: make(chan func()), quit: make(chan struct{})}
-	c.spare = st
-	sparesMade.Add(1)
-	c.spares.Add(1)
-	// The spare holds b: b's descriptors stay open until it is done,
+	c.readyThread = st
+	readyThreadsMade.Add(1)
+	c.threadMakers.Add(1)
+	// The ready thread holds b: b's descriptors stay open until it is done,
 	// even if b is found stale and evicted meanwhile.
 	c.mu.Lock()
 	b.users++
 	c.mu.Unlock()
 	go func() {
-		defer c.spares.Done()
+		defer c.threadMakers.Done()
 		defer b.done()
 		runtime.LockOSThread()
 		if unix.Gettid() == unix.Getpid() {

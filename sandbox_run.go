@@ -33,13 +33,13 @@ type sandboxState struct {
 	// shared state (sandboxThreadUser), taken by its first sandboxed
 	// Start; nil before that and after close.
 	threadUser func()
-	// spare holds empty temp dirs ready for the next Start: those finished
+	// emptyDirs holds empty temp dirs ready for the next Start: those finished
 	// processes left empty, under a new name (finish), and, when a Start
 	// found none, one made ahead off the Start path. A mkdir and its rmdir
 	// measured many times the rename and the check (docs/measurements.md).
 	// refills counts the goroutines making them, which close waits for.
-	spare   chan string
-	refills sync.WaitGroup
+	emptyDirs chan string
+	refills   sync.WaitGroup
 
 	// policies caches sandboxPolicyFor's answers by rawPolicyKey: resolving
 	// the paths costs a lstat per path component, a few hundred
@@ -131,7 +131,7 @@ func (s *sandboxState) tempParent() (string, error) {
 	defer s.tmpMu.Unlock()
 	if s.tmpParent == "" && s.tmpErr == nil {
 		s.tmpParent, s.tmpErr = os.MkdirTemp("", "agentproc-sandbox-")
-		s.spare = make(chan string, maxSpareTempDirs)
+		s.emptyDirs = make(chan string, maxEmptyTempDirs)
 	}
 	return s.tmpParent, s.tmpErr
 }
@@ -146,28 +146,28 @@ func (s *sandboxState) useThreads() {
 	}
 }
 
-// maxSpareTempDirs bounds how many empty temp dirs wait for a Start: enough
+// maxEmptyTempDirs bounds how many empty temp dirs wait for a Start: enough
 // that a burst of that many sandboxed Starts finds the dirs the last one
 // left, for an empty directory each (one inode and, on ext4, one 4 KiB
 // block) until Close. A burst that makes and removes its own pays a mkdir
 // that scans the file system's recently deleted inodes: with 4 kept, the
 // cost per Start grew with the burst (BenchmarkSandboxBurst,
 // docs/measurements.md).
-const maxSpareTempDirs = 256
+const maxEmptyTempDirs = 256
 
 // tempDir returns an empty private temp dir in parent (from tempParent): a
-// spare one when there is one, else a new one, and then it starts making a
-// spare for the next Start, since more Starts run at once than processes
+// kept one (emptyDirs) when there is one, else a new one, and then it
+// starts making one for the next Start, since more Starts run at once than processes
 // finish.
 func (s *sandboxState) tempDir(parent string) (string, error) {
 	s.tmpMu.Lock()
-	spare, closed := s.spare, s.tmpErr != nil
+	dirs, closed := s.emptyDirs, s.tmpErr != nil
 	s.tmpMu.Unlock()
 	if closed {
 		return "", ErrClosed
 	}
 	select {
-	case d := <-spare:
+	case d := <-dirs:
 		return d, nil
 	default:
 	}
@@ -177,7 +177,7 @@ func (s *sandboxState) tempDir(parent string) (string, error) {
 		go func() {
 			defer s.refills.Done()
 			if d, err := os.MkdirTemp(parent, "t-"); err == nil {
-				s.offerSpare(d)
+				s.offerEmptyDir(d)
 			}
 		}()
 	}
@@ -185,31 +185,31 @@ func (s *sandboxState) tempDir(parent string) (string, error) {
 	return os.MkdirTemp(parent, "t-")
 }
 
-// offerSpare keeps the empty temp dir d for a later Start, or removes it
+// offerEmptyDir keeps the empty temp dir d for a later Start, or removes it
 // when enough are waiting.
-func (s *sandboxState) offerSpare(d string) {
+func (s *sandboxState) offerEmptyDir(d string) {
 	s.tmpMu.Lock()
-	spare := s.spare
+	dirs := s.emptyDirs
 	s.tmpMu.Unlock()
 	select {
-	case spare <- d:
+	case dirs <- d:
 	default:
 		_ = os.Remove(d)
 	}
 }
 
 // dropTempDir removes the temp dir of a finished process from its path:
-// when the process left it empty and as it was made, and a spare is
-// wanted, by renaming it (recycleTempDir) and keeping it for a later
+// when the process left it empty and as it was made, and another
+// empty dir is wanted, by renaming it (recycleTempDir) and keeping it for a later
 // Start; otherwise by removing it and what it holds.
 func (s *sandboxState) dropTempDir(dir string) error {
 	s.tmpMu.Lock()
-	spare, open := s.spare, s.tmpErr == nil
+	dirs, open := s.emptyDirs, s.tmpErr == nil
 	s.tmpMu.Unlock()
-	if open && len(spare) < cap(spare) {
+	if open && len(dirs) < cap(dirs) {
 		at, ok := recycleTempDir(dir)
 		if ok {
-			s.offerSpare(at)
+			s.offerEmptyDir(at)
 			return nil
 		}
 		dir = at

@@ -87,7 +87,7 @@ func (m *Manager) spawn(req Request, owner, command, dir string, seq uint64, war
 	// What spawn has taken so far, each nil (or false) until taken; the
 	// deferred undo below releases it if spawn fails.
 	var (
-		spare   *spareCgroup // the spare cgroups taken, until ctr takes them
+		claim   *cgroupSetClaim // the ready cgroup sets taken, until ctr takes them
 		sbx     *sandboxRun
 		log     *outputLog
 		ctr     *containment
@@ -123,7 +123,7 @@ func (m *Manager) spawn(req Request, owner, command, dir string, seq uint64, war
 			_ = ctr.release()
 			ctr.closeFiles()
 		}
-		spare.discard()
+		claim.discard()
 		if st != nil {
 			st.closeAll()
 		}
@@ -132,7 +132,7 @@ func (m *Manager) spawn(req Request, owner, command, dir string, seq uint64, war
 	}()
 
 	var id string
-	id, spare = m.cgSpares.take(owner, &m.cfg, req.Limits)
+	id, claim = m.cgroupSets.take(owner, &m.cfg, req.Limits)
 	if sbx, err = m.prepareSandbox(req.Sandbox, dir, req.WorkDir != "", req.TTY != nil); err != nil {
 		return nil, nil, err
 	}
@@ -143,7 +143,7 @@ func (m *Manager) spawn(req Request, owner, command, dir string, seq uint64, war
 	if log, err = m.logs.open(id); err != nil {
 		return nil, nil, err
 	}
-	if ctr, err = newContainment(id, &m.cfg, req.Limits, spare); err != nil {
+	if ctr, err = newContainment(id, &m.cfg, req.Limits, claim); err != nil {
 		return nil, nil, xerrors.Errorf(prefixFor(err)+"set up containment: %w", err)
 	}
 	if ctr.needsThread() {
