@@ -148,7 +148,8 @@ import (
 // host guard, whose add, remove and close keep its list of trees, and which
 // kills them when the host dies (a nil *hostGuard does nothing).
 //
-// Detached processes (detach_linux.go; detach_nonlinux.go returns
+// Detached processes (detach_linux.go, with the runner in
+// detach_runner_linux.go; detach_nonlinux.go returns
 // ErrUnsupported from detachSupported, startDetached and the supervisor's
 // signalDetached and stopDetached): detachSupported, startDetached (a
 // Request.Detach start, through a runner that outlives the Manager),
