@@ -180,46 +180,100 @@ func (d *detached) shutGate(released bool) {
 
 // startDetached starts req through a runner and returns the running
 // Process. The caller has reserved a slot and a supervise goroutine.
-func (m *Manager) startDetached(req Request, owner, command, dir string, seq uint64, warnings []string) (*Process, error) {
+func (m *Manager) startDetached(req Request, owner, command, dir string, seq uint64, warnings []string) (p *Process, err error) {
 	id := uuid.NewString()
-	sbx, err := m.prepareDetachedSandbox(req.Sandbox, dir, req.WorkDir != "", req.TTY != nil)
-	if err != nil {
+	s := m.state
+	// What startDetached has taken so far, each nil until taken; the
+	// deferred undo below releases it if the start fails, as spawn's does.
+	var (
+		sbx    *sandboxRun
+		outDir *os.File     // dir/out/ID, handed to the Process on success
+		rec    *stateRecord // once created
+	)
+	// The one undo, in a fixed order: the record's file, the output dir's
+	// descriptor, then the record and out/ID together (out/ID alone before
+	// the record exists); the sandbox always, since until the runner has
+	// the policy a failure removes the temp dir, and then the runner owns
+	// it and the host lets go of its descriptors. A runner that never
+	// reported the shell is killed where that is found (startRunner).
+	defer func() {
+		if err != nil {
+			if rec != nil && rec.file != nil {
+				_ = rec.file.Close()
+			}
+			if outDir != nil {
+				_ = outDir.Close()
+			}
+			if rec != nil {
+				s.remove(id) // the record and out/ID
+			} else if outDir != nil {
+				_ = removeAllAt(s.outFD, id)
+			}
+		}
+		sbx.finish(m)
+	}()
+
+	if sbx, err = m.prepareDetachedSandbox(req.Sandbox, dir, req.WorkDir != "", req.TTY != nil); err != nil {
 		return nil, err
 	}
-	// Until the runner has the policy, a failure removes the temp dir;
-	// then the runner owns it, and the host lets go of its descriptors.
-	defer func() { sbx.finish(m) }()
 	env := m.buildEnv(req.Env, id, dir, req.TTY != nil, sbx)
-	s := m.state
-	outDir, err := s.openOutDir(id)
-	if err != nil {
+	if outDir, err = s.openOutDir(id); err != nil {
 		return nil, xerrors.Errorf("agentproc: state dir %q: create output dir: %w", s.dir, err)
 	}
 	segBytes := max(m.detachLogBytes()/(2*detachHeadSegs), 4096)
-
 	if sbx != nil {
 		warnings = append(slices.Clone(warnings), sbx.warnings...)
 	}
-	rec := s.newRecord(m, id, owner, command, dir, req, warnings, "")
-	rec.Detached = true
+	newRec := s.newRecord(m, id, owner, command, dir, req, warnings, "")
+	newRec.Detached = true
 	if sbx != nil {
-		rec.Sandbox = sbx.info
+		newRec.Sandbox = sbx.info
 	}
-	rec.SegBytes = segBytes
-	if err := s.create(rec); err != nil {
-		_ = outDir.Close()
-		_ = removeAllAt(s.outFD, id)
+	newRec.SegBytes = segBytes
+	if err := s.create(newRec); err != nil {
 		return nil, xerrors.Errorf(prefixFor(err)+"record process: %w", err)
 	}
-	fail := func(step string, err error) (*Process, error) {
-		if rec.file != nil {
-			_ = rec.file.Close()
-		}
-		_ = outDir.Close()
-		s.remove(id) // the record and out/ID
-		return nil, xerrors.Errorf(prefixFor(err)+"%s: %w", step, err)
-	}
+	rec = newRec
 
+	runner, leader, err := m.startRunner(req, id, command, dir, env, segBytes, outDir, sbx)
+	if err != nil {
+		return nil, err
+	}
+	leader.Boot = s.host.Boot
+	// A quick command's runner may have exited already; as our unreaped
+	// child it still has its start time.
+	runnerID, _, _ := statIdentity(runner.Process.Pid)
+	rec.Leader, rec.Runner = leader, runnerID
+	if err := s.appendUpdate(rec, recordUpdate{Leader: &rec.Leader, Runner: &rec.Runner}); err != nil {
+		m.cfg.logger.Warn(context.Background(), "update process record", slog.F("id", id), fieldError(err))
+	}
+	_ = rec.file.Close()
+	rec.file = nil
+
+	fd, err := pidfd.OpenChild(runner.Process.Pid)
+	if err != nil {
+		return nil, xerrors.Errorf(prefixFor(err)+"watch runner: %w", err)
+	}
+	p = m.newDetachedProcess(rec, seq, outDir)
+	p.sup.det.runner = runner
+	p.sup.det.runnerFD = fd
+	p.sup.det.leaderFD = pinLeader(leader, id)
+	p.state.info.Warnings = warnings
+	p.state.info.StartedAt = m.cfg.clock.Now("agentproc", "start")
+	// The caller starts superviseDetached once the registry lists p (see
+	// spawn).
+	return p, nil
+}
+
+// startRunner starts the runner of process id (reexecCmd) with its output
+// dir, the sandbox's descriptors and the secrets to redact, and returns it
+// with the shell's PID and start time once the runner has reported them.
+// A runner that does not report within detachStartWait is killed and
+// reaped, and the temp dir it was to remove is removed here.
+func (m *Manager) startRunner(req Request, id, command, dir string, env []string, segBytes int64, outDir *os.File, sbx *sandboxRun) (*exec.Cmd, hostIdentity, error) {
+	fail := func(step string, err error) (*exec.Cmd, hostIdentity, error) {
+		return nil, hostIdentity{}, xerrors.Errorf(prefixFor(err)+"%s: %w", step, err)
+	}
 	runnerEnv := make([]string, 0, len(env)+4)
 	for _, kv := range env {
 		if !strings.HasPrefix(kv, MarkerEnv+"=") {
@@ -302,30 +356,7 @@ func (m *Manager) startDetached(req Request, owner, command, dir string, seq uin
 		}
 		return fail("start "+m.cfg.shell[0]+" through the runner", xerrors.Errorf("no PID from the runner: %v", err))
 	}
-	leader.Boot = s.host.Boot
-	// A quick command's runner may have exited already; as our unreaped
-	// child it still has its start time.
-	runnerID, _, _ := statIdentity(runner.Process.Pid)
-	rec.Leader, rec.Runner = leader, runnerID
-	if err := s.appendUpdate(rec, recordUpdate{Leader: &rec.Leader, Runner: &rec.Runner}); err != nil {
-		m.cfg.logger.Warn(context.Background(), "update process record", slog.F("id", id), fieldError(err))
-	}
-	_ = rec.file.Close()
-	rec.file = nil
-
-	fd, err := pidfd.OpenChild(runner.Process.Pid)
-	if err != nil {
-		return fail("watch runner", err)
-	}
-	p := m.newDetachedProcess(rec, seq, outDir)
-	p.sup.det.runner = runner
-	p.sup.det.runnerFD = fd
-	p.sup.det.leaderFD = pinLeader(leader, id)
-	p.state.info.Warnings = warnings
-	p.state.info.StartedAt = m.cfg.clock.Now("agentproc", "start")
-	// The caller starts superviseDetached once the registry lists p (see
-	// spawn).
-	return p, nil
+	return runner, leader, nil
 }
 
 // detachLogBytes is the cap on a detached process's output files.
