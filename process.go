@@ -2,6 +2,7 @@ package agentproc
 
 import (
 	"context"
+	"os/exec"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -395,3 +396,47 @@ func (p *Process) Stop(ctx context.Context) (Info, error) {
 
 // exited reports whether the process has exited.
 func (p *Process) exited() bool { return p.sup.exited() }
+
+// newProcess makes the handle of a child spawn has started: sup holds what
+// spawn took (command, tree, containment, record, log, sandbox) and gets
+// its channels, its watchdog and its way back to the handle here; the
+// Info is the process as it runs, with the sandbox's confinement and
+// warnings when it has one.
+func (m *Manager) newProcess(req Request, id, owner, command, dir string, seq uint64, warnings []string, cmd *exec.Cmd, st *stdio, sup *supervisor) *Process {
+	sup.done = make(chan struct{})
+	// escalated is made with the process so the ladder and the
+	// supervisor never see it nil.
+	sup.escalated = make(chan struct{})
+	p := &Process{
+		m:     m,
+		id:    id,
+		owner: owner,
+		seq:   seq,
+		buf:   newOutputBuffer(m.cfg.headBytes, m.cfg.tailBytes),
+		in:    st.in,
+		sup:   sup,
+		state: handleState{info: Info{
+			ID:         id,
+			Command:    command,
+			WorkDir:    dir,
+			Owner:      owner,
+			Background: req.Background,
+			Warnings:   warnings,
+			Stdin:      st.in != nil,
+			TTY:        st.tty,
+			Running:    true,
+			PID:        cmd.Process.Pid,
+			StartedAt:  m.cfg.clock.Now("agentproc", "start"),
+			Timeout:    req.Timeout,
+			LogPath:    sup.log.pathOrEmpty(),
+		}},
+	}
+	sup.p = p
+	sup.watchdog = m.newWatchdog(req)
+	p.state.info.Limits, p.state.info.IdleTimeout, p.state.info.MaxOutput = req.Limits, sup.watchdog.idle, req.MaxOutput
+	if sup.sbx != nil {
+		p.state.info.Sandbox = sup.sbx.info
+		p.state.info.Warnings = append(p.state.info.Warnings, sup.sbx.warnings...)
+	}
+	return p
+}

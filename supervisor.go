@@ -84,187 +84,169 @@ func (m *Manager) spawn(req Request, owner, command, dir string, seq uint64, war
 		}
 		return p, func() { go p.sup.superviseDetached() }, nil
 	}
-	// What spawn has taken so far, each nil (or false) until taken; the
-	// deferred undo below releases it if spawn fails.
-	var (
-		claim   *cgroupSetClaim // the ready cgroup sets taken, until ctr takes them
-		sbx     *sandboxRun
-		log     *outputLog
-		ctr     *containment
-		st      *stdio
-		sys     *sysProc
-		cmd     *exec.Cmd
-		rec     *stateRecord // once recorded (recordStarting)
-		started bool         // cmd.Start succeeded
-	)
-	// The one undo of a failed spawn, as os/exec's Cmd.Start has, in one
-	// fixed order whatever step failed: a started shell is reaped first
-	// (the contain step kills it before returning when the containment
-	// failed); what escaped the group is killed before the cgroup it may
-	// be in is released; the state record is abandoned only once
-	// everything it names (log, cgroup, tree) is gone, so that a host that
-	// dies meanwhile leaves the next Manager a record to clean up after;
-	// the sandbox goes last, once nothing runs under it.
+	// What spawn has taken so far, which the one deferred undo releases
+	// if spawn fails (spawnTaken.undo).
+	var t spawnTaken
 	defer func() {
-		if err == nil {
-			return
+		if err != nil {
+			t.undo(m)
 		}
-		if started {
-			_ = cmd.Wait()
-		}
-		m.logs.discard(log)
-		if sys != nil {
-			sys.release()
-		}
-		if started {
-			_ = ctr.killEscaped()
-		}
-		if ctr != nil {
-			_ = ctr.release()
-			ctr.closeFiles()
-		}
-		claim.discard()
-		if st != nil {
-			st.closeAll()
-		}
-		m.state.abandon(rec)
-		sbx.finish(m)
 	}()
 
 	var id string
-	id, claim = m.cgroupSets.take(owner, &m.cfg, req.Limits)
-	if sbx, err = m.prepareSandbox(req.Sandbox, dir, req.WorkDir != "", req.TTY != nil); err != nil {
+	id, t.claim = m.cgroupSets.take(owner, &m.cfg, req.Limits)
+	if t.sbx, err = m.prepareSandbox(req.Sandbox, dir, req.WorkDir != "", req.TTY != nil); err != nil {
 		return nil, nil, err
 	}
-	env := m.buildEnv(req.Env, id, dir, req.TTY != nil, sbx)
+	env := m.buildEnv(req.Env, id, dir, req.TTY != nil, t.sbx)
 	// The output log and the containment beyond the process group (marker
 	// sweep, cgroup) are set up first: a log or a cgroup that cannot be
 	// made fails Start before anything runs.
-	if log, err = m.logs.open(id); err != nil {
+	if t.log, err = m.logs.open(id); err != nil {
 		return nil, nil, err
 	}
-	if ctr, err = newContainment(id, &m.cfg, req.Limits, claim); err != nil {
+	if t.ctr, err = newContainment(id, &m.cfg, req.Limits, t.claim); err != nil {
 		return nil, nil, xerrors.Errorf(prefixFor(err)+"set up containment: %w", err)
 	}
-	if ctr.needsThread() {
+	if t.ctr.needsThread() {
 		// The placement moves a thread into the tree's cgroups, never the
 		// main thread, which is kept out of its way (mainHold) as for the
 		// sandbox's throwaway threads.
 		m.sandbox.useThreads()
 	}
-	if st, err = openStdio(req, m.cfg.stdinStall); err != nil {
+	if t.st, err = openStdio(req, m.cfg.stdinStall); err != nil {
 		return nil, nil, err
 	}
 	// A context that never ends: the kill step is the ladder's own
 	// (supervisor.killTree), not os/exec's. With a cancellable context os/exec
 	// runs a goroutine per command to watch it, and Wait hands off to that
 	// goroutine and back after every exit.
-	cmd = m.shellCmd(command)
-	cmd.Dir = dir
-	cmd.Env = env
-	st.attach(cmd)
-	sys = newSysProc(&m.cfg)
+	t.cmd = m.shellCmd(command)
+	t.cmd.Dir = dir
+	t.cmd.Env = env
+	t.st.attach(t.cmd)
+	t.sys = newSysProc(&m.cfg)
 
 	// Everything the child is started with that the OS layer decides is
 	// set by sys.prepare alone, so no step undoes another.
-	if err := sys.prepare(cmd, childAttrs{tty: st.tty, cgroupFD: ctr.prepare()}); err != nil {
+	if err := t.sys.prepare(t.cmd, childAttrs{tty: t.st.tty, cgroupFD: t.ctr.prepare()}); err != nil {
 		return nil, nil, xerrors.Errorf(prefixFor(err)+"prepare process: %w", err)
 	}
-	if err := applyLimits(req.Limits, sys, ctr); err != nil {
+	if err := applyLimits(req.Limits, t.sys, t.ctr); err != nil {
 		return nil, nil, xerrors.Errorf(prefixFor(err)+"apply limits: %w", err)
 	}
 	// Recorded before the start, so that a host that dies at any moment
 	// after it leaves a record for the next Manager (WithStateDir).
 	newRec := m.state.newRecord(m, id, owner, command, dir, req, warnings, m.outputLogPath(id))
-	if err := m.state.recordStarting(newRec, ctr.cgroupDir()); err != nil {
+	if err := m.state.recordStarting(newRec, t.ctr.cgroupDir()); err != nil {
 		return nil, nil, xerrors.Errorf(prefixFor(err)+"record process: %w", err)
 	}
-	rec = newRec
-	if err := startCommand(cmd, ctr, sbx); err != nil {
+	t.rec = newRec
+	if err := startCommand(t.cmd, t.ctr, t.sbx); err != nil {
 		m.forgetShellPath()
-		return nil, nil, xerrors.Errorf(prefixFor(err)+"start %s%s: %w", m.cfg.shell[0], ctr.describe(), err)
+		return nil, nil, xerrors.Errorf(prefixFor(err)+"start %s%s: %w", m.cfg.shell[0], t.ctr.describe(), err)
 	}
-	started = true
-	cerr := ctr.started(cmd)
-	inID := stdinIdentity(st.childIn)
+	t.started = true
+	cerr := t.ctr.started(t.cmd)
+	inID := stdinIdentity(t.st.childIn)
 	// Only the child holds the write end now, so EOF comes when the last
 	// process of the tree that inherited it is gone.
-	st.closeChild()
-	if err := errors.Join(cerr, sys.started(cmd)); err != nil {
+	t.st.closeChild()
+	if err := errors.Join(cerr, t.sys.started(t.cmd)); err != nil {
 		if cerr != nil {
-			_ = cmd.Process.Kill() // the rest of the tree by killEscaped
+			_ = t.cmd.Process.Kill() // the rest of the tree by killEscaped
 		}
 		return nil, nil, xerrors.Errorf(prefixFor(err)+"contain process: %w", err)
 	}
 
-	p = &Process{
-		m:     m,
-		id:    id,
-		owner: owner,
-		seq:   seq,
-		buf:   newOutputBuffer(m.cfg.headBytes, m.cfg.tailBytes),
-		in:    st.in,
-		sup: &supervisor{
-			cmd: cmd, sys: sys, ctr: ctr, rec: rec, log: log, sbx: sbx,
-			done: make(chan struct{}),
-			// escalated is made with the process so the ladder and the
-			// supervisor never see it nil.
-			escalated: make(chan struct{}),
-		},
-		state: handleState{info: Info{
-			ID:         id,
-			Command:    command,
-			WorkDir:    dir,
-			Owner:      owner,
-			Background: req.Background,
-			Warnings:   warnings,
-			Stdin:      st.in != nil,
-			TTY:        st.tty,
-			Running:    true,
-			PID:        cmd.Process.Pid,
-			StartedAt:  m.cfg.clock.Now("agentproc", "start"),
-			Timeout:    req.Timeout,
-			LogPath:    log.pathOrEmpty(),
-		}},
-	}
-	p.sup.p = p
-	p.sup.watchdog = m.newWatchdog(req)
-	p.state.info.Limits, p.state.info.IdleTimeout, p.state.info.MaxOutput = req.Limits, p.sup.watchdog.idle, req.MaxOutput
-	if sbx != nil {
-		p.state.info.Sandbox = sbx.info
-		p.state.info.Warnings = append(p.state.info.Warnings, sbx.warnings...)
-		if err := sbx.serveHosts(p); err != nil {
+	p = m.newProcess(req, id, owner, command, dir, seq, warnings, t.cmd, t.st, &supervisor{
+		cmd: t.cmd, sys: t.sys, ctr: t.ctr, rec: t.rec, log: t.log, sbx: t.sbx,
+	})
+	if t.sbx != nil {
+		if err := t.sbx.serveHosts(p); err != nil {
 			// The tree cannot reach its proxy: it would run without the
 			// network it asked for. Stop it as a failed start.
-			_ = cmd.Process.Kill()
+			_ = t.cmd.Process.Kill()
 			return nil, nil, xerrors.Errorf("agentproc: start proxy: %w", err)
 		}
 	}
-	log.start()
+	t.log.start()
 	p.enforceTimeout(req.Timeout)
 	p.watchOutput()
 	if m.cfg.logDebug {
 		m.cfg.logger.Debug(context.Background(), "started process",
-			slog.F("id", id), slog.F("pid", cmd.Process.Pid), slog.F("owner", owner))
+			slog.F("id", id), slog.F("pid", t.cmd.Process.Pid), slog.F("owner", owner))
 	}
 
 	// Before the supervisor: it waits for the readiness check that observe
 	// may start, so that EventReady always comes before EventExited.
-	m.observe(p, req, inID, st.out)
+	m.observe(p, req, inID, t.st.out)
 	rd := m.redactionFor(p, req)
 	oomValue := m.oomScoreValue()
 	if oomValue != nil {
 		p.sup.raised = make(chan struct{})
 	}
-	run = func() {
+	return p, p.sup.runFunc(t.cmd.Process.Pid, t.st, rd, oomValue), nil
+}
+
+// spawnTaken is what spawn has taken so far, each nil (or false) until
+// taken.
+type spawnTaken struct {
+	claim   *cgroupSetClaim // the ready cgroup sets taken, until ctr takes them
+	sbx     *sandboxRun
+	log     *outputLog
+	ctr     *containment
+	st      *stdio
+	sys     *sysProc
+	cmd     *exec.Cmd
+	rec     *stateRecord // once recorded (recordStarting)
+	started bool         // cmd.Start succeeded
+}
+
+// undo is the one undo of a failed spawn, as os/exec's Cmd.Start has, in
+// one fixed order whatever step failed: a started shell is reaped first
+// (the contain step kills it before returning when the containment
+// failed); what escaped the group is killed before the cgroup it may be in
+// is released; the state record is abandoned only once everything it
+// names (log, cgroup, tree) is gone, so that a host that dies meanwhile
+// leaves the next Manager a record to clean up after; the sandbox goes
+// last, once nothing runs under it.
+func (t *spawnTaken) undo(m *Manager) {
+	if t.started {
+		_ = t.cmd.Wait()
+	}
+	m.logs.discard(t.log)
+	if t.sys != nil {
+		t.sys.release()
+	}
+	if t.started {
+		_ = t.ctr.killEscaped()
+	}
+	if t.ctr != nil {
+		_ = t.ctr.release()
+		t.ctr.closeFiles()
+	}
+	t.claim.discard()
+	if t.st != nil {
+		t.st.closeAll()
+	}
+	m.state.abandon(t.rec)
+	t.sbx.finish(m)
+}
+
+// runFunc is what spawn's caller runs once the registry lists p: the
+// output reader (which first raises the tree's oom_score_adj when
+// oomValue is set) and the supervisor, each on a goroutine of its own.
+func (s *supervisor) runFunc(leader int, st *stdio, rd redaction, oomValue []byte) func() {
+	return func() {
 		readerDone := make(chan struct{})
 		go func() {
 			defer close(readerDone)
 			if oomValue != nil {
-				m.raiseOOMScore(cmd.Process.Pid, ctr, oomValue)
-				close(p.sup.raised)
+				s.p.m.raiseOOMScore(leader, s.ctr, oomValue)
+				close(s.raised)
 			}
-			copyOutput(p.buf, p.sup.log, st.out, rd)
+			copyOutput(s.p.buf, s.log, st.out, rd)
 			if !st.tty {
 				// Nothing reads a pipe after EOF (or the drain's
 				// deadline), so it is closed here, while the kernel is
@@ -273,9 +255,8 @@ func (m *Manager) spawn(req Request, owner, command, dir string, seq uint64, war
 				_ = st.out.Close()
 			}
 		}()
-		go p.sup.supervise(st.out, readerDone, st.tty)
+		go s.supervise(st.out, readerDone, st.tty)
 	}
-	return p, run, nil
 }
 
 // The reader starts with a small chunk and switches to a large one the first
