@@ -117,7 +117,7 @@ func (h *hostsProxy) get(m *Manager) (*egress.Proxy, error) {
 	}
 	if h.p == nil {
 		clock := m.cfg.clock
-		h.p = egress.New(egress.Config{Guard: &egress.Guard{Now: func() time.Time { return clock.Now("agentproc", "egress") }}})
+		h.p = egress.New(egress.Config{AddrFilter: &egress.AddrFilter{Now: func() time.Time { return clock.Now("agentproc", "egress") }}})
 	}
 	return h.p, nil
 }

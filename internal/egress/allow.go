@@ -1,7 +1,7 @@
 // Package egress is the proxy through which a NetworkHosts tree reaches
 // the hosts its Sandbox.AllowHosts names: HTTP CONNECT, plain-HTTP
 // forwarding and SOCKS5, each connection checked against an allowlist
-// (List) and a resolution guard (Guard) before the proxy dials, from the
+// (List) and a address filter (AddrFilter) before the proxy dials, from the
 // host, the address it checked.
 //
 // One Proxy serves any number of listeners (Serve), each with its own list
@@ -209,7 +209,7 @@ func normaliseName(s string) (string, error) {
 }
 
 // checkListedAddr refuses addresses no entry may name: the proxy never
-// connects to them (Guard).
+// connects to them (AddrFilter).
 func checkListedAddr(a netip.Addr) error {
 	if r := alwaysRefused(a); r != "" {
 		return errors.New("the proxy never connects to " + r)
@@ -337,7 +337,7 @@ func (l *List) ports() []uint16 {
 }
 
 // NamesPrivate reports whether an IP or CIDR entry contains a, which lets
-// the guard pass a private-range address.
+// the filter pass a private-range address.
 func (l *List) NamesPrivate(a netip.Addr) bool {
 	if l == nil {
 		return false

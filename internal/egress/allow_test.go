@@ -73,13 +73,13 @@ func TestListAllows(t *testing.T) {
 	}
 }
 
-func TestGuardCheck(t *testing.T) {
+func TestAddrFilterCheck(t *testing.T) {
 	t.Parallel()
 	l, err := ParseList([]string{"10.9.0.0/16", "fd00:1::/32"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	g := &Guard{LocalAddrs: func() ([]netip.Addr, error) {
+	g := &AddrFilter{LocalAddrs: func() ([]netip.Addr, error) {
 		return []netip.Addr{netip.MustParseAddr("198.18.0.5"), netip.MustParseAddr("2001:db8:5::1")}, nil
 	}}
 	for _, c := range []struct {
@@ -132,9 +132,9 @@ func FuzzParseList(f *testing.F) {
 			}
 			return
 		}
-		// The list may contain such an address (a wide CIDR); the guard,
+		// The list may contain such an address (a wide CIDR); the filter,
 		// which every dial passes, never lets it through.
-		g := &Guard{LocalAddrs: func() ([]netip.Addr, error) { return nil, nil }}
+		g := &AddrFilter{LocalAddrs: func() ([]netip.Addr, error) { return nil, nil }}
 		for _, probe := range []string{"127.0.0.1:443", "[::1]:443", "169.254.169.254:80", "0.0.0.0:443", "[::ffff:127.0.0.1]:443", target} {
 			tg, err := ParseTarget(probe)
 			if err != nil {

@@ -21,7 +21,7 @@ import (
 type Denial struct {
 	// Op is "connect" (the list refused the target, or the protocol was
 	// not one the proxy relays) or "resolve" (the target's name resolved
-	// only to addresses the guard refuses).
+	// only to addresses the address filter refuses).
 	Op string
 	// Target is "host:port" as the client named it.
 	Target string
@@ -29,7 +29,7 @@ type Denial struct {
 	Rule string
 }
 
-// The rules a denial names, besides the guard's.
+// The rules a denial names, besides the address filter's.
 const (
 	RuleNotListed       = "not in AllowHosts"
 	RuleHostMismatch    = "the Host header differs from the request's target"
@@ -61,7 +61,7 @@ type Policy struct {
 type Proxy struct {
 	resolver    Resolver
 	dial        func(ctx context.Context, network, addr string) (net.Conn, error)
-	guard       *Guard
+	filter      *AddrFilter
 	dialTimeout time.Duration
 
 	mu     sync.Mutex
@@ -75,8 +75,8 @@ type Config struct {
 	Resolver Resolver
 	// Dial dials the checked address; nil means a net.Dialer.
 	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
-	// Guard checks resolved addresses; nil means a Guard with defaults.
-	Guard *Guard
+	// AddrFilter checks resolved addresses; nil means a AddrFilter with defaults.
+	AddrFilter *AddrFilter
 	// DialTimeout bounds a lookup and its dials; 0 means 30 s.
 	DialTimeout time.Duration
 }
@@ -86,7 +86,7 @@ var ErrClosed = errors.New("egress: proxy closed")
 
 // New returns a proxy with no listener.
 func New(cfg Config) *Proxy {
-	p := &Proxy{resolver: cfg.Resolver, dial: cfg.Dial, guard: cfg.Guard, dialTimeout: cfg.DialTimeout,
+	p := &Proxy{resolver: cfg.Resolver, dial: cfg.Dial, filter: cfg.AddrFilter, dialTimeout: cfg.DialTimeout,
 		lns: map[*Listener]struct{}{}}
 	if p.resolver == nil {
 		p.resolver = net.DefaultResolver
@@ -95,8 +95,8 @@ func New(cfg Config) *Proxy {
 		d := &net.Dialer{}
 		p.dial = d.DialContext
 	}
-	if p.guard == nil {
-		p.guard = &Guard{}
+	if p.filter == nil {
+		p.filter = &AddrFilter{}
 	}
 	if p.dialTimeout <= 0 {
 		p.dialTimeout = 30 * time.Second
@@ -252,7 +252,7 @@ type refusal struct {
 	err      error
 }
 
-// connect checks t against the list and the guard and dials the address
+// connect checks t against the list and the address filter and dials the address
 // it checked.
 func (l *Listener) connect(t Target) (net.Conn, *refusal) {
 	if !l.pol.List.Allows(t) {
@@ -277,7 +277,7 @@ func (l *Listener) connect(t Target) (net.Conn, *refusal) {
 	var ok []netip.Addr
 	firstRule := ""
 	for _, a := range addrs {
-		if r := l.p.guard.Check(a, l.pol.List); r != "" {
+		if r := l.p.filter.Check(a, l.pol.List); r != "" {
 			if firstRule == "" {
 				firstRule = r
 			}

@@ -38,7 +38,7 @@ func benchProxy(b *testing.B, serve func(net.Conn)) (origin, proxy string) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	p := New(Config{Resolver: fn, Dial: fn.dial, Guard: &Guard{LocalAddrs: func() ([]netip.Addr, error) { return nil, nil }}})
+	p := New(Config{Resolver: fn, Dial: fn.dial, AddrFilter: &AddrFilter{LocalAddrs: func() ([]netip.Addr, error) { return nil, nil }}})
 	b.Cleanup(func() { _ = p.Close() })
 	pln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -108,7 +108,7 @@ func newHarness(t *testing.T, list ...string) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := New(Config{Resolver: fn, Dial: fn.dial, Guard: &Guard{LocalAddrs: func() ([]netip.Addr, error) {
+	p := New(Config{Resolver: fn, Dial: fn.dial, AddrFilter: &AddrFilter{LocalAddrs: func() ([]netip.Addr, error) {
 		return []netip.Addr{netip.MustParseAddr("198.18.0.5")}, nil
 	}}, DialTimeout: 5 * time.Second})
 	t.Cleanup(func() { _ = p.Close() })
@@ -366,7 +366,7 @@ func TestProxyCloseEndsTunnels(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := New(Config{Resolver: h.net, Dial: h.net.dial, Guard: &Guard{LocalAddrs: func() ([]netip.Addr, error) { return nil, nil }}})
+	p := New(Config{Resolver: h.net, Dial: h.net.dial, AddrFilter: &AddrFilter{LocalAddrs: func() ([]netip.Addr, error) { return nil, nil }}})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

@@ -7,7 +7,7 @@ import (
 	"time"
 )
 
-// The resolution guard: which addresses the proxy dials. Only the ranges
+// The address filter: which addresses the proxy dials. Only the ranges
 // named here are refused; everything else, reserved documentation ranges
 // included (this project's machines resolve the package registries into
 // one), is dialled when the list allows the target.
@@ -47,8 +47,8 @@ func alwaysRefused(a netip.Addr) string {
 	return ""
 }
 
-// Guard decides which resolved addresses the proxy may dial.
-type Guard struct {
+// AddrFilter decides which resolved addresses the proxy may dial.
+type AddrFilter struct {
 	// LocalAddrs returns the host's own interface addresses; nil means
 	// net.InterfaceAddrs. They are read again when older than a second.
 	LocalAddrs func() ([]netip.Addr, error)
@@ -63,7 +63,7 @@ type Guard struct {
 
 // Check returns "" when a may be dialled for a target of list l, else the
 // rule that refuses it ("resolves to a loopback address").
-func (g *Guard) Check(a netip.Addr, l *List) string {
+func (g *AddrFilter) Check(a netip.Addr, l *List) string {
 	a = a.Unmap().WithZone("")
 	if r := alwaysRefused(a); r != "" {
 		return "resolves to " + r
@@ -77,7 +77,7 @@ func (g *Guard) Check(a netip.Addr, l *List) string {
 	return ""
 }
 
-func (g *Guard) isLocal(a netip.Addr) bool {
+func (g *AddrFilter) isLocal(a netip.Addr) bool {
 	now := time.Now
 	if g.Now != nil {
 		now = g.Now
@@ -102,7 +102,7 @@ func (g *Guard) isLocal(a netip.Addr) bool {
 	return local[a]
 }
 
-func (g *Guard) readLocal() map[netip.Addr]bool {
+func (g *AddrFilter) readLocal() map[netip.Addr]bool {
 	read := g.LocalAddrs
 	if read == nil {
 		read = interfaceAddrs
