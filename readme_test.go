@@ -8,26 +8,53 @@ import (
 	"testing"
 )
 
-// TestReadmeNamesTests holds the README's guarantees table to its promise:
-// every row names at least one test, benchmark or fuzz target, and every
-// name it gives is a function in a test file of this module, so a rename or
-// a deleted test cannot leave a guarantee pointing at nothing.
+// TestReadmeNamesTests holds the guarantees tables to their promise: the
+// README's short one and the full one in docs/guarantees.md (every
+// "## Guarantees" section of README.md and docs/*.md). Every row names at
+// least one test, benchmark or fuzz target, and every name it gives is a
+// function in a test file of this module, so a rename or a deleted test
+// cannot leave a guarantee pointing at nothing.
 func TestReadmeNamesTests(t *testing.T) {
 	t.Parallel()
-	readme, err := os.ReadFile("README.md")
+	defined := testFunctions(t)
+	docs, err := filepath.Glob(filepath.Join("docs", "*.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defined := testFunctions(t)
-	section := string(readme)
-	start := strings.Index(section, "## Guarantees")
-	if start < 0 {
-		t.Fatal("README has no Guarantees section")
+	tables := 0
+	for _, file := range append([]string{"README.md"}, docs...) {
+		text, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		section := string(text)
+		start := strings.Index(section, "## Guarantees")
+		if start < 0 {
+			if file == "README.md" {
+				t.Fatal("README has no Guarantees section")
+			}
+			continue
+		}
+		tables++
+		section = section[start:]
+		if end := strings.Index(section[1:], "\n## "); end >= 0 {
+			section = section[:end+1]
+		}
+		rows := checkGuarantees(t, file, section, defined)
+		if rows == 0 {
+			t.Errorf("%s: Guarantees table has no rows", file)
+		}
+		t.Logf("%s: %d guarantees checked", file, rows)
 	}
-	section = section[start:]
-	if end := strings.Index(section[1:], "\n## "); end >= 0 {
-		section = section[:end+1]
+	if tables == 0 {
+		t.Error("no Guarantees table found")
 	}
+}
+
+// checkGuarantees checks the rows of one Guarantees table: the tests are
+// the last cell of each row, whatever the columns before it.
+func checkGuarantees(t *testing.T, file, section string, defined map[string]bool) int {
+	t.Helper()
 	name := regexp.MustCompile("`((?:Test|Benchmark|Fuzz)[A-Za-z0-9_]+)`")
 	rows := 0
 	for _, line := range strings.Split(section, "\n") {
@@ -45,18 +72,15 @@ func TestReadmeNamesTests(t *testing.T) {
 		}
 		names := name.FindAllStringSubmatch(cells[len(cells)-1], -1)
 		if len(names) == 0 {
-			t.Errorf("README guarantee %q names no test", cells[0])
+			t.Errorf("%s: guarantee %q names no test", file, cells[0])
 		}
 		for _, n := range names {
 			if !defined[n[1]] {
-				t.Errorf("README guarantee %q names %s, which no test file defines", cells[0], n[1])
+				t.Errorf("%s: guarantee %q names %s, which no test file defines", file, cells[0], n[1])
 			}
 		}
 	}
-	if rows == 0 {
-		t.Error("README Guarantees table has no rows")
-	}
-	t.Logf("%d guarantees checked", rows)
+	return rows
 }
 
 // testFunctions returns the names of the Test, Benchmark and Fuzz functions
