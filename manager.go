@@ -49,7 +49,7 @@ type Manager struct {
 	events     *eventBus     // see events.go
 	ports      portWatcher   // see ports.go
 	input      inputWatcher  // see input.go
-	sandbox    sandboxState  // see sandbox_run.go
+	sandbox    managerSandbox  // see sandbox_run.go
 	hosts      hostsProxy    // NetworkHosts' proxy; see hosts.go
 	cgroupSets cgroupSetPool // see containment_linux.go
 	// redact is the Manager's redaction set (redact.go): the host's

@@ -21,9 +21,9 @@ import (
 // recycleTempDir, ...) is listed once, with what each must guarantee, in
 // platform.go ("Sandbox").
 
-// sandboxState is a Manager's sandbox: the built policies and the parent of
+// managerSandbox is a Manager's sandbox: the built policies and the parent of
 // the private temp dirs, made on first use and removed by Close.
-type sandboxState struct {
+type managerSandbox struct {
 	cache sandboxCache
 
 	tmpMu     sync.Mutex
@@ -126,7 +126,7 @@ func rawPolicyKey(sb *Sandbox, dir, parent string, dirChosen, tty bool) string {
 // per Manager, so that every Start of a policy grants the same directory
 // and reuses one ruleset. Trees of one Manager could thus reach each other's
 // temp dirs; they cannot reach anything else there.
-func (s *sandboxState) tempParent() (string, error) {
+func (s *managerSandbox) tempParent() (string, error) {
 	s.tmpMu.Lock()
 	defer s.tmpMu.Unlock()
 	if s.tmpParent == "" && s.tmpErr == nil {
@@ -138,7 +138,7 @@ func (s *sandboxState) tempParent() (string, error) {
 
 // useThreads registers the Manager, once and until close, as a user of
 // what the starting threads share (sandboxThreadUser).
-func (s *sandboxState) useThreads() {
+func (s *managerSandbox) useThreads() {
 	s.tmpMu.Lock()
 	defer s.tmpMu.Unlock()
 	if s.threadUser == nil && s.tmpErr != ErrClosed {
@@ -159,7 +159,7 @@ const maxEmptyTempDirs = 256
 // kept one (emptyDirs) when there is one, else a new one, and then it
 // starts making one for the next Start, since more Starts run at once than processes
 // finish.
-func (s *sandboxState) tempDir(parent string) (string, error) {
+func (s *managerSandbox) tempDir(parent string) (string, error) {
 	s.tmpMu.Lock()
 	dirs, closed := s.emptyDirs, s.tmpErr != nil
 	s.tmpMu.Unlock()
@@ -187,7 +187,7 @@ func (s *sandboxState) tempDir(parent string) (string, error) {
 
 // offerEmptyDir keeps the empty temp dir d for a later Start, or removes it
 // when enough are waiting.
-func (s *sandboxState) offerEmptyDir(d string) {
+func (s *managerSandbox) offerEmptyDir(d string) {
 	s.tmpMu.Lock()
 	dirs := s.emptyDirs
 	s.tmpMu.Unlock()
@@ -202,7 +202,7 @@ func (s *sandboxState) offerEmptyDir(d string) {
 // when the process left it empty and as it was made, and another
 // empty dir is wanted, by renaming it (recycleTempDir) and keeping it for a later
 // Start; otherwise by removing it and what it holds.
-func (s *sandboxState) dropTempDir(dir string) error {
+func (s *managerSandbox) dropTempDir(dir string) error {
 	s.tmpMu.Lock()
 	dirs, open := s.emptyDirs, s.tmpErr == nil
 	s.tmpMu.Unlock()
@@ -218,7 +218,7 @@ func (s *sandboxState) dropTempDir(dir string) error {
 }
 
 // close releases the built policies and removes the temp dirs' parent.
-func (s *sandboxState) close() {
+func (s *managerSandbox) close() {
 	s.cache.close()
 	s.tmpMu.Lock()
 	dir, user := s.tmpParent, s.threadUser
