@@ -44,14 +44,14 @@ type Manager struct {
 	// exitOrder lists the retained exited processes, oldest exit first.
 	exitOrder []exitRecord
 
-	state      *stateDir     // nil without WithStateDir; see statedir.go
-	instance   string        // this Manager's ID in its state records
-	events     *eventBus     // see events.go
-	ports      portWatcher   // see ports.go
-	input      inputWatcher  // see input.go
-	sandbox    managerSandbox  // see sandbox_run.go
-	hosts      hostsProxy    // NetworkHosts' proxy; see hosts.go
-	cgroupSets cgroupSetPool // see containment_linux.go
+	state      *stateDir      // nil without WithStateDir; see statedir.go
+	instance   string         // this Manager's ID in its state records
+	events     *eventBus      // see events.go
+	ports      portWatcher    // see ports.go
+	input      inputWatcher   // see input.go
+	sandbox    managerSandbox // see sandbox_run.go
+	hosts      hostsProxy     // NetworkHosts' proxy; see hosts.go
+	cgroupSets cgroupSetPool  // see containment_linux.go
 	// redact is the Manager's redaction set (redact.go): the host's
 	// secret-looking variables and WithSecrets; nil when there is none
 	// or redaction is off.
