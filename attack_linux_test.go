@@ -2,6 +2,8 @@ package agentproc_test
 
 import (
 	"os"
+	"os/exec"
+	"os/user"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -72,5 +74,37 @@ func TestAttackSetuidInWorkspace(t *testing.T) {
 	m := newManager(t, agentproc.WithSandbox(agentproc.WorkspaceSandbox(ws)))
 	if mode := setuid(m, "confined"); mode&os.ModeSetuid != 0 {
 		t.Errorf("a sandboxed tree made %s in its workspace, mode %v: want chmod 4755 refused", filepath.Join(ws, "confined"), mode)
+	}
+}
+
+// TestAttackRootOwnedSecret: as root the shell keeps uid 0 (only its
+// capabilities go), so every root-owned file of mode 0600 outside Hide is
+// readable by its owner: the host's ssh keys (/etc/ssh/ssh_host_*_key),
+// /etc/ssl/private, /etc/wireguard, /etc/krb5.keytab,
+// /etc/kubernetes/admin.conf, /etc/rancher/k3s/k3s.yaml. The README allows
+// reading world-readable files outside Hide; these are not. The control
+// shows the file is not world-readable: the unprivileged test user cannot
+// read it unconfined.
+func TestAttackRootOwnedSecret(t *testing.T) {
+	requireRootSandbox(t)
+	t.Skip("escape found by attack review: as root a tree reads any root-owned 0600 file outside Hide (it is their owner, uid 0); fix pending")
+	ws, dir := t.TempDir(), t.TempDir() // dir is 0700, root's
+	secret := filepath.Join(dir, "ssh_host_ed25519_key")
+	if err := os.WriteFile(secret, []byte("HOST-PRIVATE-KEY\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if u, err := user.Lookup(sandboxUser); err == nil {
+		if err := os.Chmod(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		out, _ := exec.Command("setpriv", "--reuid", u.Uid, "--regid", u.Gid, "--clear-groups", "cat", secret).CombinedOutput()
+		if strings.Contains(string(out), "HOST-PRIVATE-KEY") {
+			t.Fatalf("control: %s read %s unconfined; want it private to root", sandboxUser, secret)
+		}
+	}
+	m := newManager(t, agentproc.WithSandbox(agentproc.WorkspaceSandbox(ws)), agentproc.WithRedaction(false))
+	out := runSandboxed(t, m, agentproc.Request{WorkDir: ws, Command: "cat " + shellQuote(secret)})
+	if strings.Contains(out.Text, "HOST-PRIVATE-KEY") {
+		t.Errorf("a sandboxed tree read root's private file %s: output %q, want it refused", secret, out.Text)
 	}
 }
