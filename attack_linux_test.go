@@ -1,13 +1,17 @@
 package agentproc_test
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"os/user"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/agentproc/agentproc"
 )
@@ -106,5 +110,102 @@ func TestAttackRootOwnedSecret(t *testing.T) {
 	out := runSandboxed(t, m, agentproc.Request{WorkDir: ws, Command: "cat " + shellQuote(secret)})
 	if strings.Contains(out.Text, "HOST-PRIVATE-KEY") {
 		t.Errorf("a sandboxed tree read root's private file %s: output %q, want it refused", secret, out.Text)
+	}
+}
+
+// attackProbeEnv tells the "attackprobe" helper what to try: kind:argument.
+const attackProbeEnv = "AGENTPROC_TEST_ATTACK"
+
+func init() {
+	agentproc.RegisterHelper("attackprobe", helperAttackProbe, false)
+}
+
+// helperAttackProbe tries one attack and prints "reached" (exit 0) when
+// the kernel let it through, "denied: ERR" (exit 1) when it did not.
+func helperAttackProbe() int {
+	kind, arg, _ := strings.Cut(os.Getenv(attackProbeEnv), ":")
+	var err error
+	switch kind {
+	case "sigio":
+		// Make an unconfined process the owner of a pipe with O_ASYNC and
+		// SIGKILL as its signal, then write: the kernel signals the owner.
+		pid, _ := strconv.Atoi(arg)
+		var p [2]int
+		if err = unix.Pipe(p[:]); err == nil {
+			if _, err = unix.FcntlInt(uintptr(p[0]), unix.F_SETOWN, pid); err == nil {
+				if _, err = unix.FcntlInt(uintptr(p[0]), unix.F_SETSIG, int(unix.SIGKILL)); err == nil {
+					if _, err = unix.FcntlInt(uintptr(p[0]), unix.F_SETFL, unix.O_ASYNC); err == nil {
+						_, err = unix.Write(p[1], []byte("x"))
+					}
+				}
+			}
+		}
+	case "openwrite":
+		var fd int
+		if fd, err = unix.Open(arg, unix.O_WRONLY, 0); err == nil {
+			_ = unix.Close(fd)
+		}
+	}
+	if err != nil {
+		fmt.Println("denied:", err)
+		return 1
+	}
+	fmt.Println("reached")
+	return 0
+}
+
+func attackProbe(t *testing.T, dir, kind, arg string) agentproc.Request {
+	req := helperRequest(t, "attackprobe")
+	req.Env[attackProbeEnv] = kind + ":" + arg
+	req.WorkDir = dir
+	return req
+}
+
+// TestAttackHeld keeps, as passing tests, attacks of the review that did
+// not get out but guard a plausible regression; it runs as root and again
+// as the unprivileged user (TestSandboxUnprivileged).
+func TestAttackHeld(t *testing.T) {
+	requireSandbox(t)
+	ws, key, _ := sandboxWorkspace(t)
+	victim := exec.Command("sleep", "600")
+	if err := victim.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = victim.Process.Kill()
+		_ = victim.Wait()
+	})
+	vpid := strconv.Itoa(victim.Process.Pid)
+	m := newManager(t, agentproc.WithSandbox(agentproc.WorkspaceSandbox(ws)), agentproc.WithRedaction(false))
+	shell := func(cmd string) agentproc.Request { return agentproc.Request{Command: cmd, WorkDir: ws} }
+	cases := []struct {
+		name string
+		req  agentproc.Request
+	}{
+		{"hard link a hidden key into the workspace", shell("ln " + shellQuote(key) + " ./k && cat ./k")},
+		{"SIGIO owner set to an unconfined process", attackProbe(t, ws, "sigio", vpid)},
+		{"another process's root through /proc", shell("ls /proc/" + vpid + "/root/")},
+		{"another process's descriptors through /proc", shell("ls -l /proc/" + vpid + "/fd/")},
+		{"open core_pattern for writing", attackProbe(t, ws, "openwrite", "/proc/sys/kernel/core_pattern")},
+		{"open sysrq-trigger for writing", attackProbe(t, ws, "openwrite", "/proc/sysrq-trigger")},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			out := runSandboxed(t, m, c.req)
+			t.Logf("exit %d: %q", exitCode(out.Info), out.Text)
+			if strings.HasPrefix(c.name, "SIGIO") {
+				return // the calls pass; Landlock drops the signal (checked below)
+			}
+			if exitCode(out.Info) == 0 || strings.Contains(out.Text, "reached") || strings.Contains(out.Text, "PRIVATE-KEY-MATERIAL") {
+				t.Errorf("exit %d, output %q: want it refused", exitCode(out.Info), out.Text)
+			}
+		})
+	}
+	stat, err := os.ReadFile("/proc/" + vpid + "/stat")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, rest, _ := strings.Cut(string(stat), ") "); strings.HasPrefix(rest, "Z") {
+		t.Errorf("the unconfined process %s was killed (state %q), want it untouched", vpid, rest[:1])
 	}
 }
