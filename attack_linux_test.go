@@ -16,40 +16,77 @@ import (
 	"github.com/agentproc/agentproc"
 )
 
-// TestAttackTempDirOfAnotherTree: a tree writes into the private TMPDIR
-// of another tree of the same Manager (and reads it). Each tree's ruleset,
-// and as root its mount namespace, grant the temp dirs' shared parent, not
-// the tree's own temp dir, since both are built once per policy; so a
-// tree under a narrow policy can plant files a tree under a wider one
-// (another owner's, or one with NetworkHost) reads or runs, and can fill
-// the spare temp dirs later trees are handed.
+// TestAttackTempDirOfAnotherTree: a tree must not write into the private
+// TMPDIR of another running tree of the same Manager. Each tree's cached
+// ruleset, and as root its mount namespace, grant the temp dirs' shared
+// parent, since both are built once per policy; a narrow tree could plant
+// files a tree under a wider policy (another owner's, or one with
+// NetworkHost) reads or runs, or fill the spare temp dirs later trees are
+// handed. A second Landlock layer per Start (landlockTempLayer) grants
+// changes only in the tree's own temp dir. Runs as root and, through
+// TestSandboxUnprivileged, not.
 func TestAttackTempDirOfAnotherTree(t *testing.T) {
 	requireSandbox(t)
-	t.Skip("escape found by attack review: a tree writes another tree's private TMPDIR (the ruleset grants the temp parent); fix pending")
 	ws, _, _ := sandboxWorkspace(t)
 	m := newManager(t, agentproc.WithSandbox(agentproc.WorkspaceSandbox(ws)), agentproc.WithRedaction(false))
+	b, bTmp := otherTree(t, m, ws)
+	planted := filepath.Join(bTmp, "planted")
+	out := runSandboxed(t, m, agentproc.Request{WorkDir: ws,
+		Command: `echo planted-by-A > ` + shellQuote(planted) + `; echo mine > "$TMPDIR/own" && cat "$TMPDIR/own"`})
+	if err := b.CloseStdin(testContext(t)); err != nil {
+		t.Fatal(err)
+	}
+	mustWait(t, b)
+	if got := b.Output().Text; strings.Contains(got, "planted-by-A") {
+		t.Errorf("tree B read %q from its TMPDIR: tree A wrote it, want A refused", got)
+	}
+	if _, err := os.Lstat(planted); err == nil {
+		t.Errorf("tree A made %s in tree B's temp dir, want it refused", planted)
+	}
+	if !strings.Contains(out.Text, "mine") {
+		t.Errorf("tree A's own temp dir: output %q, want it writable", out.Text)
+	}
+	// Control: the same write from an unconfined process goes through.
+	if err := os.WriteFile(planted, []byte("x"), 0o600); err != nil {
+		t.Errorf("control: the host cannot write %s: %v", planted, err)
+	}
+}
+
+// TestAttackTempDirOfAnotherTreeRead: a tree reads the files in another
+// running tree's TMPDIR: the layer that keeps it from writing there
+// handles no read right (re-granting every readable path but the other
+// temp dirs would cost a rule per entry of /tmp at every Start).
+func TestAttackTempDirOfAnotherTreeRead(t *testing.T) {
+	requireSandbox(t)
+	t.Skip("escape found by attack review: a tree reads another running tree's private TMPDIR (the cached ruleset grants reading the temp parent); fix pending")
+	ws, _, _ := sandboxWorkspace(t)
+	m := newManager(t, agentproc.WithSandbox(agentproc.WorkspaceSandbox(ws)), agentproc.WithRedaction(false))
+	b, bTmp := otherTree(t, m, ws)
+	out := runSandboxed(t, m, agentproc.Request{WorkDir: ws, Command: `cat ` + shellQuote(filepath.Join(bTmp, "f"))})
+	if err := b.CloseStdin(testContext(t)); err != nil {
+		t.Fatal(err)
+	}
+	mustWait(t, b)
+	if strings.Contains(out.Text, "SECRET-OF-B") {
+		t.Errorf("tree A read tree B's temp file: output %q, want it refused", out.Text)
+	}
+}
+
+// otherTree starts tree B under m: it writes SECRET-OF-B to $TMPDIR/f,
+// then prints $TMPDIR/planted, if any, once its stdin is closed. It
+// returns B and its temp dir.
+func otherTree(t *testing.T, m *agentproc.Manager, ws string) (*agentproc.Process, string) {
+	t.Helper()
 	b := mustStart(t, m, agentproc.Request{WorkDir: ws, Stdin: true,
 		Command: `echo SECRET-OF-B > "$TMPDIR/f" && echo ready && read x; cat "$TMPDIR/planted" 2>/dev/null`})
 	if _, err := b.WaitMatch(testContext(t), regexp.MustCompile("^ready")); err != nil {
 		t.Fatal(err)
 	}
 	bTmp := b.Info().Sandbox.TempDir
-	// Control: the path exists and is writable unconfined.
 	if _, err := os.Stat(filepath.Join(bTmp, "f")); err != nil {
 		t.Fatalf("control: B's temp file: %v", err)
 	}
-	out := runSandboxed(t, m, agentproc.Request{WorkDir: ws,
-		Command: `cat ` + shellQuote(filepath.Join(bTmp, "f")) + `; echo planted-by-A > ` + shellQuote(filepath.Join(bTmp, "planted"))})
-	if err := b.CloseStdin(testContext(t)); err != nil {
-		t.Fatal(err)
-	}
-	mustWait(t, b)
-	if strings.Contains(out.Text, "SECRET-OF-B") {
-		t.Errorf("tree A read tree B's temp file: output %q, want it denied", out.Text)
-	}
-	if got := b.Output().Text; strings.Contains(got, "planted-by-A") {
-		t.Errorf("tree B read %q from its TMPDIR: tree A wrote it, want A denied", got)
-	}
+	return b, bTmp
 }
 
 // TestAttackSetuidInWorkspace: as root the shell is uid 0 without

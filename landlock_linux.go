@@ -247,3 +247,76 @@ func landlockRestrict(rs int) error {
 	}
 	return nil
 }
+
+// llChangeRights are the file system rights of abi that change something
+// (all but reading and executing).
+func llChangeRights(abi int) uint64 {
+	return llFSRights(abi) &^ (unix.LANDLOCK_ACCESS_FS_EXECUTE | unix.LANDLOCK_ACCESS_FS_READ_FILE | unix.LANDLOCK_ACCESS_FS_READ_DIR)
+}
+
+// landlockTempLayer returns a ruleset for one Start of pol, whose cached
+// ruleset grants the whole parent of the Manager's private temp dirs: a
+// second layer handling only the rights that change the file system, and
+// granting them on what the first grants them on, with the parent
+// replaced by tmp, this Start's own temp dir. Layers intersect, so the
+// tree writes its own temp dir and not another tree's
+// (TestAttackTempDirOfAnotherTree). Reading is the first layer's alone.
+func landlockTempLayer(pol *sandboxPolicy, abi int, tmp string) (int, error) {
+	change := llChangeRights(abi)
+	attr := llRulesetAttr{handledFS: change}
+	fd, _, errno := unix.Syscall(unix.SYS_LANDLOCK_CREATE_RULESET,
+		uintptr(unsafe.Pointer(&attr)), unsafe.Sizeof(attr), 0)
+	if errno != 0 {
+		return -1, xerrors.Errorf("landlock_create_ruleset: %w", errno)
+	}
+	rs := int(fd)
+	unix.CloseOnExec(rs)
+	parent := resolvePath(pol.tmpParent)
+	add := func(p string, r uint64, must bool) error {
+		pfd, err := openGrant(p)
+		if err != nil {
+			if must {
+				return xerrors.Errorf("open %s: %w", p, err)
+			}
+			return nil
+		}
+		defer unix.Close(pfd)
+		var st unix.Stat_t
+		if err := unix.Fstat(pfd, &st); err != nil {
+			return nil
+		}
+		if st.Mode&unix.S_IFMT != unix.S_IFDIR {
+			r &= llFileRights
+		}
+		rule := llPathBeneath{allowed: r & change, fd: int32(pfd)}
+		if rule.allowed == 0 {
+			return nil
+		}
+		_, _, errno := unix.Syscall6(unix.SYS_LANDLOCK_ADD_RULE, uintptr(rs), unix.LANDLOCK_RULE_PATH_BENEATH,
+			uintptr(unsafe.Pointer(&rule)), 0, 0, 0)
+		if errno != 0 && (must || st.Mode&unix.S_IFMT == unix.S_IFDIR || st.Mode&unix.S_IFMT == unix.S_IFREG) {
+			return xerrors.Errorf("landlock_add_rule %s: %w", p, errno)
+		}
+		return nil
+	}
+	for _, w := range pol.write {
+		if w == parent {
+			continue
+		}
+		if err := add(w, change, false); err != nil {
+			_ = unix.Close(rs)
+			return -1, err
+		}
+	}
+	for _, d := range devicePaths {
+		if err := add(d, llDevRights, false); err != nil {
+			_ = unix.Close(rs)
+			return -1, err
+		}
+	}
+	if err := add(tmp, change, true); err != nil {
+		_ = unix.Close(rs)
+		return -1, err
+	}
+	return rs, nil
+}

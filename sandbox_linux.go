@@ -1225,3 +1225,19 @@ func emptyPrivateDir(p string) bool {
 		}
 	}
 }
+
+// tempLayer returns the second Landlock layer of one Start of pol under
+// b that holds the tree to tmp among the Manager's temp dirs
+// (landlockTempLayer), or -1 where b has no Landlock or pol no shared temp
+// parent.
+func (b *sandboxBuilt) tempLayer(pol *sandboxPolicy, tmp string) (int, error) {
+	if b.ruleset < 0 || pol.tmpParent == "" || tmp == "" {
+		return -1, nil
+	}
+	return landlockTempLayer(pol, b.info.LandlockABI, tmp)
+}
+
+// landlockLayer restricts the calling thread by the ruleset in f.
+func landlockLayer(f *os.File) error {
+	return landlockRestrict(int(f.Fd()))
+}
