@@ -254,14 +254,66 @@ func llChangeRights(abi int) uint64 {
 	return llFSRights(abi) &^ (unix.LANDLOCK_ACCESS_FS_EXECUTE | unix.LANDLOCK_ACCESS_FS_READ_FILE | unix.LANDLOCK_ACCESS_FS_READ_DIR)
 }
 
-// landlockTempLayer returns a ruleset for one Start of pol, whose cached
-// ruleset grants the whole parent of the Manager's private temp dirs: a
-// second layer handling only the rights that change the file system, and
-// granting them on what the first grants them on, with the parent
-// replaced by tmp, this Start's own temp dir. Layers intersect, so the
-// tree writes its own temp dir and not another tree's
-// (TestAttackTempDirOfAnotherTree). Reading is the first layer's alone.
-func landlockTempLayer(pol *sandboxPolicy, abi int, tmp string) (int, error) {
+// llGrant is a rule ready to add: an O_PATH descriptor and its rights.
+type llGrant struct {
+	fd     int
+	rights uint64
+}
+
+// landlockLayerGrants opens, once per policy, what the temp dir layer of
+// pol grants on besides the temp dir (landlockTempLayer): the rights that
+// change files on pol's Write but the temp dirs' parent, and on the
+// devices. The caller closes the descriptors (closeGrants).
+func landlockLayerGrants(pol *sandboxPolicy, abi int) ([]llGrant, error) {
+	change := llChangeRights(abi)
+	parent := resolvePath(pol.tmpParent)
+	var out []llGrant
+	add := func(p string, r uint64) {
+		fd, err := openGrant(p)
+		if err != nil {
+			return // nothing there to grant, as in landlockRuleset
+		}
+		var st unix.Stat_t
+		if err := unix.Fstat(fd, &st); err != nil {
+			_ = unix.Close(fd)
+			return
+		}
+		if st.Mode&unix.S_IFMT != unix.S_IFDIR {
+			r &= llFileRights
+		}
+		if r&change == 0 {
+			_ = unix.Close(fd)
+			return
+		}
+		out = append(out, llGrant{fd: fd, rights: r & change})
+	}
+	for _, w := range pol.write {
+		if w != parent {
+			add(w, change)
+		}
+	}
+	for _, d := range devicePaths {
+		add(d, llDevRights)
+	}
+	return out, nil
+}
+
+// closeGrants closes the descriptors of gs.
+func closeGrants(gs []llGrant) {
+	for _, g := range gs {
+		_ = unix.Close(g.fd)
+	}
+}
+
+// landlockTempLayer returns a ruleset for one Start of a policy whose
+// cached ruleset grants the whole parent of the Manager's private temp
+// dirs: a second layer handling only the rights that change files, and
+// granting them on what the first grants them on (grants, from
+// landlockLayerGrants) with the parent replaced by tmp, this Start's own
+// temp dir. Layers intersect, so the tree changes its own temp dir and
+// not another tree's (TestAttackTempDirOfAnotherTree). Reading is the
+// first layer's alone.
+func landlockTempLayer(grants []llGrant, abi int, tmp string) (int, error) {
 	change := llChangeRights(abi)
 	attr := llRulesetAttr{handledFS: change}
 	fd, _, errno := unix.Syscall(unix.SYS_LANDLOCK_CREATE_RULESET,
@@ -271,52 +323,28 @@ func landlockTempLayer(pol *sandboxPolicy, abi int, tmp string) (int, error) {
 	}
 	rs := int(fd)
 	unix.CloseOnExec(rs)
-	parent := resolvePath(pol.tmpParent)
-	add := func(p string, r uint64, must bool) error {
-		pfd, err := openGrant(p)
-		if err != nil {
-			if must {
-				return xerrors.Errorf("open %s: %w", p, err)
-			}
-			return nil
-		}
-		defer unix.Close(pfd)
-		var st unix.Stat_t
-		if err := unix.Fstat(pfd, &st); err != nil {
-			return nil
-		}
-		if st.Mode&unix.S_IFMT != unix.S_IFDIR {
-			r &= llFileRights
-		}
-		rule := llPathBeneath{allowed: r & change, fd: int32(pfd)}
-		if rule.allowed == 0 {
-			return nil
-		}
+	addRule := func(g llGrant) unix.Errno {
+		rule := llPathBeneath{allowed: g.rights, fd: int32(g.fd)}
 		_, _, errno := unix.Syscall6(unix.SYS_LANDLOCK_ADD_RULE, uintptr(rs), unix.LANDLOCK_RULE_PATH_BENEATH,
 			uintptr(unsafe.Pointer(&rule)), 0, 0, 0)
-		if errno != 0 && (must || st.Mode&unix.S_IFMT == unix.S_IFDIR || st.Mode&unix.S_IFMT == unix.S_IFREG) {
-			return xerrors.Errorf("landlock_add_rule %s: %w", p, errno)
-		}
-		return nil
+		return errno
 	}
-	for _, w := range pol.write {
-		if w == parent {
-			continue
-		}
-		if err := add(w, change, false); err != nil {
+	for _, g := range grants {
+		if errno := addRule(g); errno != 0 {
 			_ = unix.Close(rs)
-			return -1, err
+			return -1, xerrors.Errorf("landlock_add_rule: %w", errno)
 		}
 	}
-	for _, d := range devicePaths {
-		if err := add(d, llDevRights, false); err != nil {
-			_ = unix.Close(rs)
-			return -1, err
-		}
-	}
-	if err := add(tmp, change, true); err != nil {
+	tfd, err := openGrant(tmp)
+	if err != nil {
 		_ = unix.Close(rs)
-		return -1, err
+		return -1, xerrors.Errorf("open %s: %w", tmp, err)
+	}
+	errno = addRule(llGrant{fd: tfd, rights: change})
+	_ = unix.Close(tfd)
+	if errno != 0 {
+		_ = unix.Close(rs)
+		return -1, xerrors.Errorf("landlock_add_rule %s: %w", tmp, errno)
 	}
 	return rs, nil
 }
