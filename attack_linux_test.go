@@ -72,6 +72,31 @@ func TestAttackTempDirOfAnotherTreeRead(t *testing.T) {
 	}
 }
 
+// TestAttackTempDirOfAnotherTreeMetadata: as root, a tree changes the
+// mode (setuid included) and times of the files in another running tree's
+// TMPDIR: Landlock has no right for metadata, and the mount namespace,
+// built once per policy, binds the temp dirs' whole parent writable.
+func TestAttackTempDirOfAnotherTreeMetadata(t *testing.T) {
+	requireRootSandbox(t)
+	t.Skip("escape found by attack review: as root a tree chmods (4777) and touches files in another running tree's TMPDIR (the mount namespace binds the temp parent writable); fix pending (sbx-mount)")
+	ws, _, _ := sandboxWorkspace(t)
+	m := newManager(t, agentproc.WithSandbox(agentproc.WorkspaceSandbox(ws)), agentproc.WithRedaction(false))
+	b, bTmp := otherTree(t, m, ws)
+	f := filepath.Join(bTmp, "f")
+	out := runSandboxed(t, m, agentproc.Request{WorkDir: ws, Command: `chmod 4777 ` + shellQuote(f)})
+	st, err := os.Stat(f)
+	if err := b.CloseStdin(testContext(t)); err != nil {
+		t.Fatal(err)
+	}
+	mustWait(t, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Mode()&os.ModeSetuid != 0 {
+		t.Errorf("tree A made tree B's %s mode %v (output %q), want chmod refused", f, st.Mode(), out.Text)
+	}
+}
+
 // otherTree starts tree B under m: it writes SECRET-OF-B to $TMPDIR/f,
 // then prints $TMPDIR/planted, if any, once its stdin is closed. It
 // returns B and its temp dir.
