@@ -271,3 +271,35 @@ func TestAttackHeld(t *testing.T) {
 		t.Errorf("the unconfined process %s was killed (state %q), want it untouched", vpid, rest[:1])
 	}
 }
+
+// TestAttackServeTokenFile: the token of `agentproc serve --listen` is a
+// credential (whoever holds it runs commands unconfined as the user).
+// serve's help used to suggest ~/.agentproc-token, which WorkspaceSandbox
+// did not hide; it now suggests ~/.config/agentproc/token, and both are
+// hidden. Runs as root and, through TestSandboxUnprivileged, not.
+func TestAttackServeTokenFile(t *testing.T) {
+	requireSandbox(t)
+	ws, _, _ := sandboxWorkspace(t)
+	home := os.Getenv("HOME")
+	paths := []string{filepath.Join(home, ".agentproc-token"), filepath.Join(home, ".config", "agentproc", "token")}
+	for _, p := range paths {
+		if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte("SERVE-TOKEN-"+filepath.Base(p)+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		// Control: an unconfined tree reads it.
+		out := runSandboxed(t, newManager(t), agentproc.Request{WorkDir: ws, Command: "cat " + shellQuote(p)})
+		if !strings.Contains(out.Text, "SERVE-TOKEN-") {
+			t.Fatalf("control: an unconfined tree read %q from %s, want the token", out.Text, p)
+		}
+	}
+	m := newManager(t, agentproc.WithSandbox(agentproc.WorkspaceSandbox(ws)), agentproc.WithRedaction(false))
+	for _, p := range paths {
+		out := runSandboxed(t, m, agentproc.Request{WorkDir: ws, Command: "cat " + shellQuote(p)})
+		if strings.Contains(out.Text, "SERVE-TOKEN-") {
+			t.Errorf("a sandboxed tree read serve's token file %s: output %q, want it hidden", p, out.Text)
+		}
+	}
+}
