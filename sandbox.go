@@ -233,7 +233,7 @@ var credentialPaths = []string{
 	".config/github-copilot/hosts.json", ".config/github-copilot/apps.json",
 	".cache/huggingface/token", ".huggingface/token",
 	// Browsers (cookies, saved passwords) and agentproc's own.
-	".mozilla", ".config/google-chrome", ".config/chromium", ".config/agentproc",
+	".mozilla", ".config/google-chrome", ".config/chromium", ".config/agentproc", ".agentproc-token",
 }
 
 // systemSecretPaths are hidden by WorkspaceSandbox as well: a root tree
