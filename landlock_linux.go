@@ -247,3 +247,104 @@ func landlockRestrict(rs int) error {
 	}
 	return nil
 }
+
+// llChangeRights are the file system rights of abi that change something
+// (all but reading and executing).
+func llChangeRights(abi int) uint64 {
+	return llFSRights(abi) &^ (unix.LANDLOCK_ACCESS_FS_EXECUTE | unix.LANDLOCK_ACCESS_FS_READ_FILE | unix.LANDLOCK_ACCESS_FS_READ_DIR)
+}
+
+// llGrant is a rule ready to add: an O_PATH descriptor and its rights.
+type llGrant struct {
+	fd     int
+	rights uint64
+}
+
+// landlockLayerGrants opens, once per policy, what the temp dir layer of
+// pol grants on besides the temp dir (landlockTempLayer): the rights that
+// change files on pol's Write but the temp dirs' parent, and on the
+// devices. The caller closes the descriptors (closeGrants).
+func landlockLayerGrants(pol *sandboxPolicy, abi int) ([]llGrant, error) {
+	change := llChangeRights(abi)
+	parent := resolvePath(pol.tmpParent)
+	var out []llGrant
+	add := func(p string, r uint64) {
+		fd, err := openGrant(p)
+		if err != nil {
+			return // nothing there to grant, as in landlockRuleset
+		}
+		var st unix.Stat_t
+		if err := unix.Fstat(fd, &st); err != nil {
+			_ = unix.Close(fd)
+			return
+		}
+		if st.Mode&unix.S_IFMT != unix.S_IFDIR {
+			r &= llFileRights
+		}
+		if r&change == 0 {
+			_ = unix.Close(fd)
+			return
+		}
+		out = append(out, llGrant{fd: fd, rights: r & change})
+	}
+	for _, w := range pol.write {
+		if w != parent {
+			add(w, change)
+		}
+	}
+	for _, d := range devicePaths {
+		add(d, llDevRights)
+	}
+	return out, nil
+}
+
+// closeGrants closes the descriptors of gs.
+func closeGrants(gs []llGrant) {
+	for _, g := range gs {
+		_ = unix.Close(g.fd)
+	}
+}
+
+// landlockTempLayer returns a ruleset for one Start of a policy whose
+// cached ruleset grants the whole parent of the Manager's private temp
+// dirs: a second layer handling only the rights that change files, and
+// granting them on what the first grants them on (grants, from
+// landlockLayerGrants) with the parent replaced by tmp, this Start's own
+// temp dir. Layers intersect, so the tree changes its own temp dir and
+// not another tree's (TestAttackTempDirOfAnotherTree). Reading is the
+// first layer's alone.
+func landlockTempLayer(grants []llGrant, abi int, tmp string) (int, error) {
+	change := llChangeRights(abi)
+	attr := llRulesetAttr{handledFS: change}
+	fd, _, errno := unix.Syscall(unix.SYS_LANDLOCK_CREATE_RULESET,
+		uintptr(unsafe.Pointer(&attr)), unsafe.Sizeof(attr), 0)
+	if errno != 0 {
+		return -1, xerrors.Errorf("landlock_create_ruleset: %w", errno)
+	}
+	rs := int(fd)
+	unix.CloseOnExec(rs)
+	addRule := func(g llGrant) unix.Errno {
+		rule := llPathBeneath{allowed: g.rights, fd: int32(g.fd)}
+		_, _, errno := unix.Syscall6(unix.SYS_LANDLOCK_ADD_RULE, uintptr(rs), unix.LANDLOCK_RULE_PATH_BENEATH,
+			uintptr(unsafe.Pointer(&rule)), 0, 0, 0)
+		return errno
+	}
+	for _, g := range grants {
+		if errno := addRule(g); errno != 0 {
+			_ = unix.Close(rs)
+			return -1, xerrors.Errorf("landlock_add_rule: %w", errno)
+		}
+	}
+	tfd, err := openGrant(tmp)
+	if err != nil {
+		_ = unix.Close(rs)
+		return -1, xerrors.Errorf("open %s: %w", tmp, err)
+	}
+	errno = addRule(llGrant{fd: tfd, rights: change})
+	_ = unix.Close(tfd)
+	if errno != 0 {
+		_ = unix.Close(rs)
+		return -1, xerrors.Errorf("landlock_add_rule %s: %w", tmp, errno)
+	}
+	return rs, nil
+}

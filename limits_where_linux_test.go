@@ -211,6 +211,9 @@ type whereResult struct {
 // pids and cpu controllers enabled for its children, or skips.
 func cgroupV2Root(t *testing.T) string {
 	t.Helper()
+	// Before the skips: the mode is these tests' either way (they run in
+	// make test-cgroup-vm and skip on a host bound to cgroup v1).
+	agentproc.UseHelper("where-host")
 	if os.Geteuid() != 0 {
 		t.Skip("needs root: the test makes cgroups and moves a host between them")
 	}

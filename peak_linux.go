@@ -32,7 +32,7 @@ func leaderPeak(rss int64) int64 {
 	// getrusage is one system call, and its maxrss is at least VmHWM: a
 	// maxrss above it needs no read of /proc.
 	var ru unix.Rusage
-	if unix.Getrusage(unix.RUSAGE_SELF, &ru) == nil && rss > ru.Maxrss*1024 {
+	if unix.Getrusage(unix.RUSAGE_SELF, &ru) == nil && rss > int64(ru.Maxrss)*1024 {
 		return rss
 	}
 	hwm, ok := hostHWM()

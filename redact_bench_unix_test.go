@@ -16,7 +16,7 @@ import (
 func redactBenchSecrets(n int) map[string]string {
 	s := make(map[string]string, n)
 	for i := range n {
-		s[fmt.Sprintf("BENCH_TOKEN_%d", i)] = fmt.Sprintf("tok_%08x%08xQz%04dk9Xv", i*2654435761, i*40503, i)
+		s[fmt.Sprintf("BENCH_TOKEN_%d", i)] = fmt.Sprintf("tok_%08x%08xQz%04dk9Xv", uint32(i)*2654435761, i*40503, i)
 	}
 	return s
 }

@@ -233,12 +233,17 @@ var credentialPaths = []string{
 	".config/github-copilot/hosts.json", ".config/github-copilot/apps.json",
 	".cache/huggingface/token", ".huggingface/token",
 	// Browsers (cookies, saved passwords) and agentproc's own.
-	".mozilla", ".config/google-chrome", ".config/chromium", ".config/agentproc",
+	".mozilla", ".config/google-chrome", ".config/chromium", ".config/agentproc", ".agentproc-token",
 }
 
 // systemSecretPaths are hidden by WorkspaceSandbox as well: a root tree
-// whose capabilities are dropped still owns them.
-var systemSecretPaths = []string{"/etc/shadow", "/etc/gshadow", "/etc/sudoers", "/etc/sudoers.d", "/root/.ssh"}
+// whose capabilities are dropped still owns them (uid 0 reads root's 0600
+// files: TestAttackRootOwnedSecret). A pattern (filepath.Match) is expanded
+// when WorkspaceSandbox is called. Root's private files elsewhere stay
+// readable to a root tree (the README's "What does not hold").
+var systemSecretPaths = []string{"/etc/shadow", "/etc/gshadow", "/etc/sudoers", "/etc/sudoers.d", "/root/.ssh",
+	"/etc/ssh/ssh_host_*_key", "/etc/ssl/private", "/etc/wireguard", "/etc/krb5.keytab",
+	"/etc/kubernetes", "/etc/rancher", "/etc/letsencrypt", "/var/lib/kubelet/pki"}
 
 // WorkspaceSandbox is the usual policy for a model's commands in dir: write
 // dir and a private temp dir, read everything but the usual credential
@@ -264,9 +269,15 @@ func WorkspaceSandbox(dir string) *Sandbox {
 		}
 	}
 	for _, p := range systemSecretPaths {
-		if filepath.IsAbs(p) { // not on Windows
-			sb.Hide = append(sb.Hide, p)
+		if !filepath.IsAbs(p) { // not on Windows
+			continue
 		}
+		if strings.ContainsAny(p, "*?[") {
+			matches, _ := filepath.Glob(p) // the pattern is this file's
+			sb.Hide = append(sb.Hide, matches...)
+			continue
+		}
+		sb.Hide = append(sb.Hide, p)
 	}
 	return sb
 }

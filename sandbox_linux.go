@@ -109,6 +109,7 @@ type nsEntry struct {
 type sandboxBuilt struct {
 	once     sync.Once
 	ruleset  int         // -1 without Landlock
+	layer    []llGrant   // the temp dir layer's other rules (tempLayer); nil without
 	netns    int         // -1: the host's
 	mntns    int         // -1: the host's
 	view     mountView   // the mount namespace made here (ns is mntns); -1s in a runner
@@ -401,6 +402,11 @@ func (c *sandboxCache) build(b *sandboxBuilt, pol *sandboxPolicy) error {
 		}
 		b.ruleset = rs
 		b.info.LandlockABI = h.abi
+		if pol.tmpParent != "" {
+			if b.layer, err = landlockLayerGrants(pol, h.abi); err != nil {
+				return err
+			}
+		}
 		mech = append(mech, "landlock")
 	}
 	if h.seccomp && pol.skip&sandboxSkipSeccomp == 0 {
@@ -417,6 +423,8 @@ func (b *sandboxBuilt) release() {
 		_ = unix.Close(b.ruleset)
 		b.ruleset = -1
 	}
+	closeGrants(b.layer)
+	b.layer = nil
 	if b.watch != nil {
 		b.watch.close()
 	}
@@ -1231,4 +1239,20 @@ func emptyPrivateDir(p string) bool {
 			return false
 		}
 	}
+}
+
+// tempLayer returns the second Landlock layer of one Start of pol under
+// b that holds the tree to tmp among the Manager's temp dirs
+// (landlockTempLayer), or -1 where b has no Landlock or pol no shared temp
+// parent.
+func (b *sandboxBuilt) tempLayer(pol *sandboxPolicy, tmp string) (int, error) {
+	if b.ruleset < 0 || pol.tmpParent == "" || tmp == "" {
+		return -1, nil
+	}
+	return landlockTempLayer(b.layer, b.info.LandlockABI, tmp)
+}
+
+// landlockLayer restricts the calling thread by the ruleset in f.
+func landlockLayer(f *os.File) error {
+	return landlockRestrict(int(f.Fd()))
 }

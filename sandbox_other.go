@@ -3,6 +3,7 @@
 package agentproc
 
 import (
+	"os"
 	"os/exec"
 	"runtime"
 )
@@ -63,3 +64,7 @@ func sandboxSupport() SandboxFeatures {
 // recycleTempDir leaves dir where it is, to be removed: no temp dir is
 // reused here.
 func recycleTempDir(dir string) (string, bool) { return dir, false }
+
+func (b *sandboxBuilt) tempLayer(*sandboxPolicy, string) (int, error) { return -1, nil }
+
+func landlockLayer(*os.File) error { return nil }

@@ -242,6 +242,9 @@ type sandboxRun struct {
 	warnings []string
 	hosts    *hostsRun      // NetworkHosts only
 	pol      *sandboxPolicy // what inferFileDenials checks paths against
+	// layer is the Landlock layer that holds the tree to its own temp dir
+	// (sandboxBuilt.tempLayer), closed once the tree started; nil without.
+	layer *os.File
 }
 
 // prepareSandbox makes what a Start of sb in dir needs (dirChosen: the
@@ -284,6 +287,14 @@ func (m *Manager) prepareSandbox(sb *Sandbox, dir string, dirChosen, tty bool) (
 		}
 		run.tmpDir = tmp
 		info.TempDir = tmp
+		layer, err := built.tempLayer(pol, tmp)
+		if err != nil {
+			run.finish(m)
+			return nil, xerrors.Errorf("agentproc: sandbox temp dir layer: %w", err)
+		}
+		if layer >= 0 {
+			run.layer = os.NewFile(uintptr(layer), "landlock-temp-layer")
+		}
 	}
 	run.info = &info
 	if pol.hosts != nil {
@@ -301,10 +312,33 @@ func (m *Manager) prepareSandbox(sb *Sandbox, dir string, dirChosen, tty bool) (
 // first.
 func (r *sandboxRun) start(cmd *exec.Cmd, step threadStep) error {
 	var inNetns func() error
-	if r.hosts != nil {
-		inNetns = func() error { return r.hosts.listen(cmd) }
+	if r.hosts != nil || r.layer != nil {
+		// The temp dir's layer goes on after the proxy's listener is made
+		// and before the cached ruleset: Landlock layers intersect in any
+		// order, and no_new_privs is set by then.
+		inNetns = func() error {
+			if r.hosts != nil {
+				if err := r.hosts.listen(cmd); err != nil {
+					return err
+				}
+			}
+			if r.layer != nil {
+				return landlockLayer(r.layer)
+			}
+			return nil
+		}
 	}
-	return r.built.start(cmd, step, inNetns)
+	err := r.built.start(cmd, step, inNetns)
+	r.closeLayer()
+	return err
+}
+
+// closeLayer closes r's temp dir layer, if it has one.
+func (r *sandboxRun) closeLayer() {
+	if r.layer != nil {
+		_ = r.layer.Close()
+		r.layer = nil
+	}
 }
 
 // finish removes the temp dir from its path (dropTempDir) and lets go of
@@ -314,6 +348,7 @@ func (r *sandboxRun) finish(m *Manager) {
 		return
 	}
 	r.hosts.close()
+	r.closeLayer()
 	r.built.done()
 	if r.tmpDir == "" {
 		return

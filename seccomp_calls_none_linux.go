@@ -5,3 +5,6 @@ package agentproc
 // seccompArchRefusedCalls is empty where the filter is not written for the
 // architecture (seccompArch is 0 there and no filter is installed).
 var seccompArchRefusedCalls []uint32
+
+// seccompArchModeCalls is empty where no filter is installed.
+var seccompArchModeCalls []seccompModeCall

@@ -73,7 +73,11 @@ func TestSeccompFilter(t *testing.T) {
 		}
 	}
 	byArgs := map[uint32]bool{unix.SYS_SOCKET: true, unix.SYS_SOCKETPAIR: true, unix.SYS_IOCTL: true, unix.SYS_PERSONALITY: true,
-		unix.SYS_LISTEN: true, unix.SYS_SENDTO: true, unix.SYS_SENDMSG: true, unix.SYS_SENDMMSG: true, unix.SYS_SETSOCKOPT: true}
+		unix.SYS_LISTEN: true, unix.SYS_SENDTO: true, unix.SYS_SENDMSG: true, unix.SYS_SENDMMSG: true, unix.SYS_SETSOCKOPT: true,
+		unix.SYS_OPENAT2: true}
+	for _, c := range append(slices.Clone(seccompModeCalls), seccompArchModeCalls...) {
+		byArgs[c.nr] = true
+	}
 	rows := []struct {
 		name  string
 		rules seccompRules
@@ -106,11 +110,25 @@ func TestSeccompFilter(t *testing.T) {
 				t.Errorf("%s, x32 read: got %#x, want refused", row.name, got)
 			}
 		}
+		if got := verdict(unix.SYS_OPENAT2, [6]uint64{}); got != secNoSys {
+			t.Errorf("%s, openat2: got %#x, want ENOSYS (its mode is out of the filter's reach)", row.name, got)
+		}
 		for _, c := range []struct {
 			nr               uint32
 			args             [6]uint64
 			none, ports, own uint32 // the verdict under each row
 		}{
+			// No set-user-ID or set-group-ID bit, made or changed.
+			{unix.SYS_FCHMODAT, a3(3, 0, 0o4755), secDeny, secDeny, secDeny},
+			{unix.SYS_FCHMODAT, a3(3, 0, 0o755), secAllow, secAllow, secAllow},
+			{unix.SYS_FCHMODAT2, [6]uint64{3, 0, 0o2755, 0}, secDeny, secDeny, secDeny},
+			{unix.SYS_FCHMOD, a3(3, 0o6755, 0), secDeny, secDeny, secDeny},
+			{unix.SYS_FCHMOD, a3(3, 0o1777, 0), secAllow, secAllow, secAllow},
+			{unix.SYS_MKNODAT, a3(3, 0, unix.S_IFREG|0o4755), secDeny, secDeny, secDeny},
+			{unix.SYS_OPENAT, [6]uint64{3, 0, unix.O_CREAT | unix.O_WRONLY, 0o4755}, secDeny, secDeny, secDeny},
+			{unix.SYS_OPENAT, [6]uint64{3, 0, unix.O_TMPFILE | unix.O_RDWR, 0o4755}, secDeny, secDeny, secDeny},
+			{unix.SYS_OPENAT, [6]uint64{3, 0, unix.O_CREAT | unix.O_WRONLY, 0o644}, secAllow, secAllow, secAllow},
+			{unix.SYS_OPENAT, [6]uint64{3, 0, unix.O_RDONLY, 0o4755}, secAllow, secAllow, secAllow}, // no mode without O_CREAT
 			{unix.SYS_SOCKET, a3(unix.AF_UNIX, unix.SOCK_STREAM, 0), secAllow, secAllow, secAllow},
 			{unix.SYS_SOCKET, a3(unix.AF_UNIX, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0), secAllow, secAllow, secAllow},
 			{unix.SYS_SOCKETPAIR, a3(unix.AF_UNIX, unix.SOCK_STREAM, 0), secAllow, secAllow, secAllow},

@@ -115,6 +115,31 @@ var seccompRefusedCalls = []uint32{
 	unix.SYS_LOOKUP_DCOOKIE, unix.SYS_NFSSERVCTL,
 }
 
+// seccompModeCall is a system call that takes a file mode: argument mode
+// holds it, and flags, if not -1, holds open flags without which the mode
+// is not used.
+type seccompModeCall struct {
+	nr, mode uint32
+	flags    int
+}
+
+// block names the filter's block for calls that keep their mode and flags
+// in the same arguments.
+func (c seccompModeCall) block() string {
+	return fmt.Sprintf("mode%d/%d", c.mode, c.flags)
+}
+
+// seccompModeCalls take a mode on every architecture the filter is written
+// for (seccompArchModeCalls adds the architecture's own).
+var seccompModeCalls = []seccompModeCall{
+	{unix.SYS_FCHMOD, 1, -1}, {unix.SYS_FCHMODAT, 2, -1}, {unix.SYS_FCHMODAT2, 2, -1},
+	{unix.SYS_MKNODAT, 2, -1}, {unix.SYS_OPENAT, 3, 2},
+}
+
+// seccompModeBlocks are the blocks seccompModeCalls and
+// seccompArchModeCalls use, each once, in the order they are emitted.
+var seccompModeBlocks = []seccompModeCall{{mode: 1, flags: -1}, {mode: 2, flags: -1}, {mode: 3, flags: 2}, {mode: 2, flags: 1}}
+
 // seccompPersonalities are the personality(2) values a tree may set:
 // Linux, 32-bit Linux, each with UNAME26, and the query (0xffffffff).
 // Others (READ_IMPLIES_EXEC, ADDR_NO_RANDOMIZE, the other operating
@@ -133,6 +158,7 @@ const (
 	secAllow  = unix.SECCOMP_RET_ALLOW
 	secDeny   = unix.SECCOMP_RET_ERRNO | uint32(unix.EPERM)
 	secFamily = unix.SECCOMP_RET_ERRNO | uint32(unix.EAFNOSUPPORT)
+	secNoSys  = unix.SECCOMP_RET_ERRNO | uint32(unix.ENOSYS)
 	offNR     = 0
 	offArch   = 4
 	offArgLow = 16 // args[i]'s low 32 bits on a little-endian machine: 16+8i
@@ -234,6 +260,18 @@ func seccompFilter(rules seccompRules) []unix.SockFilter {
 	for _, nr := range append(slices.Clone(seccompRefusedCalls), seccompArchRefusedCalls...) {
 		calls = append(calls, seccompCall{nr, "deny"})
 	}
+	// The set-user-ID and set-group-ID bits: as root the tree is uid 0
+	// without capabilities, and owns what it makes, so a program it marks
+	// set-user-ID (cp /bin/sh s; chmod 4755 s, in the workspace or its
+	// temp dir) would run as root for any local user who reaches it.
+	modes := map[string]bool{}
+	for _, c := range append(slices.Clone(seccompModeCalls), seccompArchModeCalls...) {
+		calls = append(calls, seccompCall{c.nr, c.block()})
+		modes[c.block()] = true
+	}
+	// openat2 takes its mode in a structure the filter cannot read:
+	// ENOSYS, on which callers fall back to openat.
+	calls = append(calls, seccompCall{unix.SYS_OPENAT2, "nosys"})
 	if rules.noListen {
 		calls = append(calls, seccompCall{unix.SYS_LISTEN, "deny"})
 	}
@@ -322,6 +360,21 @@ func seccompFilter(rules seccompRules) []unix.SockFilter {
 		a.jump(bpfJeq, unix.TCP_FASTOPEN_KEY, "deny", "")
 		a.jump(bpfJeq, unix.TCP_FASTOPEN_NO_COOKIE, "deny", "allow")
 	}
+	// Creating or changing a file with a mode argument: no set-user-ID or
+	// set-group-ID bit. The open calls' mode counts only with O_CREAT or
+	// O_TMPFILE (without, the register holds whatever the caller left).
+	for _, c := range seccompModeBlocks {
+		if !modes[c.block()] {
+			continue
+		}
+		a.label(c.block())
+		if c.flags >= 0 {
+			a.arg(uint32(c.flags))
+			a.jump(bpfJset, unix.O_CREAT|(unix.O_TMPFILE&^unix.O_DIRECTORY), "", "allow")
+		}
+		a.arg(c.mode)
+		a.jump(bpfJset, unix.S_ISUID|unix.S_ISGID, "deny", "allow")
+	}
 	// The verdicts last: classic BPF jumps forward only.
 	a.label("allow")
 	a.op(bpfRet, secAllow)
@@ -329,6 +382,8 @@ func seccompFilter(rules seccompRules) []unix.SockFilter {
 	a.op(bpfRet, secDeny)
 	a.label("family")
 	a.op(bpfRet, secFamily)
+	a.label("nosys")
+	a.op(bpfRet, secNoSys)
 	return a.done()
 }
 

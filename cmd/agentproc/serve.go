@@ -44,9 +44,11 @@ Examples:
   # On TCP, with a token generated and printed:
   agentproc serve --listen 127.0.0.1:7070
 
-  # With a token of your own, and the Coder profile:
-  openssl rand -hex 32 > ~/.agentproc-token && chmod 600 ~/.agentproc-token
-  agentproc serve --listen 127.0.0.1:7070 --token-file ~/.agentproc-token --coder
+  # With a token of your own, and the Coder profile (the sandbox hides
+  # ~/.config/agentproc from every tree):
+  install -d -m 700 ~/.config/agentproc
+  (umask 077; openssl rand -hex 32 > ~/.config/agentproc/token)
+  agentproc serve --listen 127.0.0.1:7070 --token-file ~/.config/agentproc/token --coder
 `
 
 // tokenEnv holds the bearer token for serve --listen and the clients.

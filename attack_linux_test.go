@@ -1,0 +1,304 @@
+package agentproc_test
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/agentproc/agentproc"
+)
+
+// TestAttackTempDirOfAnotherTree: a tree must not write into the private
+// TMPDIR of another running tree of the same Manager. Each tree's cached
+// ruleset, and as root its mount namespace, grant the temp dirs' shared
+// parent, since both are built once per policy; a narrow tree could plant
+// files a tree under a wider policy (another owner's, or one with
+// NetworkHost) reads or runs, or fill the spare temp dirs later trees are
+// handed. A second Landlock layer per Start (landlockTempLayer) grants
+// changes only in the tree's own temp dir. Runs as root and, through
+// TestSandboxUnprivileged, not.
+func TestAttackTempDirOfAnotherTree(t *testing.T) {
+	requireSandbox(t)
+	ws, _, _ := sandboxWorkspace(t)
+	m := newManager(t, agentproc.WithSandbox(agentproc.WorkspaceSandbox(ws)), agentproc.WithRedaction(false))
+	b, bTmp := otherTree(t, m, ws)
+	planted := filepath.Join(bTmp, "planted")
+	out := runSandboxed(t, m, agentproc.Request{WorkDir: ws,
+		Command: `echo planted-by-A > ` + shellQuote(planted) + `; echo mine > "$TMPDIR/own" && cat "$TMPDIR/own"`})
+	if err := b.CloseStdin(testContext(t)); err != nil {
+		t.Fatal(err)
+	}
+	mustWait(t, b)
+	if got := b.Output().Text; strings.Contains(got, "planted-by-A") {
+		t.Errorf("tree B read %q from its TMPDIR: tree A wrote it, want A refused", got)
+	}
+	if _, err := os.Lstat(planted); err == nil {
+		t.Errorf("tree A made %s in tree B's temp dir, want it refused", planted)
+	}
+	if !strings.Contains(out.Text, "mine") {
+		t.Errorf("tree A's own temp dir: output %q, want it writable", out.Text)
+	}
+	// Control: the same write from an unconfined process goes through.
+	if err := os.WriteFile(planted, []byte("x"), 0o600); err != nil {
+		t.Errorf("control: the host cannot write %s: %v", planted, err)
+	}
+}
+
+// TestAttackTempDirOfAnotherTreeRead: a tree reads the files in another
+// running tree's TMPDIR: the layer that keeps it from writing there
+// handles no read right (re-granting every readable path but the other
+// temp dirs would cost a rule per entry of /tmp at every Start).
+func TestAttackTempDirOfAnotherTreeRead(t *testing.T) {
+	requireSandbox(t)
+	t.Skip("escape found by attack review: a tree reads another running tree's private TMPDIR (the cached ruleset grants reading the temp parent); fix pending")
+	ws, _, _ := sandboxWorkspace(t)
+	m := newManager(t, agentproc.WithSandbox(agentproc.WorkspaceSandbox(ws)), agentproc.WithRedaction(false))
+	b, bTmp := otherTree(t, m, ws)
+	out := runSandboxed(t, m, agentproc.Request{WorkDir: ws, Command: `cat ` + shellQuote(filepath.Join(bTmp, "f"))})
+	if err := b.CloseStdin(testContext(t)); err != nil {
+		t.Fatal(err)
+	}
+	mustWait(t, b)
+	if strings.Contains(out.Text, "SECRET-OF-B") {
+		t.Errorf("tree A read tree B's temp file: output %q, want it refused", out.Text)
+	}
+}
+
+// TestAttackTempDirOfAnotherTreeMetadata: as root, a tree changes the
+// mode (setuid included) and times of the files in another running tree's
+// TMPDIR: Landlock has no right for metadata, and the mount namespace,
+// built once per policy, binds the temp dirs' whole parent writable.
+func TestAttackTempDirOfAnotherTreeMetadata(t *testing.T) {
+	requireRootSandbox(t)
+	t.Skip("escape found by attack review: as root a tree chmods (4777) and touches files in another running tree's TMPDIR (the mount namespace binds the temp parent writable); fix pending (sbx-mount)")
+	ws, _, _ := sandboxWorkspace(t)
+	m := newManager(t, agentproc.WithSandbox(agentproc.WorkspaceSandbox(ws)), agentproc.WithRedaction(false))
+	b, bTmp := otherTree(t, m, ws)
+	f := filepath.Join(bTmp, "f")
+	out := runSandboxed(t, m, agentproc.Request{WorkDir: ws, Command: `chmod 4777 ` + shellQuote(f)})
+	st, err := os.Stat(f)
+	if err := b.CloseStdin(testContext(t)); err != nil {
+		t.Fatal(err)
+	}
+	mustWait(t, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Mode()&os.ModeSetuid != 0 {
+		t.Errorf("tree A made tree B's %s mode %v (output %q), want chmod refused", f, st.Mode(), out.Text)
+	}
+}
+
+// otherTree starts tree B under m: it writes SECRET-OF-B to $TMPDIR/f,
+// then prints $TMPDIR/planted, if any, once its stdin is closed. It
+// returns B and its temp dir.
+func otherTree(t *testing.T, m *agentproc.Manager, ws string) (*agentproc.Process, string) {
+	t.Helper()
+	b := mustStart(t, m, agentproc.Request{WorkDir: ws, Stdin: true,
+		Command: `echo SECRET-OF-B > "$TMPDIR/f" && echo ready && read x; cat "$TMPDIR/planted" 2>/dev/null`})
+	if _, err := b.WaitMatch(testContext(t), regexp.MustCompile("^ready")); err != nil {
+		t.Fatal(err)
+	}
+	bTmp := b.Info().Sandbox.TempDir
+	if _, err := os.Stat(filepath.Join(bTmp, "f")); err != nil {
+		t.Fatalf("control: B's temp file: %v", err)
+	}
+	return b, bTmp
+}
+
+// TestAttackSetuidInWorkspace: as root the shell is uid 0 without
+// capabilities, and a file it creates is root's, so chmod 4755 on a copy
+// of a shell in the workspace (or its TMPDIR) is an owner's chmod the
+// kernel allows: the tree leaves a setuid-root program that any local user
+// who can reach the workspace runs with euid 0. Metadata is refused only
+// outside Write (TestSandboxMetadataOutsideWrite). The control shows the
+// check sees the bit when an unconfined tree sets it.
+func TestAttackSetuidInWorkspace(t *testing.T) {
+	requireRootSandbox(t)
+	ws := t.TempDir()
+	setuid := func(m *agentproc.Manager, name string) os.FileMode {
+		t.Helper()
+		out := runSandboxed(t, m, agentproc.Request{WorkDir: ws, Command: `cp /bin/sh ` + name + ` && chmod 4755 ` + name})
+		st, err := os.Stat(filepath.Join(ws, name))
+		if err != nil {
+			t.Fatalf("%s: %v (output %q)", name, err, out.Text)
+		}
+		return st.Mode()
+	}
+	if mode := setuid(newManager(t), "control"); mode&os.ModeSetuid == 0 {
+		t.Fatalf("control: an unconfined tree's chmod 4755 gave mode %v, want setuid", mode)
+	}
+	m := newManager(t, agentproc.WithSandbox(agentproc.WorkspaceSandbox(ws)))
+	if mode := setuid(m, "confined"); mode&os.ModeSetuid != 0 {
+		t.Errorf("a sandboxed tree made %s in its workspace, mode %v: want chmod 4755 refused", filepath.Join(ws, "confined"), mode)
+	}
+}
+
+// TestAttackRootOwnedSecret: as root the shell keeps uid 0 (only its
+// capabilities go), so every root-owned file of mode 0600 outside Hide is
+// readable by its owner: the host's ssh keys (/etc/ssh/ssh_host_*_key),
+// /etc/ssl/private, /etc/wireguard, /etc/krb5.keytab,
+// /etc/kubernetes/admin.conf, /etc/rancher/k3s/k3s.yaml. The README allows
+// reading world-readable files outside Hide; these are not. The control
+// shows the file is not world-readable: the unprivileged test user cannot
+// read it unconfined.
+func TestAttackRootOwnedSecret(t *testing.T) {
+	requireRootSandbox(t)
+	t.Skip("escape found by attack review, not fixed: as root a tree reads any root-owned 0600 file outside Hide and WorkspaceSandbox's system list (it is their owner, uid 0); the fix is a tree that runs as a user owning nothing on the host (README, What does not hold)")
+	ws, dir := t.TempDir(), t.TempDir() // dir is 0700, root's
+	secret := filepath.Join(dir, "ssh_host_ed25519_key")
+	if err := os.WriteFile(secret, []byte("HOST-PRIVATE-KEY\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if u, err := user.Lookup(sandboxUser); err == nil {
+		if err := os.Chmod(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		out, _ := exec.Command("setpriv", "--reuid", u.Uid, "--regid", u.Gid, "--clear-groups", "cat", secret).CombinedOutput()
+		if strings.Contains(string(out), "HOST-PRIVATE-KEY") {
+			t.Fatalf("control: %s read %s unconfined; want it private to root", sandboxUser, secret)
+		}
+	}
+	m := newManager(t, agentproc.WithSandbox(agentproc.WorkspaceSandbox(ws)), agentproc.WithRedaction(false))
+	out := runSandboxed(t, m, agentproc.Request{WorkDir: ws, Command: "cat " + shellQuote(secret)})
+	if strings.Contains(out.Text, "HOST-PRIVATE-KEY") {
+		t.Errorf("a sandboxed tree read root's private file %s: output %q, want it refused", secret, out.Text)
+	}
+}
+
+// attackProbeEnv tells the "attackprobe" helper what to try: kind:argument.
+const attackProbeEnv = "AGENTPROC_TEST_ATTACK"
+
+func init() {
+	agentproc.RegisterHelper("attackprobe", helperAttackProbe, false)
+}
+
+// helperAttackProbe tries one attack and prints "reached" (exit 0) when
+// the kernel let it through, "denied: ERR" (exit 1) when it did not.
+func helperAttackProbe() int {
+	kind, arg, _ := strings.Cut(os.Getenv(attackProbeEnv), ":")
+	var err error
+	switch kind {
+	case "sigio":
+		// Make an unconfined process the owner of a pipe with O_ASYNC and
+		// SIGKILL as its signal, then write: the kernel signals the owner.
+		pid, _ := strconv.Atoi(arg)
+		var p [2]int
+		if err = unix.Pipe(p[:]); err == nil {
+			if _, err = unix.FcntlInt(uintptr(p[0]), unix.F_SETOWN, pid); err == nil {
+				if _, err = unix.FcntlInt(uintptr(p[0]), unix.F_SETSIG, int(unix.SIGKILL)); err == nil {
+					if _, err = unix.FcntlInt(uintptr(p[0]), unix.F_SETFL, unix.O_ASYNC); err == nil {
+						_, err = unix.Write(p[1], []byte("x"))
+					}
+				}
+			}
+		}
+	case "openwrite":
+		var fd int
+		if fd, err = unix.Open(arg, unix.O_WRONLY, 0); err == nil {
+			_ = unix.Close(fd)
+		}
+	}
+	if err != nil {
+		fmt.Println("denied:", err)
+		return 1
+	}
+	fmt.Println("reached")
+	return 0
+}
+
+func attackProbe(t *testing.T, dir, kind, arg string) agentproc.Request {
+	req := helperRequest(t, "attackprobe")
+	req.Env[attackProbeEnv] = kind + ":" + arg
+	req.WorkDir = dir
+	return req
+}
+
+// TestAttackHeld keeps, as passing tests, attacks of the review that did
+// not get out but guard a plausible regression; it runs as root and again
+// as the unprivileged user (TestSandboxUnprivileged).
+func TestAttackHeld(t *testing.T) {
+	requireSandbox(t)
+	ws, key, _ := sandboxWorkspace(t)
+	victim := exec.Command("sleep", "600")
+	if err := victim.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = victim.Process.Kill()
+		_ = victim.Wait()
+	})
+	vpid := strconv.Itoa(victim.Process.Pid)
+	m := newManager(t, agentproc.WithSandbox(agentproc.WorkspaceSandbox(ws)), agentproc.WithRedaction(false))
+	shell := func(cmd string) agentproc.Request { return agentproc.Request{Command: cmd, WorkDir: ws} }
+	cases := []struct {
+		name string
+		req  agentproc.Request
+	}{
+		{"hard link a hidden key into the workspace", shell("ln " + shellQuote(key) + " ./k && cat ./k")},
+		{"SIGIO owner set to an unconfined process", attackProbe(t, ws, "sigio", vpid)},
+		{"another process's root through /proc", shell("ls /proc/" + vpid + "/root/")},
+		{"another process's descriptors through /proc", shell("ls -l /proc/" + vpid + "/fd/")},
+		{"open core_pattern for writing", attackProbe(t, ws, "openwrite", "/proc/sys/kernel/core_pattern")},
+		{"open sysrq-trigger for writing", attackProbe(t, ws, "openwrite", "/proc/sysrq-trigger")},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			out := runSandboxed(t, m, c.req)
+			t.Logf("exit %d: %q", exitCode(out.Info), out.Text)
+			if strings.HasPrefix(c.name, "SIGIO") {
+				return // the calls pass; Landlock drops the signal (checked below)
+			}
+			if exitCode(out.Info) == 0 || strings.Contains(out.Text, "reached") || strings.Contains(out.Text, "PRIVATE-KEY-MATERIAL") {
+				t.Errorf("exit %d, output %q: want it refused", exitCode(out.Info), out.Text)
+			}
+		})
+	}
+	stat, err := os.ReadFile("/proc/" + vpid + "/stat")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, rest, _ := strings.Cut(string(stat), ") "); strings.HasPrefix(rest, "Z") {
+		t.Errorf("the unconfined process %s was killed (state %q), want it untouched", vpid, rest[:1])
+	}
+}
+
+// TestAttackServeTokenFile: the token of `agentproc serve --listen` is a
+// credential (whoever holds it runs commands unconfined as the user).
+// serve's help used to suggest ~/.agentproc-token, which WorkspaceSandbox
+// did not hide; it now suggests ~/.config/agentproc/token, and both are
+// hidden. Runs as root and, through TestSandboxUnprivileged, not.
+func TestAttackServeTokenFile(t *testing.T) {
+	requireSandbox(t)
+	ws, _, _ := sandboxWorkspace(t)
+	home := os.Getenv("HOME")
+	paths := []string{filepath.Join(home, ".agentproc-token"), filepath.Join(home, ".config", "agentproc", "token")}
+	for _, p := range paths {
+		if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte("SERVE-TOKEN-"+filepath.Base(p)+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		// Control: an unconfined tree reads it.
+		out := runSandboxed(t, newManager(t), agentproc.Request{WorkDir: ws, Command: "cat " + shellQuote(p)})
+		if !strings.Contains(out.Text, "SERVE-TOKEN-") {
+			t.Fatalf("control: an unconfined tree read %q from %s, want the token", out.Text, p)
+		}
+	}
+	m := newManager(t, agentproc.WithSandbox(agentproc.WorkspaceSandbox(ws)), agentproc.WithRedaction(false))
+	for _, p := range paths {
+		out := runSandboxed(t, m, agentproc.Request{WorkDir: ws, Command: "cat " + shellQuote(p)})
+		if strings.Contains(out.Text, "SERVE-TOKEN-") {
+			t.Errorf("a sandboxed tree read serve's token file %s: output %q, want it hidden", p, out.Text)
+		}
+	}
+}
