@@ -467,9 +467,8 @@ func (c *sandboxCache) close() {
 // namespace and the emptied bounding set as root, the network namespace,
 // no_new_privs, Landlock and seccomp), and only forks on it; the rest,
 // and every Start with a step, take a fresh thread and do the steps
-// there. The spare saves the Start the thread's making and those steps,
-// about 200 µs as root (docs/measurements.md), for a hand-off of one
-// wake-up.
+// there. The spare saves the Start the thread's making and those steps
+// (docs/measurements.md), for a hand-off of one wake-up.
 //
 // inNetns, if not nil, runs on the thread once it is in b's network
 // namespace with no_new_privs set, before Landlock and seccomp

@@ -570,9 +570,16 @@ func TestSandboxSpareConfinedAhead(t *testing.T) {
 	m := newManager(t, agentproc.WithSandbox(agentproc.WorkspaceSandbox(ws)))
 	req := agentproc.Request{Command: "grep -E '^(NoNewPrivs|Seccomp):' /proc/self/status", WorkDir: ws}
 	fresh := runSandboxed(t, m, req)
-	runSandboxed(t, m, req)
-	if !agentproc.SpareReady(m, 10*time.Second) {
-		t.Fatal("no spare thread ready 10 s after the second sandboxed Start")
+	// A spare whose goroutine landed on the main thread is not made
+	// (makeSpare); the next Start makes another.
+	for i := 0; ; i++ {
+		runSandboxed(t, m, req)
+		if agentproc.SpareReady(m, 10*time.Second) {
+			break
+		}
+		if i == 4 {
+			t.Fatalf("no spare thread ready after %d sandboxed Starts in a row", i+2)
+		}
 	}
 	tid := agentproc.SpareThreadID(m)
 	status := "/proc/self/task/" + strconv.Itoa(tid) + "/status"
@@ -619,9 +626,6 @@ func TestSandboxSpareConfinedAhead(t *testing.T) {
 // counts spare threads made process-wide.
 func TestSandboxSpareNotThrashed(t *testing.T) {
 	requireSandbox(t)
-	if !isRoot() {
-		t.Skip("as root only: without root a policy has nothing a spare thread could do ahead")
-	}
 	a, b := t.TempDir(), t.TempDir()
 	m := newManager(t, agentproc.WithSandbox(agentproc.WorkspaceSandbox(a)))
 	other := agentproc.WorkspaceSandbox(b)
