@@ -89,6 +89,24 @@ func SpareStarts() int64 { return readyThreadStarts.Load() }
 // SparesMade returns how many spare threads were made so far.
 func SparesMade() int64 { return readyThreadsMade.Load() }
 
+// SpareThreadID returns the thread ID of m's spare thread if one is
+// ready, 0 if not.
+func SpareThreadID(m *Manager) int {
+	c := &m.sandbox.cache
+	c.readyThreadMu.Lock()
+	st := c.readyThread
+	c.readyThreadMu.Unlock()
+	if st == nil {
+		return 0
+	}
+	select {
+	case <-st.ready:
+		return st.tid
+	default:
+		return 0
+	}
+}
+
 // SpareReady waits up to timeout until m's sandbox has a spare thread
 // ready, and reports whether it has.
 func SpareReady(m *Manager, timeout time.Duration) bool {

@@ -45,11 +45,50 @@ func closeInherited(cmd *exec.Cmd) error {
 // highestInheritable returns the highest descriptor of this process above 2
 // without close-on-exec, 2 if there is none.
 func highestInheritable() (int, error) {
-	dir, err := unix.Open(procfs.SelfFile("fd"), unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	dir, err := takeFdDir()
 	if err != nil {
 		return 0, err
 	}
-	defer unix.Close(dir)
+	top, err := scanFdDir(dir)
+	if err != nil {
+		_ = unix.Close(dir)
+		return 0, err
+	}
+	giveFdDir(dir)
+	return top, nil
+}
+
+// fdDir keeps one open descriptor of /proc/self/fd between scans: the
+// open is a large share of a scan (docs/measurements.md), and a
+// directory of procfs lists the table as it is at each read from the
+// start, so a kept one rewound (scanFdDir) sees what a fresh one would.
+// Concurrent scans open their own; one kept already, the new one is closed.
+var fdDir = make(chan int, 1)
+
+// takeFdDir returns the kept descriptor of /proc/self/fd, or a new one.
+func takeFdDir() (int, error) {
+	select {
+	case dir := <-fdDir:
+		return dir, nil
+	default:
+		return unix.Open(procfs.SelfFile("fd"), unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	}
+}
+
+// giveFdDir keeps dir for the next scan, or closes it if one is kept.
+func giveFdDir(dir int) {
+	select {
+	case fdDir <- dir:
+	default:
+		_ = unix.Close(dir)
+	}
+}
+
+// scanFdDir lists dir, a descriptor of /proc/self/fd, from its start.
+func scanFdDir(dir int) (int, error) {
+	if _, err := unix.Seek(dir, 0, 0); err != nil {
+		return 0, err
+	}
 	top := 2
 	var buf [4096]byte
 	var names []string

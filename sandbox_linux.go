@@ -126,7 +126,7 @@ type sandboxBuilt struct {
 }
 
 // done is called once by each Start that used b (got it from the
-// cache's get), when its tree is gone or never started, and by a spare
+// cache's get), when its tree is gone or never started, and by a ready
 // thread made for b once it is done with b's descriptors.
 func (b *sandboxBuilt) done() {
 	if b.cache == nil {
@@ -470,27 +470,42 @@ func (c *sandboxCache) close() {
 }
 
 // start confines a throwaway thread as b says and starts cmd from it.
-// Where b has steps that do not yet confine the thread (the mount
-// namespace and the emptied bounding set, as root), a Start without a
-// step takes the ready thread the cache made ahead with those steps done,
-// if there is one for b, and only confines and forks on it; the rest, and
-// every Start with a step, take a fresh thread. The ready thread saves the Start
-// the thread's making and those steps for a hand-off of one wake-up, a
-// saving measured in docs/measurements.md.
+// A Start without a step takes the ready thread the cache made ahead for
+// b, if there is one, on which every step of b is done already (the mount
+// namespace and the emptied bounding set as root, the network namespace,
+// no_new_privs, Landlock and seccomp), and only forks on it; the rest,
+// and every Start with a step, take a fresh thread and do the steps
+// there. The ready thread saves the Start the thread's making and those steps
+// (docs/measurements.md), for a hand-off of one wake-up.
 //
 // inNetns, if not nil, runs on the thread once it is in b's network
 // namespace with no_new_privs set, before Landlock and seccomp
-// (NetworkHosts makes the tree's proxy listener there).
+// (NetworkHosts makes the tree's proxy listener there). Such a Start's
+// ready thread is confined only up to its bounding set (ahead means without the
+// listener), and the rest is done at the Start.
+//
+// The descriptors to close in the child are listed here, on the calling
+// thread, before the hand-off: a confined thread may not be allowed to
+// read /proc (Landlock).
 func (b *sandboxBuilt) start(cmd *exec.Cmd, step threadStep, inNetns func() error) error {
+	if err := closeInherited(cmd); err != nil {
+		return err
+	}
 	lastCap := sandboxHost().lastCap
+	ahead := inNetns == nil // a ready thread may be confined all the way ahead
 	if step == nil && b.cache != nil {
-		if st := b.cache.takeReadyThread(b); st != nil {
+		if st := b.cache.takeReadyThread(b, ahead); st != nil {
 			readyThreadStarts.Add(1)
-			err := st.do(func() error { return b.confineAndStart(cmd, inNetns) })
-			b.cache.makeReadyThread(b, lastCap)
+			err := st.do(func() error {
+				if st.confined {
+					return cmd.Start()
+				}
+				return b.confineAndStart(cmd, inNetns)
+			})
+			b.cache.makeReadyThread(b, lastCap, ahead)
 			return err
 		}
-		defer b.cache.makeReadyThread(b, lastCap)
+		defer b.cache.makeReadyThread(b, lastCap, ahead)
 	}
 	return onThrowawayThread(func() (err error) {
 		// The other step first: after the steps below this thread may no
@@ -550,13 +565,21 @@ func (b *sandboxBuilt) enterAndDrop(lastCap int) error {
 	return nil
 }
 
-// confineAndStart joins b's network namespace, confines the calling,
-// locked thread (no_new_privs, Landlock, seccomp) and starts cmd from it,
-// with no descriptor of the host's but those cmd names (closeInherited).
+// confineAndStart confines the calling, locked thread (confine) and
+// starts cmd from it.
 func (b *sandboxBuilt) confineAndStart(cmd *exec.Cmd, inNetns func() error) error {
-	if err := closeInherited(cmd); err != nil {
+	if err := b.confine(inNetns); err != nil {
 		return err
 	}
+	return cmd.Start()
+}
+
+// confine joins b's network namespace and confines the calling, locked
+// thread: no_new_privs, inNetns if not nil, Landlock, seccomp. The order
+// is forced: setns needs the capabilities no_new_privs keeps but the
+// seccomp filter refuses it, and Landlock and seccomp need no_new_privs
+// (Landlock without CAP_SYS_ADMIN, which the tree must not keep).
+func (b *sandboxBuilt) confine(inNetns func() error) error {
 	if b.netns >= 0 {
 		if err := unix.Setns(b.netns, unix.CLONE_NEWNET); err != nil {
 			return xerrors.Errorf("join network namespace: %w", err)
@@ -580,20 +603,26 @@ func (b *sandboxBuilt) confineAndStart(cmd *exec.Cmd, inNetns func() error) erro
 			return err
 		}
 	}
-	return cmd.Start()
+	return nil
 }
 
 // readyThread is a goroutine locked to a thread on which a built policy's
-// enterAndDrop is done, waiting for the one Start it serves. It changes
-// nothing a host check reads as confinement (no_new_privs, seccomp, the
-// network namespace) until that Start, and its thread is discarded after
-// it (the goroutine exits locked), as onThrowawayThread's are.
+// steps are done (enterAndDrop, then confine unless its Starts have an
+// inNetns hook), waiting for the one Start it serves. Its thread runs
+// nothing but that wait and the Start's fork, and is discarded after it
+// or when the ready thread is thrown away unused (the goroutine exits locked), as
+// onThrowawayThread's are: a confined thread never goes back to the
+// runtime's pool. A host therefore has at most one confined thread per
+// Manager besides those of Starts in flight, the ready thread, which
+// TestSandboxHostNeverConfined tells apart by its thread ID.
 type readyThread struct {
-	b     *sandboxBuilt
-	ready chan struct{} // closed once enterAndDrop succeeded
-	fail  chan struct{} // closed if it could not be made
-	work  chan func()
-	quit  chan struct{} // closed to discard it unused
+	b        *sandboxBuilt
+	confined bool          // confine was done too, without an inNetns hook
+	tid      int           // the thread's ID, set before ready is closed
+	ready    chan struct{} // closed once the steps succeeded
+	fail     chan struct{} // closed if it could not be made
+	work     chan func()
+	quit     chan struct{} // closed to discard it unused
 }
 
 // readyThreadStarts counts the Starts that took a ready thread, readyThreadsMade the
@@ -612,12 +641,19 @@ func (st *readyThread) do(fn func() error) error {
 }
 
 // takeReadyThread returns the cache's ready thread if it is ready and made for
-// b, and hands it over (the cache then has none).
-func (c *sandboxCache) takeReadyThread(b *sandboxBuilt) *readyThread {
+// b, and hands it over (the cache then has none). A Start with an inNetns
+// hook (ahead false) cannot use a ready thread confined ahead, which is thrown
+// away.
+func (c *sandboxCache) takeReadyThread(b *sandboxBuilt, ahead bool) *readyThread {
 	c.readyThreadMu.Lock()
 	defer c.readyThreadMu.Unlock()
 	st := c.readyThread
 	if st == nil || st.b != b {
+		return nil
+	}
+	if st.confined && !ahead {
+		close(st.quit)
+		c.readyThread = nil
 		return nil
 	}
 	select {
@@ -634,25 +670,27 @@ func (c *sandboxCache) takeReadyThread(b *sandboxBuilt) *readyThread {
 
 // makeReadyThread is called after each Start of b and makes a ready thread for
 // b in the background when the Start before was of b too, unless the
-// cache has one for b already, is closed, or b has nothing to do ahead. A
-// ready thread made for another policy is discarded: the cache keeps one, for the
-// policy of the last Starts. Starts that take turns between policies get
-// none, rather than have one made and thrown away each time.
-func (c *sandboxCache) makeReadyThread(b *sandboxBuilt, lastCap int) {
-	if b.uncached || (b.mntns < 0 && !b.dropCaps) {
+// cache has one for b already or is closed. ahead says whether the ready
+// thread may be confined all the way (the Start had no inNetns hook); if not,
+// and b has no other step to do ahead, none is made. A ready thread made for
+// another policy is discarded: the cache keeps one, for the policy of the
+// last Starts. Starts that take turns between policies get none, rather
+// than have one made and thrown away each time.
+func (c *sandboxCache) makeReadyThread(b *sandboxBuilt, lastCap int, ahead bool) {
+	if b.uncached || (!ahead && b.mntns < 0 && !b.dropCaps) {
 		return
 	}
 	c.readyThreadMu.Lock()
 	defer c.readyThreadMu.Unlock()
 	prev := c.lastStart
 	c.lastStart = b
-	if c.readyThreadClosed || prev != b || (c.readyThread != nil && c.readyThread.b == b) {
+	if c.readyThreadClosed || prev != b || (c.readyThread != nil && c.readyThread.b == b && c.readyThread.confined == ahead) {
 		return
 	}
 	if c.readyThread != nil {
 		close(c.readyThread.quit)
 	}
-	st := &readyThread{b: b, ready: make(chan struct{}), fail: make(chan struct{}),
+	st := &readyThread{b: b, confined: ahead, ready: make(chan struct{}), fail: make(chan struct{}),
 		work: make(chan func()), quit: make(chan struct{})}
 	c.readyThread = st
 	readyThreadsMade.Add(1)
@@ -677,12 +715,20 @@ func (c *sandboxCache) makeReadyThread(b *sandboxBuilt, lastCap int) {
 			close(st.fail) // the next Start does the steps itself and reports it
 			return         // locked: a thread changed halfway is discarded
 		}
+		if st.confined {
+			if err := b.confine(nil); err != nil {
+				close(st.fail)
+				return // locked: discarded
+			}
+		}
+		st.tid = unix.Gettid()
 		close(st.ready)
 		select {
 		case w := <-st.work:
 			w()
 		case <-st.quit:
 		}
+		// Returns locked: the thread, changed, is discarded.
 	}()
 }
 

@@ -557,15 +557,75 @@ func TestSandboxRootHasNoCapabilities(t *testing.T) {
 	}
 }
 
+// TestSandboxSpareConfinedAhead: after two Starts of a policy in a row the
+// spare thread made for the next one is confined already (no_new_privs
+// and the seccomp filter, besides the namespaces as root), so that the
+// Start only forks; the tree it starts is as confined as one started on a
+// fresh thread, and the spare's thread is gone after it. As root and
+// without: without root too the spare now has steps to do ahead. Not
+// parallel: it counts spare Starts process-wide.
+func TestSandboxSpareConfinedAhead(t *testing.T) {
+	requireSandbox(t)
+	ws := t.TempDir()
+	m := newManager(t, agentproc.WithSandbox(agentproc.WorkspaceSandbox(ws)))
+	req := agentproc.Request{Command: "grep -E '^(NoNewPrivs|Seccomp):' /proc/self/status", WorkDir: ws}
+	fresh := runSandboxed(t, m, req)
+	// A spare whose goroutine landed on the main thread is not made
+	// (makeReadyThread); the next Start makes another.
+	for i := 0; ; i++ {
+		runSandboxed(t, m, req)
+		if agentproc.SpareReady(m, 10*time.Second) {
+			break
+		}
+		if i == 4 {
+			t.Fatalf("no spare thread ready after %d sandboxed Starts in a row", i+2)
+		}
+	}
+	tid := agentproc.SpareThreadID(m)
+	status := "/proc/self/task/" + strconv.Itoa(tid) + "/status"
+	confined, err := threadConfined(t, status)
+	if err != nil || confined != "NoNewPrivs: 1" {
+		t.Errorf("spare thread %d before its Start: got %q (%v), want no_new_privs set ahead", tid, confined, err)
+	}
+	data, err := os.ReadFile(status)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantSeccomp := slices.Contains(fresh.Sandbox.Mechanisms, "seccomp")
+	if got := strings.Contains(string(data), "Seccomp:\t2\n"); got != wantSeccomp {
+		t.Errorf("spare thread %d has a seccomp filter: got %v, want %v (mechanisms %q)", tid, got, wantSeccomp, fresh.Sandbox.Mechanisms)
+	}
+	before := agentproc.SpareStarts()
+	spared := runSandboxed(t, m, req)
+	if agentproc.SpareStarts() == before {
+		t.Error("the third Start did not take the spare thread")
+	}
+	if spared.Text != fresh.Text || exitCode(spared.Info) != 0 {
+		t.Errorf("tree started from the spare thread: got %q (exit %d), want %q as from a fresh thread", spared.Text, exitCode(spared.Info), fresh.Text)
+	}
+	if !strings.Contains(fresh.Text, "NoNewPrivs:\t1") {
+		t.Errorf("tree's status %q, want NoNewPrivs 1", fresh.Text)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		if _, err := os.Stat(status); err != nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("spare thread %d still there 10 s after its Start: a confined thread went back to the runtime", tid)
+		}
+		<-tick.C
+	}
+}
+
 // TestSandboxSpareNotThrashed: Starts that take turns between two
 // policies get no spare thread (one would be made and thrown away for each
 // Start), and two Starts in a row of one policy get one. Not parallel: it
 // counts spare threads made process-wide.
 func TestSandboxSpareNotThrashed(t *testing.T) {
 	requireSandbox(t)
-	if !isRoot() {
-		t.Skip("as root only: without root a policy has nothing a spare thread could do ahead")
-	}
 	a, b := t.TempDir(), t.TempDir()
 	m := newManager(t, agentproc.WithSandbox(agentproc.WorkspaceSandbox(a)))
 	other := agentproc.WorkspaceSandbox(b)
@@ -792,11 +852,20 @@ func TestSandboxHostNeverConfined(t *testing.T) {
 	deadline := time.Now().Add(10 * time.Second)
 	tick := time.NewTicker(10 * time.Millisecond)
 	defer tick.Stop()
+	spare := ""
 	for _, status := range tasks {
+		tid, _ := strconv.Atoi(filepath.Base(filepath.Dir(status)))
 		for {
 			confined, err := threadConfined(t, status)
 			if err != nil || confined == "" {
 				break // the thread exited, or is not confined
+			}
+			if tid == agentproc.SpareThreadID(m) {
+				// The Manager's spare thread, confined ahead for the
+				// next Start: it runs nothing else, and is thrown away
+				// (checked below, after Close).
+				spare = status
+				break
 			}
 			if time.Now().After(deadline) {
 				t.Errorf("%s: %s, want 0: a host thread is confined", status, confined)
@@ -807,6 +876,22 @@ func TestSandboxHostNeverConfined(t *testing.T) {
 	}
 	if ns, _ := os.Readlink("/proc/self/ns/net"); ns != nsBefore {
 		t.Errorf("network namespace %s after the starts, want %s", ns, nsBefore)
+	}
+	if spare != "" {
+		// Close throws the spare thread away: its thread must go.
+		if err := m.Close(); err != nil {
+			t.Fatalf("Close: got %v, want nil", err)
+		}
+		for {
+			if _, err := os.Stat(spare); err != nil {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Errorf("%s: the confined spare thread outlived Close", spare)
+				break
+			}
+			<-tick.C
+		}
 	}
 	// The thread count too: exiting throwaway threads leave within the
 	// same deadline (under make stress 20 of them were still leaving).
@@ -1014,7 +1099,7 @@ func TestSandboxUnprivileged(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, "-test.count=1", "-test.v", "-test.short",
-		"-test.run=^(TestSandboxEscapes|TestSandboxMetadataOutsideWrite|TestSandboxAllows|TestSandboxPorts|TestSandboxFailClosed|TestSandboxHostNeverConfined|TestSandboxKeepsTreeFeatures|TestSandboxDetached|TestSandboxTempDirReused|TestSandboxTempDirsServeABurst|TestRecycleTempDir|TestSandboxLinksDoNotWiden|TestSandboxGrantAfterSwap|TestOpenGrantFollowsNoLink|TestWorkDirDotDotAfterLink|TestSandboxHidesCredentials|TestMoreConfinedSandboxedPeer|TestSandboxInheritsNoDescriptors|TestAttackHeld|TestAttackTempDirOfAnotherTree|TestAttackServeTokenFile)$")
+		"-test.run=^(TestSandboxEscapes|TestSandboxMetadataOutsideWrite|TestSandboxAllows|TestSandboxPorts|TestSandboxFailClosed|TestSandboxHostNeverConfined|TestSandboxKeepsTreeFeatures|TestSandboxDetached|TestSandboxTempDirReused|TestSandboxTempDirsServeABurst|TestRecycleTempDir|TestSandboxLinksDoNotWiden|TestSandboxGrantAfterSwap|TestOpenGrantFollowsNoLink|TestWorkDirDotDotAfterLink|TestSandboxHidesCredentials|TestMoreConfinedSandboxedPeer|TestSandboxInheritsNoDescriptors|TestAttackHeld|TestAttackTempDirOfAnotherTree|TestAttackServeTokenFile|TestSandboxSpareConfinedAhead)$")
 	cmd.Dir = home
 	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + home, "TMPDIR=" + os.TempDir(), "LANG=C"}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}}

@@ -177,3 +177,45 @@ func TestSeccompFilter(t *testing.T) {
 		}
 	}
 }
+
+// TestSeccompTreeRuns checks that the search over call numbers costs one
+// instruction per change of verdict, not per call: a run of consecutive
+// refused calls is one range (the install cost grows with the program,
+// docs/measurements.md).
+func TestSeccompTreeRuns(t *testing.T) {
+	t.Parallel()
+	var calls []seccompCall
+	for nr := uint32(10); nr < 30; nr++ {
+		calls = append(calls, seccompCall{nr, "deny"})
+	}
+	calls = append(calls, seccompCall{41, "socket"}, seccompCall{42, "deny"}, seccompCall{100, "deny"})
+	// Runs: 0 allow, 10 deny, 30 allow, 41 socket, 42 deny, 43 allow,
+	// 100 deny, 101 allow.
+	var a bpfAsm
+	seccompTree(&a, calls, "t")
+	tree := len(a.prog)
+	a.label("allow")
+	a.op(bpfRet, secAllow)
+	a.label("deny")
+	a.op(bpfRet, secDeny)
+	a.label("socket")
+	a.op(bpfRet, secFamily)
+	prog := a.done()
+	if want := 8 - 1; tree != want {
+		t.Errorf("search: got %d instructions, want %d (one per run but the first)", tree, want)
+	}
+	for nr := uint32(0); nr < 200; nr++ {
+		want := uint32(secAllow)
+		switch {
+		case nr >= 10 && nr < 30, nr == 42, nr == 100:
+			want = secDeny
+		case nr == 41:
+			want = secFamily
+		}
+		// The program expects the number loaded: prepend the load.
+		full := append([]unix.SockFilter{{Code: bpfLdAbs, K: offNR}}, prog...)
+		if got := runFilter(t, full, seccompArch, nr, [6]uint64{}); got != want {
+			t.Errorf("call %d: got %#x, want %#x", nr, got, want)
+		}
+	}
+}
