@@ -635,14 +635,13 @@ func (s *supervisor) superviseDetached() {
 	}
 	f.follow()
 	st := readDetachStatus(d.outFD())
-	leftovers := 0
-	if st == nil {
-		// The runner died without writing the status (SIGKILL, an OOM
-		// kill): the tree may run on, reparented. It is swept (marker and
-		// verified group) before the exit is published, so that a process
-		// reported exited has nothing left running.
-		leftovers = sweepDetached(p.id, d.leader)
-	}
+	// What is left of the tree is swept (marker and verified group) before
+	// the exit is published, so that a process reported exited has nothing
+	// left running: the runner kills only the shell's group, so an escapee
+	// (setsid) outlives it even when it wrote the status, after the pipe
+	// drain it held; and a runner that died without writing the status
+	// (SIGKILL, an OOM kill) may have left the whole tree, reparented.
+	leftovers := sweepDetached(p.id, d.leader)
 	s.finishDetached(st, leftovers)
 }
 

@@ -386,3 +386,53 @@ func TestDetachEvents(t *testing.T) {
 		t.Errorf("exited event: got %+v, want exit code 2", e)
 	}
 }
+
+// TestDetachEscapeeSweptAtExit: a detached process whose shell exits by
+// itself, leaving a setsid escapee that holds the output pipe, is reported
+// exited only once the escapee is killed and counted in Leftovers. The
+// runner kills only the shell's group and gives up on the pipe after its
+// drain; before, the exit was published with the escapee running on, and
+// a Stop after it (not running) left it there.
+func TestDetachEscapeeSweptAtExit(t *testing.T) {
+	t.Parallel()
+	m := newManager(t, agentproc.WithStateDir(t.TempDir()))
+	fifo := makeFIFOs(t, 1)[0]
+	p := mustStart(t, m, agentproc.Request{
+		Command: `exec 3<>` + fifo + `; setsid sleep 60 & echo $!; read -r x <&3; exit 0`,
+		Detach:  true,
+	})
+	ctx := testContext(t)
+	line, err := p.WaitMatch(ctx, regexp.MustCompile(`^[0-9]+$`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var escapee int
+	if _, err := fmt.Sscan(line, &escapee); err != nil {
+		t.Fatal(err)
+	}
+	fd := pinPIDs(t, []int{escapee})[0]
+	t.Cleanup(func() { _ = unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0) })
+	// Released once the escapee runs sleep (setsid has made its session):
+	// the runner's kill of the shell's group cannot reach it.
+	tick := time.NewTicker(time.Millisecond)
+	defer tick.Stop()
+	for {
+		cmdline, _ := agentproc.ProcFile(escapee, "cmdline")
+		if strings.HasPrefix(string(cmdline), "sleep\x00") {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("escapee %d: got cmdline %q, want sleep", escapee, cmdline)
+		case <-tick.C:
+		}
+	}
+	writeFIFO(t, fifo, "go")
+	info := mustWait(t, p)
+	if pidfdAlive(t, fd) {
+		t.Errorf("escapee %d after the exit was published: got running, want killed", escapee)
+	}
+	if info.Leftovers != 1 {
+		t.Errorf("Leftovers got %d, want 1", info.Leftovers)
+	}
+}
