@@ -936,9 +936,10 @@ func (m *Manager) adoptDetached(r *stateRecord) *Process {
 		_ = out.Close()
 	}
 	code, sigName, reason := -1, "", ReasonOrphaned
-	if st == nil && !r.Exited && r.Leader.Boot == m.state.host.Boot {
-		// The runner died without a status: what is left of the tree is
-		// swept before the process is listed as exited.
+	if !r.Exited && r.Leader.Boot == m.state.host.Boot {
+		// The runner exited while no Manager followed it: what is left of
+		// the tree (an escapee, or all of it if the runner died without a
+		// status) is swept before the process is listed as exited.
 		p.state.info.Leftovers = sweepDetached(r.ID, r.Leader)
 	}
 	if st != nil {
