@@ -585,7 +585,6 @@ func (b *sandboxBuilt) enterAndDrop(lastCap int) error {
 	return nil
 }
 
-
 // confine joins b's network namespace and confines the calling, locked
 // thread: no_new_privs, inNetns if not nil, Landlock, seccomp. The order
 // is forced: setns needs the capabilities no_new_privs keeps but the
