@@ -478,14 +478,13 @@ func (s *supervisor) superviseDetached() {
 	}
 	f.follow()
 	st := readDetachStatus(d.outFD())
-	leftovers := 0
-	if st == nil {
-		// The runner died without writing the status (SIGKILL, an OOM
-		// kill): the tree may run on, reparented. It is swept (marker and
-		// verified group) before the exit is published, so that a process
-		// reported exited has nothing left running.
-		leftovers = sweepDetached(p.id, d.leader)
-	}
+	// What is left of the tree is swept (marker and verified group) before
+	// the exit is published, so that a process reported exited has nothing
+	// left running: the runner kills only the shell's group, so an escapee
+	// (setsid) outlives it even when it wrote the status, after the pipe
+	// drain it held; and a runner that died without writing the status
+	// (SIGKILL, an OOM kill) may have left the whole tree, reparented.
+	leftovers := sweepDetached(p.id, d.leader)
 	s.finishDetached(st, leftovers)
 }
 
@@ -780,9 +779,10 @@ func (m *Manager) adoptDetached(r *stateRecord) *Process {
 		_ = out.Close()
 	}
 	code, sigName, reason := -1, "", ReasonOrphaned
-	if st == nil && !r.Exited && r.Leader.Boot == m.state.host.Boot {
-		// The runner died without a status: what is left of the tree is
-		// swept before the process is listed as exited.
+	if !r.Exited && r.Leader.Boot == m.state.host.Boot {
+		// The runner exited while no Manager followed it: what is left of
+		// the tree (an escapee, or all of it if the runner died without a
+		// status) is swept before the process is listed as exited.
 		p.state.info.Leftovers = sweepDetached(r.ID, r.Leader)
 	}
 	if st != nil {

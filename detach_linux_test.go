@@ -386,3 +386,114 @@ func TestDetachEvents(t *testing.T) {
 		t.Errorf("exited event: got %+v, want exit code 2", e)
 	}
 }
+
+// TestDetachEscapeeSweptAtExit: a detached process whose shell exits by
+// itself, leaving a setsid escapee that holds the output pipe, is reported
+// exited only once the escapee is killed and counted in Leftovers. The
+// runner kills only the shell's group and gives up on the pipe after its
+// drain; before, the exit was published with the escapee running on, and
+// a Stop after it (not running) left it there.
+func TestDetachEscapeeSweptAtExit(t *testing.T) {
+	t.Parallel()
+	m := newManager(t, agentproc.WithStateDir(t.TempDir()))
+	fifo := makeFIFOs(t, 1)[0]
+	p := mustStart(t, m, agentproc.Request{
+		Command: `exec 3<>` + fifo + `; setsid sleep 60 & echo $!; read -r x <&3; exit 0`,
+		Detach:  true,
+	})
+	ctx := testContext(t)
+	line, err := p.WaitMatch(ctx, regexp.MustCompile(`^[0-9]+$`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var escapee int
+	if _, err := fmt.Sscan(line, &escapee); err != nil {
+		t.Fatal(err)
+	}
+	fd := pinPIDs(t, []int{escapee})[0]
+	t.Cleanup(func() { _ = unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0) })
+	// Released once the escapee runs sleep (setsid has made its session):
+	// the runner's kill of the shell's group cannot reach it.
+	tick := time.NewTicker(time.Millisecond)
+	defer tick.Stop()
+	for {
+		cmdline, _ := agentproc.ProcFile(escapee, "cmdline")
+		if strings.HasPrefix(string(cmdline), "sleep\x00") {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("escapee %d: got cmdline %q, want sleep", escapee, cmdline)
+		case <-tick.C:
+		}
+	}
+	writeFIFO(t, fifo, "go")
+	info := mustWait(t, p)
+	if pidfdAlive(t, fd) {
+		t.Errorf("escapee %d after the exit was published: got running, want killed", escapee)
+	}
+	if info.Leftovers != 1 {
+		t.Errorf("Leftovers got %d, want 1", info.Leftovers)
+	}
+}
+
+// TestDetachEscapeeSweptAtAdoption: the same, when the runner exits while
+// no Manager follows the process (after Close): the next Manager on the dir
+// kills the escapee before it lists the process as exited.
+func TestDetachEscapeeSweptAtAdoption(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	m := agentproc.New(agentproc.WithStateDir(dir))
+	fifo := makeFIFOs(t, 1)[0]
+	p := mustStart(t, m, agentproc.Request{
+		Command: `exec 3<>` + fifo + `; setsid sleep 60 & echo $!; read -r x <&3; exit 0`,
+		Detach:  true,
+	})
+	ctx := testContext(t)
+	line, err := p.WaitMatch(ctx, regexp.MustCompile(`^[0-9]+$`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var escapee int
+	if _, err := fmt.Sscan(line, &escapee); err != nil {
+		t.Fatal(err)
+	}
+	fd := pinPIDs(t, []int{escapee})[0]
+	t.Cleanup(func() { _ = unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0) })
+	runner := pinPIDs(t, []int{ppidOf(t, p.Info().PID)})[0]
+	tick := time.NewTicker(time.Millisecond)
+	defer tick.Stop()
+	for {
+		cmdline, _ := agentproc.ProcFile(escapee, "cmdline")
+		if strings.HasPrefix(string(cmdline), "sleep\x00") {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("escapee %d: got cmdline %q, want sleep", escapee, cmdline)
+		case <-tick.C:
+		}
+	}
+	if err := m.Close(); err != nil {
+		t.Fatalf("Close: got %v, want nil", err)
+	}
+	writeFIFO(t, fifo, "go")
+	if waitExited([]int{runner}, testTimeout) != 0 {
+		t.Fatal("the runner did not exit")
+	}
+	m2 := newManager(t, agentproc.WithStateDir(dir))
+	if _, err := m2.Recovered(ctx); err != nil {
+		t.Fatal(err)
+	}
+	q, err := m2.Get(p.ID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	info := mustWait(t, q)
+	if pidfdAlive(t, fd) {
+		t.Errorf("escapee %d after adoption of the exited process: got running, want killed", escapee)
+	}
+	if info.Leftovers != 1 {
+		t.Errorf("Leftovers got %d, want 1", info.Leftovers)
+	}
+}

@@ -167,10 +167,11 @@ import (
 //     get(pol) builds a policy once and returns its *sandboxBuilt, with
 //     info (what enforces it) and missing (what of the policy it cannot
 //     enforce) filled in; close releases everything.
-//   - sandboxBuilt's start(cmd, step, inNetns) starts cmd confined (step,
-//     when not nil, runs on the starting thread first; inNetns, when not
-//     nil, runs inside the network namespace before the fork); done gives
-//     back a get's use of it.
+//   - sandboxBuilt's start(cmd, step, inNetns, last) starts cmd confined
+//     (step, when not nil, runs on the starting thread first; inNetns, when
+//     not nil, runs inside the network namespace; last, when not nil, runs
+//     on the confined thread just before the fork); done gives back a
+//     get's use of it.
 //   - sandboxThreadUser() takes a use of the state the starting threads
 //     share and returns its release.
 //   - recycleTempDir(dir) moves a finished process's empty temp dir to a
@@ -298,17 +299,17 @@ var (
 	_ func(*supervisor, context.Context, ExitReason) (Info, error)            = (*supervisor).stopDetached
 	_ func(*supervisor)                                                       = (*supervisor).releaseDetached
 
-	_ func() SandboxFeatures                                         = sandboxSupport
-	_ func(*sandboxCache, *sandboxPolicy) (*sandboxBuilt, error)     = (*sandboxCache).get
-	_ func(*sandboxCache)                                            = (*sandboxCache).close
-	_ func(*sandboxBuilt, *exec.Cmd, threadStep, func() error) error = (*sandboxBuilt).start
-	_ func(*sandboxBuilt)                                            = (*sandboxBuilt).done
-	_ func() func()                                                  = sandboxThreadUser
-	_ func(string) (string, bool)                                    = recycleTempDir
-	_ func(string) string                                            = resolvePath
-	_ func(int) (string, error)                                      = moreConfined
-	_ func(*hostsRun, *exec.Cmd) error                               = (*hostsRun).listen
-	_ func(*hostsRun)                                                = closeListenerFD
+	_ func() SandboxFeatures                                                       = sandboxSupport
+	_ func(*sandboxCache, *sandboxPolicy) (*sandboxBuilt, error)                   = (*sandboxCache).get
+	_ func(*sandboxCache)                                                          = (*sandboxCache).close
+	_ func(*sandboxBuilt, *exec.Cmd, threadStep, func() error, func() error) error = (*sandboxBuilt).start
+	_ func(*sandboxBuilt)                                                          = (*sandboxBuilt).done
+	_ func() func()                                                                = sandboxThreadUser
+	_ func(string) (string, bool)                                                  = recycleTempDir
+	_ func(string) string                                                          = resolvePath
+	_ func(int) (string, error)                                                    = moreConfined
+	_ func(*hostsRun, *exec.Cmd) error                                             = (*hostsRun).listen
+	_ func(*hostsRun)                                                              = closeListenerFD
 
 	_ func(*Manager, Request, string, string, string, uint64, []string) (*Process, error) = (*Manager).startDetached
 )

@@ -487,7 +487,11 @@ func (c *sandboxCache) close() {
 // The descriptors to close in the child are listed here, on the calling
 // thread, before the hand-off: a confined thread may not be allowed to
 // read /proc (Landlock).
-func (b *sandboxBuilt) start(cmd *exec.Cmd, step threadStep, inNetns func() error) error {
+//
+// last, if not nil, runs on the confined thread just before the fork, on a
+// ready thread confined ahead too: a further Landlock layer of this Start (the
+// temp dir's), which intersects with the policy's in any order.
+func (b *sandboxBuilt) start(cmd *exec.Cmd, step threadStep, inNetns, last func() error) error {
 	if err := closeInherited(cmd); err != nil {
 		return err
 	}
@@ -497,10 +501,12 @@ func (b *sandboxBuilt) start(cmd *exec.Cmd, step threadStep, inNetns func() erro
 		if st := b.cache.takeReadyThread(b, ahead); st != nil {
 			readyThreadStarts.Add(1)
 			err := st.do(func() error {
-				if st.confined {
-					return cmd.Start()
+				if !st.confined {
+					if err := b.confine(inNetns); err != nil {
+						return err
+					}
 				}
-				return b.confineAndStart(cmd, inNetns)
+				return startLast(cmd, last)
 			})
 			b.cache.makeReadyThread(b, lastCap, ahead)
 			return err
@@ -521,8 +527,22 @@ func (b *sandboxBuilt) start(cmd *exec.Cmd, step threadStep, inNetns func() erro
 		if err := b.enterAndDrop(lastCap); err != nil {
 			return err
 		}
-		return b.confineAndStart(cmd, inNetns)
+		if err := b.confine(inNetns); err != nil {
+			return err
+		}
+		return startLast(cmd, last)
 	})
+}
+
+// startLast runs last, if not nil, then starts cmd, on the calling,
+// confined thread.
+func startLast(cmd *exec.Cmd, last func() error) error {
+	if last != nil {
+		if err := last(); err != nil {
+			return err
+		}
+	}
+	return cmd.Start()
 }
 
 // enterAndDrop takes the calling, locked thread into b's mount namespace
@@ -563,15 +583,6 @@ func (b *sandboxBuilt) enterAndDrop(lastCap int) error {
 		}
 	}
 	return nil
-}
-
-// confineAndStart confines the calling, locked thread (confine) and
-// starts cmd from it.
-func (b *sandboxBuilt) confineAndStart(cmd *exec.Cmd, inNetns func() error) error {
-	if err := b.confine(inNetns); err != nil {
-		return err
-	}
-	return cmd.Start()
 }
 
 // confine joins b's network namespace and confines the calling, locked

@@ -52,7 +52,9 @@ func sandboxThreadUser() (release func()) { return func() {} }
 
 func (b *sandboxBuilt) done() {}
 
-func (b *sandboxBuilt) start(cmd *exec.Cmd, _ threadStep, _ func() error) error { return cmd.Start() }
+func (b *sandboxBuilt) start(cmd *exec.Cmd, _ threadStep, _, _ func() error) error {
+	return cmd.Start()
+}
 
 func sandboxSupport() SandboxFeatures {
 	return SandboxFeatures{

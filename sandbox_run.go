@@ -311,24 +311,18 @@ func (m *Manager) prepareSandbox(sb *Sandbox, dir string, dirChosen, tty bool) (
 // start starts cmd confined, on a thread that step, if any, prepared
 // first.
 func (r *sandboxRun) start(cmd *exec.Cmd, step threadStep) error {
-	var inNetns func() error
-	if r.hosts != nil || r.layer != nil {
-		// The temp dir's layer goes on after the proxy's listener is made
-		// and before the cached ruleset: Landlock layers intersect in any
-		// order, and no_new_privs is set by then.
-		inNetns = func() error {
-			if r.hosts != nil {
-				if err := r.hosts.listen(cmd); err != nil {
-					return err
-				}
-			}
-			if r.layer != nil {
-				return landlockLayer(r.layer)
-			}
-			return nil
-		}
+	var inNetns, last func() error
+	if r.hosts != nil {
+		// The proxy's listener is made in the tree's network namespace
+		// before Landlock and seccomp (which refuses listen).
+		inNetns = func() error { return r.hosts.listen(cmd) }
 	}
-	err := r.built.start(cmd, step, inNetns)
+	if r.layer != nil {
+		// The temp dir's layer goes on last, also on a ready thread
+		// confined ahead: Landlock layers intersect in any order.
+		last = func() error { return landlockLayer(r.layer) }
+	}
+	err := r.built.start(cmd, step, inNetns, last)
 	r.closeLayer()
 	return err
 }
