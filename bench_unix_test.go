@@ -241,7 +241,7 @@ func BenchmarkThroughput(b *testing.B) {
 // alternately inside one benchmark and reports the median of each and their
 // ratio. On a shared machine, load drifts between two sub-benchmarks run
 // one after the other; alternating run by run cancels most of that drift, so
-// these ratios are the ones the README quotes.
+// these ratios are the ones docs/benchmarks.md records and the README quotes.
 //
 // StartWait has two baselines: Run with no output (the child's output goes
 // to the null device), and CombinedOutput, which is what a caller of

@@ -38,7 +38,7 @@ func stdinIdentity(f *os.File) fileID {
 // (input_epoll_linux.go). The tree is the leader and its descendants (from
 // /proc/PID/task/TID/children) plus cgroup members.
 //
-// What it misses: a read submitted through io_uring (see the README), an
+// What it misses: a read submitted through io_uring (see docs/observing.md), an
 // epoll instance that watches stdin only through another epoll instance, a
 // descendant that double-forked away from the leader without WithCgroup,
 // and processes this one may not trace (/proc/PID/syscall needs ptrace

@@ -9,7 +9,7 @@ import (
 // On macOS the shell runs under sandbox-exec(1) with a Seatbelt profile
 // generated from the policy (seatbelt.go), as Codex and Claude Code run
 // their commands. Unverified: this project's tests have never run it on a
-// Mac (the README says so); the profile has golden tests on every OS.
+// Mac (docs/sandbox.md says so); the profile has golden tests on every OS.
 // sandbox-exec is deprecated by Apple but present on every release so far.
 
 const sandboxExec = "/usr/bin/sandbox-exec"

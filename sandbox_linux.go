@@ -1189,7 +1189,7 @@ func (w *mountWatch) missingReadOnly(readOnly []string) []string {
 // existing or not: one missing now is covered at the first Start after it
 // appears (mountWatch). A directory is covered whole, so a socket made in
 // it later is covered at once. Without root they stay reachable (the
-// README's "What does not hold" says so); only the variables that name
+// "What does not hold" in docs/sandbox.md says so); only the variables that name
 // them are dropped.
 func hostDoors() []string {
 	uid := strconv.Itoa(os.Getuid())

@@ -9,7 +9,7 @@ import (
 // sandbox-exec(1)) that enforces pol. It is portable code so that its
 // golden tests (testdata/seatbelt) run everywhere; only sandbox_darwin.go
 // runs it. It is unverified: it has never run on a Mac in this project's
-// tests, which is why the README says so.
+// tests, which is why docs/sandbox.md says so.
 //
 // The profile denies by default and then allows: running programs, what a
 // shell and its tools need from the system (sysctl reads, the system's

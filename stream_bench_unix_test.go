@@ -86,7 +86,7 @@ func runStream(b *testing.B, m *agentproc.Manager, req agentproc.Request, follow
 // was dropped from the middle before it could read it). paired runs the
 // first two alternately and reports their medians and ratio, which load
 // drifting between sub-benchmarks run one after the other does not skew;
-// the README quotes it.
+// docs/benchmarks.md records it.
 func BenchmarkFollow(b *testing.B) {
 	const followPairs = 5
 	n := benchStreamBytes()

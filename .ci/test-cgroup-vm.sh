@@ -17,7 +17,7 @@
 # busybox-static with apt-get download into build/cgroupvm (git-ignored).
 # Extra arguments replace the test regex, e.g. 'TestLimitsCPUShare'.
 # After the tests it runs BenchmarkLimits in the guest and prints its
-# medians and ratio: the v2 figure of the README's Limits table.
+# medians and ratio: the v2 figure of the Limits table in docs/benchmarks.md.
 # AGENTPROC_VM_KVM=1 uses KVM instead of emulation where it boots
 # (AGENTPROC_VM_CPU picks the CPU model, default host; on this project's
 # machines nested KVM does not boot the guest, so CI emulates).

@@ -16,7 +16,7 @@ import (
 	"github.com/agentproc/agentproc/httpapi"
 )
 
-// TestUnixSocket0600 is the README's setup for a local agent: the handler on
+// TestUnixSocket0600 is docs/http.md's setup for a local agent: the handler on
 // a Unix socket only its user can open. The Host rule lets any name through
 // there (no browser reaches a Unix socket), so a client that dials the
 // socket with a made-up host works.

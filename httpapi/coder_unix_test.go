@@ -249,7 +249,7 @@ func wantExit(t *testing.T, resp cOutputResponse, code int) {
 
 // TestCoderCases runs, against WithCoderCompat, the cases of Coder's
 // agent/agentproc/api_test.go that apply to a process API (46 of its 49;
-// see the README for the three left out), each written anew from what the
+// see docs/coder-compat.md for the three left out), each written anew from what the
 // case sends and expects. Subtest names are Coder's.
 func TestCoderCases(t *testing.T) {
 	t.Parallel()

@@ -27,7 +27,7 @@ import (
 )
 
 // uiScreenshot, when set, is where TestUIBrowser/screenshot writes the
-// README's picture of the page (the repository's docs/ui.png):
+// picture of the page in docs/http.md (the repository's docs/ui.png):
 //
 //	go test ./httpapi -run TestUIBrowser/screenshot -ui.screenshot ../docs/ui.png
 var uiScreenshot = flag.String("ui.screenshot", "", "write the page's screenshot to this PNG file")

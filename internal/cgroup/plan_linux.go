@@ -237,8 +237,8 @@ func plan(h host, s Spec) (planned, error) {
 }
 
 // v2Default is the parent for limits whose controllers the cgroup v2
-// hierarchy at top can give, tried in this order (the README's Limits
-// section):
+// hierarchy at top can give, tried in this order (docs/limits.md, "Which
+// parent"):
 //
 //  1. the host's own cgroup, where it can pass the controllers on: the
 //     root cgroup, one already enabling them, or the one the host has
