@@ -58,7 +58,7 @@ func TestClientErrorsReadPlain(t *testing.T) {
 		env  []string
 		want string
 	}{
-		{[]string{socketEnv + "=" + filepath.Join(t.TempDir(), "none.sock")}, "agentproc ps: no agentproc serve on "},
+		{[]string{socketEnv + "=" + filepath.Join(testDir(t), "none.sock")}, "agentproc ps: no agentproc serve on "},
 		{[]string{"AGENTPROC_URL=" + srv.URL, tokenEnv + "="}, "agentproc ps: the manager is shutting down\n"},
 	} {
 		_, errOut, code := cli(t, ctx, tt.env, "ps")

@@ -217,6 +217,8 @@ type shellCommands struct {
 	// state process_signal then reports starts.
 	stop, stoppedState string
 	portWait           bool // whether process_wait can wait for the server's port
+	// sleep is a command that runs quietly for about n seconds.
+	sleep func(n int) string
 }
 
 // runSession drives the session the issue lists through c: list the tools,
@@ -353,15 +355,15 @@ func TestMCPProgressHeartbeat(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	dir := t.TempDir()
+	dir := testDir(t)
 	c := newGoClient(t, ctx, agentprocCmd("mcp", "--workdir", dir, "--sandbox", "none"))
 	defer c.close()
-	cmd := fmt.Sprintf("sleep %d", int(2*heartbeatInterval/time.Second)+1)
+	cmd := sessionShell.sleep(int(2*heartbeatInterval/time.Second) + 1)
 	res, err := c.call(ctx, "execute", map[string]any{"command": cmd}, true)
 	if err != nil || res.isError || len(res.progress) < 2 {
 		t.Errorf("%s with a progress token: got %d notifications (%q), %v; want at least 2", cmd, len(res.progress), res.progress, err)
 	}
-	res, err = c.call(ctx, "execute", map[string]any{"command": "sleep 6"}, false)
+	res, err = c.call(ctx, "execute", map[string]any{"command": sessionShell.sleep(6)}, false)
 	if err != nil || res.isError || len(res.progress) != 0 {
 		t.Errorf("without a token: got %d notifications, %v; want none", len(res.progress), err)
 	}

@@ -33,6 +33,7 @@ var sessionShell = shellCommands{
 	stop:         "terminate",
 	stoppedState: "stopped by SIGTERM as asked (exit code 143)",
 	portWait:     true,
+	sleep:        func(n int) string { return fmt.Sprintf("sleep %d", n) },
 }
 
 // alive reports whether pid is a live process: it exists and is not a

@@ -76,6 +76,8 @@ var sessionShell = shellCommands{
 	stop:         "terminate",
 	stoppedState: "stopped by CTRL_BREAK_EVENT as asked",
 	portWait:     true,
+	// ping waits a second between echoes: n+1 echoes take n seconds.
+	sleep: func(n int) string { return fmt.Sprintf("ping -n %d 127.0.0.1 >nul", n+1) },
 }
 
 func init() {

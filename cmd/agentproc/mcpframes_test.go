@@ -19,7 +19,7 @@ func TestMCPSurvivesMalformedLines(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	dir := t.TempDir()
+	dir := testDir(t)
 	cmd := agentprocCmd("mcp", "--workdir", dir, "--grace", "2s", "--sandbox", "none")
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
@@ -87,7 +87,8 @@ func TestMCPSurvivesMalformedLines(t *testing.T) {
 		t.Fatalf("initialize: %+v", r.Error)
 	}
 	send(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
-	call(2, "execute", `{"command":"sleep 3600","run_in_background":true}`)
+	sleeper, _ := json.Marshal(map[string]any{"command": sessionShell.sleep(3600), "run_in_background": true})
+	call(2, "execute", string(sleeper))
 	if r := next("execute"); r.Error != nil || !strings.Contains(string(r.Result), "running in the background") {
 		t.Fatalf("execute: got %s, %+v", r.Result, r.Error)
 	}
