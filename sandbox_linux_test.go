@@ -393,7 +393,7 @@ func TestSandboxEscapes(t *testing.T) {
 		{"signal the host", probeRequest(t, ws, "signal", hostPID), nil},
 		{"setns into the host's network", probeRequest(t, ws, "setns", hostPID), nil},
 		{"io_uring", probeRequest(t, ws, "iouring", ""), nil},
-		{"chmod 4755 outside the workspace", fsProbeRequest(t, ws, "chmod", prog), func(agentproc.Output) string {
+		{"chmod 4755 outside the workspace", fsProbeRequest(t, ws, "chmod-setuid", prog), func(agentproc.Output) string {
 			if st, err := os.Stat(prog); err == nil && st.Mode()&os.ModeSetuid != 0 {
 				return "the program outside became setuid"
 			}
