@@ -1,6 +1,7 @@
 package agentproc_test
 
 import (
+	"regexp"
 	"strings"
 	"testing"
 
@@ -16,7 +17,11 @@ func TestPWDNamesWorkDir(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	m := newManager(t)
-	p := mustStart(t, m, agentproc.Request{Command: `read x`, WorkDir: dir, Stdin: true})
+	// The shell says when it runs: Start returns once the command is
+	// started, which on a loaded machine can be before the shell's own
+	// environment is the one /proc shows.
+	p := mustStart(t, m, agentproc.Request{Command: `echo up; read x`, WorkDir: dir, Stdin: true})
+	waitForOutput(t, p, regexp.MustCompile(`up`))
 	env, err := agentproc.ProcFile(p.Info().PID, "environ")
 	if err != nil {
 		t.Fatal(err)
