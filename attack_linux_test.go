@@ -33,22 +33,23 @@ func TestAttackTempDirOfAnotherTree(t *testing.T) {
 	planted := filepath.Join(bTmp, "planted")
 	out := runSandboxed(t, m, agentproc.Request{WorkDir: ws,
 		Command: `echo planted-by-A > ` + shellQuote(planted) + `; echo mine > "$TMPDIR/own" && cat "$TMPDIR/own"`})
-	if err := b.CloseStdin(testContext(t)); err != nil {
-		t.Fatal(err)
-	}
-	mustWait(t, b)
-	if got := b.Output().Text; strings.Contains(got, "planted-by-A") {
-		t.Errorf("tree B read %q from its TMPDIR: tree A wrote it, want A refused", got)
-	}
 	if _, err := os.Lstat(planted); err == nil {
 		t.Errorf("tree A made %s in tree B's temp dir, want it refused", planted)
 	}
 	if !strings.Contains(out.Text, "mine") {
 		t.Errorf("tree A's own temp dir: output %q, want it writable", out.Text)
 	}
-	// Control: the same write from an unconfined process goes through.
-	if err := os.WriteFile(planted, []byte("x"), 0o600); err != nil {
+	// Control, while B still runs (its temp dir goes when it ends): the
+	// same write from an unconfined process goes through.
+	if err := os.WriteFile(planted, []byte("control"), 0o600); err != nil {
 		t.Errorf("control: the host cannot write %s: %v", planted, err)
+	}
+	if err := b.CloseStdin(testContext(t)); err != nil {
+		t.Fatal(err)
+	}
+	mustWait(t, b)
+	if got := b.Output().Text; strings.Contains(got, "planted-by-A") {
+		t.Errorf("tree B read %q from its TMPDIR: tree A wrote it, want A refused", got)
 	}
 }
 

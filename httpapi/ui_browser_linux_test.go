@@ -422,7 +422,10 @@ func TestUIBrowser(t *testing.T) {
 		b := startUnowned(t, ts, agentproc.Request{Command: `echo from-b; sleep 60`})
 		pg.run(chromedp.Click(rowSel(a.ID()) + " .cmd-btn"))
 		pg.waitJS(`document.getElementById('out').textContent.includes('from-a')`)
-		pg.run(chromedp.Click(rowSel(b.ID()) + " .cmd-btn"))
+		// Clicked from the page's own script: a's rows re-render while it
+		// writes, and a click by coordinates can land on the row that was
+		// there a moment before (seen under load in make stress).
+		pg.waitJS(`(r => (r.querySelector('.cmd-btn').click(), r.getAttribute('aria-current') === 'true'))(document.querySelector('` + string(rowSel(b.ID())) + `'))`)
 		pg.waitJS(`document.getElementById('out').textContent === 'from-b\n'`)
 		// Let a's writes go on past b's output; none may reach the pane.
 		pg.waitJS(`document.querySelector('` + string(rowSel(b.ID())) + `').getAttribute('aria-current') === 'true'`)
