@@ -79,7 +79,7 @@ func TestLimitsNamedV1Parent(t *testing.T) {
 		t.Fatal(err)
 	}
 	mustWait(t, p)
-	requireRemoved(t, dirs)
+	requireRemoved(t, m, dirs)
 }
 
 // TestLimitsWithSandbox: a sandboxed start and cgroup v1 thread placement
@@ -114,7 +114,7 @@ func TestLimitsWithSandbox(t *testing.T) {
 	if info := mustWait(t, p); info.Sandbox == nil {
 		t.Errorf("Info.Sandbox: got nil, want the sandbox reported")
 	}
-	requireRemoved(t, dirs)
+	requireRemoved(t, m, dirs)
 }
 
 func init() {
