@@ -699,7 +699,7 @@ func (c *containment) removeCgroups() {
 	}
 	guard.add(c.id, hostIdentity{}, c.cg.Path())
 	if removeCgroupsHook != nil {
-		removeCgroupsHook()
+		removeCgroupsHook(c.cg.Dirs())
 	}
 	err := c.cg.Remove()
 	if err != nil {
@@ -715,5 +715,5 @@ func (c *containment) removeCgroups() {
 }
 
 // removeCgroupsHook, when set by a test, runs in removeCgroups before the
-// removal, to hold it.
-var removeCgroupsHook func()
+// removal, with the directories to remove, to hold it.
+var removeCgroupsHook func(dirs []string)

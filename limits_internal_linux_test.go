@@ -28,7 +28,7 @@ func TestFormatBytes(t *testing.T) {
 func TestCgroupRemovalAfterWait(t *testing.T) {
 	// Not parallel: the hook holds every tree's removal.
 	held, hold := make(chan struct{}, 1), make(chan struct{})
-	removeCgroupsHook = func() {
+	removeCgroupsHook = func([]string) {
 		held <- struct{}{}
 		<-hold
 	}
