@@ -3,6 +3,7 @@ package agentproc
 import (
 	"net"
 	"os"
+	"os/exec"
 	"slices"
 	"strconv"
 	"strings"
@@ -18,9 +19,10 @@ import (
 // Manager's proxy (internal/egress), and nothing else. The route of one
 // Start: the policy parses the list (setHosts); prepareSandbox gives the
 // run a hostsRun; on the starting thread, once it is in the tree's network
-// namespace and before it is confined, the OS layer makes the tree's own
-// listener there and lets the thread connect to its port only
-// (hostsRun.listen, hosts_linux.go), and sets the proxy variables; once
+// namespace and before it is confined (a ready thread: ahead of the
+// Start), the OS layer makes the tree's own listener there and lets the
+// thread connect to its port only (makeHostsListener, hosts_linux.go);
+// the Start takes it over and sets the proxy variables (adopt); once
 // the Process exists, serveHosts hands the listener to the proxy with the
 // process's list and a denial callback; finish closes it. The proxy is
 // made by the first such Start and closed by Close: a Manager that never
@@ -141,6 +143,17 @@ type hostsRun struct {
 	fd    int // the listening socket, -1 until made and after it is served
 	port  int
 	lis   *egress.Listener
+}
+
+// hostsListener is a tree's proxy listener, made on its starting thread
+// (makeHostsListener): the listening socket (-1 for none) and its port.
+type hostsListener struct{ fd, port int }
+
+// adopt takes over l, made on the thread that starts cmd, and points
+// cmd's proxy variables at it.
+func (h *hostsRun) adopt(cmd *exec.Cmd, l hostsListener) {
+	h.fd, h.port = l.fd, l.port
+	cmd.Env = mergeEnv(cmd.Env, proxyEnv(l.port))
 }
 
 // proxyEnv are the variables that point a tree at its listener.

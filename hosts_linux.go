@@ -1,7 +1,6 @@
 package agentproc
 
 import (
-	"os/exec"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -30,35 +29,48 @@ func (c *sandboxCache) buildHosts(b *sandboxBuilt, pol *sandboxPolicy, h hostCap
 	return nil
 }
 
-// listen makes the tree's proxy listener on 127.0.0.1 (in the tree's
-// network namespace: the calling thread is in it), restricts the thread's
-// TCP connects to its port and refuses it every TCP bind (a Landlock layer
-// of its own, on top of the policy's), and points cmd's proxy variables at
-// it. The thread has no_new_privs set and is not yet otherwise confined.
-func (h *hostsRun) listen(cmd *exec.Cmd) error {
+// makeHostsListener makes a tree's proxy listener on 127.0.0.1 (in the
+// tree's network namespace: the calling thread is in it) and restricts the
+// thread's TCP connects to its port and refuses it every TCP bind (a
+// Landlock layer of its own, on top of the policy's). The thread has
+// no_new_privs set and is not yet otherwise confined: a ready thread does
+// this ahead of its Start, which then only points the tree's proxy
+// variables at the port (hostsRun.adopt).
+func makeHostsListener() (hostsListener, error) {
 	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
-		return xerrors.Errorf("proxy listener: %w", err)
+		return hostsListener{fd: -1}, xerrors.Errorf("proxy listener: %w", err)
 	}
-	h.fd = fd
+	l := hostsListener{fd: fd}
+	fail := func(err error) (hostsListener, error) {
+		l.close()
+		return hostsListener{fd: -1}, err
+	}
 	if err := unix.Bind(fd, &unix.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
-		return xerrors.Errorf("proxy listener: bind: %w", err)
+		return fail(xerrors.Errorf("proxy listener: bind: %w", err))
 	}
 	if err := unix.Listen(fd, 128); err != nil {
-		return xerrors.Errorf("proxy listener: listen: %w", err)
+		return fail(xerrors.Errorf("proxy listener: listen: %w", err))
 	}
 	sa, err := unix.Getsockname(fd)
 	if err != nil {
-		return xerrors.Errorf("proxy listener: %w", err)
+		return fail(xerrors.Errorf("proxy listener: %w", err))
 	}
-	h.port = sa.(*unix.SockaddrInet4).Port
+	l.port = sa.(*unix.SockaddrInet4).Port
 	if sandboxHost().abi >= 4 {
-		if err := restrictConnectToPort(h.port); err != nil {
-			return err
+		if err := restrictConnectToPort(l.port); err != nil {
+			return fail(err)
 		}
 	}
-	cmd.Env = mergeEnv(cmd.Env, proxyEnv(h.port))
-	return nil
+	return l, nil
+}
+
+// close closes a listener that was made but never handed over.
+func (l *hostsListener) close() {
+	if l.fd >= 0 {
+		_ = unix.Close(l.fd)
+		l.fd = -1
+	}
 }
 
 // restrictConnectToPort adds a Landlock layer to the calling thread that

@@ -2,10 +2,10 @@
 
 package agentproc
 
-import "os/exec"
+// makeHostsListener is never called: NetworkHosts is Linux only, and the
+// OS layer reports AllowHosts as not enforced (the tree gets no network).
+func makeHostsListener() (hostsListener, error) { return hostsListener{fd: -1}, nil }
 
-// listen makes nothing: NetworkHosts is Linux only, and the OS layer
-// reports AllowHosts as not enforced (the tree gets no network).
-func (h *hostsRun) listen(*exec.Cmd) error { return nil }
+func (l *hostsListener) close() {}
 
 func closeListenerFD(*hostsRun) {}
