@@ -1,6 +1,8 @@
 package agentproc
 
 import (
+	"net"
+	"os"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -30,7 +32,9 @@ func (c *sandboxCache) buildHosts(b *sandboxBuilt, pol *sandboxPolicy, h hostCap
 }
 
 // makeHostsListener makes a tree's proxy listener on 127.0.0.1 (in the
-// tree's network namespace: the calling thread is in it) and restricts the
+// tree's network namespace: the calling thread is in it), ready for the
+// proxy to serve (a net.Listener: its descriptor duplicated and registered
+// with the runtime's poller here, not on the Start), and restricts the
 // thread's TCP connects to its port and refuses it every TCP bind (a
 // Landlock layer of its own, on top of the policy's). The thread has
 // no_new_privs set and is not yet otherwise confined: a ready thread does
@@ -39,12 +43,11 @@ func (c *sandboxCache) buildHosts(b *sandboxBuilt, pol *sandboxPolicy, h hostCap
 func makeHostsListener() (hostsListener, error) {
 	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
-		return hostsListener{fd: -1}, xerrors.Errorf("proxy listener: %w", err)
+		return hostsListener{}, xerrors.Errorf("proxy listener: %w", err)
 	}
-	l := hostsListener{fd: fd}
 	fail := func(err error) (hostsListener, error) {
-		l.close()
-		return hostsListener{fd: -1}, err
+		_ = unix.Close(fd)
+		return hostsListener{}, err
 	}
 	if err := unix.Bind(fd, &unix.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
 		return fail(xerrors.Errorf("proxy listener: bind: %w", err))
@@ -56,21 +59,19 @@ func makeHostsListener() (hostsListener, error) {
 	if err != nil {
 		return fail(xerrors.Errorf("proxy listener: %w", err))
 	}
-	l.port = sa.(*unix.SockaddrInet4).Port
+	port := sa.(*unix.SockaddrInet4).Port
 	if sandboxHost().abi >= 4 {
-		if err := restrictConnectToPort(l.port); err != nil {
+		if err := restrictConnectToPort(port); err != nil {
 			return fail(err)
 		}
 	}
-	return l, nil
-}
-
-// close closes a listener that was made but never handed over.
-func (l *hostsListener) close() {
-	if l.fd >= 0 {
-		_ = unix.Close(l.fd)
-		l.fd = -1
+	f := os.NewFile(uintptr(fd), "agentproc-proxy")
+	ln, err := net.FileListener(f)
+	_ = f.Close()
+	if err != nil {
+		return hostsListener{}, xerrors.Errorf("proxy listener: %w", err)
 	}
+	return hostsListener{ln: ln, port: port}, nil
 }
 
 // restrictConnectToPort adds a Landlock layer to the calling thread that
@@ -89,12 +90,4 @@ func restrictConnectToPort(port int) error {
 		return xerrors.Errorf("landlock_add_rule (proxy port %d): %w", port, errno)
 	}
 	return landlockRestrict(rs)
-}
-
-// closeListenerFD closes a listener that was made but never served.
-func closeListenerFD(h *hostsRun) {
-	if h.fd >= 0 {
-		_ = unix.Close(h.fd)
-		h.fd = -1
-	}
 }

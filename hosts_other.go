@@ -4,8 +4,4 @@ package agentproc
 
 // makeHostsListener is never called: NetworkHosts is Linux only, and the
 // OS layer reports AllowHosts as not enforced (the tree gets no network).
-func makeHostsListener() (hostsListener, error) { return hostsListener{fd: -1}, nil }
-
-func (l *hostsListener) close() {}
-
-func closeListenerFD(*hostsRun) {}
+func makeHostsListener() (hostsListener, error) { return hostsListener{}, nil }

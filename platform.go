@@ -186,9 +186,8 @@ import (
 //     ErrUnsupported in sandbox_peer_nonlinux.go).
 //   - makeHostsListener() opens NetworkHosts' proxy listener inside the
 //     tree's network namespace, on the starting thread (a ready thread
-//     ahead of its Start), hostsListener's close closes one never handed
-//     over, and closeListenerFD one handed over but never served
-//     (hosts_linux.go; no-ops in hosts_other.go).
+//     ahead of its Start), ready for the proxy to serve (hosts_linux.go;
+//     never called in hosts_other.go).
 //
 // Every implementation obeys the package's lock rule and lock order, both
 // written once in docs/architecture.md ("Locks"): the portable code calls
@@ -312,8 +311,6 @@ var (
 	_ func(string) string                                                                 = resolvePath
 	_ func(int) (string, error)                                                           = moreConfined
 	_ func() (hostsListener, error)                                                       = makeHostsListener
-	_ func(*hostsListener)                                                                = (*hostsListener).close
-	_ func(*hostsRun)                                                                     = closeListenerFD
 
 	_ func(*Manager, Request, string, string, string, uint64, []string) (*Process, error) = (*Manager).startDetached
 )

@@ -533,7 +533,7 @@ func (b *sandboxBuilt) start(cmd *exec.Cmd, step threadStep, hosts func(hostsLis
 		if err := b.enterAndDrop(lastCap); err != nil {
 			return err
 		}
-		lis := hostsListener{fd: -1}
+		var lis hostsListener
 		if err := b.confine(b.hostsHook(&lis)); err != nil {
 			lis.close()
 			return err
@@ -558,7 +558,7 @@ func (b *sandboxBuilt) hostsHook(lis *hostsListener) func() error {
 // handListener gives the listener made on the thread, if any, to hosts
 // (the Start's), or closes it when the Start has no use for it.
 func (b *sandboxBuilt) handListener(lis *hostsListener, hosts func(hostsListener)) {
-	if lis.fd < 0 {
+	if lis.ln == nil {
 		return
 	}
 	if hosts != nil {
@@ -566,7 +566,7 @@ func (b *sandboxBuilt) handListener(lis *hostsListener, hosts func(hostsListener
 	} else {
 		lis.close()
 	}
-	lis.fd = -1
+	*lis = hostsListener{}
 }
 
 // startLast runs last, if not nil, then starts cmd, on the calling,
@@ -664,7 +664,7 @@ func (b *sandboxBuilt) confine(inNetns func() error) error {
 type readyThread struct {
 	b        *sandboxBuilt
 	confined bool          // confine was done too
-	lis      hostsListener // b.hosts: the listener confine made; fd -1 once handed over
+	lis      hostsListener // b.hosts: the listener confine made; zero once handed over
 	tid      int           // the thread's ID, set before ready is closed
 	ready    chan struct{} // closed once the steps succeeded
 	fail     chan struct{} // closed if it could not be made
@@ -738,7 +738,7 @@ func (c *sandboxCache) makeReadyThread(b *sandboxBuilt, lastCap int, ahead bool)
 		close(c.readyThread.quit)
 	}
 	st := &readyThread{b: b, confined: ahead, ready: make(chan struct{}), fail: make(chan struct{}),
-		work: make(chan func()), quit: make(chan struct{}), lis: hostsListener{fd: -1}}
+		work: make(chan func()), quit: make(chan struct{})}
 	c.readyThread = st
 	readyThreadsMade.Add(1)
 	c.threadMakers.Add(1)

@@ -303,7 +303,7 @@ func (m *Manager) prepareSandbox(sb *Sandbox, dir string, dirChosen, tty bool) (
 			run.finish(m)
 			return nil, err
 		}
-		run.hosts = &hostsRun{list: pol.hosts, proxy: proxy, fd: -1}
+		run.hosts = &hostsRun{list: pol.hosts, proxy: proxy}
 	}
 	return run, nil
 }
