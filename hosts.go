@@ -2,7 +2,7 @@ package agentproc
 
 import (
 	"net"
-	"os"
+	"os/exec"
 	"slices"
 	"strconv"
 	"strings"
@@ -18,9 +18,10 @@ import (
 // Manager's proxy (internal/egress), and nothing else. The route of one
 // Start: the policy parses the list (setHosts); prepareSandbox gives the
 // run a hostsRun; on the starting thread, once it is in the tree's network
-// namespace and before it is confined, the OS layer makes the tree's own
-// listener there and lets the thread connect to its port only
-// (hostsRun.listen, hosts_linux.go), and sets the proxy variables; once
+// namespace and before it is confined (a ready thread: ahead of the
+// Start), the OS layer makes the tree's own listener there and lets the
+// thread connect to its port only (makeHostsListener, hosts_linux.go);
+// the Start takes it over and sets the proxy variables (adopt); once
 // the Process exists, serveHosts hands the listener to the proxy with the
 // process's list and a denial callback; finish closes it. The proxy is
 // made by the first such Start and closed by Close: a Manager that never
@@ -138,9 +139,32 @@ func (h *hostsProxy) close() {
 type hostsRun struct {
 	list  *egress.List
 	proxy *egress.Proxy
-	fd    int // the listening socket, -1 until made and after it is served
+	ln    net.Listener // the listener made for the tree, nil until made and after it is served
 	port  int
 	lis   *egress.Listener
+}
+
+// hostsListener is a tree's proxy listener, made on its starting thread
+// (makeHostsListener): the listener (nil for none, the zero value) and its
+// port.
+type hostsListener struct {
+	ln   net.Listener
+	port int
+}
+
+// close closes a listener that was made but never handed over.
+func (l *hostsListener) close() {
+	if l.ln != nil {
+		_ = l.ln.Close()
+		l.ln = nil
+	}
+}
+
+// adopt takes over l, made on the thread that starts cmd, and points
+// cmd's proxy variables at it.
+func (h *hostsRun) adopt(cmd *exec.Cmd, l hostsListener) {
+	h.ln, h.port = l.ln, l.port
+	cmd.Env = mergeEnv(cmd.Env, proxyEnv(l.port))
 }
 
 // proxyEnv are the variables that point a tree at its listener.
@@ -155,13 +179,8 @@ func proxyEnv(port int) map[string]string {
 
 // serve hands the listener to the proxy, reporting p's denials.
 func (h *hostsRun) serve(p *Process) error {
-	f := os.NewFile(uintptr(h.fd), "agentproc-proxy")
-	h.fd = -1
-	ln, err := net.FileListener(f)
-	_ = f.Close()
-	if err != nil {
-		return xerrors.Errorf("proxy listener: %w", err)
-	}
+	ln := h.ln
+	h.ln = nil // Serve takes it over, even when it fails
 	lis, err := h.proxy.Serve(ln, egress.Policy{List: h.list, Deny: func(d egress.Denial) {
 		p.addDenial(Denial{Kind: "network", Op: d.Op, Target: d.Target, Rule: d.Rule})
 	}})
@@ -181,7 +200,10 @@ func (h *hostsRun) close() {
 		_ = h.lis.Close()
 		h.lis = nil
 	}
-	closeListenerFD(h)
+	if h.ln != nil {
+		_ = h.ln.Close()
+		h.ln = nil
+	}
 }
 
 // addDenial records d in p's Info (a repeat adds to its Count) and
@@ -236,7 +258,7 @@ func DenialHint(d Denial) string {
 
 // serveHosts serves r's proxy listener for p, if r has one.
 func (r *sandboxRun) serveHosts(p *Process) error {
-	if r == nil || r.hosts == nil || r.hosts.fd < 0 {
+	if r == nil || r.hosts == nil || r.hosts.ln == nil {
 		return nil
 	}
 	return r.hosts.serve(p)

@@ -12,8 +12,17 @@ import (
 // with NetworkNone and with NetworkHosts (a proxy listener made for the
 // tree, its Landlock port layer and the hosts seccomp filter), alternated
 // round by round in one run; hosts-ratio is the second's median over the
-// first's.
+// first's. "shared": both from one Manager, whose Starts then take turns
+// between two policies and get no ready thread (every Start confines its
+// own thread); "apart": each from a Manager of its own, as a Manager that
+// starts trees of one policy does, each Start taking the ready thread
+// confined ahead (with its listener, for NetworkHosts).
 func BenchmarkSandboxHosts(b *testing.B) {
+	b.Run("shared", func(b *testing.B) { benchSandboxHosts(b, false) })
+	b.Run("apart", func(b *testing.B) { benchSandboxHosts(b, true) })
+}
+
+func benchSandboxHosts(b *testing.B, apart bool) {
 	if !hasNetwork(agentproc.NetworkHosts) {
 		b.Skipf("NetworkHosts is not enforced here: %s", agentproc.SandboxSupport())
 	}
@@ -23,12 +32,18 @@ func BenchmarkSandboxHosts(b *testing.B) {
 	hosts.Network, hosts.AllowHosts = agentproc.NetworkHosts, []string{"proxy.golang.org"}
 	m := agentproc.New()
 	defer m.Close()
+	ms := []*agentproc.Manager{m, m}
+	if apart {
+		m2 := agentproc.New()
+		defer m2.Close()
+		ms[1] = m2
+	}
 	ctx := context.Background()
 	sbs := []*agentproc.Sandbox{none, hosts}
 	times := make([][]time.Duration, len(sbs))
 	run := func(i int) {
 		start := time.Now()
-		p, err := m.Start(ctx, agentproc.Request{Command: "true", WorkDir: ws, Sandbox: sbs[i]})
+		p, err := ms[i].Start(ctx, agentproc.Request{Command: "true", WorkDir: ws, Sandbox: sbs[i]})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -1,7 +1,8 @@
 package agentproc
 
 import (
-	"os/exec"
+	"net"
+	"os"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -30,35 +31,47 @@ func (c *sandboxCache) buildHosts(b *sandboxBuilt, pol *sandboxPolicy, h hostCap
 	return nil
 }
 
-// listen makes the tree's proxy listener on 127.0.0.1 (in the tree's
-// network namespace: the calling thread is in it), restricts the thread's
-// TCP connects to its port and refuses it every TCP bind (a Landlock layer
-// of its own, on top of the policy's), and points cmd's proxy variables at
-// it. The thread has no_new_privs set and is not yet otherwise confined.
-func (h *hostsRun) listen(cmd *exec.Cmd) error {
+// makeHostsListener makes a tree's proxy listener on 127.0.0.1 (in the
+// tree's network namespace: the calling thread is in it), ready for the
+// proxy to serve (a net.Listener: its descriptor duplicated and registered
+// with the runtime's poller here, not on the Start), and restricts the
+// thread's TCP connects to its port and refuses it every TCP bind (a
+// Landlock layer of its own, on top of the policy's). The thread has
+// no_new_privs set and is not yet otherwise confined: a ready thread does
+// this ahead of its Start, which then only points the tree's proxy
+// variables at the port (hostsRun.adopt).
+func makeHostsListener() (hostsListener, error) {
 	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
-		return xerrors.Errorf("proxy listener: %w", err)
+		return hostsListener{}, xerrors.Errorf("proxy listener: %w", err)
 	}
-	h.fd = fd
+	fail := func(err error) (hostsListener, error) {
+		_ = unix.Close(fd)
+		return hostsListener{}, err
+	}
 	if err := unix.Bind(fd, &unix.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
-		return xerrors.Errorf("proxy listener: bind: %w", err)
+		return fail(xerrors.Errorf("proxy listener: bind: %w", err))
 	}
 	if err := unix.Listen(fd, 128); err != nil {
-		return xerrors.Errorf("proxy listener: listen: %w", err)
+		return fail(xerrors.Errorf("proxy listener: listen: %w", err))
 	}
 	sa, err := unix.Getsockname(fd)
 	if err != nil {
-		return xerrors.Errorf("proxy listener: %w", err)
+		return fail(xerrors.Errorf("proxy listener: %w", err))
 	}
-	h.port = sa.(*unix.SockaddrInet4).Port
+	port := sa.(*unix.SockaddrInet4).Port
 	if sandboxHost().abi >= 4 {
-		if err := restrictConnectToPort(h.port); err != nil {
-			return err
+		if err := restrictConnectToPort(port); err != nil {
+			return fail(err)
 		}
 	}
-	cmd.Env = mergeEnv(cmd.Env, proxyEnv(h.port))
-	return nil
+	f := os.NewFile(uintptr(fd), "agentproc-proxy")
+	ln, err := net.FileListener(f)
+	_ = f.Close()
+	if err != nil {
+		return hostsListener{}, xerrors.Errorf("proxy listener: %w", err)
+	}
+	return hostsListener{ln: ln, port: port}, nil
 }
 
 // restrictConnectToPort adds a Landlock layer to the calling thread that
@@ -77,12 +90,4 @@ func restrictConnectToPort(port int) error {
 		return xerrors.Errorf("landlock_add_rule (proxy port %d): %w", port, errno)
 	}
 	return landlockRestrict(rs)
-}
-
-// closeListenerFD closes a listener that was made but never served.
-func closeListenerFD(h *hostsRun) {
-	if h.fd >= 0 {
-		_ = unix.Close(h.fd)
-		h.fd = -1
-	}
 }

@@ -2,10 +2,6 @@
 
 package agentproc
 
-import "os/exec"
-
-// listen makes nothing: NetworkHosts is Linux only, and the OS layer
-// reports AllowHosts as not enforced (the tree gets no network).
-func (h *hostsRun) listen(*exec.Cmd) error { return nil }
-
-func closeListenerFD(*hostsRun) {}
+// makeHostsListener is never called: NetworkHosts is Linux only, and the
+// OS layer reports AllowHosts as not enforced (the tree gets no network).
+func makeHostsListener() (hostsListener, error) { return hostsListener{}, nil }

@@ -167,9 +167,10 @@ import (
 //     get(pol) builds a policy once and returns its *sandboxBuilt, with
 //     info (what enforces it) and missing (what of the policy it cannot
 //     enforce) filled in; close releases everything.
-//   - sandboxBuilt's start(cmd, step, inNetns, last) starts cmd confined
-//     (step, when not nil, runs on the starting thread first; inNetns, when
-//     not nil, runs inside the network namespace; last, when not nil, runs
+//   - sandboxBuilt's start(cmd, step, hosts, last) starts cmd confined
+//     (step, when not nil, runs on the starting thread first; hosts, when
+//     not nil, takes over the proxy listener the thread made inside the
+//     network namespace; last, when not nil, runs
 //     on the confined thread just before the fork); done gives back a
 //     get's use of it.
 //   - sandboxThreadUser() takes a use of the state the starting threads
@@ -183,9 +184,10 @@ import (
 //     there is no sandbox, keeps Narrow's and InWrite's answers meaningful).
 //   - moreConfined(pid) implements MoreConfined (sandbox_peer_linux.go;
 //     ErrUnsupported in sandbox_peer_nonlinux.go).
-//   - hostsRun's listen(cmd) opens NetworkHosts' proxy listener inside the
-//     tree's network namespace, and closeListenerFD closes one that was
-//     made but never served (hosts_linux.go; no-ops in hosts_other.go).
+//   - makeHostsListener() opens NetworkHosts' proxy listener inside the
+//     tree's network namespace, on the starting thread (a ready thread
+//     ahead of its Start), ready for the proxy to serve (hosts_linux.go;
+//     never called in hosts_other.go).
 //
 // Every implementation obeys the package's lock rule and lock order, both
 // written once in docs/architecture.md ("Locks"): the portable code calls
@@ -299,17 +301,16 @@ var (
 	_ func(*supervisor, context.Context, ExitReason) (Info, error)            = (*supervisor).stopDetached
 	_ func(*supervisor)                                                       = (*supervisor).releaseDetached
 
-	_ func() SandboxFeatures                                                       = sandboxSupport
-	_ func(*sandboxCache, *sandboxPolicy) (*sandboxBuilt, error)                   = (*sandboxCache).get
-	_ func(*sandboxCache)                                                          = (*sandboxCache).close
-	_ func(*sandboxBuilt, *exec.Cmd, threadStep, func() error, func() error) error = (*sandboxBuilt).start
-	_ func(*sandboxBuilt)                                                          = (*sandboxBuilt).done
-	_ func() func()                                                                = sandboxThreadUser
-	_ func(string) (string, bool)                                                  = recycleTempDir
-	_ func(string) string                                                          = resolvePath
-	_ func(int) (string, error)                                                    = moreConfined
-	_ func(*hostsRun, *exec.Cmd) error                                             = (*hostsRun).listen
-	_ func(*hostsRun)                                                              = closeListenerFD
+	_ func() SandboxFeatures                                                              = sandboxSupport
+	_ func(*sandboxCache, *sandboxPolicy) (*sandboxBuilt, error)                          = (*sandboxCache).get
+	_ func(*sandboxCache)                                                                 = (*sandboxCache).close
+	_ func(*sandboxBuilt, *exec.Cmd, threadStep, func(hostsListener), func() error) error = (*sandboxBuilt).start
+	_ func(*sandboxBuilt)                                                                 = (*sandboxBuilt).done
+	_ func() func()                                                                       = sandboxThreadUser
+	_ func(string) (string, bool)                                                         = recycleTempDir
+	_ func(string) string                                                                 = resolvePath
+	_ func(int) (string, error)                                                           = moreConfined
+	_ func() (hostsListener, error)                                                       = makeHostsListener
 
 	_ func(*Manager, Request, string, string, string, uint64, []string) (*Process, error) = (*Manager).startDetached
 )

@@ -64,7 +64,7 @@ func (b *sandboxBuilt) done() {}
 
 // start runs cmd's program under sandbox-exec with the profile.
 // No thread step exists on macOS (startCommand passes none).
-func (b *sandboxBuilt) start(cmd *exec.Cmd, _ threadStep, _, _ func() error) error {
+func (b *sandboxBuilt) start(cmd *exec.Cmd, _ threadStep, _ func(hostsListener), _ func() error) error {
 	if b.info.Mechanisms != nil {
 		cmd.Args = append([]string{sandboxExec, "-p", b.profile, cmd.Path}, cmd.Args[1:]...)
 		cmd.Path = sandboxExec

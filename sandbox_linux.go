@@ -123,6 +123,10 @@ type sandboxBuilt struct {
 	err      error
 	uncached bool          // not in the cache: released by done
 	cache    *sandboxCache // nil outside a Manager (a detached runner)
+	// hosts: NetworkHosts; each Start's thread makes the tree's proxy
+	// listener in the network namespace (makeHostsListener), a ready
+	// thread ahead of its Start.
+	hosts bool
 }
 
 // done is called once by each Start that used b (got it from the
@@ -346,6 +350,7 @@ func (c *sandboxCache) build(b *sandboxBuilt, pol *sandboxPolicy) error {
 		// The tree reaches only its proxy listener: TCP that Landlock's
 		// port rule checks, as NetworkPorts.
 		net = seccompPorts
+		b.hosts = true
 		if err := c.buildHosts(b, pol, h, &mech); err != nil {
 			return err
 		}
@@ -478,11 +483,11 @@ func (c *sandboxCache) close() {
 // there. The ready thread saves the Start the thread's making and those steps
 // (docs/measurements.md), for a hand-off of one wake-up.
 //
-// inNetns, if not nil, runs on the thread once it is in b's network
-// namespace with no_new_privs set, before Landlock and seccomp
-// (NetworkHosts makes the tree's proxy listener there). Such a Start's
-// ready thread is confined only up to its bounding set (ahead means without the
-// listener), and the rest is done at the Start.
+// For b.hosts (NetworkHosts) the thread makes the tree's proxy listener
+// once it is in b's network namespace with no_new_privs set, before
+// Landlock and seccomp (makeHostsListener), a ready thread ahead like the
+// rest; hosts, which must then not be nil, takes it over on the thread
+// before the fork.
 //
 // The descriptors to close in the child are listed here, on the calling
 // thread, before the hand-off: a confined thread may not be allowed to
@@ -491,21 +496,22 @@ func (c *sandboxCache) close() {
 // last, if not nil, runs on the confined thread just before the fork, on a
 // ready thread confined ahead too: a further Landlock layer of this Start (the
 // temp dir's), which intersects with the policy's in any order.
-func (b *sandboxBuilt) start(cmd *exec.Cmd, step threadStep, inNetns, last func() error) error {
+func (b *sandboxBuilt) start(cmd *exec.Cmd, step threadStep, hosts func(hostsListener), last func() error) error {
 	if err := closeInherited(cmd); err != nil {
 		return err
 	}
 	lastCap := sandboxHost().lastCap
-	ahead := inNetns == nil // a ready thread may be confined all the way ahead
+	const ahead = true // a ready thread is confined all the way ahead
 	if step == nil && b.cache != nil {
 		if st := b.cache.takeReadyThread(b, ahead); st != nil {
 			readyThreadStarts.Add(1)
 			err := st.do(func() error {
 				if !st.confined {
-					if err := b.confine(inNetns); err != nil {
+					if err := b.confine(b.hostsHook(&st.lis)); err != nil {
 						return err
 					}
 				}
+				b.handListener(&st.lis, hosts)
 				return startLast(cmd, last)
 			})
 			b.cache.makeReadyThread(b, lastCap, ahead)
@@ -527,11 +533,40 @@ func (b *sandboxBuilt) start(cmd *exec.Cmd, step threadStep, inNetns, last func(
 		if err := b.enterAndDrop(lastCap); err != nil {
 			return err
 		}
-		if err := b.confine(inNetns); err != nil {
+		var lis hostsListener
+		if err := b.confine(b.hostsHook(&lis)); err != nil {
+			lis.close()
 			return err
 		}
+		b.handListener(&lis, hosts)
 		return startLast(cmd, last)
 	})
+}
+
+// hostsHook is confine's inNetns for b: for b.hosts, it makes the tree's
+// proxy listener into *lis; nil otherwise.
+func (b *sandboxBuilt) hostsHook(lis *hostsListener) func() error {
+	if !b.hosts {
+		return nil
+	}
+	return func() (err error) {
+		*lis, err = makeHostsListener()
+		return err
+	}
+}
+
+// handListener gives the listener made on the thread, if any, to hosts
+// (the Start's), or closes it when the Start has no use for it.
+func (b *sandboxBuilt) handListener(lis *hostsListener, hosts func(hostsListener)) {
+	if lis.ln == nil {
+		return
+	}
+	if hosts != nil {
+		hosts(*lis)
+	} else {
+		lis.close()
+	}
+	*lis = hostsListener{}
 }
 
 // startLast runs last, if not nil, then starts cmd, on the calling,
@@ -628,7 +663,8 @@ func (b *sandboxBuilt) confine(inNetns func() error) error {
 // TestSandboxHostNeverConfined tells apart by its thread ID.
 type readyThread struct {
 	b        *sandboxBuilt
-	confined bool          // confine was done too, without an inNetns hook
+	confined bool          // confine was done too
+	lis      hostsListener // b.hosts: the listener confine made; zero once handed over
 	tid      int           // the thread's ID, set before ready is closed
 	ready    chan struct{} // closed once the steps succeeded
 	fail     chan struct{} // closed if it could not be made
@@ -726,8 +762,11 @@ func (c *sandboxCache) makeReadyThread(b *sandboxBuilt, lastCap int, ahead bool)
 			close(st.fail) // the next Start does the steps itself and reports it
 			return         // locked: a thread changed halfway is discarded
 		}
+		// A listener made ahead and not handed over (the thread failed
+		// or was thrown away unused) is closed here.
+		defer st.lis.close()
 		if st.confined {
-			if err := b.confine(nil); err != nil {
+			if err := b.confine(b.hostsHook(&st.lis)); err != nil {
 				close(st.fail)
 				return // locked: discarded
 			}

@@ -52,7 +52,7 @@ func sandboxThreadUser() (release func()) { return func() {} }
 
 func (b *sandboxBuilt) done() {}
 
-func (b *sandboxBuilt) start(cmd *exec.Cmd, _ threadStep, _, _ func() error) error {
+func (b *sandboxBuilt) start(cmd *exec.Cmd, _ threadStep, _ func(hostsListener), _ func() error) error {
 	return cmd.Start()
 }
 

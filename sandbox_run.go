@@ -303,7 +303,7 @@ func (m *Manager) prepareSandbox(sb *Sandbox, dir string, dirChosen, tty bool) (
 			run.finish(m)
 			return nil, err
 		}
-		run.hosts = &hostsRun{list: pol.hosts, proxy: proxy, fd: -1}
+		run.hosts = &hostsRun{list: pol.hosts, proxy: proxy}
 	}
 	return run, nil
 }
@@ -311,18 +311,20 @@ func (m *Manager) prepareSandbox(sb *Sandbox, dir string, dirChosen, tty bool) (
 // start starts cmd confined, on a thread that step, if any, prepared
 // first.
 func (r *sandboxRun) start(cmd *exec.Cmd, step threadStep) error {
-	var inNetns, last func() error
+	var hosts func(hostsListener)
+	var last func() error
 	if r.hosts != nil {
-		// The proxy's listener is made in the tree's network namespace
-		// before Landlock and seccomp (which refuses listen).
-		inNetns = func() error { return r.hosts.listen(cmd) }
+		// The proxy's listener is made on the starting thread in the
+		// tree's network namespace, before Landlock and seccomp (which
+		// refuses listen); the Start takes it over.
+		hosts = func(l hostsListener) { r.hosts.adopt(cmd, l) }
 	}
 	if r.layer != nil {
 		// The temp dir's layer goes on last, also on a ready thread
 		// confined ahead: Landlock layers intersect in any order.
 		last = func() error { return landlockLayer(r.layer) }
 	}
-	err := r.built.start(cmd, step, inNetns, last)
+	err := r.built.start(cmd, step, hosts, last)
 	r.closeLayer()
 	return err
 }
