@@ -266,18 +266,7 @@ func runLogs(ctx context.Context, e *env, args []string) error {
 	plain := fs.Bool("plain", false, "render terminal control sequences away (agentproc.PlainText)")
 	tail := fs.Int("tail", -1, "print only the last N lines of what was kept (with -f, then follow)")
 	fs.IntVar(tail, "n", -1, "same as --tail")
-	rest, err := parse(fs, e, args, 1)
-	if err != nil {
-		return err
-	}
-	if len(rest) > 1 {
-		return usagef("one ID, please")
-	}
-	cl, err := cf.client()
-	if err != nil {
-		return err
-	}
-	id, err := resolve(ctx, cl, rest[0])
+	cl, id, err := oneProcess(ctx, fs, &cf, e, args)
 	if err != nil {
 		return err
 	}
@@ -365,7 +354,7 @@ func runStop(ctx context.Context, e *env, args []string) error {
 	var cf clientFlags
 	cf.register(fs)
 	all := fs.Bool("all", false, "stop every running process")
-	grace := fs.Duration("time", 10*time.Second, "how long to wait after SIGTERM before SIGKILL")
+	grace := fs.Duration("time", 10*time.Second, "how long to wait after SIGTERM before SIGKILL (0: SIGKILL at once)")
 	ids, err := parse(fs, e, args, 0)
 	if err != nil {
 		return err
@@ -396,25 +385,28 @@ func runStop(ctx context.Context, e *env, args []string) error {
 	return failed
 }
 
-// stopOne is docker stop: terminate, wait up to grace, kill.
+// stopOne is docker stop: terminate, wait up to grace, kill; with no
+// grace, kill at once (docker stop -t 0, docker rm -f).
 func stopOne(ctx context.Context, cl *httpapi.Client, arg string, grace time.Duration) error {
 	id, err := resolve(ctx, cl, arg)
 	if err != nil {
 		return err
 	}
-	if err := cl.Signal(ctx, id, agentproc.SignalTerminate); err != nil {
-		var he *httpapi.Error
-		if errors.As(err, &he) && he.StatusCode == http.StatusConflict {
-			return nil // exited already: stopped is what was asked
+	if grace > 0 {
+		if err := cl.Signal(ctx, id, agentproc.SignalTerminate); err != nil {
+			var he *httpapi.Error
+			if errors.As(err, &he) && he.StatusCode == http.StatusConflict {
+				return nil // exited already: stopped is what was asked
+			}
+			return err
 		}
-		return err
-	}
-	out, err := cl.Output(ctx, id, httpapi.OutputOptions{Wait: true, Timeout: grace, Offset: new(int64)})
-	if err != nil {
-		return err
-	}
-	if !out.Running {
-		return nil
+		out, err := cl.Output(ctx, id, httpapi.OutputOptions{Wait: true, Timeout: grace, Offset: new(int64)})
+		if err != nil {
+			return err
+		}
+		if !out.Running {
+			return nil
+		}
 	}
 	if err := cl.Signal(ctx, id, agentproc.SignalKill); err != nil {
 		var he *httpapi.Error
@@ -423,6 +415,7 @@ func stopOne(ctx context.Context, cl *httpapi.Client, arg string, grace time.Dur
 		}
 		return err
 	}
+	// The serve caps one wait; a killed tree is gone well within it.
 	_, err = cl.Output(ctx, id, httpapi.OutputOptions{Wait: true, Offset: new(int64)})
 	return err
 }
