@@ -37,6 +37,10 @@
 //	                       (agentproc.Chunk), and "output" is the chunk's data
 //	     ?follow=true      with offset: block until there is output after it,
 //	                       the process exits or awaits input (WaitOutput)
+//	     ?since=RFC3339    read from the output written at or after that
+//	                       time (agentproc.Process.OffsetAt: coarse, may
+//	                       begin up to a mark's worth earlier), as offset
+//	                       does; with offset, the later of the two
 //	POST /{id}/signal      {"signal": "kill" | "terminate" | "interrupt"}
 //	                       -> {"message"}
 //	POST /{id}/stdin       {"data", "close"} -> {"written"}; the process

@@ -534,3 +534,35 @@ func TestLogsFollowThroughPrompt(t *testing.T) {
 		t.Errorf("logs -f to the exit: got %q, %v; want bye", rest, err)
 	}
 }
+
+// TestLogsSince: logs --since prints the output written since a time (RFC
+// 3339) or a duration ago, and refuses what is neither. The child writes
+// two lines four seconds apart on the real clock, as --since is about
+// wall time; the split lies two seconds before the exit was seen.
+func TestLogsSince(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	_, env := serveInDir(t, ctx, t.TempDir(), "--grace", "1s")
+	out, _, code := cli(t, ctx, env, "run", "-d", "--", "echo old; sleep 4; echo new")
+	id := strings.TrimSpace(out)
+	if code != 0 {
+		t.Fatalf("run -d: exit %d", code)
+	}
+	if _, _, code := cli(t, ctx, env, "wait", id); code != 0 {
+		t.Fatalf("wait: exit %d", code)
+	}
+	split := time.Now().Add(-2 * time.Second).Format(time.RFC3339Nano)
+	if got, errOut, _ := cli(t, ctx, env, "logs", "--since", split, id); got != "new\n" {
+		t.Errorf("logs --since %s: got %q (%s), want the line written after", split, got, errOut)
+	}
+	if got, _, _ := cli(t, ctx, env, "logs", "--since", "1h", id); got != "old\nnew\n" {
+		t.Errorf("logs --since 1h: got %q, want all of it", got)
+	}
+	if got, _, _ := cli(t, ctx, env, "logs", "--since", "0s", id); got != "" {
+		t.Errorf("logs --since 0s: got %q, want nothing", got)
+	}
+	if _, errOut, code := cli(t, ctx, env, "logs", "--since", "yesterday", id); code != exitUsage || !strings.Contains(errOut, "RFC 3339") {
+		t.Errorf("logs --since yesterday: got exit %d, stderr %q; want 2 and what it takes", code, errOut)
+	}
+}
