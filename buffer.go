@@ -3,10 +3,14 @@ package agentproc
 import (
 	"context"
 	"math"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 	"unicode/utf8"
+
+	"github.com/coder/quartz"
 )
 
 // Chunk is one read of a process's output, starting at an absolute offset:
@@ -120,7 +124,45 @@ type outputBuffer struct {
 	// made only when someone asks for it, so writes with nobody waiting do
 	// not allocate, and all waiters share it instead of each polling.
 	notify chan struct{}
+
+	// clock times the marks; nil keeps none (see offsetAt).
+	clock quartz.Clock
+	// marks say when output was written: each covers the bytes from its
+	// offset to the next mark's, all written between its first and last
+	// times. Both ascend. A new mark begins when markGap has passed since
+	// the current one began; when maxMarks are held, the two neighbours
+	// that together cover the shortest time are merged first, so memory is
+	// bounded while quiet periods, the times a since-time usually falls
+	// in, are the last to be blurred.
+	marks []outputMark
+	// untimed counts the writes since the last timed one; prevLen is the
+	// length of the latest write (see Write).
+	untimed int
+	prevLen int
 }
+
+// outputMark covers the output from off to the next mark's off, written
+// between first and last (Unix nanoseconds).
+type outputMark struct {
+	off         int64
+	first, last int64
+}
+
+const (
+	// maxMarks bounds the marks a buffer keeps: 6 KiB at most, grown
+	// as output comes.
+	maxMarks = 256
+	// markGap is the most time one mark covers until marks are merged:
+	// the granularity of offsetAt for a process with fewer marks.
+	markGap = time.Second
+	// largeWrite and maxUntimed say which writes are timed (see Write).
+	largeWrite = 4 << 10
+	maxUntimed = 64
+)
+
+// markTags name the clock calls of marks in a quartz mock; a package
+// variable, so that passing them allocates nothing per write.
+var markTags = []string{"agentproc", "output-mark"}
 
 // maxOutputLimit is the largest head or tail a buffer keeps; larger limits
 // are clamped to it, so that head plus tail cannot overflow an int: 1 GiB,
@@ -133,6 +175,14 @@ const maxOutputLimit = min(1<<30, math.MaxInt/4)
 // Negative sizes are treated as 0, sizes above maxOutputLimit as that.
 func newOutputBuffer(headBytes, tailBytes int) *outputBuffer {
 	return &outputBuffer{headBytes: clampOutputLimit(headBytes), tailBytes: clampOutputLimit(tailBytes)}
+}
+
+// newBuffer returns the output buffer of one of m's processes: the
+// configured head and tail, marked with m's clock for Process.OffsetAt.
+func (m *Manager) newBuffer() *outputBuffer {
+	b := newOutputBuffer(m.cfg.headBytes, m.cfg.tailBytes)
+	b.clock = m.cfg.clock
+	return b
 }
 
 func clampOutputLimit(n int) int { return min(max(n, 0), maxOutputLimit) }
@@ -149,10 +199,25 @@ func (b *outputBuffer) Write(p []byte) (int, error) {
 	if n == 0 {
 		return 0, nil
 	}
+	// The clock is read before the lock, so that readers never wait on
+	// it; one goroutine writes (copyOutput), so the times still come in
+	// order. A write right after a large one comes from a writer faster
+	// than its reader, and is not timed, but for one in maxUntimed: the
+	// clock costs more than copying 64 bytes (BenchmarkBufferWrite), and
+	// those writes are only known to have come before the next timed one.
+	var at int64
+	timed := b.clock != nil && (b.prevLen < largeWrite || b.untimed >= maxUntimed || len(b.marks) == 0)
+	if timed {
+		at = b.clock.Now(markTags...).UnixNano()
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.closed {
 		return n, nil
+	}
+	if b.clock != nil {
+		b.prevLen = n
+		b.markLocked(timed, at)
 	}
 	b.written += int64(n)
 	if room := b.headBytes - len(b.head); room > 0 {
@@ -166,6 +231,67 @@ func (b *outputBuffer) Write(p []byte) (int, error) {
 	}
 	b.wakeLocked()
 	return n, nil
+}
+
+// markLocked notes a write about to start at offset written: its time at
+// (Unix nanoseconds) when timed, else only that it came after the last
+// time noted.
+func (b *outputBuffer) markLocked(timed bool, at int64) {
+	n := len(b.marks)
+	if !timed {
+		b.untimed++
+		return
+	}
+	if n > 0 {
+		cur := &b.marks[n-1]
+		// A wall clock stepped back must not unsort the marks. Untimed
+		// writes since cur.last came before this one: at bounds them.
+		at = max(at, cur.last)
+		if at-cur.first < int64(markGap) {
+			cur.last, b.untimed = at, 0
+			return
+		}
+		if b.untimed > 0 {
+			cur.last, b.untimed = at, 0
+		}
+	}
+	if n == maxMarks {
+		// At most once a markGap, so a pass over the marks is cheap.
+		best := 0
+		for i := 1; i < n-1; i++ {
+			if b.marks[i+1].last-b.marks[i].first < b.marks[best+1].last-b.marks[best].first {
+				best = i
+			}
+		}
+		b.marks[best].last = b.marks[best+1].last
+		b.marks = append(b.marks[:best+1], b.marks[best+2:]...)
+	}
+	b.marks = append(b.marks, outputMark{off: b.written, first: at, last: at})
+}
+
+// offsetAt returns an offset from which the buffer holds every byte
+// written at or after t: that of the first mark whose output was still
+// being written at t (all bytes before it were written before t), the end
+// when nothing has been written since t, and 0 without marks. What it
+// returns beyond that, output of the same mark written before t, is the
+// price of keeping bounded marks.
+func (b *outputBuffer) offsetAt(t time.Time) int64 {
+	tn := t.UnixNano()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	n := len(b.marks)
+	if n == 0 {
+		return 0
+	}
+	i := sort.Search(n, func(i int) bool { return b.marks[i].last >= tn })
+	switch {
+	case i < n:
+		return b.marks[i].off
+	case b.untimed > 0:
+		// Writes since the last mark's last time may be later than t.
+		return b.marks[n-1].off
+	}
+	return b.written
 }
 
 // skip counts n bytes the buffer will never see: the middle of a long

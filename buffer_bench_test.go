@@ -5,12 +5,14 @@ import (
 	"io"
 	"runtime"
 	"testing"
+
+	"github.com/coder/quartz"
 )
 
 // BenchmarkBufferWrite measures outputBuffer.Write in the steady state (head
 // full, ring allocated) against io.Discard, the cheapest correct io.Writer a
 // process's output could be copied to, so the ratio of the two is the cost
-// of keeping the output.
+// of keeping the output (time marks for OffsetAt included).
 func BenchmarkBufferWrite(b *testing.B) {
 	sizes := []struct {
 		name string
@@ -26,6 +28,7 @@ func BenchmarkBufferWrite(b *testing.B) {
 	}{
 		{"agentproc", func() io.Writer {
 			w := newOutputBuffer(16<<10, 16<<10)
+			w.clock = quartz.NewReal()      // as Manager.newBuffer: with time marks
 			w.Write(make([]byte, 16<<10+1)) // fill the head, allocate the ring
 			return w
 		}},

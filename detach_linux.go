@@ -377,7 +377,7 @@ func (m *Manager) newDetachedProcess(r *stateRecord, seq uint64, out *os.File) *
 		id:    r.ID,
 		owner: r.Owner,
 		seq:   seq,
-		buf:   newOutputBuffer(m.cfg.headBytes, m.cfg.tailBytes),
+		buf:   m.newBuffer(),
 		sup: &supervisor{
 			done:      make(chan struct{}),
 			escalated: make(chan struct{}),

@@ -20,6 +20,9 @@ var (
 	// (Process.Signal, Process.Resize) once the process has exited: the
 	// action was refused and nothing happened. Compare ErrExited.
 	ErrNotRunning = xerrors.New("agentproc: process is not running")
+	// ErrRunning is returned by Remove for a process that has not exited:
+	// nothing was removed. Stop it first.
+	ErrRunning = xerrors.New("agentproc: process is running")
 	// ErrClosed is returned by Start after Close or Shutdown.
 	ErrClosed = xerrors.New("agentproc: manager is closed")
 	// ErrTooManyProcesses is returned by Start when WithMaxRunning processes

@@ -125,6 +125,16 @@ func (m *Manager) List() []Info {
 	return m.list(func(*Process) bool { return true })
 }
 
+// Remove forgets an exited process now, as retention would later: it is
+// no longer listed or found, its Key may name a new process, and its
+// output log and state-directory record are deleted. Process values
+// callers hold stay readable. It returns ErrRunning for a process that
+// has not exited (stop it first) and ErrNotFound for an unknown ID or one
+// retention has already dropped.
+func (m *Manager) Remove(id string) error {
+	return m.remove(id, func(*Process) bool { return true })
+}
+
 // Close stops every running process at once (terminate, grace period, kill),
 // waits until all have exited, and makes later Starts fail with ErrClosed.
 // Exited processes stay readable through the Process values callers hold.
@@ -261,6 +271,29 @@ func (m *Manager) list(visible func(*Process) bool) []Info {
 	return infos
 }
 
+func (m *Manager) remove(id string, visible func(*Process) bool) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.reapLocked()
+	p, ok := m.procs[id]
+	if !ok || !visible(p) {
+		return xerrors.Errorf("process %q: %w", id, ErrNotFound)
+	}
+	// A process counts as exited once its supervisor has registered the
+	// exit (registerExit, just before Info says so): until then it may
+	// still be writing its log and record.
+	i := slices.IndexFunc(m.exitOrder, func(e exitRecord) bool { return e.p == p })
+	if i < 0 {
+		return xerrors.Errorf("process %q: %w", id, ErrRunning)
+	}
+	// One copy of the tail, bounded by the retention count: cheap next to
+	// the file removals droppedLocked queues.
+	m.exitOrder = slices.Delete(m.exitOrder, i, i+1)
+	delete(m.procs, id)
+	m.droppedLocked(p)
+	return nil
+}
+
 // startAttach starts req for owner. When req.Key names a retained process it
 // returns that one instead and reports attached (see Scope.StartOrAttach).
 func (m *Manager) startAttach(ctx context.Context, req Request, owner string) (*Process, bool, error) {
@@ -362,7 +395,7 @@ func (m *Manager) reapLocked() {
 }
 
 // droppedLocked releases what a process held in the Manager once retention
-// has dropped it: its Key and its output log.
+// or Remove has dropped it: its Key, its output log and its state record.
 func (m *Manager) droppedLocked(p *Process) {
 	m.freeKeyLocked(p)
 	m.logs.remove(p.sup.log)

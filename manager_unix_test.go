@@ -276,3 +276,55 @@ func TestNoStdinReadsEOF(t *testing.T) {
 		}
 	}
 }
+
+func TestRemove(t *testing.T) {
+	t.Parallel()
+	m := newManager(t, agentproc.WithOutputLog(t.TempDir(), 0))
+	alice := m.Scope("alice")
+	running := mustStart(t, alice, agentproc.Request{Command: "sleep 1000"})
+	exited := mustStart(t, alice, agentproc.Request{Command: "echo hi", Key: "k"})
+	info := mustWait(t, exited)
+
+	if err := alice.Remove(running.ID()); !errors.Is(err, agentproc.ErrRunning) {
+		t.Errorf("Remove(running): got %v, want ErrRunning", err)
+	}
+	if _, err := alice.Get(running.ID()); err != nil {
+		t.Errorf("Get after a refused Remove: got %v, want the process", err)
+	}
+	if err := m.Scope("bob").Remove(exited.ID()); !errors.Is(err, agentproc.ErrNotFound) {
+		t.Errorf("another owner's Remove: got %v, want ErrNotFound", err)
+	}
+	if err := alice.Remove(exited.ID()); err != nil {
+		t.Fatalf("Remove(exited): got %v, want nil", err)
+	}
+	if _, err := alice.Get(exited.ID()); !errors.Is(err, agentproc.ErrNotFound) {
+		t.Errorf("Get after Remove: got %v, want ErrNotFound", err)
+	}
+	if got := alice.List(); len(got) != 1 || got[0].ID != running.ID() {
+		t.Errorf("List after Remove: got %+v, want only the running process", got)
+	}
+	if err := alice.Remove(exited.ID()); !errors.Is(err, agentproc.ErrNotFound) {
+		t.Errorf("second Remove: got %v, want ErrNotFound", err)
+	}
+	agentproc.WaitLogRemovals(m)
+	if _, err := os.Stat(info.LogPath); !os.IsNotExist(err) {
+		t.Errorf("log after Remove: got %v, want it removed", err)
+	}
+	// The handle stays readable, and its Key names a new process.
+	if got := exited.Output().Text; got != "hi\n" {
+		t.Errorf("removed process's output: got %q, want hi", got)
+	}
+	again, attached, err := alice.StartOrAttach(testContext(t), agentproc.Request{Command: "echo hi", Key: "k"})
+	if err != nil || attached || again.ID() == exited.ID() {
+		t.Errorf("keyed Start after Remove: got (%v, attached %v, %v), want a new process", again, attached, err)
+	}
+	if again != nil {
+		mustWait(t, again)
+	}
+	if _, err := running.Stop(testContext(t)); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Remove(running.ID()); err != nil {
+		t.Errorf("Remove after Stop: got %v, want nil", err)
+	}
+}

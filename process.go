@@ -412,7 +412,7 @@ func (m *Manager) newProcess(req Request, id, owner, command, dir string, seq ui
 		id:    id,
 		owner: owner,
 		seq:   seq,
-		buf:   newOutputBuffer(m.cfg.headBytes, m.cfg.tailBytes),
+		buf:   m.newBuffer(),
 		in:    st.in,
 		sup:   sup,
 		state: handleState{info: Info{

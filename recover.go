@@ -239,7 +239,7 @@ func (m *Manager) recoveredProcess(r *stateRecord, leftovers int) *Process {
 		m:     m,
 		id:    r.ID,
 		owner: r.Owner,
-		buf:   newOutputBuffer(m.cfg.headBytes, m.cfg.tailBytes),
+		buf:   m.newBuffer(),
 		sup:   &supervisor{done: done, escalated: make(chan struct{}), rec: r},
 		state: handleState{info: Info{
 			ID:         r.ID,

@@ -53,6 +53,12 @@ func (s *Scope) List() []Info {
 	return s.m.list(s.visible)
 }
 
+// Remove forgets the owner's exited process with the given ID. See
+// Manager.Remove; another owner's process is ErrNotFound.
+func (s *Scope) Remove(id string) error {
+	return s.m.remove(id, s.visible)
+}
+
 func (s *Scope) visible(p *Process) bool {
 	return p.owner == s.owner
 }

@@ -676,3 +676,24 @@ func TestRecoveryStopsLiveOrphans(t *testing.T) {
 		t.Errorf("%d orphans alive after Recovered, want 0", left)
 	}
 }
+
+// TestRemoveDropsStateRecord: Remove deletes the record as retention does,
+// so a later Manager on the dir recovers nothing of it.
+func TestRemoveDropsStateRecord(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	m := newManager(t, agentproc.WithStateDir(dir))
+	p := mustStart(t, m, agentproc.Request{Command: "exit 3"})
+	mustWait(t, p)
+	agentproc.WaitStateIdle(m)
+	if rec := findRecord(t, dir, p.ID()); rec == nil {
+		t.Fatalf("no record of the exited process before Remove")
+	}
+	if err := m.Remove(p.ID()); err != nil {
+		t.Fatalf("Remove: got %v, want nil", err)
+	}
+	agentproc.WaitStateIdle(m)
+	if rec := findRecord(t, dir, p.ID()); rec != nil {
+		t.Errorf("record after Remove: got %v, want it removed", rec)
+	}
+}

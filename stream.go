@@ -4,6 +4,7 @@ import (
 	"context"
 	"regexp"
 	"strings"
+	"time"
 
 	"golang.org/x/xerrors"
 )
@@ -28,6 +29,24 @@ func (p *Process) Read(offset int64) (Chunk, error) {
 		return Chunk{Offset: offset, Next: offset}, err
 	}
 	return p.buf.read(offset), nil
+}
+
+// OffsetAt returns an offset from which Read returns everything the
+// process wrote at or after t, as docker logs --since does: pass it to Read
+// or WaitOutput. Output carries no timestamps; the Manager notes when
+// output was written in at most 256 marks per process, each covering at
+// most a second of writes while there are fewer, after which the two
+// neighbours covering the shortest time are merged. So the output from
+// the offset may begin with output of the same mark written before t: up
+// to a second's worth for a process that has written for less than about
+// four minutes, more for one that has written steadily for longer, while
+// a quiet stretch (a server between requests) stays exact. A t before the
+// first write gives 0, a t after the last write the end of the output.
+// The times are the Manager's clock (WithClock) when the bytes reached it:
+// for output a recovered process wrote while no Manager followed it, the
+// time it was read back.
+func (p *Process) OffsetAt(t time.Time) int64 {
+	return p.buf.offsetAt(t)
 }
 
 // WaitOutput is Read, but when there is nothing after offset yet it blocks

@@ -13,8 +13,10 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 	"unicode/utf8"
 
+	"github.com/coder/quartz"
 	"golang.org/x/sys/unix"
 
 	"github.com/agentproc/agentproc"
@@ -326,5 +328,37 @@ func TestWaitMatchCtxEnds(t *testing.T) {
 	}
 	if _, err := p.Stop(testContext(t)); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestOffsetAtSplitsByTime: output written before and after a moment of
+// the Manager's clock is told apart by OffsetAt, as logs --since needs.
+func TestOffsetAtSplitsByTime(t *testing.T) {
+	t.Parallel()
+	clk := quartz.NewMock(t)
+	m := newManager(t, agentproc.WithClock(clk))
+	ctx := testContext(t)
+	p := mustStart(t, m, agentproc.Request{Command: "echo before; read x; echo after", Stdin: true})
+	if _, err := p.WaitMatch(ctx, regexp.MustCompile(`^before$`)); err != nil {
+		t.Fatal(err)
+	}
+	clk.Advance(10 * time.Second)
+	split := clk.Now()
+	clk.Advance(10 * time.Second)
+	if _, err := p.WriteStdin(ctx, []byte("\n")); err != nil {
+		t.Fatal(err)
+	}
+	mustWait(t, p)
+	if got := p.OffsetAt(split); got != int64(len("before\n")) {
+		t.Errorf("OffsetAt between the lines: got %d, want %d", got, len("before\n"))
+	}
+	if c, _ := p.Read(p.OffsetAt(split)); c.Data != "after\n" {
+		t.Errorf("Read from OffsetAt: got %q, want the line written after", c.Data)
+	}
+	if got := p.OffsetAt(split.Add(-time.Hour)); got != 0 {
+		t.Errorf("OffsetAt before any output: got %d, want 0", got)
+	}
+	if got := p.OffsetAt(clk.Now().Add(time.Second)); got != int64(len("before\nafter\n")) {
+		t.Errorf("OffsetAt after all output: got %d, want the end", got)
 	}
 }

@@ -62,6 +62,10 @@ type OutputOptions struct {
 	// (?follow=true; agentproc.Process.WaitOutput). A client that follows
 	// a process reads from Next again and again; logs -f does.
 	Follow bool
+	// Since, when not zero, asks for a read from the output written at or
+	// after that time (?since=; agentproc.Process.OffsetAt, coarse), or
+	// from Offset if that is later; Output.Position is then set.
+	Since time.Time
 }
 
 // Start starts a process (POST /start).
@@ -108,6 +112,9 @@ func (c *Client) Output(ctx context.Context, id string, opts OutputOptions) (Out
 	}
 	if opts.Follow {
 		q.Set("follow", "true")
+	}
+	if !opts.Since.IsZero() {
+		q.Set("since", opts.Since.Format(time.RFC3339Nano))
 	}
 	var resp Output
 	err := c.do(ctx, http.MethodGet, "/"+url.PathEscape(id)+"/output", q, nil, &resp)

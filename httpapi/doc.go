@@ -19,6 +19,8 @@
 //	                       -> {"id", "started", "command", "background", "warnings"}
 //	GET  /list             -> {"processes": [Process...]}
 //	GET  /{id}             -> Process
+//	DELETE /{id}           -> {"message"}: forget an exited process and its
+//	                       output (agentproc.Scope.Remove); 409 while it runs
 //	GET  /{id}/output      -> {"output", "truncated", "running", "exit_code",
 //	                           "reason", "signal", "match", "timed_out", "port",
 //	                           "awaiting_input"}
@@ -35,12 +37,18 @@
 //	                       (agentproc.Chunk), and "output" is the chunk's data
 //	     ?follow=true      with offset: block until there is output after it,
 //	                       the process exits or awaits input (WaitOutput)
+//	     ?since=RFC3339    read from the output written at or after that
+//	                       time (agentproc.Process.OffsetAt: coarse, may
+//	                       begin up to a mark's worth earlier), as offset
+//	                       does; with offset, the later of the two
 //	POST /{id}/signal      {"signal": "kill" | "terminate" | "interrupt"}
 //	                       -> {"message"}
 //	POST /{id}/stdin       {"data", "close"} -> {"written"}; the process
 //	                       must have been started with "stdin" or "tty"
 //	POST /stop-all         {} -> {"processes": [Process...]}: every running
 //	                       process of the caller's owner, stopped at once
+//	POST /prune            {} -> {"processes": [Process...]}: every exited
+//	                       process of the caller's owner, removed
 //	GET  /events           Server-Sent Events of the caller's processes:
 //	                       "id: SEQ", "event: started|ready|awaiting_input|
 //	                       exited|dropped|lost", "data: Event" (agentproc.Event in this API's shape);
@@ -79,8 +87,8 @@
 // for a cross-origin browser request or a Host not served; 404 for
 // an ID the caller cannot see (unknown, dropped by retention, or another
 // owner's: the three are indistinguishable); 409 for a signal to a process
-// that has exited; 413 for a body over MaxBodyBytes; 415 for a POST body
-// not sent as application/json; 429 when the Manager's running limit or the
+// that has exited and for removing one that runs; 413 for a body over
+// MaxBodyBytes; 415 for a POST body not sent as application/json; 429 when the Manager's running limit or the
 // owner's (WithMaxRunningPerOwner) is reached; 501 for what the platform
 // cannot do, such as a limit that cannot be enforced (the detail names the
 // field); 503 once the Manager is closed.

@@ -75,11 +75,13 @@ func NewHandler(m *agentproc.Manager, opts ...Option) http.Handler {
 	mux.HandleFunc("POST /start", h.start)
 	mux.HandleFunc("GET /list", h.list)
 	mux.HandleFunc("GET /{id}", h.get)
+	mux.HandleFunc("DELETE /{id}", h.remove)
 	mux.HandleFunc("GET /{id}/output", h.output)
 	mux.HandleFunc("POST /{id}/signal", h.signal)
 	mux.HandleFunc("POST /{id}/stdin", h.stdin)
 	mux.HandleFunc("GET /events", h.events)
 	mux.HandleFunc("POST /stop-all", h.stopAll)
+	mux.HandleFunc("POST /prune", h.prune)
 	if cfg.ui {
 		h.routesUI(mux)
 	}
@@ -343,6 +345,8 @@ func errorFor(err error, id string) *Error {
 		e.StatusCode, e.Message, e.Detail = http.StatusNotFound, fmt.Sprintf("Process %q not found.", id), ""
 	case errors.Is(err, agentproc.ErrNotRunning), errors.Is(err, agentproc.ErrExited):
 		e.StatusCode, e.Message = http.StatusConflict, fmt.Sprintf("Process %q is not running.", id)
+	case errors.Is(err, agentproc.ErrRunning):
+		e.StatusCode, e.Message = http.StatusConflict, fmt.Sprintf("Process %q is running; stop it first.", id)
 	case errors.Is(err, agentproc.ErrKeyConflict):
 		e.StatusCode, e.Message = http.StatusConflict, "The key was already used to start a process with a different request."
 	case errors.Is(err, agentproc.ErrNoStdin), errors.Is(err, agentproc.ErrStdinClosed), errors.Is(err, agentproc.ErrNoTTY):

@@ -29,6 +29,9 @@ type outputQuery struct {
 	limit time.Duration
 	// offset is where a read starts; -1 asks for a snapshot instead.
 	offset int64
+	// since, when not zero, moves the read's start to the output written
+	// at or after it (agentproc.Process.OffsetAt), offset or not.
+	since time.Time
 }
 
 // parseOutputQuery validates the query; an invalid value is the client's
@@ -84,13 +87,20 @@ func parseOutputQuery(q url.Values, maxWait time.Duration) (outputQuery, *Error)
 		}
 		oq.offset = off
 	}
+	if v := q.Get("since"); v != "" {
+		t, err := time.Parse(time.RFC3339Nano, v)
+		if err != nil {
+			return bad("since", v, `want an RFC 3339 time such as "2026-11-27T09:00:00Z"`)
+		}
+		oq.since = t
+	}
 	if v := q.Get("follow"); v != "" {
 		follow, err := strconv.ParseBool(v)
 		if err != nil {
 			return bad("follow", v, "want true or false")
 		}
-		if follow && (oq.offset < 0 || oq.wait || oq.waitFor != nil || oq.waitPort >= 0) {
-			return bad("follow", v, "follow needs offset, and no other wait")
+		if follow && ((oq.offset < 0 && oq.since.IsZero()) || oq.wait || oq.waitFor != nil || oq.waitPort >= 0) {
+			return bad("follow", v, "follow needs offset or since, and no other wait")
 		}
 		oq.follow = follow
 	}
@@ -117,6 +127,9 @@ func (h *handler) output(w http.ResponseWriter, r *http.Request) {
 	p, ok := h.process(w, r, s)
 	if !ok {
 		return
+	}
+	if !q.since.IsZero() {
+		q.offset = max(q.offset, p.OffsetAt(q.since))
 	}
 	var opts []agentproc.OutputOption
 	if q.plain {

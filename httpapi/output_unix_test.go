@@ -3,6 +3,7 @@
 package httpapi_test
 
 import (
+	"net/http"
 	"regexp"
 	"slices"
 	"strings"
@@ -169,4 +170,37 @@ func TestOutputFollow(t *testing.T) {
 	if r.status != 400 {
 		t.Errorf("follow without offset: got status %d, want 400", r.status)
 	}
+}
+
+// TestOutputSince: ?since= reads the output written at or after a time of
+// the Manager's clock, alone or with offset (the later wins), and a bad
+// time is a 400.
+func TestOutputSince(t *testing.T) {
+	t.Parallel()
+	clk := quartz.NewMock(t)
+	s := newTestServer(t, []agentproc.Option{agentproc.WithClock(clk)}, nil)
+	ctx := testContext(t)
+	c := s.client()
+	id := start(t, c, httpapi.StartRequest{Command: "echo before; read x; echo after", Stdin: true})
+	if _, err := c.Output(ctx, id, httpapi.OutputOptions{WaitFor: regexp.MustCompile(`^before$`)}); err != nil {
+		t.Fatal(err)
+	}
+	clk.Advance(10 * time.Second)
+	split := clk.Now()
+	clk.Advance(10 * time.Second)
+	if _, err := c.WriteStdin(ctx, id, httpapi.StdinRequest{Data: "\n"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Output(ctx, id, httpapi.OutputOptions{Wait: true}); err != nil {
+		t.Fatal(err)
+	}
+	out, err := c.Output(ctx, id, httpapi.OutputOptions{Since: split})
+	if err != nil || out.Output != "after\n" || out.Position == nil || out.Offset != int64(len("before\n")) {
+		t.Errorf("since: got %+v, %v; want the line written after, from its offset", out, err)
+	}
+	out, err = c.Output(ctx, id, httpapi.OutputOptions{Since: split.Add(-time.Hour), Offset: new(int64(3))})
+	if err != nil || out.Output != "ore\nafter\n" {
+		t.Errorf("since before the output, offset 3: got %+v, %v; want from the offset", out, err)
+	}
+	wantError(t, s.raw(t, http.MethodGet, "/"+id+"/output?since=10m", ""), http.StatusBadRequest)
 }

@@ -232,11 +232,12 @@ func (h *handler) uiSendChanges(stream *sseStream, s *agentproc.Scope, sent map[
 }
 
 // uiChunk is the data of one "output" event of GET /ui/output. Text is
-// rendered (agentproc.PlainText) complete lines to append; Partial is the
-// rendered unfinished last line, which replaces the previous Partial. Resume
-// is the offset to reconnect from: the start of the unfinished line, so it is
-// sent again whole. Omitted, Offset, Next and EOF mean what agentproc.Chunk's
-// do; AwaitingInput says the process waits for input.
+// rendered (agentproc.PlainText) complete lines to append, coloured in
+// Spans; Partial is the rendered unfinished last line, which replaces the
+// previous Partial. Resume is the offset to reconnect from: the start of
+// the unfinished line, so it is sent again whole. Omitted, Offset, Next and
+// EOF mean what agentproc.Chunk's do; AwaitingInput says the process waits
+// for input.
 type uiChunk struct {
 	Offset        int64  `json:"offset"`
 	Next          int64  `json:"next"`
@@ -246,6 +247,10 @@ type uiChunk struct {
 	Text          string `json:"text"`
 	Partial       string `json:"partial"`
 	AwaitingInput bool   `json:"awaiting_input,omitempty"`
+	// Spans and PartialSpans are Text and Partial in their colours
+	// (uistyle.go), when any of it has one; absent otherwise.
+	Spans        []uiSpan `json:"spans,omitempty"`
+	PartialSpans []uiSpan `json:"partial_spans,omitempty"`
 }
 
 // uiOutput serves GET /ui/output?id=ID&offset=N: the process's output from
@@ -313,10 +318,10 @@ func (h *handler) uiOutput(w http.ResponseWriter, r *http.Request) {
 		}
 		out := uiChunk{
 			Offset: c.Offset, Next: c.Next, Resume: resume, Omitted: c.Omitted, EOF: c.EOF,
-			Text:          agentproc.PlainText(data[:cut]),
-			Partial:       agentproc.PlainText(pending),
 			AwaitingInput: c.AwaitingInput,
 		}
+		out.Text, out.Spans = uiRender(data[:cut])
+		out.Partial, out.PartialSpans = uiRender(pending)
 		if stream.send("", "output", out) != nil || c.EOF {
 			return
 		}

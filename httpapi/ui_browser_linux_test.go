@@ -365,7 +365,7 @@ func TestUIBrowser(t *testing.T) {
 		}
 	})
 
-	t.Run("output pane follows a command printing for 3s", func(t *testing.T) {
+	t.Run("output pane follows a command printing for 3s, in colour", func(t *testing.T) {
 		ts := newTestServer(t, nil, nil, httpapi.WithUI())
 		pg := openPage(t, browser, ts.srv.URL+"/", true)
 		// 60 lines, one each 50 ms: more than the pane shows at once.
@@ -384,6 +384,11 @@ func TestUIBrowser(t *testing.T) {
 		}
 		if got := pg.text("#out"); got != want.String() {
 			t.Errorf("output pane:\n%q\nwant (rendered, each line once):\n%q", got, want.String())
+		}
+		// The colours are kept: each "line" in the green of SGR 32.
+		green := get(pg, chromedp.Evaluate[[]string](`[...document.querySelectorAll('#out span.sgr')].map((e) => e.textContent + ' ' + getComputedStyle(e).color)`))
+		if len(green) != 60 || green[0] != "line rgb(0, 205, 0)" {
+			t.Errorf("coloured spans: got %d, first %q; want 60, each %q", len(green), green, "line rgb(0, 205, 0)")
 		}
 		if !get(pg, chromedp.Evaluate[bool](`(() => { const o = document.getElementById('out'); return o.scrollHeight > o.clientHeight && o.scrollHeight - o.scrollTop - o.clientHeight < 4; })()`)) {
 			t.Error("the output pane overflows but is not scrolled to the end")

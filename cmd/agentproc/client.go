@@ -251,9 +251,14 @@ prefix, as ps shows it. On a terminal, colours are kept and every other
 control sequence (clipboard and title writes, screen control) is dropped;
 to a pipe or a file the output is written unchanged.
 
+The output carries no timestamps: --since finds its start from marks the
+serve keeps of when output was written, so it may begin up to a second
+early (more for a process that has written steadily for minutes).
+
 Examples:
   agentproc logs 3f2a
   agentproc logs -f 3f2a
+  agentproc logs --since 10m 3f2a
   agentproc logs --plain 3f2a   # colours and progress redraws rendered away
 `
 
@@ -266,25 +271,16 @@ func runLogs(ctx context.Context, e *env, args []string) error {
 	plain := fs.Bool("plain", false, "render terminal control sequences away (agentproc.PlainText)")
 	tail := fs.Int("tail", -1, "print only the last N lines of what was kept (with -f, then follow)")
 	fs.IntVar(tail, "n", -1, "same as --tail")
-	rest, err := parse(fs, e, args, 1)
-	if err != nil {
-		return err
-	}
-	if len(rest) > 1 {
-		return usagef("one ID, please")
-	}
-	cl, err := cf.client()
-	if err != nil {
-		return err
-	}
-	id, err := resolve(ctx, cl, rest[0])
+	var since sinceFlag
+	fs.Var(&since, "since", "print only output written since then: a duration ago (10m, 1h30m) or an RFC 3339 time (coarse: may begin up to a second earlier, more for a long-lived writer)")
+	cl, id, err := oneProcess(ctx, fs, &cf, e, args)
 	if err != nil {
 		return err
 	}
 	w := terminalSafe(e.stdout)
 	var from int64
-	if !*follow || *tail >= 0 {
-		out, err := cl.Output(ctx, id, httpapi.OutputOptions{Plain: *plain, Offset: new(int64)})
+	if !*follow || *tail >= 0 || since.set {
+		out, err := cl.Output(ctx, id, httpapi.OutputOptions{Plain: *plain, Offset: new(int64), Since: since.at()})
 		if err != nil {
 			return err
 		}
@@ -302,6 +298,40 @@ func runLogs(ctx context.Context, e *env, args []string) error {
 		return nil
 	}
 	return err
+}
+
+// sinceFlag is logs --since: a duration before now, or an RFC 3339 time,
+// as docker logs --since takes them.
+type sinceFlag struct {
+	set bool
+	ago time.Duration
+	t   time.Time
+}
+
+func (f *sinceFlag) String() string { return "" }
+
+func (f *sinceFlag) Set(s string) error {
+	if d, err := time.ParseDuration(s); err == nil && d >= 0 {
+		f.set, f.ago, f.t = true, d, time.Time{}
+		return nil
+	}
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		return fmt.Errorf("%q: want a duration such as 10m or an RFC 3339 time such as 2026-11-27T09:00:00Z", s)
+	}
+	f.set, f.ago, f.t = true, 0, t
+	return nil
+}
+
+// at is the time the flag names, the zero time when it was not given.
+func (f *sinceFlag) at() time.Time {
+	switch {
+	case !f.set:
+		return time.Time{}
+	case f.t.IsZero():
+		return time.Now().Add(-f.ago)
+	}
+	return f.t
 }
 
 // errNoOffsets is a reply to an offset read that carries no offsets: a
@@ -365,7 +395,7 @@ func runStop(ctx context.Context, e *env, args []string) error {
 	var cf clientFlags
 	cf.register(fs)
 	all := fs.Bool("all", false, "stop every running process")
-	grace := fs.Duration("time", 10*time.Second, "how long to wait after SIGTERM before SIGKILL")
+	grace := fs.Duration("time", 10*time.Second, "how long to wait after SIGTERM before SIGKILL (0: SIGKILL at once)")
 	ids, err := parse(fs, e, args, 0)
 	if err != nil {
 		return err
@@ -396,25 +426,28 @@ func runStop(ctx context.Context, e *env, args []string) error {
 	return failed
 }
 
-// stopOne is docker stop: terminate, wait up to grace, kill.
+// stopOne is docker stop: terminate, wait up to grace, kill; with no
+// grace, kill at once (docker stop -t 0, docker rm -f).
 func stopOne(ctx context.Context, cl *httpapi.Client, arg string, grace time.Duration) error {
 	id, err := resolve(ctx, cl, arg)
 	if err != nil {
 		return err
 	}
-	if err := cl.Signal(ctx, id, agentproc.SignalTerminate); err != nil {
-		var he *httpapi.Error
-		if errors.As(err, &he) && he.StatusCode == http.StatusConflict {
-			return nil // exited already: stopped is what was asked
+	if grace > 0 {
+		if err := cl.Signal(ctx, id, agentproc.SignalTerminate); err != nil {
+			var he *httpapi.Error
+			if errors.As(err, &he) && he.StatusCode == http.StatusConflict {
+				return nil // exited already: stopped is what was asked
+			}
+			return err
 		}
-		return err
-	}
-	out, err := cl.Output(ctx, id, httpapi.OutputOptions{Wait: true, Timeout: grace, Offset: new(int64)})
-	if err != nil {
-		return err
-	}
-	if !out.Running {
-		return nil
+		out, err := cl.Output(ctx, id, httpapi.OutputOptions{Wait: true, Timeout: grace, Offset: new(int64)})
+		if err != nil {
+			return err
+		}
+		if !out.Running {
+			return nil
+		}
 	}
 	if err := cl.Signal(ctx, id, agentproc.SignalKill); err != nil {
 		var he *httpapi.Error
@@ -423,6 +456,7 @@ func stopOne(ctx context.Context, cl *httpapi.Client, arg string, grace time.Dur
 		}
 		return err
 	}
+	// The serve caps one wait; a killed tree is gone well within it.
 	_, err = cl.Output(ctx, id, httpapi.OutputOptions{Wait: true, Offset: new(int64)})
 	return err
 }

@@ -70,7 +70,7 @@ func runCompletion(_ context.Context, e *env, args []string) error {
 var errFlagsListed = errors.New("flags listed")
 
 // idCommands take process IDs as arguments.
-var idCommands = []string{"logs", "stop", "wait", "inspect", "input"}
+var idCommands = []string{"logs", "stop", "wait", "inspect", "input", "rm"}
 
 // runComplete answers __complete: words are the arguments after
 // "agentproc", the last one being completed (maybe empty). It prints one

@@ -57,9 +57,7 @@ func TestShellCompletion(t *testing.T) {
 	if err := os.Symlink(os.Args[0], filepath.Join(bin, "agentproc")); err != nil {
 		t.Fatal(err)
 	}
-	sock := filepath.Join(dir, "agentproc.sock")
-	startServe(t, ctx, "--socket", sock, "--workdir", dir, "--grace", "1s")
-	env := []string{socketEnv + "=" + sock}
+	_, env := serveInDir(t, ctx, dir, "--grace", "1s")
 	out, _, code := cli(t, ctx, env, "run", "-d", "--", "sleep 3600")
 	id := strings.TrimSpace(out)
 	if code != 0 {
@@ -72,7 +70,7 @@ func TestShellCompletion(t *testing.T) {
 			args = append([]string{"--norc"}, args...)
 		}
 		cmd := exec.CommandContext(ctx, shell, args...)
-		cmd.Env = append(os.Environ(), runMainEnv+"=1", "PATH="+bin+":"+os.Getenv("PATH"), socketEnv+"="+sock)
+		cmd.Env = append(os.Environ(), runMainEnv+"=1", "PATH="+bin+":"+os.Getenv("PATH"), env[0])
 		b, err := cmd.CombinedOutput()
 		if err != nil {
 			t.Fatalf("%s: %v\n%s", shell, err, b)

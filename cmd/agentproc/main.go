@@ -1,7 +1,7 @@
 // Command agentproc makes agentproc available to any agent and to the person
 // watching it: an MCP server over stdio (agentproc mcp), the HTTP API on a
 // Unix socket or a TCP address (agentproc serve), and a client of that API
-// (agentproc ps, logs, stop, run, wait, inspect, input).
+// (agentproc ps, logs, stop, run, wait, inspect, input, rm, prune).
 //
 //	agentproc mcp                      # an MCP server for Claude Code, Codex, Cursor, ...
 //	agentproc serve &                  # the HTTP API on a Unix socket only you can open
@@ -70,6 +70,8 @@ var commands = []command{
 	{"wait", "wait until a process exits; exit with its code", runWait},
 	{"inspect", "print what the serve knows of processes, as JSON", runInspect},
 	{"input", "write to the stdin of a process started with run -i", runInput},
+	{"rm", "remove exited processes and their output (-f: stop it first)", runRm},
+	{"prune", "remove every exited process", runPrune},
 	{"completion", "print a shell completion script (bash, zsh, fish)", runCompletion},
 	{"version", "print the version", runVersion},
 }

@@ -203,9 +203,7 @@ func TestMaxRunning(t *testing.T) {
 		t.Errorf("execute after one exited: got %+v, %v; want it run", res, err)
 	}
 
-	sock := filepath.Join(dir, "agentproc.sock")
-	startServe(t, ctx, "--socket", sock, "--workdir", dir, "--grace", "1s", "--max-running", "1")
-	env := []string{socketEnv + "=" + sock}
+	_, env := serveInDir(t, ctx, dir, "--grace", "1s", "--max-running", "1")
 	if _, errOut, code := cli(t, ctx, env, "run", "-d", "--", "sleep 3600"); code != 0 {
 		t.Fatalf("serve: the first start: exit %d, %s", code, errOut)
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -18,6 +19,16 @@ type served struct {
 	cmd   *exec.Cmd
 	addr  string // what it listens on, as it printed it
 	token string // the token it generated, if any
+}
+
+// serveInDir starts agentproc serve on a socket in dir, dir being its work
+// dir too, with args after, and returns it and the environment that points
+// the client commands at it.
+func serveInDir(t *testing.T, ctx context.Context, dir string, args ...string) (*served, []string) {
+	t.Helper()
+	sock := filepath.Join(dir, "agentproc.sock")
+	s := startServe(t, ctx, append([]string{"--socket", sock, "--workdir", dir}, args...)...)
+	return s, []string{socketEnv + "=" + sock}
 }
 
 // startServe starts agentproc serve with args and waits until it says where

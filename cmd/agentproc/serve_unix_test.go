@@ -48,8 +48,8 @@ func TestServeUnixSocket(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	dir := t.TempDir()
+	s, _ := serveInDir(t, ctx, dir, "--grace", "2s")
 	sock := filepath.Join(dir, "agentproc.sock")
-	s := startServe(t, ctx, "--socket", sock, "--workdir", dir, "--grace", "2s")
 	if fi, err := os.Stat(sock); err != nil || fi.Mode().Perm() != 0o600 || fi.Mode()&os.ModeSocket == 0 {
 		t.Fatalf("socket: %v, %v; want a socket of mode 0600", fi.Mode(), err)
 	}
@@ -314,12 +314,11 @@ func TestRunForwardsSignals(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	dir := t.TempDir()
-	sock := filepath.Join(dir, "agentproc.sock")
-	startServe(t, ctx, "--socket", sock, "--workdir", dir, "--grace", "2s")
+	_, env := serveInDir(t, ctx, dir, "--grace", "2s")
 	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGHUP} {
 		pidFile := filepath.Join(dir, fmt.Sprintf("sleeper-%d.pid", sig))
 		cmd := exec.CommandContext(ctx, os.Args[0], "run", "--", "echo $$ > "+pidFile+"; exec sleep 3600")
-		cmd.Env = append(os.Environ(), runMainEnv+"=1", socketEnv+"="+sock)
+		cmd.Env = append(append(os.Environ(), runMainEnv+"=1"), env...)
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
@@ -344,13 +343,11 @@ func TestRunAndLogsOnATerminal(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	dir := t.TempDir()
-	sock := filepath.Join(dir, "agentproc.sock")
-	startServe(t, ctx, "--socket", sock, "--workdir", dir, "--grace", "2s")
+	_, env := serveInDir(t, ctx, dir, "--grace", "2s")
 	script := filepath.Join(dir, "hostile")
 	if err := os.WriteFile(script, []byte(hostile), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	env := []string{socketEnv + "=" + sock}
 	onPTY := func(args ...string) string {
 		t.Helper()
 		ptmx, tty, err := pty.Open()
@@ -402,9 +399,7 @@ func TestRunReadyPortGivesUp(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	dir := t.TempDir()
-	sock := filepath.Join(dir, "agentproc.sock")
-	startServe(t, ctx, "--socket", sock, "--workdir", dir, "--grace", "2s")
-	env := []string{socketEnv + "=" + sock}
+	_, env := serveInDir(t, ctx, dir, "--grace", "2s")
 	start := time.Now()
 	_, errOut, code := cli(t, ctx, env, "run", "-d", "--ready-port", strconv.Itoa(freePort(t)), "--ready-timeout", "1s", "--", "sleep 3600")
 	if took := time.Since(start); code != exitError || !strings.Contains(errOut, "within 1s; it is still running") || took > 20*time.Second {
@@ -414,15 +409,13 @@ func TestRunReadyPortGivesUp(t *testing.T) {
 
 // TestClientVerbs: the verbs of docker habits beside ps, logs, stop and
 // run: run -e and -i, wait with the exit code, inspect as JSON, logs
-// --tail, and input answering a prompt.
+// --tail, input answering a prompt, rm (-f) and prune.
 func TestClientVerbs(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	dir := t.TempDir()
-	sock := filepath.Join(dir, "agentproc.sock")
-	startServe(t, ctx, "--socket", sock, "--workdir", dir, "--grace", "2s")
-	env := []string{socketEnv + "=" + sock}
+	_, env := serveInDir(t, ctx, dir, "--grace", "2s")
 	run := func(wantCode int, args ...string) string {
 		t.Helper()
 		out, errOut, code := cli(t, ctx, env, args...)
@@ -465,8 +458,34 @@ func TestClientVerbs(t *testing.T) {
 	if out, err := cmd.Output(); err != nil || string(out) != "PIPED IN\n" {
 		t.Errorf("run -i with stdin: got %q, %v; want it passed on", out, err)
 	}
-	if _, errOut, code := cli(t, ctx, env, "wait", "--timeout", "200ms", strings.TrimSpace(run(0, "run", "-d", "--", "sleep 3600"))); code != exitError || !strings.Contains(errOut, "still running after 200ms") {
+	sleeper := strings.TrimSpace(run(0, "run", "-d", "--", "sleep 3600"))
+	if _, errOut, code := cli(t, ctx, env, "wait", "--timeout", "200ms", sleeper); code != exitError || !strings.Contains(errOut, "still running after 200ms") {
 		t.Errorf("wait --timeout: got exit %d, stderr %q; want 1 and why", code, errOut)
+	}
+
+	// rm refuses a running process unless -f, which stops it first;
+	// prune removes every exited one and keeps what runs.
+	if _, errOut, code := cli(t, ctx, env, "rm", sleeper[:8]); code != exitError || !strings.Contains(errOut, "is running: stop it first, or use rm -f") {
+		t.Errorf("rm of a running process: got exit %d, stderr %q; want 1 and what to do", code, errOut)
+	}
+	if out := run(0, "rm", counter[:8]); out != counter[:8]+"\n" {
+		t.Errorf("rm: got %q, want the ID removed", out)
+	}
+	if out := run(0, "ps", "-a", "-q", "--no-trunc"); strings.Contains(out, counter) || !strings.Contains(out, sleeper) {
+		t.Errorf("ps -a after rm: got %q, want the counter gone and the sleeper kept", out)
+	}
+	other := strings.TrimSpace(run(0, "run", "-d", "--", "sleep 3600"))
+	if out := run(0, "rm", "-f", other); out != other+"\n" {
+		t.Errorf("rm -f: got %q, want the ID removed", out)
+	}
+	if out := run(0, "prune"); len(strings.Fields(out)) != 3 || strings.Contains(out, sleeper) || !strings.Contains(out, prompt) {
+		t.Errorf("prune: got %q, want the three exited processes and not the running one", out)
+	}
+	if out := run(0, "ps", "-a", "-q", "--no-trunc"); out != sleeper+"\n" {
+		t.Errorf("ps -a after prune: got %q, want only the running process", out)
+	}
+	if out := run(0, "prune"); out != "" {
+		t.Errorf("prune with nothing exited: got %q, want nothing", out)
 	}
 }
 
@@ -478,9 +497,7 @@ func TestLogsFollowThroughPrompt(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	dir := t.TempDir()
-	sock := filepath.Join(dir, "agentproc.sock")
-	startServe(t, ctx, "--socket", sock, "--workdir", dir, "--grace", "1s")
-	env := []string{socketEnv + "=" + sock}
+	_, env := serveInDir(t, ctx, dir, "--grace", "1s")
 	out, _, code := cli(t, ctx, env, "run", "-d", "-i", "--", `printf 'name? '; read n; echo "hello $n"; read m; echo bye`)
 	id := strings.TrimSpace(out)
 	if code != 0 {
@@ -515,5 +532,37 @@ func TestLogsFollowThroughPrompt(t *testing.T) {
 	rest, _ := io.ReadAll(r)
 	if err := logs.Wait(); err != nil || string(rest) != "bye\n" {
 		t.Errorf("logs -f to the exit: got %q, %v; want bye", rest, err)
+	}
+}
+
+// TestLogsSince: logs --since prints the output written since a time (RFC
+// 3339) or a duration ago, and refuses what is neither. The child writes
+// two lines four seconds apart on the real clock, as --since is about
+// wall time; the split lies two seconds before the exit was seen.
+func TestLogsSince(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	_, env := serveInDir(t, ctx, t.TempDir(), "--grace", "1s")
+	out, _, code := cli(t, ctx, env, "run", "-d", "--", "echo old; sleep 4; echo new")
+	id := strings.TrimSpace(out)
+	if code != 0 {
+		t.Fatalf("run -d: exit %d", code)
+	}
+	if _, _, code := cli(t, ctx, env, "wait", id); code != 0 {
+		t.Fatalf("wait: exit %d", code)
+	}
+	split := time.Now().Add(-2 * time.Second).Format(time.RFC3339Nano)
+	if got, errOut, _ := cli(t, ctx, env, "logs", "--since", split, id); got != "new\n" {
+		t.Errorf("logs --since %s: got %q (%s), want the line written after", split, got, errOut)
+	}
+	if got, _, _ := cli(t, ctx, env, "logs", "--since", "1h", id); got != "old\nnew\n" {
+		t.Errorf("logs --since 1h: got %q, want all of it", got)
+	}
+	if got, _, _ := cli(t, ctx, env, "logs", "--since", "0s", id); got != "" {
+		t.Errorf("logs --since 0s: got %q, want nothing", got)
+	}
+	if _, errOut, code := cli(t, ctx, env, "logs", "--since", "yesterday", id); code != exitUsage || !strings.Contains(errOut, "RFC 3339") {
+		t.Errorf("logs --since yesterday: got exit %d, stderr %q; want 2 and what it takes", code, errOut)
 	}
 }

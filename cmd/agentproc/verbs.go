@@ -3,15 +3,38 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"flag"
 	"fmt"
 	"io"
+	"net/http"
 	"strings"
+	"time"
 
 	"github.com/agentproc/agentproc/httpapi"
 )
 
 // The verbs a person who lives in docker's and gh's CLIs expects beside
-// ps, logs, stop and run: wait, inspect and input.
+// ps, logs, stop and run: wait, inspect, input, rm and prune.
+
+// oneProcess parses the command line of a command that names one process,
+// by its ID or a unique prefix of one, and returns the client of the serve
+// the flags name and the process's full ID.
+func oneProcess(ctx context.Context, fs *flag.FlagSet, cf *clientFlags, e *env, args []string) (*httpapi.Client, string, error) {
+	rest, err := parse(fs, e, args, 1)
+	if err != nil {
+		return nil, "", err
+	}
+	if len(rest) > 1 {
+		return nil, "", usagef("one ID, please")
+	}
+	cl, err := cf.client()
+	if err != nil {
+		return nil, "", err
+	}
+	id, err := resolve(ctx, cl, rest[0])
+	return cl, id, err
+}
 
 const waitHelp = `Wait until a process exits and exit with its exit code, as docker wait
 prints it. ID may be a unique prefix, as ps shows it. With --timeout, give
@@ -27,18 +50,7 @@ func runWait(ctx context.Context, e *env, args []string) error {
 	var cf clientFlags
 	cf.register(fs)
 	timeout := fs.Duration("timeout", 0, "give up after this long (default: wait until it exits)")
-	rest, err := parse(fs, e, args, 1)
-	if err != nil {
-		return err
-	}
-	if len(rest) > 1 {
-		return usagef("one ID, please")
-	}
-	cl, err := cf.client()
-	if err != nil {
-		return err
-	}
-	id, err := resolve(ctx, cl, rest[0])
+	cl, id, err := oneProcess(ctx, fs, &cf, e, args)
 	if err != nil {
 		return err
 	}
@@ -156,6 +168,92 @@ func runInput(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	_, err = cl.WriteStdin(ctx, id, httpapi.StdinRequest{Data: data, Close: *closeIn})
+	return err
+}
+
+const rmHelp = `Remove exited processes: the serve forgets them and their output at once,
+as its retention would later. A running process is refused unless -f is
+given, which stops it first (kill, or terminate and then kill after --time
+when that is given). IDs may be unique prefixes, as ps shows them; the IDs
+removed are printed.
+
+Examples:
+  agentproc rm 3f2a
+  agentproc rm -f 3f2a 9b1c
+  agentproc rm $(agentproc ps -a -q)   # running ones are refused and kept
+`
+
+func runRm(ctx context.Context, e *env, args []string) error {
+	fs := newFlags("rm", "[flags] ID...", rmHelp)
+	var cf clientFlags
+	cf.register(fs)
+	force := fs.Bool("f", false, "stop a running process first (kill at once, as docker rm -f)")
+	fs.BoolVar(force, "force", false, "same as -f")
+	grace := fs.Duration("time", 0, "with -f, terminate first and kill only after this long")
+	ids, err := parse(fs, e, args, 1)
+	if err != nil {
+		return err
+	}
+	cl, err := cf.client()
+	if err != nil {
+		return err
+	}
+	var failed error
+	for _, arg := range ids {
+		if err := removeOne(ctx, cl, arg, *force, *grace); err != nil {
+			fmt.Fprintf(e.stderr, "agentproc rm: %v\n", plainError(err))
+			failed = exitCode(exitError)
+			continue
+		}
+		fmt.Fprintln(e.stdout, arg)
+	}
+	return failed
+}
+
+// removeOne is docker rm: refused while the process runs, unless force,
+// which stops it first.
+func removeOne(ctx context.Context, cl *httpapi.Client, arg string, force bool, grace time.Duration) error {
+	id, err := resolve(ctx, cl, arg)
+	if err != nil {
+		return err
+	}
+	if force {
+		if err := stopOne(ctx, cl, id, grace); err != nil {
+			return err
+		}
+	}
+	err = cl.Remove(ctx, id)
+	if he, ok := errors.AsType[*httpapi.Error](err); ok && he.StatusCode == http.StatusConflict {
+		return fmt.Errorf("%s is running: stop it first, or use rm -f", arg)
+	}
+	return err
+}
+
+const pruneHelp = `Remove every exited process and its output, as rm does for each; running
+processes are kept. The IDs removed are printed, one a line.
+
+Examples:
+  agentproc prune
+  agentproc prune --owner reviewer
+`
+
+func runPrune(ctx context.Context, e *env, args []string) error {
+	fs := newFlags("prune", "[flags]", pruneHelp)
+	var cf clientFlags
+	cf.register(fs)
+	if rest, err := parse(fs, e, args, 0); err != nil {
+		return err
+	} else if err := noArgs(rest); err != nil {
+		return err
+	}
+	cl, err := cf.client()
+	if err != nil {
+		return err
+	}
+	removed, err := cl.Prune(ctx)
+	for _, p := range removed {
+		fmt.Fprintln(e.stdout, p.ID)
+	}
 	return err
 }
 

@@ -416,6 +416,34 @@
     }
   });
 
+  // styled returns the spans of a block of output in their colours: the
+  // server sends each span's text rendered (no control reaches here) and
+  // colours only as #rrggbb; both are set through the DOM, never as markup
+  // (the CSP allows no inline style, the CSSOM is not inline style).
+  function styled(spans) {
+    const f = document.createDocumentFragment();
+    const hex = /^#[0-9a-f]{6}$/;
+    for (const sp of spans) {
+      if (!sp.fg && !sp.bg && !sp.bold && !sp.dim && !sp.italic && !sp.underline) {
+        f.append(document.createTextNode(sp.text));
+        continue;
+      }
+      const e = document.createElement('span');
+      e.className = 'sgr';
+      e.textContent = sp.text;
+      if (sp.fg && hex.test(sp.fg)) e.style.color = sp.fg;
+      if (sp.bg && hex.test(sp.bg)) e.style.backgroundColor = sp.bg;
+      if (sp.bold) e.style.fontWeight = 'bold';
+      if (sp.dim) e.style.opacity = '0.7';
+      if (sp.italic) e.style.fontStyle = 'italic';
+      if (sp.underline) e.style.textDecoration = 'underline';
+      f.append(e);
+    }
+    const wrap = document.createElement('span');
+    wrap.append(f);
+    return wrap;
+  }
+
   function appendOut(node) {
     outEl.insertBefore(node, partialEl);
   }
@@ -432,10 +460,10 @@
       appendOut(m);
     }
     if (c.text) {
-      appendOut(document.createTextNode(c.text));
+      appendOut(c.spans ? styled(c.spans) : document.createTextNode(c.text));
       shown += c.text.length;
     }
-    partialEl.textContent = c.partial;
+    partialEl.replaceChildren(c.partial_spans ? styled(c.partial_spans) : document.createTextNode(c.partial));
     if (c.awaiting_input && !c.text && !c.partial) {
       const m = document.createElement('span');
       m.className = 'prompt';
