@@ -6,7 +6,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -17,11 +16,12 @@ import (
 	"golang.org/x/sys/unix"
 	"golang.org/x/xerrors"
 
+	"github.com/agentproc/agentproc/internal/osthread"
 	"github.com/agentproc/agentproc/internal/procfs"
 )
 
 // The Linux sandbox. What each Start does, on a throwaway thread
-// (onThrowawayThread), before forking the shell from it:
+// (osthread.Throwaway), before forking the shell from it:
 //
 //  1. join the Manager's network namespace for NetworkNone or
 //     NetworkLoopback (root; made once per Manager and network);
@@ -49,9 +49,9 @@ import (
 
 // sandboxThreadUser registers a Manager that makes throwaway threads or
 // cgroup v1 thread placements, so that the main thread is kept out of
-// their way while it is open (mainHold, thread_linux.go); the returned
-// func releases it.
-func sandboxThreadUser() (release func()) { return useMainHold() }
+// their way while it is open (osthread.HoldMain); the returned func
+// releases it.
+func sandboxThreadUser() (release func()) { return osthread.HoldMain() }
 
 // maxBuiltPolicies bounds how many policies a Manager keeps built: each
 // holds a Landlock ruleset's descriptor and, as root, a mount namespace.
@@ -442,7 +442,7 @@ func (c *sandboxCache) close() {
 	c.readyThreadMu.Lock()
 	c.readyThreadClosed = true
 	if c.readyThread != nil {
-		close(c.readyThread.quit)
+		c.readyThread.spare.Discard()
 		c.readyThread = nil
 	}
 	c.readyThreadMu.Unlock()
@@ -500,7 +500,7 @@ func (b *sandboxBuilt) start(cmd *exec.Cmd, step threadStep, inNetns, last func(
 	if step == nil && b.cache != nil {
 		if st := b.cache.takeReadyThread(b, ahead); st != nil {
 			readyThreadStarts.Add(1)
-			err := st.do(func() error {
+			err := st.spare.Do(func() error {
 				if !st.confined {
 					if err := b.confine(inNetns); err != nil {
 						return err
@@ -513,7 +513,7 @@ func (b *sandboxBuilt) start(cmd *exec.Cmd, step threadStep, inNetns, last func(
 		}
 		defer b.cache.makeReadyThread(b, lastCap, ahead)
 	}
-	return onThrowawayThread(func() (err error) {
+	return osthread.Throwaway(func() (err error) {
 		// The other step first: after the steps below this thread may no
 		// longer open files (Landlock) or make some system calls
 		// (seccomp); what its restore writes it has opened already.
@@ -617,39 +617,23 @@ func (b *sandboxBuilt) confine(inNetns func() error) error {
 	return nil
 }
 
-// readyThread is a goroutine locked to a thread on which a built policy's
-// steps are done (enterAndDrop, then confine unless its Starts have an
-// inNetns hook), waiting for the one Start it serves. Its thread runs
-// nothing but that wait and the Start's fork, and is discarded after it
-// or when the ready thread is thrown away unused (the goroutine exits locked), as
-// onThrowawayThread's are: a confined thread never goes back to the
-// runtime's pool. A host therefore has at most one confined thread per
-// Manager besides those of Starts in flight, the ready thread, which
-// TestSandboxHostNeverConfined tells apart by its thread ID.
+// readyThread is a spare thread (osthread.Spare) on which a built
+// policy's steps are done (enterAndDrop, then confine unless its Starts
+// have an inNetns hook), waiting for the one Start it serves. Its thread
+// runs nothing but that wait and the Start's fork, and is discarded after
+// it or when the ready thread is thrown away unused: a confined thread
+// never goes back to the runtime's pool. A host therefore has at most one
+// confined thread per Manager besides those of Starts in flight, the ready
+// thread, which TestSandboxHostNeverConfined tells apart by its thread ID.
 type readyThread struct {
 	b        *sandboxBuilt
-	confined bool          // confine was done too, without an inNetns hook
-	tid      int           // the thread's ID, set before ready is closed
-	ready    chan struct{} // closed once the steps succeeded
-	fail     chan struct{} // closed if it could not be made
-	work     chan func()
-	quit     chan struct{} // closed to discard it unused
+	confined bool // confine was done too, without an inNetns hook
+	spare    *osthread.Spare
 }
 
 // readyThreadStarts counts the Starts that took a ready thread, readyThreadsMade the
 // ready threads made.
 var readyThreadStarts, readyThreadsMade atomic.Int64
-
-// do runs fn on st's thread and returns its error. The caller waits on a
-// channel, not on onThrowawayThread's pipe: the caller's wake-up after a
-// ready thread measured the same at the median either way, but through the
-// pipe its tail was many times longer, waiting for a thread to poll the
-// network poller (docs/measurements.md).
-func (st *readyThread) do(fn func() error) error {
-	done := make(chan error, 1)
-	st.work <- func() { done <- fn() }
-	return <-done
-}
 
 // takeReadyThread returns the cache's ready thread if it is ready and made for
 // b, and hands it over (the cache then has none). A Start with an inNetns
@@ -663,15 +647,15 @@ func (c *sandboxCache) takeReadyThread(b *sandboxBuilt, ahead bool) *readyThread
 		return nil
 	}
 	if st.confined && !ahead {
-		close(st.quit)
+		st.spare.Discard()
 		c.readyThread = nil
 		return nil
 	}
 	select {
-	case <-st.ready:
+	case <-st.spare.Ready():
 		c.readyThread = nil
 		return st
-	case <-st.fail:
+	case <-st.spare.Failed():
 		c.readyThread = nil
 		return nil
 	default:
@@ -699,11 +683,8 @@ func (c *sandboxCache) makeReadyThread(b *sandboxBuilt, lastCap int, ahead bool)
 		return
 	}
 	if c.readyThread != nil {
-		close(c.readyThread.quit)
+		c.readyThread.spare.Discard()
 	}
-	st := &readyThread{b: b, confined: ahead, ready: make(chan struct{}), fail: make(chan struct{}),
-		work: make(chan func()), quit: make(chan struct{})}
-	c.readyThread = st
 	readyThreadsMade.Add(1)
 	c.threadMakers.Add(1)
 	// The ready thread holds b: b's descriptors stay open until it is done,
@@ -711,43 +692,25 @@ func (c *sandboxCache) makeReadyThread(b *sandboxBuilt, lastCap int, ahead bool)
 	c.mu.Lock()
 	b.users++
 	c.mu.Unlock()
-	go func() {
-		defer c.threadMakers.Done()
-		defer b.done()
-		runtime.LockOSThread()
-		if unix.Gettid() == unix.Getpid() {
-			// Not while a Manager holds the main thread (mainHold); the
-			// main thread is never changed, and it is never discarded.
-			runtime.UnlockOSThread()
-			close(st.fail)
-			return
-		}
+	c.readyThread = &readyThread{b: b, confined: ahead, spare: osthread.NewSpare(func() error {
 		if err := b.enterAndDrop(lastCap); err != nil {
-			close(st.fail) // the next Start does the steps itself and reports it
-			return         // locked: a thread changed halfway is discarded
+			return err // the next Start does the steps itself and reports it
 		}
-		if st.confined {
-			if err := b.confine(nil); err != nil {
-				close(st.fail)
-				return // locked: discarded
-			}
+		if ahead {
+			return b.confine(nil)
 		}
-		st.tid = unix.Gettid()
-		close(st.ready)
-		select {
-		case w := <-st.work:
-			w()
-		case <-st.quit:
-		}
-		// Returns locked: the thread, changed, is discarded.
-	}()
+		return nil
+	}, func() {
+		b.done()
+		c.threadMakers.Done()
+	})}
 }
 
 // makeNetns makes a network namespace on a throwaway thread and returns a
 // descriptor of it; up brings its loopback up.
 func makeNetns(up bool) (int, error) {
 	fd := -1
-	err := onThrowawayThread(func() error {
+	err := osthread.Throwaway(func() error {
 		if err := unix.Unshare(unix.CLONE_NEWNET); err != nil {
 			return xerrors.Errorf("unshare: %w", err)
 		}
@@ -820,7 +783,7 @@ type mountView struct {
 // mount: it has no capabilities.
 func makeMountns(spec mountSpec) (mountView, error) {
 	v := mountView{ns: -1, events: -1}
-	err := onThrowawayThread(func() error {
+	err := osthread.Throwaway(func() error {
 		if err := unix.Unshare(unix.CLONE_NEWNS); err != nil {
 			return xerrors.Errorf("unshare: %w", err)
 		}
