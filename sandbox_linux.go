@@ -872,37 +872,12 @@ func readOnlyMountsWithin(dirs []string) ([]string, error) {
 		return nil, xerrors.Errorf("read mountinfo: %w", err)
 	}
 	var out []string
-	for line := range strings.SplitSeq(string(data), "\n") {
-		// ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTIONS ...
-		f := strings.Fields(line)
-		if len(f) < 6 || !slices.Contains(strings.Split(f[5], ","), "ro") {
-			continue
+	procfs.ParseMountinfo(data, func(m procfs.Mount) {
+		if m.ReadOnly() && slices.ContainsFunc(dirs, func(d string) bool { return within(m.Point, d) }) {
+			out = append(out, m.Point)
 		}
-		mp := unescapeMountinfo(f[4])
-		if slices.ContainsFunc(dirs, func(d string) bool { return within(mp, d) }) {
-			out = append(out, mp)
-		}
-	}
+	})
 	return out, nil
-}
-
-// unescapeMountinfo undoes mountinfo's octal escapes (\040 for a space).
-func unescapeMountinfo(s string) string {
-	if !strings.Contains(s, "\\") {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) {
-			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(n))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
 }
 
 // close closes v's descriptors.

@@ -82,18 +82,3 @@ func TestMountWatch(t *testing.T) {
 		b.close()
 	})
 }
-
-func TestUnescapeMountinfo(t *testing.T) {
-	t.Parallel()
-	for in, want := range map[string]string{
-		`/plain`:              "/plain",
-		`/a\040b`:             "/a b",
-		`/tab\011x\134y`:      "/tab\tx\\y",
-		`/short\04`:           `/short\04`,
-		`/not\09octal\040end`: "/not\\09octal end",
-	} {
-		if got := unescapeMountinfo(in); got != want {
-			t.Errorf("unescapeMountinfo(%q) = %q, want %q", in, got, want)
-		}
-	}
-}
