@@ -12,7 +12,7 @@ import (
 // the Manager's hosts namespace, whose only interface is a loopback that
 // holds the trees' proxy listeners; without root it shares the host's
 // network. Either way listen lets the tree connect to its own listener's
-// port only (Landlock), and seccomp (seccompPorts) refuses every other way
+// port only (Landlock), and seccomp (confine.SeccompPorts) refuses every other way
 // out (UDP, raw, MPTCP, Fast Open, other families, listening).
 func (c *sandboxCache) buildHosts(b *sandboxBuilt, pol *sandboxPolicy, h hostCaps, mech *[]string) error {
 	if h.root && pol.skip&sandboxSkipNetns == 0 {

@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 	"golang.org/x/xerrors"
 
+	"github.com/agentproc/agentproc/internal/confine"
 	"github.com/agentproc/agentproc/internal/osthread"
 	"github.com/agentproc/agentproc/internal/procfs"
 )
@@ -170,7 +171,7 @@ var probeHost = sync.OnceValue(func() hostCaps {
 	}
 	status, _ := procfs.ReadSelf("status")
 	_, hasSeccomp := procfs.StatusField(status, "Seccomp")
-	h.seccomp = seccompArch != 0 && hasSeccomp
+	h.seccomp = confine.SeccompArch != 0 && hasSeccomp
 	if os.Geteuid() == 0 {
 		if v, ok := procfs.StatusField(status, "CapEff"); ok {
 			eff, err := strconv.ParseUint(string(v), 16, 64)
@@ -321,11 +322,11 @@ func (c *sandboxCache) build(b *sandboxBuilt, pol *sandboxPolicy) error {
 	if !h.seccomp {
 		b.missing = append(b.missing, unenforced{field: "Network", reason: "seccomp is not available here: MPTCP sockets (which Landlock does not see) and io_uring cannot be refused"})
 	}
-	net := seccompOwnNet
+	net := confine.SeccompOwnNet
 	switch pol.network {
 	case NetworkNone, NetworkLoopback:
 		if pol.network == NetworkNone {
-			net = seccompNone // inside the empty namespace too
+			net = confine.SeccompNone // inside the empty namespace too
 		}
 		if h.root && pol.skip&sandboxSkipNetns == 0 {
 			fd, err := c.namespace(pol.network)
@@ -341,11 +342,11 @@ func (c *sandboxCache) build(b *sandboxBuilt, pol *sandboxPolicy) error {
 		if h.abi < 4 {
 			b.missing = append(b.missing, unenforced{field: "AllowPorts", reason: "TCP port rules need Landlock ABI 4 (Linux 6.7)"})
 		}
-		net = seccompPorts
+		net = confine.SeccompPorts
 	case NetworkHosts:
 		// The tree reaches only its proxy listener: TCP that Landlock's
 		// port rule checks, as NetworkPorts.
-		net = seccompPorts
+		net = confine.SeccompPorts
 		if err := c.buildHosts(b, pol, h, &mech); err != nil {
 			return err
 		}
@@ -410,7 +411,7 @@ func (c *sandboxCache) build(b *sandboxBuilt, pol *sandboxPolicy) error {
 		mech = append(mech, "landlock")
 	}
 	if h.seccomp && pol.skip&sandboxSkipSeccomp == 0 {
-		b.filter = seccompFilter(net)
+		b.filter = confine.SeccompFilter(net)
 		mech = append(mech, "seccomp")
 	}
 	b.info.Mechanisms = mech
@@ -610,7 +611,7 @@ func (b *sandboxBuilt) confine(inNetns func() error) error {
 		}
 	}
 	if b.filter != nil {
-		if err := seccompInstall(b.filter); err != nil {
+		if err := confine.SeccompInstall(b.filter); err != nil {
 			return err
 		}
 	}
