@@ -2,10 +2,11 @@ package agentproc
 
 import (
 	"os/exec"
-	"unsafe"
 
 	"golang.org/x/sys/unix"
 	"golang.org/x/xerrors"
+
+	"github.com/agentproc/agentproc/internal/confine"
 )
 
 // buildHosts is build's part for NetworkHosts. As root the tree runs in
@@ -53,30 +54,12 @@ func (h *hostsRun) listen(cmd *exec.Cmd) error {
 	}
 	h.port = sa.(*unix.SockaddrInet4).Port
 	if sandboxHost().abi >= 4 {
-		if err := restrictConnectToPort(h.port); err != nil {
+		if err := confine.RestrictConnectToPort(h.port); err != nil {
 			return err
 		}
 	}
 	cmd.Env = mergeEnv(cmd.Env, proxyEnv(h.port))
 	return nil
-}
-
-// restrictConnectToPort adds a Landlock layer to the calling thread that
-// handles TCP bind and connect and allows only a connect to port.
-func restrictConnectToPort(port int) error {
-	attr := llRulesetAttr{handledNet: unix.LANDLOCK_ACCESS_NET_BIND_TCP | unix.LANDLOCK_ACCESS_NET_CONNECT_TCP}
-	fd, _, errno := unix.Syscall(unix.SYS_LANDLOCK_CREATE_RULESET, uintptr(unsafe.Pointer(&attr)), unsafe.Sizeof(attr), 0)
-	if errno != 0 {
-		return xerrors.Errorf("landlock_create_ruleset (proxy port): %w", errno)
-	}
-	rs := int(fd)
-	defer unix.Close(rs)
-	rule := llNetPort{allowed: unix.LANDLOCK_ACCESS_NET_CONNECT_TCP, port: uint64(port)}
-	if _, _, errno := unix.Syscall6(unix.SYS_LANDLOCK_ADD_RULE, uintptr(rs), llRuleNetPort,
-		uintptr(unsafe.Pointer(&rule)), 0, 0, 0); errno != 0 {
-		return xerrors.Errorf("landlock_add_rule (proxy port %d): %w", port, errno)
-	}
-	return landlockRestrict(rs)
 }
 
 // closeListenerFD closes a listener that was made but never served.
