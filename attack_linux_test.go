@@ -22,7 +22,7 @@ import (
 // parent, since both are built once per policy; a narrow tree could plant
 // files a tree under a wider policy (another owner's, or one with
 // NetworkHost) reads or runs, or fill the spare temp dirs later trees are
-// handed. A second Landlock layer per Start (landlockTempLayer) grants
+// handed. A second Landlock layer per Start (confine.LandlockTempLayer) grants
 // changes only in the tree's own temp dir. Runs as root and, through
 // TestSandboxUnprivileged, not.
 func TestAttackTempDirOfAnotherTree(t *testing.T) {

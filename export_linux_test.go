@@ -99,12 +99,7 @@ func SpareThreadID(m *Manager) int {
 	if st == nil {
 		return 0
 	}
-	select {
-	case <-st.ready:
-		return st.tid
-	default:
-		return 0
-	}
+	return st.spare.TID()
 }
 
 // SpareReady waits up to timeout until m's sandbox has a spare thread
@@ -118,9 +113,9 @@ func SpareReady(m *Manager, timeout time.Duration) bool {
 		c.readyThreadMu.Unlock()
 		if st != nil {
 			select {
-			case <-st.ready:
+			case <-st.spare.Ready():
 				return true
-			case <-st.fail:
+			case <-st.spare.Failed():
 				return false
 			case <-time.After(time.Until(deadline)):
 				return false

@@ -3,17 +3,18 @@ package agentproc
 import (
 	"net"
 	"os"
-	"unsafe"
 
 	"golang.org/x/sys/unix"
 	"golang.org/x/xerrors"
+
+	"github.com/agentproc/agentproc/internal/confine"
 )
 
 // buildHosts is build's part for NetworkHosts. As root the tree runs in
 // the Manager's hosts namespace, whose only interface is a loopback that
 // holds the trees' proxy listeners; without root it shares the host's
 // network. Either way listen lets the tree connect to its own listener's
-// port only (Landlock), and seccomp (seccompPorts) refuses every other way
+// port only (Landlock), and seccomp (confine.SeccompPorts) refuses every other way
 // out (UDP, raw, MPTCP, Fast Open, other families, listening).
 func (c *sandboxCache) buildHosts(b *sandboxBuilt, pol *sandboxPolicy, h hostCaps, mech *[]string) error {
 	if h.root && pol.skip&sandboxSkipNetns == 0 {
@@ -61,7 +62,7 @@ func makeHostsListener() (hostsListener, error) {
 	}
 	port := sa.(*unix.SockaddrInet4).Port
 	if sandboxHost().abi >= 4 {
-		if err := restrictConnectToPort(port); err != nil {
+		if err := confine.RestrictConnectToPort(port); err != nil {
 			return fail(err)
 		}
 	}
@@ -72,22 +73,4 @@ func makeHostsListener() (hostsListener, error) {
 		return hostsListener{}, xerrors.Errorf("proxy listener: %w", err)
 	}
 	return hostsListener{ln: ln, port: port}, nil
-}
-
-// restrictConnectToPort adds a Landlock layer to the calling thread that
-// handles TCP bind and connect and allows only a connect to port.
-func restrictConnectToPort(port int) error {
-	attr := llRulesetAttr{handledNet: unix.LANDLOCK_ACCESS_NET_BIND_TCP | unix.LANDLOCK_ACCESS_NET_CONNECT_TCP}
-	fd, _, errno := unix.Syscall(unix.SYS_LANDLOCK_CREATE_RULESET, uintptr(unsafe.Pointer(&attr)), unsafe.Sizeof(attr), 0)
-	if errno != 0 {
-		return xerrors.Errorf("landlock_create_ruleset (proxy port): %w", errno)
-	}
-	rs := int(fd)
-	defer unix.Close(rs)
-	rule := llNetPort{allowed: unix.LANDLOCK_ACCESS_NET_CONNECT_TCP, port: uint64(port)}
-	if _, _, errno := unix.Syscall6(unix.SYS_LANDLOCK_ADD_RULE, uintptr(rs), llRuleNetPort,
-		uintptr(unsafe.Pointer(&rule)), 0, 0, 0); errno != 0 {
-		return xerrors.Errorf("landlock_add_rule (proxy port %d): %w", port, errno)
-	}
-	return landlockRestrict(rs)
 }

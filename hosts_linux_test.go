@@ -10,12 +10,10 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"os/user"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -510,53 +508,12 @@ func TestSandboxHostsRealClients(t *testing.T) {
 // seccomp alone).
 func TestSandboxHostsUnprivileged(t *testing.T) {
 	requireHosts(t)
-	if os.Geteuid() != 0 {
-		t.Skip("already unprivileged: the tests above ran as such")
-	}
-	u, err := user.Lookup(sandboxUser)
-	if err != nil {
-		t.Skipf("no user %s (.ci/install-test-deps.sh creates it): %v", sandboxUser, err)
-	}
-	uid, _ := strconv.Atoi(u.Uid)
-	gid, _ := strconv.Atoi(u.Gid)
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir, err := os.MkdirTemp("", "agentproc-unpriv-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = os.RemoveAll(dir) })
-	home, bin := filepath.Join(dir, "home"), filepath.Join(dir, "agentproc.test")
-	data, err := os.ReadFile(exe)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(bin, data, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Mkdir(home, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Chmod(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Chown(home, uid, gid); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, "-test.count=1", "-test.v",
+	out, err := runAsSandboxUser(t, 8*time.Minute,
 		"-test.run=^(TestSandboxHostsBypasses|TestSandboxHostsTreesApart|TestSandboxHostsRealClients|TestSandboxInferredFileDenials)$")
-	cmd.Dir = home
-	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + home, "TMPDIR=" + os.TempDir(), "LANG=C"}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}}
-	out, err := cmd.CombinedOutput()
-	if err != nil || !strings.Contains(string(out), "--- PASS: TestSandboxHostsBypasses") || !strings.Contains(string(out), "--- PASS: TestSandboxInferredFileDenials") {
+	if err != nil || !strings.Contains(out, "--- PASS: TestSandboxHostsBypasses") || !strings.Contains(out, "--- PASS: TestSandboxInferredFileDenials") {
 		t.Fatalf("as %s: %v\n%s", sandboxUser, err, out)
 	}
-	for line := range strings.SplitSeq(string(out), "\n") {
+	for line := range strings.SplitSeq(out, "\n") {
 		if strings.Contains(line, "--- SKIP") || strings.Contains(line, "control needs root") {
 			t.Logf("as %s: %s", sandboxUser, strings.TrimSpace(line))
 		}

@@ -158,8 +158,8 @@ import (
 // releaseDetached, which stand in for the child-process steps (their state
 // is the type detached, empty where there is none).
 //
-// Sandbox (sandbox_linux.go with landlock_linux.go, seccomp_linux.go and
-// hosts_linux.go; sandbox_darwin.go; sandbox_other.go on Windows and the
+// Sandbox (sandbox_linux.go with hosts_linux.go, over the mechanism in
+// internal/confine; sandbox_darwin.go; sandbox_other.go on Windows and the
 // BSDs; sandbox_run.go is the portable part that calls these):
 //   - sandboxSupport() reports what this host can enforce
 //     (SandboxSupport).

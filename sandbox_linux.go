@@ -6,29 +6,29 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"unsafe"
 
 	"golang.org/x/sys/unix"
 	"golang.org/x/xerrors"
 
+	"github.com/agentproc/agentproc/internal/confine"
+	"github.com/agentproc/agentproc/internal/osthread"
 	"github.com/agentproc/agentproc/internal/procfs"
 )
 
 // The Linux sandbox. What each Start does, on a throwaway thread
-// (onThrowawayThread), before forking the shell from it:
+// (osthread.Throwaway), before forking the shell from it:
 //
 //  1. join the Manager's network namespace for NetworkNone or
 //     NetworkLoopback (root; made once per Manager and network);
 //  2. join the policy's mount namespace (root: a read-only view of every
 //     mount but Write, Hide and the host's doors covered, ReadOnly bound
 //     read-only; made per policy, and again when a Start finds it no
-//     longer covers what the policy names: mountWatch);
+//     longer covers what the policy names: confine.MountWatch);
 //  3. drop the capability bounding set and the ambient set (root), so that
 //     the shell, uid 0 but without capabilities after exec, can neither
 //     rejoin the host's namespaces nor read the host's /proc files;
@@ -42,6 +42,10 @@ import (
 // and is thrown away. Nothing else in the process is ever confined. A
 // failure of any step fails the Start and nothing runs.
 //
+// Each step's mechanism lives in internal/confine, which takes plain data;
+// this file decides which steps a policy gets on this host, translates the
+// policy into that data (build), and caches what it built per policy.
+//
 // Pdeathsig is never set on a sandboxed child: it fires when the thread
 // that forked it exits, which here is at once. The null device of a child
 // without stdin is opened by the host once (childStdin), before any
@@ -49,9 +53,9 @@ import (
 
 // sandboxThreadUser registers a Manager that makes throwaway threads or
 // cgroup v1 thread placements, so that the main thread is kept out of
-// their way while it is open (mainHold, thread_linux.go); the returned
-// func releases it.
-func sandboxThreadUser() (release func()) { return useMainHold() }
+// their way while it is open (osthread.HoldMain); the returned func
+// releases it.
+func sandboxThreadUser() (release func()) { return osthread.HoldMain() }
 
 // maxBuiltPolicies bounds how many policies a Manager keeps built: each
 // holds a Landlock ruleset's descriptor and, as root, a mount namespace.
@@ -65,7 +69,7 @@ type sandboxCache struct {
 	closed bool
 	limit  int // maxBuiltPolicies when 0; tests lower it
 
-	dirs dirWatcher // watches for the missing paths of built policies (mountWatch)
+	dirs confine.DirWatcher // watches for the missing paths of built policies (confine.MountWatch)
 
 	emptyOnce sync.Once
 	emptyDir  string // holds the empty file hidden files are covered with
@@ -79,7 +83,7 @@ type sandboxCache struct {
 }
 
 // emptyFile returns an empty file of mode 000 in a directory of its own,
-// made once, for makeMountns to cover hidden files with.
+// made once, for confine.MakeMountns to cover hidden files with.
 func (c *sandboxCache) emptyFile() (string, error) {
 	c.emptyOnce.Do(func() {
 		dir, err := os.MkdirTemp("", "agentproc-hide-")
@@ -108,14 +112,14 @@ type nsEntry struct {
 // sandboxBuilt is one policy, built once: what each Start of it applies.
 type sandboxBuilt struct {
 	once     sync.Once
-	ruleset  int         // -1 without Landlock
-	layer    []llGrant   // the temp dir layer's other rules (tempLayer); nil without
-	netns    int         // -1: the host's
-	mntns    int         // -1: the host's
-	view     mountView   // the mount namespace made here (ns is mntns); -1s in a runner
-	watch    *mountWatch // nil without a mount namespace made here
-	users    int         // the Starts and ready threads using b; guarded by cache.mu
-	evicted  bool        // taken out of the cache as stale: the last user releases it
+	ruleset  int                 // -1 without Landlock
+	layer    []confine.Grant     // the temp dir layer's other rules (tempLayer); nil without
+	netns    int                 // -1: the host's
+	mntns    int                 // -1: the host's
+	view     confine.MountView   // the mount namespace made here (ns is mntns); -1s in a runner
+	watch    *confine.MountWatch // nil without a mount namespace made here
+	users    int                 // the Starts and ready threads using b; guarded by cache.mu
+	evicted  bool                // taken out of the cache as stale: the last user releases it
 	dropCaps bool
 	filter   []unix.SockFilter // nil without seccomp
 	info     Confinement
@@ -168,13 +172,13 @@ func sandboxHost() hostCaps {
 var hostOverride atomic.Pointer[hostCaps]
 
 var probeHost = sync.OnceValue(func() hostCaps {
-	h := hostCaps{abi: min(landlockABI(), landlockMaxABI), lastCap: 40}
+	h := hostCaps{abi: min(confine.LandlockABI(), confine.LandlockMaxABI), lastCap: 40}
 	if n, ok := procfs.SysInt("kernel/cap_last_cap"); ok && n > 0 && n < 64 {
 		h.lastCap = n
 	}
 	status, _ := procfs.ReadSelf("status")
 	_, hasSeccomp := procfs.StatusField(status, "Seccomp")
-	h.seccomp = seccompArch != 0 && hasSeccomp
+	h.seccomp = confine.SeccompArch != 0 && hasSeccomp
 	if os.Geteuid() == 0 {
 		if v, ok := procfs.StatusField(status, "CapEff"); ok {
 			eff, err := strconv.ParseUint(string(v), 16, 64)
@@ -226,12 +230,12 @@ func sandboxSupport() SandboxFeatures {
 
 // get returns pol built, building it on first use, or again when the
 // mount namespace built before no longer covers what pol names
-// (mountWatch). The lock is held only to find the entry: building opens
+// (confine.MountWatch). The lock is held only to find the entry: building opens
 // files and makes namespaces. Each get is matched by one done.
 func (c *sandboxCache) get(pol *sandboxPolicy) (*sandboxBuilt, error) {
 	for attempt := 0; ; attempt++ {
 		b, err := c.getOnce(pol)
-		if err != nil || b.watch == nil || attempt > 0 || !b.watch.changed(&b.view) {
+		if err != nil || b.watch == nil || attempt > 0 || !b.watch.Changed(&b.view) {
 			return b, err
 		}
 		// Stale: out of the cache, released by its last user; the next
@@ -264,7 +268,7 @@ func (c *sandboxCache) getOnce(pol *sandboxPolicy) (*sandboxBuilt, error) {
 	}
 	b := c.built[pol.key]
 	if b == nil {
-		b = &sandboxBuilt{ruleset: -1, netns: -1, mntns: -1, view: mountView{ns: -1, events: -1}, cache: c}
+		b = &sandboxBuilt{ruleset: -1, netns: -1, mntns: -1, view: confine.MountView{NS: -1, Events: -1}, cache: c}
 		limit := c.limit
 		if limit <= 0 {
 			limit = maxBuiltPolicies
@@ -307,7 +311,7 @@ func (c *sandboxCache) namespace(n Network) (int, error) {
 		c.netns[n] = e
 	}
 	c.mu.Unlock()
-	e.once.Do(func() { e.fd, e.err = makeNetns(n != NetworkNone) })
+	e.once.Do(func() { e.fd, e.err = confine.MakeNetns(n != NetworkNone) })
 	return e.fd, e.err
 }
 
@@ -325,11 +329,11 @@ func (c *sandboxCache) build(b *sandboxBuilt, pol *sandboxPolicy) error {
 	if !h.seccomp {
 		b.missing = append(b.missing, unenforced{field: "Network", reason: "seccomp is not available here: MPTCP sockets (which Landlock does not see) and io_uring cannot be refused"})
 	}
-	net := seccompOwnNet
+	net := confine.SeccompOwnNet
 	switch pol.network {
 	case NetworkNone, NetworkLoopback:
 		if pol.network == NetworkNone {
-			net = seccompNone // inside the empty namespace too
+			net = confine.SeccompNone // inside the empty namespace too
 		}
 		if h.root && pol.skip&sandboxSkipNetns == 0 {
 			fd, err := c.namespace(pol.network)
@@ -345,11 +349,11 @@ func (c *sandboxCache) build(b *sandboxBuilt, pol *sandboxPolicy) error {
 		if h.abi < 4 {
 			b.missing = append(b.missing, unenforced{field: "AllowPorts", reason: "TCP port rules need Landlock ABI 4 (Linux 6.7)"})
 		}
-		net = seccompPorts
+		net = confine.SeccompPorts
 	case NetworkHosts:
 		// The tree reaches only its proxy listener: TCP that Landlock's
 		// port rule checks, as NetworkPorts.
-		net = seccompPorts
+		net = confine.SeccompPorts
 		b.hosts = true
 		if err := c.buildHosts(b, pol, h, &mech); err != nil {
 			return err
@@ -360,30 +364,30 @@ func (c *sandboxCache) build(b *sandboxBuilt, pol *sandboxPolicy) error {
 	// few rules instead of one per entry of every directory above a hidden
 	// path, which costs at every Start (landlock_restrict_self copies the
 	// rules) and leaves entries made later unreadable.
-	hide := landlockHidden(pol)
+	hide := confine.LandlockHidden(pol.hide)
 	if h.root && pol.skip&sandboxSkipMountns == 0 {
 		empty, err := c.emptyFile()
 		if err != nil {
 			return xerrors.Errorf("mount namespace: %w", err)
 		}
-		spec := mountSpec{write: pol.write, readOnly: pol.readOnly, empty: empty,
-			hide: append(append(slices.Clone(pol.hide), llHidden...), hostDoors()...)}
+		spec := confine.MountSpec{Write: pol.write, ReadOnly: pol.readOnly, Empty: empty,
+			Hide: append(append(slices.Clone(pol.hide), confine.HiddenDevices...), hostDoors()...)}
 		// What is missing is listed before the namespace is made: a path
 		// made in between is then found by the next Start.
-		var dirs *dirWatcher
+		var dirs *confine.DirWatcher
 		if b.cache != nil { // a Manager's: checked at each Start
 			dirs = &c.dirs
 		}
-		b.watch = newMountWatch(spec, dirs)
-		v, err := makeMountns(spec)
+		b.watch = confine.NewMountWatch(spec, dirs)
+		v, err := confine.MakeMountns(spec)
 		if err != nil {
 			return xerrors.Errorf("mount namespace: %w", err)
 		}
 		b.view = v
-		b.mntns = v.ns
+		b.mntns = v.NS
 		hide = nil
 		mech = append(mech, "mountns")
-		for _, p := range b.watch.missingReadOnly(pol.readOnly) {
+		for _, p := range b.watch.MissingReadOnly(pol.readOnly) {
 			b.missing = append(b.missing, unenforced{field: "ReadOnly", soft: true,
 				reason: p + " does not exist: the tree may create it, and it is protected from the next Start on"})
 		}
@@ -401,25 +405,36 @@ func (c *sandboxCache) build(b *sandboxBuilt, pol *sandboxPolicy) error {
 	}
 	mech = append(mech, "no_new_privs")
 	if h.abi > 0 && pol.skip&sandboxSkipLandlock == 0 {
-		rs, err := landlockRuleset(pol, h.abi, hide)
+		rs, err := confine.LandlockRuleset(landlockRules(pol, hide), h.abi)
 		if err != nil {
 			return err
 		}
 		b.ruleset = rs
 		b.info.LandlockABI = h.abi
 		if pol.tmpParent != "" {
-			if b.layer, err = landlockLayerGrants(pol, h.abi); err != nil {
+			if b.layer, err = confine.LandlockLayerGrants(pol.write, resolvePath(pol.tmpParent), h.abi); err != nil {
 				return err
 			}
 		}
 		mech = append(mech, "landlock")
 	}
 	if h.seccomp && pol.skip&sandboxSkipSeccomp == 0 {
-		b.filter = seccompFilter(net)
+		b.filter = confine.SeccompFilter(net)
 		mech = append(mech, "seccomp")
 	}
 	b.info.Mechanisms = mech
 	return nil
+}
+
+// landlockRules is the Landlock part of pol, as the plain data
+// internal/confine applies, leaving out hide.
+func landlockRules(pol *sandboxPolicy, hide []string) confine.Rules {
+	r := confine.Rules{Read: pol.read, Shell: pol.shell, Write: pol.write, Hide: hide,
+		HandleTCP: pol.network == NetworkNone || pol.network == NetworkPorts}
+	if pol.network == NetworkPorts {
+		r.Ports = pol.ports
+	}
+	return r
 }
 
 // release closes what b holds; namespaces of the Manager are the cache's.
@@ -428,13 +443,13 @@ func (b *sandboxBuilt) release() {
 		_ = unix.Close(b.ruleset)
 		b.ruleset = -1
 	}
-	closeGrants(b.layer)
+	confine.CloseGrants(b.layer)
 	b.layer = nil
 	if b.watch != nil {
-		b.watch.close()
+		b.watch.Close()
 	}
-	if b.view.ns >= 0 || b.view.events >= 0 {
-		b.view.close() // b.mntns is b.view.ns
+	if b.view.NS >= 0 || b.view.Events >= 0 {
+		b.view.Close() // b.mntns is b.view.NS
 		b.mntns = -1
 	} else if b.mntns >= 0 {
 		_ = unix.Close(b.mntns) // a runner's, inherited
@@ -447,7 +462,7 @@ func (c *sandboxCache) close() {
 	c.readyThreadMu.Lock()
 	c.readyThreadClosed = true
 	if c.readyThread != nil {
-		close(c.readyThread.quit)
+		c.readyThread.spare.Discard()
 		c.readyThread = nil
 	}
 	c.readyThreadMu.Unlock()
@@ -467,7 +482,7 @@ func (c *sandboxCache) close() {
 			_ = unix.Close(e.fd)
 		}
 	}
-	c.dirs.close()
+	c.dirs.Close()
 	c.emptyOnce.Do(func() {})
 	if c.emptyDir != "" {
 		_ = os.RemoveAll(c.emptyDir)
@@ -505,7 +520,7 @@ func (b *sandboxBuilt) start(cmd *exec.Cmd, step threadStep, hosts func(hostsLis
 	if step == nil && b.cache != nil {
 		if st := b.cache.takeReadyThread(b, ahead); st != nil {
 			readyThreadStarts.Add(1)
-			err := st.do(func() error {
+			err := st.spare.Do(func() error {
 				if !st.confined {
 					if err := b.confine(b.hostsHook(&st.lis)); err != nil {
 						return err
@@ -519,7 +534,7 @@ func (b *sandboxBuilt) start(cmd *exec.Cmd, step threadStep, hosts func(hostsLis
 		}
 		defer b.cache.makeReadyThread(b, lastCap, ahead)
 	}
-	return onThrowawayThread(func() (err error) {
+	return osthread.Throwaway(func() (err error) {
 		// The other step first: after the steps below this thread may no
 		// longer open files (Landlock) or make some system calls
 		// (seccomp); what its restore writes it has opened already.
@@ -586,106 +601,43 @@ func startLast(cmd *exec.Cmd, last func() error) error {
 // ahead of its Start).
 func (b *sandboxBuilt) enterAndDrop(lastCap int) error {
 	if b.mntns >= 0 {
-		// A thread shares its root and directory with the others until
-		// it unshares them, and setns refuses a shared one.
-		if err := unix.Unshare(unix.CLONE_FS); err != nil {
-			return xerrors.Errorf("unshare fs: %w", err)
-		}
-		if err := unix.Setns(b.mntns, unix.CLONE_NEWNS); err != nil {
-			return xerrors.Errorf("join mount namespace: %w", err)
+		if err := confine.EnterMountns(b.mntns); err != nil {
+			return err
 		}
 	}
 	if b.dropCaps {
-		// The bounding set goes, then the ambient set. On exec the kernel
-		// grants root its bounding set, so with the set empty the shell
-		// (uid 0) and every program it runs, file capabilities or setuid
-		// included, start with no capability
-		// (TestSandboxRootHasNoCapabilities, which also reads CapBnd). It
-		// takes a prctl per capability, each a new set of credentials, a
-		// cost per Start (docs/measurements.md) which the ready thread
-		// takes off the Start. Dropping the thread's own sets with
-		// one capset would do under no_new_privs for less, but leaves the
-		// child a full bounding set, and the bounding set is what the
-		// sandbox promises to drop. The thread keeps its effective set,
-		// which joining the network namespace after this needs.
-		for c := 0; c <= lastCap; c++ {
-			if err := unix.Prctl(unix.PR_CAPBSET_DROP, uintptr(c), 0, 0, 0); err != nil && err != unix.EINVAL {
-				return xerrors.Errorf("drop capability %d from the bounding set: %w", c, err)
-			}
-		}
-		if err := unix.Prctl(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0); err != nil {
-			return xerrors.Errorf("clear ambient capabilities: %w", err)
+		if err := confine.DropCapabilities(lastCap); err != nil {
+			return err
 		}
 	}
 	return nil
 }
 
 // confine joins b's network namespace and confines the calling, locked
-// thread: no_new_privs, inNetns if not nil, Landlock, seccomp. The order
-// is forced: setns needs the capabilities no_new_privs keeps but the
-// seccomp filter refuses it, and Landlock and seccomp need no_new_privs
-// (Landlock without CAP_SYS_ADMIN, which the tree must not keep).
+// thread: no_new_privs, inNetns if not nil, Landlock, seccomp, in the
+// order confine.Thread forces.
 func (b *sandboxBuilt) confine(inNetns func() error) error {
-	if b.netns >= 0 {
-		if err := unix.Setns(b.netns, unix.CLONE_NEWNET); err != nil {
-			return xerrors.Errorf("join network namespace: %w", err)
-		}
-	}
-	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
-		return xerrors.Errorf("set no_new_privs: %w", err)
-	}
-	if inNetns != nil {
-		if err := inNetns(); err != nil {
-			return err
-		}
-	}
-	if b.ruleset >= 0 {
-		if err := landlockRestrict(b.ruleset); err != nil {
-			return err
-		}
-	}
-	if b.filter != nil {
-		if err := seccompInstall(b.filter); err != nil {
-			return err
-		}
-	}
-	return nil
+	return confine.Thread(b.netns, inNetns, b.ruleset, b.filter)
 }
 
-// readyThread is a goroutine locked to a thread on which a built policy's
-// steps are done (enterAndDrop, then confine unless its Starts have an
-// inNetns hook), waiting for the one Start it serves. Its thread runs
-// nothing but that wait and the Start's fork, and is discarded after it
-// or when the ready thread is thrown away unused (the goroutine exits locked), as
-// onThrowawayThread's are: a confined thread never goes back to the
-// runtime's pool. A host therefore has at most one confined thread per
-// Manager besides those of Starts in flight, the ready thread, which
-// TestSandboxHostNeverConfined tells apart by its thread ID.
+// readyThread is a spare thread (osthread.Spare) on which a built
+// policy's steps are done (enterAndDrop, then confine unless its Starts
+// have an inNetns hook), waiting for the one Start it serves. Its thread
+// runs nothing but that wait and the Start's fork, and is discarded after
+// it or when the ready thread is thrown away unused: a confined thread
+// never goes back to the runtime's pool. A host therefore has at most one
+// confined thread per Manager besides those of Starts in flight, the ready
+// thread, which TestSandboxHostNeverConfined tells apart by its thread ID.
 type readyThread struct {
 	b        *sandboxBuilt
 	confined bool          // confine was done too
 	lis      hostsListener // b.hosts: the listener confine made; zero once handed over
-	tid      int           // the thread's ID, set before ready is closed
-	ready    chan struct{} // closed once the steps succeeded
-	fail     chan struct{} // closed if it could not be made
-	work     chan func()
-	quit     chan struct{} // closed to discard it unused
+	spare    *osthread.Spare
 }
 
 // readyThreadStarts counts the Starts that took a ready thread, readyThreadsMade the
 // ready threads made.
 var readyThreadStarts, readyThreadsMade atomic.Int64
-
-// do runs fn on st's thread and returns its error. The caller waits on a
-// channel, not on onThrowawayThread's pipe: the caller's wake-up after a
-// ready thread measured the same at the median either way, but through the
-// pipe its tail was many times longer, waiting for a thread to poll the
-// network poller (docs/measurements.md).
-func (st *readyThread) do(fn func() error) error {
-	done := make(chan error, 1)
-	st.work <- func() { done <- fn() }
-	return <-done
-}
 
 // takeReadyThread returns the cache's ready thread if it is ready and made for
 // b, and hands it over (the cache then has none). A Start with an inNetns
@@ -699,15 +651,15 @@ func (c *sandboxCache) takeReadyThread(b *sandboxBuilt, ahead bool) *readyThread
 		return nil
 	}
 	if st.confined && !ahead {
-		close(st.quit)
+		st.spare.Discard()
 		c.readyThread = nil
 		return nil
 	}
 	select {
-	case <-st.ready:
+	case <-st.spare.Ready():
 		c.readyThread = nil
 		return st
-	case <-st.fail:
+	case <-st.spare.Failed():
 		c.readyThread = nil
 		return nil
 	default:
@@ -735,11 +687,8 @@ func (c *sandboxCache) makeReadyThread(b *sandboxBuilt, lastCap int, ahead bool)
 		return
 	}
 	if c.readyThread != nil {
-		close(c.readyThread.quit)
+		c.readyThread.spare.Discard()
 	}
-	st := &readyThread{b: b, confined: ahead, ready: make(chan struct{}), fail: make(chan struct{}),
-		work: make(chan func()), quit: make(chan struct{})}
-	c.readyThread = st
 	readyThreadsMade.Add(1)
 	c.threadMakers.Add(1)
 	// The ready thread holds b: b's descriptors stay open until it is done,
@@ -747,475 +696,23 @@ func (c *sandboxCache) makeReadyThread(b *sandboxBuilt, lastCap int, ahead bool)
 	c.mu.Lock()
 	b.users++
 	c.mu.Unlock()
-	go func() {
-		defer c.threadMakers.Done()
-		defer b.done()
-		runtime.LockOSThread()
-		if unix.Gettid() == unix.Getpid() {
-			// Not while a Manager holds the main thread (mainHold); the
-			// main thread is never changed, and it is never discarded.
-			runtime.UnlockOSThread()
-			close(st.fail)
-			return
-		}
+	st := &readyThread{b: b, confined: ahead}
+	st.spare = osthread.NewSpare(func() error {
 		if err := b.enterAndDrop(lastCap); err != nil {
-			close(st.fail) // the next Start does the steps itself and reports it
-			return         // locked: a thread changed halfway is discarded
+			return err // the next Start does the steps itself and reports it
 		}
-		// A listener made ahead and not handed over (the thread failed
-		// or was thrown away unused) is closed here.
-		defer st.lis.close()
-		if st.confined {
-			if err := b.confine(b.hostsHook(&st.lis)); err != nil {
-				close(st.fail)
-				return // locked: discarded
-			}
+		if ahead {
+			return b.confine(b.hostsHook(&st.lis))
 		}
-		st.tid = unix.Gettid()
-		close(st.ready)
-		select {
-		case w := <-st.work:
-			w()
-		case <-st.quit:
-		}
-		// Returns locked: the thread, changed, is discarded.
-	}()
-}
-
-// makeNetns makes a network namespace on a throwaway thread and returns a
-// descriptor of it; up brings its loopback up.
-func makeNetns(up bool) (int, error) {
-	fd := -1
-	err := onThrowawayThread(func() error {
-		if err := unix.Unshare(unix.CLONE_NEWNET); err != nil {
-			return xerrors.Errorf("unshare: %w", err)
-		}
-		if up {
-			if err := loopbackUp(); err != nil {
-				return err
-			}
-		}
-		var err error
-		fd, err = unix.Open(procfs.ThreadSelfFile("ns/net"), unix.O_RDONLY|unix.O_CLOEXEC, 0)
-		return err
+		return nil
+	}, func() {
+		// A listener made ahead and not handed over (the spare failed or
+		// was discarded unused) is closed here, on the spare's goroutine.
+		st.lis.close()
+		b.done()
+		c.threadMakers.Done()
 	})
-	return fd, err
-}
-
-// loopbackUp sets IFF_UP on lo in the calling thread's network namespace.
-func loopbackUp() error {
-	s, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
-	if err != nil {
-		return xerrors.Errorf("loopback socket: %w", err)
-	}
-	defer unix.Close(s)
-	ifr, err := unix.NewIfreq("lo")
-	if err != nil {
-		return err
-	}
-	if err := unix.IoctlIfreq(s, unix.SIOCGIFFLAGS, ifr); err != nil {
-		return xerrors.Errorf("lo flags: %w", err)
-	}
-	ifr.SetUint16(ifr.Uint16() | unix.IFF_UP)
-	if err := unix.IoctlIfreq(s, unix.SIOCSIFFLAGS, ifr); err != nil {
-		return xerrors.Errorf("lo up: %w", err)
-	}
-	return nil
-}
-
-// mountSpec is what a policy's mount namespace is made of.
-type mountSpec struct {
-	write, readOnly, hide []string
-	empty                 string // the empty file hidden files are covered with
-}
-
-// mountView is a policy's mount namespace: a descriptor of it to join, and
-// one of its mountinfo, which poll(2) reports as changed (POLLPRI) when a
-// mount in it comes or goes. Both kinds of change unprotect a path: a
-// mount the host makes later propagates in writable, and a cover whose
-// path the host replaces (a rename over a hidden file, a .git removed and
-// made again) is detached from this namespace too.
-type mountView struct {
-	ns, events int
-}
-
-// makeMountns makes the mount namespace of spec on a throwaway thread:
-//
-//   - every mount read-only (mount_setattr, recursive), so that nothing
-//     outside Write changes, metadata included (chmod, chown, utimes,
-//     xattrs, mknod): Landlock has no right for those;
-//   - each of write a writable bind of itself (recursive), and each of
-//     readOnly, inside write, a read-only bind of itself;
-//   - each of hide covered, a directory by an empty read-only tmpfs of
-//     mode 000, anything else by empty (an empty file of mode 000). A
-//     symbolic link is left alone: its target is in hide too
-//     (resolvePaths), and a mount would land on the target anyway.
-//
-// Device nodes stay usable on a read-only mount (the kernel checks the
-// mount for regular files, directories and links only), so /dev/null and
-// the pty of a TTY request still take writes. Mounts the host makes later
-// propagate in (a slave of the host's), writable: the view's events tell
-// the next Start to build the namespace again. A tree in it cannot undo a
-// mount: it has no capabilities.
-func makeMountns(spec mountSpec) (mountView, error) {
-	v := mountView{ns: -1, events: -1}
-	err := onThrowawayThread(func() error {
-		if err := unix.Unshare(unix.CLONE_NEWNS); err != nil {
-			return xerrors.Errorf("unshare: %w", err)
-		}
-		if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_SLAVE, ""); err != nil {
-			return xerrors.Errorf("make mounts slaves: %w", err)
-		}
-		// Mounts below a Write directory that the host made read-only stay
-		// so: the writable binds below clear the flag on whole trees.
-		hostRO, rerr := readOnlyMountsWithin(spec.write)
-		if rerr != nil {
-			return rerr
-		}
-		if err := unix.MountSetattr(unix.AT_FDCWD, "/", unix.AT_RECURSIVE,
-			&unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY}); err != nil {
-			return xerrors.Errorf("make every mount read-only: %w", err)
-		}
-		for _, p := range spec.write {
-			if _, err := os.Stat(p); err != nil {
-				continue // nothing to grant
-			}
-			if err := unix.Mount(p, p, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
-				return xerrors.Errorf("bind %s: %w", p, err)
-			}
-			if err := unix.MountSetattr(unix.AT_FDCWD, p, unix.AT_RECURSIVE,
-				&unix.MountAttr{Attr_clr: unix.MOUNT_ATTR_RDONLY}); err != nil {
-				return xerrors.Errorf("make %s writable: %w", p, err)
-			}
-		}
-		for _, p := range hostRO {
-			if err := unix.MountSetattr(unix.AT_FDCWD, p, 0, &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY}); err != nil {
-				return xerrors.Errorf("keep %s read-only: %w", p, err)
-			}
-		}
-		for _, p := range spec.readOnly {
-			if _, err := os.Stat(p); err != nil {
-				continue // missing: the policy warns (mountWatch)
-			}
-			if err := unix.Mount(p, p, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
-				return xerrors.Errorf("bind %s: %w", p, err)
-			}
-			if err := unix.MountSetattr(unix.AT_FDCWD, p, unix.AT_RECURSIVE,
-				&unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY}); err != nil {
-				return xerrors.Errorf("make %s read-only: %w", p, err)
-			}
-		}
-		for _, h := range spec.hide {
-			st, err := os.Lstat(h)
-			if err != nil || st.Mode()&os.ModeSymlink != 0 {
-				continue // nothing there to hide (mountWatch looks again), or a link whose target is hidden
-			}
-			if st.IsDir() {
-				err = unix.Mount("tmpfs", h, "tmpfs", unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "size=4k,nr_inodes=1,mode=000")
-			} else {
-				err = unix.Mount(spec.empty, h, "", unix.MS_BIND, "")
-				if err == nil {
-					// A bind takes its mount's flags, not the read-only
-					// view's: read-only too, so the cover cannot be chmod'ed.
-					err = unix.MountSetattr(unix.AT_FDCWD, h, 0, &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY})
-				}
-			}
-			if err != nil {
-				return xerrors.Errorf("cover %s: %w", h, err)
-			}
-		}
-		var err error
-		if v.ns, err = unix.Open(procfs.ThreadSelfFile("ns/mnt"), unix.O_RDONLY|unix.O_CLOEXEC, 0); err != nil {
-			return err
-		}
-		// Opened last: it reports the changes after these mounts.
-		v.events, err = unix.Open(procfs.ThreadSelfFile("mountinfo"), unix.O_RDONLY|unix.O_CLOEXEC, 0)
-		return err
-	})
-	if err != nil {
-		v.close()
-		return mountView{ns: -1, events: -1}, err
-	}
-	return v, nil
-}
-
-// readOnlyMountsWithin lists the mount points of the calling thread's
-// namespace that lie within one of dirs (or are one) and are mounted
-// read-only.
-func readOnlyMountsWithin(dirs []string) ([]string, error) {
-	data, err := os.ReadFile(procfs.ThreadSelfFile("mountinfo"))
-	if err != nil {
-		return nil, xerrors.Errorf("read mountinfo: %w", err)
-	}
-	var out []string
-	for line := range strings.SplitSeq(string(data), "\n") {
-		// ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTIONS ...
-		f := strings.Fields(line)
-		if len(f) < 6 || !slices.Contains(strings.Split(f[5], ","), "ro") {
-			continue
-		}
-		mp := unescapeMountinfo(f[4])
-		if slices.ContainsFunc(dirs, func(d string) bool { return within(mp, d) }) {
-			out = append(out, mp)
-		}
-	}
-	return out, nil
-}
-
-// unescapeMountinfo undoes mountinfo's octal escapes (\040 for a space).
-func unescapeMountinfo(s string) string {
-	if !strings.Contains(s, "\\") {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) {
-			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(n))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
-}
-
-// close closes v's descriptors.
-func (v *mountView) close() {
-	for _, fd := range []*int{&v.ns, &v.events} {
-		if *fd >= 0 {
-			_ = unix.Close(*fd)
-			*fd = -1
-		}
-	}
-}
-
-// changed reports whether a mount came or went in v since it was made or
-// last asked (poll with no wait: one system call per Start).
-func (v *mountView) changed() bool {
-	if v.events < 0 {
-		return false
-	}
-	fds := []unix.PollFd{{Fd: int32(v.events), Events: unix.POLLPRI}}
-	n, err := unix.Poll(fds, 0)
-	return err == nil && n > 0 && fds[0].Revents&(unix.POLLPRI|unix.POLLERR) != 0
-}
-
-// mountWatch is what a built mount namespace was made from, to find out at
-// each Start whether it still protects what its policy names: hiding and
-// ReadOnly are rules, not a snapshot of the paths that existed at the
-// first Start. A path that was covered is watched through the view's
-// mount events, since replacing it detaches its cover. A path missing when
-// the namespace was made could not be covered: the Manager's dirWatcher
-// watches the nearest existing directory above each such path for the one
-// name that matters there, so that each Start reads one inotify instance
-// (a read that finds nothing) instead of looking up every missing path,
-// which measured an order of magnitude dearer under WorkspaceSandbox
-// (docs/measurements.md). Without inotify each Start looks up the missing
-// paths.
-type mountWatch struct {
-	missing []string
-	dirs    *dirWatcher // nil: look up every missing path
-	regs    []dirReg    // what dirs holds for w, dropped by close
-	stale   atomic.Bool
-}
-
-// dirReg is one name watched for in one directory.
-type dirReg struct {
-	wd   int32
-	name string
-}
-
-// dirWatcher is a Manager's one inotify instance, shared by its built
-// policies (inotify's per-user limit on instances is 128 by default, and
-// the host may need its own). Each watched directory reports a name
-// appearing in it (created or renamed in) or itself going.
-type dirWatcher struct {
-	mu    sync.Mutex
-	made  bool // ino has been made (or failed, or closed)
-	ino   int  // -1: failed or closed
-	names map[int32]map[string][]*mountWatch
-}
-
-const dirWatchEvents = unix.IN_CREATE | unix.IN_MOVED_TO | unix.IN_DELETE_SELF | unix.IN_MOVE_SELF | unix.IN_ONLYDIR
-
-// newMountWatch lists what of spec's paths does not exist now
-// and, with dirs, watches for it. It runs before the namespace is made: a
-// path that appears in between is either covered by it or reported.
-func newMountWatch(spec mountSpec, dirs *dirWatcher) *mountWatch {
-	w := &mountWatch{}
-	// A Write directory made later must be bound writable too, or it would
-	// stay read-only in the view.
-	for _, p := range slices.Concat(spec.readOnly, spec.hide, spec.write) {
-		var st unix.Stat_t
-		if unix.Lstat(p, &st) != nil {
-			w.missing = append(w.missing, p)
-		}
-	}
-	if dirs != nil && dirs.add(w) {
-		w.dirs = dirs
-	}
-	// A path made between the lookup above and its watch is looked up
-	// once more by the namespace's making, which covers it.
-	return w
-}
-
-// add watches the directories above w's missing paths and reports whether
-// it could watch them all; if not, it holds nothing for w.
-func (d *dirWatcher) add(w *mountWatch) bool {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if !d.made {
-		d.made = true
-		ino, err := unix.InotifyInit1(unix.IN_NONBLOCK | unix.IN_CLOEXEC)
-		if err != nil {
-			ino = -1
-		}
-		d.ino = ino
-		d.names = map[int32]map[string][]*mountWatch{}
-	}
-	if d.ino < 0 {
-		return false
-	}
-	for _, p := range w.missing {
-		dir, name := filepath.Dir(p), filepath.Base(p)
-		for {
-			wd, err := unix.InotifyAddWatch(d.ino, dir, dirWatchEvents)
-			if err == nil {
-				r := dirReg{int32(wd), name}
-				if d.names[r.wd] == nil {
-					d.names[r.wd] = map[string][]*mountWatch{}
-				}
-				d.names[r.wd][name] = append(d.names[r.wd][name], w)
-				w.regs = append(w.regs, r)
-				break
-			}
-			if (err != unix.ENOENT && err != unix.ENOTDIR) || dir == "/" {
-				d.dropLocked(w)
-				return false
-			}
-			dir, name = filepath.Dir(dir), filepath.Base(dir)
-		}
-	}
-	return true
-}
-
-// dropLocked forgets w. The kernel's watches stay: another policy may
-// share them, and they are few (one per directory).
-func (d *dirWatcher) dropLocked(w *mountWatch) {
-	for _, r := range w.regs {
-		d.names[r.wd][r.name] = slices.DeleteFunc(d.names[r.wd][r.name], func(o *mountWatch) bool { return o == w })
-	}
-	w.regs = nil
-}
-
-// read drains the instance and marks stale every watch an event matters
-// to. The lock is held across the reads, which never block (the instance
-// is non-blocking): a Start that finds the queue emptied by a concurrent
-// Start must also find the verdict that Start reached.
-func (d *dirWatcher) read() {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if !d.made || d.ino < 0 {
-		return
-	}
-	var buf [4096]byte
-	for {
-		n, err := unix.Read(d.ino, buf[:])
-		if err == unix.EINTR {
-			continue
-		}
-		if err != nil || n <= 0 {
-			return // EAGAIN: nothing more
-		}
-		for off := 0; off+unix.SizeofInotifyEvent <= n; {
-			ev := (*unix.InotifyEvent)(unsafe.Pointer(&buf[off]))
-			name := ""
-			if ev.Len > 0 {
-				raw := buf[off+unix.SizeofInotifyEvent : off+unix.SizeofInotifyEvent+int(ev.Len)]
-				name = string(raw[:max(0, slices.Index(raw, 0))])
-			}
-			off += unix.SizeofInotifyEvent + int(ev.Len)
-			var hit []*mountWatch
-			switch {
-			case ev.Mask&unix.IN_Q_OVERFLOW != 0: // events lost: any may matter
-				for _, byName := range d.names {
-					for _, ws := range byName {
-						hit = append(hit, ws...)
-					}
-				}
-			case ev.Mask&(unix.IN_IGNORED|unix.IN_DELETE_SELF|unix.IN_MOVE_SELF) != 0: // the directory went
-				for _, ws := range d.names[ev.Wd] {
-					hit = append(hit, ws...)
-				}
-			default:
-				hit = d.names[ev.Wd][name]
-			}
-			for _, w := range hit {
-				w.stale.Store(true)
-			}
-		}
-	}
-}
-
-// close closes the instance (the Manager's Close).
-func (d *dirWatcher) close() {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.made && d.ino >= 0 {
-		_ = unix.Close(d.ino)
-	}
-	d.made, d.ino, d.names = true, -1, nil
-}
-
-// close lets go of what w holds in its dirWatcher.
-func (w *mountWatch) close() {
-	if w.dirs != nil {
-		w.dirs.mu.Lock()
-		if w.dirs.names != nil {
-			w.dirs.dropLocked(w)
-		}
-		w.dirs.mu.Unlock()
-		w.dirs = nil
-	}
-}
-
-// changed reports whether v no longer covers what w was made for: a mount
-// event in v, or a path then missing that exists now or may (a directory
-// above it appeared or went). Once it has said so it keeps saying so.
-func (w *mountWatch) changed(v *mountView) bool {
-	if w.stale.Load() {
-		return true
-	}
-	if v.changed() {
-		w.stale.Store(true)
-		return true
-	}
-	if w.dirs != nil {
-		w.dirs.read()
-		return w.stale.Load()
-	}
-	for _, p := range w.missing {
-		var st unix.Stat_t
-		if unix.Lstat(p, &st) == nil {
-			w.stale.Store(true)
-			return true
-		}
-	}
-	return false
-}
-
-// missingReadOnly is the ReadOnly paths that did not exist when the
-// namespace was made, which it cannot protect: a tree may create them.
-func (w *mountWatch) missingReadOnly(readOnly []string) []string {
-	var out []string
-	for _, p := range w.missing {
-		if slices.Contains(readOnly, p) {
-			out = append(out, p)
-		}
-	}
-	return out
+	c.readyThread = st
 }
 
 // hostDoors are the pathname Unix sockets, and the directories that hold
@@ -1226,7 +723,7 @@ func (w *mountWatch) missingReadOnly(readOnly []string) []string {
 // terminal multiplexer runs unconfined). Landlock does not govern
 // connect(2) to them, so as root they are covered in the mount namespace,
 // existing or not: one missing now is covered at the first Start after it
-// appears (mountWatch). A directory is covered whole, so a socket made in
+// appears (confine.MountWatch). A directory is covered whole, so a socket made in
 // it later is covered at once. Without root they stay reachable (the
 // "What does not hold" in docs/sandbox.md says so); only the variables that name
 // them are dropped.
@@ -1339,16 +836,16 @@ func emptyPrivateDir(p string) bool {
 
 // tempLayer returns the second Landlock layer of one Start of pol under
 // b that holds the tree to tmp among the Manager's temp dirs
-// (landlockTempLayer), or -1 where b has no Landlock or pol no shared temp
+// (confine.LandlockTempLayer), or -1 where b has no Landlock or pol no shared temp
 // parent.
 func (b *sandboxBuilt) tempLayer(pol *sandboxPolicy, tmp string) (int, error) {
 	if b.ruleset < 0 || pol.tmpParent == "" || tmp == "" {
 		return -1, nil
 	}
-	return landlockTempLayer(b.layer, b.info.LandlockABI, tmp)
+	return confine.LandlockTempLayer(b.layer, b.info.LandlockABI, tmp)
 }
 
 // landlockLayer restricts the calling thread by the ruleset in f.
 func landlockLayer(f *os.File) error {
-	return landlockRestrict(int(f.Fd()))
+	return confine.LandlockRestrict(int(f.Fd()))
 }

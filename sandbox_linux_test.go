@@ -1057,6 +1057,26 @@ const sandboxUser = "agentproc-sandbox"
 // warned about). It needs root, to switch user, and the user.
 func TestSandboxUnprivileged(t *testing.T) {
 	requireSandbox(t)
+	out, err := runAsSandboxUser(t, 5*time.Minute, "-test.short",
+		"-test.run=^(TestSandboxEscapes|TestSandboxMetadataOutsideWrite|TestSandboxAllows|TestSandboxPorts|TestSandboxFailClosed|TestSandboxHostNeverConfined|TestSandboxKeepsTreeFeatures|TestSandboxDetached|TestSandboxTempDirReused|TestSandboxTempDirsServeABurst|TestRecycleTempDir|TestSandboxLinksDoNotWiden|TestSandboxGrantAfterSwap|TestWorkDirDotDotAfterLink|TestSandboxHidesCredentials|TestMoreConfinedSandboxedPeer|TestSandboxInheritsNoDescriptors|TestAttackHeld|TestAttackTempDirOfAnotherTree|TestAttackServeTokenFile|TestSandboxSpareConfinedAhead)$")
+	if err != nil || !strings.Contains(out, "--- PASS: TestSandboxEscapes") {
+		t.Fatalf("as %s: %v\n%s", sandboxUser, err, out)
+	}
+	for line := range strings.SplitSeq(out, "\n") {
+		if strings.Contains(line, "--- SKIP") || strings.Contains(line, "skip") {
+			t.Logf("as %s: %s", sandboxUser, strings.TrimSpace(line))
+		}
+	}
+}
+
+// runAsSandboxUser runs this test binary again, as sandboxUser, with
+// -test.count=1 -test.v and args, for up to timeout, and returns its
+// output and error. The copy it runs and the user's HOME live in a
+// directory of their own (the test binary's own directory is private to
+// root). It skips t where it cannot switch user: not root, or no such
+// user.
+func runAsSandboxUser(t *testing.T, timeout time.Duration, args ...string) (string, error) {
+	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("already unprivileged: the tests above ran as such")
 	}
@@ -1070,7 +1090,6 @@ func TestSandboxUnprivileged(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The test binary's own directory is private to root.
 	dir, err := os.MkdirTemp("", "agentproc-unpriv-")
 	if err != nil {
 		t.Fatal(err)
@@ -1096,22 +1115,14 @@ func TestSandboxUnprivileged(t *testing.T) {
 	if err := os.Chown(home, uid, gid); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, "-test.count=1", "-test.v", "-test.short",
-		"-test.run=^(TestSandboxEscapes|TestSandboxMetadataOutsideWrite|TestSandboxAllows|TestSandboxPorts|TestSandboxFailClosed|TestSandboxHostNeverConfined|TestSandboxKeepsTreeFeatures|TestSandboxDetached|TestSandboxTempDirReused|TestSandboxTempDirsServeABurst|TestRecycleTempDir|TestSandboxLinksDoNotWiden|TestSandboxGrantAfterSwap|TestOpenGrantFollowsNoLink|TestWorkDirDotDotAfterLink|TestSandboxHidesCredentials|TestMoreConfinedSandboxedPeer|TestSandboxInheritsNoDescriptors|TestAttackHeld|TestAttackTempDirOfAnotherTree|TestAttackServeTokenFile|TestSandboxSpareConfinedAhead)$")
+	cmd := exec.CommandContext(ctx, bin, append([]string{"-test.count=1", "-test.v"}, args...)...)
 	cmd.Dir = home
 	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + home, "TMPDIR=" + os.TempDir(), "LANG=C"}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}}
 	out, err := cmd.CombinedOutput()
-	if err != nil || !strings.Contains(string(out), "--- PASS: TestSandboxEscapes") {
-		t.Fatalf("as %s: %v\n%s", sandboxUser, err, out)
-	}
-	for line := range strings.SplitSeq(string(out), "\n") {
-		if strings.Contains(line, "--- SKIP") || strings.Contains(line, "skip") {
-			t.Logf("as %s: %s", sandboxUser, strings.TrimSpace(line))
-		}
-	}
+	return string(out), err
 }
 
 // TestSandboxKeepsTreeFeatures checks that a sandboxed tree keeps what an

@@ -2,11 +2,11 @@ package agentproc
 
 import (
 	"os/exec"
-	"runtime"
 	"sync/atomic"
 
-	"golang.org/x/sys/unix"
 	"golang.org/x/xerrors"
+
+	"github.com/agentproc/agentproc/internal/osthread"
 )
 
 // startCommand starts cmd. Two parts of a start act on the starting thread
@@ -16,7 +16,8 @@ import (
 // sandbox_linux.go), which runs its steps on a thread thrown away after the
 // start, and prepareThread's before them. Without a sandbox the placement
 // runs on a thread locked to a goroutine of its own and moved back after
-// the start.
+// the start (osthread.Restored): never the main thread, which owns the
+// process's memory, and which cgroup v1 would then charge to the tree.
 //
 // If the thread cannot be moved back, it is never handed back to the Go
 // scheduler (its goroutine ends still locked, which ends the thread, so no
@@ -47,7 +48,7 @@ func startCommand(cmd *exec.Cmd, c *containment, sbx *sandboxRun) error {
 	if sbx != nil {
 		err = sbx.start(cmd, step)
 	} else {
-		err = startOnLockedThread(cmd, step)
+		err = osthread.Restored(step, cmd.Start)
 	}
 	// restoreFailed was set on the thread, before the result came back.
 	if restoreFailed && cmd.Process != nil {
@@ -55,59 +56,6 @@ func startCommand(cmd *exec.Cmd, c *containment, sbx *sandboxRun) error {
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
 	}
-	return err
-}
-
-// startOnLockedThread runs step, cmd.Start and step's restore on an OS
-// thread locked to a goroutine of its own, and gives the thread back to
-// the scheduler only when restore succeeded. Never on the main thread: the
-// main thread owns the process's memory, which cgroup v1 charges to the
-// owner's memory cgroup, so placed in a tree's cgroups it would charge the
-// host's memory to the tree (64 MiB another thread touched meanwhile stayed
-// charged to the tree after the main thread had left). A goroutine the
-// runtime puts there hands the work on (onMainThread) and then holds the
-// main thread while the Manager is open (mainHold), so that the next
-// placements do not land there.
-func startOnLockedThread(cmd *exec.Cmd, step threadStep) error {
-	done := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
-		if unix.Gettid() != unix.Getpid() {
-			done <- placeAndStart(cmd, step)
-			return
-		}
-		mainLandings.Add(1)
-		done <- onMainThread(func() error { return placeAndStart(cmd, step) })
-		// As onThrowawayThread does: kept out of the next placements' way
-		// while the Manager is open (mainHold), then given back.
-		gone := mainHold.keep()
-		runtime.UnlockOSThread()
-		if gone != nil {
-			close(gone)
-		}
-	}()
-	return <-done
-}
-
-// placeAndStart runs step, cmd.Start and step's restore on the calling
-// goroutine's thread, which the caller has locked, and unlocks it only
-// when both step and restore succeeded: otherwise the thread may be in a
-// tree's cgroups, and it ends with the goroutine, still locked.
-func placeAndStart(cmd *exec.Cmd, step threadStep) error {
-	restore, err := step()
-	if err != nil {
-		// step has put the thread back or failed to: either way it is
-		// not reused.
-		return err
-	}
-	err = cmd.Start()
-	if rerr := restore(); rerr != nil {
-		if err == nil {
-			err = rerr
-		}
-		return err
-	}
-	runtime.UnlockOSThread()
 	return err
 }
 
@@ -119,12 +67,12 @@ func prepareThread(c *containment) (restore func() error, err error) {
 		return nil, xerrors.Errorf("place the starting thread: %w", err)
 	}
 	placements.Add(1)
-	if unix.Gettid() == unix.Getpid() {
+	if osthread.OnMain() {
 		mainPlacements.Add(1)
 	}
 	return leave, nil
 }
 
 // placements counts the thread placements, mainPlacements those that
-// placed the main thread, which startOnLockedThread never lets happen.
+// placed the main thread, which osthread never lets happen.
 var placements, mainPlacements atomic.Int64

@@ -110,7 +110,7 @@ func (m *Manager) spawn(req Request, owner, command, dir string, seq uint64, war
 	}
 	if t.ctr.needsThread() {
 		// The placement moves a thread into the tree's cgroups, never the
-		// main thread, which is kept out of its way (mainHold) as for the
+		// main thread, which is kept out of its way (osthread.HoldMain) as for the
 		// sandbox's throwaway threads.
 		m.sandbox.useThreads()
 	}

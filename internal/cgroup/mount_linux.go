@@ -1,10 +1,8 @@
 package cgroup
 
 import (
-	"bufio"
 	"os"
 	"path"
-	"strconv"
 	"strings"
 
 	"github.com/agentproc/agentproc/internal/procfs"
@@ -26,45 +24,31 @@ type mount struct {
 // hierarchy is mounted twice (a bind mount), the first mount whose root is
 // the hierarchy's root comes first.
 func readMounts() []mount {
-	f, err := os.Open(procfs.SelfFile("mountinfo"))
+	data, err := os.ReadFile(procfs.SelfFile("mountinfo"))
 	if err != nil {
 		return nil
 	}
-	defer f.Close()
 	var mounts []mount
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		// ID parent major:minor root mountpoint options [optional...] - fstype source superoptions
-		left, right, ok := strings.Cut(sc.Text(), " - ")
-		if !ok {
-			continue
-		}
-		fields, after := strings.Fields(left), strings.Fields(right)
-		if len(fields) < 5 || len(after) < 1 {
-			continue
-		}
-		m := mount{root: unescapeMountinfo(fields[3]), point: unescapeMountinfo(fields[4])}
-		switch after[0] {
+	procfs.ParseMountinfo(data, func(pm procfs.Mount) {
+		m := mount{root: pm.Root, point: pm.Point}
+		switch pm.FSType {
 		case "cgroup2":
 			m.v2 = true
 		case "cgroup":
-			if len(after) < 3 {
-				continue
-			}
-			for _, opt := range strings.Split(after[2], ",") {
+			for _, opt := range strings.Split(pm.Super, ",") {
 				if opt == "rw" || opt == "ro" || strings.Contains(opt, "=") || !v1Controller[opt] {
 					continue
 				}
 				m.controllers = append(m.controllers, opt)
 			}
 			if len(m.controllers) == 0 {
-				continue // name=systemd and the like: no controller to use
+				return // name=systemd and the like: no controller to use
 			}
 		default:
-			continue
+			return
 		}
 		mounts = append(mounts, m)
-	}
+	})
 	return mounts
 }
 
@@ -74,26 +58,6 @@ var v1Controller = map[string]bool{
 	"blkio": true, "cpu": true, "cpuacct": true, "cpuset": true, "devices": true,
 	"freezer": true, "hugetlb": true, "memory": true, "misc": true, "net_cls": true,
 	"net_prio": true, "perf_event": true, "pids": true, "rdma": true,
-}
-
-// unescapeMountinfo undoes the octal escapes (\040 for a space) that
-// mountinfo uses in paths.
-func unescapeMountinfo(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) {
-			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(n))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
 }
 
 // membership is what a /proc/.../cgroup file says: the cgroup path (as the

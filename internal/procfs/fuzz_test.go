@@ -221,3 +221,17 @@ func FuzzKeyValue(f *testing.F) {
 		}
 	})
 }
+
+// FuzzParseMountinfo never fails on what it is given, and every mount it
+// reports has the fields a line must have.
+func FuzzParseMountinfo(f *testing.F) {
+	f.Add([]byte("22 1 8:1 / / rw,relatime shared:1 - ext4 /dev/sda1 rw\n40 22 0:30 / /mnt/a\\040b ro - tmpfs\n"))
+	f.Add([]byte("41 22 0:31 / /cut rw\n - x\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		ParseMountinfo(data, func(m Mount) {
+			if m.FSType == "" || m.Point == "" || m.Root == "" {
+				t.Fatalf("ParseMountinfo(%q): got %+v, want a root, a mount point and a type", data, m)
+			}
+		})
+	})
+}

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"net/netip"
 	"strconv"
+	"strings"
 )
 
 // The parsers take the contents of a /proc file and never fail on what
@@ -222,4 +223,71 @@ func StatusField(status []byte, name string) ([]byte, bool) {
 		}
 	}
 	return nil, false
+}
+
+// Mount is one line of a mountinfo file (/proc/PID/mountinfo), its paths
+// unescaped.
+type Mount struct {
+	Root    string // the path within the file system that the mount shows
+	Point   string // where it is mounted
+	Options string // the per-mount options ("rw,nosuid"); empty if missing
+	FSType  string // after the " - " separator
+	Super   string // the superblock's options; empty if missing
+}
+
+// ReadOnly reports whether m is mounted read-only (its per-mount options
+// hold "ro").
+func (m Mount) ReadOnly() bool {
+	for opt := range strings.SplitSeq(m.Options, ",") {
+		if opt == "ro" {
+			return true
+		}
+	}
+	return false
+}
+
+// ParseMountinfo calls fn for each line of data, the contents of a
+// mountinfo file, that has at least its first five fields, the " - "
+// separator and a file system type after it:
+//
+//	ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTIONS [OPTIONAL...] - FSTYPE SOURCE SUPEROPTIONS
+func ParseMountinfo(data []byte, fn func(Mount)) {
+	for line := range strings.Lines(string(data)) {
+		left, right, ok := strings.Cut(strings.TrimSuffix(line, "\n"), " - ")
+		if !ok {
+			continue
+		}
+		fields, after := strings.Fields(left), strings.Fields(right)
+		if len(fields) < 5 || len(after) < 1 {
+			continue
+		}
+		m := Mount{Root: unescapeMountinfo(fields[3]), Point: unescapeMountinfo(fields[4]), FSType: after[0]}
+		if len(fields) > 5 {
+			m.Options = fields[5]
+		}
+		if len(after) > 2 {
+			m.Super = after[2]
+		}
+		fn(m)
+	}
+}
+
+// unescapeMountinfo undoes the octal escapes (\040 for a space) that
+// mountinfo uses in paths.
+func unescapeMountinfo(s string) string {
+	if !strings.Contains(s, `\`) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+3 < len(s) {
+			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
+				b.WriteByte(byte(n))
+				i += 3
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
 }

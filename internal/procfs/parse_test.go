@@ -33,3 +33,53 @@ func TestParseStat(t *testing.T) {
 		}
 	}
 }
+
+// TestParseMountinfo reads the fields both users take (the sandbox's
+// read-only mounts, cgroup's hierarchies), unescapes paths, and skips
+// lines without the separator or cut short.
+func TestParseMountinfo(t *testing.T) {
+	t.Parallel()
+	data := `22 1 8:1 / / rw,relatime shared:1 - ext4 /dev/sda1 rw
+30 22 0:26 / /sys/fs/cgroup ro,nosuid,nodev master:9 - cgroup2 cgroup2 rw,nsdelegate
+31 22 0:27 /sub /sys/fs/cgroup/cpu,cpuacct rw - cgroup cgroup rw,cpu,cpuacct
+40 22 0:30 / /mnt/a\040b ro - tmpfs
+41 22 0:31 / /cut rw
+42 22 0:32 /
+`
+	var got []Mount
+	ParseMountinfo([]byte(data), func(m Mount) { got = append(got, m) })
+	want := []Mount{
+		{Root: "/", Point: "/", Options: "rw,relatime", FSType: "ext4", Super: "rw"},
+		{Root: "/", Point: "/sys/fs/cgroup", Options: "ro,nosuid,nodev", FSType: "cgroup2", Super: "rw,nsdelegate"},
+		{Root: "/sub", Point: "/sys/fs/cgroup/cpu,cpuacct", Options: "rw", FSType: "cgroup", Super: "rw,cpu,cpuacct"},
+		{Root: "/", Point: "/mnt/a b", Options: "ro", FSType: "tmpfs"},
+	}
+	if len(got) != len(want) {
+		t.Fatalf("got %d mounts %+v, want %d", len(got), got, len(want))
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Errorf("mount %d: got %+v, want %+v", i, got[i], want[i])
+		}
+	}
+	for i, ro := range []bool{false, true, false, true} {
+		if got[i].ReadOnly() != ro {
+			t.Errorf("mount %d (%s): got ReadOnly %v, want %v", i, got[i].Options, !ro, ro)
+		}
+	}
+}
+
+func TestUnescapeMountinfo(t *testing.T) {
+	t.Parallel()
+	for in, want := range map[string]string{
+		`/plain`:              "/plain",
+		`/a\040b`:             "/a b",
+		`/tab\011x\134y`:      "/tab\tx\\y",
+		`/short\04`:           `/short\04`,
+		`/not\09octal\040end`: "/not\\09octal end",
+	} {
+		if got := unescapeMountinfo(in); got != want {
+			t.Errorf("unescapeMountinfo(%q): got %q, want %q", in, got, want)
+		}
+	}
+}

@@ -1,9 +1,10 @@
-package agentproc
+package confine
 
 import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"unsafe"
 
@@ -14,13 +15,13 @@ import (
 )
 
 // Landlock, written directly on the system calls: a ruleset is built once
-// per distinct policy (landlockRuleset) and its descriptor reused by every
+// per distinct policy (LandlockRuleset) and its descriptor reused by every
 // Start of that policy, which restricts only its throwaway thread
 // (landlock_restrict_self without the all-threads flag).
 
-// landlockMaxABI is the newest ABI whose rights this file knows; a newer
+// LandlockMaxABI is the newest ABI whose rights this file knows; a newer
 // kernel is given the rules of this one (Info.Sandbox.LandlockABI says so).
-const landlockMaxABI = 7
+const LandlockMaxABI = 7
 
 const (
 	llRuleNetPort = 2 // LANDLOCK_RULE_NET_PORT
@@ -34,9 +35,9 @@ const (
 		unix.LANDLOCK_ACCESS_FS_TRUNCATE | unix.LANDLOCK_ACCESS_FS_IOCTL_DEV
 )
 
-// landlockABI is the kernel's Landlock ABI version, 0 without Landlock
+// LandlockABI is the kernel's Landlock ABI version, 0 without Landlock
 // (not built in, not enabled in lsm=, or refused by a seccomp filter).
-var landlockABI = sync.OnceValue(func() int {
+var LandlockABI = sync.OnceValue(func() int {
 	v, _, errno := unix.Syscall(unix.SYS_LANDLOCK_CREATE_RULESET, 0, 0, unix.LANDLOCK_CREATE_RULESET_VERSION)
 	if errno != 0 {
 		return 0
@@ -95,46 +96,61 @@ var systemReadPaths = []string{
 // devicePaths are the devices every sandboxed tree may read and write.
 var devicePaths = []string{"/dev/null", "/dev/zero", "/dev/full", "/dev/tty", "/dev/random", "/dev/urandom"}
 
-// llHidden are hidden under every sandbox with Read nil: the terminals of
-// the host (a tree reading one steals its keystrokes) and the Manager's
-// own host-wide records.
-var llHidden = []string{"/dev/pts", "/dev/ptmx", "/dev/console", "/dev/tty0", "/dev/vcs", "/dev/input", "/dev/mem", "/dev/kmem", "/dev/port"}
+// HiddenDevices are hidden under every sandbox with Read nil: the
+// terminals of the host (a tree reading one steals its keystrokes) and the
+// Manager's own host-wide records.
+var HiddenDevices = []string{"/dev/pts", "/dev/ptmx", "/dev/console", "/dev/tty0", "/dev/vcs", "/dev/input", "/dev/mem", "/dev/kmem", "/dev/port"}
 
-// landlockHidden is what the ruleset of pol must leave out when no mount
-// namespace covers the hidden paths: pol's, the host's terminals, less
-// what this user cannot read anyway (another user's files, /etc/shadow),
-// since each hidden path costs the rules of every directory above it.
-func landlockHidden(pol *sandboxPolicy) []string {
-	var hide []string
-	for _, h := range append(slices.Clone(pol.hide), llHidden...) {
+// LandlockHidden is what a ruleset must leave out when no mount namespace
+// covers the hidden paths: hide, the host's terminals (HiddenDevices),
+// less what this user cannot read anyway (another user's files,
+// /etc/shadow), since each hidden path costs the rules of every directory
+// above it.
+func LandlockHidden(hide []string) []string {
+	var out []string
+	for _, h := range append(slices.Clone(hide), HiddenDevices...) {
 		if err := unix.Access(h, unix.R_OK); err == unix.EACCES {
 			continue // hidden by its permissions
 		}
-		hide = append(hide, h)
+		out = append(out, h)
 	}
-	return hide
+	return out
 }
 
-// landlockGrants computes the rules of pol: path → rights, leaving out
-// hide. Hidden paths are taken out by granting, instead of a directory
+// Rules is what a Landlock ruleset grants, as plain data. The paths are
+// resolved already: none is followed through a link when opened
+// (OpenGrant), and one that does not exist is skipped.
+type Rules struct {
+	Read  []string // readable besides the system's (systemReadPaths); nil: everything
+	Shell string   // the shell's path, whose directory is readable when Read is not nil
+	Write []string // writable
+	Hide  []string // left out of every grant (LandlockHidden)
+	// HandleTCP handles TCP bind and connect (from ABI 4): both are
+	// refused but for a connect to one of Ports.
+	HandleTCP bool
+	Ports     []int // the TCP ports a connect may reach
+}
+
+// landlockGrants computes the rules of r: path → rights, leaving out
+// r.Hide. Hidden paths are taken out by granting, instead of a directory
 // above one, the directory's own listing and each of its entries but the
 // hidden one (Landlock grants only; it cannot deny below a grant). Entries
 // that appear later in such a directory are not readable.
-func landlockGrants(pol *sandboxPolicy, abi int, hide []string) map[string]uint64 {
+func landlockGrants(r Rules, abi int) map[string]uint64 {
 	all := llFSRights(abi)
 	read := uint64(llReadRights)
 	grants := map[string]uint64{}
-	if pol.read == nil {
+	if r.Read == nil {
 		grants["/"] |= read
 	} else {
-		for _, p := range append(slices.Clone(pol.read), systemReadPaths...) {
+		for _, p := range append(slices.Clone(r.Read), systemReadPaths...) {
 			grants[p] |= read
 		}
-		if pol.shell != "" {
-			grants[filepath.Dir(pol.shell)] |= read
+		if r.Shell != "" {
+			grants[filepath.Dir(r.Shell)] |= read
 		}
 	}
-	for _, w := range pol.write {
+	for _, w := range r.Write {
 		grants[w] |= all
 	}
 	for _, d := range devicePaths {
@@ -142,8 +158,8 @@ func landlockGrants(pol *sandboxPolicy, abi int, hide []string) map[string]uint6
 	}
 	out := map[string]uint64{}
 	add := func(p string, r uint64) { out[p] |= r }
-	for p, r := range grants {
-		llExpand(p, r, hide, add)
+	for p, rights := range grants {
+		llExpand(p, rights, r.Hide, add)
 	}
 	return out
 }
@@ -178,12 +194,11 @@ func llExpand(p string, r uint64, hide []string, add func(string, uint64)) {
 	}
 }
 
-// landlockRuleset creates the ruleset of pol for abi, leaving out hide,
-// and returns its descriptor. Paths that do not exist are skipped: nothing
-// there to grant.
-func landlockRuleset(pol *sandboxPolicy, abi int, hide []string) (int, error) {
+// LandlockRuleset creates the ruleset of rules for abi and returns its
+// descriptor. Paths that do not exist are skipped: nothing there to grant.
+func LandlockRuleset(rules Rules, abi int) (int, error) {
 	attr := llRulesetAttr{handledFS: llFSRights(abi), scoped: llScopes(abi)}
-	if abi >= 4 && (pol.network == NetworkNone || pol.network == NetworkPorts) {
+	if abi >= 4 && rules.HandleTCP {
 		attr.handledNet = unix.LANDLOCK_ACCESS_NET_BIND_TCP | unix.LANDLOCK_ACCESS_NET_CONNECT_TCP
 	}
 	fd, _, errno := unix.Syscall(unix.SYS_LANDLOCK_CREATE_RULESET,
@@ -197,11 +212,11 @@ func landlockRuleset(pol *sandboxPolicy, abi int, hide []string) (int, error) {
 		_ = unix.Close(rs)
 		return -1, err
 	}
-	for p, r := range landlockGrants(pol, abi, hide) {
+	for p, r := range landlockGrants(rules, abi) {
 		if r == 0 {
 			continue
 		}
-		pfd, err := openGrant(p) // no link followed: see openGrant
+		pfd, err := OpenGrant(p) // no link followed: see OpenGrant
 		if err != nil {
 			continue
 		}
@@ -224,23 +239,21 @@ func landlockRuleset(pol *sandboxPolicy, abi int, hide []string) (int, error) {
 			return fail(xerrors.Errorf("landlock_add_rule %s: %w", p, errno))
 		}
 	}
-	if pol.network == NetworkPorts {
-		for _, port := range pol.ports {
-			rule := llNetPort{allowed: unix.LANDLOCK_ACCESS_NET_CONNECT_TCP, port: uint64(port)}
-			_, _, errno := unix.Syscall6(unix.SYS_LANDLOCK_ADD_RULE, uintptr(rs), llRuleNetPort,
-				uintptr(unsafe.Pointer(&rule)), 0, 0, 0)
-			if errno != 0 {
-				return fail(xerrors.Errorf("landlock_add_rule port %d: %w", port, errno))
-			}
+	for _, port := range rules.Ports {
+		rule := llNetPort{allowed: unix.LANDLOCK_ACCESS_NET_CONNECT_TCP, port: uint64(port)}
+		_, _, errno := unix.Syscall6(unix.SYS_LANDLOCK_ADD_RULE, uintptr(rs), llRuleNetPort,
+			uintptr(unsafe.Pointer(&rule)), 0, 0, 0)
+		if errno != 0 {
+			return fail(xerrors.Errorf("landlock_add_rule port %d: %w", port, errno))
 		}
 	}
 	return rs, nil
 }
 
-// landlockRestrict restricts the calling thread, which must have
+// LandlockRestrict restricts the calling thread, which must have
 // no_new_privs set (or CAP_SYS_ADMIN), by the ruleset rs. Only this thread:
 // the all-threads flag would confine the host.
-func landlockRestrict(rs int) error {
+func LandlockRestrict(rs int) error {
 	_, _, errno := unix.Syscall(unix.SYS_LANDLOCK_RESTRICT_SELF, uintptr(rs), 0, 0)
 	if errno != 0 {
 		return xerrors.Errorf("landlock_restrict_self: %w", errno)
@@ -254,24 +267,24 @@ func llChangeRights(abi int) uint64 {
 	return llFSRights(abi) &^ (unix.LANDLOCK_ACCESS_FS_EXECUTE | unix.LANDLOCK_ACCESS_FS_READ_FILE | unix.LANDLOCK_ACCESS_FS_READ_DIR)
 }
 
-// llGrant is a rule ready to add: an O_PATH descriptor and its rights.
-type llGrant struct {
+// Grant is a rule ready to add: an O_PATH descriptor and its rights.
+type Grant struct {
 	fd     int
 	rights uint64
 }
 
-// landlockLayerGrants opens, once per policy, what the temp dir layer of
-// pol grants on besides the temp dir (landlockTempLayer): the rights that
-// change files on pol's Write but the temp dirs' parent, and on the
-// devices. The caller closes the descriptors (closeGrants).
-func landlockLayerGrants(pol *sandboxPolicy, abi int) ([]llGrant, error) {
+// LandlockLayerGrants opens, once per policy, what the temp dir layer of
+// a policy grants on besides the temp dir (LandlockTempLayer): the rights
+// that change files on write but parent (the temp dirs' parent,
+// resolved), and on the devices. The caller closes the descriptors
+// (CloseGrants).
+func LandlockLayerGrants(write []string, parent string, abi int) ([]Grant, error) {
 	change := llChangeRights(abi)
-	parent := resolvePath(pol.tmpParent)
-	var out []llGrant
+	var out []Grant
 	add := func(p string, r uint64) {
-		fd, err := openGrant(p)
+		fd, err := OpenGrant(p)
 		if err != nil {
-			return // nothing there to grant, as in landlockRuleset
+			return // nothing there to grant, as in LandlockRuleset
 		}
 		var st unix.Stat_t
 		if err := unix.Fstat(fd, &st); err != nil {
@@ -285,9 +298,9 @@ func landlockLayerGrants(pol *sandboxPolicy, abi int) ([]llGrant, error) {
 			_ = unix.Close(fd)
 			return
 		}
-		out = append(out, llGrant{fd: fd, rights: r & change})
+		out = append(out, Grant{fd: fd, rights: r & change})
 	}
-	for _, w := range pol.write {
+	for _, w := range write {
 		if w != parent {
 			add(w, change)
 		}
@@ -298,22 +311,22 @@ func landlockLayerGrants(pol *sandboxPolicy, abi int) ([]llGrant, error) {
 	return out, nil
 }
 
-// closeGrants closes the descriptors of gs.
-func closeGrants(gs []llGrant) {
+// CloseGrants closes the descriptors of gs.
+func CloseGrants(gs []Grant) {
 	for _, g := range gs {
 		_ = unix.Close(g.fd)
 	}
 }
 
-// landlockTempLayer returns a ruleset for one Start of a policy whose
+// LandlockTempLayer returns a ruleset for one Start of a policy whose
 // cached ruleset grants the whole parent of the Manager's private temp
 // dirs: a second layer handling only the rights that change files, and
 // granting them on what the first grants them on (grants, from
-// landlockLayerGrants) with the parent replaced by tmp, this Start's own
+// LandlockLayerGrants) with the parent replaced by tmp, this Start's own
 // temp dir. Layers intersect, so the tree changes its own temp dir and
 // not another tree's (TestAttackTempDirOfAnotherTree). Reading is the
 // first layer's alone.
-func landlockTempLayer(grants []llGrant, abi int, tmp string) (int, error) {
+func LandlockTempLayer(grants []Grant, abi int, tmp string) (int, error) {
 	change := llChangeRights(abi)
 	attr := llRulesetAttr{handledFS: change}
 	fd, _, errno := unix.Syscall(unix.SYS_LANDLOCK_CREATE_RULESET,
@@ -323,7 +336,7 @@ func landlockTempLayer(grants []llGrant, abi int, tmp string) (int, error) {
 	}
 	rs := int(fd)
 	unix.CloseOnExec(rs)
-	addRule := func(g llGrant) unix.Errno {
+	addRule := func(g Grant) unix.Errno {
 		rule := llPathBeneath{allowed: g.rights, fd: int32(g.fd)}
 		_, _, errno := unix.Syscall6(unix.SYS_LANDLOCK_ADD_RULE, uintptr(rs), unix.LANDLOCK_RULE_PATH_BENEATH,
 			uintptr(unsafe.Pointer(&rule)), 0, 0, 0)
@@ -335,16 +348,43 @@ func landlockTempLayer(grants []llGrant, abi int, tmp string) (int, error) {
 			return -1, xerrors.Errorf("landlock_add_rule: %w", errno)
 		}
 	}
-	tfd, err := openGrant(tmp)
+	tfd, err := OpenGrant(tmp)
 	if err != nil {
 		_ = unix.Close(rs)
 		return -1, xerrors.Errorf("open %s: %w", tmp, err)
 	}
-	errno = addRule(llGrant{fd: tfd, rights: change})
+	errno = addRule(Grant{fd: tfd, rights: change})
 	_ = unix.Close(tfd)
 	if errno != 0 {
 		_ = unix.Close(rs)
 		return -1, xerrors.Errorf("landlock_add_rule %s: %w", tmp, errno)
 	}
 	return rs, nil
+}
+
+// RestrictConnectToPort adds a Landlock layer to the calling thread that
+// handles TCP bind and connect and allows only a connect to port.
+func RestrictConnectToPort(port int) error {
+	attr := llRulesetAttr{handledNet: unix.LANDLOCK_ACCESS_NET_BIND_TCP | unix.LANDLOCK_ACCESS_NET_CONNECT_TCP}
+	fd, _, errno := unix.Syscall(unix.SYS_LANDLOCK_CREATE_RULESET, uintptr(unsafe.Pointer(&attr)), unsafe.Sizeof(attr), 0)
+	if errno != 0 {
+		return xerrors.Errorf("landlock_create_ruleset (proxy port): %w", errno)
+	}
+	rs := int(fd)
+	defer unix.Close(rs)
+	rule := llNetPort{allowed: unix.LANDLOCK_ACCESS_NET_CONNECT_TCP, port: uint64(port)}
+	if _, _, errno := unix.Syscall6(unix.SYS_LANDLOCK_ADD_RULE, uintptr(rs), llRuleNetPort,
+		uintptr(unsafe.Pointer(&rule)), 0, 0, 0); errno != 0 {
+		return xerrors.Errorf("landlock_add_rule (proxy port %d): %w", port, errno)
+	}
+	return LandlockRestrict(rs)
+}
+
+// within reports whether p is dir or lies below it; both are clean and
+// absolute (the root package's policy checks have their own, for every OS).
+func within(p, dir string) bool {
+	if dir == "/" {
+		return strings.HasPrefix(p, dir)
+	}
+	return p == dir || strings.HasPrefix(p, dir+"/")
 }

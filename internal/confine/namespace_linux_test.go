@@ -1,4 +1,4 @@
-package agentproc
+package confine
 
 import (
 	"os"
@@ -6,7 +6,7 @@ import (
 	"testing"
 )
 
-// TestMountWatch checks what mountWatch reports, with inotify and without
+// TestMountWatch checks what MountWatch reports, with inotify and without
 // (its fallback, one lookup per missing path): nothing while nothing
 // changes or only other names appear, and a change once a missing path
 // appears, also below a directory that was itself missing.
@@ -22,37 +22,37 @@ func TestMountWatch(t *testing.T) {
 			dir := t.TempDir()
 			deep := filepath.Join(dir, "a", "b", "secret")
 			flat := filepath.Join(dir, "flat")
-			var dirs *dirWatcher
+			var dirs *DirWatcher
 			if inotify {
-				dirs = &dirWatcher{}
-				defer dirs.close()
+				dirs = &DirWatcher{}
+				defer dirs.Close()
 			}
-			w := newMountWatch(mountSpec{hide: []string{deep, flat}}, dirs)
-			defer w.close()
+			w := NewMountWatch(MountSpec{Hide: []string{deep, flat}}, dirs)
+			defer w.Close()
 			if inotify && w.dirs == nil {
 				t.Fatal("no inotify watch made")
 			}
 			if len(w.missing) != 2 {
 				t.Fatalf("missing %q, want both paths", w.missing)
 			}
-			none := mountView{ns: -1, events: -1}
+			none := MountView{NS: -1, Events: -1}
 			if err := os.WriteFile(filepath.Join(dir, "other"), nil, 0o600); err != nil {
 				t.Fatal(err)
 			}
-			if w.changed(&none) {
+			if w.Changed(&none) {
 				t.Fatalf("another name made in %s: changed, want unchanged", dir)
 			}
 			if err := os.MkdirAll(filepath.Dir(deep), 0o700); err != nil {
 				t.Fatal(err)
 			}
-			got := w.changed(&none)
+			got := w.Changed(&none)
 			if want := inotify; got != want { // a lookup sees only the path itself
 				t.Fatalf("a directory above a missing path made: changed %v, want %v", got, want)
 			}
 			if err := os.WriteFile(deep, nil, 0o600); err != nil {
 				t.Fatal(err)
 			}
-			if !w.changed(&none) {
+			if !w.Changed(&none) {
 				t.Fatalf("%s made: unchanged, want changed", deep)
 			}
 		})
@@ -62,38 +62,23 @@ func TestMountWatch(t *testing.T) {
 		t.Parallel()
 		dir := t.TempDir()
 		p := filepath.Join(dir, "secret")
-		dirs := &dirWatcher{}
-		defer dirs.close()
-		a := newMountWatch(mountSpec{hide: []string{p}}, dirs)
-		b := newMountWatch(mountSpec{readOnly: []string{p}}, dirs)
-		gone := newMountWatch(mountSpec{hide: []string{p}}, dirs)
-		gone.close()
+		dirs := &DirWatcher{}
+		defer dirs.Close()
+		a := NewMountWatch(MountSpec{Hide: []string{p}}, dirs)
+		b := NewMountWatch(MountSpec{ReadOnly: []string{p}}, dirs)
+		gone := NewMountWatch(MountSpec{Hide: []string{p}}, dirs)
+		gone.Close()
 		if got := len(dirs.names[a.regs[0].wd]["secret"]); got != 2 {
 			t.Fatalf("%d policies watch %s, want 2 (one was closed)", got, p)
 		}
 		if err := os.WriteFile(p, nil, 0o600); err != nil {
 			t.Fatal(err)
 		}
-		none := mountView{ns: -1, events: -1}
-		if !a.changed(&none) || !b.changed(&none) {
-			t.Errorf("%s made: changed %v and %v, want both", p, a.changed(&none), b.changed(&none))
+		none := MountView{NS: -1, Events: -1}
+		if !a.Changed(&none) || !b.Changed(&none) {
+			t.Errorf("%s made: changed %v and %v, want both", p, a.Changed(&none), b.Changed(&none))
 		}
-		a.close()
-		b.close()
+		a.Close()
+		b.Close()
 	})
-}
-
-func TestUnescapeMountinfo(t *testing.T) {
-	t.Parallel()
-	for in, want := range map[string]string{
-		`/plain`:              "/plain",
-		`/a\040b`:             "/a b",
-		`/tab\011x\134y`:      "/tab\tx\\y",
-		`/short\04`:           `/short\04`,
-		`/not\09octal\040end`: "/not\\09octal end",
-	} {
-		if got := unescapeMountinfo(in); got != want {
-			t.Errorf("unescapeMountinfo(%q) = %q, want %q", in, got, want)
-		}
-	}
 }

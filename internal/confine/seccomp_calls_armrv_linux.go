@@ -1,6 +1,6 @@
 //go:build arm64 || riscv64
 
-package agentproc
+package confine
 
 import "golang.org/x/sys/unix"
 

@@ -1,4 +1,4 @@
-package agentproc
+package confine
 
 import "golang.org/x/sys/unix"
 

@@ -1,4 +1,4 @@
-package agentproc
+package confine
 
 import (
 	"fmt"
@@ -36,19 +36,19 @@ import (
 // after no_new_privs, and the child inherits it. Other refusals fail with
 // EPERM.
 
-// seccompArch is the audit architecture of this build, 0 where the filter
+// SeccompArch is the audit architecture of this build, 0 where the filter
 // is not written for it (the socketcall multiplexer of 386 and s390x would
 // need argument checks of its own).
-var seccompArch = map[string]uint32{
+var SeccompArch = map[string]uint32{
 	"amd64":   unix.AUDIT_ARCH_X86_64,
 	"arm64":   unix.AUDIT_ARCH_AARCH64,
 	"riscv64": unix.AUDIT_ARCH_RISCV64,
 }[runtime.GOARCH]
 
-// seccompRules is what a network mode needs of the filter, as data: a new
+// SeccompRules is what a network mode needs of the filter, as data: a new
 // mode is a new value, not a new branch of the program. The zero value is
 // the strictest: Unix sockets only.
-type seccompRules struct {
+type SeccompRules struct {
 	// inet allows AF_INET and AF_INET6 sockets (never MPTCP).
 	inet bool
 	// tcpOnly narrows inet to SOCK_STREAM sockets of protocol 0 or
@@ -69,15 +69,15 @@ type seccompRules struct {
 
 // The rows of the network modes (sandboxBuilt.build picks one).
 var (
-	// seccompNone: no network. Also as root inside the empty network
+	// SeccompNone: no network. Also as root inside the empty network
 	// namespace, so that a tree behaves alike with root and without.
-	seccompNone = seccompRules{}
-	// seccompPorts: TCP connections that Landlock's port rules check, and
+	SeccompNone = SeccompRules{}
+	// SeccompPorts: TCP connections that Landlock's port rules check, and
 	// nothing that gets past them.
-	seccompPorts = seccompRules{inet: true, tcpOnly: true, noListen: true, noFastOpen: true}
-	// seccompOwnNet: a network namespace of the tree's own (root's
+	SeccompPorts = SeccompRules{inet: true, tcpOnly: true, noListen: true, noFastOpen: true}
+	// SeccompOwnNet: a network namespace of the tree's own (root's
 	// NetworkLoopback) or the host's network (NetworkHost).
-	seccompOwnNet = seccompRules{inet: true, netlink: true}
+	SeccompOwnNet = SeccompRules{inet: true, netlink: true}
 )
 
 // seccompRefusedCalls are refused with EPERM in every mode, with the
@@ -244,7 +244,7 @@ type seccompCall struct {
 	block string
 }
 
-// seccompFilter returns the filter program for rules.
+// SeccompFilter returns the filter program for rules.
 //
 // The system call number is looked up in a binary tree of the calls it
 // does not simply allow, so that every call takes a dozen instructions at
@@ -252,7 +252,7 @@ type seccompCall struct {
 // per system call number when it installs it (to cache the calls it
 // always allows, which are all those that reach "allow" without reading
 // an argument) and compiles it (docs/measurements.md).
-func seccompFilter(rules seccompRules) []unix.SockFilter {
+func SeccompFilter(rules SeccompRules) []unix.SockFilter {
 	calls := []seccompCall{
 		{unix.SYS_SOCKET, "socket"}, {unix.SYS_SOCKETPAIR, "socket"},
 		{unix.SYS_IOCTL, "ioctl"}, {unix.SYS_PERSONALITY, "personality"},
@@ -286,7 +286,7 @@ func seccompFilter(rules seccompRules) []unix.SockFilter {
 	// Another architecture's system call numbers mean other calls: refuse
 	// them all (a 32-bit int 0x80 call on amd64).
 	a.op(bpfLdAbs, offArch)
-	a.jump(bpfJeq, seccompArch, "", "deny")
+	a.jump(bpfJeq, SeccompArch, "", "deny")
 	a.op(bpfLdAbs, offNR)
 	if runtime.GOARCH == "amd64" {
 		// The x32 ABI's numbers carry this bit.
@@ -449,9 +449,9 @@ func seccompTree(a *bpfAsm, calls []seccompCall, name string) {
 	emit(runs, name)
 }
 
-// seccompInstall installs prog on the calling thread only. no_new_privs
+// SeccompInstall installs prog on the calling thread only. no_new_privs
 // must be set.
-func seccompInstall(prog []unix.SockFilter) error {
+func SeccompInstall(prog []unix.SockFilter) error {
 	fprog := unix.SockFprog{Len: uint16(len(prog)), Filter: &prog[0]}
 	_, _, errno := unix.Syscall(unix.SYS_SECCOMP, unix.SECCOMP_SET_MODE_FILTER, 0, uintptr(unsafe.Pointer(&fprog)))
 	runtime.KeepAlive(prog)

@@ -1,4 +1,4 @@
-package agentproc
+package confine
 
 import (
 	"encoding/binary"
@@ -9,7 +9,7 @@ import (
 )
 
 // runFilter runs prog, a classic BPF seccomp program of the instructions
-// seccompFilter uses, on a system call and returns its verdict.
+// SeccompFilter uses, on a system call and returns its verdict.
 func runFilter(t *testing.T, prog []unix.SockFilter, arch, nr uint32, args [6]uint64) uint32 {
 	t.Helper()
 	// struct seccomp_data: nr, arch, instruction_pointer, args[6].
@@ -58,7 +58,7 @@ func runFilter(t *testing.T, prog []unix.SockFilter, arch, nr uint32, args [6]ui
 // and the calls checked by argument as each row says.
 func TestSeccompFilter(t *testing.T) {
 	t.Parallel()
-	if seccompArch == 0 {
+	if SeccompArch == 0 {
 		t.Skip("no seccomp filter for this GOARCH")
 	}
 	refused := map[uint32]bool{}
@@ -80,12 +80,12 @@ func TestSeccompFilter(t *testing.T) {
 	}
 	rows := []struct {
 		name  string
-		rules seccompRules
-	}{{"none", seccompNone}, {"ports", seccompPorts}, {"own", seccompOwnNet}}
+		rules SeccompRules
+	}{{"none", SeccompNone}, {"ports", SeccompPorts}, {"own", SeccompOwnNet}}
 	a3 := func(x, y, z uint64) [6]uint64 { return [6]uint64{x, y, z} }
 	for _, row := range rows {
-		prog := seccompFilter(row.rules)
-		verdict := func(nr uint32, args [6]uint64) uint32 { return runFilter(t, prog, seccompArch, nr, args) }
+		prog := SeccompFilter(row.rules)
+		verdict := func(nr uint32, args [6]uint64) uint32 { return runFilter(t, prog, SeccompArch, nr, args) }
 		t.Logf("%s: %d instructions", row.name, len(prog))
 		for nr := uint32(0); nr < 600; nr++ {
 			if byArgs[nr] {
@@ -102,10 +102,10 @@ func TestSeccompFilter(t *testing.T) {
 				}
 			}
 		}
-		if got := runFilter(t, prog, seccompArch^1, unix.SYS_READ, [6]uint64{}); got != secDeny {
+		if got := runFilter(t, prog, SeccompArch^1, unix.SYS_READ, [6]uint64{}); got != secDeny {
 			t.Errorf("%s, another architecture: got %#x, want refused", row.name, got)
 		}
-		if seccompArch == unix.AUDIT_ARCH_X86_64 {
+		if SeccompArch == unix.AUDIT_ARCH_X86_64 {
 			if got := verdict(x32Bit|unix.SYS_READ, [6]uint64{}); got != secDeny {
 				t.Errorf("%s, x32 read: got %#x, want refused", row.name, got)
 			}
@@ -214,7 +214,7 @@ func TestSeccompTreeRuns(t *testing.T) {
 		}
 		// The program expects the number loaded: prepend the load.
 		full := append([]unix.SockFilter{{Code: bpfLdAbs, K: offNR}}, prog...)
-		if got := runFilter(t, full, seccompArch, nr, [6]uint64{}); got != want {
+		if got := runFilter(t, full, SeccompArch, nr, [6]uint64{}); got != want {
 			t.Errorf("call %d: got %#x, want %#x", nr, got, want)
 		}
 	}

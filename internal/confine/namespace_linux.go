@@ -1,0 +1,427 @@
+package confine
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+	"golang.org/x/xerrors"
+
+	"github.com/agentproc/agentproc/internal/osthread"
+	"github.com/agentproc/agentproc/internal/procfs"
+)
+
+// MakeNetns makes a network namespace on a throwaway thread and returns a
+// descriptor of it; up brings its loopback up.
+func MakeNetns(up bool) (int, error) {
+	fd := -1
+	err := osthread.Throwaway(func() error {
+		if err := unix.Unshare(unix.CLONE_NEWNET); err != nil {
+			return xerrors.Errorf("unshare: %w", err)
+		}
+		if up {
+			if err := loopbackUp(); err != nil {
+				return err
+			}
+		}
+		var err error
+		fd, err = unix.Open(procfs.ThreadSelfFile("ns/net"), unix.O_RDONLY|unix.O_CLOEXEC, 0)
+		return err
+	})
+	return fd, err
+}
+
+// loopbackUp sets IFF_UP on lo in the calling thread's network namespace.
+func loopbackUp() error {
+	s, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return xerrors.Errorf("loopback socket: %w", err)
+	}
+	defer unix.Close(s)
+	ifr, err := unix.NewIfreq("lo")
+	if err != nil {
+		return err
+	}
+	if err := unix.IoctlIfreq(s, unix.SIOCGIFFLAGS, ifr); err != nil {
+		return xerrors.Errorf("lo flags: %w", err)
+	}
+	ifr.SetUint16(ifr.Uint16() | unix.IFF_UP)
+	if err := unix.IoctlIfreq(s, unix.SIOCSIFFLAGS, ifr); err != nil {
+		return xerrors.Errorf("lo up: %w", err)
+	}
+	return nil
+}
+
+// MountSpec is what a policy's mount namespace is made of.
+type MountSpec struct {
+	Write, ReadOnly, Hide []string
+	Empty                 string // the empty file hidden files are covered with
+}
+
+// MountView is a policy's mount namespace: a descriptor of it to join, and
+// one of its mountinfo, which poll(2) reports as changed (POLLPRI) when a
+// mount in it comes or goes. Both kinds of change unprotect a path: a
+// mount the host makes later propagates in writable, and a cover whose
+// path the host replaces (a rename over a hidden file, a .git removed and
+// made again) is detached from this namespace too.
+type MountView struct {
+	NS, Events int // -1: none
+}
+
+// MakeMountns makes the mount namespace of spec on a throwaway thread:
+//
+//   - every mount read-only (mount_setattr, recursive), so that nothing
+//     outside Write changes, metadata included (chmod, chown, utimes,
+//     xattrs, mknod): Landlock has no right for those;
+//   - each of write a writable bind of itself (recursive), and each of
+//     readOnly, inside write, a read-only bind of itself;
+//   - each of hide covered, a directory by an empty read-only tmpfs of
+//     mode 000, anything else by empty (an empty file of mode 000). A
+//     symbolic link is left alone: its target is in hide too
+//     (resolvePaths), and a mount would land on the target anyway.
+//
+// Device nodes stay usable on a read-only mount (the kernel checks the
+// mount for regular files, directories and links only), so /dev/null and
+// the pty of a TTY request still take writes. Mounts the host makes later
+// propagate in (a slave of the host's), writable: the view's events tell
+// the next Start to build the namespace again. A tree in it cannot undo a
+// mount: it has no capabilities.
+func MakeMountns(spec MountSpec) (MountView, error) {
+	v := MountView{NS: -1, Events: -1}
+	err := osthread.Throwaway(func() error {
+		if err := unix.Unshare(unix.CLONE_NEWNS); err != nil {
+			return xerrors.Errorf("unshare: %w", err)
+		}
+		if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_SLAVE, ""); err != nil {
+			return xerrors.Errorf("make mounts slaves: %w", err)
+		}
+		// Mounts below a Write directory that the host made read-only stay
+		// so: the writable binds below clear the flag on whole trees.
+		hostRO, rerr := readOnlyMountsWithin(spec.Write)
+		if rerr != nil {
+			return rerr
+		}
+		if err := unix.MountSetattr(unix.AT_FDCWD, "/", unix.AT_RECURSIVE,
+			&unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY}); err != nil {
+			return xerrors.Errorf("make every mount read-only: %w", err)
+		}
+		for _, p := range spec.Write {
+			if _, err := os.Stat(p); err != nil {
+				continue // nothing to grant
+			}
+			if err := unix.Mount(p, p, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
+				return xerrors.Errorf("bind %s: %w", p, err)
+			}
+			if err := unix.MountSetattr(unix.AT_FDCWD, p, unix.AT_RECURSIVE,
+				&unix.MountAttr{Attr_clr: unix.MOUNT_ATTR_RDONLY}); err != nil {
+				return xerrors.Errorf("make %s writable: %w", p, err)
+			}
+		}
+		for _, p := range hostRO {
+			if err := unix.MountSetattr(unix.AT_FDCWD, p, 0, &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY}); err != nil {
+				return xerrors.Errorf("keep %s read-only: %w", p, err)
+			}
+		}
+		for _, p := range spec.ReadOnly {
+			if _, err := os.Stat(p); err != nil {
+				continue // missing: the policy warns (MountWatch)
+			}
+			if err := unix.Mount(p, p, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
+				return xerrors.Errorf("bind %s: %w", p, err)
+			}
+			if err := unix.MountSetattr(unix.AT_FDCWD, p, unix.AT_RECURSIVE,
+				&unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY}); err != nil {
+				return xerrors.Errorf("make %s read-only: %w", p, err)
+			}
+		}
+		for _, h := range spec.Hide {
+			st, err := os.Lstat(h)
+			if err != nil || st.Mode()&os.ModeSymlink != 0 {
+				continue // nothing there to hide (MountWatch looks again), or a link whose target is hidden
+			}
+			if st.IsDir() {
+				err = unix.Mount("tmpfs", h, "tmpfs", unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "size=4k,nr_inodes=1,mode=000")
+			} else {
+				err = unix.Mount(spec.Empty, h, "", unix.MS_BIND, "")
+				if err == nil {
+					// A bind takes its mount's flags, not the read-only
+					// view's: read-only too, so the cover cannot be chmod'ed.
+					err = unix.MountSetattr(unix.AT_FDCWD, h, 0, &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY})
+				}
+			}
+			if err != nil {
+				return xerrors.Errorf("cover %s: %w", h, err)
+			}
+		}
+		var err error
+		if v.NS, err = unix.Open(procfs.ThreadSelfFile("ns/mnt"), unix.O_RDONLY|unix.O_CLOEXEC, 0); err != nil {
+			return err
+		}
+		// Opened last: it reports the changes after these mounts.
+		v.Events, err = unix.Open(procfs.ThreadSelfFile("mountinfo"), unix.O_RDONLY|unix.O_CLOEXEC, 0)
+		return err
+	})
+	if err != nil {
+		v.Close()
+		return MountView{NS: -1, Events: -1}, err
+	}
+	return v, nil
+}
+
+// readOnlyMountsWithin lists the mount points of the calling thread's
+// namespace that lie within one of dirs (or are one) and are mounted
+// read-only.
+func readOnlyMountsWithin(dirs []string) ([]string, error) {
+	data, err := os.ReadFile(procfs.ThreadSelfFile("mountinfo"))
+	if err != nil {
+		return nil, xerrors.Errorf("read mountinfo: %w", err)
+	}
+	var out []string
+	procfs.ParseMountinfo(data, func(m procfs.Mount) {
+		if m.ReadOnly() && slices.ContainsFunc(dirs, func(d string) bool { return within(m.Point, d) }) {
+			out = append(out, m.Point)
+		}
+	})
+	return out, nil
+}
+
+// Close closes v's descriptors.
+func (v *MountView) Close() {
+	for _, fd := range []*int{&v.NS, &v.Events} {
+		if *fd >= 0 {
+			_ = unix.Close(*fd)
+			*fd = -1
+		}
+	}
+}
+
+// Changed reports whether a mount came or went in v since it was made or
+// last asked (poll with no wait: one system call per Start).
+func (v *MountView) Changed() bool {
+	if v.Events < 0 {
+		return false
+	}
+	fds := []unix.PollFd{{Fd: int32(v.Events), Events: unix.POLLPRI}}
+	n, err := unix.Poll(fds, 0)
+	return err == nil && n > 0 && fds[0].Revents&(unix.POLLPRI|unix.POLLERR) != 0
+}
+
+// MountWatch is what a built mount namespace was made from, to find out at
+// each Start whether it still protects what its policy names: hiding and
+// ReadOnly are rules, not a snapshot of the paths that existed at the
+// first Start. A path that was covered is watched through the view's
+// mount events, since replacing it detaches its cover. A path missing when
+// the namespace was made could not be covered: the Manager's DirWatcher
+// watches the nearest existing directory above each such path for the one
+// name that matters there, so that each Start reads one inotify instance
+// (a read that finds nothing) instead of looking up every missing path,
+// which measured an order of magnitude dearer under WorkspaceSandbox
+// (docs/measurements.md). Without inotify each Start looks up the missing
+// paths.
+type MountWatch struct {
+	missing []string
+	dirs    *DirWatcher // nil: look up every missing path
+	regs    []dirReg    // what dirs holds for w, dropped by close
+	stale   atomic.Bool
+}
+
+// dirReg is one name watched for in one directory.
+type dirReg struct {
+	wd   int32
+	name string
+}
+
+// DirWatcher is a Manager's one inotify instance, shared by its built
+// policies (inotify's per-user limit on instances is 128 by default, and
+// the host may need its own). Each watched directory reports a name
+// appearing in it (created or renamed in) or itself going.
+type DirWatcher struct {
+	mu    sync.Mutex
+	made  bool // ino has been made (or failed, or closed)
+	ino   int  // -1: failed or closed
+	names map[int32]map[string][]*MountWatch
+}
+
+const dirWatchEvents = unix.IN_CREATE | unix.IN_MOVED_TO | unix.IN_DELETE_SELF | unix.IN_MOVE_SELF | unix.IN_ONLYDIR
+
+// NewMountWatch lists what of spec's paths does not exist now
+// and, with dirs, watches for it. It runs before the namespace is made: a
+// path that appears in between is either covered by it or reported.
+func NewMountWatch(spec MountSpec, dirs *DirWatcher) *MountWatch {
+	w := &MountWatch{}
+	// A Write directory made later must be bound writable too, or it would
+	// stay read-only in the view.
+	for _, p := range slices.Concat(spec.ReadOnly, spec.Hide, spec.Write) {
+		var st unix.Stat_t
+		if unix.Lstat(p, &st) != nil {
+			w.missing = append(w.missing, p)
+		}
+	}
+	if dirs != nil && dirs.add(w) {
+		w.dirs = dirs
+	}
+	// A path made between the lookup above and its watch is looked up
+	// once more by the namespace's making, which covers it.
+	return w
+}
+
+// add watches the directories above w's missing paths and reports whether
+// it could watch them all; if not, it holds nothing for w.
+func (d *DirWatcher) add(w *MountWatch) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if !d.made {
+		d.made = true
+		ino, err := unix.InotifyInit1(unix.IN_NONBLOCK | unix.IN_CLOEXEC)
+		if err != nil {
+			ino = -1
+		}
+		d.ino = ino
+		d.names = map[int32]map[string][]*MountWatch{}
+	}
+	if d.ino < 0 {
+		return false
+	}
+	for _, p := range w.missing {
+		dir, name := filepath.Dir(p), filepath.Base(p)
+		for {
+			wd, err := unix.InotifyAddWatch(d.ino, dir, dirWatchEvents)
+			if err == nil {
+				r := dirReg{int32(wd), name}
+				if d.names[r.wd] == nil {
+					d.names[r.wd] = map[string][]*MountWatch{}
+				}
+				d.names[r.wd][name] = append(d.names[r.wd][name], w)
+				w.regs = append(w.regs, r)
+				break
+			}
+			if (err != unix.ENOENT && err != unix.ENOTDIR) || dir == "/" {
+				d.dropLocked(w)
+				return false
+			}
+			dir, name = filepath.Dir(dir), filepath.Base(dir)
+		}
+	}
+	return true
+}
+
+// dropLocked forgets w. The kernel's watches stay: another policy may
+// share them, and they are few (one per directory).
+func (d *DirWatcher) dropLocked(w *MountWatch) {
+	for _, r := range w.regs {
+		d.names[r.wd][r.name] = slices.DeleteFunc(d.names[r.wd][r.name], func(o *MountWatch) bool { return o == w })
+	}
+	w.regs = nil
+}
+
+// read drains the instance and marks stale every watch an event matters
+// to. The lock is held across the reads, which never block (the instance
+// is non-blocking): a Start that finds the queue emptied by a concurrent
+// Start must also find the verdict that Start reached.
+func (d *DirWatcher) read() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if !d.made || d.ino < 0 {
+		return
+	}
+	var buf [4096]byte
+	for {
+		n, err := unix.Read(d.ino, buf[:])
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil || n <= 0 {
+			return // EAGAIN: nothing more
+		}
+		for off := 0; off+unix.SizeofInotifyEvent <= n; {
+			ev := (*unix.InotifyEvent)(unsafe.Pointer(&buf[off]))
+			name := ""
+			if ev.Len > 0 {
+				raw := buf[off+unix.SizeofInotifyEvent : off+unix.SizeofInotifyEvent+int(ev.Len)]
+				name = string(raw[:max(0, slices.Index(raw, 0))])
+			}
+			off += unix.SizeofInotifyEvent + int(ev.Len)
+			var hit []*MountWatch
+			switch {
+			case ev.Mask&unix.IN_Q_OVERFLOW != 0: // events lost: any may matter
+				for _, byName := range d.names {
+					for _, ws := range byName {
+						hit = append(hit, ws...)
+					}
+				}
+			case ev.Mask&(unix.IN_IGNORED|unix.IN_DELETE_SELF|unix.IN_MOVE_SELF) != 0: // the directory went
+				for _, ws := range d.names[ev.Wd] {
+					hit = append(hit, ws...)
+				}
+			default:
+				hit = d.names[ev.Wd][name]
+			}
+			for _, w := range hit {
+				w.stale.Store(true)
+			}
+		}
+	}
+}
+
+// Close closes the instance (the Manager's Close).
+func (d *DirWatcher) Close() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.made && d.ino >= 0 {
+		_ = unix.Close(d.ino)
+	}
+	d.made, d.ino, d.names = true, -1, nil
+}
+
+// Close lets go of what w holds in its DirWatcher.
+func (w *MountWatch) Close() {
+	if w.dirs != nil {
+		w.dirs.mu.Lock()
+		if w.dirs.names != nil {
+			w.dirs.dropLocked(w)
+		}
+		w.dirs.mu.Unlock()
+		w.dirs = nil
+	}
+}
+
+// Changed reports whether v no longer covers what w was made for: a mount
+// event in v, or a path then missing that exists now or may (a directory
+// above it appeared or went). Once it has said so it keeps saying so.
+func (w *MountWatch) Changed(v *MountView) bool {
+	if w.stale.Load() {
+		return true
+	}
+	if v.Changed() {
+		w.stale.Store(true)
+		return true
+	}
+	if w.dirs != nil {
+		w.dirs.read()
+		return w.stale.Load()
+	}
+	for _, p := range w.missing {
+		var st unix.Stat_t
+		if unix.Lstat(p, &st) == nil {
+			w.stale.Store(true)
+			return true
+		}
+	}
+	return false
+}
+
+// MissingReadOnly is the ReadOnly paths that did not exist when the
+// namespace was made, which it cannot protect: a tree may create them.
+func (w *MountWatch) MissingReadOnly(readOnly []string) []string {
+	var out []string
+	for _, p := range w.missing {
+		if slices.Contains(readOnly, p) {
+			out = append(out, p)
+		}
+	}
+	return out
+}

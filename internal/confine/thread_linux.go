@@ -1,0 +1,78 @@
+package confine
+
+import (
+	"golang.org/x/sys/unix"
+	"golang.org/x/xerrors"
+)
+
+// The steps that change the calling, locked thread before its fork, each
+// on that thread only (the caller throws it away after the fork).
+
+// EnterMountns takes the calling thread into the mount namespace ns.
+func EnterMountns(ns int) error {
+	// A thread shares its root and directory with the others until it
+	// unshares them, and setns refuses a shared one.
+	if err := unix.Unshare(unix.CLONE_FS); err != nil {
+		return xerrors.Errorf("unshare fs: %w", err)
+	}
+	if err := unix.Setns(ns, unix.CLONE_NEWNS); err != nil {
+		return xerrors.Errorf("join mount namespace: %w", err)
+	}
+	return nil
+}
+
+// DropCapabilities empties the calling thread's bounding set, capability
+// 0 to lastCap, then its ambient set. On exec the kernel grants root its
+// bounding set, so with the set empty the shell (uid 0) and every program
+// it runs, file capabilities or setuid included, start with no capability
+// (TestSandboxRootHasNoCapabilities, which also reads CapBnd). It takes a
+// prctl per capability, each a new set of credentials, a cost per Start
+// (docs/measurements.md) which the ready thread takes off the Start.
+// Dropping the thread's own sets with one capset would do under
+// no_new_privs for less, but leaves the child a full bounding set, and the
+// bounding set is what the sandbox promises to drop. The thread keeps its
+// effective set, which joining the network namespace after this needs.
+func DropCapabilities(lastCap int) error {
+	for c := 0; c <= lastCap; c++ {
+		if err := unix.Prctl(unix.PR_CAPBSET_DROP, uintptr(c), 0, 0, 0); err != nil && err != unix.EINVAL {
+			return xerrors.Errorf("drop capability %d from the bounding set: %w", c, err)
+		}
+	}
+	if err := unix.Prctl(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0); err != nil {
+		return xerrors.Errorf("clear ambient capabilities: %w", err)
+	}
+	return nil
+}
+
+// Thread joins the network namespace netns (-1: stay in the host's) and
+// confines the calling thread: no_new_privs, inNetns if not nil, the
+// Landlock ruleset (-1: none), the seccomp filter (nil: none). The order
+// is forced: setns needs the capabilities no_new_privs keeps but the
+// seccomp filter refuses it, and Landlock and seccomp need no_new_privs
+// (Landlock without CAP_SYS_ADMIN, which the tree must not keep).
+func Thread(netns int, inNetns func() error, ruleset int, filter []unix.SockFilter) error {
+	if netns >= 0 {
+		if err := unix.Setns(netns, unix.CLONE_NEWNET); err != nil {
+			return xerrors.Errorf("join network namespace: %w", err)
+		}
+	}
+	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+		return xerrors.Errorf("set no_new_privs: %w", err)
+	}
+	if inNetns != nil {
+		if err := inNetns(); err != nil {
+			return err
+		}
+	}
+	if ruleset >= 0 {
+		if err := LandlockRestrict(ruleset); err != nil {
+			return err
+		}
+	}
+	if filter != nil {
+		if err := SeccompInstall(filter); err != nil {
+			return err
+		}
+	}
+	return nil
+}
