@@ -317,3 +317,44 @@ func TestProxyAttackDenialText(t *testing.T) {
 		}
 	}
 }
+
+// TestProxyAttackHeld keeps the review's attempts that the proxy already
+// refused: each must reach no host but allowed.test, and allowed.test only
+// with its own Host (a smuggled request would reach the origin naming
+// another). The origin echoes the Host it saw.
+func TestProxyAttackHeld(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, "allowed.test")
+	smuggled := "GET http://denied.test/s HTTP/1.1\r\nHost: denied.test\r\n\r\n"
+	for _, c := range []struct{ name, req string }{
+		{"Transfer-Encoding and Content-Length", "POST http://allowed.test/ HTTP/1.1\r\nHost: allowed.test\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n" + smuggled},
+		{"two Content-Lengths", "POST http://allowed.test/ HTTP/1.1\r\nHost: allowed.test\r\nContent-Length: 0\r\nContent-Length: 60\r\n\r\n" + smuggled},
+		{"folded Transfer-Encoding", "POST http://allowed.test/ HTTP/1.1\r\nHost: allowed.test\r\nTransfer-Encoding:\r\n chunked\r\n\r\n0\r\n\r\n" + smuggled},
+		{"unknown Transfer-Encoding", "POST http://allowed.test/ HTTP/1.1\r\nHost: allowed.test\r\nTransfer-Encoding: xchunked\r\n\r\n0\r\n\r\n" + smuggled},
+		{"HTTP/1.0 with Transfer-Encoding", "POST http://allowed.test/ HTTP/1.0\r\nTransfer-Encoding: chunked\r\nContent-Length: 0\r\n\r\n" + smuggled},
+		{"origin form after absolute form", "GET http://allowed.test/ HTTP/1.1\r\nHost: allowed.test\r\n\r\nGET / HTTP/1.1\r\nHost: denied.test\r\n\r\n"},
+		{"userinfo naming the allowed host", "GET http://allowed.test@denied.test/ HTTP/1.1\r\nHost: allowed.test\r\n\r\n"},
+		{"decimal IPv4", "CONNECT 2130706433:80 HTTP/1.1\r\n\r\n"},
+		{"hex IPv4", "CONNECT 0x7f.1:80 HTTP/1.1\r\n\r\n"},
+		{"IPv6 loopback", "CONNECT [::1]:80 HTTP/1.1\r\n\r\n"},
+		{"IPv6 unspecified", "CONNECT [::]:80 HTTP/1.1\r\n\r\n"},
+		{"zone", "CONNECT [fe80::1%25lo]:80 HTTP/1.1\r\n\r\n"},
+		{"IPv4-compatible IPv6", "CONNECT [::127.0.0.1]:80 HTTP/1.1\r\n\r\n"},
+		{"NAT64 of loopback", "CONNECT [64:ff9b::7f00:1]:80 HTTP/1.1\r\n\r\n"},
+		{"suffix of the allowed name", "CONNECT allowed.test.denied.test:80 HTTP/1.1\r\n\r\n"},
+		{"two trailing dots", "CONNECT allowed.test..:80 HTTP/1.1\r\n\r\n"},
+		{"IDN look-alike", "CONNECT allowed.t\u0435st:80 HTTP/1.1\r\n\r\n"},
+		{"HTTP/1.0 origin form", "GET / HTTP/1.0\r\n\r\n"},
+		{"SOCKS4a", "\x04\x01\x00\x50\x00\x00\x00\x01\x00denied.test\x00"},
+	} {
+		got := raw(t, h, c.req)
+		if strings.Contains(got, "host=denied") || strings.Contains(got, "/s ") {
+			t.Errorf("%s: got %q, want no request naming denied.test served", c.name, got)
+		}
+	}
+	for _, d := range h.net.dials() {
+		if d != originAddr.String()+":80" {
+			t.Errorf("dialled %s, want only allowed.test's address", d)
+		}
+	}
+}
