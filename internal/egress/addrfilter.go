@@ -12,8 +12,15 @@ import (
 // included (this project's machines resolve the package registries into
 // one), is dialled when the list allows the target.
 
-// metadataAddr is the cloud instance metadata service.
-var metadataAddr = netip.MustParseAddr("169.254.169.254")
+// metadataAddrs are the cloud instance metadata services: 169.254.169.254
+// (most clouds; link-local anyway), Alibaba Cloud's 100.100.100.200 (in the
+// shared address space, otherwise dialled) and AWS's IPv6 fd00:ec2::254 (in
+// a private range an operator may list).
+var metadataAddrs = map[netip.Addr]bool{
+	netip.MustParseAddr("169.254.169.254"): true,
+	netip.MustParseAddr("100.100.100.200"): true,
+	netip.MustParseAddr("fd00:ec2::254"):   true,
+}
 
 // nat64 is the well-known NAT64 prefix: an address in it reaches the IPv4
 // address in its last 32 bits where a NAT64 gateway exists.
@@ -35,7 +42,7 @@ func alwaysRefused(a netip.Addr) string {
 	switch {
 	case a.IsLoopback():
 		return "a loopback address"
-	case a == metadataAddr:
+	case metadataAddrs[a]:
 		return "the cloud metadata address"
 	case a.IsMulticast(), a == netip.AddrFrom4([4]byte{255, 255, 255, 255}):
 		return "a multicast address"

@@ -358,3 +358,36 @@ func TestProxyAttackHeld(t *testing.T) {
 		}
 	}
 }
+
+// TestAddrFilterOtherMetadataAddrs: the cloud metadata services that do
+// not sit at 169.254.169.254 are refused as it is, even where a CIDR names
+// them: Alibaba Cloud's at 100.100.100.200 (shared address space, which
+// the filter otherwise dials) and AWS's IPv6 one at fd00:ec2::254 (a
+// private range an operator may list for internal services). A listed
+// name that resolves there (a wildcard whose DNS the tree controls, a
+// rebinding) would hand the tree the machine's credentials.
+func TestAddrFilterOtherMetadataAddrs(t *testing.T) {
+	t.Parallel()
+	g := &AddrFilter{LocalAddrs: func() ([]netip.Addr, error) { return nil, nil }}
+	l, err := ParseList([]string{"x.test", "100.64.0.0/10", "fd00::/8"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		addr string
+		want bool // refused
+	}{
+		{"100.100.100.200", true},
+		{"fd00:ec2::254", true},
+		{"::ffff:100.100.100.200", true},
+		{"100.100.100.199", false}, // control: the range is dialled
+		{"fd00:ec2::253", false},
+	} {
+		if r := g.Check(netip.MustParseAddr(c.addr), l); (r != "") != c.want {
+			t.Errorf("%s: got rule %q, want refused %v", c.addr, r, c.want)
+		}
+	}
+	if _, err := ParseList([]string{"100.100.100.200"}); err == nil {
+		t.Errorf("ParseList(100.100.100.200): got nil, want a refusal (the proxy never connects there)")
+	}
+}
