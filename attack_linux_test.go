@@ -1,6 +1,7 @@
 package agentproc_test
 
 import (
+	"bytes"
 	"fmt"
 	"os"
 	"os/exec"
@@ -200,6 +201,14 @@ func helperAttackProbe() int {
 					}
 				}
 			}
+		}
+	case "shmread":
+		// Attach another process's System V shared memory segment by id.
+		id, _ := strconv.Atoi(arg)
+		var mem []byte
+		if mem, err = unix.SysvShmAttach(id, 0, unix.SHM_RDONLY); err == nil {
+			fmt.Printf("%s\n", bytes.TrimRight(mem[:64], "\x00"))
+			_ = unix.SysvShmDetach(mem)
 		}
 	case "openwrite":
 		var fd int
