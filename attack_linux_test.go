@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -209,6 +210,17 @@ func helperAttackProbe() int {
 		if mem, err = unix.SysvShmAttach(id, 0, unix.SHM_RDONLY); err == nil {
 			fmt.Printf("%s\n", bytes.TrimRight(mem[:64], "\x00"))
 			_ = unix.SysvShmDetach(mem)
+		}
+	case "mqopen":
+		// Open another process's POSIX message queue by name.
+		var name *byte
+		if name, err = unix.BytePtrFromString(arg); err == nil {
+			fd, _, errno := unix.Syscall6(unix.SYS_MQ_OPEN, uintptr(unsafe.Pointer(name)), uintptr(unix.O_RDWR), 0, 0, 0, 0)
+			if errno != 0 {
+				err = errno
+			} else {
+				_ = unix.Close(int(fd))
+			}
 		}
 	case "openwrite":
 		var fd int
