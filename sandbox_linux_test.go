@@ -1099,7 +1099,7 @@ func TestSandboxUnprivileged(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, "-test.count=1", "-test.v", "-test.short",
-		"-test.run=^(TestSandboxEscapes|TestSandboxMetadataOutsideWrite|TestSandboxAllows|TestSandboxPorts|TestSandboxFailClosed|TestSandboxHostNeverConfined|TestSandboxKeepsTreeFeatures|TestSandboxDetached|TestSandboxTempDirReused|TestSandboxTempDirsServeABurst|TestRecycleTempDir|TestSandboxLinksDoNotWiden|TestSandboxGrantAfterSwap|TestOpenGrantFollowsNoLink|TestWorkDirDotDotAfterLink|TestSandboxHidesCredentials|TestMoreConfinedSandboxedPeer|TestSandboxInheritsNoDescriptors|TestAttackHeld|TestAttackTempDirOfAnotherTree|TestAttackServeTokenFile|TestAttackLimitsOfAnotherProcess|TestAttackPOSIXMessageQueue|TestSandboxSpareConfinedAhead)$")
+		"-test.run=^(TestSandboxEscapes|TestSandboxMetadataOutsideWrite|TestSandboxAllows|TestSandboxPorts|TestSandboxFailClosed|TestSandboxHostNeverConfined|TestSandboxKeepsTreeFeatures|TestSandboxDetached|TestSandboxTempDirReused|TestSandboxTempDirsServeABurst|TestRecycleTempDir|TestSandboxLinksDoNotWiden|TestSandboxGrantAfterSwap|TestOpenGrantFollowsNoLink|TestWorkDirDotDotAfterLink|TestSandboxHidesCredentials|TestMoreConfinedSandboxedPeer|TestSandboxInheritsNoDescriptors|TestAttackHeld|TestAttackTempDirOfAnotherTree|TestAttackServeTokenFile|TestAttackLimitsOfAnotherProcess|TestAttackPOSIXMessageQueue|TestAttackDetachedRunnerEnvironment|TestSandboxSpareConfinedAhead)$")
 	cmd.Dir = home
 	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + home, "TMPDIR=" + os.TempDir(), "LANG=C"}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}}
