@@ -57,8 +57,20 @@ func lenientProxy(t *testing.T) string {
 					if target, ok := strings.CutPrefix(line, "CONNECT "); ok {
 						target, _, _ = strings.Cut(target, " ")
 						_, _ = io.WriteString(c, "HTTP/1.1 200 OK\r\n\r\nreached "+target)
+						return
 					}
-					return
+					// Any other method: its headers, a 405, and the
+					// connection kept for the next request.
+					for {
+						h, err := br.ReadString('\n')
+						if err != nil {
+							return
+						}
+						if strings.TrimSpace(h) == "" {
+							break
+						}
+					}
+					_, _ = io.WriteString(c, "HTTP/1.1 405 Method Not Allowed\r\nContent-Length: 0\r\n\r\n")
 				}
 			}()
 		}
@@ -78,7 +90,12 @@ func TestProxyAttackBlankLinesBeforeNestedConnect(t *testing.T) {
 	h.net.mu.Lock() // the proxy's dials read origins under it
 	h.net.origins[3128] = inner
 	h.net.mu.Unlock()
-	for _, lead := range []string{"\r\n", "\n", "\r\n\r\n", " ", "\t\r\n"} {
+	for _, lead := range []string{"\r\n", "\n", "\r\n\r\n", " ", "\t\r\n",
+		// A first request whose method the check did not take for
+		// HTTP (any token is a method): the proxy answers it and reads
+		// the next.
+		"m-search * HTTP/1.1\r\nHost: x\r\n\r\n", "get / HTTP/1.1\r\nHost: x\r\n\r\n",
+		strings.Repeat("A", 20) + " / HTTP/1.1\r\nHost: x\r\n\r\n"} {
 		req := lead + "CONNECT denied.test:443 HTTP/1.1\r\nHost: denied.test:443\r\n\r\n"
 		// Control: the allowed host's proxy relays such a request.
 		c, err := net.DialTimeout("tcp", inner, 5*time.Second)
@@ -117,6 +134,15 @@ func TestProxyAttackBlankLinesBeforeNestedConnect(t *testing.T) {
 	got := raw(t, h2, "CONNECT allowed.test:80 HTTP/1.1\r\n\r\n", "\r\nGET /ok HTTP/1.1\r\nHost: allowed.test\r\nConnection: close\r\n\r\n")
 	if !strings.Contains(got, "origin GET /ok") {
 		t.Errorf("an empty line before a request to the tunnel's own host: got %q, want the origin's answer", got)
+	}
+	// A protocol that is not HTTP (an SSH banner, a binary start) still
+	// goes through as bytes, without waiting for more: the origin (an
+	// HTTP server) answers them itself.
+	for _, b := range []string{"SSH-2.0-x\r\n", "\x00\x00\x00\x08\x04\xd2\x16\x2f\r\n", "EHLO me\r\n"} {
+		got = raw(t, h2, "CONNECT allowed.test:80 HTTP/1.1\r\n\r\n", b)
+		if !strings.Contains(got, "400") {
+			t.Errorf("not HTTP %q: got %q, want it relayed to the origin (its 400)", b, got)
+		}
 	}
 }
 

@@ -638,38 +638,71 @@ func (l *Listener) tunnel(c net.Conn, br *bufio.Reader, up net.Conn, t Target) {
 	<-back
 }
 
-// looksLikeHTTP reports whether br starts with an HTTP request line's
-// method and a space, after blank bytes (CR, LF, space, tab) that a
-// lenient server skips; n is how many of those come first. It waits for
-// what follows blank bytes, and a buffer full of them counts as HTTP (the
-// caller's request parsing then refuses it).
+// looksLikeHTTP reports whether br starts with an HTTP/1 request line
+// ("token SP target SP HTTP/"), after blank bytes (CR, LF, space, tab)
+// that a lenient server skips; n is how many of those come first. Any
+// token is a method: a lenient proxy on the tunnel's host answers an
+// unknown one and reads the next request, which must not be a CONNECT it
+// relays unread. Separators may be runs of blanks (squid's relaxed
+// parser takes them), "HTTP/" any case. The look reads only as far as the
+// bytes could still begin a request line: the first byte that cannot
+// ends it, so a binary or server-first protocol is never kept waiting;
+// a buffer full of such a prefix counts as HTTP (the request parsing
+// then refuses it).
 func looksLikeHTTP(br *bufio.Reader) (n int, ok bool) {
-	for ; ; n++ {
-		b, err := br.Peek(n + 1)
+	blank := func(c byte) bool { return c == ' ' || c == '\t' || c == '\v' || c == '\f' }
+	const (
+		method = iota
+		afterMethod
+		target
+		afterTarget
+	)
+	state, version := method, 0
+	for i := 0; ; i++ {
+		b, err := br.Peek(i + 1)
 		if errors.Is(err, bufio.ErrBufferFull) {
-			return n, n > 0
+			return n, i > 0
 		}
 		if err != nil {
 			return 0, false
 		}
-		if c := b[n]; c != '\r' && c != '\n' && c != ' ' && c != '\t' {
-			break
+		c := b[i]
+		switch {
+		case state == method && i == n && (c == '\r' || c == '\n' || blank(c)):
+			n++ // blank bytes before the request line
+		case state == method && i > n && blank(c):
+			state = afterMethod
+		case state == method:
+			if !isTokenByte(c) {
+				return 0, false
+			}
+		case state == afterMethod && blank(c), state == afterTarget && blank(c) && version == 0:
+		case state == afterMethod, state == target && !blank(c):
+			if c <= ' ' || c == 0x7f {
+				return 0, false
+			}
+			state = target
+		case state == target:
+			state = afterTarget
+		default: // afterTarget, in "HTTP/"
+			if c|0x20 != "http/"[version] && c != "HTTP/"[version] {
+				return 0, false
+			}
+			if version++; version == len("HTTP/") {
+				return n, true
+			}
 		}
 	}
-	for i := 1; i <= 16; i++ {
-		b, err := br.Peek(n + i)
-		if err != nil {
-			return 0, false
-		}
-		ch := b[n+i-1]
-		if ch == ' ' {
-			return n, i > 1
-		}
-		if ch < 'A' || ch > 'Z' {
-			return 0, false
-		}
+}
+
+// isTokenByte reports whether c may be part of an HTTP token (RFC 9110
+// 5.6.2), such as a method.
+func isTokenByte(c byte) bool {
+	switch {
+	case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9':
+		return true
 	}
-	return 0, false
+	return strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0
 }
 
 // peekServerName returns the server name of the TLS ClientHello at the
