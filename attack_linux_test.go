@@ -35,6 +35,11 @@ func TestAttackTempDirOfAnotherTree(t *testing.T) {
 	planted := filepath.Join(bTmp, "planted")
 	out := runSandboxed(t, m, agentproc.Request{WorkDir: ws,
 		Command: `echo planted-by-A > ` + shellQuote(planted) + `; echo mine > "$TMPDIR/own" && cat "$TMPDIR/own"`})
+	// Control, while B runs (its temp dir goes when it ends): the same
+	// write from an unconfined process goes through.
+	if err := os.WriteFile(filepath.Join(bTmp, "control"), []byte("x"), 0o600); err != nil {
+		t.Errorf("control: the host cannot write in %s: %v", bTmp, err)
+	}
 	if err := b.CloseStdin(testContext(t)); err != nil {
 		t.Fatal(err)
 	}
@@ -47,10 +52,6 @@ func TestAttackTempDirOfAnotherTree(t *testing.T) {
 	}
 	if !strings.Contains(out.Text, "mine") {
 		t.Errorf("tree A's own temp dir: output %q, want it writable", out.Text)
-	}
-	// Control: the same write from an unconfined process goes through.
-	if err := os.WriteFile(planted, []byte("x"), 0o600); err != nil {
-		t.Errorf("control: the host cannot write %s: %v", planted, err)
 	}
 }
 
