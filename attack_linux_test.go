@@ -1,6 +1,7 @@
 package agentproc_test
 
 import (
+	"bytes"
 	"fmt"
 	"os"
 	"os/exec"
@@ -10,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -200,6 +202,25 @@ func helperAttackProbe() int {
 						_, err = unix.Write(p[1], []byte("x"))
 					}
 				}
+			}
+		}
+	case "shmread":
+		// Attach another process's System V shared memory segment by id.
+		id, _ := strconv.Atoi(arg)
+		var mem []byte
+		if mem, err = unix.SysvShmAttach(id, 0, unix.SHM_RDONLY); err == nil {
+			fmt.Printf("%s\n", bytes.TrimRight(mem[:64], "\x00"))
+			_ = unix.SysvShmDetach(mem)
+		}
+	case "mqopen":
+		// Open another process's POSIX message queue by name.
+		var name *byte
+		if name, err = unix.BytePtrFromString(arg); err == nil {
+			fd, _, errno := unix.Syscall6(unix.SYS_MQ_OPEN, uintptr(unsafe.Pointer(name)), uintptr(unix.O_RDWR), 0, 0, 0, 0)
+			if errno != 0 {
+				err = errno
+			} else {
+				_ = unix.Close(int(fd))
 			}
 		}
 	case "openwrite":

@@ -62,6 +62,11 @@ const (
 	detachSegEnv    = "AGENTPROC_DETACH_SEGBYTES"
 	detachIDEnv     = "AGENTPROC_DETACH_ID"  // the marker's value, given to the shell only
 	detachOOMEnv    = "AGENTPROC_DETACH_OOM" // the oom_score_adj to raise the tree to, if any
+	// detachEnvPrefix carries the shell's environment through the runner's:
+	// variable i of it is detachEnvPrefix+i+"="+"KEY=VALUE". The runner,
+	// unconfined, runs with its own variables and PATH only, so that no
+	// variable of the tree's (LD_PRELOAD, GODEBUG, GOTRACEBACK…) acts on it.
+	detachEnvPrefix = "AGENTPROC_DETACH_ENV_"
 	// detachDirFD is the runner's descriptor of its output dir.
 	detachDirFD = 3
 	// detachHeadSegs segments are the head; the tail is the last two.
@@ -274,10 +279,14 @@ func (m *Manager) startRunner(req Request, id, command, dir string, env []string
 	fail := func(step string, err error) (*exec.Cmd, hostIdentity, error) {
 		return nil, hostIdentity{}, xerrors.Errorf(prefixFor(err)+"%s: %w", step, err)
 	}
-	runnerEnv := make([]string, 0, len(env)+4)
-	for _, kv := range env {
-		if !strings.HasPrefix(kv, MarkerEnv+"=") {
-			runnerEnv = append(runnerEnv, kv)
+	runnerEnv := make([]string, 0, len(env)+5)
+	for i, kv := range env {
+		if strings.HasPrefix(kv, MarkerEnv+"=") {
+			continue
+		}
+		runnerEnv = append(runnerEnv, detachEnvPrefix+strconv.Itoa(i)+"="+kv)
+		if strings.HasPrefix(kv, "PATH=") {
+			runnerEnv = append(runnerEnv, kv) // to find the shell
 		}
 	}
 	runnerEnv = append(runnerEnv,

@@ -66,15 +66,16 @@ func runDetached(argv []string) int {
 			fmt.Fprintln(os.Stderr, "agentproc runner: raise oom_score_adj:", err)
 		}
 	}
+	// The shell's environment comes in detachEnvPrefix variables, in
+	// order; the runner's own are not passed on.
 	env := make([]string, 0, len(os.Environ())+1)
 	for _, kv := range os.Environ() {
 		k, v, _ := strings.Cut(kv, "=")
-		switch k {
-		case detachRunnerEnv, detachSegEnv, detachOOMEnv, detachSandboxEnv:
-		case detachIDEnv:
+		switch {
+		case strings.HasPrefix(k, detachEnvPrefix):
+			env = append(env, v)
+		case k == detachIDEnv:
 			env = append(env, MarkerEnv+"="+v)
-		default:
-			env = append(env, kv)
 		}
 	}
 	var sbx *sandboxBuilt

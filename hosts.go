@@ -250,6 +250,8 @@ func DenialHint(d Denial) string {
 		return "add the host's IP address or CIDR to allow_hosts (the name " + host + " resolves to a private address)"
 	case strings.HasPrefix(d.Rule, "resolves to"):
 		return "none: the proxy never connects to such an address"
+	case d.Rule == egress.RuleTooManyConns:
+		return "open fewer connections to the proxy at once"
 	case d.Rule == egress.RuleNotListed, d.Rule == egress.RulePortNotAllowed:
 		return "add `" + d.Target + "` to allow_hosts"
 	}

@@ -25,6 +25,9 @@ const (
 	// dialEnv makes it connect to the port it names, print "dialed" and
 	// exit.
 	dialEnv = "AGENTPROC_TEST_DIAL"
+	// unixDialEnv makes it connect to the Unix socket it names and exit
+	// at once, without writing.
+	unixDialEnv = "AGENTPROC_TEST_UNIX_DIAL"
 	// pidFileEnv makes it write its PID and a newline to the file it
 	// names, then wait to be killed: a process left running, found by PID,
 	// where the shell cannot say its own PID (cmd.exe).
@@ -56,6 +59,13 @@ func TestMain(m *testing.M) {
 		}
 		c.Close()
 		fmt.Println("dialed")
+		os.Exit(0)
+	}
+	if path := os.Getenv(unixDialEnv); path != "" {
+		if _, err := net.Dial("unix", path); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(2)
+		}
 		os.Exit(0)
 	}
 	if path := os.Getenv(pidFileEnv); path != "" {

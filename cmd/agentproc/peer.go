@@ -53,7 +53,7 @@ func refuseConfinedPeers(srv *http.Server) {
 
 // confinedPeer returns why the peer of c is refused, "" when it is not.
 func confinedPeer(c *net.UnixConn) string {
-	pid, err := peerPID(c)
+	pid, gone, err := peerPID(c)
 	if errors.Is(err, errors.ErrUnsupported) {
 		return ""
 	}
@@ -61,11 +61,17 @@ func confinedPeer(c *net.UnixConn) string {
 		return "its process is unknown: " + err.Error()
 	}
 	why, err := agentproc.MoreConfined(pid)
+	// After the check: a peer that exited before it (a tree's process that
+	// connected, then left its PID to an unconfined one) was not what
+	// MoreConfined read.
+	exited := gone()
 	switch {
 	case errors.Is(err, errors.ErrUnsupported):
 		return ""
 	case err != nil:
 		return err.Error()
+	case why == "" && exited:
+		return "the process that connected is gone (its PID may name another process now)"
 	}
 	return why
 }

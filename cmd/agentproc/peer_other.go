@@ -9,4 +9,4 @@ import (
 
 // peerPID is unsupported here: agentproc's sandbox is enforced and
 // verified on Linux only (see agentproc.MoreConfined).
-func peerPID(*net.UnixConn) (int, error) { return 0, errors.ErrUnsupported }
+func peerPID(*net.UnixConn) (int, func() bool, error) { return 0, nil, errors.ErrUnsupported }

@@ -256,6 +256,7 @@ func SeccompFilter(rules SeccompRules) []unix.SockFilter {
 	calls := []seccompCall{
 		{unix.SYS_SOCKET, "socket"}, {unix.SYS_SOCKETPAIR, "socket"},
 		{unix.SYS_IOCTL, "ioctl"}, {unix.SYS_PERSONALITY, "personality"},
+		{unix.SYS_PRLIMIT64, "prlimit"},
 	}
 	for _, nr := range append(slices.Clone(seccompRefusedCalls), seccompArchRefusedCalls...) {
 		calls = append(calls, seccompCall{nr, "deny"})
@@ -375,6 +376,17 @@ func SeccompFilter(rules SeccompRules) []unix.SockFilter {
 		a.arg(c.mode)
 		a.jump(bpfJset, unix.S_ISUID|unix.S_ISGID, "deny", "allow")
 	}
+	// prlimit64(pid, resource, new, old): another process's limits only
+	// read. Setting them needs no capability for a process of the same
+	// user, and Landlock has no hook there: a tree lowered the host's
+	// RLIMIT_CPU below the time it had used, and the kernel killed it.
+	a.label("prlimit")
+	a.arg(0)
+	a.jump(bpfJeq, 0, "allow", "")
+	a.arg(2)
+	a.jump(bpfJeq, 0, "", "deny")
+	a.op(bpfLdAbs, offArgLow+8*2+4) // the pointer's high half
+	a.jump(bpfJeq, 0, "allow", "deny")
 	// The verdicts last: classic BPF jumps forward only.
 	a.label("allow")
 	a.op(bpfRet, secAllow)

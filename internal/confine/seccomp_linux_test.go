@@ -74,7 +74,7 @@ func TestSeccompFilter(t *testing.T) {
 	}
 	byArgs := map[uint32]bool{unix.SYS_SOCKET: true, unix.SYS_SOCKETPAIR: true, unix.SYS_IOCTL: true, unix.SYS_PERSONALITY: true,
 		unix.SYS_LISTEN: true, unix.SYS_SENDTO: true, unix.SYS_SENDMSG: true, unix.SYS_SENDMMSG: true, unix.SYS_SETSOCKOPT: true,
-		unix.SYS_OPENAT2: true}
+		unix.SYS_OPENAT2: true, unix.SYS_PRLIMIT64: true}
 	for _, c := range append(slices.Clone(seccompModeCalls), seccompArchModeCalls...) {
 		byArgs[c.nr] = true
 	}
@@ -118,6 +118,11 @@ func TestSeccompFilter(t *testing.T) {
 			args             [6]uint64
 			none, ports, own uint32 // the verdict under each row
 		}{
+			// Limits: the caller's set, another process's read only.
+			{unix.SYS_PRLIMIT64, [6]uint64{0, unix.RLIMIT_NOFILE, 0x7ffc00001000, 0}, secAllow, secAllow, secAllow},
+			{unix.SYS_PRLIMIT64, [6]uint64{1234, unix.RLIMIT_NOFILE, 0, 0x7ffc00001000}, secAllow, secAllow, secAllow},
+			{unix.SYS_PRLIMIT64, [6]uint64{1234, unix.RLIMIT_CPU, 0x7ffc00001000, 0}, secDeny, secDeny, secDeny},
+			{unix.SYS_PRLIMIT64, [6]uint64{1234, unix.RLIMIT_CPU, 0x7ffc00000000, 0}, secDeny, secDeny, secDeny},
 			// No set-user-ID or set-group-ID bit, made or changed.
 			{unix.SYS_FCHMODAT, a3(3, 0, 0o4755), secDeny, secDeny, secDeny},
 			{unix.SYS_FCHMODAT, a3(3, 0, 0o755), secAllow, secAllow, secAllow},

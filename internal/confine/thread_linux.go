@@ -44,16 +44,23 @@ func DropCapabilities(lastCap int) error {
 	return nil
 }
 
-// Thread joins the network namespace netns (-1: stay in the host's) and
-// confines the calling thread: no_new_privs, inNetns if not nil, the
+// Thread joins the network namespace netns (-1: stay in the host's), with
+// ownIPC unshares an IPC namespace of the thread's own, and confines the
+// calling thread: no_new_privs, inNetns if not nil, the
 // Landlock ruleset (-1: none), the seccomp filter (nil: none). The order
 // is forced: setns needs the capabilities no_new_privs keeps but the
 // seccomp filter refuses it, and Landlock and seccomp need no_new_privs
-// (Landlock without CAP_SYS_ADMIN, which the tree must not keep).
-func Thread(netns int, inNetns func() error, ruleset int, filter []unix.SockFilter) error {
+// (Landlock without CAP_SYS_ADMIN, which the tree must not keep); so do
+// unshare's.
+func Thread(netns int, ownIPC bool, inNetns func() error, ruleset int, filter []unix.SockFilter) error {
 	if netns >= 0 {
 		if err := unix.Setns(netns, unix.CLONE_NEWNET); err != nil {
 			return xerrors.Errorf("join network namespace: %w", err)
+		}
+	}
+	if ownIPC {
+		if err := unix.Unshare(unix.CLONE_NEWIPC); err != nil {
+			return xerrors.Errorf("unshare ipc: %w", err)
 		}
 	}
 	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {

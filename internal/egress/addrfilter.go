@@ -12,8 +12,15 @@ import (
 // included (this project's machines resolve the package registries into
 // one), is dialled when the list allows the target.
 
-// metadataAddr is the cloud instance metadata service.
-var metadataAddr = netip.MustParseAddr("169.254.169.254")
+// metadataAddrs are the cloud instance metadata services: 169.254.169.254
+// (most clouds; link-local anyway), Alibaba Cloud's 100.100.100.200 (in the
+// shared address space, otherwise dialled) and AWS's IPv6 fd00:ec2::254 (in
+// a private range an operator may list).
+var metadataAddrs = map[netip.Addr]bool{
+	netip.MustParseAddr("169.254.169.254"): true,
+	netip.MustParseAddr("100.100.100.200"): true,
+	netip.MustParseAddr("fd00:ec2::254"):   true,
+}
 
 // nat64 is the well-known NAT64 prefix: an address in it reaches the IPv4
 // address in its last 32 bits where a NAT64 gateway exists.
@@ -35,7 +42,7 @@ func alwaysRefused(a netip.Addr) string {
 	switch {
 	case a.IsLoopback():
 		return "a loopback address"
-	case a == metadataAddr:
+	case metadataAddrs[a]:
 		return "the cloud metadata address"
 	case a.IsMulticast(), a == netip.AddrFrom4([4]byte{255, 255, 255, 255}):
 		return "a multicast address"
@@ -68,7 +75,10 @@ func (g *AddrFilter) Check(a netip.Addr, l *List) string {
 	if r := alwaysRefused(a); r != "" {
 		return "resolves to " + r
 	}
-	if g.isLocal(a) {
+	switch local, known := g.isLocal(a); {
+	case !known:
+		return "resolves to an address the proxy cannot check (this host's addresses are unreadable)"
+	case local:
 		return "resolves to an address of this host"
 	}
 	if a.IsPrivate() && !l.NamesPrivate(a) {
@@ -77,7 +87,11 @@ func (g *AddrFilter) Check(a netip.Addr, l *List) string {
 	return ""
 }
 
-func (g *AddrFilter) isLocal(a netip.Addr) bool {
+// isLocal reports whether a is an address of this host; known is false
+// when the host's addresses were never read. A failed read (EMFILE, which
+// a tree holding many connections can cause) keeps the last addresses
+// read rather than take "none" for an answer.
+func (g *AddrFilter) isLocal(a netip.Addr) (local, known bool) {
 	now := time.Now
 	if g.Now != nil {
 		now = g.Now
@@ -88,26 +102,36 @@ func (g *AddrFilter) isLocal(a netip.Addr) bool {
 	if stale && !g.reading {
 		g.reading = true
 		g.mu.Unlock()
-		local := g.readLocal()
+		fresh := g.readLocal()
 		g.mu.Lock()
-		g.local, g.readAt, g.reading = local, t, false
+		if fresh != nil {
+			g.local, g.readAt = fresh, t
+		}
+		g.reading = false
 	}
-	local := g.local
+	addrs := g.local
 	g.mu.Unlock()
-	if local == nil {
-		// Read in flight elsewhere on the very first call: read it here
-		// too rather than let an address through unchecked.
-		local = g.readLocal()
+	if addrs == nil {
+		// Read in flight elsewhere on the very first call, or every read
+		// failed: read it here too rather than let an address through
+		// unchecked.
+		if addrs = g.readLocal(); addrs == nil {
+			return false, false
+		}
 	}
-	return local[a]
+	return addrs[a], true
 }
 
+// readLocal reads the host's addresses; nil when they cannot be read.
 func (g *AddrFilter) readLocal() map[netip.Addr]bool {
 	read := g.LocalAddrs
 	if read == nil {
 		read = interfaceAddrs
 	}
-	addrs, _ := read()
+	addrs, err := read()
+	if err != nil {
+		return nil
+	}
 	out := make(map[netip.Addr]bool, len(addrs))
 	for _, a := range addrs {
 		out[a.Unmap().WithZone("")] = true

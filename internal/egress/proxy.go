@@ -40,6 +40,7 @@ const (
 	RuleNotProxyForm    = "not a proxy request (HTTPS must use CONNECT)"
 	RulePortNotAllowed  = "port not allowed for this host"
 	RuleUnknownProtocol = "not a protocol the proxy relays (HTTP CONNECT, plain HTTP, SOCKS5)"
+	RuleTooManyConns    = "too many connections to the proxy at once"
 )
 
 // Resolver looks names up (net.Resolver has this method).
@@ -63,6 +64,8 @@ type Proxy struct {
 	dial        func(ctx context.Context, network, addr string) (net.Conn, error)
 	filter      *AddrFilter
 	dialTimeout time.Duration
+	headTimeout time.Duration
+	maxConns    int
 
 	mu     sync.Mutex
 	lns    map[*Listener]struct{}
@@ -79,6 +82,12 @@ type Config struct {
 	AddrFilter *AddrFilter
 	// DialTimeout bounds a lookup and its dials; 0 means 30 s.
 	DialTimeout time.Duration
+	// HeadTimeout bounds how long a client may take, from its connection,
+	// to send its request (or SOCKS handshake); 0 means 60 s.
+	HeadTimeout time.Duration
+	// MaxConns bounds the connections one listener holds at once; those
+	// past it are closed at once. 0 means 256.
+	MaxConns int
 }
 
 // ErrClosed is returned by Serve after Close.
@@ -87,7 +96,7 @@ var ErrClosed = errors.New("egress: proxy closed")
 // New returns a proxy with no listener.
 func New(cfg Config) *Proxy {
 	p := &Proxy{resolver: cfg.Resolver, dial: cfg.Dial, filter: cfg.AddrFilter, dialTimeout: cfg.DialTimeout,
-		lns: map[*Listener]struct{}{}}
+		headTimeout: cfg.HeadTimeout, maxConns: cfg.MaxConns, lns: map[*Listener]struct{}{}}
 	if p.resolver == nil {
 		p.resolver = net.DefaultResolver
 	}
@@ -101,6 +110,12 @@ func New(cfg Config) *Proxy {
 	if p.dialTimeout <= 0 {
 		p.dialTimeout = 30 * time.Second
 	}
+	if p.headTimeout <= 0 {
+		p.headTimeout = defaultHeadTimeout
+	}
+	if p.maxConns <= 0 {
+		p.maxConns = defaultMaxConns
+	}
 	return p
 }
 
@@ -110,16 +125,40 @@ type Listener struct {
 	ln  net.Listener
 	pol Policy
 
-	mu     sync.Mutex
-	conns  map[net.Conn]struct{}
-	closed bool
-	wg     sync.WaitGroup
+	mu      sync.Mutex
+	conns   map[net.Conn]struct{}
+	closed  bool
+	wg      sync.WaitGroup
+	clients counter // the client connections being served
+}
+
+// counter counts up to a bound.
+type counter struct {
+	mu       sync.Mutex
+	n, bound int
+}
+
+// take adds one unless that would pass the bound.
+func (c *counter) take() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.n >= c.bound {
+		return false
+	}
+	c.n++
+	return true
+}
+
+func (c *counter) done() {
+	c.mu.Lock()
+	c.n--
+	c.mu.Unlock()
 }
 
 // Serve serves ln with pol until the Listener or the Proxy is closed; it
 // takes ln over (closing the Listener closes ln).
 func (p *Proxy) Serve(ln net.Listener, pol Policy) (*Listener, error) {
-	l := &Listener{p: p, ln: ln, pol: pol, conns: map[net.Conn]struct{}{}}
+	l := &Listener{p: p, ln: ln, pol: pol, conns: map[net.Conn]struct{}{}, clients: counter{bound: p.maxConns}}
 	p.mu.Lock()
 	if p.closed {
 		p.mu.Unlock()
@@ -206,9 +245,17 @@ func (l *Listener) accept() {
 		if !l.track(c) {
 			continue
 		}
+		if !l.clients.take() {
+			// Past the bound: closed before anything is read, so that a
+			// tree cannot hold the host's descriptors and memory.
+			l.deny("connect", c.LocalAddr().String(), RuleTooManyConns)
+			l.untrack(c)
+			continue
+		}
 		l.wg.Add(1)
 		go func() {
 			defer l.wg.Done()
+			defer l.clients.done()
 			defer l.untrack(c)
 			l.serve(c)
 		}()
@@ -223,14 +270,15 @@ func (l *Listener) deny(op string, t string, rule string) {
 
 // serve reads the first byte: SOCKS5 begins with 5, HTTP with a method.
 func (l *Listener) serve(c net.Conn) {
+	// A client that sends nothing is not kept: its request (or SOCKS
+	// handshake) must come within headTimeout, counted from the
+	// connection, its first byte included; tunnels have no deadline.
+	_ = c.SetReadDeadline(time.Now().Add(l.p.headTimeout))
 	br := bufio.NewReaderSize(c, 32<<10)
 	first, err := br.Peek(1)
 	if err != nil {
 		return
 	}
-	// A client that sends nothing more is not kept: its request (or SOCKS
-	// handshake) must come within headTimeout; tunnels have no deadline.
-	_ = c.SetReadDeadline(time.Now().Add(headTimeout))
 	switch {
 	case first[0] == 5:
 		l.socks(c, br)
@@ -242,8 +290,15 @@ func (l *Listener) serve(c net.Conn) {
 	}
 }
 
-// headTimeout bounds how long a client may take to send its request.
-const headTimeout = 60 * time.Second
+// defaultHeadTimeout bounds how long a client may take to send its
+// request.
+const defaultHeadTimeout = 60 * time.Second
+
+// defaultMaxConns bounds a listener's connections at once: far more than
+// a package manager opens (npm keeps 15 a host, pip 10), far fewer than
+// the descriptors and memory of the host's process a tree could otherwise
+// hold (each costs two descriptors and about 40 KiB).
+const defaultMaxConns = 256
 
 // refusal is a connection check that failed: a denial (rule set) or an
 // error reaching an allowed target.
@@ -562,7 +617,7 @@ func (l *Listener) tunnel(c net.Conn, br *bufio.Reader, up net.Conn, t Target) {
 			rule = RuleUnreadableHello
 		case sni != "":
 			if _, lit := t.Addr(); !lit && !strings.EqualFold(strings.TrimSuffix(sni, "."), t.Host) {
-				rule = RuleServerName + " (" + sni + ")"
+				rule = RuleServerName + " (" + printable(sni) + ")"
 			}
 		}
 		if rule != "" {
@@ -571,7 +626,11 @@ func (l *Listener) tunnel(c net.Conn, br *bufio.Reader, up net.Conn, t Target) {
 			<-back
 			return
 		}
-	} else if looksLikeHTTP(br) {
+	} else if n, ok := looksLikeHTTP(br); ok {
+		// Blank lines before a request line are skipped by servers (RFC
+		// 9112 section 2.2; squid, nginx and Apache do): a CONNECT after
+		// them would otherwise pass as raw bytes to a proxy on t.
+		_, _ = br.Discard(n)
 		l.relayHTTP(c, br, up, t, nil, back)
 		return
 	}
@@ -579,23 +638,71 @@ func (l *Listener) tunnel(c net.Conn, br *bufio.Reader, up net.Conn, t Target) {
 	<-back
 }
 
-// looksLikeHTTP reports whether br starts with an HTTP request line's
-// method and a space.
-func looksLikeHTTP(br *bufio.Reader) bool {
-	for n := 1; n <= 16; n++ {
-		b, err := br.Peek(n)
+// looksLikeHTTP reports whether br starts with an HTTP/1 request line
+// ("token SP target SP HTTP/"), after blank bytes (CR, LF, space, tab)
+// that a lenient server skips; n is how many of those come first. Any
+// token is a method: a lenient proxy on the tunnel's host answers an
+// unknown one and reads the next request, which must not be a CONNECT it
+// relays unread. Separators may be runs of blanks (squid's relaxed
+// parser takes them), "HTTP/" any case. The look reads only as far as the
+// bytes could still begin a request line: the first byte that cannot
+// ends it, so a binary or server-first protocol is never kept waiting;
+// a buffer full of such a prefix counts as HTTP (the request parsing
+// then refuses it).
+func looksLikeHTTP(br *bufio.Reader) (n int, ok bool) {
+	blank := func(c byte) bool { return c == ' ' || c == '\t' || c == '\v' || c == '\f' }
+	const (
+		method = iota
+		afterMethod
+		target
+		afterTarget
+	)
+	state, version := method, 0
+	for i := 0; ; i++ {
+		b, err := br.Peek(i + 1)
+		if errors.Is(err, bufio.ErrBufferFull) {
+			return n, i > 0
+		}
 		if err != nil {
-			return false
+			return 0, false
 		}
-		ch := b[n-1]
-		if ch == ' ' {
-			return n > 1
-		}
-		if ch < 'A' || ch > 'Z' {
-			return false
+		c := b[i]
+		switch {
+		case state == method && i == n && (c == '\r' || c == '\n' || blank(c)):
+			n++ // blank bytes before the request line
+		case state == method && i > n && blank(c):
+			state = afterMethod
+		case state == method:
+			if !isTokenByte(c) {
+				return 0, false
+			}
+		case state == afterMethod && blank(c), state == afterTarget && blank(c) && version == 0:
+		case state == afterMethod, state == target && !blank(c):
+			if c <= ' ' || c == 0x7f {
+				return 0, false
+			}
+			state = target
+		case state == target:
+			state = afterTarget
+		default: // afterTarget, in "HTTP/"
+			if c|0x20 != "http/"[version] && c != "HTTP/"[version] {
+				return 0, false
+			}
+			if version++; version == len("HTTP/") {
+				return n, true
+			}
 		}
 	}
-	return false
+}
+
+// isTokenByte reports whether c may be part of an HTTP token (RFC 9110
+// 5.6.2), such as a method.
+func isTokenByte(c byte) bool {
+	switch {
+	case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9':
+		return true
+	}
+	return strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0
 }
 
 // peekServerName returns the server name of the TLS ClientHello at the
@@ -762,7 +869,7 @@ func (l *Listener) socks(c net.Conn, br *bufio.Reader) {
 		return
 	}
 	port := binary.BigEndian.Uint16(pb)
-	target := joinHostPort(host, port)
+	target := joinHostPort(printable(host), port)
 	if req[1] != 1 {
 		l.deny("connect", target, RuleSOCKSCommand)
 		socksReply(c, 7) // command not supported
@@ -787,6 +894,23 @@ func (l *Listener) socks(c net.Conn, br *bufio.Reader) {
 	_ = c.SetReadDeadline(time.Time{})
 	socksReply(c, 0)
 	l.tunnel(c, br, up, t)
+}
+
+// printable is a name a client sent, for a denial: a model and an
+// operator read denials as the sandbox's words (llmtool's blocked:
+// section), so what is not printable ASCII is escaped (no line of the
+// client's own) and more than a DNS name's 253 bytes is cut.
+func printable(s string) string {
+	if len(s) > 253 {
+		s = s[:253] + "..."
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < 0x20 || s[i] >= 0x7f {
+			q := strconv.QuoteToASCII(s)
+			return q[1 : len(q)-1]
+		}
+	}
+	return s
 }
 
 func socksReply(c net.Conn, code byte) {

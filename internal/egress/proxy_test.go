@@ -42,8 +42,8 @@ func (n *fakeNet) dial(ctx context.Context, network, addr string) (net.Conn, err
 	ap := netip.MustParseAddrPort(addr)
 	n.mu.Lock()
 	n.dialed = append(n.dialed, addr)
-	n.mu.Unlock()
 	real, ok := n.origins[ap.Port()]
+	n.mu.Unlock()
 	if !ok || ap.Addr() != originAddr {
 		return nil, errors.New("fake network: unreachable " + addr)
 	}
