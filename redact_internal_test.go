@@ -22,12 +22,18 @@ var redactTestSecrets = []secretEntry{
 	{"UNI", "clé-secrète-ü"},
 }
 
+// newTestRedactor returns a redactor of s writing to out, counting in
+// count.
+func newTestRedactor(s *redactSet) (r *redactor, out *bytes.Buffer, count *atomic.Int64) {
+	out, count = new(bytes.Buffer), new(atomic.Int64)
+	r = redaction{sets: [2]*redactSet{s}, count: count}.newRedactor(func(p []byte) { out.Write(p) })
+	return r, out, count
+}
+
 // runRedact feeds in through a fresh stage of s in writes of the given
 // sizes (cycled) and returns the output and the count.
 func runRedact(s *redactSet, in []byte, sizes []int) (string, int64) {
-	var out bytes.Buffer
-	var count atomic.Int64
-	r := redaction{sets: [2]*redactSet{s}, count: &count}.newRedactor(func(p []byte) { out.Write(p) })
+	r, out, count := newTestRedactor(s)
 	for i := 0; len(in) > 0; i++ {
 		n := min(len(in), max(1, sizes[i%len(sizes)]))
 		r.write(in[:n])
@@ -199,9 +205,7 @@ func TestRedactForms(t *testing.T) {
 func TestRedactHoldsOnlyWhatCouldBeginASecret(t *testing.T) {
 	t.Parallel()
 	s := newRedactSet(redactTestSecrets)
-	var out bytes.Buffer
-	var count atomic.Int64
-	r := redaction{sets: [2]*redactSet{s}, count: &count}.newRedactor(func(p []byte) { out.Write(p) })
+	r, out, _ := newTestRedactor(s)
 	secret := redactTestSecrets[0].value
 	r.write([]byte("token: " + secret[:20]))
 	if got, want := out.String(), "token: "; got != want {
@@ -398,9 +402,7 @@ func TestRedactThroughEscapes(t *testing.T) {
 func TestRedactThroughEscapesHoldsOnlyAPrefix(t *testing.T) {
 	t.Parallel()
 	s := newRedactSet(redactTestSecrets)
-	var out bytes.Buffer
-	var count atomic.Int64
-	r := redaction{sets: [2]*redactSet{s}, count: &count}.newRedactor(func(p []byte) { out.Write(p) })
+	r, out, _ := newTestRedactor(s)
 	secret := redactTestSecrets[0].value
 	r.write([]byte("\x1b[1mtoken:\x1b[0m " + secret[:6] + "\x1b[3"))
 	if got, want := out.String(), "\x1b[1mtoken:\x1b[0m "; got != want {
@@ -495,9 +497,7 @@ func TestRedactWrapped(t *testing.T) {
 func TestRedactThroughEscapesMemoryBounded(t *testing.T) {
 	t.Parallel()
 	s := newRedactSet(redactTestSecrets)
-	var out bytes.Buffer
-	var count atomic.Int64
-	r := redaction{sets: [2]*redactSet{s}, count: &count}.newRedactor(func(p []byte) { out.Write(p) })
+	r, out, _ := newTestRedactor(s)
 	shown := r.stages[1]
 	secret := redactTestSecrets[0].value
 	r.write([]byte("x " + secret[:6]))
@@ -527,9 +527,7 @@ func TestRedactLineEndNotHeld(t *testing.T) {
 				continue
 			}
 			for n := 1; n <= 3; n++ {
-				var out bytes.Buffer
-				var count atomic.Int64
-				r := redaction{sets: [2]*redactSet{s}, count: &count}.newRedactor(func(p []byte) { out.Write(p) })
+				r, out, _ := newTestRedactor(s)
 				in := "done: " + f.text[:n] + "\n"
 				r.write([]byte(in))
 				if got := out.String(); got != in {
