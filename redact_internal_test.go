@@ -325,6 +325,9 @@ func TestRedactMemoryBounded(t *testing.T) {
 				t.Fatalf("held %d bytes (cap %d, edge cap %d), want fewer than the longest form, %d",
 					len(st.carry), cap(st.carry), cap(st.edge), s.maxLen)
 			}
+			if shown := r.stages[1]; len(shown.carry) > s.window || cap(shown.edge) > 4*s.window {
+				t.Fatalf("the shown stage held %d bytes (edge cap %d), want at most %d", len(shown.carry), cap(shown.edge), s.window)
+			}
 		}
 	}
 }
