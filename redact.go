@@ -2,6 +2,7 @@ package agentproc
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/base64"
 	"encoding/binary"
 	"encoding/hex"
@@ -734,12 +735,13 @@ type redactStage struct {
 	prevBuf [wrapGap]byte
 
 	// A shown stage matches text, the bytes of carry+p outside escape
-	// sequences; at[j] is where text[j] is in them. While a scan runs on
-	// text, orig is carry+p and opos how much of it is emitted.
+	// sequences; runs says where each run of text is in them. While a
+	// scan runs on text, orig is carry+p and opos how much of it is
+	// emitted.
 	shown bool
 	esc   escState // the parser's state where carry (or the next write) begins
 	text  []byte
-	at    []int32
+	runs  []textRun
 	orig  []byte
 	opos  int
 }
@@ -835,7 +837,7 @@ func (st *redactStage) dropHeldEscapes() {
 // emitted. It returns the parser's state after data.
 func (st *redactStage) scanShown(data []byte, final bool) escState {
 	var end escState
-	st.text, st.at, end = stripEscapes(data, st.esc, st.text[:0], st.at[:0])
+	st.text, st.runs, end = stripEscapes(data, st.esc, st.text[:0], st.runs[:0])
 	st.orig, st.opos = data, 0
 	st.scan(st.text, len(st.text), true, final)
 	st.orig = nil
@@ -941,8 +943,8 @@ func (st *redactStage) release(data []byte, pos, to int) int {
 		return to
 	}
 	o := len(st.orig)
-	if to < len(st.at) {
-		o = int(st.at[to])
+	if to < len(st.text) {
+		o = st.origAt(to)
 	}
 	st.out(st.orig[st.opos:o])
 	st.opos = o
@@ -953,8 +955,21 @@ func (st *redactStage) release(data []byte, pos, to int) int {
 // the bytes of orig up to just after its last shown byte.
 func (st *redactStage) skip(end int) {
 	if st.orig != nil {
-		st.opos = int(st.at[end-1]) + 1
+		st.opos = st.origAt(end-1) + 1
 	}
+}
+
+// textRun is a run of shown bytes: text[text:] begins at orig[orig:],
+// up to the next run.
+type textRun struct{ text, orig int }
+
+// origAt returns where text[j] is in orig.
+func (st *redactStage) origAt(j int) int {
+	k, found := slices.BinarySearchFunc(st.runs, j, func(r textRun, j int) int { return cmp.Compare(r.text, j) })
+	if !found {
+		k--
+	}
+	return st.runs[k].orig + j - st.runs[k].text
 }
 
 // out emits p unless it is empty.
@@ -995,50 +1010,50 @@ const (
 )
 
 // stripEscapes appends to text the bytes of data a terminal shows (those
-// outside escape sequences) and to at their offsets in data, parsing from
-// state; it returns the state after data. ESC, intermediates
+// outside escape sequences) and to runs where each run of them is in
+// data, parsing from state; it returns the state after data. ESC, intermediates
 // (0x20-0x2F) and a final byte (0x30-0x7E) make an escape sequence;
 // "ESC [", parameters and intermediates (0x20-0x3F) and a final byte
 // (0x40-0x7E) a control sequence (colours, cursor moves). Any other byte
 // ends the sequence and is shown: a malformed sequence swallows no text.
 // The payload of a string sequence (OSC, DCS: a title, a hyperlink's
 // URL) is text here, so a secret inside one is still found.
-func stripEscapes(data []byte, state escState, text []byte, at []int32) ([]byte, []int32, escState) {
-	for i, c := range data {
-		switch state {
-		case escEscape:
-			switch {
-			case c == 0x1b:
-				continue
-			case c == '[':
-				state = escCSI
-				continue
-			case c >= 0x20 && c <= 0x2f:
-				continue
-			case c >= 0x30 && c <= 0x7e:
-				state = escGround
-				continue
+func stripEscapes(data []byte, state escState, text []byte, runs []textRun) ([]byte, []textRun, escState) {
+	for i := 0; i < len(data); {
+		if state == escGround {
+			// Text runs to the next ESC: copied whole.
+			j := bytes.IndexByte(data[i:], 0x1b)
+			if j < 0 {
+				j = len(data)
+			} else {
+				j += i
 			}
-			state = escGround
-		case escCSI:
-			switch {
-			case c == 0x1b:
+			if j > i {
+				runs = append(runs, textRun{len(text), i})
+				text = append(text, data[i:j]...)
+			}
+			if j < len(data) {
 				state = escEscape
-				continue
-			case c >= 0x20 && c <= 0x3f:
-				continue
-			case c >= 0x40 && c <= 0x7e:
-				state = escGround
-				continue
 			}
-			state = escGround
-		}
-		if c == 0x1b {
-			state = escEscape
+			i = j + 1
 			continue
 		}
-		text = append(text, c)
-		at = append(at, int32(i))
+		c := data[i]
+		switch {
+		case c == 0x1b:
+			state = escEscape
+		case state == escEscape && c == '[':
+			state = escCSI
+		case c >= 0x20 && c <= 0x2f, state == escCSI && c <= 0x3f && c >= 0x30:
+			// An intermediate, or a parameter.
+		case c >= 0x30 && c <= 0x7e && (state == escEscape || c >= 0x40):
+			state = escGround // the final byte
+		default:
+			// Not a sequence's byte: it ends the sequence and is shown.
+			state = escGround
+			continue
+		}
+		i++
 	}
-	return text, at, state
+	return text, runs, state
 }
