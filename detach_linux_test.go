@@ -393,11 +393,15 @@ func TestDetachEvents(t *testing.T) {
 // runner kills only the shell's group and gives up on the pipe after its
 // drain; before, the exit was published with the escapee running on, and
 // a Stop after it (not running) left it there.
-func TestDetachEscapeeSweptAtExit(t *testing.T) {
-	t.Parallel()
-	m := newManager(t, agentproc.WithStateDir(t.TempDir()))
-	fifo := makeFIFOs(t, 1)[0]
-	p := mustStart(t, m, agentproc.Request{
+// startEscapee starts under m a detached shell that leaves a setsid
+// escapee (sleep) holding the output pipe and exits once fifo is written.
+// It returns when the escapee runs sleep (its own session, out of reach
+// of the runner's kill of the shell's group), with a pidfd pinning it;
+// the escapee is killed at cleanup.
+func startEscapee(t *testing.T, m *agentproc.Manager) (p *agentproc.Process, fifo string, escapee, fd int) {
+	t.Helper()
+	fifo = makeFIFOs(t, 1)[0]
+	p = mustStart(t, m, agentproc.Request{
 		Command: `exec 3<>` + fifo + `; setsid sleep 60 & echo $!; read -r x <&3; exit 0`,
 		Detach:  true,
 	})
@@ -406,20 +410,17 @@ func TestDetachEscapeeSweptAtExit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var escapee int
 	if _, err := fmt.Sscan(line, &escapee); err != nil {
 		t.Fatal(err)
 	}
-	fd := pinPIDs(t, []int{escapee})[0]
+	fd = pinPIDs(t, []int{escapee})[0]
 	t.Cleanup(func() { _ = unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0) })
-	// Released once the escapee runs sleep (setsid has made its session):
-	// the runner's kill of the shell's group cannot reach it.
 	tick := time.NewTicker(time.Millisecond)
 	defer tick.Stop()
 	for {
 		cmdline, _ := agentproc.ProcFile(escapee, "cmdline")
 		if strings.HasPrefix(string(cmdline), "sleep\x00") {
-			break
+			return p, fifo, escapee, fd
 		}
 		select {
 		case <-ctx.Done():
@@ -427,6 +428,12 @@ func TestDetachEscapeeSweptAtExit(t *testing.T) {
 		case <-tick.C:
 		}
 	}
+}
+
+func TestDetachEscapeeSweptAtExit(t *testing.T) {
+	t.Parallel()
+	m := newManager(t, agentproc.WithStateDir(t.TempDir()))
+	p, fifo, escapee, fd := startEscapee(t, m)
 	writeFIFO(t, fifo, "go")
 	info := mustWait(t, p)
 	if pidfdAlive(t, fd) {
@@ -444,36 +451,9 @@ func TestDetachEscapeeSweptAtAdoption(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	m := agentproc.New(agentproc.WithStateDir(dir))
-	fifo := makeFIFOs(t, 1)[0]
-	p := mustStart(t, m, agentproc.Request{
-		Command: `exec 3<>` + fifo + `; setsid sleep 60 & echo $!; read -r x <&3; exit 0`,
-		Detach:  true,
-	})
-	ctx := testContext(t)
-	line, err := p.WaitMatch(ctx, regexp.MustCompile(`^[0-9]+$`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var escapee int
-	if _, err := fmt.Sscan(line, &escapee); err != nil {
-		t.Fatal(err)
-	}
-	fd := pinPIDs(t, []int{escapee})[0]
-	t.Cleanup(func() { _ = unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0) })
+	p, fifo, escapee, fd := startEscapee(t, m)
 	runner := pinPIDs(t, []int{ppidOf(t, p.Info().PID)})[0]
-	tick := time.NewTicker(time.Millisecond)
-	defer tick.Stop()
-	for {
-		cmdline, _ := agentproc.ProcFile(escapee, "cmdline")
-		if strings.HasPrefix(string(cmdline), "sleep\x00") {
-			break
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("escapee %d: got cmdline %q, want sleep", escapee, cmdline)
-		case <-tick.C:
-		}
-	}
+	ctx := testContext(t)
 	if err := m.Close(); err != nil {
 		t.Fatalf("Close: got %v, want nil", err)
 	}

@@ -2,8 +2,10 @@ package agentproc
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/base64"
 	"encoding/binary"
+	"encoding/hex"
 	"encoding/json"
 	"maps"
 	"net/url"
@@ -35,7 +37,11 @@ import (
 //   - percent-encoded (query and path escaping, and every byte but
 //     letters and digits escaped; upper- and lower-case hex);
 //   - JSON-string-escaped (Go's escaping with and without HTML escapes,
-//     ASCII-only \u escapes, "/" as "\/").
+//     ASCII-only \u escapes, "/" as "\/");
+//   - hex, lower and upper case;
+//   - base64 and hex wrapped across lines (matchWrapped);
+//   - any of these as a terminal shows it, escape sequences inside it
+//     skipped (the shown stage, stripEscapes).
 //
 // The stage is streaming: a write is scanned as it arrives, and only the
 // shortest tail that could still begin some form of some secret is held
@@ -48,7 +54,8 @@ import (
 // sampled position within its first step bytes, and the 4-byte gram there
 // is looked up in a bitset of the grams every pattern has at offsets
 // [0, step). Only a hit is verified. Without secrets in the output the
-// scan costs one load, one multiply and one bit test per step bytes.
+// scan costs one load, one multiply and one bit test per step bytes, and
+// the shown stage one memchr for ESC.
 
 // Limits on secrets, checked by WithSecrets and Request.Secrets.
 const (
@@ -69,7 +76,17 @@ const (
 const redactGram = 4
 
 // maxRedactStep bounds the sampling step, and so the filter's size.
-const maxRedactStep = 32
+// It is also what makes a form wrapped across lines findable: at 27, a
+// line break leaves a piece of at least step+3 = 30 characters (in
+// which a sample falls on a whole gram) in every 60-column line (xxd -p;
+// PEM is 64, base64 76).
+const maxRedactStep = 27
+
+// wrapGap is the fewest characters of a form between two line breaks
+// the matcher skips inside it: a wrapped encoding has a full line between
+// breaks, and the bound keeps what an occurrence spans, and so what a
+// stream holds back, within window.
+const wrapGap = 16
 
 // The first-level filter: 2^redactNearLog bits.
 const (
@@ -168,28 +185,48 @@ func requestSecrets(req Request, envDefaults bool) []secretEntry {
 // secretForms returns the forms of v the matcher looks for, raw first,
 // without duplicates.
 func secretForms(v string) []string {
-	var forms []string
-	add := func(f string) {
-		if len(f) >= MinSecretBytes && !slices.Contains(forms, f) {
-			forms = append(forms, f)
+	var out []string
+	for _, f := range redactForms(v) {
+		out = append(out, f.text)
+	}
+	return out
+}
+
+// redactForm is one form of a secret; wrap says the form is an encoding
+// that tools wrap across lines (base64, hex), so line breaks between its
+// characters are skipped when matching it.
+type redactForm struct {
+	text string
+	wrap bool
+}
+
+// redactForms returns the forms of v, raw first, without duplicates.
+func redactForms(v string) []redactForm {
+	var forms []redactForm
+	add := func(f string, wrap bool) {
+		if len(f) >= MinSecretBytes && !slices.ContainsFunc(forms, func(g redactForm) bool { return g.text == f }) {
+			forms = append(forms, redactForm{f, wrap})
 		}
 	}
-	add(v)
+	add(v, false)
 	if strings.Contains(v, "\n") {
-		add(strings.ReplaceAll(strings.ReplaceAll(v, "\r\n", "\n"), "\n", "\r\n"))
+		add(strings.ReplaceAll(strings.ReplaceAll(v, "\r\n", "\n"), "\n", "\r\n"), false)
 	}
 	for _, enc := range []*base64.Encoding{base64.StdEncoding, base64.URLEncoding} {
 		for r := range 3 {
-			add(base64Core(enc, v, r))
+			add(base64Core(enc, v, r), true)
 		}
 	}
+	// Hex, as xxd -p, od and hex dumps in logs print it.
+	add(hex.EncodeToString([]byte(v)), true)
+	add(strings.ToUpper(hex.EncodeToString([]byte(v))), true)
 	for _, f := range []string{url.QueryEscape(v), url.PathEscape(v), escapeAllButAlnum(v)} {
-		add(f)
-		add(lowerHexEscapes(f, '%', 2))
+		add(f, false)
+		add(lowerHexEscapes(f, '%', 2), false)
 	}
 	for _, f := range jsonForms(v) {
-		add(f)
-		add(strings.ReplaceAll(f, "/", `\/`))
+		add(f, false)
+		add(strings.ReplaceAll(f, "/", `\/`), false)
 	}
 	return forms
 }
@@ -295,9 +332,16 @@ type redactSet struct {
 	entries []secretEntry // what it was built from
 	pats    [][]byte      // every form of every secret
 	repl    [][]byte      // pats[i] is replaced by repl[i]
+	wrap    []bool        // wrap[i]: pats[i] may have line breaks inside (redactForm.wrap)
 	minLen  int
 	maxLen  int
 	step    int // sampling step: minLen-redactGram+1, at most maxRedactStep
+	// reach is how far past an occurrence's start its sampled gram may
+	// lie: step, or for a wrapped form, a piece after a line break.
+	reach int
+	// window is the most bytes an occurrence spans, less one: maxLen-1,
+	// plus the line breaks a wrapped form may hold.
+	window int
 	// near and bits are two bitsets of the grams at offsets [0, step) of
 	// each pattern, hashed two ways: near is small enough to stay in the
 	// L1 cache beside the data (16 KiB), bits is sized for few false hits
@@ -313,6 +357,9 @@ type redactSet struct {
 	trie    map[uint64]int32 // node<<8|byte → child; node 0 is the root
 	depthOf []int32          // index: node; pattern length ending there, or 0
 	hasKids []bool           // index: node
+	// wrapAt[node]: a wrapped form passes through node and goes on, so
+	// a line break may follow it.
+	wrapAt []bool
 }
 
 // gramRef says pattern pat has the gram at offset off.
@@ -327,17 +374,22 @@ func newRedactSet(entries []secretEntry) *redactSet {
 	if len(entries) == 0 {
 		return nil
 	}
-	s := &redactSet{entries: entries, trie: map[uint64]int32{}, depthOf: []int32{0}, hasKids: []bool{false}}
+	s := &redactSet{entries: entries, trie: map[uint64]int32{}, depthOf: []int32{0}, hasKids: []bool{false}, wrapAt: []bool{false}}
 	seen := map[string]bool{}
+	maxWrap := 0
 	for _, e := range entries {
 		repl := []byte("[redacted:" + e.name + "]")
-		for _, f := range secretForms(e.value) {
-			if seen[f] {
+		for _, f := range redactForms(e.value) {
+			if seen[f.text] {
 				continue
 			}
-			seen[f] = true
-			s.pats = append(s.pats, []byte(f))
+			seen[f.text] = true
+			s.pats = append(s.pats, []byte(f.text))
 			s.repl = append(s.repl, repl)
+			s.wrap = append(s.wrap, f.wrap)
+			if f.wrap {
+				maxWrap = max(maxWrap, len(f.text))
+			}
 		}
 	}
 	if len(s.pats) == 0 {
@@ -348,7 +400,17 @@ func newRedactSet(entries []secretEntry) *redactSet {
 		s.minLen, s.maxLen = min(s.minLen, len(p)), max(s.maxLen, len(p))
 	}
 	s.step = min(s.minLen-redactGram+1, maxRedactStep)
-	nGrams := len(s.pats) * s.step
+	s.reach, s.window = s.step, s.maxLen-1
+	if maxWrap > 0 {
+		// A wrapped form is anchored in the first piece of at least
+		// step+3 characters: one begins within step+3 of its start.
+		s.reach = 2*s.step + 5
+		s.window += 2 * (maxWrap/wrapGap + 1)
+	}
+	nGrams := 0
+	for i, p := range s.pats {
+		nGrams += s.anchors(i, p)
+	}
 	logBits := uint(16)
 	for logBits < 24 && 1<<logBits < nGrams*64 {
 		logBits++
@@ -358,7 +420,7 @@ func newRedactSet(entries []secretEntry) *redactSet {
 	s.shift = uint32(32 - logBits)
 	byGram := make(map[uint32][]gramRef, nGrams)
 	for i, p := range s.pats {
-		for off := 0; off < s.step; off++ {
+		for off := range s.anchors(i, p) {
 			g := binary.LittleEndian.Uint32(p[off:])
 			n := (g * redactNearMul) >> (32 - redactNearLog)
 			s.near[n>>6] |= 1 << (n & 63)
@@ -367,7 +429,7 @@ func newRedactSet(entries []secretEntry) *redactSet {
 			byGram[g] = append(byGram[g], gramRef{int32(i), int32(off)})
 		}
 		node := int32(0)
-		for _, c := range p {
+		for j, c := range p {
 			key := uint64(node)<<8 | uint64(c)
 			next, ok := s.trie[key]
 			if !ok {
@@ -375,9 +437,13 @@ func newRedactSet(entries []secretEntry) *redactSet {
 				s.trie[key] = next
 				s.depthOf = append(s.depthOf, 0)
 				s.hasKids = append(s.hasKids, false)
+				s.wrapAt = append(s.wrapAt, false)
 				s.hasKids[node] = true
 			}
 			node = next
+			if s.wrap[i] && j+1 < len(p) {
+				s.wrapAt[node] = true
+			}
 		}
 		s.depthOf[node] = int32(i + 1) // pattern index + 1
 	}
@@ -392,26 +458,127 @@ func newRedactSet(entries []secretEntry) *redactSet {
 
 func (s *redactSet) hash(g uint32) uint32 { return (g * redactFarMul) >> s.shift }
 
+// anchors returns how many of pattern i's first grams (p is the
+// pattern) the filter knows: step for most; for a wrapped form also
+// those of a piece that follows a line break within step+3 of its
+// start, where its first piece is too short to hold a sample.
+func (s *redactSet) anchors(i int, p []byte) int {
+	if !s.wrap[i] {
+		return s.step
+	}
+	return min(len(p)-redactGram+1, 2*s.step+3)
+}
+
 // proper reports whether data is a proper prefix of some pattern: the
 // trie walk consumes all of it and more could follow.
-func (s *redactSet) proper(data []byte) bool {
+// data[t:] is the tail; prev is what was emitted before data. A line
+// break inside a wrapped form is skipped as matchWrapped does.
+func (s *redactSet) proper(data []byte, t int, prev []byte) bool {
 	node := int32(0)
-	for _, c := range data {
+	depth, lastBreak := 0, -wrapGap
+	for k := t; k < len(data); k++ {
+		c := data[k]
 		next, ok := s.trie[uint64(node)<<8|uint64(c)]
 		if !ok {
-			return false
+			if !s.wrapAt[node] || depth-lastBreak < wrapGap || !encodedBefore(data, k, prev) {
+				return false
+			}
+			switch {
+			case c == '\n':
+			case c == '\r' && k+1 == len(data):
+			case c == '\r' && data[k+1] == '\n':
+				k++
+			default:
+				return false
+			}
+			lastBreak = depth
+			continue
 		}
 		node = next
+		depth++
 	}
 	return s.hasKids[node]
 }
 
-// pendingFrom returns the first position t >= from, within maxLen-1 of
+// matchWrapped reports whether wrapped form pat occurs in data with its
+// byte off at data[i], and where: data[start:end]. A line break ("\n",
+// "\r\n") is skipped between its characters where a wrapped dump has
+// one: not before its first, at least wrapGap characters after another,
+// and after a line of at least wrapGap characters of an encoding
+// (encodedBefore; prev is what was emitted before data). False also when
+// data ends before the form does.
+func matchWrapped(data, pat []byte, i, off int, prev []byte) (start, end int, ok bool) {
+	// Back to the start, then the whole form forward, where the rule on
+	// breaks is checked.
+	k := i - 1
+	for j := off - 1; j >= 0; {
+		switch {
+		case k < 0:
+			return 0, 0, false
+		case data[k] == pat[j]:
+			j--
+			k--
+		case data[k] == '\n' && k+1 < len(data) && data[k+1] != '\n':
+			k--
+			if k >= 0 && data[k] == '\r' {
+				k--
+			}
+		default:
+			return 0, 0, false
+		}
+	}
+	start, k = k+1, k+1
+	lastBreak := -wrapGap
+	for j := 0; j < len(pat); {
+		switch {
+		case k >= len(data):
+			return 0, 0, false
+		case data[k] == pat[j]:
+			j++
+			k++
+		case j == 0 || j-lastBreak < wrapGap || !encodedBefore(data, k, prev):
+			return 0, 0, false
+		case data[k] == '\n':
+			k++
+			lastBreak = j
+		case data[k] == '\r' && k+1 < len(data) && data[k+1] == '\n':
+			k += 2
+			lastBreak = j
+		default:
+			return 0, 0, false
+		}
+	}
+	return start, k, true
+}
+
+// encodedBefore reports whether the wrapGap bytes before data[k] (then
+// the end of prev) are all characters of base64 or hex: a line of a
+// wrapped dump, not text that happens to end in the start of a form
+// (which would otherwise be held back at every line end).
+func encodedBefore(data []byte, k int, prev []byte) bool {
+	for j := k - 1; j >= k-wrapGap; j-- {
+		var c byte
+		switch {
+		case j >= 0:
+			c = data[j]
+		case len(prev)+j >= 0:
+			c = prev[len(prev)+j]
+		default:
+			return false
+		}
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '+' || c == '/' || c == '-' || c == '_' || c == '=') {
+			return false
+		}
+	}
+	return true
+}
+
+// pendingFrom returns the first position t >= from, within window of
 // the end, from which data could still become a pattern: len(data) if
-// none.
-func (s *redactSet) pendingFrom(data []byte, from int) int {
-	for t := max(from, len(data)-(s.maxLen-1)); t < len(data); t++ {
-		if s.proper(data[t:]) {
+// none. prev is what was emitted before data.
+func (s *redactSet) pendingFrom(data []byte, from int, prev []byte) int {
+	for t := max(from, len(data)-s.window); t < len(data); t++ {
+		if s.proper(data, t, prev) {
 			return t
 		}
 	}
@@ -499,9 +666,11 @@ func decodeSecrets(data []byte) (*redactSet, error) {
 	return newRedactSet(entries), nil
 }
 
-// redactor is one stream's redaction stage: a chain of sets, each holding
-// back its own tail. Its methods are called by the one goroutine that
-// copies the output; a nil redactor passes everything straight to emit.
+// redactor is one stream's redaction stage: for each set, a stage that
+// matches the bytes as they are, then one that matches them as a
+// terminal shows them (without escape sequences), each holding back its
+// own tail. Its methods are called by the one goroutine that copies the
+// output; a nil redactor passes everything straight to emit.
 type redactor struct {
 	stages []*redactStage
 	emit   func([]byte)
@@ -515,9 +684,15 @@ func (rd redaction) newRedactor(emit func([]byte)) *redactor {
 		if rd.sets[i] == nil {
 			continue
 		}
-		st := &redactStage{set: rd.sets[i], emit: next, count: rd.count}
-		r.stages = append([]*redactStage{st}, r.stages...)
-		next = st.write
+		// The shown stage comes second: what the raw stage replaced
+		// it sees as text, and it is left only the matches that an
+		// escape sequence splits, and those it can see only after the
+		// raw ones are gone (a secret whose first byte a stray "\x1b["
+		// would take as the end of a sequence).
+		shown := &redactStage{set: rd.sets[i], emit: next, count: rd.count, shown: true}
+		raw := &redactStage{set: rd.sets[i], emit: shown.write, count: rd.count}
+		r.stages = append([]*redactStage{raw, shown}, r.stages...)
+		next = raw.write
 	}
 	return r
 }
@@ -544,13 +719,31 @@ func (r *redactor) flush() {
 	}
 }
 
-// redactStage applies one set to a stream.
+// redactStage applies one set to a stream, as it is or (shown) as a
+// terminal shows it.
 type redactStage struct {
 	set   *redactSet
 	emit  func([]byte)
 	count *atomic.Int64
 	carry []byte // held back: a tail that could begin a pattern
 	edge  []byte // scratch: carry plus the start of the next write
+	// tail is the last tailN bytes emitted, at most wrapGap: what comes
+	// before the carry, which says whether a line break there ends a
+	// line of a dump (encodedBefore). A scan reads a copy, prevBuf.
+	tail    [wrapGap]byte
+	tailN   int
+	prevBuf [wrapGap]byte
+
+	// A shown stage matches text, the bytes of carry+p outside escape
+	// sequences; runs says where each run of text is in them. While a
+	// scan runs on text, orig is carry+p and opos how much of it is
+	// emitted.
+	shown bool
+	esc   escState // the parser's state where carry (or the next write) begins
+	text  []byte
+	runs  []textRun
+	orig  []byte
+	opos  int
 }
 
 // write scans p after what is held back.
@@ -558,10 +751,14 @@ func (st *redactStage) write(p []byte) {
 	if len(p) == 0 {
 		return
 	}
+	if st.shown {
+		st.writeShown(p)
+		return
+	}
 	if len(st.carry) > 0 {
-		// A match starting in the carry ends within maxLen-1 bytes of
-		// p, so those decide it; the rest of p is scanned in place.
-		k := min(len(p), st.set.maxLen-1)
+		// A match starting in the carry ends within window bytes of p,
+		// so those decide it; the rest of p is scanned in place.
+		k := min(len(p), st.set.window)
 		st.edge = append(append(st.edge[:0], st.carry...), p[:k]...)
 		nc := len(st.carry)
 		st.carry = st.carry[:0]
@@ -577,6 +774,76 @@ func (st *redactStage) write(p []byte) {
 	st.carry = append(st.carry, p[done:]...)
 }
 
+// writeShown is write for a shown stage.
+func (st *redactStage) writeShown(p []byte) {
+	if st.esc == escGround && bytes.IndexByte(st.carry, 0x1b) < 0 && bytes.IndexByte(p, 0x1b) < 0 {
+		// No escape sequence: what is shown is what is written, and
+		// the raw stage before this one has replaced every match in
+		// it. Only a tail that an escape sequence in the next write
+		// could make a match is held back.
+		data := p
+		if len(st.carry) > 0 {
+			if len(p) > st.set.window {
+				st.send(st.carry)
+				st.carry = st.carry[:0]
+			} else {
+				st.edge = append(append(st.edge[:0], st.carry...), p...)
+				st.carry = st.carry[:0]
+				data = st.edge
+			}
+		}
+		h := st.set.pendingFrom(data, 0, st.snapshot())
+		st.out(data[:h])
+		st.carry = append(st.carry, data[h:]...)
+		return
+	}
+	st.edge = append(append(st.edge[:0], st.carry...), p...)
+	st.carry = st.carry[:0]
+	end := st.scanShown(st.edge, false)
+	st.carry = append(st.carry, st.edge[st.opos:]...)
+	// Held back from a byte that is shown, which the parser reads in its
+	// ground state; or nothing, and the next write goes on from end.
+	st.esc = escGround
+	if len(st.carry) == 0 {
+		st.esc = end
+	}
+	if len(st.carry) > st.set.window+maxHeldEscapes {
+		st.dropHeldEscapes()
+	}
+}
+
+// maxHeldEscapes bounds the escape sequences a shown stage holds back
+// between the bytes of what could begin a secret.
+const maxHeldEscapes = 4 << 10
+
+// dropHeldEscapes removes the whole escape sequences from the carry: a
+// command that follows the start of a secret with endless sequences and
+// no text (a cursor dance) would otherwise grow it without bound. The
+// sequences are lost from the output; releasing the start of the secret
+// instead could leak it.
+func (st *redactStage) dropHeldEscapes() {
+	text, _, end := stripEscapes(st.carry, escGround, nil, nil)
+	if end != escGround {
+		// Keep the unfinished sequence at the end, which the next write
+		// goes on.
+		text = append(text, st.carry[bytes.LastIndexByte(st.carry, 0x1b):]...)
+	}
+	st.carry = append(st.carry[:0], text...)
+}
+
+// scanShown scans what a terminal shows of data (held back or not, as
+// scan), emitting data itself with each match's whole span replaced,
+// escape sequences inside it included; st.opos is how much of data was
+// emitted. It returns the parser's state after data.
+func (st *redactStage) scanShown(data []byte, final bool) escState {
+	var end escState
+	st.text, st.runs, end = stripEscapes(data, st.esc, st.text[:0], st.runs[:0])
+	st.orig, st.opos = data, 0
+	st.scan(st.text, len(st.text), true, final)
+	st.orig = nil
+	return end
+}
+
 // flush releases the carry, redacting what matches in it.
 func (st *redactStage) flush() {
 	if len(st.carry) == 0 {
@@ -584,6 +851,11 @@ func (st *redactStage) flush() {
 	}
 	data := append(st.edge[:0], st.carry...)
 	st.carry = st.carry[:0]
+	if st.shown {
+		st.scanShown(data, true)
+		st.esc = escGround
+		return
+	}
 	st.scan(data, len(data), true, true)
 }
 
@@ -592,13 +864,16 @@ func (st *redactStage) flush() {
 // stream so far ends; then, unless final, a tail that could still begin a
 // pattern is held back (not emitted). Without atEnd, every match starting
 // before stopAt lies wholly in data, and scan returns at least stopAt.
+// While scanShown runs, data is the text shown, and what is emitted is
+// the bytes it maps to (release, replace).
 func (st *redactStage) scan(data []byte, stopAt int, atEnd, final bool) int {
 	s := st.set
-	pos := 0 // emitted up to here
-	i := 0   // next sampled position
+	prev := st.snapshot() // what comes before data
+	pos := 0              // emitted up to here
+	i := 0                // next sampled position
 	// The last position sampled: a gram must fit, and a match starting
-	// before stopAt is sampled within step of its start.
-	last := min(len(data)-redactGram, stopAt+s.step-1)
+	// before stopAt is sampled within reach of its start.
+	last := min(len(data)-redactGram, stopAt+s.reach-1)
 	near, bits, shift, step := s.near, s.bits, s.shift, s.step
 	for i <= last {
 		// The filter, in locals: most of the time is spent here.
@@ -616,56 +891,169 @@ func (st *redactStage) scan(data []byte, stopAt int, atEnd, final bool) int {
 			break
 		}
 		g := binary.LittleEndian.Uint32(data[i:])
-		best, bestStart := -1, 0
+		best, bestStart, bestEnd := -1, 0, 0
 		group := s.grams[g]
 		for _, ref := range s.refs[group>>32 : group>>32+group&(1<<32-1)] {
-			start := i - int(ref.off)
 			pat := s.pats[ref.pat]
-			if start < pos || start >= stopAt || start+len(pat) > len(data) {
+			start := i - int(ref.off)
+			end := start + len(pat)
+			ok := start >= 0 && end <= len(data) && bytes.Equal(data[start:end], pat)
+			if !ok && s.wrap[ref.pat] {
+				start, end, ok = matchWrapped(data, pat, i, int(ref.off), prev)
+			}
+			if !ok || start < pos || start >= stopAt {
 				continue
 			}
 			if best >= 0 && (start > bestStart || start == bestStart && len(pat) <= len(s.pats[best])) {
 				continue
 			}
-			if bytes.Equal(data[start:start+len(pat)], pat) {
-				best, bestStart = int(ref.pat), start
-			}
+			best, bestStart, bestEnd = int(ref.pat), start, end
 		}
 		if best < 0 {
 			i += s.step
 			continue
 		}
-		end := bestStart + len(s.pats[best])
-		if atEnd && !final && len(data)-bestStart < s.maxLen {
+		if atEnd && !final && len(data)-bestStart <= s.window {
 			// A longer pattern starting here or earlier may still
 			// complete with the next write.
-			if h := s.pendingFrom(data, pos); h <= bestStart {
-				st.out(data[pos:h])
-				return h
+			if h := s.pendingFrom(data, pos, prev); h <= bestStart {
+				return st.release(data, pos, h)
 			}
 		}
-		st.out(data[pos:bestStart])
+		st.release(data, pos, bestStart)
 		st.count.Add(1)
-		st.emit(s.repl[best])
-		pos, i = end, end
+		st.send(s.repl[best])
+		st.skip(bestEnd)
+		pos, i = bestEnd, bestEnd
 	}
 	switch {
 	case !atEnd:
-		end := max(pos, stopAt)
-		st.out(data[pos:end])
-		return end
+		return st.release(data, pos, max(pos, stopAt))
 	case final:
-		st.out(data[pos:])
-		return len(data)
+		return st.release(data, pos, len(data))
 	}
-	h := s.pendingFrom(data, pos)
-	st.out(data[pos:h])
-	return h
+	return st.release(data, pos, s.pendingFrom(data, pos, prev))
+}
+
+// release emits data[pos:to] and returns to; in scanShown, the bytes of
+// orig up to where data[to] is, escape sequences before it included.
+func (st *redactStage) release(data []byte, pos, to int) int {
+	if st.orig == nil {
+		st.out(data[pos:to])
+		return to
+	}
+	o := len(st.orig)
+	if to < len(st.text) {
+		o = st.origAt(to)
+	}
+	st.out(st.orig[st.opos:o])
+	st.opos = o
+	return to
+}
+
+// skip passes over a replaced match ending at data[end]: in scanShown,
+// the bytes of orig up to just after its last shown byte.
+func (st *redactStage) skip(end int) {
+	if st.orig != nil {
+		st.opos = st.origAt(end-1) + 1
+	}
+}
+
+// textRun is a run of shown bytes: text[text:] begins at orig[orig:],
+// up to the next run.
+type textRun struct{ text, orig int }
+
+// origAt returns where text[j] is in orig.
+func (st *redactStage) origAt(j int) int {
+	k, found := slices.BinarySearchFunc(st.runs, j, func(r textRun, j int) int { return cmp.Compare(r.text, j) })
+	if !found {
+		k--
+	}
+	return st.runs[k].orig + j - st.runs[k].text
 }
 
 // out emits p unless it is empty.
 func (st *redactStage) out(p []byte) {
 	if len(p) > 0 {
-		st.emit(p)
+		st.send(p)
 	}
+}
+
+// send emits p and keeps its end in tail.
+func (st *redactStage) send(p []byte) {
+	st.emit(p)
+	if len(p) >= wrapGap {
+		st.tailN = copy(st.tail[:], p[len(p)-wrapGap:])
+		return
+	}
+	keep := min(st.tailN, wrapGap-len(p))
+	copy(st.tail[:], st.tail[st.tailN-keep:st.tailN])
+	st.tailN = keep + copy(st.tail[keep:], p)
+}
+
+// snapshot returns a copy of tail, which stays put while the scan that
+// reads it emits.
+func (st *redactStage) snapshot() []byte {
+	st.prevBuf = st.tail
+	return st.prevBuf[:st.tailN]
+}
+
+// escState is where a terminal's parser is in an escape sequence
+// (ECMA-48): outside one, after ESC (and intermediates), or in a control
+// sequence's parameters.
+type escState uint8
+
+const (
+	escGround escState = iota
+	escEscape
+	escCSI
+)
+
+// stripEscapes appends to text the bytes of data a terminal shows (those
+// outside escape sequences) and to runs where each run of them is in
+// data, parsing from state; it returns the state after data. ESC, intermediates
+// (0x20-0x2F) and a final byte (0x30-0x7E) make an escape sequence;
+// "ESC [", parameters and intermediates (0x20-0x3F) and a final byte
+// (0x40-0x7E) a control sequence (colours, cursor moves). Any other byte
+// ends the sequence and is shown: a malformed sequence swallows no text.
+// The payload of a string sequence (OSC, DCS: a title, a hyperlink's
+// URL) is text here, so a secret inside one is still found.
+func stripEscapes(data []byte, state escState, text []byte, runs []textRun) ([]byte, []textRun, escState) {
+	for i := 0; i < len(data); {
+		if state == escGround {
+			// Text runs to the next ESC: copied whole.
+			j := bytes.IndexByte(data[i:], 0x1b)
+			if j < 0 {
+				j = len(data)
+			} else {
+				j += i
+			}
+			if j > i {
+				runs = append(runs, textRun{len(text), i})
+				text = append(text, data[i:j]...)
+			}
+			if j < len(data) {
+				state = escEscape
+			}
+			i = j + 1
+			continue
+		}
+		c := data[i]
+		switch {
+		case c == 0x1b:
+			state = escEscape
+		case state == escEscape && c == '[':
+			state = escCSI
+		case c >= 0x20 && c <= 0x2f, state == escCSI && c <= 0x3f && c >= 0x30:
+			// An intermediate, or a parameter.
+		case c >= 0x30 && c <= 0x7e && (state == escEscape || c >= 0x40):
+			state = escGround // the final byte
+		default:
+			// Not a sequence's byte: it ends the sequence and is shown.
+			state = escGround
+			continue
+		}
+		i++
+	}
+	return text, runs, state
 }

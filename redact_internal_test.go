@@ -3,6 +3,7 @@ package agentproc
 import (
 	"bytes"
 	"encoding/base64"
+	"encoding/hex"
 	"math/rand/v2"
 	"net/url"
 	"strings"
@@ -21,12 +22,18 @@ var redactTestSecrets = []secretEntry{
 	{"UNI", "clé-secrète-ü"},
 }
 
+// newTestRedactor returns a redactor of s writing to out, counting in
+// count.
+func newTestRedactor(s *redactSet) (r *redactor, out *bytes.Buffer, count *atomic.Int64) {
+	out, count = new(bytes.Buffer), new(atomic.Int64)
+	r = redaction{sets: [2]*redactSet{s}, count: count}.newRedactor(func(p []byte) { out.Write(p) })
+	return r, out, count
+}
+
 // runRedact feeds in through a fresh stage of s in writes of the given
 // sizes (cycled) and returns the output and the count.
 func runRedact(s *redactSet, in []byte, sizes []int) (string, int64) {
-	var out bytes.Buffer
-	var count atomic.Int64
-	r := redaction{sets: [2]*redactSet{s}, count: &count}.newRedactor(func(p []byte) { out.Write(p) })
+	r, out, count := newTestRedactor(s)
 	for i := 0; len(in) > 0; i++ {
 		n := min(len(in), max(1, sizes[i%len(sizes)]))
 		r.write(in[:n])
@@ -42,7 +49,9 @@ type embedded struct{ in, want string }
 
 // embedSecret returns e in form kind (0 raw, 1 CR LF, 2-3 base64 std/URL
 // inside a longer run starting at alignment pre, 4 query escape, 5
-// escape-all lower hex, 6 JSON, 7 JSON ASCII-only with "\/").
+// escape-all lower hex, 6 JSON, 7 JSON ASCII-only with "\/", 8 hex, 9
+// raw split by escape sequences, 10 base64 inside a longer run with a
+// line break in it).
 func embedSecret(e secretEntry, kind, pre, post int, rnd *rand.Rand) embedded {
 	repl := "[redacted:" + e.name + "]"
 	switch kind {
@@ -73,9 +82,60 @@ func embedSecret(e secretEntry, kind, pre, post int, rnd *rand.Rand) embedded {
 		if f := jsonForms(e.value); len(f) == 3 {
 			return embedded{strings.ReplaceAll(f[2], "/", `\/`), repl}
 		}
+	case 8:
+		h := hex.EncodeToString([]byte(e.value))
+		if rnd.IntN(2) == 0 {
+			h = strings.ToUpper(h)
+		}
+		return embedded{h, repl}
+	case 9:
+		var b strings.Builder
+		for i := range len(e.value) {
+			// Not a sequence ending in the secret's first byte: then
+			// the raw secret would begin inside it, and the raw match
+			// would keep that byte.
+			if esc := redactTestEscapes[rnd.IntN(len(redactTestEscapes))]; i > 0 && rnd.IntN(len(e.value)) < 3 && esc[len(esc)-1] != e.value[0] {
+				b.WriteString(esc)
+			}
+			b.WriteByte(e.value[i])
+		}
+		return embedded{b.String(), repl}
+	case 10:
+		// A line of a dump: the break follows at least wrapGap
+		// characters of base64 (encodedBefore).
+		const line = "QUFBQUFBQUFBQUFB"
+		emb := embedSecret(e, 2, pre, post, rnd)
+		emb = embedded{line + emb.in, line + emb.want}
+		from, to := len(line)+(8*pre+5)/6, len(line)+8*(pre+len(e.value))/6
+		s := emb.in
+		nl := []string{"\n", "\r\n"}[rnd.IntN(2)]
+		// Anywhere but where both pieces of the core are shorter than
+		// the matcher's promise (redactTestWrapPiece).
+		for {
+			k := len(line) + rnd.IntN(len(s)-len(line))
+			if k <= from {
+				return embedded{s[:k] + nl + s[k:], emb.want[:k] + nl + emb.want[k:]}
+			}
+			if k >= to {
+				kw := len(emb.want) - (len(s) - k)
+				return embedded{s[:k] + nl + s[k:], emb.want[:kw] + nl + emb.want[kw:]}
+			}
+			if max(k-from, to-k) >= redactTestWrapPiece {
+				return embedded{s[:k] + nl + s[k:], emb.want}
+			}
+		}
 	}
 	return embedded{e.value, repl}
 }
+
+// redactTestEscapes are what kind 9 splits a secret with: colours,
+// cursor moves, a charset designation, save and restore.
+var redactTestEscapes = []string{"\x1b[31m", "\x1b[0m", "\x1b[1;38;5;208m", "\x1b[2C", "\x1b[K", "\x1b(B", "\x1b7", "\x1b[?25h"}
+
+// redactTestWrapPiece is the shortest piece of a wrapped form on one side
+// of its line break that the matcher promises to find it from, for
+// redactTestSecrets: step+3, with step from its shortest form (8 bytes).
+const redactTestWrapPiece = 8
 
 // redactFiller is text around secrets: no byte of it can begin or end a
 // form of a test secret, so what the stage must output is known exactly.
@@ -93,7 +153,14 @@ func buildRedactStream(rnd *rand.Rand, pieces int) (in, want string) {
 		b.Write(f)
 		w.Write(f)
 		e := redactTestSecrets[rnd.IntN(len(redactTestSecrets))]
-		emb := embedSecret(e, rnd.IntN(8), rnd.IntN(7), rnd.IntN(7), rnd)
+		kind := rnd.IntN(11)
+		if kind == 9 {
+			// Not after an unfinished sequence that would take the
+			// secret's first byte as its end (README: not caught).
+			b.WriteByte('\t')
+			w.WriteByte('\t')
+		}
+		emb := embedSecret(e, kind, rnd.IntN(7), rnd.IntN(7), rnd)
 		b.WriteString(emb.in)
 		w.WriteString(emb.want)
 	}
@@ -117,7 +184,7 @@ func TestRedactForms(t *testing.T) {
 	s := newRedactSet(redactTestSecrets)
 	rnd := rand.New(rand.NewPCG(1, 2))
 	for _, e := range redactTestSecrets {
-		for kind := range 8 {
+		for kind := range 11 {
 			for pre := range 6 {
 				emb := embedSecret(e, kind, pre, 3, rnd)
 				in := "a " + emb.in + " b"
@@ -138,9 +205,7 @@ func TestRedactForms(t *testing.T) {
 func TestRedactHoldsOnlyWhatCouldBeginASecret(t *testing.T) {
 	t.Parallel()
 	s := newRedactSet(redactTestSecrets)
-	var out bytes.Buffer
-	var count atomic.Int64
-	r := redaction{sets: [2]*redactSet{s}, count: &count}.newRedactor(func(p []byte) { out.Write(p) })
+	r, out, _ := newTestRedactor(s)
 	secret := redactTestSecrets[0].value
 	r.write([]byte("token: " + secret[:20]))
 	if got, want := out.String(), "token: "; got != want {
@@ -260,6 +325,9 @@ func TestRedactMemoryBounded(t *testing.T) {
 				t.Fatalf("held %d bytes (cap %d, edge cap %d), want fewer than the longest form, %d",
 					len(st.carry), cap(st.carry), cap(st.edge), s.maxLen)
 			}
+			if shown := r.stages[1]; len(shown.carry) > s.window || cap(shown.edge) > 4*s.window {
+				t.Fatalf("the shown stage held %d bytes (edge cap %d), want at most %d", len(shown.carry), cap(shown.edge), s.window)
+			}
 		}
 	}
 }
@@ -282,5 +350,193 @@ func BenchmarkRedactPerStart(b *testing.B) {
 		}
 		r := m.redactionFor(p, req).newRedactor(func([]byte) {})
 		r.flush()
+	}
+}
+
+// TestRedactHex: a secret's hex, lower and upper case, as xxd -p, od and
+// log lines print it, is redacted whole, however the writes split it.
+func TestRedactHex(t *testing.T) {
+	t.Parallel()
+	s := newRedactSet(redactTestSecrets)
+	for _, e := range redactTestSecrets {
+		h := hex.EncodeToString([]byte(e.value))
+		for _, form := range []string{h, strings.ToUpper(h)} {
+			in := "sum " + form + " ok"
+			for _, sizes := range [][]int{{1 << 20}, {1}, {3, 1, 7}} {
+				got, n := runRedact(s, []byte(in), sizes)
+				if want := "sum [redacted:" + e.name + "] ok"; got != want || n != 1 {
+					t.Fatalf("%s sizes %v: got %q (%d), want %q (1)", e.name, sizes, got, n, want)
+				}
+			}
+		}
+	}
+}
+
+// TestRedactThroughEscapes: a secret split by colour codes, cursor moves
+// or other escape sequences is matched as a terminal shows it, and the
+// whole span, the sequences inside it included, is replaced; sequences
+// around it are kept. Written at once or a byte at a time.
+func TestRedactThroughEscapes(t *testing.T) {
+	t.Parallel()
+	s := newRedactSet(redactTestSecrets)
+	secret := redactTestSecrets[0].value // ghp_16C7...
+	b64 := base64.StdEncoding.EncodeToString([]byte(secret))
+	for _, tc := range []struct{ in, want string }{
+		{"S\x1b[31m" + secret[:5] + "\x1b[0m" + secret[5:] + "\x1b[0m!", "S\x1b[31m[redacted:GH_TOKEN]\x1b[0m!"},
+		{"x " + secret[:1] + "\x1b[1;31m" + secret[1:] + " y", "x [redacted:GH_TOKEN] y"},
+		{"x " + secret[:10] + "\x1b[2C\x1b[K" + secret[10:20] + "\x1b7\x1b8" + secret[20:] + " y", "x [redacted:GH_TOKEN] y"},
+		{"x " + secret[:10] + "\x1b]0;title\x07" + "\x1b[?25l" + secret[10:] + " y", "x " + secret[:10] + "\x1b]0;title\x07\x1b[?25l" + secret[10:] + " y"},
+		{"\x1b[" + secret + " y", "\x1b[[redacted:GH_TOKEN] y"},
+		{"b64 " + b64[:7] + "\x1b[32m" + b64[7:], "b64 [redacted:GH_TOKEN]" + b64[8*len(secret)/6:]},
+		{"\x1b]8;;https://u:" + secret + "@h\x1b\\link\x1b]8;;\x1b\\", "\x1b]8;;https://u:[redacted:GH_TOKEN]@h\x1b\\link\x1b]8;;\x1b\\"},
+	} {
+		for _, sizes := range [][]int{{1 << 20}, {1}, {2, 5, 1}} {
+			got, _ := runRedact(s, []byte(tc.in), sizes)
+			if got != tc.want {
+				t.Errorf("%q in writes of %v: got %q, want %q", tc.in, sizes, got, tc.want)
+			}
+		}
+	}
+}
+
+// TestRedactThroughEscapesHoldsOnlyAPrefix: a write that ends in the start
+// of a secret and an escape sequence releases everything before the
+// start; one that refutes it releases everything, the sequence included.
+func TestRedactThroughEscapesHoldsOnlyAPrefix(t *testing.T) {
+	t.Parallel()
+	s := newRedactSet(redactTestSecrets)
+	r, out, _ := newTestRedactor(s)
+	secret := redactTestSecrets[0].value
+	r.write([]byte("\x1b[1mtoken:\x1b[0m " + secret[:6] + "\x1b[3"))
+	if got, want := out.String(), "\x1b[1mtoken:\x1b[0m "; got != want {
+		t.Fatalf("after a partial secret: got %q, want %q", got, want)
+	}
+	r.write([]byte("1m" + secret[6:] + "\x1b[0m"))
+	if got, want := out.String(), "\x1b[1mtoken:\x1b[0m [redacted:GH_TOKEN]\x1b[0m"; got != want {
+		t.Fatalf("after the rest: got %q, want %q", got, want)
+	}
+	out.Reset()
+	r.write([]byte(" " + secret[:6] + "\x1b[31m"))
+	r.write([]byte("?\x1b[0m"))
+	if got, want := out.String(), " "+secret[:6]+"\x1b[31m?\x1b[0m"; got != want {
+		t.Fatalf("after a refuted start: got %q, want %q", got, want)
+	}
+	// A sequence split across writes with no secret near is released
+	// at once, and the next write goes on from inside it.
+	out.Reset()
+	r.write([]byte("a\x1b[3"))
+	if got, want := out.String(), "a\x1b[3"; got != want {
+		t.Fatalf("after half a sequence: got %q, want %q", got, want)
+	}
+	r.write([]byte("1m" + secret + "."))
+	r.flush()
+	if got, want := out.String(), "a\x1b[31m[redacted:GH_TOKEN]."; got != want {
+		t.Fatalf("after the rest: got %q, want %q", got, want)
+	}
+}
+
+// wrapLines breaks s into lines of width characters ended by nl, as
+// `base64` (76) and `xxd -p` (60) print, and returns where each byte of s
+// is in the result.
+func wrapLines(s string, width int, nl string) (string, []int) {
+	var b strings.Builder
+	at := make([]int, len(s)+1)
+	for i := range len(s) {
+		if i > 0 && i%width == 0 {
+			b.WriteString(nl)
+		}
+		at[i] = b.Len()
+		b.WriteByte(s[i])
+	}
+	at[len(s)] = b.Len()
+	return b.String(), at
+}
+
+// TestRedactWrapped: base64 and hex wrapped across lines ("\n" or
+// "\r\n" inside the encoded secret, as `base64` and `xxd -p` print) are
+// redacted at every position of the secret relative to the breaks; the
+// span from the first to the last replaced character goes, breaks inside
+// it included.
+func TestRedactWrapped(t *testing.T) {
+	t.Parallel()
+	secret := "sk-live-" + strings.Repeat("Zq9x", 10) // 48 bytes: the guarantee holds whole
+	s := newRedactSet([]secretEntry{{"KEY", secret}})
+	rnd := rand.New(rand.NewPCG(5, 6))
+	for _, width := range []int{76, 64, 60} {
+		for _, nl := range []string{"\n", "\r\n"} {
+			for pre := 0; pre < width+3; pre++ {
+				plain := make([]byte, pre+len(secret)+20)
+				for i := range plain {
+					plain[i] = byte(rnd.IntN(256))
+				}
+				copy(plain[pre:], secret)
+				for _, enc := range []func([]byte) (string, int, int){
+					func(p []byte) (string, int, int) {
+						return base64.StdEncoding.EncodeToString(p), (8*pre + 5) / 6, 8 * (pre + len(secret)) / 6
+					},
+					func(p []byte) (string, int, int) {
+						return hex.EncodeToString(p), 2 * pre, 2 * (pre + len(secret))
+					},
+				} {
+					enc, from, to := enc(plain)
+					in, at := wrapLines(enc, width, nl)
+					want := in[:at[from]] + "[redacted:KEY]" + in[at[to-1]+1:]
+					for _, sizes := range [][]int{{1 << 20}, {1}, {7, 3}} {
+						got, n := runRedact(s, []byte(in), sizes)
+						if got != want || n != 1 {
+							t.Fatalf("width %d %q pre %d sizes %v: got %q (%d), want %q (1)", width, nl, pre, sizes, got, n, want)
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestRedactThroughEscapesMemoryBounded: the start of a secret followed by
+// endless escape sequences and no text is neither released nor held
+// without bound: the held sequences are dropped past a limit, and the
+// secret is still redacted when its rest comes.
+func TestRedactThroughEscapesMemoryBounded(t *testing.T) {
+	t.Parallel()
+	s := newRedactSet(redactTestSecrets)
+	r, out, _ := newTestRedactor(s)
+	shown := r.stages[1]
+	secret := redactTestSecrets[0].value
+	r.write([]byte("x " + secret[:6]))
+	for range 20000 {
+		r.write([]byte("\x1b[2C\x1b[1D"))
+		if n := len(shown.carry); n > s.window+maxHeldEscapes+8 {
+			t.Fatalf("held %d bytes, want at most %d", n, s.window+maxHeldEscapes+8)
+		}
+	}
+	r.write([]byte(secret[6:] + " y"))
+	r.flush()
+	if got := out.String(); !strings.HasPrefix(got, "x ") || !strings.HasSuffix(got, "[redacted:GH_TOKEN] y") || strings.Contains(got, secret[:6]) {
+		t.Fatalf("got %.60q...%q, want \"x \", sequences, \"[redacted:GH_TOKEN] y\"", got, got[max(0, len(got)-40):])
+	}
+}
+
+// TestRedactLineEndNotHeld: a line of text that ends in the first
+// characters of a base64 or hex form is released at its line break: the
+// break is skipped inside a form only after a line of a dump, so a prompt
+// or a last line is not held back until more output comes.
+func TestRedactLineEndNotHeld(t *testing.T) {
+	t.Parallel()
+	s := newRedactSet(redactTestSecrets)
+	for _, e := range redactTestSecrets {
+		for _, f := range redactForms(e.value) {
+			if !f.wrap {
+				continue
+			}
+			for n := 1; n <= 3; n++ {
+				r, out, _ := newTestRedactor(s)
+				in := "done: " + f.text[:n] + "\n"
+				r.write([]byte(in))
+				if got := out.String(); got != in {
+					t.Fatalf("%s form %q: got %q before the output ends, want %q", e.name, f.text, got, in)
+				}
+			}
+		}
 	}
 }

@@ -22,13 +22,22 @@ func processCPU() time.Duration {
 // BenchmarkRedactScan is the matcher alone: 1 MiB of log lines in 256 KiB
 // writes through a stage with 50 token-shaped secrets.
 func BenchmarkRedactScan(b *testing.B) {
+	benchRedactScan(b, "2026-11-27T01:23:45Z INFO request id=4f3c2a1b9e path=/api/v1/items?page=3 status=200 bytes=5123 dur=12ms user=alice\n")
+}
+
+// BenchmarkRedactScanColour is the same with colour codes in every line:
+// the shown stage parses them and matches the text between.
+func BenchmarkRedactScanColour(b *testing.B) {
+	benchRedactScan(b, "2026-11-27T01:23:45Z \x1b[32mINFO\x1b[0m request id=4f3c2a1b9e path=/api/v1/items?page=3 status=\x1b[1m200\x1b[0m bytes=5123 dur=12ms user=alice\n")
+}
+
+func benchRedactScan(b *testing.B, line string) {
 	var entries []secretEntry
 	for i := range 50 {
 		entries = append(entries, secretEntry{"T" + string(rune('A'+i%26)) + string(rune('a'+i/26)),
 			"tok_" + strings.Repeat(string(rune('a'+i%26)), 4) + "0123456789QzXv" + string(rune('A'+i%26))})
 	}
 	s := newRedactSet(entries)
-	line := "2026-11-27T01:23:45Z INFO request id=4f3c2a1b9e path=/api/v1/items?page=3 status=200 bytes=5123 dur=12ms user=alice\n"
 	data := []byte(strings.Repeat(line, (1<<20)/len(line)))
 	var count atomic.Int64
 	r := redaction{sets: [2]*redactSet{s}, count: &count}.newRedactor(func([]byte) {})

@@ -17,9 +17,14 @@ import (
 const redactToken = "ghp_S3cr3tT0k3nValue1234567890abcdef"
 
 // redactPrinter prints $V raw on stdout and stderr, as base64 inside a
-// longer run (standard, and URL alphabet unpadded), JSON-escaped, and one
-// byte at a time with pauses.
+// longer run (standard, and URL alphabet unpadded), JSON-escaped, one
+// byte at a time with pauses, in hex, split by colour codes, and as
+// base64 wrapped across two lines (at 76 columns, 9 and 39 characters of
+// its core on either side).
 const redactPrinter = `printf 'raw %s end\n' "$V"
+printf '%s' "$V" | od -An -v -tx1 | tr -d ' \n'; echo ' hex end'
+a=${V#????????}; printf 'c %s\033[1;31m%s\033[0m end\n' "${V%"$a"}" "$a"
+printf '%050d%s' 0 "$V" | base64
 printf 'err %s end\n' "$V" >&2
 printf 'user:%s' "$V" | base64
 printf 'xy%s' "$V" | base64 | tr '+/' '-_' | tr -d '='
@@ -27,13 +32,19 @@ printf 'json {"t":"%s"}\n' "$V"
 s=$V; while [ -n "$s" ]; do r=${s#?}; printf '%s' "${s%"$r"}"; s=$r; sleep 0.01; done; echo ' slow end'`
 
 // redactPrinterCount is how many secrets redactPrinter prints.
-const redactPrinterCount = 6
+const redactPrinterCount = 9
 
-// requireNoLeak fails if text holds any form of secret.
+// redactShown is text as a terminal shows it, lines joined: colour codes
+// and line breaks inside a form do not hide it from requireNoLeak.
+var redactShown = regexp.MustCompile("\x1b\\[[0-9;]*[A-Za-z]|\r?\n")
+
+// requireNoLeak fails if text holds any form of secret, also across
+// escape sequences and line breaks.
 func requireNoLeak(t *testing.T, surface, text, secret string) {
 	t.Helper()
+	shown := redactShown.ReplaceAllString(text, "")
 	for _, f := range agentproc.SecretForms(secret) {
-		if strings.Contains(text, f) {
+		if strings.Contains(text, f) || strings.Contains(shown, f) {
 			t.Fatalf("%s: got %q, holding the secret as %q; want it redacted", surface, text, f)
 		}
 	}
