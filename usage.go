@@ -56,8 +56,12 @@ func (p *Process) Usage(ctx context.Context) (Usage, error) {
 	}
 	done := make(chan read, 1)
 	go func() {
-		u, err := treeUsage(p)
-		done <- read{u, err}
+		u, err := treeUsages([]*Process{p})
+		if err != nil {
+			done <- read{err: err}
+			return
+		}
+		done <- read{u: u[0]}
 	}()
 	select {
 	case r := <-done:
@@ -75,12 +79,66 @@ func (p *Process) Usage(ctx context.Context) (Usage, error) {
 	}
 }
 
+// Usage reads, as Process.Usage does, the usage of every running process of
+// the Scope's owner, by ID, in one pass over the OS's tables: a caller
+// showing many processes (a page refreshing its table) pays for one scan of
+// /proc, not one a process. A process that exits during the read is left
+// out. It returns ErrUnsupported where Process.Usage does, and ctx.Err()
+// when ctx ends first (the read then finishes on its own).
+func (s *Scope) Usage(ctx context.Context) (map[string]Usage, error) {
+	if err := usageSupported(); err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	procs := s.m.runningOf(s.visible)
+	type read struct {
+		u   []Usage
+		err error
+	}
+	done := make(chan read, 1)
+	go func() {
+		u, err := treeUsages(procs)
+		done <- read{u, err}
+	}()
+	select {
+	case r := <-done:
+		if r.err != nil {
+			return nil, xerrors.Errorf("usage of owner %q's processes: %w", s.owner, r.err)
+		}
+		out := make(map[string]Usage, len(procs))
+		for i, p := range procs {
+			if !p.exited() {
+				out[p.id] = r.u[i]
+			}
+		}
+		return out, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// runningOf returns the running processes visible accepts. Only the map is
+// read under the lock; the reads of their usage come after.
+func (m *Manager) runningOf(visible func(*Process) bool) []*Process {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var procs []*Process
+	for _, p := range m.procs {
+		if visible(p) && !p.exited() {
+			procs = append(procs, p)
+		}
+	}
+	return procs
+}
+
 // The per-OS usage layer (usage_linux.go, usage_other.go):
-//   - usageSupported() is nil where treeUsage works, else ErrUnsupported
+//   - usageSupported() is nil where treeUsages works, else ErrUnsupported
 //     wrapped with the platform's name;
-//   - treeUsage(p) reads the current usage of p's tree (see Process.Usage),
-//     without any lock held.
+//   - treeUsages(procs) reads the current usage of each process's tree
+//     (see Process.Usage), in one pass, without any lock held.
 var (
-	_ func() error                  = usageSupported
-	_ func(*Process) (Usage, error) = treeUsage
+	_ func() error                      = usageSupported
+	_ func([]*Process) ([]Usage, error) = treeUsages
 )

@@ -1,6 +1,7 @@
 package agentproc_test
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/agentproc/agentproc"
@@ -28,6 +29,39 @@ func BenchmarkUsage(b *testing.B) {
 			for b.Loop() {
 				if _, err := p.Ports(b.Context()); err != nil {
 					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkUsageMany reads the usage of 1, 10 and 100 sleeping trees
+// without cgroups: one Process.Usage each, against one Scope.Usage for all.
+func BenchmarkUsageMany(b *testing.B) {
+	for _, n := range []int{1, 10, 100} {
+		m := agentproc.New()
+		b.Cleanup(func() { _ = m.Close() })
+		procs := make([]*agentproc.Process, n)
+		for i := range procs {
+			p, err := m.Start(b.Context(), agentproc.Request{Command: "exec sleep 1000"})
+			if err != nil {
+				b.Fatal(err)
+			}
+			procs[i] = p
+		}
+		b.Run(fmt.Sprintf("each/%d", n), func(b *testing.B) {
+			for b.Loop() {
+				for _, p := range procs {
+					if _, err := p.Usage(b.Context()); err != nil {
+						b.Fatal(err)
+					}
+				}
+			}
+		})
+		b.Run(fmt.Sprintf("scope/%d", n), func(b *testing.B) {
+			for b.Loop() {
+				if u, err := m.Scope("").Usage(b.Context()); err != nil || len(u) != n {
+					b.Fatalf("got %d, %v; want %d, nil", len(u), err, n)
 				}
 			}
 		})

@@ -153,3 +153,34 @@ func TestUsageExited(t *testing.T) {
 		t.Errorf("Usage with a canceled context: got %v, want context.Canceled", err)
 	}
 }
+
+// TestUsageScope: a Scope reads the usage of its owner's running processes
+// in one call, each its own tree's, and none of another owner's or of an
+// exited process.
+func TestUsageScope(t *testing.T) {
+	t.Parallel()
+	m := newManager(t)
+	alice, bob := m.Scope("alice"), m.Scope("bob")
+	exited := mustStart(t, alice, agentproc.Request{Command: "true"})
+	mustWait(t, exited)
+	sleeper := mustStart(t, alice, agentproc.Request{Command: "exec sleep 1000"})
+	alloc := mustStart(t, alice, helperRequest(t, "alloc"))
+	other := mustStart(t, bob, agentproc.Request{Command: "exec sleep 1000"})
+	waitForOutput(t, alloc, regexp.MustCompile(`ready`))
+	got, err := alice.Usage(testContext(t))
+	if err != nil {
+		t.Fatalf("Scope.Usage: got %v, want nil", err)
+	}
+	if len(got) != 2 {
+		t.Errorf("Scope.Usage: got %d entries %v, want alice's 2 running processes (not %s, %s)", len(got), got, exited.ID(), other.ID())
+	}
+	if u := got[alloc.ID()]; u.Memory < 50<<20 {
+		t.Errorf("Usage of the 64 MiB child: got %+v, want Memory above 50 MiB", u)
+	}
+	if u, ok := got[sleeper.ID()]; !ok || u.Memory <= 0 || u.Memory >= 50<<20 {
+		t.Errorf("Usage of sleep: got %+v (present %v), want Memory above 0 and below 50 MiB (its own tree only)", u, ok)
+	}
+	if _, err := alice.Usage(canceledContext()); !errors.Is(err, context.Canceled) {
+		t.Errorf("Scope.Usage with a canceled context: got %v, want context.Canceled", err)
+	}
+}

@@ -18,4 +18,7 @@ func TestUsageUnsupported(t *testing.T) {
 	if u, err := p.Usage(testContext(t)); !errors.Is(err, errors.ErrUnsupported) {
 		t.Errorf("Usage: got %+v, %v; want ErrUnsupported", u, err)
 	}
+	if u, err := m.Scope("").Usage(testContext(t)); !errors.Is(err, errors.ErrUnsupported) {
+		t.Errorf("Scope.Usage: got %v, %v; want ErrUnsupported", u, err)
+	}
 }

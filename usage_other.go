@@ -12,4 +12,4 @@ func usageSupported() error {
 	return xerrors.Errorf("process usage on %s: %w", runtime.GOOS, ErrUnsupported)
 }
 
-func treeUsage(*Process) (Usage, error) { return Usage{}, usageSupported() }
+func treeUsages([]*Process) ([]Usage, error) { return nil, usageSupported() }

@@ -40,7 +40,8 @@ const uiInfoEvery = time.Second
 // uiUsageEvery is how often GET /ui/events reads the CPU time and memory of
 // the caller's running processes (agentproc.Process.Usage, which reads the
 // OS's counters: on Linux a cgroup's files or /proc) and sends what changed.
-// Slower than uiInfoEvery, as each read costs a pass over /proc.
+// Slower than uiInfoEvery, as each read costs a pass over /proc
+// (docs/measurements.md).
 const uiUsageEvery = 2 * time.Second
 
 // uiPartialMax bounds the unfinished line GET /ui/output holds back before
@@ -272,11 +273,12 @@ type uiReader struct {
 	unsupported bool // the platform has no Process.Usage: stop asking
 }
 
-// changes reads the usage of each process of running (the IDs of the
-// caller's running processes) and returns those that differ from what was
-// sent, recording them as sent. Each read is bounded by uiUsageEvery, so a
-// slow /proc delays the page's events by at most that. A process that
-// exited meanwhile, or whose read failed, is left out.
+// changes reads the usage of the caller's running processes
+// (agentproc.Scope.Usage: one pass over /proc for all of them) and returns
+// those of running (the IDs the page shows as running) that differ from
+// what was sent, recording them as sent. The read is bounded by
+// uiUsageEvery, so a slow /proc delays the page's events by at most that;
+// a failed read sends nothing.
 func (ur *uiReader) changes(ctx context.Context, s *agentproc.Scope, running map[string]uiLive) map[string]uiUsage {
 	for id := range ur.sent {
 		if _, ok := running[id]; !ok {
@@ -286,21 +288,19 @@ func (ur *uiReader) changes(ctx context.Context, s *agentproc.Scope, running map
 	if ur.unsupported || len(running) == 0 {
 		return nil
 	}
+	rctx, cancel := context.WithTimeout(ctx, uiUsageEvery)
+	all, err := s.Usage(rctx)
+	cancel()
+	if errors.Is(err, agentproc.ErrUnsupported) {
+		ur.unsupported = true
+	}
+	if err != nil {
+		return nil
+	}
 	var out map[string]uiUsage
-	for id := range running {
-		p, err := s.Get(id)
-		if err != nil {
-			continue
-		}
-		rctx, cancel := context.WithTimeout(ctx, uiUsageEvery)
-		u, err := p.Usage(rctx)
-		cancel()
-		if errors.Is(err, agentproc.ErrUnsupported) {
-			ur.unsupported = true
-			return nil
-		}
-		if err != nil {
-			continue
+	for id, u := range all {
+		if _, ok := running[id]; !ok {
+			continue // started since, and its started event not yet sent
 		}
 		now := uiUsage{CPUTimeMS: u.CPU.Milliseconds(), MemoryBytes: u.Memory}
 		if prev, ok := ur.sent[id]; ok && prev == now {
