@@ -4,6 +4,7 @@ import (
 	"context"
 	"embed"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -35,6 +36,13 @@ const uiCSP = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 
 // (listening ports, input answered). It reads Info, which the Manager keeps
 // current in memory: no /proc read per tick.
 const uiInfoEvery = time.Second
+
+// uiUsageEvery is how often GET /ui/events reads the CPU time and memory of
+// the caller's running processes (agentproc.Process.Usage, which reads the
+// OS's counters: on Linux a cgroup's files or /proc) and sends what changed.
+// Slower than uiInfoEvery, as each read costs a pass over /proc
+// (docs/measurements.md).
+const uiUsageEvery = 2 * time.Second
 
 // uiPartialMax bounds the unfinished line GET /ui/output holds back before
 // it sends it as finished text anyway.
@@ -126,9 +134,25 @@ func (s *sseStream) keepAlive() error {
 	return s.rc.Flush()
 }
 
-// uiSnapshot is the data of the "snapshot" event of GET /ui/events.
+// uiSnapshot is the data of the "snapshot" event of GET /ui/events. Usage
+// holds the running processes' current figures, by ID, where the platform
+// reads them (absent on macOS, FreeBSD and Windows).
 type uiSnapshot struct {
-	Processes []Process `json:"processes"`
+	Processes []Process          `json:"processes"`
+	Usage     map[string]uiUsage `json:"usage,omitempty"`
+}
+
+// uiUsage is what a running process uses now (agentproc.Usage): its tree's
+// CPU time in milliseconds and memory in bytes.
+type uiUsage struct {
+	CPUTimeMS   int64 `json:"cpu_time_ms"`
+	MemoryBytes int64 `json:"memory_bytes"`
+}
+
+// uiUsageEvent is the data of a "usage" event of GET /ui/events: the
+// running processes whose figures changed since the last one, by ID.
+type uiUsageEvent struct {
+	Usage map[string]uiUsage `json:"usage"`
 }
 
 // uiLive is what GET /ui/events compares between ticks: the parts of a
@@ -151,8 +175,10 @@ func uiLiveOf(info agentproc.Info) uiLive {
 // them, preceded by a "snapshot" event holding the caller's processes (as
 // GET /list) and interleaved with an "info" event (an Event whose Info is
 // set) whenever a running process's ports, awaiting input or readiness
-// changed without an event saying so. The subscription is taken before the
-// snapshot, so no event falls between the two; an event older than the
+// changed without an event saying so. Every uiUsageEvery a "usage" event
+// (uiUsageEvent) carries the CPU time and memory of the running processes
+// whose figures moved; the snapshot carries them all. The subscription is
+// taken before the snapshot, so no event falls between the two; an event older than the
 // snapshot may follow it, and the page never moves an exited row back to
 // running. After a "lost" event the page reconnects for a new snapshot.
 func (h *handler) uiEvents(w http.ResponseWriter, r *http.Request) {
@@ -174,6 +200,8 @@ func (h *handler) uiEvents(w http.ResponseWriter, r *http.Request) {
 			sent[info.ID] = uiLiveOf(info)
 		}
 	}
+	usage := uiReader{sent: map[string]uiUsage{}}
+	snap.Usage = usage.changes(ctx, s, sent)
 	if stream.send("", "snapshot", snap) != nil {
 		return
 	}
@@ -182,6 +210,8 @@ func (h *handler) uiEvents(w http.ResponseWriter, r *http.Request) {
 	defer keepAlive.Stop()
 	infoTick := h.cfg.clock.NewTicker(uiInfoEvery, "httpapi", "ui-info")
 	defer infoTick.Stop()
+	usageTick := h.cfg.clock.NewTicker(uiUsageEvery, "httpapi", "ui-usage")
+	defer usageTick.Stop()
 	for {
 		var err error
 		select {
@@ -200,6 +230,10 @@ func (h *handler) uiEvents(w http.ResponseWriter, r *http.Request) {
 			err = stream.send(strconv.FormatUint(e.Seq, 10), string(e.Type), eventFromCore(e))
 		case <-infoTick.C:
 			err = h.uiSendChanges(stream, s, sent)
+		case <-usageTick.C:
+			if u := usage.changes(ctx, s, sent); len(u) > 0 {
+				err = stream.send("", "usage", uiUsageEvent{Usage: u})
+			}
 		case <-keepAlive.C:
 			err = stream.keepAlive()
 		}
@@ -229,6 +263,56 @@ func (h *handler) uiSendChanges(stream *sseStream, s *agentproc.Scope, sent map[
 		}
 	}
 	return nil
+}
+
+// uiReader reads the usage of one page's running processes and remembers
+// what it sent, so that a process whose figures did not move (a sleeping
+// one) is not sent again.
+type uiReader struct {
+	sent        map[string]uiUsage
+	unsupported bool // the platform has no Process.Usage: stop asking
+}
+
+// changes reads the usage of the caller's running processes
+// (agentproc.Scope.Usage: one pass over /proc for all of them) and returns
+// those of running (the IDs the page shows as running) that differ from
+// what was sent, recording them as sent. The read is bounded by
+// uiUsageEvery, so a slow /proc delays the page's events by at most that;
+// a failed read sends nothing.
+func (ur *uiReader) changes(ctx context.Context, s *agentproc.Scope, running map[string]uiLive) map[string]uiUsage {
+	for id := range ur.sent {
+		if _, ok := running[id]; !ok {
+			delete(ur.sent, id)
+		}
+	}
+	if ur.unsupported || len(running) == 0 {
+		return nil
+	}
+	rctx, cancel := context.WithTimeout(ctx, uiUsageEvery)
+	all, err := s.Usage(rctx)
+	cancel()
+	if errors.Is(err, agentproc.ErrUnsupported) {
+		ur.unsupported = true
+	}
+	if err != nil {
+		return nil
+	}
+	var out map[string]uiUsage
+	for id, u := range all {
+		if _, ok := running[id]; !ok {
+			continue // started since, and its started event not yet sent
+		}
+		now := uiUsage{CPUTimeMS: u.CPU.Milliseconds(), MemoryBytes: u.Memory}
+		if prev, ok := ur.sent[id]; ok && prev == now {
+			continue
+		}
+		ur.sent[id] = now
+		if out == nil {
+			out = make(map[string]uiUsage)
+		}
+		out[id] = now
+	}
+	return out
 }
 
 // uiChunk is the data of one "output" event of GET /ui/output. Text is

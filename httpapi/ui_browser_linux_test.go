@@ -365,6 +365,22 @@ func TestUIBrowser(t *testing.T) {
 		}
 	})
 
+	t.Run("a running row shows live CPU and memory", func(t *testing.T) {
+		ts := newTestServer(t, nil, nil, httpapi.WithUI())
+		pg := openPage(t, browser, ts.srv.URL+"/", true)
+		p := startUnowned(t, ts, agentproc.Request{Command: "while :; do :; done"})
+		pg.run(chromedp.WaitVisible(rowSel(p.ID()) + `[data-state="running"]`))
+		cell := func(c string) string {
+			return `document.querySelector('` + string(rowSel(p.ID())) + ` .` + c + `').textContent`
+		}
+		// The snapshot or the first "usage" event fills both cells; a later
+		// one moves the CPU time on.
+		pg.waitJS(cell("cpu") + ` !== '' && /iB$/.test(` + cell("mem") + `)`)
+		first := pg.text(rowSel(p.ID()) + " .cpu")
+		pg.waitJS(cell("cpu") + ` !== '` + first + `'`)
+		t.Logf("CPU %s, then %s; memory %s", first, pg.text(rowSel(p.ID())+" .cpu"), pg.text(rowSel(p.ID())+" .mem"))
+	})
+
 	t.Run("output pane follows a command printing for 3s, in colour", func(t *testing.T) {
 		ts := newTestServer(t, nil, nil, httpapi.WithUI())
 		pg := openPage(t, browser, ts.srv.URL+"/", true)

@@ -170,3 +170,58 @@ func TestUIEvents(t *testing.T) {
 		t.Error("no started event for the server before its info event")
 	}
 }
+
+// TestUIUsage: GET /ui/events carries the CPU time and memory of the
+// caller's running processes, in the snapshot and in "usage" events as
+// they change, and none of another owner's.
+func TestUIUsage(t *testing.T) {
+	t.Parallel()
+	s := newTestServer(t, nil, nil, httpapi.WithUI())
+	ctx := testContext(t)
+	burner, err := s.m.Scope("alice").Start(ctx, agentproc.Request{Command: "while :; do :; done"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := s.m.Scope("bob").Start(ctx, agentproc.Request{Command: "sleep 30"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	type usage struct {
+		CPUTimeMS   int64 `json:"cpu_time_ms"`
+		MemoryBytes int64 `json:"memory_bytes"`
+	}
+	header := http.Header{httpapi.DefaultOwnerHeader: {"alice"}}
+	var first int64 = -1
+	s.readSSE(t, "/ui/events", header, func(typ, data string) bool {
+		var u struct {
+			Usage map[string]usage `json:"usage"`
+		}
+		if typ != "snapshot" && typ != "usage" {
+			return false
+		}
+		if err := json.Unmarshal([]byte(data), &u); err != nil {
+			t.Fatalf("%s: %v", data, err)
+		}
+		if _, ok := u.Usage[other.ID()]; ok {
+			t.Errorf("%s event: got bob's process %s, want alice's only", typ, other.ID())
+		}
+		if runtime.GOOS != "linux" {
+			if len(u.Usage) > 0 {
+				t.Errorf("%s event: got usage %v, want none where Process.Usage is unsupported", typ, u.Usage)
+			}
+			return true
+		}
+		got, ok := u.Usage[burner.ID()]
+		switch {
+		case typ == "snapshot":
+			if !ok || got.MemoryBytes <= 0 {
+				t.Errorf("snapshot usage of %s: got %+v (present %v), want memory above 0", burner.ID(), got, ok)
+			}
+			first = got.CPUTimeMS
+			return false
+		case ok && got.MemoryBytes <= 0:
+			t.Errorf("usage event of %s: got %+v, want memory above 0", burner.ID(), got)
+		}
+		return ok && got.CPUTimeMS > first
+	})
+}

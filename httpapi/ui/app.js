@@ -97,6 +97,9 @@
   // ---- the table -------------------------------------------------------
 
   const procs = new Map(); // id -> Process (the API's shape)
+  // id -> {cpu_time_ms, memory_bytes} of a running process, from the
+  // snapshot and "usage" events; an exited row shows its final figures.
+  const usage = new Map();
   const rowEls = new Map(); // id -> <tr>
   let selected = '';
 
@@ -209,7 +212,7 @@
     cell(tr, 'owner', 'Owner');
     cell(tr, 'num age', 'Age');
     cell(tr, 'num cpu', 'CPU');
-    cell(tr, 'num mem', 'Peak memory');
+    cell(tr, 'num mem', 'Memory');
     cell(tr, 'ports', 'Ports');
     const act = cell(tr, 'actions', '');
     act.appendChild(button('Interrupt', 'Interrupt', 'interrupt', () => act_(id, 'interrupt')));
@@ -243,8 +246,7 @@
       return s;
     }));
     tr.querySelector('.owner').textContent = p.owner || '—';
-    tr.querySelector('.cpu').textContent = p.running ? '' : fmtCPU(p.cpu_time_ms);
-    tr.querySelector('.mem').textContent = p.running ? '' : fmtBytes(p.peak_memory_bytes);
+    fillUsage(tr, p);
     const ports = tr.querySelector('.ports');
     ports.replaceChildren(...(p.ports || []).map((pt) => {
       const title = pt.network + ' ' + pt.addr + ':' + pt.port + ' (pid ' + pt.pid + ')';
@@ -269,6 +271,17 @@
     for (const b of tr.querySelectorAll('.actions button')) b.disabled = !p.running;
     tr.setAttribute('aria-current', String(tr.dataset.id === selected));
     fillAge(tr, p);
+  }
+
+  // fillUsage shows a running process's CPU time and memory now (where the
+  // server reads them), an exited one's total CPU time and peak memory.
+  function fillUsage(tr, p) {
+    const u = p.running ? usage.get(p.id) : undefined;
+    const cpu = tr.querySelector('.cpu');
+    const mem = tr.querySelector('.mem');
+    cpu.textContent = p.running ? (u ? fmtCPU(u.cpu_time_ms) : '') : fmtCPU(p.cpu_time_ms);
+    mem.textContent = p.running ? (u ? fmtBytes(u.memory_bytes) : '') : fmtBytes(p.peak_memory_bytes);
+    mem.title = p.running ? 'memory now' : 'peak memory';
   }
 
   function fillAge(tr, p) {
@@ -317,6 +330,7 @@
 
   function remove(id) {
     procs.delete(id);
+    usage.delete(id);
     const tr = rowEls.get(id);
     if (tr) tr.remove();
     rowEls.delete(id);
@@ -325,6 +339,8 @@
   function onEvent(type, e) {
     switch (type) {
       case 'snapshot': {
+        usage.clear();
+        for (const [id, u] of Object.entries(e.usage || {})) usage.set(id, u);
         const seen = new Set();
         for (const p of e.processes) { seen.add(p.id); procs.delete(p.id); upsert(p); }
         for (const id of [...procs.keys()]) if (!seen.has(id)) remove(id);
@@ -333,6 +349,7 @@
       case 'started':
       case 'exited':
       case 'info':
+        if (type === 'exited') usage.delete(e.id);
         if (e.info) upsert(e.info);
         break;
       case 'ready':
@@ -344,6 +361,15 @@
       case 'dropped':
         remove(e.id);
         break;
+      case 'usage':
+        for (const [id, u] of Object.entries(e.usage || {})) {
+          usage.set(id, u);
+          const tr = rowEls.get(id);
+          const p = procs.get(id);
+          if (tr && p) fillUsage(tr, p);
+        }
+        return; // no row moved
+
       case 'lost':
         throw new Error('events lost');
     }
