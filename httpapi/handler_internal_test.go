@@ -27,6 +27,7 @@ func TestErrorStatus(t *testing.T) {
 	}{
 		{"ErrNotFound", agentproc.ErrNotFound, http.StatusNotFound},
 		{"ErrNotRunning", agentproc.ErrNotRunning, http.StatusConflict},
+		{"ErrRunning", agentproc.ErrRunning, http.StatusConflict},
 		{"ErrClosed", agentproc.ErrClosed, http.StatusServiceUnavailable},
 		{"ErrTooManyProcesses", agentproc.ErrTooManyProcesses, http.StatusTooManyRequests},
 		{"ErrUnsupportedSignal", agentproc.ErrUnsupportedSignal, http.StatusBadRequest},

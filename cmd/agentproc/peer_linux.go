@@ -6,6 +6,8 @@ import (
 	"syscall"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/agentproc/agentproc/internal/pidfd"
 )
 
 // peerPID is the PID of the process that connected c (SO_PEERCRED),
@@ -24,7 +26,7 @@ func peerPID(c *net.UnixConn) (pid int, gone func() bool, err error) {
 		return 0, nil, err
 	}
 	var credErr error
-	pidfd := -1
+	pfd := -1
 	if err := raw.Control(func(fd uintptr) {
 		cred, err := syscall.GetsockoptUcred(int(fd), syscall.SOL_SOCKET, syscall.SO_PEERCRED)
 		if err != nil {
@@ -34,13 +36,13 @@ func peerPID(c *net.UnixConn) (pid int, gone func() bool, err error) {
 		pid = int(cred.Pid)
 		switch n, err := unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_PEERPIDFD); {
 		case err == nil:
-			pidfd = n
+			pfd = n
 		case errors.Is(err, unix.ENOPROTOOPT):
 			// Before Linux 6.5: no pidfd.
 		default:
 			// ESRCH or EINVAL: the peer exited (and was reaped)
 			// before this call; any process at its PID is another.
-			pidfd = -2
+			pfd = -2
 		}
 	}); err != nil {
 		return 0, nil, err
@@ -49,12 +51,11 @@ func peerPID(c *net.UnixConn) (pid int, gone func() bool, err error) {
 		return 0, nil, credErr
 	}
 	return pid, func() bool {
-		if pidfd < 0 {
-			return pidfd == -2
+		if pfd < 0 {
+			return pfd == -2
 		}
-		defer unix.Close(pidfd)
-		// Signal 0 checks only that the process is there.
-		err := unix.PidfdSendSignal(pidfd, 0, nil, 0)
-		return errors.Is(err, unix.ESRCH)
+		defer pidfd.Close(pfd)
+		// A pidfd polls readable once its process has exited.
+		return pidfd.Exited(pfd)
 	}, nil
 }
