@@ -1,12 +1,14 @@
 package agentproc
 
 import (
+	"context"
 	"fmt"
 	"os/exec"
 	"sync"
 	"syscall"
 	"time"
 
+	"cdr.dev/slog/v3"
 	"github.com/google/uuid"
 	"golang.org/x/sys/unix"
 
@@ -41,6 +43,8 @@ type containment struct {
 	// cgroupSetPool), nil without cgroups: once the tree's own are removed,
 	// the next set is made for the same owner and limits.
 	claim *cgroupSetClaim
+	// logger reports a cgroup that removeCgroups could not remove.
+	logger slog.Logger
 
 	// startedAt is when the leader was about to start (monotonic), for
 	// candidatePIDs' cheap path.
@@ -83,6 +87,7 @@ func newContainment(id string, cfg *config, l Limits, claim *cgroupSetClaim) (*c
 		noProc: cfg.foreignProc,
 		found:  make(map[int]bool),
 		claim:  claim,
+		logger: cfg.logger,
 	}
 	if claim != nil && claim.g != nil {
 		c.cg, claim.g = claim.g, nil
@@ -657,10 +662,9 @@ func (c *containment) usage(cpu time.Duration, rss int64) (time.Duration, int64)
 	return cpu, leaderPeak(rss)
 }
 
-// release closes the pidfds and removes the cgroup's directories (its
-// descriptors are closeFiles'). Later calls of the other methods do
-// nothing. The cgroup is removed after mu is released:
-// removal may wait for the last members to finish dying.
+// release closes the pidfds. Later calls of the other methods do nothing.
+// The cgroups stay until removeCgroups: the tree is gone (killEscaped has
+// emptied them), and their removal need not delay the exit.
 func (c *containment) release() error {
 	c.mu.Lock()
 	if c.released {
@@ -674,21 +678,42 @@ func (c *containment) release() error {
 	c.targets.Close()
 	c.mu.Unlock()
 	c.claim.startDone() // a start that failed
-	if c.cg == nil {
-		return nil
-	}
-	err := c.cg.RemoveDirs()
-	if err == nil && c.claim != nil {
-		c.claim.refill()
-	}
-	return err
+	return nil
 }
 
-// closeFiles closes the descriptors of the cgroup release removed, once
-// the exit is published: Wait needs the directories gone, not the closes
-// (their cost is in docs/measurements.md).
-func (c *containment) closeFiles() {
-	if c.cg != nil {
-		_ = c.cg.Remove() // the directories' removal is done: this only closes
+// removeCgroups removes the tree's cgroups and closes their descriptors,
+// then has the next set made ahead. It runs once the exit is published,
+// so that Wait does not wait for the rmdirs (a few hundred microseconds
+// on v1, the costliest calls left on a limited Start+Wait's path:
+// docs/measurements.md); Close waits for it, so no cgroup of an exited
+// tree outlives Close. By then the tree has unlisted itself from the host
+// guard (recordExit): the cgroups are listed again, empty, until they are
+// gone, so that a host that dies meanwhile leaves none behind.
+func (c *containment) removeCgroups() {
+	if c.cg == nil {
+		return
+	}
+	var guard *hostGuard
+	if c.claim != nil {
+		guard = c.claim.store.guard
+	}
+	guard.add(c.id, hostIdentity{}, c.cg.Path())
+	if removeCgroupsHook != nil {
+		removeCgroupsHook(c.cg.Dirs())
+	}
+	err := c.cg.Remove()
+	if err != nil {
+		// Still there (a member that would not die): left listed, so that
+		// the guard removes it if the host dies, as for a live tree.
+		c.logger.Warn(context.Background(), "remove cgroup", fieldError(err))
+		return
+	}
+	guard.remove(c.id)
+	if c.claim != nil {
+		c.claim.refill()
 	}
 }
+
+// removeCgroupsHook, when set by a test, runs in removeCgroups before the
+// removal, with the directories to remove, to hold it.
+var removeCgroupsHook func(dirs []string)

@@ -254,7 +254,7 @@ func TestEscapesInCgroup(t *testing.T) {
 	parent := cgroupParent(t)
 	runEscapeMatrix(t, append(slices.Clone(escapes), cgroupEscapes...), agentproc.WithCgroup(parent))
 	t.Cleanup(func() {
-		// Every process's cgroup is gone once it has exited.
+		// Every process's cgroup is gone once its Manager is closed.
 		if left, _ := filepath.Glob(filepath.Join(parent, "agentproc-*")); len(left) != 0 {
 			t.Errorf("cgroups left in %s: got %v, want none", parent, left)
 		}

@@ -163,3 +163,15 @@ func Placements() (all, onMain int64) { return placements.Load(), mainPlacements
 // MountRebuilds returns how many policies were built again so far because
 // their mount namespace no longer covered what they name.
 func MountRebuilds() int64 { return mountRebuilds.Load() }
+
+// HoldCgroupRemoval makes every finished tree's cgroup removal (after its
+// exit is published) wait until release is called, and returns a channel
+// that receives each tree's cgroup directories as its removal is held.
+func HoldCgroupRemoval() (held <-chan []string, release func()) {
+	ch, hold := make(chan []string, 16), make(chan struct{})
+	removeCgroupsHook = func(dirs []string) {
+		ch <- dirs
+		<-hold
+	}
+	return ch, func() { close(hold) }
+}

@@ -12,9 +12,11 @@ import (
 // BenchmarkLimits measures Start+Wait of true with Limits against the same
 // without, alternated in one loop (see BenchmarkPaired) on one Manager, and
 // reports the median of each and their ratio. On a hybrid or v1 host the
-// limited start pays for the cgroups (one per hierarchy, plus the
-// controller-less v2 one), the thread placement and their removal; on v2
-// for one cgroup written before CLONE_INTO_CGROUP. "all" sets memory,
+// limited start pays for the thread placement in the cgroups made ahead
+// (one per hierarchy, plus the controller-less v2 one) and the v1 limits
+// written after it; on v2 for CLONE_INTO_CGROUP; on both for the exit's
+// reads of the cgroups' counters. Their removal follows the exit, off
+// Wait's path, and competes with the next Start for the CPU. "all" sets memory,
 // procs and CPU (on this project's machines: memory, pids and cpu v1
 // hierarchies and a v2 cgroup); "procs" only the process limit.
 func BenchmarkLimits(b *testing.B) {

@@ -119,10 +119,14 @@ func scaled(d time.Duration, slow float64) time.Duration {
 	return time.Duration(float64(d) * slow)
 }
 
-// requireRemoved checks that every cgroup directory of a finished tree is
-// gone.
-func requireRemoved(t *testing.T, dirs map[string]string) {
+// requireRemoved closes m, whose trees have finished, and checks that
+// every cgroup directory of theirs is gone: a tree's cgroups are removed
+// after its exit is published, and Close waits for that.
+func requireRemoved(t *testing.T, m *agentproc.Manager, dirs map[string]string) {
 	t.Helper()
+	if err := m.Close(); err != nil {
+		t.Fatalf("Close: got %v, want nil", err)
+	}
 	for c, dir := range dirs {
 		if _, err := os.Stat(dir); !os.IsNotExist(err) {
 			t.Errorf("%s cgroup %s: got %v, want removed", c, dir, err)
@@ -171,7 +175,7 @@ func TestLimitsDefaultParent(t *testing.T) {
 		t.Fatal(err)
 	}
 	mustWait(t, p)
-	requireRemoved(t, dirs)
+	requireRemoved(t, m, dirs)
 	t.Logf("cgroups: %v", dirs)
 }
 
@@ -266,7 +270,7 @@ func TestLimitsForkBombDefault(t *testing.T) {
 		t.Errorf("Stop: got %+v, want exited", info)
 	}
 	requireNoMarked(t, p.ID())
-	requireRemoved(t, dirs)
+	requireRemoved(t, m, dirs)
 	t.Logf("fork bomb: peak %d tasks under pids.max 64 (%s); Start+Wait of true meanwhile: %s", peak, cg, during)
 }
 
@@ -308,7 +312,7 @@ func TestLimitsMemoryOOMDefault(t *testing.T) {
 		t.Errorf("peak memory: got %d, want above 0 and at most 64 MiB (plus a few pages)", info.MaxRSS)
 	}
 	requireNoMarked(t, p.ID())
-	requireRemoved(t, dirs)
+	requireRemoved(t, m, dirs)
 	// The host was not the victim: it is here, and its own cgroup is not
 	// the one that counted a kill.
 	t.Logf("memory hog: reason %s, peak %s, tree gone %s after Start (%v)", info.Reason, fmtMiB(info.MaxRSS), took, dirs)
@@ -344,7 +348,7 @@ func TestLimitsCPUShareDefault(t *testing.T) {
 	if _, err := p.Stop(testContext(t)); err != nil {
 		t.Fatal(err)
 	}
-	requireRemoved(t, dirs)
+	requireRemoved(t, m, dirs)
 }
 
 // TestLimitsBornInside starts, 200 times, four at once, a command whose

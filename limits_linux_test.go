@@ -251,6 +251,10 @@ func TestLimitsForkBomb(t *testing.T) {
 		t.Errorf("Stop: got %+v, want exited", info)
 	}
 	requireNoMarked(t, p.ID())
+	// Removed after the exit is published; Close waits for it.
+	if err := m.Close(); err != nil {
+		t.Fatalf("Close: got %v, want nil", err)
+	}
 	if _, err := os.Stat(cg); !os.IsNotExist(err) {
 		t.Errorf("cgroup %s: got %v, want removed", cg, err)
 	}

@@ -79,7 +79,7 @@ func TestLimitsNamedV1Parent(t *testing.T) {
 		t.Fatal(err)
 	}
 	mustWait(t, p)
-	requireRemoved(t, dirs)
+	requireRemoved(t, m, dirs)
 }
 
 // TestLimitsWithSandbox: a sandboxed start and cgroup v1 thread placement
@@ -114,7 +114,7 @@ func TestLimitsWithSandbox(t *testing.T) {
 	if info := mustWait(t, p); info.Sandbox == nil {
 		t.Errorf("Info.Sandbox: got nil, want the sandbox reported")
 	}
-	requireRemoved(t, dirs)
+	requireRemoved(t, m, dirs)
 }
 
 func init() {
@@ -434,4 +434,69 @@ func TestRecoveryRemovesV1Cgroups(t *testing.T) {
 			t.Errorf("cgroup %s: got %v, want removed by Recovered", d, err)
 		}
 	}
+}
+
+func init() {
+	agentproc.RegisterHelper("host-held-removal", runHeldRemovalHost, false)
+}
+
+// runHeldRemovalHost runs a limited command on a state dir (hostDirEnv)
+// with the removal of its cgroups held after its exit, prints "exited DIR"
+// for each of them and "ready", and blocks until killed. It prints
+// "unsupported: ..." and exits where limits cannot be held.
+func runHeldRemovalHost() int {
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	held, _ := agentproc.HoldCgroupRemoval()
+	m := agentproc.New(agentproc.WithStateDir(filepath.Join(os.Getenv(hostDirEnv), "a")))
+	if ok, code := hostRunLimited(ctx, m, 1, agentproc.Limits{Procs: 10}); !ok {
+		if code == 0 {
+			fmt.Println("ready")
+		}
+		return code
+	}
+	select {
+	case dirs := <-held:
+		for _, d := range dirs {
+			fmt.Println("exited", d)
+		}
+	case <-ctx.Done():
+		fmt.Fprintln(os.Stderr, "host: the removal was never held")
+		return 1
+	}
+	fmt.Println("ready")
+	select {} // until the test SIGKILLs this host
+}
+
+// TestHostDeathRemovesExitedTreeCgroups: a host with a state dir is
+// SIGKILLed after a tree's exit was published (and the tree unlisted)
+// but before its cgroups were removed; its guard removes them, as it
+// removes a live tree's.
+func TestHostDeathRemovesExitedTreeCgroups(t *testing.T) {
+	t.Parallel()
+	host, lines := runHost(t, agentproc.UseHelper("host-held-removal"), nil, hostDirEnv+"="+t.TempDir())
+	var dirs []string
+	for _, line := range lines {
+		if reason, ok := strings.CutPrefix(line, "unsupported: "); ok {
+			t.Skip("limits cannot be held here:", reason)
+		}
+		dir, ok := strings.CutPrefix(line, "exited ")
+		if !ok {
+			t.Fatalf("host printed %q", line)
+		}
+		if _, err := os.Stat(dir); err != nil {
+			t.Fatalf("exited tree's cgroup: %v", err)
+		}
+		dirs = append(dirs, dir)
+	}
+	if len(dirs) == 0 {
+		t.Fatal("the host listed no cgroup of the exited tree")
+	}
+	if err := host.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	for _, dir := range dirs {
+		requireGuardRemoved(t, "exited tree's", dir)
+	}
+	t.Logf("the dead host's exited tree's cgroups removed: %v", dirs)
 }

@@ -76,8 +76,8 @@ import (
 // the stops of a Close; killEscaped is the kill after the shell exited;
 // usage may replace the tree's usage with the cgroup's, and on Linux
 // drops a leader peak that may be the host's (leaderPeak); release frees it
-// (removing the cgroup) before the exit is published, and closeFiles
-// closes what is left after.
+// before the exit is published, and removeCgroups removes the cgroup after
+// (Close waits for it).
 // foreignProc reports a /proc of another PID namespace, which disables
 // everything that reads it. Counting a group's live members is countGroup
 // (proc_linux.go, group_darwin.go, group_freebsd.go, group_nocount.go) and
@@ -226,7 +226,7 @@ type escapeContainment interface {
 	killEscaped() int
 	usage(cpu time.Duration, rss int64) (time.Duration, int64)
 	release() error
-	closeFiles()
+	removeCgroups()
 }
 
 // The declarations every OS must satisfy; a build for an OS that lacks one,

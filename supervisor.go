@@ -224,7 +224,7 @@ func (t *spawnTaken) undo(m *Manager) {
 	}
 	if t.ctr != nil {
 		_ = t.ctr.release()
-		t.ctr.closeFiles()
+		t.ctr.removeCgroups()
 	}
 	t.claim.discard()
 	if t.st != nil {
@@ -367,8 +367,8 @@ func (s *supervisor) supervise(out *os.File, readerDone <-chan struct{}, tty boo
 	s.sbx.inferFileDenials(s.p)
 	s.publishExit(exitFacts{code: code, signal: sigName, cpu: cpu, rss: rss, leftovers: leftovers, oom: oom, likelyOOM: likelyOOM})
 	// After the exit is published, so that Wait does not wait for the
-	// file system or the closes; Close waits for them (m.wg).
-	s.ctr.closeFiles()
+	// rmdirs; Close waits for them (m.wg).
+	s.ctr.removeCgroups()
 	s.sbx.finish(s.p.m)
 }
 
@@ -430,9 +430,10 @@ func (s *supervisor) drainOutput(out *os.File, readerDone <-chan struct{}, tty b
 	}
 }
 
-// release frees what the OS holds for the process: the job or group, the
-// cgroup and pidfds. It runs before the exit is
-// published, so that a caller who sees the exit finds nothing still open.
+// release frees what the OS holds for the process: the job or group and
+// the pidfds. It runs before the exit is published, so that a caller who
+// sees the exit finds nothing still open; the tree's emptied cgroups go
+// after (removeCgroups).
 func (s *supervisor) release() {
 	s.sys.release()
 	if err := s.ctr.release(); err != nil {
