@@ -625,8 +625,9 @@ func (b *sandboxBuilt) confine(inNetns func() error) error {
 }
 
 // readyThread is a spare thread (osthread.Spare) on which a built
-// policy's steps are done (enterAndDrop, then confine unless its Starts
-// have an inNetns hook), waiting for the one Start it serves. Its thread
+// policy's steps are done (enterAndDrop, then confine, which for
+// NetworkHosts makes the tree's proxy listener), waiting for the one Start
+// it serves. Its thread
 // runs nothing but that wait and the Start's fork, and is discarded after
 // it or when the ready thread is thrown away unused: a confined thread
 // never goes back to the runtime's pool. A host therefore has at most one
@@ -644,9 +645,11 @@ type readyThread struct {
 var readyThreadStarts, readyThreadsMade atomic.Int64
 
 // takeReadyThread returns the cache's ready thread if it is ready and made for
-// b, and hands it over (the cache then has none). A Start with an inNetns
-// hook (ahead false) cannot use a ready thread confined ahead, which is thrown
-// away.
+// b, and hands it over (the cache then has none). A Start that cannot use a
+// thread confined ahead (ahead false) throws such a one away. Every Start
+// passes true today: a NetworkHosts tree's listener is made on the ready
+// thread too (hostsHook), so no Start needs a step of its own before the
+// confinement.
 func (c *sandboxCache) takeReadyThread(b *sandboxBuilt, ahead bool) *readyThread {
 	c.readyThreadMu.Lock()
 	defer c.readyThreadMu.Unlock()
@@ -674,8 +677,8 @@ func (c *sandboxCache) takeReadyThread(b *sandboxBuilt, ahead bool) *readyThread
 // makeReadyThread is called after each Start of b and makes a ready thread for
 // b in the background when the Start before was of b too, unless the
 // cache has one for b already or is closed. ahead says whether the ready
-// thread may be confined all the way (the Start had no inNetns hook); if not,
-// and b has no other step to do ahead, none is made. A ready thread made for
+// thread may be confined all the way (always, today: see takeReadyThread);
+// if not, and b has no other step to do ahead, none is made. A ready thread made for
 // another policy is discarded: the cache keeps one, for the policy of the
 // last Starts. Starts that take turns between policies get none, rather
 // than have one made and thrown away each time.
