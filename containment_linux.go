@@ -686,21 +686,22 @@ func (c *containment) release() error {
 // so that Wait does not wait for the rmdirs (a few hundred microseconds
 // on v1, the costliest calls left on a limited Start+Wait's path:
 // docs/measurements.md); Close waits for it, so no cgroup of an exited
-// tree outlives Close. By then the tree has unlisted itself from the host
-// guard (recordExit): the cgroups are listed again, empty, until they are
-// gone, so that a host that dies meanwhile leaves none behind.
+// tree outlives Close. The host guard lists the cgroups, without the
+// leader (recordExit), until they are gone, so that a host that dies
+// meanwhile leaves none behind; the listing here covers a start that
+// failed before its record listed the tree.
 func (c *containment) removeCgroups() {
 	if c.cg == nil {
 		return
+	}
+	if removeCgroupsHook != nil {
+		removeCgroupsHook(c.cg.Dirs())
 	}
 	var guard *hostGuard
 	if c.claim != nil {
 		guard = c.claim.store.guard
 	}
 	guard.add(c.id, hostIdentity{}, c.cg.Path())
-	if removeCgroupsHook != nil {
-		removeCgroupsHook(c.cg.Dirs())
-	}
 	err := c.cg.Remove()
 	if err != nil {
 		// Still there (a member that would not die): left listed, so that

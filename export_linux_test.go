@@ -4,9 +4,15 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"runtime"
+	"slices"
+	"strings"
+	"sync"
 	"time"
 
+	"github.com/agentproc/agentproc/internal/cgroup"
 	"github.com/agentproc/agentproc/internal/procfs"
 )
 
@@ -129,25 +135,33 @@ func SpareReady(m *Manager, timeout time.Duration) bool {
 }
 
 // SpareCgroupDirs waits until m holds n spare cgroup sets and returns their
-// directories. It returns an error when ctx ends first or when no maker is
-// at work and fewer than n sets are ready.
+// directories, or returns an error when ctx ends first. With no maker at
+// work it looks again every 10 ms: the last tree's cgroup removal, which
+// starts the next maker, runs after its Wait returned.
 func SpareCgroupDirs(ctx context.Context, m *Manager, n int) ([]string, error) {
 	s := &m.cgroupSets
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for len(s.sets) < n {
-		if !s.making {
-			return nil, fmt.Errorf("%d spare cgroup sets and none being made, want %d", len(s.sets), n)
+		var ready <-chan struct{}
+		var again <-chan time.Time
+		if s.making {
+			ready = s.ready
+		} else {
+			again = tick.C
 		}
-		ready := s.ready
 		s.mu.Unlock()
 		select {
 		case <-ready:
+		case <-again:
 		case <-ctx.Done():
-			s.mu.Lock()
-			return nil, ctx.Err()
 		}
 		s.mu.Lock()
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("%d spare cgroup sets when %v, want %d", len(s.sets), ctx.Err(), n)
+		}
 	}
 	var dirs []string
 	for _, set := range s.sets {
@@ -174,4 +188,48 @@ func HoldCgroupRemoval() (held <-chan []string, release func()) {
 		<-hold
 	}
 	return ch, func() { close(hold) }
+}
+
+// TrackCgroups has every cgroup this process makes recorded, and every
+// failed removal with the members its directories held then. The returned
+// report lists the directories still there (each with the failures seen
+// for it); it is empty when the run left none.
+func TrackCgroups() (report func() []string) {
+	var mu sync.Mutex
+	made := map[string]bool{}
+	failures := map[string][]string{}
+	cgroup.SetTestHooks(func(dirs []string) {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, d := range dirs {
+			made[d] = true
+		}
+	}, func(dirs []string, err error) {
+		var members []string
+		for _, d := range dirs {
+			data, _ := os.ReadFile(filepath.Join(d, "cgroup.procs"))
+			for pid := range strings.FieldsSeq(string(data)) {
+				stat, _ := os.ReadFile("/proc/" + pid + "/stat")
+				cmd, _ := os.ReadFile("/proc/" + pid + "/cmdline")
+				members = append(members, fmt.Sprintf("%s in %s: stat %q cmdline %q", pid, d, stat, bytes.ReplaceAll(cmd, []byte{0}, []byte{' '})))
+			}
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		for _, d := range dirs {
+			failures[d] = append(failures[d], fmt.Sprintf("remove failed: %v; members: %v", err, members))
+		}
+	})
+	return func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		var left []string
+		for d := range made {
+			if _, err := os.Stat(d); err == nil {
+				left = append(left, fmt.Sprintf("%s %v", d, failures[d]))
+			}
+		}
+		slices.Sort(left)
+		return left
+	}
 }

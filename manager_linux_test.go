@@ -40,3 +40,7 @@ func TestPWDNamesWorkDir(t *testing.T) {
 	}
 	mustWait(t, p)
 }
+
+func init() {
+	afterRun = append(afterRun, agentproc.TrackCgroups())
+}

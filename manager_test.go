@@ -31,6 +31,12 @@ func TestMain(m *testing.M) {
 		testleak.Kill(run, leaks)
 		code = 1
 	}
+	for _, report := range afterRun {
+		if left := report(); len(left) > 0 {
+			fmt.Fprintf(os.Stderr, "the run left %d cgroups it made:\n%s\n", len(left), strings.Join(left, "\n"))
+			code = 1
+		}
+	}
 	if code == 0 {
 		if unused := agentproc.UnusedHelpers(); len(unused) > 0 {
 			fmt.Fprintf(os.Stderr, "helper modes registered but used by no test: %v\n", unused)
@@ -45,6 +51,10 @@ func TestMain(m *testing.M) {
 	}
 	os.Exit(code)
 }
+
+// afterRun holds checks TestMain runs after the tests, each returning what
+// the run left behind (platform files add them in init).
+var afterRun []func() []string
 
 // testTimeout bounds every wait in these tests.
 const testTimeout = 10 * time.Second

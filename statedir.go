@@ -621,7 +621,15 @@ func (sv *supervisor) recordExit(code int, sigName string, reason ExitReason, no
 	}
 	r := sv.rec
 	r.Exited, r.ExitCode, r.Signal, r.Reason, r.ExitedAt = true, code, sigName, reason, now
-	s.hostGuard.remove(r.ID)
+	if r.Cgroup != "" {
+		// The cgroups outlive the tree until removeCgroups deletes them:
+		// listed on, without the leader (reaped, so its PID may name
+		// another process), so that a host that dies meanwhile leaves none
+		// behind.
+		s.hostGuard.add(r.ID, hostIdentity{}, r.Cgroup)
+	} else {
+		s.hostGuard.remove(r.ID)
+	}
 	err := s.appendUpdate(r, recordUpdate{Exited: true, ExitCode: code, Signal: sigName, Reason: reason, ExitedAt: now})
 	if err != nil {
 		s.logger.Warn(context.Background(), "update process record", slog.F("id", r.ID), fieldError(err))

@@ -197,7 +197,24 @@ func New(s Spec) (*Group, error) {
 		g.v1 = set
 	}
 	g.openExitFiles()
+	if h := madeHook; h != nil {
+		h(g.Dirs())
+	}
 	return g, nil
+}
+
+// madeHook and removeFailedHook, when set (SetTestHooks), are told of every
+// group New makes and of every Remove that fails: tests use them to find
+// the cgroups a run leaves and why.
+var (
+	madeHook         func(dirs []string)
+	removeFailedHook func(dirs []string, err error)
+)
+
+// SetTestHooks sets madeHook and removeFailedHook. It is for tests, which
+// call it before they make any group.
+func SetTestHooks(made func(dirs []string), removeFailed func(dirs []string, err error)) {
+	madeHook, removeFailedHook = made, removeFailed
 }
 
 // Open returns the Group of a tree a former host made in the cgroup v2
@@ -469,6 +486,9 @@ func (g *Group) RemoveDirs() error {
 		}
 		if len(errs) > 0 {
 			g.remErr = errors.Join(errs...)
+			if h := removeFailedHook; h != nil {
+				h(g.Dirs(), g.remErr)
+			}
 		}
 	})
 	return g.remErr
