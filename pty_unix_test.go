@@ -102,11 +102,14 @@ func TestTTYResize(t *testing.T) {
 }
 
 // TestTTYWinch checks that Resize sends SIGWINCH to the foreground group.
+// The shell waits in the wait builtin, which runs a trap for a signal that
+// came at any point after the trap was set; a trap for a signal that comes
+// just before a read builtin blocks runs only once the read returns.
 func TestTTYWinch(t *testing.T) {
 	t.Parallel()
 	m := newManager(t)
 	p := mustStart(t, m, agentproc.Request{
-		Command: `trap 'stty size; exit 0' WINCH; echo ready; read x; echo no-winch`,
+		Command: `trap 'stty size; exit 0' WINCH; echo ready; sleep 30 & wait; echo no-winch`,
 		TTY:     &agentproc.TTYSize{Rows: 10, Cols: 20},
 	})
 	waitForOutput(t, p, regexp.MustCompile(`ready\r\n`))
