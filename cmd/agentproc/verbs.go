@@ -36,6 +36,19 @@ func oneProcess(ctx context.Context, fs *flag.FlagSet, cf *clientFlags, e *env, 
 	return cl, id, err
 }
 
+// noProcess parses the command line of a command that takes flags only and
+// returns the client of the serve the flags name.
+func noProcess(fs *flag.FlagSet, cf *clientFlags, e *env, args []string) (*httpapi.Client, error) {
+	rest, err := parse(fs, e, args, 0)
+	if err != nil {
+		return nil, err
+	}
+	if err := noArgs(rest); err != nil {
+		return nil, err
+	}
+	return cf.client()
+}
+
 const waitHelp = `Wait until a process exits and exit with its exit code, as docker wait
 prints it. ID may be a unique prefix, as ps shows it. With --timeout, give
 up after that long (exit 1; the process keeps running).
@@ -241,12 +254,7 @@ func runPrune(ctx context.Context, e *env, args []string) error {
 	fs := newFlags("prune", "[flags]", pruneHelp)
 	var cf clientFlags
 	cf.register(fs)
-	if rest, err := parse(fs, e, args, 0); err != nil {
-		return err
-	} else if err := noArgs(rest); err != nil {
-		return err
-	}
-	cl, err := cf.client()
+	cl, err := noProcess(fs, &cf, e, args)
 	if err != nil {
 		return err
 	}
