@@ -374,7 +374,7 @@ func cgroupParent(t *testing.T) string {
 	candidates = append(candidates, mounts...)
 	for _, c := range slices.Compact(candidates) {
 		dir := filepath.Join(c, "agentproc-test-"+uuid.NewString()[:8])
-		if err := os.Mkdir(dir, 0o755); err != nil {
+		if err := agentproc.MakeTestCgroup(t, dir, filepath.Join(dir, "agentproc-*")); err != nil {
 			tried = append(tried, fmt.Sprintf("%s: %v", c, err))
 			continue
 		}
@@ -383,34 +383,10 @@ func cgroupParent(t *testing.T) string {
 			tried = append(tried, c+": cgroup.procs not writable")
 			continue
 		}
-		t.Cleanup(func() { removeCgroup(t, dir) })
 		return dir
 	}
 	t.Skipf("no writable cgroup v2 directory: tried %s", strings.Join(tried, "; "))
 	return ""
-}
-
-// removeCgroup removes dir once the cgroups below it are gone.
-func removeCgroup(t *testing.T, dir string) {
-	ctx := testContext(t)
-	tick := time.NewTicker(5 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		children, _ := filepath.Glob(filepath.Join(dir, "agentproc-*"))
-		for _, c := range children {
-			_ = unix.Rmdir(c)
-		}
-		err := unix.Rmdir(dir)
-		if err == nil {
-			return
-		}
-		select {
-		case <-ctx.Done():
-			t.Errorf("remove test cgroup %s: %v", dir, err)
-			return
-		case <-tick.C:
-		}
-	}
 }
 
 func testCgroup2Mounts() []string {

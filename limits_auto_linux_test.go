@@ -10,7 +10,6 @@ import (
 	"testing"
 
 	"github.com/agentproc/agentproc"
-	"github.com/google/uuid"
 )
 
 // delegEnv names the cgroup the "auto-host" helper moves itself into
@@ -74,17 +73,7 @@ func TestLimitsCgroupAuto(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(root, "cgroup.subtree_control"), []byte("+pids"), 0); err != nil {
 		t.Skipf("cannot enable pids in %s: %v", root, err)
 	}
-	deleg := filepath.Join(root, "agentproc-test-deleg-"+uuid.NewString()[:8])
-	if err := os.Mkdir(deleg, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		for _, d := range []string{filepath.Join(deleg, "agentproc-host"), deleg} {
-			if err := os.Remove(d); err != nil && !os.IsNotExist(err) {
-				t.Errorf("remove %s: %v", d, err)
-			}
-		}
-	})
+	deleg := testCgroup(t, root, "deleg")
 	cmd := exec.CommandContext(testContext(t), os.Args[0])
 	cmd.Env = append(os.Environ(), agentproc.HelperEnv+"="+mode, delegEnv+"="+deleg)
 	out, err := cmd.CombinedOutput()

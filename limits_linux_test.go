@@ -31,14 +31,9 @@ func TestLimitsNeedController(t *testing.T) {
 	// every controller that a parallel test enables at the root meanwhile
 	// (in the VM one did, between this check and the Start).
 	parent := filepath.Join(cgroupParent(t), "sub")
-	if err := os.Mkdir(parent, 0o755); err != nil {
+	if err := agentproc.MakeTestCgroup(t, parent); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		if err := os.Remove(parent); err != nil {
-			t.Errorf("remove %s: %v", parent, err)
-		}
-	})
 	avail := readCgroupList(t, filepath.Join(parent, "cgroup.controllers"))
 	var limits agentproc.Limits
 	var field, controller string

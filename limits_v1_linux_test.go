@@ -47,19 +47,12 @@ func TestLimitsNamedV1Parent(t *testing.T) {
 	}
 	rel := "agentproc-test-" + uuid.NewString()[:8]
 	parent := filepath.Join(pidsRoot, rel)
-	if err := os.Mkdir(parent, 0o755); err != nil {
+	memParent := filepath.Join(memRoot, rel)
+	// The library creates the named path in the other hierarchies and, as
+	// runc does, leaves it: it is the operator's.
+	if err := agentproc.MakeTestCgroup(t, parent, memParent); err != nil {
 		t.Skipf("cannot make a cgroup in %s: %v", pidsRoot, err)
 	}
-	memParent := filepath.Join(memRoot, rel)
-	t.Cleanup(func() {
-		// The library creates the named path in the other hierarchies and,
-		// as runc does, leaves it: it is the operator's.
-		for _, d := range []string{parent, memParent} {
-			if err := os.Remove(d); err != nil && !os.IsNotExist(err) {
-				t.Errorf("remove %s: %v", d, err)
-			}
-		}
-	})
 	m := newManager(t, agentproc.WithCgroup(parent))
 	p := mustStart(t, m, agentproc.Request{
 		Command: "echo ready; read x",
@@ -391,10 +384,9 @@ func TestRecoveryRemovesV1Cgroups(t *testing.T) {
 			t.Skipf("no cgroup v1 %s hierarchy at %s", c, mnt)
 		}
 		d := filepath.Join(mnt, own[c], "agentproc-"+id)
-		if err := os.Mkdir(d, 0o755); err != nil {
+		if err := agentproc.MakeTestCgroup(t, d); err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(func() { _ = os.Remove(d) })
 		dirs = append(dirs, d)
 	}
 	// No marker and a group of its own: only the cgroup ties it to the tree.

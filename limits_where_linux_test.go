@@ -241,16 +241,9 @@ func cgroupV2Root(t *testing.T) string {
 func testCgroup(t *testing.T, dir, name string) string {
 	t.Helper()
 	cg := filepath.Join(dir, "agentproc-test-"+name+"-"+uuid.NewString()[:8])
-	if err := os.Mkdir(cg, 0o755); err != nil {
+	if err := agentproc.MakeTestCgroup(t, cg, filepath.Join(cg, "agentproc-host")); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		for _, d := range []string{filepath.Join(cg, "agentproc-host"), cg} {
-			if err := os.Remove(d); err != nil && !os.IsNotExist(err) {
-				t.Errorf("remove %s: %v", d, err)
-			}
-		}
-	})
 	return cg
 }
 

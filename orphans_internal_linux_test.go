@@ -23,10 +23,9 @@ func TestOrphanCgroupOnlyOurs(t *testing.T) {
 	own := ownWritableCgroup(t)
 	mk := func(dir string) string {
 		t.Helper()
-		if err := os.Mkdir(dir, 0o755); err != nil {
+		if err := makeTestCgroup(t, dir); err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(func() { _ = os.Remove(dir) })
 		return dir
 	}
 	id := uuid.NewString()

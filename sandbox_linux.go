@@ -516,23 +516,17 @@ func (b *sandboxBuilt) start(cmd *exec.Cmd, step threadStep, hosts func(hostsLis
 		return err
 	}
 	lastCap := sandboxHost().lastCap
-	const ahead = true // a ready thread is confined all the way ahead
 	if step == nil && b.cache != nil {
-		if st := b.cache.takeReadyThread(b, ahead); st != nil {
+		if st := b.cache.takeReadyThread(b); st != nil {
 			readyThreadStarts.Add(1)
 			err := st.spare.Do(func() error {
-				if !st.confined {
-					if err := b.confine(b.hostsHook(&st.lis)); err != nil {
-						return err
-					}
-				}
 				b.handListener(&st.lis, hosts)
 				return startLast(cmd, last)
 			})
-			b.cache.makeReadyThread(b, lastCap, ahead)
+			b.cache.makeReadyThread(b, lastCap)
 			return err
 		}
-		defer b.cache.makeReadyThread(b, lastCap, ahead)
+		defer b.cache.makeReadyThread(b, lastCap)
 	}
 	return osthread.Throwaway(func() (err error) {
 		// The other step first: after the steps below this thread may no
@@ -634,10 +628,9 @@ func (b *sandboxBuilt) confine(inNetns func() error) error {
 // confined thread per Manager besides those of Starts in flight, the ready
 // thread, which TestSandboxHostNeverConfined tells apart by its thread ID.
 type readyThread struct {
-	b        *sandboxBuilt
-	confined bool          // confine was done too
-	lis      hostsListener // b.hosts: the listener confine made; zero once handed over
-	spare    *osthread.Spare
+	b     *sandboxBuilt
+	lis   hostsListener // b.hosts: the listener confine made; zero once handed over
+	spare *osthread.Spare
 }
 
 // readyThreadStarts counts the Starts that took a ready thread, readyThreadsMade the
@@ -645,21 +638,14 @@ type readyThread struct {
 var readyThreadStarts, readyThreadsMade atomic.Int64
 
 // takeReadyThread returns the cache's ready thread if it is ready and made for
-// b, and hands it over (the cache then has none). A Start that cannot use a
-// thread confined ahead (ahead false) throws such a one away. Every Start
-// passes true today: a NetworkHosts tree's listener is made on the ready
-// thread too (hostsHook), so no Start needs a step of its own before the
-// confinement.
-func (c *sandboxCache) takeReadyThread(b *sandboxBuilt, ahead bool) *readyThread {
+// b, and hands it over (the cache then has none). Every step of b is done on
+// it already, a NetworkHosts tree's listener included (hostsHook): the
+// Start only forks there.
+func (c *sandboxCache) takeReadyThread(b *sandboxBuilt) *readyThread {
 	c.readyThreadMu.Lock()
 	defer c.readyThreadMu.Unlock()
 	st := c.readyThread
 	if st == nil || st.b != b {
-		return nil
-	}
-	if st.confined && !ahead {
-		st.spare.Discard()
-		c.readyThread = nil
 		return nil
 	}
 	select {
@@ -676,21 +662,20 @@ func (c *sandboxCache) takeReadyThread(b *sandboxBuilt, ahead bool) *readyThread
 
 // makeReadyThread is called after each Start of b and makes a ready thread for
 // b in the background when the Start before was of b too, unless the
-// cache has one for b already or is closed. ahead says whether the ready
-// thread may be confined all the way (always, today: see takeReadyThread);
-// if not, and b has no other step to do ahead, none is made. A ready thread made for
+// cache has one for b already or is closed. The ready thread is confined
+// all the way (enterAndDrop, then confine). A ready thread made for
 // another policy is discarded: the cache keeps one, for the policy of the
 // last Starts. Starts that take turns between policies get none, rather
 // than have one made and thrown away each time.
-func (c *sandboxCache) makeReadyThread(b *sandboxBuilt, lastCap int, ahead bool) {
-	if b.uncached || (!ahead && b.mntns < 0 && !b.dropCaps) {
+func (c *sandboxCache) makeReadyThread(b *sandboxBuilt, lastCap int) {
+	if b.uncached {
 		return
 	}
 	c.readyThreadMu.Lock()
 	defer c.readyThreadMu.Unlock()
 	prev := c.lastStart
 	c.lastStart = b
-	if c.readyThreadClosed || prev != b || (c.readyThread != nil && c.readyThread.b == b && c.readyThread.confined == ahead) {
+	if c.readyThreadClosed || prev != b || (c.readyThread != nil && c.readyThread.b == b) {
 		return
 	}
 	if c.readyThread != nil {
@@ -703,15 +688,12 @@ func (c *sandboxCache) makeReadyThread(b *sandboxBuilt, lastCap int, ahead bool)
 	c.mu.Lock()
 	b.users++
 	c.mu.Unlock()
-	st := &readyThread{b: b, confined: ahead}
+	st := &readyThread{b: b}
 	st.spare = osthread.NewSpare(func() error {
 		if err := b.enterAndDrop(lastCap); err != nil {
 			return err // the next Start does the steps itself and reports it
 		}
-		if ahead {
-			return b.confine(b.hostsHook(&st.lis))
-		}
-		return nil
+		return b.confine(b.hostsHook(&st.lis))
 	}, func() {
 		// A listener made ahead and not handed over (the spare failed or
 		// was discarded unused) is closed here, on the spare's goroutine.

@@ -61,6 +61,8 @@
 //	GET  /ui/events        GET /events preceded by a "snapshot" event of the
 //	                       caller's processes, with "info" events when a
 //	                       running process's ports or input state change
+//	                       and "usage" events of their CPU time and memory;
+//	                       ?usage=0 (a hidden page): no usage read
 //	GET  /ui/output        ?id=ID&offset=N: the output as "output" events,
 //	                       rendered lines and the unfinished line apart, as
 //	                       it is written, until the exit

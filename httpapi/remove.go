@@ -30,32 +30,25 @@ func (h *handler) remove(w http.ResponseWriter, r *http.Request) {
 // with the body {}, like /stop-all) and returns what it removed, newest
 // first.
 func (h *handler) prune(w http.ResponseWriter, r *http.Request) {
-	s, ok := h.scope(w, r)
-	if !ok {
-		return
-	}
-	var req struct{}
-	if !h.decode(w, r, &req) {
-		return
-	}
-	removed := []Process{}
-	for _, info := range s.List() {
-		if info.Running {
-			continue
-		}
-		// ErrNotFound: another request (or retention) removed it first;
-		// ErrRunning: its exit is not registered yet, as Info says only
-		// after. Neither is this prune's to report.
-		if err := s.Remove(info.ID); err != nil {
-			if errors.Is(err, agentproc.ErrNotFound) || errors.Is(err, agentproc.ErrRunning) {
+	h.ownerWide(w, r, func(s *agentproc.Scope) ([]agentproc.Info, *Error) {
+		var removed []agentproc.Info
+		for _, info := range s.List() {
+			if info.Running {
 				continue
 			}
-			writeError(w, errorFor(err, info.ID))
-			return
+			// ErrNotFound: another request (or retention) removed it
+			// first; ErrRunning: its exit is not registered yet, as Info
+			// says only after. Neither is this prune's to report.
+			if err := s.Remove(info.ID); err != nil {
+				if errors.Is(err, agentproc.ErrNotFound) || errors.Is(err, agentproc.ErrRunning) {
+					continue
+				}
+				return nil, errorFor(err, info.ID)
+			}
+			removed = append(removed, info)
 		}
-		removed = append(removed, processFromInfo(info))
-	}
-	writeJSON(w, http.StatusOK, ListResponse{Processes: removed})
+		return removed, nil
+	})
 }
 
 // Remove forgets an exited process: it is no longer listed, and its output
@@ -68,7 +61,5 @@ func (c *Client) Remove(ctx context.Context, id string) error {
 // Prune forgets every exited process of the caller's owner
 // (POST /prune with the body {}) and returns those it removed.
 func (c *Client) Prune(ctx context.Context) ([]Process, error) {
-	var resp ListResponse
-	err := c.do(ctx, http.MethodPost, "/prune", nil, struct{}{}, &resp)
-	return resp.Processes, err
+	return c.ownerWide(ctx, "/prune")
 }

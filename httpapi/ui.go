@@ -181,10 +181,28 @@ func uiLiveOf(info agentproc.Info) uiLive {
 // taken before the snapshot, so no event falls between the two; an event older than the
 // snapshot may follow it, and the page never moves an exited row back to
 // running. After a "lost" event the page reconnects for a new snapshot.
+//
+// With ?usage=0 no usage is read at all, for the snapshot or every
+// uiUsageEvery: the page asks so while it is hidden (document.hidden), and
+// reconnects without it when it is shown again, its new snapshot then
+// carrying every figure at once. The rest of the stream goes on, so the
+// tab's title keeps counting the running processes.
 func (h *handler) uiEvents(w http.ResponseWriter, r *http.Request) {
 	uiHeaders(w)
 	s, ok := h.scope(w, r)
 	if !ok {
+		return
+	}
+	readUsage := true
+	switch v := r.URL.Query().Get("usage"); v {
+	case "", "1":
+	case "0":
+		readUsage = false
+	default:
+		writeError(w, &Error{
+			StatusCode: http.StatusBadRequest,
+			Message:    fmt.Sprintf("Invalid query parameter usage=%q: want 0 (no usage read) or 1.", v),
+		})
 		return
 	}
 	ctx := r.Context()
@@ -201,7 +219,9 @@ func (h *handler) uiEvents(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	usage := uiReader{sent: map[string]uiUsage{}}
-	snap.Usage = usage.changes(ctx, s, sent)
+	if readUsage {
+		snap.Usage = usage.changes(ctx, s, sent)
+	}
 	if stream.send("", "snapshot", snap) != nil {
 		return
 	}
@@ -210,8 +230,12 @@ func (h *handler) uiEvents(w http.ResponseWriter, r *http.Request) {
 	defer keepAlive.Stop()
 	infoTick := h.cfg.clock.NewTicker(uiInfoEvery, "httpapi", "ui-info")
 	defer infoTick.Stop()
-	usageTick := h.cfg.clock.NewTicker(uiUsageEvery, "httpapi", "ui-usage")
-	defer usageTick.Stop()
+	var usageC <-chan time.Time // nil, never ready, without readUsage
+	if readUsage {
+		usageTick := h.cfg.clock.NewTicker(uiUsageEvery, "httpapi", "ui-usage")
+		defer usageTick.Stop()
+		usageC = usageTick.C
+	}
 	for {
 		var err error
 		select {
@@ -230,7 +254,7 @@ func (h *handler) uiEvents(w http.ResponseWriter, r *http.Request) {
 			err = stream.send(strconv.FormatUint(e.Seq, 10), string(e.Type), eventFromCore(e))
 		case <-infoTick.C:
 			err = h.uiSendChanges(stream, s, sent)
-		case <-usageTick.C:
+		case <-usageC:
 			if u := usage.changes(ctx, s, sent); len(u) > 0 {
 				err = stream.send("", "usage", uiUsageEvent{Usage: u})
 			}

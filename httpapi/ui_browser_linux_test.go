@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	cdpbrowser "github.com/chromedp/cdproto/browser"
 	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/chromedp"
 
@@ -379,6 +380,73 @@ func TestUIBrowser(t *testing.T) {
 		first := pg.text(rowSel(p.ID()) + " .cpu")
 		pg.waitJS(cell("cpu") + ` !== '` + first + `'`)
 		t.Logf("CPU %s, then %s; memory %s", first, pg.text(rowSel(p.ID())+" .cpu"), pg.text(rowSel(p.ID())+" .mem"))
+	})
+
+	t.Run("a hidden page reads no usage and refreshes it when shown", func(t *testing.T) {
+		// The queries of the page's GET /ui/events, in order.
+		queries := make(chan string, 16)
+		ts := newTestServer(t, nil, func(h http.Handler) http.Handler {
+			return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if r.URL.Path == "/ui/events" {
+					select {
+					case queries <- r.URL.RawQuery:
+					default:
+						t.Errorf("more than %d GET /ui/events, want one per change of visibility", cap(queries))
+					}
+				}
+				h.ServeHTTP(w, r)
+			})
+		}, httpapi.WithUI())
+		pg := openPage(t, browser, ts.srv.URL+"/", true)
+		nextQuery := func(want string) {
+			t.Helper()
+			select {
+			case q := <-queries:
+				if q != want {
+					t.Fatalf("GET /ui/events?%s, want ?%s", q, want)
+				}
+			case <-time.After(browserTimeout):
+				t.Fatalf("no GET /ui/events?%s within %v", want, browserTimeout)
+			}
+		}
+		nextQuery("") // the page opened visible
+		p := startUnowned(t, ts, agentproc.Request{Command: "while :; do :; done"})
+		cpu := `document.querySelector('` + string(rowSel(p.ID())) + ` .cpu').textContent`
+		pg.waitJS(`document.querySelector('` + string(rowSel(p.ID())) + `') !== null && ` + cpu + ` !== ''`)
+
+		// Minimizing its window hides the page in headless Chromium, as
+		// switching away from its tab does in a browser with a screen.
+		win, err := chromedp.Call(pg.ctx, cdpbrowser.GetWindowForTarget, cdpbrowser.GetWindowForTargetParams{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		setWindow := func(state cdpbrowser.WindowState) {
+			t.Helper()
+			ctx, cancel := context.WithTimeout(pg.ctx, browserTimeout)
+			defer cancel()
+			if _, err := chromedp.Call(ctx, cdpbrowser.SetWindowBounds, cdpbrowser.SetWindowBoundsParams{
+				WindowID: win.WindowID, Bounds: &cdpbrowser.Bounds{WindowState: state},
+			}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		setWindow(cdpbrowser.WindowStateMinimized)
+		pg.waitJS(`document.hidden`)
+		nextQuery("usage=0")
+		pg.run(chromedp.WaitVisible(chromedp.CSS(`#conn[data-state="live"]`)))
+		// The figures shown before stay, not blanked by a snapshot without.
+		hidden := pg.text(rowSel(p.ID()) + " .cpu")
+		if hidden == "" {
+			t.Error("CPU time blank while hidden, want the last figure kept")
+		}
+
+		// Shown again: a stream with usage at once, whose snapshot moves the
+		// burner's CPU time on without waiting for a "usage" event.
+		setWindow(cdpbrowser.WindowStateNormal)
+		pg.waitJS(`!document.hidden`)
+		nextQuery("")
+		pg.waitJS(cpu + ` !== '` + hidden + `'`)
+		t.Logf("CPU %s while hidden, %s once shown", hidden, pg.text(rowSel(p.ID())+" .cpu"))
 	})
 
 	t.Run("output pane follows a command printing for 3s, in colour", func(t *testing.T) {

@@ -3,12 +3,16 @@
 package httpapi_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/coder/quartz"
 
 	"github.com/agentproc/agentproc"
 	"github.com/agentproc/agentproc/httpapi"
@@ -223,5 +227,89 @@ func TestUIUsage(t *testing.T) {
 			t.Errorf("usage event of %s: got %+v, want memory above 0", burner.ID(), got)
 		}
 		return ok && got.CPUTimeMS > first
+	})
+}
+
+// TestUIUsageHidden: GET /ui/events?usage=0, what a hidden page asks,
+// reads no usage: none in the snapshot and no usage ticker, while the
+// stream's events go on; without it, or with usage=1, both are there. Any
+// other value is refused.
+func TestUIUsageHidden(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		query string
+		usage bool
+	}{
+		{"", true},
+		{"?usage=1", true},
+		{"?usage=0", false},
+	} {
+		t.Run("/ui/events"+tt.query, func(t *testing.T) {
+			t.Parallel()
+			clk := quartz.NewMock(t)
+			trap := clk.Trap().NewTicker("httpapi")
+			s := newTestServer(t, nil, nil, httpapi.WithUI(), httpapi.WithClock(clk))
+			ctx := testContext(t)
+			burner, err := s.m.Start(ctx, agentproc.Request{Command: "while :; do :; done"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			// The tags of the stream's tickers, recorded before each is
+			// released: all of them are made after the snapshot, before
+			// the first event that follows it.
+			var tickers []string
+			trapCtx, stopTrap := context.WithCancel(ctx)
+			trapDone := make(chan struct{})
+			go func() {
+				defer close(trapDone)
+				for {
+					call, err := trap.Wait(trapCtx)
+					if err != nil {
+						return
+					}
+					tickers = append(tickers, strings.Join(call.Tags, " "))
+					if call.Release(trapCtx) != nil {
+						return
+					}
+				}
+			}()
+			var later *agentproc.Process
+			s.readSSE(t, "/ui/events"+tt.query, nil, func(typ, data string) bool {
+				switch typ {
+				case "snapshot":
+					snap := decodeJSON[struct {
+						Usage map[string]json.RawMessage `json:"usage"`
+					}](t, data)
+					_, got := snap.Usage[burner.ID()]
+					if want := tt.usage && runtime.GOOS == "linux"; got != want {
+						t.Errorf("snapshot: usage of the running %s: got %v, want %v", burner.ID(), got, want)
+					}
+					if later, err = s.m.Start(ctx, agentproc.Request{Command: "sleep 30"}); err != nil {
+						t.Fatal(err)
+					}
+				case "usage":
+					if !tt.usage {
+						t.Errorf("usage event %s, want none", data)
+					}
+				case "started":
+					return decodeJSON[httpapi.Event](t, data).ID == later.ID()
+				}
+				return false
+			})
+			stopTrap()
+			<-trapDone
+			trap.Close()
+			if got := slices.Contains(tickers, "httpapi ui-usage"); got != tt.usage {
+				t.Errorf("usage ticker made: got %v, want %v (tickers %q)", got, tt.usage, tickers)
+			}
+		})
+	}
+	t.Run("?usage=yes", func(t *testing.T) {
+		t.Parallel()
+		s := newTestServer(t, nil, nil, httpapi.WithUI())
+		obj := wantError(t, s.raw(t, http.MethodGet, "/ui/events?usage=yes", ""), http.StatusBadRequest)
+		if msg, _ := obj["message"].(string); !strings.Contains(msg, "usage") {
+			t.Errorf("message %q, want it to name the usage parameter", msg)
+		}
 	})
 }

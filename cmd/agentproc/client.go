@@ -130,12 +130,7 @@ func runPS(ctx context.Context, e *env, args []string) error {
 	asJSON := fs.Bool("json", false, "print the processes as a JSON array (httpapi.Process), all of them")
 	quiet := fs.Bool("q", false, "print IDs only")
 	noTrunc := fs.Bool("no-trunc", false, "print full IDs and commands")
-	if rest, err := parse(fs, e, args, 0); err != nil {
-		return err
-	} else if err := noArgs(rest); err != nil {
-		return err
-	}
-	cl, err := cf.client()
+	cl, err := noProcess(fs, &cf, e, args)
 	if err != nil {
 		return err
 	}

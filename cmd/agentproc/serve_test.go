@@ -88,21 +88,36 @@ func startServe(t *testing.T, ctx context.Context, args ...string) *served {
 	}
 }
 
+// clientCmd returns the test binary run as agentproc with args, a client
+// of the serve that env (added to the test's environment) names, killed
+// when ctx ends.
+func clientCmd(ctx context.Context, env []string, args ...string) *exec.Cmd {
+	cmd := exec.CommandContext(ctx, os.Args[0], args...)
+	cmd.Env = append(append(os.Environ(), runMainEnv+"=1"), env...)
+	return cmd
+}
+
 // cli runs one agentproc client command with env added to the test's
 // environment.
 func cli(t *testing.T, ctx context.Context, env []string, args ...string) (stdout, stderr string, code int) {
 	t.Helper()
-	cmd := exec.CommandContext(ctx, os.Args[0], args...)
-	cmd.Env = append(append(os.Environ(), runMainEnv+"=1"), env...)
+	cmd := clientCmd(ctx, env, args...)
 	var out, errb strings.Builder
 	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
+	code = exitStatus(t, args, cmd.Run())
+	return out.String(), errb.String(), code
+}
+
+// exitStatus is the exit code of the agentproc command that ran args and
+// returned err from Run or Wait; an error other than an exit fails the test.
+func exitStatus(t *testing.T, args []string, err error) int {
+	t.Helper()
 	var ee *exec.ExitError
 	switch {
 	case errors.As(err, &ee):
-		code = ee.ExitCode()
+		return ee.ExitCode()
 	case err != nil:
-		t.Fatalf("agentproc %v: %v", args, err)
+		t.Fatalf("agentproc %q: %v", args, err)
 	}
-	return out.String(), errb.String(), code
+	return 0
 }

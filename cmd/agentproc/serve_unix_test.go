@@ -317,8 +317,7 @@ func TestRunForwardsSignals(t *testing.T) {
 	_, env := serveInDir(t, ctx, dir, "--grace", "2s")
 	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGHUP} {
 		pidFile := filepath.Join(dir, fmt.Sprintf("sleeper-%d.pid", sig))
-		cmd := exec.CommandContext(ctx, os.Args[0], "run", "--", "echo $$ > "+pidFile+"; exec sleep 3600")
-		cmd.Env = append(append(os.Environ(), runMainEnv+"=1"), env...)
+		cmd := clientCmd(ctx, env, "run", "--", "echo $$ > "+pidFile+"; exec sleep 3600")
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
@@ -350,13 +349,8 @@ func TestRunAndLogsOnATerminal(t *testing.T) {
 	}
 	onPTY := func(args ...string) string {
 		t.Helper()
-		ptmx, tty, err := pty.Open()
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer ptmx.Close()
-		cmd := exec.CommandContext(ctx, os.Args[0], args...)
-		cmd.Env = append(append(os.Environ(), runMainEnv+"=1"), env...)
+		ptmx, tty := openPTY(t)
+		cmd := clientCmd(ctx, env, args...)
 		cmd.Stdout = tty
 		var stderr strings.Builder
 		cmd.Stderr = &stderr
@@ -452,8 +446,7 @@ func TestClientVerbs(t *testing.T) {
 	if out := run(0, "logs", prompt); out != "name? hello ada\n" {
 		t.Errorf("logs after input: got %q, want the greeting", out)
 	}
-	cmd := exec.CommandContext(ctx, os.Args[0], "run", "-i", "--", "tr a-z A-Z")
-	cmd.Env = append(append(os.Environ(), runMainEnv+"=1"), env...)
+	cmd := clientCmd(ctx, env, "run", "-i", "--", "tr a-z A-Z")
 	cmd.Stdin = strings.NewReader("piped in\n")
 	if out, err := cmd.Output(); err != nil || string(out) != "PIPED IN\n" {
 		t.Errorf("run -i with stdin: got %q, %v; want it passed on", out, err)
@@ -508,8 +501,7 @@ func TestLogsFollowThroughPrompt(t *testing.T) {
 			break
 		}
 	}
-	logs := exec.CommandContext(ctx, os.Args[0], "logs", "-f", id)
-	logs.Env = append(append(os.Environ(), runMainEnv+"=1"), env...)
+	logs := clientCmd(ctx, env, "logs", "-f", id)
 	stdout, err := logs.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -564,5 +556,141 @@ func TestLogsSince(t *testing.T) {
 	}
 	if _, errOut, code := cli(t, ctx, env, "logs", "--since", "yesterday", id); code != exitUsage || !strings.Contains(errOut, "RFC 3339") {
 		t.Errorf("logs --since yesterday: got exit %d, stderr %q; want 2 and what it takes", code, errOut)
+	}
+}
+
+// openPTY opens a terminal, its master closed when the test ends; the
+// caller closes tty once the command it is given to has started.
+func openPTY(t *testing.T) (ptmx, tty *os.File) {
+	t.Helper()
+	ptmx, tty, err := pty.Open()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ptmx.Close() })
+	return ptmx, tty
+}
+
+// onTerminal runs agentproc with its stdin and stderr on a terminal, as a
+// person runs it, and its stdout to a pipe. When the terminal shows
+// "[y/N] ", asked runs and answer is typed; without a question nothing is
+// typed. It returns stdout, what the terminal showed, and the exit code.
+func onTerminal(t *testing.T, ctx context.Context, env []string, asked func(), answer string, args ...string) (stdout, screen string, code int) {
+	t.Helper()
+	ptmx, tty := openPTY(t)
+	cmd := clientCmd(ctx, env, args...)
+	var out strings.Builder
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = tty, &out, tty
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	tty.Close()
+	chunks := make(chan string)
+	go func() {
+		defer close(chunks)
+		buf := make([]byte, 4096)
+		for {
+			n, err := ptmx.Read(buf) // EIO once the command has exited
+			if n > 0 {
+				select {
+				case chunks <- string(buf[:n]):
+				case <-ctx.Done():
+					return
+				}
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	var sb strings.Builder
+	answered := false
+	for chunk := range chunks {
+		sb.WriteString(chunk)
+		if !answered && strings.Contains(sb.String(), "[y/N] ") {
+			answered = true
+			if asked != nil {
+				asked()
+			}
+			if _, err := ptmx.WriteString(answer + "\n"); err != nil {
+				t.Error(err)
+			}
+		}
+	}
+	code = exitStatus(t, args, cmd.Wait())
+	return out.String(), strings.ReplaceAll(sb.String(), "\r\n", "\n"), code
+}
+
+// TestPruneAsksOnATerminal: prune on a terminal lists the exited processes
+// and asks, as docker container prune does, removing nothing on n and just
+// those listed on y (not one that exited while it asked); -f does not ask,
+// and neither does a prune whose stdin is not a terminal (a script's or an
+// agent's), which must not hang.
+func TestPruneAsksOnATerminal(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	_, env := serveInDir(t, ctx, t.TempDir(), "--grace", "2s")
+	run := func(args ...string) string {
+		t.Helper()
+		out, errOut, code := cli(t, ctx, env, args...)
+		if code != 0 {
+			t.Fatalf("agentproc %q: got exit %d, want 0\nstdout: %s\nstderr: %s", args, code, out, errOut)
+		}
+		return out
+	}
+	exited := func() string {
+		t.Helper()
+		id := strings.TrimSpace(run("run", "-d", "--", "true"))
+		run("wait", id)
+		return id
+	}
+	remaining := func() string {
+		t.Helper()
+		return run("ps", "-a", "-q", "--no-trunc")
+	}
+	a, b := exited(), exited()
+	sleeper := strings.TrimSpace(run("run", "-d", "--", "sleep 3600"))
+	reader := strings.TrimSpace(run("run", "-d", "-i", "--", "read x"))
+
+	out, screen, code := onTerminal(t, ctx, env, nil, "n", "prune")
+	if code != 0 || out != "" || !strings.Contains(screen, "Remove 2 exited processes? [y/N] n\nNothing removed.") ||
+		!strings.Contains(screen, shortID(a)) || !strings.Contains(screen, shortID(b)) || strings.Contains(screen, shortID(sleeper)) {
+		t.Errorf("prune answered n: got exit %d, stdout %q, terminal %q; want exit 0, nothing removed, %s and %s listed and not %s",
+			code, out, screen, shortID(a), shortID(b), shortID(sleeper))
+	}
+	t.Logf("prune on a terminal, answered n:\n%s", screen)
+	if got := remaining(); !strings.Contains(got, a) || !strings.Contains(got, b) {
+		t.Errorf("ps -a after prune answered n: got %q, want %s and %s kept", got, a, b)
+	}
+
+	// The reader exits while the question waits: y removes what was listed.
+	endReader := func() {
+		run("input", reader, "done")
+		run("wait", reader)
+	}
+	out, screen, code = onTerminal(t, ctx, env, endReader, "y", "prune")
+	if code != 0 || out != b+"\n"+a+"\n" || !strings.Contains(screen, "Remove 2 exited processes? [y/N] y") {
+		t.Errorf("prune answered y: got exit %d, stdout %q, terminal %q; want exit 0 and %s, %s removed", code, out, screen, b, a)
+	}
+	if got := remaining(); got != reader+"\n"+sleeper+"\n" && got != sleeper+"\n"+reader+"\n" {
+		t.Errorf("ps -a after prune answered y: got %q, want the sleeper and the reader, which exited after the list, kept", got)
+	}
+
+	out, screen, code = onTerminal(t, ctx, env, nil, "", "prune", "-f")
+	if code != 0 || out != reader+"\n" || strings.Contains(screen, "[y/N]") {
+		t.Errorf("prune -f on a terminal: got exit %d, stdout %q, terminal %q; want %s removed without a question", code, out, screen, reader)
+	}
+
+	c := exited()
+	cmd := clientCmd(ctx, env, "prune")
+	cmd.Stdin = strings.NewReader("n\n") // a pipe: read by no one
+	var errOut strings.Builder
+	cmd.Stderr = &errOut
+	if got, err := cmd.Output(); err != nil || string(got) != c+"\n" || strings.Contains(errOut.String(), "[y/N]") {
+		t.Errorf("prune with stdin a pipe: got %q, %v, stderr %q; want %s removed without a question", got, err, errOut.String(), c)
+	}
+	if got := remaining(); got != sleeper+"\n" {
+		t.Errorf("ps -a at the end: got %q, want only the sleeper", got)
 	}
 }

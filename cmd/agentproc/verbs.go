@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -9,6 +10,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"text/tabwriter"
 	"time"
 
 	"github.com/agentproc/agentproc/httpapi"
@@ -34,6 +36,19 @@ func oneProcess(ctx context.Context, fs *flag.FlagSet, cf *clientFlags, e *env, 
 	}
 	id, err := resolve(ctx, cl, rest[0])
 	return cl, id, err
+}
+
+// noProcess parses the command line of a command that takes flags only and
+// returns the client of the serve the flags name.
+func noProcess(fs *flag.FlagSet, cf *clientFlags, e *env, args []string) (*httpapi.Client, error) {
+	rest, err := parse(fs, e, args, 0)
+	if err != nil {
+		return nil, err
+	}
+	if err := noArgs(rest); err != nil {
+		return nil, err
+	}
+	return cf.client()
 }
 
 const waitHelp = `Wait until a process exits and exit with its exit code, as docker wait
@@ -232,8 +247,15 @@ func removeOne(ctx context.Context, cl *httpapi.Client, arg string, force bool, 
 const pruneHelp = `Remove every exited process and its output, as rm does for each; running
 processes are kept. The IDs removed are printed, one a line.
 
+When stdin is a terminal, prune first lists the exited processes and asks
+"Remove N exited processes? [y/N]", as docker container prune does, and
+removes just those on y. With -f, or when stdin is not a terminal (a
+script, a pipe, an agent), it removes them without asking: nothing waits
+for an answer no one will give.
+
 Examples:
   agentproc prune
+  agentproc prune -f
   agentproc prune --owner reviewer
 `
 
@@ -241,20 +263,76 @@ func runPrune(ctx context.Context, e *env, args []string) error {
 	fs := newFlags("prune", "[flags]", pruneHelp)
 	var cf clientFlags
 	cf.register(fs)
-	if rest, err := parse(fs, e, args, 0); err != nil {
-		return err
-	} else if err := noArgs(rest); err != nil {
-		return err
-	}
-	cl, err := cf.client()
+	force := fs.Bool("f", false, "do not ask for confirmation on a terminal")
+	fs.BoolVar(force, "force", false, "same as -f")
+	cl, err := noProcess(fs, &cf, e, args)
 	if err != nil {
 		return err
 	}
-	removed, err := cl.Prune(ctx)
-	for _, p := range removed {
+	if *force || !isTerminal(e.stdin) {
+		removed, err := cl.Prune(ctx)
+		for _, p := range removed {
+			fmt.Fprintln(e.stdout, p.ID)
+		}
+		return err
+	}
+	return pruneAsking(ctx, cl, e)
+}
+
+// pruneAsking lists the exited processes on stderr, asks the person at the
+// terminal on stdin, and on yes removes those listed, one by one: a
+// process that exits while the question waits is not removed unseen, as
+// POST /prune would.
+func pruneAsking(ctx context.Context, cl *httpapi.Client, e *env) error {
+	procs, err := cl.List(ctx)
+	if err != nil {
+		return err
+	}
+	var exited []httpapi.Process
+	for _, p := range procs {
+		if !p.Running {
+			exited = append(exited, p)
+		}
+	}
+	if len(exited) == 0 {
+		return nil
+	}
+	now := time.Now()
+	tw := tabwriter.NewWriter(e.stderr, 0, 4, 3, ' ', 0)
+	fmt.Fprintln(tw, "ID\tCOMMAND\tSTATUS")
+	for _, p := range exited {
+		fmt.Fprintf(tw, "%s\t%q\t%s\n", shortID(p.ID), truncate(p.Command, 40), status(now, p))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	noun := "processes"
+	if len(exited) == 1 {
+		noun = "process"
+	}
+	fmt.Fprintf(e.stderr, "Remove %d exited %s? [y/N] ", len(exited), noun)
+	answer, err := bufio.NewReader(e.stdin).ReadString('\n')
+	if err != nil && !errors.Is(err, io.EOF) {
+		return fmt.Errorf("reading the answer: %w", err)
+	}
+	if !strings.HasSuffix(answer, "\n") {
+		fmt.Fprintln(e.stderr) // end the prompt's line after a ^D
+	}
+	if a := strings.ToLower(strings.TrimSpace(answer)); a != "y" && a != "yes" {
+		fmt.Fprintln(e.stderr, "Nothing removed.")
+		return nil
+	}
+	for _, p := range exited {
+		err := cl.Remove(ctx, p.ID)
+		if he, ok := errors.AsType[*httpapi.Error](err); ok && he.StatusCode == http.StatusNotFound {
+			continue // removed meanwhile: by retention, or another rm or prune
+		}
+		if err != nil {
+			return err
+		}
 		fmt.Fprintln(e.stdout, p.ID)
 	}
-	return err
+	return nil
 }
 
 // forwardStdin copies r to id's stdin as it is read, then closes it, until

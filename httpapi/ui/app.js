@@ -339,8 +339,12 @@
   function onEvent(type, e) {
     switch (type) {
       case 'snapshot': {
-        usage.clear();
-        for (const [id, u] of Object.entries(e.usage || {})) usage.set(id, u);
+        // A hidden page's stream reads no usage: it keeps the figures it
+        // has until it is shown and asks again.
+        if (streamUsage) {
+          usage.clear();
+          for (const [id, u] of Object.entries(e.usage || {})) usage.set(id, u);
+        }
         const seen = new Set();
         for (const p of e.processes) { seen.add(p.id); procs.delete(p.id); upsert(p); }
         for (const id of [...procs.keys()]) if (!seen.has(id)) remove(id);
@@ -378,18 +382,31 @@
 
   // ---- the event stream, reconnected with a back-off ------------------
 
+  // A hidden page asks for no usage (ui/events?usage=0), so that the server
+  // reads no CPU time or memory for it every 2 s; shown again, it reconnects
+  // at once for a snapshot that carries every figure. The rest of the
+  // stream goes on while hidden: the tab's title keeps its count.
+  let followCtl = null;
+  let streamUsage = true; // whether the stream followed now reads usage
+  document.addEventListener('visibilitychange', () => {
+    if (followCtl) followCtl.abort();
+  });
+
   async function follow() {
     let delay = 500;
     for (;;) {
       const ctl = new AbortController();
+      followCtl = ctl;
+      streamUsage = !document.hidden;
       try {
-        await stream('ui/events', ctl.signal, () => {
+        await stream(streamUsage ? 'ui/events' : 'ui/events?usage=0', ctl.signal, () => {
           connEl.textContent = 'Live';
           connEl.dataset.state = 'live';
           showError('');
           delay = 500;
         }, onEvent);
       } catch (err) {
+        if (ctl.signal.aborted) continue; // shown or hidden: ask again as the page is now
         if (err.status === 401 && !token) {
           // Retrying cannot help a page opened without the token: say how
           // to open it, and start again once the address carries one.
