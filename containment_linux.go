@@ -94,8 +94,13 @@ func newContainment(id string, cfg *config, l Limits, claim *cgroupSetClaim) (*c
 		return c, nil
 	}
 	if wantsCgroup(cfg, l) {
-		g, err := cgroup.New(cgroupSpec(id, cfg, l))
+		var guard *hostGuard
+		if claim != nil {
+			guard = claim.store.guard
+		}
+		g, err := cgroup.New(cgroupSpec(id, cfg, l, guard))
 		if err != nil {
+			guard.remove(id)
 			return nil, err
 		}
 		c.cg = g
@@ -106,17 +111,24 @@ func newContainment(id string, cfg *config, l Limits, claim *cgroupSetClaim) (*c
 // wantsCgroup reports whether a tree gets cgroups of its own.
 func wantsCgroup(cfg *config, l Limits) bool { return cfg.cgroupParent != "" || !l.IsZero() }
 
-// cgroupSpec is what cgroup.New makes for the tree id.
-func cgroupSpec(id string, cfg *config, l Limits) cgroup.Spec {
+// cgroupSpec is what cgroup.New makes for the tree id. With a host guard
+// the directory is listed with it before it is made, so that a host that
+// dies while New runs leaves no cgroup unlisted; the caller unlists id if
+// New fails.
+func cgroupSpec(id string, cfg *config, l Limits, guard *hostGuard) cgroup.Spec {
 	parent := cfg.cgroupParent
 	if parent == CgroupAuto {
 		parent = cgroup.Auto
 	}
-	return cgroup.Spec{
+	spec := cgroup.Spec{
 		ID:     id,
 		Parent: parent,
 		Limits: cgroup.Limits{Memory: l.Memory, Procs: l.Procs, CPU: l.CPU},
 	}
+	if guard != nil {
+		spec.Listed = func(path string) { guard.add(id, hostIdentity{}, path) }
+	}
+	return spec
 }
 
 // cgroupSetPool is a Manager's cgroups made ahead for the next Starts with
@@ -292,11 +304,11 @@ func (s *cgroupSetPool) make(cfg *config, key cgroupSetKey, old []readyCgroupSet
 		}
 		s.mu.Unlock()
 		id := uuid.NewString()
-		g, err := cgroup.New(cgroupSpec(id, cfg, key.limits))
-		if err == nil {
-			// Listed before any Start can take it, so that the tree's
-			// own listing replaces this one.
-			s.guard.add(id, hostIdentity{}, g.Path())
+		// Listed before it is made (and so before any Start can take
+		// it, whose own listing then replaces this one).
+		g, err := cgroup.New(cgroupSpec(id, cfg, key.limits, s.guard))
+		if err != nil {
+			s.guard.remove(id)
 		}
 		s.mu.Lock()
 		if err != nil || s.closed || s.key != key {

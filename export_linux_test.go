@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/agentproc/agentproc/internal/cgroup"
@@ -232,4 +233,19 @@ func TrackCgroups() (report func() []string) {
 		slices.Sort(left)
 		return left
 	}
+}
+
+// HoldCgroupNew makes the nth cgroup.New of this process (counting from 1)
+// block, once it has made every directory, until the process ends; the
+// returned channel receives that group's directories as it blocks.
+func HoldCgroupNew(n int) <-chan []string {
+	ch := make(chan []string, 1)
+	var calls atomic.Int64
+	cgroup.SetTestHooks(func(dirs []string) {
+		if calls.Add(1) == int64(n) {
+			ch <- dirs
+			select {}
+		}
+	}, nil)
+	return ch
 }

@@ -492,3 +492,83 @@ func TestHostDeathRemovesExitedTreeCgroups(t *testing.T) {
 	}
 	t.Logf("the dead host's exited tree's cgroups removed: %v", dirs)
 }
+
+func init() {
+	agentproc.RegisterHelper("host-held-new", runHeldNewHost, false)
+}
+
+// holdNewEnv is the cgroup.New that runHeldNewHost holds: "1", the first
+// limited tree's own; "2", the next set the spare maker makes after that
+// tree's exit.
+const holdNewEnv = "AGENTPROC_TEST_HOLD_NEW"
+
+// runHeldNewHost starts limited commands on a state dir (hostDirEnv) with
+// the cgroup.New that holdNewEnv names held once it has made its
+// directories, prints "made DIR" for each of them and "ready", and blocks
+// until killed. It prints "unsupported: ..." and exits where limits cannot
+// be held.
+func runHeldNewHost() int {
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	n, _ := strconv.Atoi(os.Getenv(holdNewEnv))
+	held := agentproc.HoldCgroupNew(n)
+	m := agentproc.New(agentproc.WithStateDir(filepath.Join(os.Getenv(hostDirEnv), "a")))
+	done := make(chan int, 1)
+	go func() {
+		// The held New never returns: with n 1 neither does this Start.
+		ok, code := hostRunLimited(ctx, m, 1, agentproc.Limits{Procs: 10})
+		if !ok {
+			done <- code
+		}
+	}()
+	select {
+	case dirs := <-held:
+		for _, d := range dirs {
+			fmt.Println("made", d)
+		}
+	case code := <-done:
+		if code == 0 {
+			fmt.Println("ready")
+		}
+		return code
+	case <-ctx.Done():
+		fmt.Fprintln(os.Stderr, "host: no cgroup.New was held")
+		return 1
+	}
+	fmt.Println("ready")
+	select {} // until the test SIGKILLs this host
+}
+
+// TestHostDeathInsideCgroupNew: a host with a state dir is SIGKILLed
+// while cgroup.New is making a tree's cgroups, for the tree's Start and
+// for the next spare set the maker makes; its guard removes them. Before,
+// a directory was listed only once New had returned.
+func TestHostDeathInsideCgroupNew(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct{ name, n string }{{"start", "1"}, {"spare", "2"}} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			host, lines := runHost(t, agentproc.UseHelper("host-held-new"), nil, hostDirEnv+"="+t.TempDir(), holdNewEnv+"="+c.n)
+			var dirs []string
+			for _, line := range lines {
+				if reason, ok := strings.CutPrefix(line, "unsupported: "); ok {
+					t.Skip("limits cannot be held here:", reason)
+				}
+				dir, ok := strings.CutPrefix(line, "made ")
+				if !ok {
+					t.Fatalf("host printed %q", line)
+				}
+				dirs = append(dirs, dir)
+			}
+			if len(dirs) == 0 {
+				t.Fatal("the host listed no cgroup made")
+			}
+			if err := host.Process.Signal(syscall.SIGKILL); err != nil {
+				t.Fatal(err)
+			}
+			for _, dir := range dirs {
+				requireGuardRemoved(t, "made", dir)
+			}
+		})
+	}
+}

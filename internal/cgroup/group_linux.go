@@ -48,6 +48,12 @@ type Spec struct {
 	Parent string
 	// Limits are the limits to hold the tree to.
 	Limits Limits
+	// Listed, if set, is called with the path the group's Path will have
+	// just before New makes that directory (again with another path
+	// should that mkdir fail and another directory take its place): a
+	// caller that lists it with a guard then leaves no directory unlisted
+	// if the process dies inside New.
+	Listed func(path string)
 }
 
 // Usage is what the cgroups know of a tree's consumption; each OK is false
@@ -171,7 +177,7 @@ func New(s Spec) (*Group, error) {
 	g := &Group{id: s.ID, limits: s.Limits}
 	g.exit.closed = true // until openExitFiles
 	if p.v2Parent != "" {
-		d, err := newV2Dir(p.v2Parent, s.ID)
+		d, err := newV2Dir(p.v2Parent, s.ID, s.Listed)
 		switch {
 		case err != nil && p.v2Optional:
 			// A controller-less v2 cgroup beside v1 ones only adds
@@ -189,7 +195,11 @@ func New(s Spec) (*Group, error) {
 		}
 	}
 	if len(p.v1) > 0 {
-		set, err := newV1Set(p.v1, s.ID, p.v1Limits, g.killFromOOM)
+		var listed func(string)
+		if g.v2 == nil {
+			listed = s.Listed
+		}
+		set, err := newV1Set(p.v1, s.ID, p.v1Limits, g.killFromOOM, listed)
 		if err != nil {
 			_ = g.Remove()
 			return nil, err

@@ -97,8 +97,10 @@ const v1PollInterval = 2 * time.Millisecond
 
 // newV1Set makes "agentproc-<id>" under each place and writes the one
 // limit that may hold while the host's thread is inside: pids.max, one
-// above the limit (see Group.EnterThread).
-func newV1Set(places []v1Place, id string, l Limits, onOOM func()) (*v1Set, error) {
+// above the limit (see Group.EnterThread). listed, if set, is called with
+// each directory's path before its mkdir until one is made: the first
+// directory, which names the set.
+func newV1Set(places []v1Place, id string, l Limits, onOOM func(), listed func(string)) (*v1Set, error) {
 	s := &v1Set{id: id, limits: l, onOOM: onOOM, fds: noFiles()}
 	for _, p := range places {
 		if p.mkdir {
@@ -108,6 +110,9 @@ func newV1Set(places []v1Place, id string, l Limits, onOOM func()) (*v1Set, erro
 			}
 		}
 		dir := filepath.Join(p.parent, LeafName(id))
+		if listed != nil && len(s.dirs) == 0 {
+			listed(dir)
+		}
 		if err := unix.Mkdir(dir, 0o755); err != nil {
 			if p.optional {
 				continue

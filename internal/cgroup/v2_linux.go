@@ -30,10 +30,10 @@ type v2Dir struct {
 var _ backend = (*v2Dir)(nil)
 
 // newV2Dir checks that parent is a writable cgroup v2 directory and
-// creates the child cgroup "agentproc-<id>" in it. It never falls back to
-// weaker containment: every problem is an error that names the path and
-// what is missing.
-func newV2Dir(parent, id string) (*v2Dir, error) {
+// creates the child cgroup "agentproc-<id>" in it, calling listed (if set)
+// with its path first. It never falls back to weaker containment: every
+// problem is an error that names the path and what is missing.
+func newV2Dir(parent, id string, listed func(string)) (*v2Dir, error) {
 	if st, err := os.Stat(parent); err != nil || !st.IsDir() {
 		return nil, xerrors.Errorf("cgroup parent %q is not a cgroup directory: %w", parent, errdefs.ErrInvalidRequest)
 	}
@@ -42,6 +42,9 @@ func newV2Dir(parent, id string) (*v2Dir, error) {
 			parent, err, errdefs.ErrInvalidRequest)
 	}
 	path := filepath.Join(parent, LeafName(id))
+	if listed != nil {
+		listed(path)
+	}
 	if err := unix.Mkdir(path, 0o755); err != nil {
 		return nil, xerrors.Errorf("create cgroup %q: %w", path, err)
 	}
