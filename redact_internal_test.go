@@ -385,7 +385,7 @@ func TestRedactThroughEscapes(t *testing.T) {
 		{"S\x1b[31m" + secret[:5] + "\x1b[0m" + secret[5:] + "\x1b[0m!", "S\x1b[31m[redacted:GH_TOKEN]\x1b[0m!"},
 		{"x " + secret[:1] + "\x1b[1;31m" + secret[1:] + " y", "x [redacted:GH_TOKEN] y"},
 		{"x " + secret[:10] + "\x1b[2C\x1b[K" + secret[10:20] + "\x1b7\x1b8" + secret[20:] + " y", "x [redacted:GH_TOKEN] y"},
-		{"x " + secret[:10] + "\x1b]0;title\x07" + "\x1b[?25l" + secret[10:] + " y", "x " + secret[:10] + "\x1b]0;title\x07\x1b[?25l" + secret[10:] + " y"},
+		{"x " + secret[:10] + "\x1b]0;title\x07" + "\x1b[?25l" + secret[10:] + " y", "x [redacted:GH_TOKEN] y"},
 		{"\x1b[" + secret + " y", "\x1b[[redacted:GH_TOKEN] y"},
 		{"b64 " + b64[:7] + "\x1b[32m" + b64[7:], "b64 [redacted:GH_TOKEN]" + b64[8*len(secret)/6:]},
 		{"\x1b]8;;https://u:" + secret + "@h\x1b\\link\x1b]8;;\x1b\\", "\x1b]8;;https://u:[redacted:GH_TOKEN]@h\x1b\\link\x1b]8;;\x1b\\"},
