@@ -210,6 +210,10 @@ func (h *hostsRun) close() {
 // publishes EventDenied for a new one.
 func (p *Process) addDenial(d Denial) {
 	d.Count = 1
+	// The target is what the tree asked for (a host name, a path): a
+	// command can put a secret there (curl https://$TOKEN.example/, a
+	// path under a hidden dir), and Info, events and httpapi show it.
+	d.Target = p.redact.redactString(d.Target)
 	p.state.mu.Lock()
 	ds := p.state.info.Denials
 	i := slices.IndexFunc(ds, func(x Denial) bool {

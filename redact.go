@@ -614,6 +614,20 @@ func (m *Manager) redactionFor(p *Process, req Request) redaction {
 	}
 }
 
+// redactString returns s redacted as output is, for what a tree puts in
+// Info other than its output (a denial's target). Not counted in
+// Info.Redactions, which counts the output's.
+func (rd redaction) redactString(s string) string {
+	if rd.sets == [2]*redactSet{} {
+		return s
+	}
+	var b strings.Builder
+	r := redaction{sets: rd.sets, count: new(atomic.Int64)}.newRedactor(func(p []byte) { b.Write(p) })
+	r.write([]byte(s))
+	r.flush()
+	return b.String()
+}
+
 // redactEntriesFor returns every secret redacted in the output of a
 // process started with req, for a detached process's runner; nil when
 // redaction is off or there is none.
