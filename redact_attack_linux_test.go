@@ -3,7 +3,9 @@ package agentproc_test
 import (
 	"context"
 	"os/exec"
+	"regexp"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/agentproc/agentproc"
@@ -47,5 +49,58 @@ func TestRedactAttackDenialTarget(t *testing.T) {
 	}
 	if hint := agentproc.DenialHint(out.Denials[0]); strings.Contains(hint, secret) {
 		t.Errorf("DenialHint: got %q, holding the secret", hint)
+	}
+}
+
+// TestRedactAttackDetachedSegments: the Manager that follows a detached
+// process copied its segment files into the output as they were, trusting
+// the runner's redaction. Two ways out: the tree, which runs as the
+// runner's user, appends a secret to its own segment file; and a Manager
+// adopting the process after a restart with a secret the first one did
+// not have shows that secret. Both are redacted now.
+func TestRedactAttackDetachedSegments(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	fifo := makeFIFOs(t, 1)[0]
+	const later = "added-after-the-restart-42"
+	m1 := agentproc.New(agentproc.WithStateDir(dir), agentproc.WithSecrets(map[string]string{"GH_TOKEN": redactToken}))
+	p1 := mustStart(t, m1, agentproc.Request{
+		Command: `printf 'a\n'; printf 'direct %s\n' "$V" >> "$D/out/$AGENTPROC_ID/seg-0"; printf 'b\n'; ` +
+			`printf 'later %s\n' "$L"; ` + exitOnFIFO(fifo, 0),
+		Env:    map[string]string{"V": redactToken, "D": dir, "L": later},
+		Detach: true,
+	})
+	t.Cleanup(func() {
+		if t.Failed() { // the FIFO was not written: end the tree it waits in
+			_ = syscall.Kill(-p1.Info().PID, syscall.SIGKILL)
+		}
+		_ = m1.Close() // closed already unless the test failed before
+	})
+	if _, err := p1.WaitMatch(testContext(t), regexp.MustCompile(`^later `)); err != nil {
+		t.Fatalf("WaitMatch: %v (output %q)", err, p1.Output().Text)
+	}
+	requireNoLeak(t, "detached Output", p1.Output().Text, redactToken)
+	if err := m1.Close(); err != nil {
+		t.Fatal(err)
+	}
+	m2 := newManager(t, agentproc.WithStateDir(dir), agentproc.WithSecrets(map[string]string{"LATER": later}))
+	if _, err := m2.Recovered(testContext(t)); err != nil {
+		t.Fatal(err)
+	}
+	p2, err := m2.Get(p1.ID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeFIFO(t, fifo, "x")
+	mustWait(t, p2)
+	text := p2.Output().Text
+	requireNoLeak(t, "adopted Output", text, later)
+	if !strings.Contains(text, "later [redacted:LATER]\n") {
+		t.Errorf("adopted Output: got %q, want the later secret redacted", text)
+	}
+	// The adopting Manager does not know GH_TOKEN: the direct write,
+	// which its runner never saw, is only caught by the first Manager.
+	if !strings.Contains(p1.Output().Text, "direct [redacted:GH_TOKEN]\n") {
+		t.Errorf("first Manager's Output: got %q, want the directly written secret redacted", p1.Output().Text)
 	}
 }
