@@ -149,12 +149,39 @@ func checkSecretName(name string) error {
 func envSecrets(env []string) []secretEntry {
 	var out []secretEntry
 	for _, kv := range env {
-		k, v, ok := strings.Cut(kv, "=")
-		if ok && secretAcceptable(k, v) {
-			out = append(out, secretEntry{k, v})
+		if k, v, ok := strings.Cut(kv, "="); ok {
+			out = appendEnvSecret(out, k, v)
 		}
 	}
 	return out
+}
+
+// appendEnvSecret appends what of variable name=value is redacted by
+// default: the value when the name looks like a secret, and the password
+// of a URL with one (DATABASE_URL=postgres://app:PASSWORD@db/app), whose
+// name rarely does.
+func appendEnvSecret(out []secretEntry, name, value string) []secretEntry {
+	if secretAcceptable(name, value) {
+		out = append(out, secretEntry{name, value})
+	}
+	if pw := urlPassword(value); pw != "" && pw != value && len(pw) >= MinSecretBytes && len(pw) <= MaxSecretBytes && checkSecretName(name) == nil {
+		out = append(out, secretEntry{name, pw})
+	}
+	return out
+}
+
+// urlPassword returns the password of value read as a URL with
+// credentials (scheme://user:password@host...), or "".
+func urlPassword(value string) string {
+	if !strings.Contains(value, "://") || !strings.Contains(value, "@") {
+		return "" // cheap: most values are not such URLs
+	}
+	u, err := url.Parse(strings.TrimSpace(value))
+	if err != nil || u.User == nil {
+		return ""
+	}
+	pw, _ := u.User.Password()
+	return pw
 }
 
 func secretAcceptable(name, value string) bool {
@@ -177,9 +204,7 @@ func requestSecrets(req Request, envDefaults bool) []secretEntry {
 	}
 	if envDefaults {
 		for _, k := range slices.Sorted(maps.Keys(req.Env)) {
-			if secretAcceptable(k, req.Env[k]) {
-				out = append(out, secretEntry{k, req.Env[k]})
-			}
+			out = appendEnvSecret(out, k, req.Env[k])
 		}
 	}
 	return out
