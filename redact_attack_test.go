@@ -1,6 +1,10 @@
 package agentproc
 
 import (
+	"encoding/base32"
+	"encoding/base64"
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -64,6 +68,113 @@ func TestRedactAttackHiddenControls(t *testing.T) {
 			if r := renderedLeak(got, secret); r != "" || n == 0 {
 				t.Errorf("%s in writes of %v: got %q (%d redactions), rendered %q; want the secret redacted", tc.name, sizes, got, n, r)
 			}
+		}
+	}
+}
+
+// TestRedactAttackHoldBackOracle: the stage holds back a tail only when
+// it could still begin a secret, until the next write. A command that
+// never sees the secret can print a guess for its next character at the
+// end of a write, pause, and go on: a reader that watches the output
+// (WaitOutput during the pause, OffsetAt or httpapi's ?since= after it,
+// the awaiting-input Line) sees a wrong guess at once and the right one
+// only after the pause, and learns the secret a character at a time, in
+// at most 64 guesses per character of a token (run in parallel, one
+// process per guess). Not caught: hiding it means holding back every tail
+// that could begin any secret-shaped text, so prompts and progress lines
+// that end in a word would wait for the next write (docs/redaction.md,
+// "Known limits").
+func TestRedactAttackHoldBackOracle(t *testing.T) {
+	t.Parallel()
+	t.Skip("not caught: what is held back tells whether a tail begins a secret (docs/redaction.md#known-limits)")
+	s := newRedactSet(redactTestSecrets)
+	secret := redactTestSecrets[0].value
+	known := ""
+	for len(known) < len(secret)-1 {
+		found := false
+		for c := byte(0x21); c < 0x7f && !found; c++ {
+			r, out, _ := newTestRedactor(s)
+			r.write([]byte("guess " + known + string(c)))
+			found = out.String() == "guess " // held: it begins a secret
+		}
+		if !found {
+			break
+		}
+		known = secret[:len(known)+1]
+	}
+	if known == secret[:len(secret)-1] {
+		t.Fatalf("the hold-back learned %q, all of the secret but its last byte", known)
+	}
+}
+
+// TestRedactAttackGuessOracle: a redaction is itself an answer. A command
+// that prints guesses learns from where "[redacted:NAME]" appears, or
+// from Info.Redactions (binary search over runs), which guess was the
+// secret: a guessable secret (8 digits, a dictionary word) is found in
+// seconds, since the stage scans gigabytes a second. Not caught: a
+// token's entropy is what protects it (docs/redaction.md#known-limits).
+func TestRedactAttackGuessOracle(t *testing.T) {
+	t.Parallel()
+	t.Skip("not caught: a redaction tells which guess was a secret (docs/redaction.md#known-limits)")
+	s := newRedactSet([]secretEntry{{"PIN", "20261127"}})
+	var in strings.Builder
+	for d := 20261100; d < 20261200; d++ {
+		fmt.Fprintf(&in, "%d\n", d)
+	}
+	got, _ := runRedact(s, []byte(in.String()), []int{1 << 20})
+	before, _, ok := strings.Cut(got, "[redacted:PIN]")
+	if ok {
+		t.Fatalf("the guess after %q was the secret", before[len(before)-9:])
+	}
+}
+
+// TestRedactAttackTransformations: forms no matcher follows. A command
+// that has the secret can print it reversed, rot13, in base32, as spaced
+// hex (od -tx1, xxd, hexdump -C, whose ASCII column also splits it across
+// lines), in halves, with its line breaks where the matcher does not
+// skip them (base64 -w 12), drawn over other text with "\r" or
+// backspaces, or through a side channel (its exit code, a port number,
+// timing). Not caught: redaction cannot cover every computable
+// encoding; keeping the secret from the command is the sandbox's
+// business (docs/redaction.md#known-limits).
+func TestRedactAttackTransformations(t *testing.T) {
+	t.Parallel()
+	t.Skip("not caught: a command that transforms a secret on purpose (docs/redaction.md#known-limits)")
+	s := newRedactSet(redactTestSecrets)
+	secret := redactTestSecrets[0].value
+	rev := []byte(secret)
+	slices.Reverse(rev)
+	rot := []byte(secret)
+	for i, c := range rot {
+		switch {
+		case c >= 'a' && c <= 'z':
+			rot[i] = 'a' + (c-'a'+13)%26
+		case c >= 'A' && c <= 'Z':
+			rot[i] = 'A' + (c-'A'+13)%26
+		}
+	}
+	var spaced strings.Builder
+	for _, c := range []byte(secret) {
+		fmt.Fprintf(&spaced, " %02x", c)
+	}
+	b64 := base64.StdEncoding.EncodeToString([]byte(secret))
+	var wrapped strings.Builder
+	for i := 0; i < len(b64); i += 12 {
+		wrapped.WriteString(b64[i:min(i+12, len(b64))] + "\n")
+	}
+	half := len(secret) / 2
+	for name, in := range map[string]string{
+		"reversed":  string(rev),
+		"rot13":     string(rot),
+		"base32":    base32.StdEncoding.EncodeToString([]byte(secret)),
+		"spaced":    spaced.String(),
+		"halves":    secret[:half] + " " + secret[half:],
+		"wrap 12":   wrapped.String(),
+		"overwrite": strings.Repeat("x", half) + secret[half:] + "\r" + secret[:half],
+	} {
+		got, n := runRedact(s, []byte(in), []int{1 << 20})
+		if n == 0 {
+			t.Errorf("%s: got %q, not redacted", name, got)
 		}
 	}
 }
