@@ -653,6 +653,28 @@ func (rd redaction) redactString(s string) string {
 	return b.String()
 }
 
+// redactHost is redactString for a host name, which DNS, and so the
+// tools that print or pass one on, compare without regard to case: curl
+// and the proxy see https://$TOKEN.example/ in lower case. Raw values
+// are also looked for in any case.
+func (rd redaction) redactHost(s string) string {
+	s = rd.redactString(s)
+	for _, set := range rd.sets {
+		if set == nil {
+			continue
+		}
+		for _, e := range set.entries {
+			for i := 0; i+len(e.value) <= len(s); i++ {
+				if strings.EqualFold(s[i:i+len(e.value)], e.value) {
+					s = s[:i] + "[redacted:" + e.name + "]" + s[i+len(e.value):]
+					i += len("[redacted:"+e.name+"]") - 1
+				}
+			}
+		}
+	}
+	return s
+}
+
 // redactEntriesFor returns every secret redacted in the output of a
 // process started with req, for a detached process's runner; nil when
 // redaction is off or there is none.
