@@ -29,3 +29,33 @@ func TestRedactAttackURLPassword(t *testing.T) {
 		t.Errorf("output: got %q, want %q", got, want)
 	}
 }
+
+// TestRedactAttackHiddenControlsChild: a real child splits the secret
+// with a BEL, a NUL, a whole OSC title and a C1 control, and prints it in
+// UTF-16LE; Output, Output(Plain), WaitOutput's chunks and PlainText of
+// each chunk (as httpapi's plain output renders them) hold it nowhere.
+func TestRedactAttackHiddenControlsChild(t *testing.T) {
+	t.Parallel()
+	m := newManager(t, agentproc.WithSecrets(map[string]string{"GH_TOKEN": redactToken}))
+	p := mustStart(t, m, agentproc.Request{
+		Command: `a=${V%????????????????????}; b=${V#"$a"}
+printf '1 %s\a%s\n' "$a" "$b"
+printf '2 %s\000%s\n' "$a" "$b"
+printf '3 %s\033]0;t\007%s\n' "$a" "$b"
+printf '4 %s\302\205%s\n' "$a" "$b"
+printf '5 '; printf '%s' "$V" | sed 's/./&\n/g' | tr '\n' '\000'; echo`,
+		Env: map[string]string{"V": redactToken},
+	})
+	for _, c := range followChunks(t, p, redactToken) {
+		requireNoLeak(t, "PlainText of a chunk", agentproc.PlainText(c.Data), redactToken)
+	}
+	if info := mustWait(t, p); info.Redactions != 5 {
+		t.Errorf("Info.Redactions: got %d, want 5", info.Redactions)
+	}
+	requireNoLeak(t, "Output", p.Output().Text, redactToken)
+	plain := p.Output(agentproc.Plain).Text
+	requireNoLeak(t, "Output(Plain)", plain, redactToken)
+	if want := "1 [redacted:GH_TOKEN]\n2 [redacted:GH_TOKEN]\n3 [redacted:GH_TOKEN]\n4 [redacted:GH_TOKEN]\n5 [redacted:GH_TOKEN]\n"; plain != want {
+		t.Errorf("Output(Plain): got %q, want %q", plain, want)
+	}
+}
