@@ -45,9 +45,10 @@ import (
 //     sequences (OSC, DCS, ...) and controls PlainText removes inside it
 //     skipped (the shown stages, stripEscapes).
 //
-// The stage is streaming: a write is scanned as it arrives, and only the
-// shortest tail that could still begin some form of some secret is held
-// back until the next write completes or refutes it, or the output ends.
+// The stage is streaming: a write is scanned as it arrives, and the run
+// of form bytes at its end, or the tail that could still begin some form
+// of some secret across a line break, is held back until a later write
+// decides it, or the output ends (pendingFrom).
 // Nothing is released on a timer, so a command that prints a secret one
 // byte at a time never leaks it piece by piece.
 //
@@ -388,6 +389,10 @@ type redactSet struct {
 	// wrapAt[node]: a wrapped form passes through node and goes on, so
 	// a line break may follow it.
 	wrapAt []bool
+	// inForm marks the bytes of every pattern but line breaks: a tail
+	// of them is held back whether or not it begins a secret
+	// (pendingFrom).
+	inForm [256]bool
 }
 
 // gramRef says pattern pat has the gram at offset off.
@@ -413,6 +418,9 @@ func newRedactSet(entries []secretEntry) *redactSet {
 			}
 			seen[f.text] = true
 			s.pats = append(s.pats, []byte(f.text))
+			for _, c := range []byte(f.text) {
+				s.inForm[c] = c != '\n' && c != '\r'
+			}
 			s.repl = append(s.repl, repl)
 			s.wrap = append(s.wrap, f.wrap)
 			if f.wrap {
@@ -602,15 +610,29 @@ func encodedBefore(data []byte, k int, prev []byte) bool {
 }
 
 // pendingFrom returns the first position t >= from, within window of
-// the end, from which data could still become a pattern: len(data) if
-// none. prev is what was emitted before data.
+// the end, from which what is held back starts: len(data) if nothing is.
+// prev is what was emitted before data.
+//
+// Held back is the tail that could still become a pattern, and also the
+// whole run of bytes of the set's forms (inForm) at the end, whether it
+// begins a secret or not: what is held must not say whether a tail
+// begins a secret. Otherwise a command could end a write with a guess
+// at a secret's next character and a reader learn from whether it shows
+// before the next write which guess was right, a character at a time
+// (TestRedactAttackHoldBackOracle). A tail that begins a secret across a
+// line break is still held by itself; guessing it takes a whole line.
 func (s *redactSet) pendingFrom(data []byte, from int, prev []byte) int {
-	for t := max(from, len(data)-s.window); t < len(data); t++ {
+	lo := max(from, len(data)-s.window)
+	run := len(data)
+	for run > max(lo, len(data)-s.maxLen+1) && s.inForm[data[run-1]] {
+		run--
+	}
+	for t := lo; t < run; t++ {
 		if s.proper(data, t, prev) {
 			return t
 		}
 	}
-	return len(data)
+	return run
 }
 
 // redaction is what applies to one process's output: the Manager's set,
