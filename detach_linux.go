@@ -260,6 +260,7 @@ func (m *Manager) startDetached(req Request, owner, command, dir string, seq uin
 		return nil, xerrors.Errorf(prefixFor(err)+"watch runner: %w", err)
 	}
 	p = m.newDetachedProcess(rec, seq, outDir)
+	p.redact = m.redactionFor(p, req)
 	p.sup.det.runner = runner
 	p.sup.det.runnerFD = fd
 	p.sup.det.leaderFD = pinLeader(leader, id)
@@ -437,7 +438,7 @@ func (s *supervisor) superviseDetached() {
 		d.once.Do(func() {})
 		_ = unix.Close(d.stopWake)
 	}()
-	f := &segFollower{dir: d.outFD(), segBytes: d.segBytes, buf: p.buf}
+	f := newSegFollower(p)
 	defer f.close()
 	in, err := unix.InotifyInit1(unix.IN_CLOEXEC | unix.IN_NONBLOCK)
 	if err == nil && d.out != nil {
@@ -486,6 +487,7 @@ func (s *supervisor) superviseDetached() {
 		_ = d.runner.Wait()
 	}
 	f.follow()
+	f.red.flush()
 	st := readDetachStatus(d.outFD())
 	// What is left of the tree is swept (marker and verified group) before
 	// the exit is published, so that a process reported exited has nothing
@@ -559,15 +561,26 @@ func readDetachStatus(dir int) *detachStatus {
 	return &st
 }
 
-// segFollower copies new bytes of the segment files into buf.
+// segFollower copies new bytes of the segment files into buf, through
+// the process's redaction: the runner redacted them with the secrets of
+// the Manager that started it, and this Manager may know more (it adopted
+// the process after a restart with other secrets); and the tree, which
+// runs as the runner's user, can write its segment files itself.
 type segFollower struct {
 	dir      int // the output dir's descriptor
 	segBytes int64
 	buf      *outputBuffer
+	red      *redactor // writes to buf
 	seg      int64
 	off      int64
 	f        *os.File
 	chunk    []byte
+}
+
+func newSegFollower(p *Process) *segFollower {
+	f := &segFollower{dir: p.sup.det.outFD(), segBytes: p.sup.det.segBytes, buf: p.buf}
+	f.red = p.redact.newRedactor(func(b []byte) { _, _ = f.buf.Write(b) })
+	return f
 }
 
 // follow reads everything written so far. When the segment it needs was
@@ -585,6 +598,9 @@ func (f *segFollower) follow() {
 				if !ok {
 					return
 				}
+				// What the redaction holds back came before the
+				// gap: released first, it cannot join what follows.
+				f.red.flush()
 				f.buf.skip((next-f.seg)*f.segBytes - f.off)
 				f.seg, f.off = next, 0
 				continue
@@ -599,7 +615,7 @@ func (f *segFollower) follow() {
 		}
 		n, err := f.f.Read(f.chunk[:min(int64(len(f.chunk)), f.segBytes-f.off)])
 		if n > 0 {
-			_, _ = f.buf.Write(f.chunk[:n])
+			f.red.write(f.chunk[:n])
 			f.off += int64(n)
 		}
 		if f.off == f.segBytes {
@@ -763,6 +779,9 @@ func (m *Manager) adoptDetached(r *stateRecord) *Process {
 		m.cfg.logger.Warn(context.Background(), "open detached output", slog.F("id", r.ID), fieldError(err))
 	}
 	p := m.newDetachedProcess(r, 0, out)
+	// This Manager's secrets: the request's are not known here, and
+	// the runner redacted with them.
+	p.redact = m.redactionFor(p, Request{})
 	if r.Runner.PID > 0 && r.Runner.Boot == m.state.host.Boot {
 		// Checked after pinning: a reused PID fails here.
 		fd, ok := pidfd.Pin(r.Runner.PID, func() bool {
@@ -780,8 +799,9 @@ func (m *Manager) adoptDetached(r *stateRecord) *Process {
 	// The runner is gone: what it wrote is all there is.
 	_ = unix.Close(p.sup.det.stopWake)
 	close(p.sup.det.ended)
-	f := &segFollower{dir: p.sup.det.outFD(), segBytes: p.sup.det.segBytes, buf: p.buf}
+	f := newSegFollower(p)
 	f.follow()
+	f.red.flush()
 	f.close()
 	st := readDetachStatus(p.sup.det.outFD())
 	if out != nil {

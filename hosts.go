@@ -210,6 +210,15 @@ func (h *hostsRun) close() {
 // publishes EventDenied for a new one.
 func (p *Process) addDenial(d Denial) {
 	d.Count = 1
+	// The target is what the tree asked for (a host name, a path): a
+	// command can put a secret there (curl https://$TOKEN.example/, a
+	// path under a hidden dir), and Info, events and httpapi show it. A
+	// host name reaches the proxy in lower case.
+	if d.Kind == "network" {
+		d.Target = p.redact.redactHost(d.Target)
+	} else {
+		d.Target = p.redact.redactString(d.Target)
+	}
 	p.state.mu.Lock()
 	ds := p.state.info.Denials
 	i := slices.IndexFunc(ds, func(x Denial) bool {

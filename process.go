@@ -221,6 +221,11 @@ type Process struct {
 
 	// sup runs the process's life; set before the Process is shared.
 	sup *supervisor
+
+	// redact is what redacts its output (redact.go); it also redacts
+	// what else the tree puts in Info, its Denials. Set before the
+	// Process is shared; zero: nothing to redact.
+	redact redaction
 }
 
 // handleState is a process handle's guarded state: what Info reports, and

@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"maps"
+	"math/bits"
 	"net/url"
 	"os"
 	"slices"
@@ -40,12 +41,14 @@ import (
 //     ASCII-only \u escapes, "/" as "\/");
 //   - hex, lower and upper case;
 //   - base64 and hex wrapped across lines (matchWrapped);
-//   - any of these as a terminal shows it, escape sequences inside it
-//     skipped (the shown stage, stripEscapes).
+//   - any of these as PlainText shows it: escape sequences, string
+//     sequences (OSC, DCS, ...) and controls PlainText removes inside it
+//     skipped (the shown stages, stripEscapes).
 //
-// The stage is streaming: a write is scanned as it arrives, and only the
-// shortest tail that could still begin some form of some secret is held
-// back until the next write completes or refutes it, or the output ends.
+// The stage is streaming: a write is scanned as it arrives, and the run
+// of form bytes at its end, or the tail that could still begin some form
+// of some secret across a line break, is held back until a later write
+// decides it, or the output ends (pendingFrom).
 // Nothing is released on a timer, so a command that prints a secret one
 // byte at a time never leaks it piece by piece.
 //
@@ -55,7 +58,8 @@ import (
 // is looked up in a bitset of the grams every pattern has at offsets
 // [0, step). Only a hit is verified. Without secrets in the output the
 // scan costs one load, one multiply and one bit test per step bytes, and
-// the shown stage one memchr for ESC.
+// the shown stages one pass over the write for a byte a terminal hides
+// (hiddenIndex), eight bytes at a time.
 
 // Limits on secrets, checked by WithSecrets and Request.Secrets.
 const (
@@ -146,12 +150,39 @@ func checkSecretName(name string) error {
 func envSecrets(env []string) []secretEntry {
 	var out []secretEntry
 	for _, kv := range env {
-		k, v, ok := strings.Cut(kv, "=")
-		if ok && secretAcceptable(k, v) {
-			out = append(out, secretEntry{k, v})
+		if k, v, ok := strings.Cut(kv, "="); ok {
+			out = appendEnvSecret(out, k, v)
 		}
 	}
 	return out
+}
+
+// appendEnvSecret appends what of variable name=value is redacted by
+// default: the value when the name looks like a secret, and the password
+// of a URL with one (DATABASE_URL=postgres://app:PASSWORD@db/app), whose
+// name rarely does.
+func appendEnvSecret(out []secretEntry, name, value string) []secretEntry {
+	if secretAcceptable(name, value) {
+		out = append(out, secretEntry{name, value})
+	}
+	if pw := urlPassword(value); pw != "" && pw != value && len(pw) >= MinSecretBytes && len(pw) <= MaxSecretBytes && checkSecretName(name) == nil {
+		out = append(out, secretEntry{name, pw})
+	}
+	return out
+}
+
+// urlPassword returns the password of value read as a URL with
+// credentials (scheme://user:password@host...), or "".
+func urlPassword(value string) string {
+	if !strings.Contains(value, "://") || !strings.Contains(value, "@") {
+		return "" // cheap: most values are not such URLs
+	}
+	u, err := url.Parse(strings.TrimSpace(value))
+	if err != nil || u.User == nil {
+		return ""
+	}
+	pw, _ := u.User.Password()
+	return pw
 }
 
 func secretAcceptable(name, value string) bool {
@@ -174,9 +205,7 @@ func requestSecrets(req Request, envDefaults bool) []secretEntry {
 	}
 	if envDefaults {
 		for _, k := range slices.Sorted(maps.Keys(req.Env)) {
-			if secretAcceptable(k, req.Env[k]) {
-				out = append(out, secretEntry{k, req.Env[k]})
-			}
+			out = appendEnvSecret(out, k, req.Env[k])
 		}
 	}
 	return out
@@ -360,6 +389,10 @@ type redactSet struct {
 	// wrapAt[node]: a wrapped form passes through node and goes on, so
 	// a line break may follow it.
 	wrapAt []bool
+	// inForm marks the bytes of every pattern but line breaks: a tail
+	// of them is held back whether or not it begins a secret
+	// (pendingFrom).
+	inForm [256]bool
 }
 
 // gramRef says pattern pat has the gram at offset off.
@@ -385,6 +418,9 @@ func newRedactSet(entries []secretEntry) *redactSet {
 			}
 			seen[f.text] = true
 			s.pats = append(s.pats, []byte(f.text))
+			for _, c := range []byte(f.text) {
+				s.inForm[c] = c != '\n' && c != '\r'
+			}
 			s.repl = append(s.repl, repl)
 			s.wrap = append(s.wrap, f.wrap)
 			if f.wrap {
@@ -574,15 +610,29 @@ func encodedBefore(data []byte, k int, prev []byte) bool {
 }
 
 // pendingFrom returns the first position t >= from, within window of
-// the end, from which data could still become a pattern: len(data) if
-// none. prev is what was emitted before data.
+// the end, from which what is held back starts: len(data) if nothing is.
+// prev is what was emitted before data.
+//
+// Held back is the tail that could still become a pattern, and also the
+// whole run of bytes of the set's forms (inForm) at the end, whether it
+// begins a secret or not: what is held must not say whether a tail
+// begins a secret. Otherwise a command could end a write with a guess
+// at a secret's next character and a reader learn from whether it shows
+// before the next write which guess was right, a character at a time
+// (TestRedactAttackHoldBackOracle). A tail that begins a secret across a
+// line break is still held by itself; guessing it takes a whole line.
 func (s *redactSet) pendingFrom(data []byte, from int, prev []byte) int {
-	for t := max(from, len(data)-s.window); t < len(data); t++ {
+	lo := max(from, len(data)-s.window)
+	run := len(data)
+	for run > max(lo, len(data)-s.maxLen+1) && s.inForm[data[run-1]] {
+		run--
+	}
+	for t := lo; t < run; t++ {
 		if s.proper(data, t, prev) {
 			return t
 		}
 	}
-	return len(data)
+	return run
 }
 
 // redaction is what applies to one process's output: the Manager's set,
@@ -609,6 +659,42 @@ func (m *Manager) redactionFor(p *Process, req Request) redaction {
 		sets:  [2]*redactSet{m.redact, newRedactSet(requestSecrets(req, true))},
 		count: &p.state.redactions,
 	}
+}
+
+// redactString returns s redacted as output is, for what a tree puts in
+// Info other than its output (a denial's target). Not counted in
+// Info.Redactions, which counts the output's.
+func (rd redaction) redactString(s string) string {
+	if rd.sets == [2]*redactSet{} {
+		return s
+	}
+	var b strings.Builder
+	r := redaction{sets: rd.sets, count: new(atomic.Int64)}.newRedactor(func(p []byte) { b.Write(p) })
+	r.write([]byte(s))
+	r.flush()
+	return b.String()
+}
+
+// redactHost is redactString for a host name, which DNS, and so the
+// tools that print or pass one on, compare without regard to case: curl
+// and the proxy see https://$TOKEN.example/ in lower case. Raw values
+// are also looked for in any case.
+func (rd redaction) redactHost(s string) string {
+	s = rd.redactString(s)
+	for _, set := range rd.sets {
+		if set == nil {
+			continue
+		}
+		for _, e := range set.entries {
+			for i := 0; i+len(e.value) <= len(s); i++ {
+				if strings.EqualFold(s[i:i+len(e.value)], e.value) {
+					s = s[:i] + "[redacted:" + e.name + "]" + s[i+len(e.value):]
+					i += len("[redacted:"+e.name+"]") - 1
+				}
+			}
+		}
+	}
+	return s
 }
 
 // redactEntriesFor returns every secret redacted in the output of a
@@ -674,6 +760,11 @@ func decodeSecrets(data []byte) (*redactSet, error) {
 type redactor struct {
 	stages []*redactStage
 	emit   func([]byte)
+	// plain says no byte the stages see during this write is hidden
+	// from a terminal (hiddenIndex): neither the write's nor any held
+	// back. The shown stages then pass what they get: looked for once
+	// per write, not once per shown stage.
+	plain bool
 }
 
 // newRedactor returns a redactor writing to emit.
@@ -684,14 +775,20 @@ func (rd redaction) newRedactor(emit func([]byte)) *redactor {
 		if rd.sets[i] == nil {
 			continue
 		}
-		// The shown stage comes second: what the raw stage replaced
+		// The shown stages come second: what the raw stage replaced
 		// it sees as text, and it is left only the matches that an
 		// escape sequence splits, and those it can see only after the
 		// raw ones are gone (a secret whose first byte a stray "\x1b["
 		// would take as the end of a sequence).
-		shown := &redactStage{set: rd.sets[i], emit: next, count: rd.count, shown: true}
+		//
+		// Two shown stages: one hides string sequences' payloads, as
+		// PlainText does, so a secret split by a whole OSC is found; the
+		// other shows them, as a reader that renders from an offset
+		// inside a payload does.
+		text := &redactStage{set: rd.sets[i], emit: next, count: rd.count, shown: true, plain: &r.plain}
+		shown := &redactStage{set: rd.sets[i], emit: text.write, count: rd.count, shown: true, payloads: true, plain: &r.plain}
 		raw := &redactStage{set: rd.sets[i], emit: shown.write, count: rd.count}
-		r.stages = append([]*redactStage{raw, shown}, r.stages...)
+		r.stages = append([]*redactStage{raw, shown, text}, r.stages...)
 		next = raw.write
 	}
 	return r
@@ -702,6 +799,10 @@ func (r *redactor) write(p []byte) {
 	if len(r.stages) == 0 {
 		r.emit(p)
 		return
+	}
+	r.plain = hiddenIndex(p) == len(p)
+	for _, st := range r.stages {
+		r.plain = r.plain && hiddenIndex(st.carry) == len(st.carry)
 	}
 	r.stages[0].write(p)
 }
@@ -738,12 +839,14 @@ type redactStage struct {
 	// sequences; runs says where each run of text is in them. While a
 	// scan runs on text, orig is carry+p and opos how much of it is
 	// emitted.
-	shown bool
-	esc   escState // the parser's state where carry (or the next write) begins
-	text  []byte
-	runs  []textRun
-	orig  []byte
-	opos  int
+	shown    bool
+	payloads bool     // string sequences' payloads are hidden (stripEscapes)
+	plain    *bool    // redactor.plain
+	esc      escState // the parser's state where carry (or the next write) begins
+	text     []byte
+	runs     []textRun
+	orig     []byte
+	opos     int
 }
 
 // write scans p after what is held back.
@@ -776,8 +879,8 @@ func (st *redactStage) write(p []byte) {
 
 // writeShown is write for a shown stage.
 func (st *redactStage) writeShown(p []byte) {
-	if st.esc == escGround && bytes.IndexByte(st.carry, 0x1b) < 0 && bytes.IndexByte(p, 0x1b) < 0 {
-		// No escape sequence: what is shown is what is written, and
+	if st.esc == escGround && *st.plain {
+		// Nothing hidden: what is shown is what is written, and
 		// the raw stage before this one has replaced every match in
 		// it. Only a tail that an escape sequence in the next write
 		// could make a match is held back.
@@ -822,13 +925,10 @@ const maxHeldEscapes = 4 << 10
 // sequences are lost from the output; releasing the start of the secret
 // instead could leak it.
 func (st *redactStage) dropHeldEscapes() {
-	text, _, end := stripEscapes(st.carry, escGround, nil, nil)
-	if end != escGround {
-		// Keep the unfinished sequence at the end, which the next write
-		// goes on.
-		text = append(text, st.carry[bytes.LastIndexByte(st.carry, 0x1b):]...)
-	}
-	st.carry = append(st.carry[:0], text...)
+	text, _, end := stripEscapes(st.carry, escGround, st.payloads, nil, nil)
+	// The unfinished sequence at the end, which the next write goes on,
+	// is kept as the fewest bytes that leave the parser where it is.
+	st.carry = append(append(st.carry[:0], text...), escResume(end)...)
 }
 
 // scanShown scans what a terminal shows of data (held back or not, as
@@ -837,8 +937,14 @@ func (st *redactStage) dropHeldEscapes() {
 // emitted. It returns the parser's state after data.
 func (st *redactStage) scanShown(data []byte, final bool) escState {
 	var end escState
-	st.text, st.runs, end = stripEscapes(data, st.esc, st.text[:0], st.runs[:0])
+	st.text, st.runs, end = stripEscapes(data, st.esc, st.payloads, st.text[:0], st.runs[:0])
 	st.orig, st.opos = data, 0
+	if end == escC1 && !final {
+		// A 0xC2 at the end is a character or the start of a C1
+		// control, which the next write says: it stays held, and the
+		// parser reads it again from the ground state.
+		st.orig = data[:len(data)-1]
+	}
 	st.scan(st.text, len(st.text), true, final)
 	st.orig = nil
 	return end
@@ -998,62 +1104,219 @@ func (st *redactStage) snapshot() []byte {
 	return st.prevBuf[:st.tailN]
 }
 
-// escState is where a terminal's parser is in an escape sequence
-// (ECMA-48): outside one, after ESC (and intermediates), or in a control
-// sequence's parameters.
+// escState is where a terminal's parser is (ECMA-48, as PlainText parses
+// it): in text, in an escape or control sequence, in a string sequence's
+// payload, or after a 0xC2 byte that may begin a C1 control.
 type escState uint8
 
 const (
-	escGround escState = iota
-	escEscape
-	escCSI
+	escGround    escState = iota
+	escEscape             // after ESC
+	escEscInter           // after ESC and intermediates
+	escCSI                // a control sequence's parameters
+	escCSIInter           // a control sequence's intermediates
+	escString             // a DCS, SOS, PM or APC payload (payloads hidden only)
+	escOSC                // an OSC payload, which a newline also ends
+	escStringEsc          // ESC in a string's payload: ST, or a new sequence
+	escOSCEsc             //
+	escStringC2           // 0xC2 in a string's payload: C1 ST, or payload
+	escOSCC2              //
+	escC1                 // 0xC2 in text as the last byte: a C1 control or a character
 )
 
-// stripEscapes appends to text the bytes of data a terminal shows (those
-// outside escape sequences) and to runs where each run of them is in
-// data, parsing from state; it returns the state after data. ESC, intermediates
-// (0x20-0x2F) and a final byte (0x30-0x7E) make an escape sequence;
-// "ESC [", parameters and intermediates (0x20-0x3F) and a final byte
-// (0x40-0x7E) a control sequence (colours, cursor moves). Any other byte
-// ends the sequence and is shown: a malformed sequence swallows no text.
-// The payload of a string sequence (OSC, DCS: a title, a hyperlink's
-// URL) is text here, so a secret inside one is still found.
-func stripEscapes(data []byte, state escState, text []byte, runs []textRun) ([]byte, []textRun, escState) {
-	for i := 0; i < len(data); {
-		if state == escGround {
-			// Text runs to the next ESC: copied whole.
-			j := bytes.IndexByte(data[i:], 0x1b)
-			if j < 0 {
-				j = len(data)
-			} else {
-				j += i
-			}
-			if j > i {
-				runs = append(runs, textRun{len(text), i})
-				text = append(text, data[i:j]...)
-			}
-			if j < len(data) {
-				state = escEscape
-			}
-			i = j + 1
+// escResume returns bytes that bring the parser from escGround to state:
+// what a shown stage keeps of a sequence whose start it dropped.
+func escResume(state escState) []byte {
+	return []byte([...]string{
+		escGround: "", escEscape: "\x1b", escEscInter: "\x1b ", escCSI: "\x1b[", escCSIInter: "\x1b[ ",
+		escString: "\x1bP", escOSC: "\x1b]", escStringEsc: "\x1bP\x1b", escOSCEsc: "\x1b]\x1b",
+		escStringC2: "\x1bP\xc2", escOSCC2: "\x1b]\xc2", escC1: "\xc2",
+	}[state])
+}
+
+// hiddenByte marks the bytes that begin what a terminal does not show as
+// text in the ground state: ESC, the C0 controls PlainText removes (all
+// but "\t", "\n", and "\r" and "\b", which move the cursor), DEL, and 0xC2,
+// the first byte of a C1 control's UTF-8 form (U+0080-U+009F).
+var hiddenByte = func() (t [256]bool) {
+	for c := range 0x20 {
+		t[c] = c != '\t' && c != '\n' && c != '\r' && c != '\b'
+	}
+	t[0x7f], t[0xc2] = true, true
+	return t
+}()
+
+// hiddenIndex returns the index of the first byte of b that hiddenByte
+// marks, or len(b). Thirty-two bytes at a time: a block without a byte
+// below 0x20 or above 0x7E costs a few operations a word; in one with
+// such a byte (a newline, mostly) only the bytes so marked are looked up.
+func hiddenIndex(b []byte) int {
+	i := 0
+	for ; i+32 <= len(b); i += 32 {
+		w := b[i : i+32 : i+32]
+		m0, m1 := controlMarks(binary.LittleEndian.Uint64(w)), controlMarks(binary.LittleEndian.Uint64(w[8:]))
+		m2, m3 := controlMarks(binary.LittleEndian.Uint64(w[16:])), controlMarks(binary.LittleEndian.Uint64(w[24:]))
+		if m0|m1|m2|m3 == 0 {
 			continue
 		}
+		for k, m := range [4]uint64{m0, m1, m2, m3} {
+			for ; m != 0; m &= m - 1 {
+				if j := i + 8*k + bits.TrailingZeros64(m)/8; hiddenByte[b[j]] {
+					return j
+				}
+			}
+		}
+	}
+	for ; i < len(b); i++ {
+		if hiddenByte[b[i]] {
+			return i
+		}
+	}
+	return len(b)
+}
+
+// controlMarks returns the high bit of each byte of x below 0x20 or above
+// 0x7E; a borrow or a carry may also mark the byte next to a marked one,
+// never one of a word with none.
+func controlMarks(x uint64) uint64 {
+	const ones, highs = 0x0101010101010101, 0x8080808080808080
+	return ((x-0x20*ones)&^x | (x + ones) | x) & highs
+}
+
+// stripEscapes appends to text the bytes of data a terminal shows and to
+// runs where each run of them is in data, parsing from state; it returns
+// the state after data. It follows PlainText's parser (internal/termtext)
+// in what it hides: "ESC [" (or C1 0x9B), parameters 0x30-0x3F,
+// intermediates 0x20-0x2F and a final byte 0x40-0x7E make a control
+// sequence (colours, cursor moves); ESC, intermediates and a final byte
+// 0x30-0x7E an escape sequence; the C0 controls but "\t", "\n", "\r" and
+// "\b", DEL and the C1 controls (U+0080-U+009F) are hidden. A byte that
+// does not fit the sequence ends it and is parsed again: a malformed
+// sequence swallows no text.
+//
+// With payloads, a string sequence (OSC "ESC ]", DCS "ESC P", SOS, PM,
+// APC, or their C1 forms) runs to BEL, ST ("ESC \" or C1 0x9C) or, for an
+// OSC, a newline, and its payload is hidden, as PlainText hides it.
+// Without, its introducer is an escape sequence and its payload is text:
+// a reader that renders output from an offset inside a payload sees it
+// as text.
+func stripEscapes(data []byte, state escState, payloads bool, text []byte, runs []textRun) ([]byte, []textRun, escState) {
+	for i := 0; i < len(data); {
 		c := data[i]
-		switch {
-		case c == 0x1b:
-			state = escEscape
-		case state == escEscape && c == '[':
-			state = escCSI
-		case c >= 0x20 && c <= 0x2f, state == escCSI && c <= 0x3f && c >= 0x30:
-			// An intermediate, or a parameter.
-		case c >= 0x30 && c <= 0x7e && (state == escEscape || c >= 0x40):
-			state = escGround // the final byte
-		default:
-			// Not a sequence's byte: it ends the sequence and is shown.
+		switch state {
+		case escGround:
+			// Text runs to the next byte that may be hidden.
+			j := i + hiddenIndex(data[i:])
+			if j < len(data) && data[j] == 0xc2 && j+1 < len(data) && (data[j+1] < 0x80 || data[j+1] > 0x9f) {
+				j++ // the start of a character, not of a C1 control
+			}
+			if j > i {
+				if n := len(runs); n > 0 && runs[n-1].orig+len(text)-runs[n-1].text == i {
+					text = append(text, data[i:j]...) // goes on the last run
+				} else {
+					runs = append(runs, textRun{len(text), i})
+					text = append(text, data[i:j]...)
+				}
+				i = j
+				continue
+			}
+			switch {
+			case c == 0x1b:
+				state = escEscape
+			case c == 0xc2 && i+1 == len(data):
+				state = escC1
+			case c == 0xc2:
+				i++
+				state = c1State(data[i], payloads)
+			}
+			// Any other hidden byte shows nothing.
+		case escC1:
+			// 0xC2 ended the last data: it was not text either way.
 			state = escGround
-			continue
+			if c >= 0x80 && c <= 0x9f {
+				state = c1State(c, payloads)
+			} else {
+				continue
+			}
+		case escEscape:
+			switch {
+			case c == 0x1b:
+			case c == '[':
+				state = escCSI
+			case payloads && c == ']':
+				state = escOSC
+			case payloads && (c == 'P' || c == 'X' || c == '^' || c == '_'):
+				state = escString
+			case c >= 0x20 && c <= 0x2f:
+				state = escEscInter
+			case c >= 0x30 && c <= 0x7e:
+				state = escGround
+			default:
+				state = escGround
+				continue
+			}
+		case escEscInter:
+			switch {
+			case c >= 0x20 && c <= 0x2f:
+			case c >= 0x30 && c <= 0x7e:
+				state = escGround
+			default:
+				state = escGround
+				continue
+			}
+		case escCSI, escCSIInter:
+			switch {
+			case c >= 0x30 && c <= 0x3f && state == escCSI:
+			case c >= 0x20 && c <= 0x2f:
+				state = escCSIInter
+			case c >= 0x40 && c <= 0x7e:
+				state = escGround
+			default:
+				state = escGround
+				continue
+			}
+		case escString, escOSC:
+			switch {
+			case c == 0x07:
+				state = escGround
+			case c == 0x1b:
+				state += escStringEsc - escString
+			case c == 0xc2:
+				state += escStringC2 - escString
+			case c == '\n' && state == escOSC:
+				state = escGround
+				continue
+			}
+		case escStringEsc, escOSCEsc:
+			if c == '\\' {
+				state = escGround
+			} else {
+				// ESC aborts the string and begins a new sequence.
+				state = escEscape
+				continue
+			}
+		case escStringC2, escOSCC2:
+			if c == 0x9c {
+				state = escGround
+			} else {
+				state -= escStringC2 - escString
+				continue
+			}
 		}
 		i++
 	}
 	return text, runs, state
+}
+
+// c1State is the state after the C1 control U+0080+(c-0x80).
+func c1State(c byte, payloads bool) escState {
+	switch {
+	case c == 0x9b:
+		return escCSI
+	case payloads && c == 0x9d:
+		return escOSC
+	case payloads && (c == 0x90 || c == 0x98 || c == 0x9e || c == 0x9f):
+		return escString
+	}
+	return escGround
 }

@@ -162,6 +162,8 @@ func (m *Manager) spawn(req Request, owner, command, dir string, seq uint64, war
 	p = m.newProcess(req, id, owner, command, dir, seq, warnings, t.cmd, t.st, &supervisor{
 		cmd: t.cmd, sys: t.sys, ctr: t.ctr, rec: t.rec, log: t.log, sbx: t.sbx,
 	})
+	// Before the proxy serves: its denials name what the tree asked for.
+	p.redact = m.redactionFor(p, req)
 	if t.sbx != nil {
 		if err := t.sbx.serveHosts(p); err != nil {
 			// The tree cannot reach its proxy: it would run without the
@@ -181,7 +183,7 @@ func (m *Manager) spawn(req Request, owner, command, dir string, seq uint64, war
 	// Before the supervisor: it waits for the readiness check that observe
 	// may start, so that EventReady always comes before EventExited.
 	m.observe(p, req, inID, t.st.out)
-	rd := m.redactionFor(p, req)
+	rd := p.redact
 	oomValue := m.oomScoreValue()
 	if oomValue != nil {
 		p.sup.raised = make(chan struct{})
