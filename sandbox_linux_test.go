@@ -1058,7 +1058,7 @@ const sandboxUser = "agentproc-sandbox"
 func TestSandboxUnprivileged(t *testing.T) {
 	requireSandbox(t)
 	out, err := runAsSandboxUser(t, 5*time.Minute, "-test.short",
-		"-test.run=^(TestSandboxEscapes|TestSandboxMetadataOutsideWrite|TestSandboxAllows|TestSandboxPorts|TestSandboxFailClosed|TestSandboxHostNeverConfined|TestSandboxKeepsTreeFeatures|TestSandboxDetached|TestSandboxTempDirReused|TestSandboxTempDirsServeABurst|TestRecycleTempDir|TestSandboxLinksDoNotWiden|TestSandboxGrantAfterSwap|TestWorkDirDotDotAfterLink|TestSandboxHidesCredentials|TestMoreConfinedSandboxedPeer|TestSandboxInheritsNoDescriptors|TestAttackHeld|TestAttackTempDirOfAnotherTree|TestAttackServeTokenFile|TestAttackLimitsOfAnotherProcess|TestAttackPOSIXMessageQueue|TestAttackDetachedRunnerEnvironment|TestAttackHostTerminal|TestSandboxSpareConfinedAhead)$")
+		"-test.run=^(TestSandboxEscapes|TestSandboxMetadataOutsideWrite|TestSandboxAllows|TestSandboxPorts|TestSandboxFailClosed|TestSandboxHostNeverConfined|TestSandboxKeepsTreeFeatures|TestSandboxDetached|TestSandboxTempDirReused|TestSandboxTempDirsServeABurst|TestRecycleTempDir|TestSandboxLinksDoNotWiden|TestSandboxGrantAfterSwap|TestWorkDirDotDotAfterLink|TestSandboxHidesCredentials|TestMoreConfinedSandboxedPeer|TestSandboxInheritsNoDescriptors|TestAttackHeld|TestAttackTempDirOfAnotherTree|TestAttackTempDirOfAnotherTreeRead|TestAttackTempDirOfAnotherTreeWays|TestAttackServeTokenFile|TestAttackLimitsOfAnotherProcess|TestAttackPOSIXMessageQueue|TestAttackDetachedRunnerEnvironment|TestAttackHostTerminal|TestSandboxSpareConfinedAhead)$")
 	if err != nil || !strings.Contains(out, "--- PASS: TestSandboxEscapes") {
 		t.Fatalf("as %s: %v\n%s", sandboxUser, err, out)
 	}

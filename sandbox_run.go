@@ -130,8 +130,14 @@ func (s *managerSandbox) tempParent() (string, error) {
 	s.tmpMu.Lock()
 	defer s.tmpMu.Unlock()
 	if s.tmpParent == "" && s.tmpErr == nil {
-		s.tmpParent, s.tmpErr = os.MkdirTemp("", "agentproc-sandbox-")
+		s.tmpParent, s.tmpErr = os.MkdirTemp(tempParentBase(), "agentproc-sandbox-")
 		s.emptyDirs = make(chan string, maxEmptyTempDirs)
+		if s.tmpErr == nil {
+			parent := s.tmpParent
+			s.cache.supplyTemps(func() (string, error) { return s.tempDir(parent) }, func(d string) {
+				_ = s.dropTempDir(d)
+			})
+		}
 	}
 	return s.tmpParent, s.tmpErr
 }
@@ -242,9 +248,17 @@ type sandboxRun struct {
 	warnings []string
 	hosts    *hostsRun      // NetworkHosts only
 	pol      *sandboxPolicy // what inferFileDenials checks paths against
-	// layer is the Landlock layer that holds the tree to its own temp dir
-	// (sandboxBuilt.tempLayer), closed once the tree started; nil without.
-	layer *os.File
+	// ready is the thread made ahead for this Start (sandboxBuilt.takeReady),
+	// handed to start or discarded; nil without.
+	ready *readyThread
+}
+
+// sandboxStart is what one Start hands sandboxBuilt.start besides cmd.
+type sandboxStart struct {
+	step  threadStep          // runs on the starting thread first; nil: none
+	ready *readyThread        // made ahead for this Start (takeReady); nil: none
+	tmp   string              // the tree's private temp dir; "" without
+	hosts func(hostsListener) // takes over the proxy listener the thread made; nil: none
 }
 
 // prepareSandbox makes what a Start of sb in dir needs (dirChosen: the
@@ -279,22 +293,20 @@ func (m *Manager) prepareSandbox(sb *Sandbox, dir string, dirChosen, tty bool) (
 	run := &sandboxRun{built: built, env: sb.Env, warnings: warnings, pol: pol}
 	info := built.info
 	info.Mechanisms = append([]string(nil), built.info.Mechanisms...)
+	// A ready thread made for the policy comes with the temp dir its
+	// namespace shows (as root), which must then be this Start's.
+	ready, tmp := built.takeReady()
+	run.ready = ready
 	if parent != "" {
-		tmp, err := m.sandbox.tempDir(parent)
-		if err != nil {
-			built.done()
-			return nil, xerrors.Errorf("agentproc: sandbox temp dir: %w", err)
+		if tmp == "" {
+			if tmp, err = m.sandbox.tempDir(parent); err != nil {
+				run.discardReady()
+				built.done()
+				return nil, xerrors.Errorf("agentproc: sandbox temp dir: %w", err)
+			}
 		}
 		run.tmpDir = tmp
 		info.TempDir = tmp
-		layer, err := built.tempLayer(pol, tmp)
-		if err != nil {
-			run.finish(m)
-			return nil, xerrors.Errorf("agentproc: sandbox temp dir layer: %w", err)
-		}
-		if layer >= 0 {
-			run.layer = os.NewFile(uintptr(layer), "landlock-temp-layer")
-		}
 	}
 	run.info = &info
 	if pol.hosts != nil {
@@ -312,28 +324,22 @@ func (m *Manager) prepareSandbox(sb *Sandbox, dir string, dirChosen, tty bool) (
 // first.
 func (r *sandboxRun) start(cmd *exec.Cmd, step threadStep) error {
 	var hosts func(hostsListener)
-	var last func() error
 	if r.hosts != nil {
 		// The proxy's listener is made on the starting thread in the
 		// tree's network namespace, before Landlock and seccomp (which
 		// refuses listen); the Start takes it over.
 		hosts = func(l hostsListener) { r.hosts.adopt(cmd, l) }
 	}
-	if r.layer != nil {
-		// The temp dir's layer goes on last, also on a ready thread
-		// confined ahead: Landlock layers intersect in any order.
-		last = func() error { return landlockLayer(r.layer) }
-	}
-	err := r.built.start(cmd, step, hosts, last)
-	r.closeLayer()
-	return err
+	ready := r.ready
+	r.ready = nil
+	return r.built.start(cmd, sandboxStart{step: step, ready: ready, tmp: r.tmpDir, hosts: hosts})
 }
 
-// closeLayer closes r's temp dir layer, if it has one.
-func (r *sandboxRun) closeLayer() {
-	if r.layer != nil {
-		_ = r.layer.Close()
-		r.layer = nil
+// discardReady throws away r's ready thread if start did not take it.
+func (r *sandboxRun) discardReady() {
+	if r.ready != nil {
+		r.ready.discard()
+		r.ready = nil
 	}
 }
 
@@ -344,7 +350,7 @@ func (r *sandboxRun) finish(m *Manager) {
 		return
 	}
 	r.hosts.close()
-	r.closeLayer()
+	r.discardReady()
 	r.built.done()
 	if r.tmpDir == "" {
 		return

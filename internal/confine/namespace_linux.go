@@ -425,3 +425,54 @@ func (w *MountWatch) MissingReadOnly(readOnly []string) []string {
 	}
 	return out
 }
+
+// PrivateTemp gives the calling thread, which is in a policy's mount
+// namespace (EnterMountns) with CAP_SYS_ADMIN, a mount namespace of its
+// own, a copy of that one, in which parent (the Manager's temp parent,
+// shared by the trees of every policy) shows tmp, this tree's temp dir,
+// and nothing else: parent is covered by an empty read-only tmpfs holding
+// a writable bind of tmp at its name. Another tree's temp dir is then not
+// there to read, write, list or chmod, as root or not (Landlock has no
+// right for metadata, and the policy's namespace binds the whole parent
+// writable, as its ruleset grants it, since both are built once per
+// policy). tmp "" covers parent whole. tmp must lie directly in parent.
+//
+// The copy costs a namespace per tree, made on the ready thread ahead of
+// its Start where there is one; it goes with the tree's last process.
+func PrivateTemp(parent, tmp string) error {
+	tree := -1
+	if tmp != "" {
+		if filepath.Dir(tmp) != parent {
+			return xerrors.Errorf("private temp dir %s is not in %s", tmp, parent)
+		}
+		// Taken from the policy's view, before parent is covered: a
+		// detached copy of the mount at tmp, rooted at tmp.
+		fd, err := unix.OpenTree(unix.AT_FDCWD, tmp, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_SYMLINK_NOFOLLOW)
+		if err != nil {
+			return xerrors.Errorf("open tree %s: %w", tmp, err)
+		}
+		tree = fd
+		defer unix.Close(tree)
+	}
+	if err := unix.Unshare(unix.CLONE_NEWNS); err != nil {
+		return xerrors.Errorf("unshare mount namespace for the temp dir: %w", err)
+	}
+	if err := unix.Mount("tmpfs", parent, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "size=4k,nr_inodes=2,mode=0711"); err != nil {
+		return xerrors.Errorf("cover %s: %w", parent, err)
+	}
+	if tree >= 0 {
+		at := filepath.Join(parent, filepath.Base(tmp))
+		if err := unix.Mkdir(at, 0o700); err != nil {
+			return xerrors.Errorf("mount point %s: %w", at, err)
+		}
+		if err := unix.MoveMount(tree, "", unix.AT_FDCWD, at, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
+			return xerrors.Errorf("bind %s: %w", tmp, err)
+		}
+	}
+	// The cover itself read-only (not recursive: the bind stays writable),
+	// so that the tree cannot make names beside its own dir.
+	if err := unix.MountSetattr(unix.AT_FDCWD, parent, 0, &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY}); err != nil {
+		return xerrors.Errorf("make the cover of %s read-only: %w", parent, err)
+	}
+	return nil
+}
