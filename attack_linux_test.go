@@ -20,12 +20,13 @@ import (
 
 // TestAttackTempDirOfAnotherTree: a tree must not write into the private
 // TMPDIR of another running tree of the same Manager. Each tree's cached
-// ruleset, and as root its mount namespace, grant the temp dirs' shared
+// ruleset, and as root its mount namespace, granted the temp dirs' shared
 // parent, since both are built once per policy; a narrow tree could plant
 // files a tree under a wider policy (another owner's, or one with
 // NetworkHost) reads or runs, or fill the spare temp dirs later trees are
-// handed. A second Landlock layer per Start (confine.LandlockTempLayer) grants
-// changes only in the tree's own temp dir. Runs as root and, through
+// handed. Each tree now reaches its own temp dir only (as root its own
+// mount namespace, confine.PrivateTemp; without root a second Landlock
+// layer, sandboxBuilt.treeRulesets). Runs as root and, through
 // TestSandboxUnprivileged, not.
 func TestAttackTempDirOfAnotherTree(t *testing.T) {
 	requireSandbox(t)
@@ -55,10 +56,9 @@ func TestAttackTempDirOfAnotherTree(t *testing.T) {
 	}
 }
 
-// TestAttackTempDirOfAnotherTreeRead: a tree reads the files in another
-// running tree's TMPDIR: the layer that keeps it from writing there
-// handles no read right (re-granting every readable path but the other
-// temp dirs would cost a rule per entry of /tmp at every Start).
+// TestAttackTempDirOfAnotherTreeRead: a tree read the files in another
+// running tree's TMPDIR: the layer that kept it from writing there handled
+// no read right. Runs as root and, through TestSandboxUnprivileged, not.
 func TestAttackTempDirOfAnotherTreeRead(t *testing.T) {
 	requireSandbox(t)
 	ws, _, _ := sandboxWorkspace(t)

@@ -28,14 +28,19 @@ import (
 //  2. join the policy's mount namespace (root: a read-only view of every
 //     mount but Write, Hide and the host's doors covered, ReadOnly bound
 //     read-only; made per policy, and again when a Start finds it no
-//     longer covers what the policy names: confine.MountWatch);
+//     longer covers what the policy names: confine.MountWatch), then a
+//     copy of its own in which the Manager's temp parent shows the tree's
+//     own temp dir alone (confine.PrivateTemp);
 //  3. drop the capability bounding set and the ambient set (root), so that
 //     the shell, uid 0 but without capabilities after exec, can neither
 //     rejoin the host's namespaces nor read the host's /proc files;
 //  4. set no_new_privs, which Landlock and seccomp need without
 //     CAP_SYS_ADMIN and which keeps setuid binaries from undoing 3;
 //  5. restrict the thread with the policy's Landlock ruleset (made once per
-//     policy);
+//     policy; as root with a temp dir, made per tree from a template opened
+//     once per policy, to grant the own temp dir), and without root a
+//     second layer per tree that leaves the other trees' temp dirs out
+//     (treeRulesets);
 //  6. install the seccomp filter (per thread, no TSYNC).
 //
 // The thread then forks the shell (cmd.Start), which inherits all of it,
@@ -588,7 +593,10 @@ func (b *sandboxBuilt) start(cmd *exec.Cmd, s sandboxStart) error {
 					}
 				}
 				b.handListener(&st.lis, s.hosts)
-				return cmd.Start()
+				err := cmd.Start()
+				holdNS(st.ns, s, err == nil)
+				st.ns = -1
+				return err
 			})
 			b.cache.makeReadyThread(b, lastCap, ahead)
 			return err
@@ -606,16 +614,20 @@ func (b *sandboxBuilt) start(cmd *exec.Cmd, s sandboxStart) error {
 			}
 			defer func() { err = errors.Join(err, restore()) }()
 		}
-		if err := b.enterAndDrop(lastCap, s.tmp); err != nil {
+		ns, err := b.enterAndDrop(lastCap, s.tmp)
+		if err != nil {
 			return err
 		}
 		var lis hostsListener
 		if err := b.confine(s.tmp, b.hostsHook(&lis)); err != nil {
 			lis.close()
+			holdNS(ns, s, false)
 			return err
 		}
 		b.handListener(&lis, s.hosts)
-		return cmd.Start()
+		err = cmd.Start()
+		holdNS(ns, s, err == nil)
+		return err
 	})
 }
 
@@ -672,10 +684,21 @@ func (b *sandboxBuilt) handListener(lis *hostsListener, hosts func(hostsListener
 // empties its bounding and ambient capability sets: the steps that change
 // the thread but do not confine it yet (a ready thread does them ahead of
 // its Start).
-func (b *sandboxBuilt) enterAndDrop(lastCap int, tmp string) error {
+//
+// It returns a descriptor of the thread's own namespace, -1 without: the
+// Start holds it past its tree's end (sandboxStart.hold), so that the
+// namespace is unmade off the tree's exit.
+func (b *sandboxBuilt) enterAndDrop(lastCap int, tmp string) (ns int, err error) {
+	ns = -1
+	defer func() {
+		if err != nil && ns >= 0 {
+			_ = unix.Close(ns)
+			ns = -1
+		}
+	}()
 	if b.mntns >= 0 {
 		if err := confine.EnterMountns(b.mntns); err != nil {
-			return err
+			return -1, err
 		}
 		if b.tmpParent != "" {
 			// tmp "" (a Start given no temp dir, as a test's) covers the
@@ -684,17 +707,30 @@ func (b *sandboxBuilt) enterAndDrop(lastCap int, tmp string) error {
 			if tmp != "" {
 				own = filepath.Join(b.tmpParent, filepath.Base(tmp))
 			}
-			if err := confine.PrivateTemp(b.tmpParent, own); err != nil {
-				return err
+			if ns, err = confine.PrivateTemp(b.tmpParent, own); err != nil {
+				return -1, err
 			}
 		}
 	}
 	if b.dropCaps {
 		if err := confine.DropCapabilities(lastCap); err != nil {
-			return err
+			return ns, err
 		}
 	}
-	return nil
+	return ns, nil
+}
+
+// holdNS hands ns, if any, to the Start's hold, or closes it where the
+// Start has none or failed.
+func holdNS(ns int, s sandboxStart, started bool) {
+	if ns < 0 {
+		return
+	}
+	if started && s.hold != nil {
+		s.hold(func() { _ = unix.Close(ns) })
+		return
+	}
+	_ = unix.Close(ns)
 }
 
 // confine joins b's network namespace and confines the calling, locked
@@ -766,6 +802,7 @@ type readyThread struct {
 	// the dir is that Start's, or else the thread's end gives it back.
 	tmp      string
 	tmpTaken bool
+	ns       int // the thread's own mount namespace (enterAndDrop); -1 without or once handed over
 }
 
 // readyThreadStarts counts the Starts that took a ready thread, readyThreadsMade the
@@ -831,7 +868,7 @@ func (c *sandboxCache) makeReadyThread(b *sandboxBuilt, lastCap int, ahead bool)
 	c.mu.Lock()
 	b.users++
 	c.mu.Unlock()
-	st := &readyThread{b: b, confined: ahead}
+	st := &readyThread{b: b, confined: ahead, ns: -1}
 	take, give := c.takeTemp, c.giveTemp
 	st.spare = osthread.NewSpare(func() error {
 		if b.tmpParent != "" {
@@ -844,7 +881,8 @@ func (c *sandboxCache) makeReadyThread(b *sandboxBuilt, lastCap int, ahead bool)
 			}
 			st.tmp = tmp
 		}
-		if err := b.enterAndDrop(lastCap, st.tmp); err != nil {
+		var err error
+		if st.ns, err = b.enterAndDrop(lastCap, st.tmp); err != nil {
 			return err // the next Start does the steps itself and reports it
 		}
 		if ahead {
@@ -855,6 +893,9 @@ func (c *sandboxCache) makeReadyThread(b *sandboxBuilt, lastCap int, ahead bool)
 		// A listener made ahead and not handed over (the spare failed or
 		// was discarded unused) is closed here, on the spare's goroutine.
 		st.lis.close()
+		if st.ns >= 0 {
+			_ = unix.Close(st.ns)
+		}
 		if st.tmp != "" && !st.tmpTaken {
 			give(st.tmp)
 		}
@@ -932,9 +973,10 @@ func hostDoors() []string {
 // and empty. The checks run on the new name, after the move, through one
 // descriptor opened without following links, so what they pass is what
 // the path names. The old path is gone either way, as a removal would
-// leave it; a tree that still held the directory open would only reach
-// a temp dir of this Manager, which its ruleset grants anyway (the
-// parent). It returns where the directory is now; the caller removes it
+// leave it; a process of the tree that outlived its end (escaped the
+// containment) would keep its view of the directory (its namespace's
+// bind, or its Landlock rule, which holds the inode) into the next tree's
+// use of it. It returns where the directory is now; the caller removes it
 // when it cannot be reused.
 func recycleTempDir(dir string) (string, bool) {
 	parent := filepath.Dir(dir)
@@ -986,11 +1028,12 @@ func emptyPrivateDir(p string) bool {
 // tempParentBase is where a Manager makes its temp parent, "" for
 // os.TempDir(). Without root each tree's second Landlock layer takes a
 // rule per entry of every directory above the parent (tmpLayer), and
-// entries made there later are not readable by the trees: /var/tmp
-// holds a few where a busy /tmp holds hundreds. A TMPDIR the host set
-// is kept, as is /tmp as root (a mount namespace covers the parent there).
+// entries made there after the policy's first Start are not readable by
+// its trees: /var/tmp holds a few, rarely new, where /tmp (or a TMPDIR the
+// host set) holds many, made all the time, which trees read. As root a
+// mount namespace covers the parent, and os.TempDir() is kept.
 func tempParentBase() string {
-	if sandboxHost().root || os.Getenv("TMPDIR") != "" {
+	if sandboxHost().root {
 		return ""
 	}
 	var st unix.Stat_t

@@ -37,7 +37,9 @@ type managerSandbox struct {
 	// processes left empty, under a new name (finish), and, when a Start
 	// found none, one made ahead off the Start path. A mkdir and its rmdir
 	// measured many times the rename and the check (docs/measurements.md).
-	// refills counts the goroutines making them, which close waits for.
+	// refills counts the goroutines making them, and those letting go of
+	// what the OS layer held for a finished tree (sandboxRun.release),
+	// which close waits for.
 	emptyDirs chan string
 	refills   sync.WaitGroup
 
@@ -123,9 +125,8 @@ func rawPolicyKey(sb *Sandbox, dir, parent string, dirChosen, tty bool) string {
 }
 
 // tempParent returns the directory the private temp dirs are made in, one
-// per Manager, so that every Start of a policy grants the same directory
-// and reuses one ruleset. Trees of one Manager could thus reach each other's
-// temp dirs; they cannot reach anything else there.
+// per Manager, in tempParentBase. The OS layer holds each tree to its own
+// dir there (sandboxStart.tmp).
 func (s *managerSandbox) tempParent() (string, error) {
 	s.tmpMu.Lock()
 	defer s.tmpMu.Unlock()
@@ -251,6 +252,9 @@ type sandboxRun struct {
 	// ready is the thread made ahead for this Start (sandboxBuilt.takeReady),
 	// handed to start or discarded; nil without.
 	ready *readyThread
+	// release lets go of what the OS layer held for the tree
+	// (sandboxStart.hold); nil without.
+	release func()
 }
 
 // sandboxStart is what one Start hands sandboxBuilt.start besides cmd.
@@ -259,6 +263,10 @@ type sandboxStart struct {
 	ready *readyThread        // made ahead for this Start (takeReady); nil: none
 	tmp   string              // the tree's private temp dir; "" without
 	hosts func(hostsListener) // takes over the proxy listener the thread made; nil: none
+	// hold, when not nil, keeps what must outlive the tree's end (as root
+	// its own mount namespace) and release lets go of it, which the Start
+	// calls once the tree is gone.
+	hold func(release func())
 }
 
 // prepareSandbox makes what a Start of sb in dir needs (dirChosen: the
@@ -332,7 +340,8 @@ func (r *sandboxRun) start(cmd *exec.Cmd, step threadStep) error {
 	}
 	ready := r.ready
 	r.ready = nil
-	return r.built.start(cmd, sandboxStart{step: step, ready: ready, tmp: r.tmpDir, hosts: hosts})
+	hold := func(release func()) { r.release = release }
+	return r.built.start(cmd, sandboxStart{step: step, ready: ready, tmp: r.tmpDir, hosts: hosts, hold: hold})
 }
 
 // discardReady throws away r's ready thread if start did not take it.
@@ -351,6 +360,28 @@ func (r *sandboxRun) finish(m *Manager) {
 	}
 	r.hosts.close()
 	r.discardReady()
+	if r.release != nil {
+		// Off the supervisor's path: as root this unmakes the tree's
+		// mount namespace, which waits for an RCU grace period (close
+		// waits for it).
+		release := r.release
+		r.release = nil
+		s := &m.sandbox
+		s.tmpMu.Lock()
+		async := s.tmpErr == nil
+		if async {
+			s.refills.Add(1)
+		}
+		s.tmpMu.Unlock()
+		if !async {
+			release()
+		} else {
+			go func() {
+				defer s.refills.Done()
+				release()
+			}()
+		}
+	}
 	r.built.done()
 	if r.tmpDir == "" {
 		return

@@ -437,42 +437,50 @@ func (w *MountWatch) MissingReadOnly(readOnly []string) []string {
 // writable, as its ruleset grants it, since both are built once per
 // policy). tmp "" covers parent whole. tmp must lie directly in parent.
 //
-// The copy costs a namespace per tree, made on the ready thread ahead of
-// its Start where there is one; it goes with the tree's last process.
-func PrivateTemp(parent, tmp string) error {
+// It returns a descriptor of the new namespace. The copy costs a
+// namespace per tree, made on the ready thread ahead of its Start where
+// there is one; its unmaking (an RCU grace period to wait for) falls on
+// whoever lets go of it last, which the caller, holding this descriptor
+// past the tree's end, can make a goroutine of its own rather than the
+// tree's last process, whose exit a Wait waits for.
+func PrivateTemp(parent, tmp string) (int, error) {
 	tree := -1
 	if tmp != "" {
 		if filepath.Dir(tmp) != parent {
-			return xerrors.Errorf("private temp dir %s is not in %s", tmp, parent)
+			return -1, xerrors.Errorf("private temp dir %s is not in %s", tmp, parent)
 		}
 		// Taken from the policy's view, before parent is covered: a
 		// detached copy of the mount at tmp, rooted at tmp.
 		fd, err := unix.OpenTree(unix.AT_FDCWD, tmp, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_SYMLINK_NOFOLLOW)
 		if err != nil {
-			return xerrors.Errorf("open tree %s: %w", tmp, err)
+			return -1, xerrors.Errorf("open tree %s: %w", tmp, err)
 		}
 		tree = fd
 		defer unix.Close(tree)
 	}
 	if err := unix.Unshare(unix.CLONE_NEWNS); err != nil {
-		return xerrors.Errorf("unshare mount namespace for the temp dir: %w", err)
+		return -1, xerrors.Errorf("unshare mount namespace for the temp dir: %w", err)
 	}
 	if err := unix.Mount("tmpfs", parent, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "size=4k,nr_inodes=2,mode=0711"); err != nil {
-		return xerrors.Errorf("cover %s: %w", parent, err)
+		return -1, xerrors.Errorf("cover %s: %w", parent, err)
 	}
 	if tree >= 0 {
 		at := filepath.Join(parent, filepath.Base(tmp))
 		if err := unix.Mkdir(at, 0o700); err != nil {
-			return xerrors.Errorf("mount point %s: %w", at, err)
+			return -1, xerrors.Errorf("mount point %s: %w", at, err)
 		}
 		if err := unix.MoveMount(tree, "", unix.AT_FDCWD, at, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
-			return xerrors.Errorf("bind %s: %w", tmp, err)
+			return -1, xerrors.Errorf("bind %s: %w", tmp, err)
 		}
 	}
 	// The cover itself read-only (not recursive: the bind stays writable),
 	// so that the tree cannot make names beside its own dir.
 	if err := unix.MountSetattr(unix.AT_FDCWD, parent, 0, &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY}); err != nil {
-		return xerrors.Errorf("make the cover of %s read-only: %w", parent, err)
+		return -1, xerrors.Errorf("make the cover of %s read-only: %w", parent, err)
 	}
-	return nil
+	ns, err := unix.Open(procfs.ThreadSelfFile("ns/mnt"), unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return -1, xerrors.Errorf("open the temp dir's mount namespace: %w", err)
+	}
+	return ns, nil
 }
