@@ -180,6 +180,29 @@ func TestAttackTempDirOfAnotherTreeWays(t *testing.T) {
 	}
 }
 
+// TestSandboxTempParentPlace: as root the temp parent is made in
+// os.TempDir(); without root in /var/tmp where that is a sticky directory
+// the user can write, since each tree's second Landlock layer takes a
+// rule per entry of each directory above the parent and cannot read
+// entries made there later (tempParentBase). Runs as root and, through
+// TestSandboxUnprivileged, not.
+func TestSandboxTempParentPlace(t *testing.T) {
+	requireSandbox(t)
+	ws := t.TempDir()
+	m := newManager(t, agentproc.WithSandbox(agentproc.WorkspaceSandbox(ws)))
+	out := runSandboxed(t, m, agentproc.Request{WorkDir: ws, Command: `echo "$TMPDIR"`})
+	want := filepath.Clean(os.TempDir())
+	if os.Geteuid() != 0 {
+		if st, err := os.Stat("/var/tmp"); err == nil && st.Mode()&os.ModeSticky != 0 && unix.Access("/var/tmp", unix.W_OK|unix.X_OK) == nil {
+			want = "/var/tmp"
+		}
+	}
+	got := filepath.Dir(filepath.Dir(out.Sandbox.TempDir))
+	if got != want || strings.TrimSpace(out.Text) != out.Sandbox.TempDir {
+		t.Errorf("temp dir %q (TMPDIR %q): got its parent in %q, want in %q", out.Sandbox.TempDir, strings.TrimSpace(out.Text), got, want)
+	}
+}
+
 // otherTree starts tree B under m: it goes to its $TMPDIR, writes
 // SECRET-OF-B to f there, then prints $TMPDIR/planted, if any, once its
 // stdin is closed. It returns B and its temp dir.
