@@ -180,6 +180,40 @@ func TestAttackTempDirOfAnotherTreeWays(t *testing.T) {
 	}
 }
 
+// TestAttackTempDirFromNoDefaultWrite: a tree whose policy gives it no
+// temp dir (NoDefaultWrite) read the temp dirs of the Manager's other
+// trees: its policy did not name the temp parent, so the mount namespace
+// (as root) showed it read-only and Landlock's read grant on / reached it.
+// The parent is now hidden from such policies (and a detached tree's,
+// whose temp dir is elsewhere). Runs as root and, through
+// TestSandboxUnprivileged, not (where the names stay listable); the
+// control reads it unconfined.
+func TestAttackTempDirFromNoDefaultWrite(t *testing.T) {
+	requireSandbox(t)
+	ws, _, _ := sandboxWorkspace(t)
+	m := newManager(t, agentproc.WithSandbox(agentproc.WorkspaceSandbox(ws)), agentproc.WithRedaction(false))
+	b, bTmp := otherTree(t, m, ws)
+	defer func() {
+		if err := b.CloseStdin(testContext(t)); err != nil {
+			t.Fatal(err)
+		}
+		mustWait(t, b)
+	}()
+	read := `cat ` + shellQuote(filepath.Join(bTmp, "f")) + ` 2>/dev/null; ls ` + shellQuote(filepath.Dir(bTmp)) + ` 2>/dev/null`
+	narrow := agentproc.WorkspaceSandbox(ws)
+	narrow.NoDefaultWrite = true
+	narrow.Write = []string{ws}
+	out := runSandboxed(t, m, agentproc.Request{WorkDir: ws, Sandbox: narrow, Command: read})
+	// Without root the names stay listable (see
+	// TestAttackTempDirOfAnotherTreeWays); the contents do not.
+	if strings.Contains(out.Text, "SECRET-OF-B") || (os.Geteuid() == 0 && strings.Contains(out.Text, filepath.Base(bTmp))) {
+		t.Errorf("a NoDefaultWrite tree read another tree's temp dir: output %q, want it hidden", out.Text)
+	}
+	if ctl := runSandboxed(t, newManager(t), agentproc.Request{WorkDir: ws, Command: read}); !strings.Contains(ctl.Text, "SECRET-OF-B") {
+		t.Errorf("control: an unconfined tree read %q, want SECRET-OF-B", ctl.Text)
+	}
+}
+
 // TestSandboxTempParentPlace: as root the temp parent is made in
 // os.TempDir(); without root in /var/tmp where that is a sticky directory
 // the user can write, since each tree's second Landlock layer takes a

@@ -176,8 +176,10 @@ import (
 //   - sandboxBuilt's takeReady() hands a Start the thread confined ahead
 //     for it, if any, with the temp dir that thread's view shows ("" for
 //     none: the Start takes one from the pool); readyThread's discard
-//     throws one away unused. sandboxCache's supplyTemps(take, give) says
-//     where such threads reserve temp dirs and give back the unused.
+//     throws one away unused. sandboxCache's supplyTemps(parent, take,
+//     give) names the Manager's temp parent (hidden from policies whose
+//     trees have no temp dir in it) and says where such threads reserve
+//     temp dirs and give back the unused.
 //   - tempParentBase() is the directory a Manager makes its temp parent
 //     in ("" for os.TempDir()).
 //   - sandboxThreadUser() takes a use of the state the starting threads
@@ -308,20 +310,20 @@ var (
 	_ func(*supervisor, context.Context, ExitReason) (Info, error)            = (*supervisor).stopDetached
 	_ func(*supervisor)                                                       = (*supervisor).releaseDetached
 
-	_ func() SandboxFeatures                                     = sandboxSupport
-	_ func(*sandboxCache, *sandboxPolicy) (*sandboxBuilt, error) = (*sandboxCache).get
-	_ func(*sandboxCache)                                        = (*sandboxCache).close
-	_ func(*sandboxBuilt, *exec.Cmd, sandboxStart) error         = (*sandboxBuilt).start
-	_ func(*sandboxBuilt) (*readyThread, string)                 = (*sandboxBuilt).takeReady
-	_ func(*readyThread)                                         = (*readyThread).discard
-	_ func(*sandboxCache, func() (string, error), func(string))  = (*sandboxCache).supplyTemps
-	_ func(*sandboxBuilt)                                        = (*sandboxBuilt).done
-	_ func() string                                              = tempParentBase
-	_ func() func()                                              = sandboxThreadUser
-	_ func(string) (string, bool)                                = recycleTempDir
-	_ func(string) string                                        = resolvePath
-	_ func(int) (string, error)                                  = moreConfined
-	_ func() (hostsListener, error)                              = makeHostsListener
+	_ func() SandboxFeatures                                            = sandboxSupport
+	_ func(*sandboxCache, *sandboxPolicy) (*sandboxBuilt, error)        = (*sandboxCache).get
+	_ func(*sandboxCache)                                               = (*sandboxCache).close
+	_ func(*sandboxBuilt, *exec.Cmd, sandboxStart) error                = (*sandboxBuilt).start
+	_ func(*sandboxBuilt) (*readyThread, string)                        = (*sandboxBuilt).takeReady
+	_ func(*readyThread)                                                = (*readyThread).discard
+	_ func(*sandboxCache, string, func() (string, error), func(string)) = (*sandboxCache).supplyTemps
+	_ func(*sandboxBuilt)                                               = (*sandboxBuilt).done
+	_ func() string                                                     = tempParentBase
+	_ func() func()                                                     = sandboxThreadUser
+	_ func(string) (string, bool)                                       = recycleTempDir
+	_ func(string) string                                               = resolvePath
+	_ func(int) (string, error)                                         = moreConfined
+	_ func() (hostsListener, error)                                     = makeHostsListener
 
 	_ func(*Manager, Request, string, string, string, uint64, []string) (*Process, error) = (*Manager).startDetached
 )

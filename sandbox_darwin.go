@@ -69,7 +69,7 @@ func (b *sandboxBuilt) takeReady() (*readyThread, string) { return nil, "" }
 
 func (st *readyThread) discard() {}
 
-func (c *sandboxCache) supplyTemps(func() (string, error), func(string)) {}
+func (c *sandboxCache) supplyTemps(string, func() (string, error), func(string)) {}
 
 // start runs cmd's program under sandbox-exec with the profile.
 // No thread step exists on macOS (startCommand passes none).

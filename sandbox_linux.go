@@ -89,15 +89,17 @@ type sandboxCache struct {
 	// takeTemp and giveTemp, set by supplyTemps, hand a ready thread the
 	// private temp dir of the Start it will serve and take back one no
 	// Start took; nil before the Manager's temp parent is made.
-	takeTemp func() (string, error)
-	giveTemp func(string)
+	takeTemp  func() (string, error)
+	giveTemp  func(string)
+	tmpParent string // the Manager's temp parent, resolved; "" before it is made
 }
 
 // supplyTemps sets where ready threads get the temp dirs they reserve
 // (PrivateTemp needs the Start's own dir before the thread is confined).
-func (c *sandboxCache) supplyTemps(take func() (string, error), give func(string)) {
+func (c *sandboxCache) supplyTemps(parent string, take func() (string, error), give func(string)) {
+	parent = resolvePath(parent)
 	c.readyThreadMu.Lock()
-	c.takeTemp, c.giveTemp = take, give
+	c.takeTemp, c.giveTemp, c.tmpParent = take, give, parent
 	c.readyThreadMu.Unlock()
 }
 
@@ -395,14 +397,30 @@ func (c *sandboxCache) build(b *sandboxBuilt, pol *sandboxPolicy) error {
 	// few rules instead of one per entry of every directory above a hidden
 	// path, which costs at every Start (landlock_restrict_self copies the
 	// rules) and leaves entries made later unreadable.
-	hide := confine.LandlockHidden(pol.hide)
+	if pol.tmpParent != "" && b.cache != nil {
+		// A detached runner's pol.tmpParent is its tree's own temp dir, not
+		// a parent shared with other trees.
+		b.tmpParent = resolvePath(pol.tmpParent)
+	}
+	// A policy whose trees have no temp dir in the Manager's temp parent
+	// (NoDefaultWrite, a detached tree's own) would otherwise read the
+	// others' there: the parent is hidden whole, unless a Write directory
+	// holds it (which the policy grants, and so does not hide).
+	hidden := pol.hide
+	c.readyThreadMu.Lock()
+	managerTmp := c.tmpParent
+	c.readyThreadMu.Unlock()
+	if managerTmp != "" && b.tmpParent == "" && !inResolved(managerTmp, pol.write) {
+		hidden = append(slices.Clone(pol.hide), managerTmp)
+	}
+	hide := confine.LandlockHidden(hidden)
 	if h.root && pol.skip&sandboxSkipMountns == 0 {
 		empty, err := c.emptyFile()
 		if err != nil {
 			return xerrors.Errorf("mount namespace: %w", err)
 		}
 		spec := confine.MountSpec{Write: pol.write, ReadOnly: pol.readOnly, Empty: empty,
-			Hide: append(append(slices.Clone(pol.hide), confine.HiddenDevices...), hostDoors()...)}
+			Hide: append(append(slices.Clone(hidden), confine.HiddenDevices...), hostDoors()...)}
 		// What is missing is listed before the namespace is made: a path
 		// made in between is then found by the next Start.
 		var dirs *confine.DirWatcher
@@ -435,11 +453,6 @@ func (c *sandboxCache) build(b *sandboxBuilt, pol *sandboxPolicy) error {
 		mech = append(mech, "capabilities")
 	}
 	mech = append(mech, "no_new_privs")
-	if pol.tmpParent != "" && b.cache != nil {
-		// A detached runner's pol.tmpParent is its tree's own temp dir, not
-		// a parent shared with other trees.
-		b.tmpParent = resolvePath(pol.tmpParent)
-	}
 	if h.abi > 0 && pol.skip&sandboxSkipLandlock == 0 {
 		b.info.LandlockABI = h.abi
 		if b.tmpParent != "" && b.mntns >= 0 {
@@ -456,7 +469,13 @@ func (c *sandboxCache) build(b *sandboxBuilt, pol *sandboxPolicy) error {
 		} else {
 			b.ruleset = rs
 		}
-		if b.tmpParent != "" && b.mntns < 0 {
+		if b.tmpParent != "" && b.mntns < 0 && inResolved(b.tmpParent, slices.DeleteFunc(slices.Clone(pol.write), func(w string) bool { return w == b.tmpParent })) {
+			// A Write directory holds the parent: it grants the other trees'
+			// temp dirs, and a layer leaving the parent out would take the
+			// making of entries in that directory away.
+			b.missing = append(b.missing, unenforced{field: "Write", soft: true,
+				reason: "a Write directory holds the Manager's temp parent " + b.tmpParent + ": without root its trees can reach each other's temp dirs"})
+		} else if b.tmpParent != "" && b.mntns < 0 {
 			// Without a namespace the first layer grants the parent: a
 			// second, per tree, grants what the first does but the parent,
 			// and the tree's own dir. Landlock grants only, so leaving the

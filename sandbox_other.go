@@ -58,7 +58,7 @@ func (b *sandboxBuilt) takeReady() (*readyThread, string) { return nil, "" }
 
 func (st *readyThread) discard() {}
 
-func (c *sandboxCache) supplyTemps(func() (string, error), func(string)) {}
+func (c *sandboxCache) supplyTemps(string, func() (string, error), func(string)) {}
 
 func (b *sandboxBuilt) start(cmd *exec.Cmd, _ sandboxStart) error {
 	return cmd.Start()

@@ -135,7 +135,7 @@ func (s *managerSandbox) tempParent() (string, error) {
 		s.emptyDirs = make(chan string, maxEmptyTempDirs)
 		if s.tmpErr == nil {
 			parent := s.tmpParent
-			s.cache.supplyTemps(func() (string, error) { return s.tempDir(parent) }, func(d string) {
+			s.cache.supplyTemps(parent, func() (string, error) { return s.tempDir(parent) }, func(d string) {
 				_ = s.dropTempDir(d)
 			})
 		}
@@ -277,12 +277,15 @@ func (m *Manager) prepareSandbox(sb *Sandbox, dir string, dirChosen, tty bool) (
 		return nil, nil
 	}
 	m.sandbox.useThreads()
+	// Made for every policy, NoDefaultWrite's too: the OS layer hides it
+	// from trees that have no temp dir in it, and it must exist before the
+	// first policy is built.
+	p, err := m.sandbox.tempParent()
+	if err != nil {
+		return nil, xerrors.Errorf("agentproc: sandbox temp dir: %w", err)
+	}
 	var parent string
 	if !sb.NoDefaultWrite {
-		p, err := m.sandbox.tempParent()
-		if err != nil {
-			return nil, xerrors.Errorf("agentproc: sandbox temp dir: %w", err)
-		}
 		parent = p
 	}
 	pol, err := m.cachedPolicy(sb, dir, parent, dirChosen, tty)
