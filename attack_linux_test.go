@@ -231,9 +231,41 @@ func TestSandboxTempParentPlace(t *testing.T) {
 			want = "/var/tmp"
 		}
 	}
+	// The parent lies in a directory shared by the user's Managers, which
+	// a tree's own view covers whole (TestAttackTempDirOfAnotherManager).
+	want = filepath.Join(want, "agentproc-sandbox-"+strconv.Itoa(os.Geteuid()))
 	got := filepath.Dir(filepath.Dir(out.Sandbox.TempDir))
 	if got != want || strings.TrimSpace(out.Text) != out.Sandbox.TempDir {
 		t.Errorf("temp dir %q (TMPDIR %q): got its parent in %q, want in %q", out.Sandbox.TempDir, strings.TrimSpace(out.Text), got, want)
+	}
+}
+
+// TestAttackTempDirOfAnotherManager: a tree read the temp dirs of the
+// trees of another Manager of the same user (two agentproc mcp sessions,
+// say): each Manager covered only its own temp parent. The parents now
+// share one directory per user, which each tree's view (as root) or
+// layer (without) covers but for its own temp dir. Runs as root and,
+// through TestSandboxUnprivileged, not; the control reads it unconfined.
+func TestAttackTempDirOfAnotherManager(t *testing.T) {
+	requireSandbox(t)
+	ws, _, _ := sandboxWorkspace(t)
+	other := newManager(t, agentproc.WithSandbox(agentproc.WorkspaceSandbox(ws)), agentproc.WithRedaction(false))
+	b, bTmp := otherTree(t, other, ws)
+	defer func() {
+		if err := b.CloseStdin(testContext(t)); err != nil {
+			t.Fatal(err)
+		}
+		mustWait(t, b)
+	}()
+	read := `cat ` + shellQuote(filepath.Join(bTmp, "f")) + ` 2>/dev/null; ls -a ` + shellQuote(filepath.Dir(filepath.Dir(bTmp))) + ` 2>/dev/null | grep agentproc-sandbox-`
+	m := newManager(t, agentproc.WithSandbox(agentproc.WorkspaceSandbox(ws)), agentproc.WithRedaction(false))
+	out := runSandboxed(t, m, agentproc.Request{WorkDir: ws, Command: read})
+	t.Logf("exit %d: %q", exitCode(out.Info), out.Text)
+	if strings.Contains(out.Text, "SECRET-OF-B") || (os.Geteuid() == 0 && strings.Contains(out.Text, filepath.Base(filepath.Dir(bTmp)))) {
+		t.Errorf("a tree of one Manager reached the temp dir of another's: output %q, want it hidden", out.Text)
+	}
+	if ctl := runSandboxed(t, newManager(t), agentproc.Request{WorkDir: ws, Command: read}); !strings.Contains(ctl.Text, "SECRET-OF-B") {
+		t.Errorf("control: an unconfined tree read %q, want SECRET-OF-B", ctl.Text)
 	}
 }
 

@@ -410,8 +410,8 @@ func (c *sandboxCache) build(b *sandboxBuilt, pol *sandboxPolicy) error {
 	c.readyThreadMu.Lock()
 	managerTmp := c.tmpParent
 	c.readyThreadMu.Unlock()
-	if managerTmp != "" && b.tmpParent == "" && !inResolved(managerTmp, pol.write) {
-		hidden = append(slices.Clone(pol.hide), managerTmp)
+	if managerTmp != "" && b.tmpParent == "" && !inResolved(tempCover(managerTmp), pol.write) {
+		hidden = append(slices.Clone(pol.hide), tempCover(managerTmp))
 	}
 	hide := confine.LandlockHidden(hidden)
 	if h.root && pol.skip&sandboxSkipMountns == 0 {
@@ -481,7 +481,7 @@ func (c *sandboxCache) build(b *sandboxBuilt, pol *sandboxPolicy) error {
 			// and the tree's own dir. Landlock grants only, so leaving the
 			// parent out takes a rule per entry of each directory above it
 			// (tempParentBase keeps them few).
-			r := confine.Rules{Read: pol.read, Shell: pol.shell, Write: pol.write, Hide: []string{b.tmpParent}, FilesOnly: true}
+			r := confine.Rules{Read: pol.read, Shell: pol.shell, Write: pol.write, Hide: []string{tempCover(b.tmpParent)}, FilesOnly: true}
 			t, err := confine.NewLandlockTemplate(r, h.abi, b.tmpParent)
 			if err != nil {
 				return err
@@ -726,7 +726,7 @@ func (b *sandboxBuilt) enterAndDrop(lastCap int, tmp string) (ns int, err error)
 			if tmp != "" {
 				own = filepath.Join(b.tmpParent, filepath.Base(tmp))
 			}
-			if ns, err = confine.PrivateTemp(b.tmpParent, own); err != nil {
+			if ns, err = confine.PrivateTemp(tempCover(b.tmpParent), own); err != nil {
 				return -1, err
 			}
 		}
@@ -1045,22 +1045,48 @@ func emptyPrivateDir(p string) bool {
 }
 
 // tempParentBase is where a Manager makes its temp parent, "" for
-// os.TempDir(). Without root each tree's second Landlock layer takes a
-// rule per entry of every directory above the parent (tmpLayer), and
-// entries made there after the policy's first Start are not readable by
-// its trees: /var/tmp holds a few, rarely new, where /tmp (or a TMPDIR the
-// host set) holds many, made all the time, which trees read. As root a
-// mount namespace covers the parent, and os.TempDir() is kept.
+// os.TempDir(): a directory shared by every Manager of this user,
+// agentproc-sandbox-UID (tempRootName), so that a tree's namespace or
+// layer covers the temp dirs of the other Managers' trees too (another
+// agentproc process of the user) by covering that one directory
+// (tempCover). It is made 0700 if missing, and used only if it is this
+// user's directory of mode 0700 (it sits in a directory others write);
+// otherwise the base itself, and only the Manager's own trees are kept
+// apart. Without root each tree's second Landlock layer takes a rule per
+// entry of every directory above the cover (tmpLayer), and entries made
+// there after the policy's first Start are not readable by its trees:
+// the base is /var/tmp then, which holds a few, rarely new, where /tmp (or
+// a TMPDIR the host set) holds many, made all the time, which trees read.
+// As root a mount namespace covers it, and os.TempDir() is kept.
 func tempParentBase() string {
-	if sandboxHost().root {
-		return ""
-	}
+	base := os.TempDir()
 	var st unix.Stat_t
-	if unix.Stat(varTmp, &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFDIR || st.Mode&unix.S_ISVTX == 0 ||
-		unix.Access(varTmp, unix.W_OK|unix.X_OK) != nil {
-		return ""
+	if !sandboxHost().root && unix.Stat(varTmp, &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFDIR && st.Mode&unix.S_ISVTX != 0 &&
+		unix.Access(varTmp, unix.W_OK|unix.X_OK) == nil {
+		base = varTmp
 	}
-	return varTmp
+	root := filepath.Join(base, tempRootName())
+	if err := unix.Mkdir(root, 0o700); err != nil && err != unix.EEXIST {
+		return base
+	}
+	if unix.Lstat(root, &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFDIR || st.Uid != uint32(os.Geteuid()) || st.Mode&0o7777 != 0o700 {
+		return base
+	}
+	return root
+}
+
+// tempRootName is the name of the directory shared by this user's
+// Managers' temp parents (tempParentBase).
+func tempRootName() string { return "agentproc-sandbox-" + strconv.Itoa(os.Geteuid()) }
+
+// tempCover is what hides the temp dirs of trees other than one's own:
+// the shared directory holding parent, or parent itself where it is not
+// in one.
+func tempCover(parent string) string {
+	if d := filepath.Dir(parent); filepath.Base(d) == tempRootName() {
+		return d
+	}
+	return parent
 }
 
 const varTmp = "/var/tmp"

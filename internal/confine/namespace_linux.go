@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"unsafe"
@@ -428,14 +429,15 @@ func (w *MountWatch) MissingReadOnly(readOnly []string) []string {
 
 // PrivateTemp gives the calling thread, which is in a policy's mount
 // namespace (EnterMountns) with CAP_SYS_ADMIN, a mount namespace of its
-// own, a copy of that one, in which parent (the Manager's temp parent,
-// shared by the trees of every policy) shows tmp, this tree's temp dir,
-// and nothing else: parent is covered by an empty read-only tmpfs holding
-// a writable bind of tmp at its name. Another tree's temp dir is then not
+// own, a copy of that one, in which parent (the directory holding the
+// temp dirs of every tree: the Manager's temp parent, or the one shared
+// by the user's Managers) shows tmp, this tree's temp dir, and nothing
+// else: parent is covered by an empty read-only tmpfs holding a writable
+// bind of tmp at its path. Another tree's temp dir is then not
 // there to read, write, list or chmod, as root or not (Landlock has no
 // right for metadata, and the policy's namespace binds the whole parent
 // writable, as its ruleset grants it, since both are built once per
-// policy). tmp "" covers parent whole. tmp must lie directly in parent.
+// policy). tmp "" covers parent whole. tmp must lie below parent.
 //
 // It returns a descriptor of the new namespace. The copy costs a
 // namespace per tree, made on the ready thread ahead of its Start where
@@ -446,7 +448,7 @@ func (w *MountWatch) MissingReadOnly(readOnly []string) []string {
 func PrivateTemp(parent, tmp string) (int, error) {
 	tree := -1
 	if tmp != "" {
-		if filepath.Dir(tmp) != parent {
+		if !within(tmp, parent) || tmp == parent {
 			return -1, xerrors.Errorf("private temp dir %s is not in %s", tmp, parent)
 		}
 		// Taken from the policy's view, before parent is covered: a
@@ -461,15 +463,19 @@ func PrivateTemp(parent, tmp string) (int, error) {
 	if err := unix.Unshare(unix.CLONE_NEWNS); err != nil {
 		return -1, xerrors.Errorf("unshare mount namespace for the temp dir: %w", err)
 	}
-	if err := unix.Mount("tmpfs", parent, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "size=4k,nr_inodes=2,mode=0711"); err != nil {
+	if err := unix.Mount("tmpfs", parent, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "size=4k,nr_inodes=4,mode=0711"); err != nil {
 		return -1, xerrors.Errorf("cover %s: %w", parent, err)
 	}
 	if tree >= 0 {
-		at := filepath.Join(parent, filepath.Base(tmp))
-		if err := unix.Mkdir(at, 0o700); err != nil {
-			return -1, xerrors.Errorf("mount point %s: %w", at, err)
+		// The directories between parent and tmp, then tmp's mount point.
+		at := parent
+		for name := range strings.SplitSeq(tmp[len(parent)+1:], "/") {
+			at = filepath.Join(at, name)
+			if err := unix.Mkdir(at, 0o711); err != nil {
+				return -1, xerrors.Errorf("mount point %s: %w", at, err)
+			}
 		}
-		if err := unix.MoveMount(tree, "", unix.AT_FDCWD, at, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
+		if err := unix.MoveMount(tree, "", unix.AT_FDCWD, tmp, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
 			return -1, xerrors.Errorf("bind %s: %w", tmp, err)
 		}
 	}
