@@ -20,12 +20,13 @@ import (
 
 // TestAttackTempDirOfAnotherTree: a tree must not write into the private
 // TMPDIR of another running tree of the same Manager. Each tree's cached
-// ruleset, and as root its mount namespace, grant the temp dirs' shared
+// ruleset, and as root its mount namespace, granted the temp dirs' shared
 // parent, since both are built once per policy; a narrow tree could plant
 // files a tree under a wider policy (another owner's, or one with
 // NetworkHost) reads or runs, or fill the spare temp dirs later trees are
-// handed. A second Landlock layer per Start (confine.LandlockTempLayer) grants
-// changes only in the tree's own temp dir. Runs as root and, through
+// handed. Each tree now reaches its own temp dir only (as root its own
+// mount namespace, confine.PrivateTemp; without root a second Landlock
+// layer, sandboxBuilt.treeRulesets). Runs as root and, through
 // TestSandboxUnprivileged, not.
 func TestAttackTempDirOfAnotherTree(t *testing.T) {
 	requireSandbox(t)
@@ -55,13 +56,11 @@ func TestAttackTempDirOfAnotherTree(t *testing.T) {
 	}
 }
 
-// TestAttackTempDirOfAnotherTreeRead: a tree reads the files in another
-// running tree's TMPDIR: the layer that keeps it from writing there
-// handles no read right (re-granting every readable path but the other
-// temp dirs would cost a rule per entry of /tmp at every Start).
+// TestAttackTempDirOfAnotherTreeRead: a tree read the files in another
+// running tree's TMPDIR: the layer that kept it from writing there handled
+// no read right. Runs as root and, through TestSandboxUnprivileged, not.
 func TestAttackTempDirOfAnotherTreeRead(t *testing.T) {
 	requireSandbox(t)
-	t.Skip("escape found by attack review: a tree reads another running tree's private TMPDIR (the cached ruleset grants reading the temp parent); fix pending")
 	ws, _, _ := sandboxWorkspace(t)
 	m := newManager(t, agentproc.WithSandbox(agentproc.WorkspaceSandbox(ws)), agentproc.WithRedaction(false))
 	b, bTmp := otherTree(t, m, ws)
@@ -75,38 +74,208 @@ func TestAttackTempDirOfAnotherTreeRead(t *testing.T) {
 	}
 }
 
-// TestAttackTempDirOfAnotherTreeMetadata: as root, a tree changes the
-// mode (setuid included) and times of the files in another running tree's
-// TMPDIR: Landlock has no right for metadata, and the mount namespace,
-// built once per policy, binds the temp dirs' whole parent writable.
+// TestAttackTempDirOfAnotherTreeMetadata: as root, a tree changed the
+// mode and times of the files in another running tree's TMPDIR: Landlock
+// has no right for metadata, and the mount namespace, built once per
+// policy, bound the temp dirs' whole parent writable. Each tree's own
+// namespace now shows its own temp dir alone (confine.PrivateTemp). (The
+// setuid bit the review set is refused by seccomp everywhere now, so the
+// mode tried here is a plain one.) The control makes the same changes
+// unconfined.
 func TestAttackTempDirOfAnotherTreeMetadata(t *testing.T) {
 	requireRootSandbox(t)
-	t.Skip("escape found by attack review: as root a tree chmods (4777) and touches files in another running tree's TMPDIR (the mount namespace binds the temp parent writable); fix pending (sbx-mount)")
 	ws, _, _ := sandboxWorkspace(t)
 	m := newManager(t, agentproc.WithSandbox(agentproc.WorkspaceSandbox(ws)), agentproc.WithRedaction(false))
 	b, bTmp := otherTree(t, m, ws)
 	f := filepath.Join(bTmp, "f")
-	out := runSandboxed(t, m, agentproc.Request{WorkDir: ws, Command: `chmod 4777 ` + shellQuote(f)})
-	st, err := os.Stat(f)
+	before, err := os.Stat(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const stamp = 1000000000 // 2001-09-09
+	change := `chmod 0606 ` + shellQuote(f) + `; touch -d @` + strconv.Itoa(stamp) + ` ` + shellQuote(f)
+	out := runSandboxed(t, m, agentproc.Request{WorkDir: ws, Command: change})
+	after, err := os.Stat(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after.Mode() != before.Mode() || after.ModTime().Unix() == stamp {
+		t.Errorf("tree A changed tree B's %s: mode %v, mtime %v (output %q); want mode %v and mtime kept",
+			f, after.Mode(), after.ModTime(), out.Text, before.Mode())
+	}
+	// Control, while B runs: an unconfined tree makes both changes.
+	runSandboxed(t, newManager(t), agentproc.Request{WorkDir: ws, Command: change})
+	if ctl, err := os.Stat(f); err != nil || ctl.Mode().Perm() != 0o606 || ctl.ModTime().Unix() != stamp {
+		t.Errorf("control: an unconfined tree's change left %v (err %v), want mode 0606 and mtime %d", ctl, err, stamp)
+	}
 	if err := b.CloseStdin(testContext(t)); err != nil {
 		t.Fatal(err)
 	}
 	mustWait(t, b)
-	if err != nil {
-		t.Fatal(err)
+}
+
+// TestAttackTempDirOfAnotherTreeWays: the ways a tree that knows the path
+// of another running tree's temp dir (from /proc/PID/cmdline, or
+// mountinfo, say) could try to reach it besides opening it, each refused
+// (as root: it is not in the tree's view; without root: the tree's second
+// Landlock layer grants neither it nor the parent), and the control that
+// shows each reaches it unconfined. Runs as root and, through
+// TestSandboxUnprivileged, not. Without root the names stay listable:
+// Landlock's right to list a directory reaches every directory below
+// (the layer grants it on / for ls / to work), so the listing case is
+// checked as root only (README, What does not hold).
+func TestAttackTempDirOfAnotherTreeWays(t *testing.T) {
+	requireSandbox(t)
+	ws, _, _ := sandboxWorkspace(t)
+	m := newManager(t, agentproc.WithSandbox(agentproc.WorkspaceSandbox(ws)), agentproc.WithRedaction(false))
+	b, bTmp := otherTree(t, m, ws)
+	defer func() {
+		if err := b.CloseStdin(testContext(t)); err != nil {
+			t.Fatal(err)
+		}
+		mustWait(t, b)
+	}()
+	f, name := shellQuote(filepath.Join(bTmp, "f")), filepath.Base(bTmp)
+	pid := strconv.Itoa(b.Info().PID)
+	cases := []struct {
+		name, cmd, leak string
+		rootOnly        bool
+	}{
+		{"list the temp parent", `ls -a "$TMPDIR/.."`, name, true},
+		{"read through a link in the own temp dir", `ln -s ` + f + ` "$TMPDIR/l"; cat "$TMPDIR/l"`, "SECRET-OF-B", false},
+		{"hard link into the own temp dir", `ln ` + f + ` "$TMPDIR/h"; cat "$TMPDIR/h"`, "SECRET-OF-B", false},
+		{"move the file into the own temp dir", `mv ` + f + ` "$TMPDIR/m"; cat "$TMPDIR/m"`, "SECRET-OF-B", false},
+		{"through the other tree's working directory", `cat /proc/` + pid + `/cwd/f`, "SECRET-OF-B", false},
+		{"through the other tree's root", `cat /proc/` + pid + `/root` + shellQuote(filepath.Join(bTmp, "f")), "SECRET-OF-B", false},
+		{"rename the own temp dir, link the other's in its place", `d="$TMPDIR"; mv "$d" "$d.x" && ln -s ` + shellQuote(bTmp) + ` "$d"; cat "$d/f"`, "SECRET-OF-B", false},
+		{"unmount the cover in a user namespace", `unshare -Urm sh -c 'umount -l "$TMPDIR/.." || umount "$TMPDIR/.."; cat ` + f + `'`, "SECRET-OF-B", false},
+		// Without a uid map: the tree keeps uid 0's files out of reach,
+		// but holds every capability in the namespace it made; the cover,
+		// copied from a more privileged namespace, is locked to it.
+		{"unmount the cover in a user namespace without a map", `unshare -Um sh -c 'umount "$TMPDIR/.." && ls -a "$TMPDIR/.."'`, name, true},
 	}
-	if st.Mode()&os.ModeSetuid != 0 {
-		t.Errorf("tree A made tree B's %s mode %v (output %q), want chmod refused", f, st.Mode(), out.Text)
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if c.rootOnly && os.Geteuid() != 0 {
+				t.Skip("as root only: see the test's comment")
+			}
+			out := runSandboxed(t, m, agentproc.Request{WorkDir: ws, Command: c.cmd})
+			t.Logf("exit %d: %q", exitCode(out.Info), out.Text)
+			if strings.Contains(out.Text, c.leak) {
+				t.Errorf("output %q holds %q: want the other tree's temp dir out of reach", out.Text, c.leak)
+			}
+			if _, err := os.Stat(filepath.Join(bTmp, "f")); err != nil {
+				t.Errorf("tree B's file: %v, want it left where it was", err)
+			}
+		})
+	}
+	// Controls, unconfined, while B runs: listing, and reading through a
+	// link (the others' paths are those the sandbox refuses above).
+	ctl := newManager(t)
+	if out := runSandboxed(t, ctl, agentproc.Request{WorkDir: ws, Command: `ls -a ` + shellQuote(filepath.Dir(bTmp))}); !strings.Contains(out.Text, name) {
+		t.Errorf("control: an unconfined ls of the parent gave %q, want %s in it", out.Text, name)
+	}
+	if out := runSandboxed(t, ctl, agentproc.Request{WorkDir: ws, Command: `ln -sf ` + f + ` l && cat l`}); !strings.Contains(out.Text, "SECRET-OF-B") {
+		t.Errorf("control: an unconfined read through a link gave %q, want SECRET-OF-B", out.Text)
 	}
 }
 
-// otherTree starts tree B under m: it writes SECRET-OF-B to $TMPDIR/f,
-// then prints $TMPDIR/planted, if any, once its stdin is closed. It
-// returns B and its temp dir.
+// TestAttackTempDirFromNoDefaultWrite: a tree whose policy gives it no
+// temp dir (NoDefaultWrite) read the temp dirs of the Manager's other
+// trees: its policy did not name the temp parent, so the mount namespace
+// (as root) showed it read-only and Landlock's read grant on / reached it.
+// The parent is now hidden from such policies (and a detached tree's,
+// whose temp dir is elsewhere). Runs as root and, through
+// TestSandboxUnprivileged, not (where the names stay listable); the
+// control reads it unconfined.
+func TestAttackTempDirFromNoDefaultWrite(t *testing.T) {
+	requireSandbox(t)
+	ws, _, _ := sandboxWorkspace(t)
+	m := newManager(t, agentproc.WithSandbox(agentproc.WorkspaceSandbox(ws)), agentproc.WithRedaction(false))
+	b, bTmp := otherTree(t, m, ws)
+	defer func() {
+		if err := b.CloseStdin(testContext(t)); err != nil {
+			t.Fatal(err)
+		}
+		mustWait(t, b)
+	}()
+	read := `cat ` + shellQuote(filepath.Join(bTmp, "f")) + ` 2>/dev/null; ls ` + shellQuote(filepath.Dir(bTmp)) + ` 2>/dev/null`
+	narrow := agentproc.WorkspaceSandbox(ws)
+	narrow.NoDefaultWrite = true
+	narrow.Write = []string{ws}
+	out := runSandboxed(t, m, agentproc.Request{WorkDir: ws, Sandbox: narrow, Command: read})
+	// Without root the names stay listable (see
+	// TestAttackTempDirOfAnotherTreeWays); the contents do not.
+	if strings.Contains(out.Text, "SECRET-OF-B") || (os.Geteuid() == 0 && strings.Contains(out.Text, filepath.Base(bTmp))) {
+		t.Errorf("a NoDefaultWrite tree read another tree's temp dir: output %q, want it hidden", out.Text)
+	}
+	if ctl := runSandboxed(t, newManager(t), agentproc.Request{WorkDir: ws, Command: read}); !strings.Contains(ctl.Text, "SECRET-OF-B") {
+		t.Errorf("control: an unconfined tree read %q, want SECRET-OF-B", ctl.Text)
+	}
+}
+
+// TestSandboxTempParentPlace: as root the temp parent is made in
+// os.TempDir(); without root in /var/tmp where that is a sticky directory
+// the user can write, since each tree's second Landlock layer takes a
+// rule per entry of each directory above the parent and cannot read
+// entries made there later (tempParentBase). Runs as root and, through
+// TestSandboxUnprivileged, not.
+func TestSandboxTempParentPlace(t *testing.T) {
+	requireSandbox(t)
+	ws := t.TempDir()
+	m := newManager(t, agentproc.WithSandbox(agentproc.WorkspaceSandbox(ws)))
+	out := runSandboxed(t, m, agentproc.Request{WorkDir: ws, Command: `echo "$TMPDIR"`})
+	want := filepath.Clean(os.TempDir())
+	if os.Geteuid() != 0 {
+		if st, err := os.Stat("/var/tmp"); err == nil && st.Mode()&os.ModeSticky != 0 && unix.Access("/var/tmp", unix.W_OK|unix.X_OK) == nil {
+			want = "/var/tmp"
+		}
+	}
+	// The parent lies in a directory shared by the user's Managers, which
+	// a tree's own view covers whole (TestAttackTempDirOfAnotherManager).
+	want = filepath.Join(want, "agentproc-sandbox-"+strconv.Itoa(os.Geteuid()))
+	got := filepath.Dir(filepath.Dir(out.Sandbox.TempDir))
+	if got != want || strings.TrimSpace(out.Text) != out.Sandbox.TempDir {
+		t.Errorf("temp dir %q (TMPDIR %q): got its parent in %q, want in %q", out.Sandbox.TempDir, strings.TrimSpace(out.Text), got, want)
+	}
+}
+
+// TestAttackTempDirOfAnotherManager: a tree read the temp dirs of the
+// trees of another Manager of the same user (two agentproc mcp sessions,
+// say): each Manager covered only its own temp parent. The parents now
+// share one directory per user, which each tree's view (as root) or
+// layer (without) covers but for its own temp dir. Runs as root and,
+// through TestSandboxUnprivileged, not; the control reads it unconfined.
+func TestAttackTempDirOfAnotherManager(t *testing.T) {
+	requireSandbox(t)
+	ws, _, _ := sandboxWorkspace(t)
+	other := newManager(t, agentproc.WithSandbox(agentproc.WorkspaceSandbox(ws)), agentproc.WithRedaction(false))
+	b, bTmp := otherTree(t, other, ws)
+	defer func() {
+		if err := b.CloseStdin(testContext(t)); err != nil {
+			t.Fatal(err)
+		}
+		mustWait(t, b)
+	}()
+	read := `cat ` + shellQuote(filepath.Join(bTmp, "f")) + ` 2>/dev/null; ls -a ` + shellQuote(filepath.Dir(filepath.Dir(bTmp))) + ` 2>/dev/null | grep agentproc-sandbox-`
+	m := newManager(t, agentproc.WithSandbox(agentproc.WorkspaceSandbox(ws)), agentproc.WithRedaction(false))
+	out := runSandboxed(t, m, agentproc.Request{WorkDir: ws, Command: read})
+	t.Logf("exit %d: %q", exitCode(out.Info), out.Text)
+	if strings.Contains(out.Text, "SECRET-OF-B") || (os.Geteuid() == 0 && strings.Contains(out.Text, filepath.Base(filepath.Dir(bTmp)))) {
+		t.Errorf("a tree of one Manager reached the temp dir of another's: output %q, want it hidden", out.Text)
+	}
+	if ctl := runSandboxed(t, newManager(t), agentproc.Request{WorkDir: ws, Command: read}); !strings.Contains(ctl.Text, "SECRET-OF-B") {
+		t.Errorf("control: an unconfined tree read %q, want SECRET-OF-B", ctl.Text)
+	}
+}
+
+// otherTree starts tree B under m: it goes to its $TMPDIR, writes
+// SECRET-OF-B to f there, then prints $TMPDIR/planted, if any, once its
+// stdin is closed. It returns B and its temp dir.
 func otherTree(t *testing.T, m *agentproc.Manager, ws string) (*agentproc.Process, string) {
 	t.Helper()
 	b := mustStart(t, m, agentproc.Request{WorkDir: ws, Stdin: true,
-		Command: `echo SECRET-OF-B > "$TMPDIR/f" && echo ready && read x; cat "$TMPDIR/planted" 2>/dev/null`})
+		Command: `cd "$TMPDIR" && echo SECRET-OF-B > f && echo ready && read x; cat "$TMPDIR/planted" 2>/dev/null`})
 	if _, err := b.WaitMatch(testContext(t), regexp.MustCompile("^ready")); err != nil {
 		t.Fatal(err)
 	}

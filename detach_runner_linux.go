@@ -106,7 +106,7 @@ func runDetached(argv []string) int {
 		// Joining the mount namespace moves the thread to its root: the
 		// shell goes back to the work dir the runner was started in.
 		if cmd.Dir, err = os.Getwd(); err == nil {
-			err = sbx.start(cmd, nil, nil, nil) // confined on a throwaway thread, as attached (no cgroup: a detached process has no limits)
+			err = sbx.start(cmd, sandboxStart{}) // confined on a throwaway thread, as attached (no cgroup: a detached process has no limits)
 		}
 	} else {
 		err = cmd.Start()

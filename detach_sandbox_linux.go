@@ -45,6 +45,11 @@ func (m *Manager) prepareDetachedSandbox(sb *Sandbox, dir string, dirChosen, tty
 	if sb == nil {
 		return nil, nil
 	}
+	// The Manager's temp parent exists before the policy is built, which
+	// hides it (the other trees' temp dirs) from this tree.
+	if _, err := m.sandbox.tempParent(); err != nil {
+		return nil, xerrors.Errorf("agentproc: sandbox temp dir: %w", err)
+	}
 	var tmp string
 	if !sb.NoDefaultWrite {
 		d, err := os.MkdirTemp("", "agentproc-sandbox-detached-")

@@ -167,12 +167,21 @@ import (
 //     get(pol) builds a policy once and returns its *sandboxBuilt, with
 //     info (what enforces it) and missing (what of the policy it cannot
 //     enforce) filled in; close releases everything.
-//   - sandboxBuilt's start(cmd, step, hosts, last) starts cmd confined
-//     (step, when not nil, runs on the starting thread first; hosts, when
-//     not nil, takes over the proxy listener the thread made inside the
-//     network namespace; last, when not nil, runs
-//     on the confined thread just before the fork); done gives back a
-//     get's use of it.
+//   - sandboxBuilt's start(cmd, s) starts cmd confined (s.step, when not
+//     nil, runs on the starting thread first; s.ready, when not nil, is the
+//     thread takeReady handed the Start; s.tmp is the tree's temp dir, the
+//     only one of the Manager's it may reach; s.hosts, when not nil, takes
+//     over the proxy listener the thread made inside the network
+//     namespace); done gives back a get's use of it.
+//   - sandboxBuilt's takeReady() hands a Start the thread confined ahead
+//     for it, if any, with the temp dir that thread's view shows ("" for
+//     none: the Start takes one from the pool); readyThread's discard
+//     throws one away unused. sandboxCache's supplyTemps(parent, take,
+//     give) names the Manager's temp parent (hidden from policies whose
+//     trees have no temp dir in it) and says where such threads reserve
+//     temp dirs and give back the unused.
+//   - tempParentBase() is the directory a Manager makes its temp parent
+//     in ("" for os.TempDir()).
 //   - sandboxThreadUser() takes a use of the state the starting threads
 //     share and returns its release.
 //   - recycleTempDir(dir) moves a finished process's empty temp dir to a
@@ -301,16 +310,20 @@ var (
 	_ func(*supervisor, context.Context, ExitReason) (Info, error)            = (*supervisor).stopDetached
 	_ func(*supervisor)                                                       = (*supervisor).releaseDetached
 
-	_ func() SandboxFeatures                                                              = sandboxSupport
-	_ func(*sandboxCache, *sandboxPolicy) (*sandboxBuilt, error)                          = (*sandboxCache).get
-	_ func(*sandboxCache)                                                                 = (*sandboxCache).close
-	_ func(*sandboxBuilt, *exec.Cmd, threadStep, func(hostsListener), func() error) error = (*sandboxBuilt).start
-	_ func(*sandboxBuilt)                                                                 = (*sandboxBuilt).done
-	_ func() func()                                                                       = sandboxThreadUser
-	_ func(string) (string, bool)                                                         = recycleTempDir
-	_ func(string) string                                                                 = resolvePath
-	_ func(int) (string, error)                                                           = moreConfined
-	_ func() (hostsListener, error)                                                       = makeHostsListener
+	_ func() SandboxFeatures                                            = sandboxSupport
+	_ func(*sandboxCache, *sandboxPolicy) (*sandboxBuilt, error)        = (*sandboxCache).get
+	_ func(*sandboxCache)                                               = (*sandboxCache).close
+	_ func(*sandboxBuilt, *exec.Cmd, sandboxStart) error                = (*sandboxBuilt).start
+	_ func(*sandboxBuilt) (*readyThread, string)                        = (*sandboxBuilt).takeReady
+	_ func(*readyThread)                                                = (*readyThread).discard
+	_ func(*sandboxCache, string, func() (string, error), func(string)) = (*sandboxCache).supplyTemps
+	_ func(*sandboxBuilt)                                               = (*sandboxBuilt).done
+	_ func() string                                                     = tempParentBase
+	_ func() func()                                                     = sandboxThreadUser
+	_ func(string) (string, bool)                                       = recycleTempDir
+	_ func(string) string                                               = resolvePath
+	_ func(int) (string, error)                                         = moreConfined
+	_ func() (hostsListener, error)                                     = makeHostsListener
 
 	_ func(*Manager, Request, string, string, string, uint64, []string) (*Process, error) = (*Manager).startDetached
 )

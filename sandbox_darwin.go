@@ -62,9 +62,18 @@ func sandboxThreadUser() (release func()) { return func() {} }
 
 func (b *sandboxBuilt) done() {}
 
+// readyThread: no thread is made ahead here.
+type readyThread struct{}
+
+func (b *sandboxBuilt) takeReady() (*readyThread, string) { return nil, "" }
+
+func (st *readyThread) discard() {}
+
+func (c *sandboxCache) supplyTemps(string, func() (string, error), func(string)) {}
+
 // start runs cmd's program under sandbox-exec with the profile.
 // No thread step exists on macOS (startCommand passes none).
-func (b *sandboxBuilt) start(cmd *exec.Cmd, _ threadStep, _ func(hostsListener), _ func() error) error {
+func (b *sandboxBuilt) start(cmd *exec.Cmd, _ sandboxStart) error {
 	if b.info.Mechanisms != nil {
 		cmd.Args = append([]string{sandboxExec, "-p", b.profile, cmd.Path}, cmd.Args[1:]...)
 		cmd.Path = sandboxExec
@@ -88,8 +97,5 @@ func sandboxSupport() SandboxFeatures {
 // reused here.
 func recycleTempDir(dir string) (string, bool) { return dir, false }
 
-// tempLayer: the Seatbelt profile is built per policy, with the temp dirs'
-// parent (see TestAttackTempDirOfAnotherTree on Linux).
-func (b *sandboxBuilt) tempLayer(*sandboxPolicy, string) (int, error) { return -1, nil }
-
-func landlockLayer(*os.File) error { return nil }
+// tempParentBase: the temp parent is made in os.TempDir().
+func tempParentBase() string { return "" }

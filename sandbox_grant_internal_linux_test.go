@@ -35,7 +35,7 @@ func TestSandboxGrantAfterSwap(t *testing.T) {
 	defer built.done()
 	cmd := exec.Command("/bin/sh", "-c", "echo x > d/f")
 	cmd.Dir = ws
-	if err := built.start(cmd, nil, nil, nil); err != nil {
+	if err := built.start(cmd, sandboxStart{}); err != nil {
 		t.Fatal(err)
 	}
 	err = cmd.Wait()

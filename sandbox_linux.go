@@ -28,14 +28,19 @@ import (
 //  2. join the policy's mount namespace (root: a read-only view of every
 //     mount but Write, Hide and the host's doors covered, ReadOnly bound
 //     read-only; made per policy, and again when a Start finds it no
-//     longer covers what the policy names: confine.MountWatch);
+//     longer covers what the policy names: confine.MountWatch), then a
+//     copy of its own in which the Manager's temp parent shows the tree's
+//     own temp dir alone (confine.PrivateTemp);
 //  3. drop the capability bounding set and the ambient set (root), so that
 //     the shell, uid 0 but without capabilities after exec, can neither
 //     rejoin the host's namespaces nor read the host's /proc files;
 //  4. set no_new_privs, which Landlock and seccomp need without
 //     CAP_SYS_ADMIN and which keeps setuid binaries from undoing 3;
 //  5. restrict the thread with the policy's Landlock ruleset (made once per
-//     policy);
+//     policy; as root with a temp dir, made per tree from a template opened
+//     once per policy, to grant the own temp dir), and without root a
+//     second layer per tree that leaves the other trees' temp dirs out
+//     (treeRulesets);
 //  6. install the seccomp filter (per thread, no TSYNC).
 //
 // The thread then forks the shell (cmd.Start), which inherits all of it,
@@ -80,6 +85,22 @@ type sandboxCache struct {
 	lastStart         *sandboxBuilt // the policy of the last Start
 	readyThreadClosed bool
 	threadMakers      sync.WaitGroup // ready threads' goroutines, which close waits for
+
+	// takeTemp and giveTemp, set by supplyTemps, hand a ready thread the
+	// private temp dir of the Start it will serve and take back one no
+	// Start took; nil before the Manager's temp parent is made.
+	takeTemp  func() (string, error)
+	giveTemp  func(string)
+	tmpParent string // the Manager's temp parent, resolved; "" before it is made
+}
+
+// supplyTemps sets where ready threads get the temp dirs they reserve
+// (PrivateTemp needs the Start's own dir before the thread is confined).
+func (c *sandboxCache) supplyTemps(parent string, take func() (string, error), give func(string)) {
+	parent = resolvePath(parent)
+	c.readyThreadMu.Lock()
+	c.takeTemp, c.giveTemp, c.tmpParent = take, give, parent
+	c.readyThreadMu.Unlock()
 }
 
 // emptyFile returns an empty file of mode 000 in a directory of its own,
@@ -112,8 +133,12 @@ type nsEntry struct {
 // sandboxBuilt is one policy, built once: what each Start of it applies.
 type sandboxBuilt struct {
 	once     sync.Once
-	ruleset  int                 // -1 without Landlock
-	layer    []confine.Grant     // the temp dir layer's other rules (tempLayer); nil without
+	ruleset  int                       // -1 without Landlock, or with template
+	template *confine.LandlockTemplate // with a mount namespace and tmpParent: each tree's ruleset is made from it (treeRulesets); nil otherwise
+	// tmpLayer, without a mount namespace, makes each tree's second
+	// Landlock layer (treeRulesets), which leaves out the other trees' temp
+	// dirs; nil otherwise.
+	tmpLayer *confine.LandlockTemplate
 	netns    int                 // -1: the host's
 	mntns    int                 // -1: the host's
 	view     confine.MountView   // the mount namespace made here (ns is mntns); -1s in a runner
@@ -127,6 +152,14 @@ type sandboxBuilt struct {
 	err      error
 	uncached bool          // not in the cache: released by done
 	cache    *sandboxCache // nil outside a Manager (a detached runner)
+	// tmpParent is the Manager's temp parent (resolved), which holds the
+	// private temp dirs of all its trees; "" without (NoDefaultWrite, a
+	// detached runner). Each tree is confined to its own dir there: as root
+	// its own mount namespace covers the rest (confine.PrivateTemp) and
+	// its ruleset (template) grants its dir; without root a second layer
+	// (tmpLayer) does. A ready thread therefore reserves the temp dir of
+	// the Start it serves.
+	tmpParent string
 	// hosts: NetworkHosts; each Start's thread makes the tree's proxy
 	// listener in the network namespace (makeHostsListener), a ready
 	// thread ahead of its Start.
@@ -364,14 +397,30 @@ func (c *sandboxCache) build(b *sandboxBuilt, pol *sandboxPolicy) error {
 	// few rules instead of one per entry of every directory above a hidden
 	// path, which costs at every Start (landlock_restrict_self copies the
 	// rules) and leaves entries made later unreadable.
-	hide := confine.LandlockHidden(pol.hide)
+	if pol.tmpParent != "" && b.cache != nil {
+		// A detached runner's pol.tmpParent is its tree's own temp dir, not
+		// a parent shared with other trees.
+		b.tmpParent = resolvePath(pol.tmpParent)
+	}
+	// A policy whose trees have no temp dir in the Manager's temp parent
+	// (NoDefaultWrite, a detached tree's own) would otherwise read the
+	// others' there: the parent is hidden whole, unless a Write directory
+	// holds it (which the policy grants, and so does not hide).
+	hidden := pol.hide
+	c.readyThreadMu.Lock()
+	managerTmp := c.tmpParent
+	c.readyThreadMu.Unlock()
+	if managerTmp != "" && b.tmpParent == "" && !inResolved(tempCover(managerTmp), pol.write) {
+		hidden = append(slices.Clone(pol.hide), tempCover(managerTmp))
+	}
+	hide := confine.LandlockHidden(hidden)
 	if h.root && pol.skip&sandboxSkipMountns == 0 {
 		empty, err := c.emptyFile()
 		if err != nil {
 			return xerrors.Errorf("mount namespace: %w", err)
 		}
 		spec := confine.MountSpec{Write: pol.write, ReadOnly: pol.readOnly, Empty: empty,
-			Hide: append(append(slices.Clone(pol.hide), confine.HiddenDevices...), hostDoors()...)}
+			Hide: append(append(slices.Clone(hidden), confine.HiddenDevices...), hostDoors()...)}
 		// What is missing is listed before the namespace is made: a path
 		// made in between is then found by the next Start.
 		var dirs *confine.DirWatcher
@@ -405,16 +454,39 @@ func (c *sandboxCache) build(b *sandboxBuilt, pol *sandboxPolicy) error {
 	}
 	mech = append(mech, "no_new_privs")
 	if h.abi > 0 && pol.skip&sandboxSkipLandlock == 0 {
-		rs, err := confine.LandlockRuleset(landlockRules(pol, hide), h.abi)
-		if err != nil {
-			return err
-		}
-		b.ruleset = rs
 		b.info.LandlockABI = h.abi
-		if pol.tmpParent != "" {
-			if b.layer, err = confine.LandlockLayerGrants(pol.write, resolvePath(pol.tmpParent), h.abi); err != nil {
+		if b.tmpParent != "" && b.mntns >= 0 {
+			// The tree's own namespace covers the temp parent, so a grant on
+			// it reaches nothing: each tree's ruleset grants its own temp dir
+			// instead (treeRuleset).
+			t, err := confine.NewLandlockTemplate(landlockRules(pol, hide), h.abi, b.tmpParent)
+			if err != nil {
 				return err
 			}
+			b.template = t
+		} else if rs, err := confine.LandlockRuleset(landlockRules(pol, hide), h.abi); err != nil {
+			return err
+		} else {
+			b.ruleset = rs
+		}
+		if b.tmpParent != "" && b.mntns < 0 && inResolved(b.tmpParent, slices.DeleteFunc(slices.Clone(pol.write), func(w string) bool { return w == b.tmpParent })) {
+			// A Write directory holds the parent: it grants the other trees'
+			// temp dirs, and a layer leaving the parent out would take the
+			// making of entries in that directory away.
+			b.missing = append(b.missing, unenforced{field: "Write", soft: true,
+				reason: "a Write directory holds the Manager's temp parent " + b.tmpParent + ": without root its trees can reach each other's temp dirs"})
+		} else if b.tmpParent != "" && b.mntns < 0 {
+			// Without a namespace the first layer grants the parent: a
+			// second, per tree, grants what the first does but the parent,
+			// and the tree's own dir. Landlock grants only, so leaving the
+			// parent out takes a rule per entry of each directory above it
+			// (tempParentBase keeps them few).
+			r := confine.Rules{Read: pol.read, Shell: pol.shell, Write: pol.write, Hide: []string{tempCover(b.tmpParent)}, FilesOnly: true}
+			t, err := confine.NewLandlockTemplate(r, h.abi, b.tmpParent)
+			if err != nil {
+				return err
+			}
+			b.tmpLayer = t
 		}
 		mech = append(mech, "landlock")
 	}
@@ -443,8 +515,12 @@ func (b *sandboxBuilt) release() {
 		_ = unix.Close(b.ruleset)
 		b.ruleset = -1
 	}
-	confine.CloseGrants(b.layer)
-	b.layer = nil
+	for _, t := range []**confine.LandlockTemplate{&b.template, &b.tmpLayer} {
+		if *t != nil {
+			(*t).Close()
+			*t = nil
+		}
+	}
 	if b.watch != nil {
 		b.watch.Close()
 	}
@@ -490,38 +566,50 @@ func (c *sandboxCache) close() {
 }
 
 // start confines a throwaway thread as b says and starts cmd from it.
-// A Start without a step takes the ready thread the cache made ahead for
-// b, if there is one, on which every step of b is done already (the mount
-// namespace and the emptied bounding set as root, the network namespace,
-// no_new_privs, Landlock and seccomp), and only forks on it; the rest,
-// and every Start with a step, take a fresh thread and do the steps
-// there. The ready thread saves the Start the thread's making and those steps
+// A Start without a step uses the ready thread it took for b (takeReady),
+// if it has one, on which every step of b is done already (the mount
+// namespaces, the policy's and as root the tree's own with its temp dir,
+// the emptied bounding set as root, the network namespace, no_new_privs,
+// Landlock and seccomp), and only forks on it; the rest, and every Start
+// with a step, take a fresh thread and do the steps there. The ready
+// thread saves the Start the thread's making and those steps
 // (docs/measurements.md), for a hand-off of one wake-up.
 //
 // For b.hosts (NetworkHosts) the thread makes the tree's proxy listener
 // once it is in b's network namespace with no_new_privs set, before
 // Landlock and seccomp (makeHostsListener), a ready thread ahead like the
-// rest; hosts, which must then not be nil, takes it over on the thread
+// rest; s.hosts, which must then not be nil, takes it over on the thread
 // before the fork.
 //
 // The descriptors to close in the child are listed here, on the calling
 // thread, before the hand-off: a confined thread may not be allowed to
 // read /proc (Landlock).
-//
-// last, if not nil, runs on the confined thread just before the fork, on a
-// ready thread confined ahead too: a further Landlock layer of this Start (the
-// temp dir's), which intersects with the policy's in any order.
-func (b *sandboxBuilt) start(cmd *exec.Cmd, step threadStep, hosts func(hostsListener), last func() error) error {
+func (b *sandboxBuilt) start(cmd *exec.Cmd, s sandboxStart) error {
+	st := s.ready
+	if st != nil && (s.step != nil || (b.tmpParent != "" && st.tmp != s.tmp)) {
+		// A step must run before the confinement, which the ready thread
+		// has done; and a thread made for another temp dir shows the tree
+		// that one. Neither happens from prepareSandbox but for a cgroup v1
+		// placement.
+		st.discard()
+		st = nil
+	}
 	if err := closeInherited(cmd); err != nil {
+		if st != nil {
+			st.discard()
+		}
 		return err
 	}
 	lastCap := sandboxHost().lastCap
-	if step == nil && b.cache != nil {
-		if st := b.cache.takeReadyThread(b); st != nil {
+	if s.step == nil && b.cache != nil {
+		if st != nil {
 			readyThreadStarts.Add(1)
 			err := st.spare.Do(func() error {
-				b.handListener(&st.lis, hosts)
-				return startLast(cmd, last)
+				b.handListener(&st.lis, s.hosts)
+				err := cmd.Start()
+				holdNS(st.ns, s, err == nil)
+				st.ns = -1
+				return err
 			})
 			b.cache.makeReadyThread(b, lastCap)
 			return err
@@ -532,25 +620,50 @@ func (b *sandboxBuilt) start(cmd *exec.Cmd, step threadStep, hosts func(hostsLis
 		// The other step first: after the steps below this thread may no
 		// longer open files (Landlock) or make some system calls
 		// (seccomp); what its restore writes it has opened already.
-		if step != nil {
-			restore, serr := step()
+		if s.step != nil {
+			restore, serr := s.step()
 			if serr != nil {
 				return serr
 			}
 			defer func() { err = errors.Join(err, restore()) }()
 		}
-		if err := b.enterAndDrop(lastCap); err != nil {
+		ns, err := b.enterAndDrop(lastCap, s.tmp)
+		if err != nil {
 			return err
 		}
 		var lis hostsListener
-		if err := b.confine(b.hostsHook(&lis)); err != nil {
+		if err := b.confine(s.tmp, b.hostsHook(&lis)); err != nil {
 			lis.close()
+			holdNS(ns, s, false)
 			return err
 		}
-		b.handListener(&lis, hosts)
-		return startLast(cmd, last)
+		b.handListener(&lis, s.hosts)
+		err = cmd.Start()
+		holdNS(ns, s, err == nil)
+		return err
 	})
 }
+
+// takeReady hands the calling Start the ready thread made for b, if one
+// is ready, and the temp dir it reserved for that Start ("" when b has no
+// tmpParent): the Start's TMPDIR must be the dir the thread's namespace
+// shows. The Start then owns the dir, and gives the thread to start, or
+// discards it.
+func (b *sandboxBuilt) takeReady() (*readyThread, string) {
+	if b.cache == nil {
+		return nil, ""
+	}
+	st := b.cache.takeReadyThread(b)
+	if st == nil {
+		return nil, ""
+	}
+	st.tmpTaken = true
+	return st, st.tmp
+}
+
+// discard throws st away unused (a Start that took it and did not start);
+// its temp dir is the Start's.
+func (st *readyThread) discard() { st.spare.Discard() }
 
 // hostsHook is confine's inNetns for b: for b.hosts, it makes the tree's
 // proxy listener into *lis; nil otherwise.
@@ -578,44 +691,108 @@ func (b *sandboxBuilt) handListener(lis *hostsListener, hosts func(hostsListener
 	*lis = hostsListener{}
 }
 
-// startLast runs last, if not nil, then starts cmd, on the calling,
-// confined thread.
-func startLast(cmd *exec.Cmd, last func() error) error {
-	if last != nil {
-		if err := last(); err != nil {
-			return err
+// enterAndDrop takes the calling, locked thread into b's mount namespace,
+// and for b.tmpParent into a copy of it of its own that shows tmp alone
+// of the Manager's temp dirs (all of them covered when tmp is ""), and
+// empties its bounding and ambient capability sets: the steps that change
+// the thread but do not confine it yet (a ready thread does them ahead of
+// its Start).
+//
+// It returns a descriptor of the thread's own namespace, -1 without: the
+// Start holds it past its tree's end (sandboxStart.hold), so that the
+// namespace is unmade off the tree's exit.
+func (b *sandboxBuilt) enterAndDrop(lastCap int, tmp string) (ns int, err error) {
+	ns = -1
+	defer func() {
+		if err != nil && ns >= 0 {
+			_ = unix.Close(ns)
+			ns = -1
 		}
-	}
-	return cmd.Start()
-}
-
-// enterAndDrop takes the calling, locked thread into b's mount namespace
-// and empties its bounding and ambient capability sets: the steps that
-// change the thread but do not confine it yet (a ready thread does them
-// ahead of its Start).
-func (b *sandboxBuilt) enterAndDrop(lastCap int) error {
+	}()
 	if b.mntns >= 0 {
 		if err := confine.EnterMountns(b.mntns); err != nil {
-			return err
+			return -1, err
+		}
+		if b.tmpParent != "" {
+			// tmp "" (a Start given no temp dir, as a test's) covers the
+			// parent whole.
+			own := ""
+			if tmp != "" {
+				own = filepath.Join(b.tmpParent, filepath.Base(tmp))
+			}
+			if ns, err = confine.PrivateTemp(tempCover(b.tmpParent), own); err != nil {
+				return -1, err
+			}
 		}
 	}
 	if b.dropCaps {
 		if err := confine.DropCapabilities(lastCap); err != nil {
-			return err
+			return ns, err
 		}
 	}
-	return nil
+	return ns, nil
+}
+
+// holdNS hands ns, if any, to the Start's hold, or closes it where the
+// Start has none or failed.
+func holdNS(ns int, s sandboxStart, started bool) {
+	if ns < 0 {
+		return
+	}
+	if started && s.hold != nil {
+		s.hold(func() { _ = unix.Close(ns) })
+		return
+	}
+	_ = unix.Close(ns)
 }
 
 // confine joins b's network namespace and confines the calling, locked
 // thread: no_new_privs, inNetns if not nil, Landlock, seccomp, in the
 // order confine.Thread forces.
-func (b *sandboxBuilt) confine(inNetns func() error) error {
+func (b *sandboxBuilt) confine(tmp string, inNetns func() error) error {
+	rs, made, err := b.treeRulesets(tmp)
+	if err != nil {
+		return err
+	}
+	for _, fd := range made {
+		defer unix.Close(fd)
+	}
 	// As root, an IPC namespace of the tree's own: System V shared memory,
 	// queues and semaphores are checked by owner only, which a root tree
 	// is (TestAttackSysVSharedMemory). About 45 µs; the namespace and what
 	// the tree made in it go with its last process.
-	return confine.Thread(b.netns, b.dropCaps, inNetns, b.ruleset, b.filter)
+	return confine.Thread(b.netns, b.dropCaps, inNetns, rs, b.filter)
+}
+
+// treeRulesets returns the Landlock layers of a tree of b whose temp dir
+// is tmp, in order, and those of them made for this tree, which the caller
+// closes: b's ruleset, or one made from b.template; and one made from
+// b.tmpLayer.
+func (b *sandboxBuilt) treeRulesets(tmp string) (layers, made []int, err error) {
+	own := ""
+	if tmp != "" && b.tmpParent != "" {
+		own = filepath.Join(b.tmpParent, filepath.Base(tmp))
+	}
+	layers = []int{b.ruleset}
+	for i, t := range []*confine.LandlockTemplate{b.template, b.tmpLayer} {
+		if t == nil {
+			continue
+		}
+		rs, err := t.Ruleset(own)
+		if err != nil {
+			for _, fd := range made {
+				_ = unix.Close(fd)
+			}
+			return nil, nil, xerrors.Errorf("landlock ruleset of the tree: %w", err)
+		}
+		made = append(made, rs)
+		if i == 0 {
+			layers[0] = rs
+		} else {
+			layers = append(layers, rs)
+		}
+	}
+	return layers, made, nil
 }
 
 // readyThread is a spare thread (osthread.Spare) on which a built
@@ -631,6 +808,13 @@ type readyThread struct {
 	b     *sandboxBuilt
 	lis   hostsListener // b.hosts: the listener confine made; zero once handed over
 	spare *osthread.Spare
+	// tmp is the temp dir reserved for the Start this thread serves, for
+	// b.tmpParent (set on the spare's goroutine before Ready); tmpTaken,
+	// set by the Start that took the thread (before Do or Discard), says
+	// the dir is that Start's, or else the thread's end gives it back.
+	tmp      string
+	tmpTaken bool
+	ns       int // the thread's own mount namespace (enterAndDrop); -1 without or once handed over
 }
 
 // readyThreadStarts counts the Starts that took a ready thread, readyThreadsMade the
@@ -688,16 +872,34 @@ func (c *sandboxCache) makeReadyThread(b *sandboxBuilt, lastCap int) {
 	c.mu.Lock()
 	b.users++
 	c.mu.Unlock()
-	st := &readyThread{b: b}
+	st := &readyThread{b: b, ns: -1}
+	take, give := c.takeTemp, c.giveTemp
 	st.spare = osthread.NewSpare(func() error {
-		if err := b.enterAndDrop(lastCap); err != nil {
+		if b.tmpParent != "" {
+			if take == nil {
+				return errors.New("no temp dir to reserve")
+			}
+			tmp, err := take()
+			if err != nil {
+				return err // the next Start does the steps itself and reports it
+			}
+			st.tmp = tmp
+		}
+		var err error
+		if st.ns, err = b.enterAndDrop(lastCap, st.tmp); err != nil {
 			return err // the next Start does the steps itself and reports it
 		}
-		return b.confine(b.hostsHook(&st.lis))
+		return b.confine(st.tmp, b.hostsHook(&st.lis))
 	}, func() {
 		// A listener made ahead and not handed over (the spare failed or
 		// was discarded unused) is closed here, on the spare's goroutine.
 		st.lis.close()
+		if st.ns >= 0 {
+			_ = unix.Close(st.ns)
+		}
+		if st.tmp != "" && !st.tmpTaken {
+			give(st.tmp)
+		}
 		b.done()
 		c.threadMakers.Done()
 	})
@@ -772,9 +974,10 @@ func hostDoors() []string {
 // and empty. The checks run on the new name, after the move, through one
 // descriptor opened without following links, so what they pass is what
 // the path names. The old path is gone either way, as a removal would
-// leave it; a tree that still held the directory open would only reach
-// a temp dir of this Manager, which its ruleset grants anyway (the
-// parent). It returns where the directory is now; the caller removes it
+// leave it; a process of the tree that outlived its end (escaped the
+// containment) would keep its view of the directory (its namespace's
+// bind, or its Landlock rule, which holds the inode) into the next tree's
+// use of it. It returns where the directory is now; the caller removes it
 // when it cannot be reused.
 func recycleTempDir(dir string) (string, bool) {
 	parent := filepath.Dir(dir)
@@ -823,18 +1026,49 @@ func emptyPrivateDir(p string) bool {
 	}
 }
 
-// tempLayer returns the second Landlock layer of one Start of pol under
-// b that holds the tree to tmp among the Manager's temp dirs
-// (confine.LandlockTempLayer), or -1 where b has no Landlock or pol no shared temp
-// parent.
-func (b *sandboxBuilt) tempLayer(pol *sandboxPolicy, tmp string) (int, error) {
-	if b.ruleset < 0 || pol.tmpParent == "" || tmp == "" {
-		return -1, nil
+// tempParentBase is where a Manager makes its temp parent, "" for
+// os.TempDir(): a directory shared by every Manager of this user,
+// agentproc-sandbox-UID (tempRootName), so that a tree's namespace or
+// layer covers the temp dirs of the other Managers' trees too (another
+// agentproc process of the user) by covering that one directory
+// (tempCover). It is made 0700 if missing, and used only if it is this
+// user's directory of mode 0700 (it sits in a directory others write);
+// otherwise the base itself, and only the Manager's own trees are kept
+// apart. Without root each tree's second Landlock layer takes a rule per
+// entry of every directory above the cover (tmpLayer), and entries made
+// there after the policy's first Start are not readable by its trees:
+// the base is /var/tmp then, which holds a few, rarely new, where /tmp (or
+// a TMPDIR the host set) holds many, made all the time, which trees read.
+// As root a mount namespace covers it, and os.TempDir() is kept.
+func tempParentBase() string {
+	base := os.TempDir()
+	var st unix.Stat_t
+	if !sandboxHost().root && unix.Stat(varTmp, &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFDIR && st.Mode&unix.S_ISVTX != 0 &&
+		unix.Access(varTmp, unix.W_OK|unix.X_OK) == nil {
+		base = varTmp
 	}
-	return confine.LandlockTempLayer(b.layer, b.info.LandlockABI, tmp)
+	root := filepath.Join(base, tempRootName())
+	if err := unix.Mkdir(root, 0o700); err != nil && err != unix.EEXIST {
+		return base
+	}
+	if unix.Lstat(root, &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFDIR || st.Uid != uint32(os.Geteuid()) || st.Mode&0o7777 != 0o700 {
+		return base
+	}
+	return root
 }
 
-// landlockLayer restricts the calling thread by the ruleset in f.
-func landlockLayer(f *os.File) error {
-	return confine.LandlockRestrict(int(f.Fd()))
+// tempRootName is the name of the directory shared by this user's
+// Managers' temp parents (tempParentBase).
+func tempRootName() string { return "agentproc-sandbox-" + strconv.Itoa(os.Geteuid()) }
+
+// tempCover is what hides the temp dirs of trees other than one's own:
+// the shared directory holding parent, or parent itself where it is not
+// in one.
+func tempCover(parent string) string {
+	if d := filepath.Dir(parent); filepath.Base(d) == tempRootName() {
+		return d
+	}
+	return parent
 }
+
+const varTmp = "/var/tmp"

@@ -546,11 +546,18 @@ func TestSandboxRootHasNoCapabilities(t *testing.T) {
 	// one takes the spare thread made after the second, on which the
 	// bounding set was emptied ahead (sandboxBuilt.start). Both must hold.
 	checkNoCapabilities(t, m, ws, secret)
-	checkNoCapabilities(t, m, ws, secret)
-	before := agentproc.SpareStarts()
-	if !agentproc.SpareReady(m, 10*time.Second) {
-		t.Fatal("no spare thread ready 10 s after the second sandboxed Start as root")
+	// A spare whose goroutine landed on the main thread is not made
+	// (makeReadyThread); the next Start makes another.
+	for i := 0; ; i++ {
+		checkNoCapabilities(t, m, ws, secret)
+		if agentproc.SpareReady(m, 10*time.Second) {
+			break
+		}
+		if i == 4 {
+			t.Fatalf("no spare thread ready after %d sandboxed Starts in a row as root", i+2)
+		}
 	}
+	before := agentproc.SpareStarts()
 	checkNoCapabilities(t, m, ws, secret)
 	if agentproc.SpareStarts() == before {
 		t.Error("the third Start did not take the spare thread")
@@ -1058,7 +1065,7 @@ const sandboxUser = "agentproc-sandbox"
 func TestSandboxUnprivileged(t *testing.T) {
 	requireSandbox(t)
 	out, err := runAsSandboxUser(t, 5*time.Minute, "-test.short",
-		"-test.run=^(TestSandboxEscapes|TestSandboxMetadataOutsideWrite|TestSandboxAllows|TestSandboxPorts|TestSandboxFailClosed|TestSandboxHostNeverConfined|TestSandboxKeepsTreeFeatures|TestSandboxDetached|TestSandboxTempDirReused|TestSandboxTempDirsServeABurst|TestRecycleTempDir|TestSandboxLinksDoNotWiden|TestSandboxGrantAfterSwap|TestWorkDirDotDotAfterLink|TestSandboxHidesCredentials|TestMoreConfinedSandboxedPeer|TestSandboxInheritsNoDescriptors|TestAttackHeld|TestAttackTempDirOfAnotherTree|TestAttackServeTokenFile|TestAttackLimitsOfAnotherProcess|TestAttackPOSIXMessageQueue|TestAttackDetachedRunnerEnvironment|TestAttackHostTerminal|TestSandboxSpareConfinedAhead)$")
+		"-test.run=^(TestSandboxEscapes|TestSandboxMetadataOutsideWrite|TestSandboxAllows|TestSandboxPorts|TestSandboxFailClosed|TestSandboxHostNeverConfined|TestSandboxKeepsTreeFeatures|TestSandboxDetached|TestSandboxTempDirReused|TestSandboxTempDirsServeABurst|TestRecycleTempDir|TestSandboxLinksDoNotWiden|TestSandboxGrantAfterSwap|TestWorkDirDotDotAfterLink|TestSandboxHidesCredentials|TestMoreConfinedSandboxedPeer|TestSandboxInheritsNoDescriptors|TestAttackHeld|TestAttackTempDirOfAnotherTree|TestAttackTempDirOfAnotherTreeRead|TestAttackTempDirOfAnotherTreeWays|TestSandboxTempParentPlace|TestAttackTempDirFromNoDefaultWrite|TestAttackTempDirOfAnotherManager|TestAttackServeTokenFile|TestAttackLimitsOfAnotherProcess|TestAttackPOSIXMessageQueue|TestAttackDetachedRunnerEnvironment|TestAttackHostTerminal|TestSandboxSpareConfinedAhead)$")
 	if err != nil || !strings.Contains(out, "--- PASS: TestSandboxEscapes") {
 		t.Fatalf("as %s: %v\n%s", sandboxUser, err, out)
 	}

@@ -3,7 +3,6 @@
 package agentproc
 
 import (
-	"os"
 	"os/exec"
 	"runtime"
 )
@@ -52,7 +51,16 @@ func sandboxThreadUser() (release func()) { return func() {} }
 
 func (b *sandboxBuilt) done() {}
 
-func (b *sandboxBuilt) start(cmd *exec.Cmd, _ threadStep, _ func(hostsListener), _ func() error) error {
+// readyThread: no thread is made ahead here.
+type readyThread struct{}
+
+func (b *sandboxBuilt) takeReady() (*readyThread, string) { return nil, "" }
+
+func (st *readyThread) discard() {}
+
+func (c *sandboxCache) supplyTemps(string, func() (string, error), func(string)) {}
+
+func (b *sandboxBuilt) start(cmd *exec.Cmd, _ sandboxStart) error {
 	return cmd.Start()
 }
 
@@ -67,6 +75,5 @@ func sandboxSupport() SandboxFeatures {
 // reused here.
 func recycleTempDir(dir string) (string, bool) { return dir, false }
 
-func (b *sandboxBuilt) tempLayer(*sandboxPolicy, string) (int, error) { return -1, nil }
-
-func landlockLayer(*os.File) error { return nil }
+// tempParentBase: the temp parent is made in os.TempDir().
+func tempParentBase() string { return "" }

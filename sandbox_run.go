@@ -37,7 +37,9 @@ type managerSandbox struct {
 	// processes left empty, under a new name (finish), and, when a Start
 	// found none, one made ahead off the Start path. A mkdir and its rmdir
 	// measured many times the rename and the check (docs/measurements.md).
-	// refills counts the goroutines making them, which close waits for.
+	// refills counts the goroutines making them, and those letting go of
+	// what the OS layer held for a finished tree (sandboxRun.release),
+	// which close waits for.
 	emptyDirs chan string
 	refills   sync.WaitGroup
 
@@ -123,15 +125,20 @@ func rawPolicyKey(sb *Sandbox, dir, parent string, dirChosen, tty bool) string {
 }
 
 // tempParent returns the directory the private temp dirs are made in, one
-// per Manager, so that every Start of a policy grants the same directory
-// and reuses one ruleset. Trees of one Manager could thus reach each other's
-// temp dirs; they cannot reach anything else there.
+// per Manager, in tempParentBase. The OS layer holds each tree to its own
+// dir there (sandboxStart.tmp).
 func (s *managerSandbox) tempParent() (string, error) {
 	s.tmpMu.Lock()
 	defer s.tmpMu.Unlock()
 	if s.tmpParent == "" && s.tmpErr == nil {
-		s.tmpParent, s.tmpErr = os.MkdirTemp("", "agentproc-sandbox-")
+		s.tmpParent, s.tmpErr = os.MkdirTemp(tempParentBase(), "agentproc-sandbox-")
 		s.emptyDirs = make(chan string, maxEmptyTempDirs)
+		if s.tmpErr == nil {
+			parent := s.tmpParent
+			s.cache.supplyTemps(parent, func() (string, error) { return s.tempDir(parent) }, func(d string) {
+				_ = s.dropTempDir(d)
+			})
+		}
 	}
 	return s.tmpParent, s.tmpErr
 }
@@ -242,9 +249,24 @@ type sandboxRun struct {
 	warnings []string
 	hosts    *hostsRun      // NetworkHosts only
 	pol      *sandboxPolicy // what inferFileDenials checks paths against
-	// layer is the Landlock layer that holds the tree to its own temp dir
-	// (sandboxBuilt.tempLayer), closed once the tree started; nil without.
-	layer *os.File
+	// ready is the thread made ahead for this Start (sandboxBuilt.takeReady),
+	// handed to start or discarded; nil without.
+	ready *readyThread
+	// release lets go of what the OS layer held for the tree
+	// (sandboxStart.hold); nil without.
+	release func()
+}
+
+// sandboxStart is what one Start hands sandboxBuilt.start besides cmd.
+type sandboxStart struct {
+	step  threadStep          // runs on the starting thread first; nil: none
+	ready *readyThread        // made ahead for this Start (takeReady); nil: none
+	tmp   string              // the tree's private temp dir; "" without
+	hosts func(hostsListener) // takes over the proxy listener the thread made; nil: none
+	// hold, when not nil, keeps what must outlive the tree's end (as root
+	// its own mount namespace) and release lets go of it, which the Start
+	// calls once the tree is gone.
+	hold func(release func())
 }
 
 // prepareSandbox makes what a Start of sb in dir needs (dirChosen: the
@@ -255,12 +277,15 @@ func (m *Manager) prepareSandbox(sb *Sandbox, dir string, dirChosen, tty bool) (
 		return nil, nil
 	}
 	m.sandbox.useThreads()
+	// Made for every policy, NoDefaultWrite's too: the OS layer hides it
+	// from trees that have no temp dir in it, and it must exist before the
+	// first policy is built.
+	p, err := m.sandbox.tempParent()
+	if err != nil {
+		return nil, xerrors.Errorf("agentproc: sandbox temp dir: %w", err)
+	}
 	var parent string
 	if !sb.NoDefaultWrite {
-		p, err := m.sandbox.tempParent()
-		if err != nil {
-			return nil, xerrors.Errorf("agentproc: sandbox temp dir: %w", err)
-		}
 		parent = p
 	}
 	pol, err := m.cachedPolicy(sb, dir, parent, dirChosen, tty)
@@ -279,22 +304,20 @@ func (m *Manager) prepareSandbox(sb *Sandbox, dir string, dirChosen, tty bool) (
 	run := &sandboxRun{built: built, env: sb.Env, warnings: warnings, pol: pol}
 	info := built.info
 	info.Mechanisms = append([]string(nil), built.info.Mechanisms...)
+	// A ready thread made for the policy comes with the temp dir its
+	// namespace shows (as root), which must then be this Start's.
+	ready, tmp := built.takeReady()
+	run.ready = ready
 	if parent != "" {
-		tmp, err := m.sandbox.tempDir(parent)
-		if err != nil {
-			built.done()
-			return nil, xerrors.Errorf("agentproc: sandbox temp dir: %w", err)
+		if tmp == "" {
+			if tmp, err = m.sandbox.tempDir(parent); err != nil {
+				run.discardReady()
+				built.done()
+				return nil, xerrors.Errorf("agentproc: sandbox temp dir: %w", err)
+			}
 		}
 		run.tmpDir = tmp
 		info.TempDir = tmp
-		layer, err := built.tempLayer(pol, tmp)
-		if err != nil {
-			run.finish(m)
-			return nil, xerrors.Errorf("agentproc: sandbox temp dir layer: %w", err)
-		}
-		if layer >= 0 {
-			run.layer = os.NewFile(uintptr(layer), "landlock-temp-layer")
-		}
 	}
 	run.info = &info
 	if pol.hosts != nil {
@@ -312,28 +335,23 @@ func (m *Manager) prepareSandbox(sb *Sandbox, dir string, dirChosen, tty bool) (
 // first.
 func (r *sandboxRun) start(cmd *exec.Cmd, step threadStep) error {
 	var hosts func(hostsListener)
-	var last func() error
 	if r.hosts != nil {
 		// The proxy's listener is made on the starting thread in the
 		// tree's network namespace, before Landlock and seccomp (which
 		// refuses listen); the Start takes it over.
 		hosts = func(l hostsListener) { r.hosts.adopt(cmd, l) }
 	}
-	if r.layer != nil {
-		// The temp dir's layer goes on last, also on a ready thread
-		// confined ahead: Landlock layers intersect in any order.
-		last = func() error { return landlockLayer(r.layer) }
-	}
-	err := r.built.start(cmd, step, hosts, last)
-	r.closeLayer()
-	return err
+	ready := r.ready
+	r.ready = nil
+	hold := func(release func()) { r.release = release }
+	return r.built.start(cmd, sandboxStart{step: step, ready: ready, tmp: r.tmpDir, hosts: hosts, hold: hold})
 }
 
-// closeLayer closes r's temp dir layer, if it has one.
-func (r *sandboxRun) closeLayer() {
-	if r.layer != nil {
-		_ = r.layer.Close()
-		r.layer = nil
+// discardReady throws away r's ready thread if start did not take it.
+func (r *sandboxRun) discardReady() {
+	if r.ready != nil {
+		r.ready.discard()
+		r.ready = nil
 	}
 }
 
@@ -344,7 +362,29 @@ func (r *sandboxRun) finish(m *Manager) {
 		return
 	}
 	r.hosts.close()
-	r.closeLayer()
+	r.discardReady()
+	if r.release != nil {
+		// Off the supervisor's path: as root this unmakes the tree's
+		// mount namespace, which waits for an RCU grace period (close
+		// waits for it).
+		release := r.release
+		r.release = nil
+		s := &m.sandbox
+		s.tmpMu.Lock()
+		async := s.tmpErr == nil
+		if async {
+			s.refills.Add(1)
+		}
+		s.tmpMu.Unlock()
+		if !async {
+			release()
+		} else {
+			go func() {
+				defer s.refills.Done()
+				release()
+			}()
+		}
+	}
 	r.built.done()
 	if r.tmpDir == "" {
 		return

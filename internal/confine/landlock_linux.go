@@ -129,6 +129,9 @@ type Rules struct {
 	// refused but for a connect to one of Ports.
 	HandleTCP bool
 	Ports     []int // the TCP ports a connect may reach
+	// FilesOnly handles the file system rights alone (no network, no
+	// scopes): a further layer, which only narrows the first.
+	FilesOnly bool
 }
 
 // landlockGrants computes the rules of r: path → rights, leaving out
@@ -197,23 +200,47 @@ func llExpand(p string, r uint64, hide []string, add func(string, uint64)) {
 // LandlockRuleset creates the ruleset of rules for abi and returns its
 // descriptor. Paths that do not exist are skipped: nothing there to grant.
 func LandlockRuleset(rules Rules, abi int) (int, error) {
-	attr := llRulesetAttr{handledFS: llFSRights(abi), scoped: llScopes(abi)}
-	if abi >= 4 && rules.HandleTCP {
-		attr.handledNet = unix.LANDLOCK_ACCESS_NET_BIND_TCP | unix.LANDLOCK_ACCESS_NET_CONNECT_TCP
-	}
-	fd, _, errno := unix.Syscall(unix.SYS_LANDLOCK_CREATE_RULESET,
-		uintptr(unsafe.Pointer(&attr)), unsafe.Sizeof(attr), 0)
-	if errno != 0 {
-		return -1, xerrors.Errorf("landlock_create_ruleset: %w", errno)
-	}
-	rs := int(fd)
-	unix.CloseOnExec(rs)
-	fail := func(err error) (int, error) {
-		_ = unix.Close(rs)
+	t, err := NewLandlockTemplate(rules, abi, "")
+	if err != nil {
 		return -1, err
 	}
+	defer t.Close()
+	return t.Ruleset("")
+}
+
+// LandlockTemplate is a policy's rules opened once (an O_PATH descriptor
+// per path), less one directory, the Manager's temp parent, from which
+// each Start makes its tree's ruleset with the tree's own temp dir in its
+// place (Ruleset). As root the tree's own mount namespace covers the
+// parent but for that dir (PrivateTemp); Landlock does not look at a
+// covered directory's rules when it walks a path up, so the dir must be
+// granted itself, and another tree's is not. Use NewLandlockTemplate; call
+// Close.
+type LandlockTemplate struct {
+	attr   llRulesetAttr
+	grants []templateGrant
+	ports  []int
+}
+
+// templateGrant is one path rule of a LandlockTemplate.
+type templateGrant struct {
+	Grant
+	path   string
+	strict bool // a directory or regular file: a rule the kernel refuses fails the ruleset
+}
+
+// NewLandlockTemplate opens the rules of rules for abi, leaving out the
+// grant on without ("" for none), which must be one of rules.Write.
+func NewLandlockTemplate(rules Rules, abi int, without string) (*LandlockTemplate, error) {
+	t := &LandlockTemplate{attr: llRulesetAttr{handledFS: llFSRights(abi), scoped: llScopes(abi)}, ports: slices.Clone(rules.Ports)}
+	if abi >= 4 && rules.HandleTCP {
+		t.attr.handledNet = unix.LANDLOCK_ACCESS_NET_BIND_TCP | unix.LANDLOCK_ACCESS_NET_CONNECT_TCP
+	}
+	if rules.FilesOnly {
+		t.attr.handledNet, t.attr.scoped, t.ports = 0, 0, nil
+	}
 	for p, r := range landlockGrants(rules, abi) {
-		if r == 0 {
+		if r == 0 || (without != "" && p == without) {
 			continue
 		}
 		pfd, err := OpenGrant(p) // no link followed: see OpenGrant
@@ -229,22 +256,65 @@ func LandlockRuleset(rules Rules, abi int) (int, error) {
 		if kind != unix.S_IFDIR {
 			r &= llFileRights
 		}
-		rule := llPathBeneath{allowed: r & attr.handledFS, fd: int32(pfd)}
+		t.grants = append(t.grants, templateGrant{Grant: Grant{fd: pfd, rights: r & t.attr.handledFS}, path: p,
+			strict: kind == unix.S_IFDIR || kind == unix.S_IFREG})
+	}
+	return t, nil
+}
+
+// Close closes t's descriptors.
+func (t *LandlockTemplate) Close() {
+	for _, g := range t.grants {
+		_ = unix.Close(g.fd)
+	}
+	t.grants = nil
+}
+
+// Ruleset creates a ruleset of t's rules and, unless own is "", every file
+// system right on own, a directory, and returns its descriptor.
+func (t *LandlockTemplate) Ruleset(own string) (int, error) {
+	attr := t.attr
+	fd, _, errno := unix.Syscall(unix.SYS_LANDLOCK_CREATE_RULESET,
+		uintptr(unsafe.Pointer(&attr)), unsafe.Sizeof(attr), 0)
+	if errno != 0 {
+		return -1, xerrors.Errorf("landlock_create_ruleset: %w", errno)
+	}
+	rs := int(fd)
+	unix.CloseOnExec(rs)
+	fail := func(err error) (int, error) {
+		_ = unix.Close(rs)
+		return -1, err
+	}
+	addPath := func(g Grant) unix.Errno {
+		rule := llPathBeneath{allowed: g.rights, fd: int32(g.fd)}
 		_, _, errno := unix.Syscall6(unix.SYS_LANDLOCK_ADD_RULE, uintptr(rs), unix.LANDLOCK_RULE_PATH_BENEATH,
 			uintptr(unsafe.Pointer(&rule)), 0, 0, 0)
-		_ = unix.Close(pfd)
+		return errno
+	}
+	for _, g := range t.grants {
 		// A rule that cannot be added grants nothing, which is safe for an
 		// odd entry (a socket in /dev) but not for what the policy names.
-		if errno != 0 && rule.allowed != 0 && (kind == unix.S_IFDIR || kind == unix.S_IFREG) {
-			return fail(xerrors.Errorf("landlock_add_rule %s: %w", p, errno))
+		if errno := addPath(g.Grant); errno != 0 && g.rights != 0 && g.strict {
+			return fail(xerrors.Errorf("landlock_add_rule %s: %w", g.path, errno))
 		}
 	}
-	for _, port := range rules.Ports {
+	for _, port := range t.ports {
 		rule := llNetPort{allowed: unix.LANDLOCK_ACCESS_NET_CONNECT_TCP, port: uint64(port)}
 		_, _, errno := unix.Syscall6(unix.SYS_LANDLOCK_ADD_RULE, uintptr(rs), llRuleNetPort,
 			uintptr(unsafe.Pointer(&rule)), 0, 0, 0)
 		if errno != 0 {
 			return fail(xerrors.Errorf("landlock_add_rule port %d: %w", port, errno))
+		}
+	}
+	if own != "" {
+		ofd, err := OpenGrant(own)
+		if err != nil {
+			return fail(xerrors.Errorf("open %s: %w", own, err))
+		}
+		errno := addPath(Grant{fd: ofd, rights: attr.handledFS})
+		_ = unix.Close(ofd)
+		if errno != 0 {
+			return fail(xerrors.Errorf("landlock_add_rule %s: %w", own, errno))
 		}
 	}
 	return rs, nil
@@ -261,105 +331,10 @@ func LandlockRestrict(rs int) error {
 	return nil
 }
 
-// llChangeRights are the file system rights of abi that change something
-// (all but reading and executing).
-func llChangeRights(abi int) uint64 {
-	return llFSRights(abi) &^ (unix.LANDLOCK_ACCESS_FS_EXECUTE | unix.LANDLOCK_ACCESS_FS_READ_FILE | unix.LANDLOCK_ACCESS_FS_READ_DIR)
-}
-
 // Grant is a rule ready to add: an O_PATH descriptor and its rights.
 type Grant struct {
 	fd     int
 	rights uint64
-}
-
-// LandlockLayerGrants opens, once per policy, what the temp dir layer of
-// a policy grants on besides the temp dir (LandlockTempLayer): the rights
-// that change files on write but parent (the temp dirs' parent,
-// resolved), and on the devices. The caller closes the descriptors
-// (CloseGrants).
-func LandlockLayerGrants(write []string, parent string, abi int) ([]Grant, error) {
-	change := llChangeRights(abi)
-	var out []Grant
-	add := func(p string, r uint64) {
-		fd, err := OpenGrant(p)
-		if err != nil {
-			return // nothing there to grant, as in LandlockRuleset
-		}
-		var st unix.Stat_t
-		if err := unix.Fstat(fd, &st); err != nil {
-			_ = unix.Close(fd)
-			return
-		}
-		if st.Mode&unix.S_IFMT != unix.S_IFDIR {
-			r &= llFileRights
-		}
-		if r&change == 0 {
-			_ = unix.Close(fd)
-			return
-		}
-		out = append(out, Grant{fd: fd, rights: r & change})
-	}
-	for _, w := range write {
-		if w != parent {
-			add(w, change)
-		}
-	}
-	for _, d := range devicePaths {
-		add(d, llDevRights)
-	}
-	return out, nil
-}
-
-// CloseGrants closes the descriptors of gs.
-func CloseGrants(gs []Grant) {
-	for _, g := range gs {
-		_ = unix.Close(g.fd)
-	}
-}
-
-// LandlockTempLayer returns a ruleset for one Start of a policy whose
-// cached ruleset grants the whole parent of the Manager's private temp
-// dirs: a second layer handling only the rights that change files, and
-// granting them on what the first grants them on (grants, from
-// LandlockLayerGrants) with the parent replaced by tmp, this Start's own
-// temp dir. Layers intersect, so the tree changes its own temp dir and
-// not another tree's (TestAttackTempDirOfAnotherTree). Reading is the
-// first layer's alone.
-func LandlockTempLayer(grants []Grant, abi int, tmp string) (int, error) {
-	change := llChangeRights(abi)
-	attr := llRulesetAttr{handledFS: change}
-	fd, _, errno := unix.Syscall(unix.SYS_LANDLOCK_CREATE_RULESET,
-		uintptr(unsafe.Pointer(&attr)), unsafe.Sizeof(attr), 0)
-	if errno != 0 {
-		return -1, xerrors.Errorf("landlock_create_ruleset: %w", errno)
-	}
-	rs := int(fd)
-	unix.CloseOnExec(rs)
-	addRule := func(g Grant) unix.Errno {
-		rule := llPathBeneath{allowed: g.rights, fd: int32(g.fd)}
-		_, _, errno := unix.Syscall6(unix.SYS_LANDLOCK_ADD_RULE, uintptr(rs), unix.LANDLOCK_RULE_PATH_BENEATH,
-			uintptr(unsafe.Pointer(&rule)), 0, 0, 0)
-		return errno
-	}
-	for _, g := range grants {
-		if errno := addRule(g); errno != 0 {
-			_ = unix.Close(rs)
-			return -1, xerrors.Errorf("landlock_add_rule: %w", errno)
-		}
-	}
-	tfd, err := OpenGrant(tmp)
-	if err != nil {
-		_ = unix.Close(rs)
-		return -1, xerrors.Errorf("open %s: %w", tmp, err)
-	}
-	errno = addRule(Grant{fd: tfd, rights: change})
-	_ = unix.Close(tfd)
-	if errno != 0 {
-		_ = unix.Close(rs)
-		return -1, xerrors.Errorf("landlock_add_rule %s: %w", tmp, errno)
-	}
-	return rs, nil
 }
 
 // RestrictConnectToPort adds a Landlock layer to the calling thread that

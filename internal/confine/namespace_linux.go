@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"unsafe"
@@ -424,4 +425,68 @@ func (w *MountWatch) MissingReadOnly(readOnly []string) []string {
 		}
 	}
 	return out
+}
+
+// PrivateTemp gives the calling thread, which is in a policy's mount
+// namespace (EnterMountns) with CAP_SYS_ADMIN, a mount namespace of its
+// own, a copy of that one, in which parent (the directory holding the
+// temp dirs of every tree: the Manager's temp parent, or the one shared
+// by the user's Managers) shows tmp, this tree's temp dir, and nothing
+// else: parent is covered by an empty read-only tmpfs holding a writable
+// bind of tmp at its path. Another tree's temp dir is then not
+// there to read, write, list or chmod, as root or not (Landlock has no
+// right for metadata, and the policy's namespace binds the whole parent
+// writable, as its ruleset grants it, since both are built once per
+// policy). tmp "" covers parent whole. tmp must lie below parent.
+//
+// It returns a descriptor of the new namespace. The copy costs a
+// namespace per tree, made on the ready thread ahead of its Start where
+// there is one; its unmaking (an RCU grace period to wait for) falls on
+// whoever lets go of it last, which the caller, holding this descriptor
+// past the tree's end, can make a goroutine of its own rather than the
+// tree's last process, whose exit a Wait waits for.
+func PrivateTemp(parent, tmp string) (int, error) {
+	tree := -1
+	if tmp != "" {
+		if !within(tmp, parent) || tmp == parent {
+			return -1, xerrors.Errorf("private temp dir %s is not in %s", tmp, parent)
+		}
+		// Taken from the policy's view, before parent is covered: a
+		// detached copy of the mount at tmp, rooted at tmp.
+		fd, err := unix.OpenTree(unix.AT_FDCWD, tmp, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_SYMLINK_NOFOLLOW)
+		if err != nil {
+			return -1, xerrors.Errorf("open tree %s: %w", tmp, err)
+		}
+		tree = fd
+		defer unix.Close(tree)
+	}
+	if err := unix.Unshare(unix.CLONE_NEWNS); err != nil {
+		return -1, xerrors.Errorf("unshare mount namespace for the temp dir: %w", err)
+	}
+	if err := unix.Mount("tmpfs", parent, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "size=4k,nr_inodes=4,mode=0711"); err != nil {
+		return -1, xerrors.Errorf("cover %s: %w", parent, err)
+	}
+	if tree >= 0 {
+		// The directories between parent and tmp, then tmp's mount point.
+		at := parent
+		for name := range strings.SplitSeq(tmp[len(parent)+1:], "/") {
+			at = filepath.Join(at, name)
+			if err := unix.Mkdir(at, 0o711); err != nil {
+				return -1, xerrors.Errorf("mount point %s: %w", at, err)
+			}
+		}
+		if err := unix.MoveMount(tree, "", unix.AT_FDCWD, tmp, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
+			return -1, xerrors.Errorf("bind %s: %w", tmp, err)
+		}
+	}
+	// The cover itself read-only (not recursive: the bind stays writable),
+	// so that the tree cannot make names beside its own dir.
+	if err := unix.MountSetattr(unix.AT_FDCWD, parent, 0, &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY}); err != nil {
+		return -1, xerrors.Errorf("make the cover of %s read-only: %w", parent, err)
+	}
+	ns, err := unix.Open(procfs.ThreadSelfFile("ns/mnt"), unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return -1, xerrors.Errorf("open the temp dir's mount namespace: %w", err)
+	}
+	return ns, nil
 }

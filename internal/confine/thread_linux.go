@@ -47,12 +47,13 @@ func DropCapabilities(lastCap int) error {
 // Thread joins the network namespace netns (-1: stay in the host's), with
 // ownIPC unshares an IPC namespace of the thread's own, and confines the
 // calling thread: no_new_privs, inNetns if not nil, the
-// Landlock ruleset (-1: none), the seccomp filter (nil: none). The order
+// Landlock rulesets in order (each a layer; -1s are skipped), the seccomp
+// filter (nil: none). The order
 // is forced: setns needs the capabilities no_new_privs keeps but the
 // seccomp filter refuses it, and Landlock and seccomp need no_new_privs
 // (Landlock without CAP_SYS_ADMIN, which the tree must not keep); so do
 // unshare's.
-func Thread(netns int, ownIPC bool, inNetns func() error, ruleset int, filter []unix.SockFilter) error {
+func Thread(netns int, ownIPC bool, inNetns func() error, rulesets []int, filter []unix.SockFilter) error {
 	if netns >= 0 {
 		if err := unix.Setns(netns, unix.CLONE_NEWNET); err != nil {
 			return xerrors.Errorf("join network namespace: %w", err)
@@ -71,8 +72,11 @@ func Thread(netns int, ownIPC bool, inNetns func() error, ruleset int, filter []
 			return err
 		}
 	}
-	if ruleset >= 0 {
-		if err := LandlockRestrict(ruleset); err != nil {
+	for _, rs := range rulesets {
+		if rs < 0 {
+			continue
+		}
+		if err := LandlockRestrict(rs); err != nil {
 			return err
 		}
 	}
