@@ -257,6 +257,9 @@ type DirWatcher struct {
 	rep   *repairer    // the live repair (repair_linux.go); nil until its first view
 	ended bool         // closed: no live repair starts again
 	clock quartz.Clock // the repair's rate limit's; nil: the real one
+	// afterPass, if not nil, is called after each live repair pass with
+	// the mounts it made (tests).
+	afterPass func(made int, err error)
 }
 
 const dirWatchEvents = unix.IN_CREATE | unix.IN_MOVED_TO | unix.IN_DELETE_SELF | unix.IN_MOVE_SELF | unix.IN_ONLYDIR

@@ -346,11 +346,29 @@ func (r *repairer) pass(lv *liveView) {
 	liveRepairs.Add(1)
 	var made int
 	err := osthread.Throwaway(func() error {
-		var err error
-		made, err = repairNamespace(lv)
-		return err
+		if err := enterNamespace(lv.ns); err != nil {
+			return err
+		}
+		// The pass's own mounts are mount events too: take them now and
+		// look once more, on this thread, rather than wake for them and
+		// spend a pass of the rate limit. A change of the host's before
+		// this poll is seen by the next look; one after it wakes the loop.
+		for range 3 {
+			n, err := repairNamespace(lv)
+			made += n
+			if err != nil || n == 0 {
+				return err
+			}
+			fds := []unix.PollFd{{Fd: int32(lv.info), Events: unix.POLLPRI}}
+			_, _ = unix.Poll(fds, 0)
+		}
+		lv.pending.Store(true) // still changing: once more, within the rate limit
+		return nil
 	})
 	liveCovers.Add(int64(made))
+	if r.d.afterPass != nil {
+		r.d.afterPass(made, err)
+	}
 	switch {
 	case xerrors.Is(err, errGone):
 		// A path went while the pass looked at it (the host removing
@@ -406,29 +424,34 @@ func (r *repairer) closeAll() {
 	_ = unix.Close(r.epfd)
 }
 
-// repairNamespace takes the calling, locked (throwaway) thread into lv's
-// namespace and covers there what of lv's paths exists uncovered: each
-// read-only path not on a read-only mount is bound read-only onto itself,
-// then each hidden path not covered is covered. It returns how many mounts
-// it made.
-func repairNamespace(lv *liveView) (int, error) {
-	if err := EnterMountns(lv.ns); err != nil {
-		return 0, err
+// enterNamespace takes the calling, locked (throwaway) thread into the
+// mount namespace ns and checks that it is there: never a mount in the
+// host's namespace.
+func enterNamespace(ns int) error {
+	if err := EnterMountns(ns); err != nil {
+		return err
 	}
-	// Never a mount in the host's namespace: the thread must be in lv's.
 	var want, got, host unix.Stat_t
-	if err := unix.Fstat(lv.ns, &want); err != nil {
-		return 0, xerrors.Errorf("live repair: %w", err)
+	if err := unix.Fstat(ns, &want); err != nil {
+		return xerrors.Errorf("live repair: %w", err)
 	}
 	if err := unix.Stat(procfs.ThreadSelfFile("ns/mnt"), &got); err != nil {
-		return 0, xerrors.Errorf("live repair: %w", err)
+		return xerrors.Errorf("live repair: %w", err)
 	}
 	if err := unix.Stat(procfs.Path+"/self/ns/mnt", &host); err != nil {
-		return 0, xerrors.Errorf("live repair: %w", err)
+		return xerrors.Errorf("live repair: %w", err)
 	}
 	if got.Ino != want.Ino || got.Dev != want.Dev || got.Ino == host.Ino {
-		return 0, xerrors.New("live repair: not in the policy's mount namespace")
+		return xerrors.New("live repair: not in the policy's mount namespace")
 	}
+	return nil
+}
+
+// repairNamespace covers, in the calling thread's namespace (lv's:
+// enterNamespace), what of lv's paths exists uncovered: each read-only
+// path not on a read-only mount is bound read-only onto itself, then each
+// hidden path not covered is covered. It returns how many mounts it made.
+func repairNamespace(lv *liveView) (int, error) {
 	made := 0
 	for _, p := range lv.readOnly {
 		fd, ok, err := openBare(p)
