@@ -87,7 +87,10 @@ type MountView struct {
 //   - each of hide covered, a directory by an empty read-only tmpfs of
 //     mode 000, anything else by empty (an empty file of mode 000). A
 //     symbolic link is left alone: its target is in hide too
-//     (resolvePaths), and a mount would land on the target anyway.
+//     (resolvePaths), and a mount would land on the target anyway. So is
+//     a path reached through a link, here and in the live repair (a
+//     tree's link is never followed): the policy lists each path
+//     resolved as well.
 //
 // Device nodes stay usable on a read-only mount (the kernel checks the
 // mount for regular files, directories and links only), so /dev/null and
@@ -131,36 +134,13 @@ func MakeMountns(spec MountSpec) (MountView, error) {
 				return xerrors.Errorf("keep %s read-only: %w", p, err)
 			}
 		}
-		for _, p := range spec.ReadOnly {
-			if _, err := os.Stat(p); err != nil {
-				continue // missing: the policy warns (MountWatch)
-			}
-			if err := unix.Mount(p, p, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
-				return xerrors.Errorf("bind %s: %w", p, err)
-			}
-			if err := unix.MountSetattr(unix.AT_FDCWD, p, unix.AT_RECURSIVE,
-				&unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY}); err != nil {
-				return xerrors.Errorf("make %s read-only: %w", p, err)
-			}
-		}
-		for _, h := range spec.Hide {
-			st, err := os.Lstat(h)
-			if err != nil || st.Mode()&os.ModeSymlink != 0 {
-				continue // nothing there to hide (MountWatch looks again), or a link whose target is hidden
-			}
-			if st.IsDir() {
-				err = unix.Mount("tmpfs", h, "tmpfs", unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "size=4k,nr_inodes=1,mode=000")
-			} else {
-				err = unix.Mount(spec.Empty, h, "", unix.MS_BIND, "")
-				if err == nil {
-					// A bind takes its mount's flags, not the read-only
-					// view's: read-only too, so the cover cannot be chmod'ed.
-					err = unix.MountSetattr(unix.AT_FDCWD, h, 0, &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY})
-				}
-			}
-			if err != nil {
-				return xerrors.Errorf("cover %s: %w", h, err)
-			}
+		// ReadOnly binds, then covers, each mounted onto a descriptor of
+		// the path opened without following links, as the live repair does
+		// (a ReadOnly path lies inside Write, where a tree of the policy's
+		// last namespace may have put a link, or swap one in and out
+		// while this runs).
+		if _, err := coverNamespace(newCoverSet(spec)); err != nil {
+			return err
 		}
 		var err error
 		if v.NS, err = unix.Open(procfs.ThreadSelfFile("ns/mnt"), unix.O_RDONLY|unix.O_CLOEXEC, 0); err != nil {
@@ -344,17 +324,21 @@ func (d *DirWatcher) watchLocked(w *MountWatch, p string) bool {
 // watched one level deeper, one whose directory went one level higher.
 // The watches of existing paths only add events that a mount event
 // reports anyway (a path replaced detaches its cover).
-func (d *DirWatcher) rewatch(w *MountWatch) {
+//
+// It reports false, watching nothing, once w is closed (its live view
+// dropped): the pass then has nothing to do.
+func (d *DirWatcher) rewatch(w *MountWatch, lv *liveView) bool {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if d.ino < 0 || w.dirs == nil {
-		return
+	if d.ino < 0 || w.live != lv {
+		return false
 	}
 	for _, p := range w.paths {
 		if !d.watchLocked(w, p) {
 			w.stale.Store(true) // not watched: the next Start builds afresh
 		}
 	}
+	return true
 }
 
 // dropLocked forgets w. The kernel's watches stay: another policy may

@@ -62,11 +62,30 @@ type liveView struct {
 	key      uint64
 	w        *MountWatch
 	ns, info int
-	hide     []string // covered: a directory by an empty tmpfs, else by empty
+	covers   *coverSet
+	pending  atomic.Bool // an event matters to it: the loop runs a pass
+}
+
+// coverSet is what coverNamespace covers.
+type coverSet struct {
+	hide     []string // covered: a directory by an empty tmpfs, else by empty; parents first
 	readOnly []string
 	empty    string
-	emptyID  fileID
-	pending  atomic.Bool // an event matters to it: the loop runs a pass
+	emptyID  fileID // empty's; zero if it could not be found (then no file is covered)
+	emptyErr error
+}
+
+// newCoverSet returns spec's coverSet.
+func newCoverSet(spec MountSpec) *coverSet {
+	cs := &coverSet{hide: slices.Clone(spec.Hide), readOnly: slices.Clone(spec.ReadOnly), empty: spec.Empty}
+	// Parents before their children: a child of a directory covered
+	// first is hidden by that cover already (and found missing).
+	slices.SortStableFunc(cs.hide, func(a, b string) int { return len(a) - len(b) })
+	var st unix.Stat_t
+	if cs.emptyErr = unix.Stat(spec.Empty, &st); cs.emptyErr == nil {
+		cs.emptyID = fileID{uint64(st.Dev), st.Ino}
+	}
+	return cs
 }
 
 // fileID is a file's device and inode.
@@ -106,20 +125,15 @@ func (w *MountWatch) Live(v *MountView, spec MountSpec) error {
 	if w.dirs == nil || v.Live < 0 || v.NS < 0 {
 		return nil
 	}
-	var st unix.Stat_t
-	if err := unix.Stat(spec.Empty, &st); err != nil {
-		return xerrors.Errorf("live repair: %w", err)
+	cs := newCoverSet(spec)
+	if cs.emptyErr != nil {
+		return xerrors.Errorf("live repair: %w", cs.emptyErr)
 	}
 	ns, err := unix.FcntlInt(uintptr(v.NS), unix.F_DUPFD_CLOEXEC, 3)
 	if err != nil {
 		return xerrors.Errorf("live repair: dup: %w", err)
 	}
-	lv := &liveView{w: w, ns: ns, info: v.Live, empty: spec.Empty,
-		emptyID: fileID{uint64(st.Dev), st.Ino},
-		hide:    slices.Clone(spec.Hide), readOnly: slices.Clone(spec.ReadOnly)}
-	// Parents before their children: a child of a directory covered in
-	// this pass is hidden by that cover already.
-	slices.SortFunc(lv.hide, func(a, b string) int { return len(a) - len(b) })
+	lv := &liveView{w: w, ns: ns, info: v.Live, covers: cs}
 	v.Live = -1
 	if err := w.dirs.addLive(lv); err != nil {
 		_ = unix.Close(lv.ns)
@@ -342,7 +356,9 @@ func (r *repairer) take() bool {
 // namespace. A failure leaves the watch stale: the next Start builds the
 // policy afresh (the backstop).
 func (r *repairer) pass(lv *liveView) {
-	r.d.rewatch(lv.w)
+	if !r.d.rewatch(lv.w, lv) {
+		return // dropped meanwhile
+	}
 	liveRepairs.Add(1)
 	var made int
 	err := osthread.Throwaway(func() error {
@@ -354,7 +370,7 @@ func (r *repairer) pass(lv *liveView) {
 		// spend a pass of the rate limit. A change of the host's before
 		// this poll is seen by the next look; one after it wakes the loop.
 		for range 3 {
-			n, err := repairNamespace(lv)
+			n, err := coverNamespace(lv.covers)
 			made += n
 			if err != nil || n == 0 {
 				return err
@@ -365,6 +381,9 @@ func (r *repairer) pass(lv *liveView) {
 		lv.pending.Store(true) // still changing: once more, within the rate limit
 		return nil
 	})
+	if err != nil {
+		err = xerrors.Errorf("live repair: %w", err)
+	}
 	liveCovers.Add(int64(made))
 	if r.d.afterPass != nil {
 		r.d.afterPass(made, err)
@@ -383,7 +402,7 @@ func (r *repairer) pass(lv *liveView) {
 
 // errGone is a repair that found a path gone between its open and its
 // mount (the dentry is being removed).
-var errGone = xerrors.New("live repair: a path went during the repair")
+var errGone = xerrors.New("a path went while it was being covered")
 
 // goneErr turns a mount's failure on a path being removed into errGone.
 func goneErr(err error) error {
@@ -447,11 +466,12 @@ func enterNamespace(ns int) error {
 	return nil
 }
 
-// repairNamespace covers, in the calling thread's namespace (lv's:
-// enterNamespace), what of lv's paths exists uncovered: each read-only
-// path not on a read-only mount is bound read-only onto itself, then each
-// hidden path not covered is covered. It returns how many mounts it made.
-func repairNamespace(lv *liveView) (int, error) {
+// coverNamespace covers, in the calling thread's mount namespace (a
+// namespace being made, or a live one: enterNamespace), what of cs's
+// paths exists uncovered: each read-only path not on a read-only mount is
+// bound read-only onto itself, then each hidden path not covered is
+// covered. It returns how many mounts it made.
+func coverNamespace(lv *coverSet) (int, error) {
 	made := 0
 	for _, p := range lv.readOnly {
 		fd, ok, err := openBare(p)
@@ -471,7 +491,7 @@ func repairNamespace(lv *liveView) (int, error) {
 		}
 		_ = unix.Close(fd)
 		if err != nil {
-			return made, xerrors.Errorf("live repair: read-only %s: %w", p, goneErr(err))
+			return made, xerrors.Errorf("read-only %s: %w", p, goneErr(err))
 		}
 	}
 	efd := -1
@@ -526,7 +546,7 @@ func repairNamespace(lv *liveView) (int, error) {
 			return nil
 		}()
 		if err != nil {
-			return made, xerrors.Errorf("live repair: cover %s: %w", p, goneErr(err))
+			return made, xerrors.Errorf("cover %s: %w", p, goneErr(err))
 		}
 	}
 	return made, nil
@@ -550,23 +570,26 @@ func openBare(p string) (fd int, ok bool, err error) {
 		// a link, which may be a tree's: never followed.
 		return -1, false, nil
 	}
-	return -1, false, xerrors.Errorf("live repair: open %s: %w", p, err)
+	return -1, false, xerrors.Errorf("open %s: %w", p, err)
 }
 
 // openEmpty opens lv's empty file in the namespace (open_tree takes a
 // source in the caller's namespace only) and checks it is the one.
-func openEmpty(lv *liveView) (int, error) {
+func openEmpty(lv *coverSet) (int, error) {
+	if lv.emptyErr != nil {
+		return -1, xerrors.Errorf("the empty file to cover with: %w", lv.emptyErr)
+	}
 	fd, ok, err := openBare(lv.empty)
 	if err != nil {
 		return -1, err
 	}
 	if !ok {
-		return -1, xerrors.Errorf("live repair: %s not found in the namespace", lv.empty)
+		return -1, xerrors.Errorf("%s not found in the namespace", lv.empty)
 	}
 	var st unix.Stat_t
 	if err := unix.Fstat(fd, &st); err != nil || (fileID{uint64(st.Dev), st.Ino}) != lv.emptyID {
 		_ = unix.Close(fd)
-		return -1, xerrors.Errorf("live repair: %s is not the empty file", lv.empty)
+		return -1, xerrors.Errorf("%s is not the empty file", lv.empty)
 	}
 	return fd, nil
 }
