@@ -203,8 +203,12 @@ func TestSandboxLiveRepairFollowsNoLink(t *testing.T) {
 	if out := p.Output().Text; !strings.Contains(out, "wrote") {
 		t.Errorf("writes through the tree's own directories after the repair: output %q, want \"wrote\" (a link's target must stay writable)", out)
 	}
-	// The probe is read-only: the repair ran.
-	if out := runSandboxed(t, m, agentproc.Request{WorkDir: ws, Command: "echo x > ro-probe/f"}); exitCode(out.Info) == 0 {
-		t.Errorf("write in a ReadOnly directory the tree made: exit 0, want it refused")
+	// A later Start builds the namespace again (the policy's paths
+	// changed), with the links still there: the build must not follow
+	// them either. The probe stays read-only.
+	later := runSandboxed(t, m, agentproc.Request{WorkDir: ws,
+		Command: "echo x > ro-probe/f || echo refused; echo y > data/later && echo y > " + shellQuote(filepath.Join(outside, "later")) + " && echo wrote"})
+	if !strings.Contains(later.Text, "refused") || !strings.Contains(later.Text, "wrote") {
+		t.Errorf("a later tree: output %q, want the ReadOnly probe refused and the links' targets writable", later.Text)
 	}
 }
