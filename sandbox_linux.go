@@ -383,7 +383,9 @@ func (c *sandboxCache) build(b *sandboxBuilt, pol *sandboxPolicy) error {
 		if err != nil {
 			return xerrors.Errorf("mount namespace: %w", err)
 		}
-		if err := b.watch.Live(&v, spec); err != nil {
+		if err := b.watch.Live(&v, spec); err != nil && b.cache != nil {
+			// (A detached runner's policy, built outside the cache, is
+			// not repaired live: docs/sandbox-threats.md says so.)
 			// The Start-time check still holds for the next Starts.
 			b.missing = append(b.missing, unenforced{field: "Hide", soft: true,
 				reason: "a hidden or ReadOnly path made or replaced while this tree runs is covered from the next Start only: " + err.Error()})

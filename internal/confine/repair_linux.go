@@ -120,10 +120,14 @@ const (
 // Live keeps v's namespace covered while trees run in it: from now on, a
 // path of spec that appears or whose cover goes is covered in it at once
 // (see the top of this file). It takes over v.Live. Without a DirWatcher
-// (no inotify) it does nothing, and the Start-time check alone holds.
+// (no inotify: the caller's warning says so) it returns ErrNoLiveRepair,
+// and the Start-time check alone holds.
 func (w *MountWatch) Live(v *MountView, spec MountSpec) error {
-	if w.dirs == nil || v.Live < 0 || v.NS < 0 {
+	if v.Live < 0 || v.NS < 0 {
 		return nil
+	}
+	if w.dirs == nil {
+		return ErrNoLiveRepair
 	}
 	cs := newCoverSet(spec)
 	if cs.emptyErr != nil {
@@ -399,6 +403,10 @@ func (r *repairer) pass(lv *liveView) {
 		lv.w.stale.Store(true)
 	}
 }
+
+// ErrNoLiveRepair is Live's error where paths cannot be watched (no
+// inotify instance, or its limits reached).
+var ErrNoLiveRepair = xerrors.New("no inotify instance to watch the paths with")
 
 // errGone is a repair that found a path gone between its open and its
 // mount (the dentry is being removed).
