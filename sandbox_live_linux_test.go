@@ -1,6 +1,7 @@
 package agentproc_test
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -210,5 +211,39 @@ func TestSandboxLiveRepairFollowsNoLink(t *testing.T) {
 		Command: "echo x > ro-probe/f || echo refused; echo y > data/later && echo y > " + shellQuote(filepath.Join(outside, "later")) + " && echo wrote"})
 	if !strings.Contains(later.Text, "refused") || !strings.Contains(later.Text, "wrote") {
 		t.Errorf("a later tree: output %q, want the ReadOnly probe refused and the links' targets writable", later.Text)
+	}
+}
+
+// TestSandboxRepairStormBounded checks, as root, that a tree cannot make
+// the host repair its namespace without bound: it makes and removes a link
+// at its missing .git (a watched name, which the repair looks at and
+// leaves) as fast as it can, and the passes the Manager ran meanwhile stay
+// within the rate limit (a burst of 16, then 64 a second).
+func TestSandboxRepairStormBounded(t *testing.T) {
+	requireRootSandbox(t)
+	ws := t.TempDir()
+	m := newManager(t, agentproc.WithSandbox(agentproc.WorkspaceSandbox(ws)))
+	runSandboxed(t, m, agentproc.Request{Command: "true", WorkDir: ws}) // builds the policy
+	before := agentproc.LiveRepairPasses(m)
+	start := time.Now()
+	p := mustStart(t, m, agentproc.Request{WorkDir: ws,
+		Command: "i=0; while [ $i -lt 800 ]; do ln -s x .git; rm -f .git; i=$((i+1)); done; echo done"})
+	// Longer than testTimeout: without the limit the repairs slow the
+	// storm down, and the count is what the test reports.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, err := p.Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	took := time.Since(start)
+	passes := agentproc.LiveRepairPasses(m) - before
+	if out := p.Output().Text; !strings.Contains(out, "done") {
+		t.Fatalf("the storm: output %q", out)
+	}
+	// One more for the initial pass of a rebuild, and one for rounding.
+	limit := int64(16 + 64*took.Seconds() + 2)
+	t.Logf("%d passes in %v (limit %d)", passes, took, limit)
+	if passes > limit {
+		t.Errorf("a tree's storm of 1600 events in %v made %d repair passes, want at most %d (the rate limit)", took, passes, limit)
 	}
 }

@@ -240,6 +240,7 @@ type DirWatcher struct {
 	// afterPass, if not nil, is called after each live repair pass with
 	// the mounts it made (tests).
 	afterPass func(made int, err error)
+	passes    atomic.Int64 // the live repair's passes (RepairPasses)
 }
 
 const dirWatchEvents = unix.IN_CREATE | unix.IN_MOVED_TO | unix.IN_DELETE_SELF | unix.IN_MOVE_SELF | unix.IN_ONLYDIR

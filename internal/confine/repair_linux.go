@@ -55,6 +55,9 @@ var liveRepairs, liveCovers atomic.Int64
 // made, in this process (tests wait on them).
 func LiveRepairs() (passes, mounts int64) { return liveRepairs.Load(), liveCovers.Load() }
 
+// RepairPasses reports how many live repair passes d's repairer ran.
+func (d *DirWatcher) RepairPasses() int64 { return d.passes.Load() }
+
 // liveView is a namespace the repairer keeps covered: its own descriptors
 // (a duplicate of the namespace's, and a mountinfo of its own, so that
 // its poll does not take the Start-time check's events), and what to cover.
@@ -364,6 +367,7 @@ func (r *repairer) pass(lv *liveView) {
 		return // dropped meanwhile
 	}
 	liveRepairs.Add(1)
+	r.d.passes.Add(1)
 	var made int
 	err := osthread.Throwaway(func() error {
 		if err := enterNamespace(lv.ns); err != nil {
@@ -489,9 +493,13 @@ func coverNamespace(lv *coverSet) (int, error) {
 			}
 			continue
 		}
+		var st unix.Stat_t
 		var sfs unix.Statfs_t
-		err = unix.Fstatfs(fd, &sfs)
-		if err == nil && sfs.Flags&unix.ST_RDONLY == 0 {
+		err = unix.Fstat(fd, &st)
+		if err == nil && st.Mode&unix.S_IFMT != unix.S_IFLNK { // a link is left alone, as in hide
+			err = unix.Fstatfs(fd, &sfs)
+		}
+		if err == nil && st.Mode&unix.S_IFMT != unix.S_IFLNK && sfs.Flags&unix.ST_RDONLY == 0 {
 			err = bindReadOnly(fd)
 			if err == nil {
 				made++
