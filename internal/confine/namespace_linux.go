@@ -139,7 +139,7 @@ func MakeMountns(spec MountSpec) (MountView, error) {
 		// (a ReadOnly path lies inside Write, where a tree of the policy's
 		// last namespace may have put a link, or swap one in and out
 		// while this runs).
-		if _, err := coverNamespace(newCoverSet(spec)); err != nil {
+		if _, _, err := coverNamespace(newCoverSet(spec)); err != nil {
 			return err
 		}
 		var err error
@@ -317,24 +317,33 @@ func (d *DirWatcher) watchLocked(w *MountWatch, p string) bool {
 	}
 }
 
-// rewatch watches, for each of w's paths, the nearest existing directory
-// above it for its next component: the live repair calls it before each
-// pass, so that a path that appears (or appears again: removed and made
-// anew, or renamed into place) after the pass looked is reported, however
-// the two interleave. A path whose directory above appeared is then
-// watched one level deeper, one whose directory went one level higher.
-// The watches of existing paths only add events that a mount event
-// reports anyway (a path replaced detaches its cover).
-//
-// It reports false, watching nothing, once w is closed (its live view
-// dropped): the pass then has nothing to do.
+// rewatch watches again, for each of w's paths missing now, the nearest
+// existing directory above it for its next component: one whose directory
+// above appeared is then watched one level deeper, one whose directory
+// went one level higher. The live repair calls it before each pass, and
+// watchMissing after it for what the pass found missing. It reports
+// false, watching nothing, once w is closed (its live view dropped): the
+// pass then has nothing to do.
 func (d *DirWatcher) rewatch(w *MountWatch, lv *liveView) bool {
+	var missing []string
+	for _, p := range w.paths {
+		var st unix.Stat_t
+		if unix.Lstat(p, &st) != nil {
+			missing = append(missing, p)
+		}
+	}
+	return d.watchMissing(w, lv, missing)
+}
+
+// watchMissing watches the nearest existing directory above each of
+// paths for w; false once w is closed.
+func (d *DirWatcher) watchMissing(w *MountWatch, lv *liveView, paths []string) bool {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.ino < 0 || w.live != lv {
 		return false
 	}
-	for _, p := range w.paths {
+	for _, p := range paths {
 		if !d.watchLocked(w, p) {
 			w.stale.Store(true) // not watched: the next Start builds afresh
 		}

@@ -67,7 +67,12 @@ type liveView struct {
 	ns, info int
 	covers   *coverSet
 	pending  atomic.Bool // an event matters to it: the loop runs a pass
+	retries  int         // passes run again in a row for a path gone or found (the loop's)
 }
+
+// maxRetries bounds the passes run again in a row for one view without an
+// event: past it the view is left to the Start-time check (stale).
+const maxRetries = 8
 
 // coverSet is what coverNamespace covers.
 type coverSet struct {
@@ -369,6 +374,7 @@ func (r *repairer) pass(lv *liveView) {
 	liveRepairs.Add(1)
 	r.d.passes.Add(1)
 	var made int
+	var missing []string
 	err := osthread.Throwaway(func() error {
 		if err := enterNamespace(lv.ns); err != nil {
 			return err
@@ -378,8 +384,8 @@ func (r *repairer) pass(lv *liveView) {
 		// spend a pass of the rate limit. A change of the host's before
 		// this poll is seen by the next look; one after it wakes the loop.
 		for range 3 {
-			n, err := coverNamespace(lv.covers)
-			made += n
+			n, miss, err := coverNamespace(lv.covers)
+			made, missing = made+n, miss
 			if err != nil || n == 0 {
 				return err
 			}
@@ -396,21 +402,40 @@ func (r *repairer) pass(lv *liveView) {
 	if r.d.afterPass != nil {
 		r.d.afterPass(made, err)
 	}
+	again := xerrors.Is(err, errGone) // a path went while the pass covered it
+	if err == nil && len(missing) > 0 {
+		// Watched only now: a path made between the pass's look and its
+		// watch is reported by neither, so look for it here.
+		if !r.d.watchMissing(lv.w, lv, missing) {
+			return
+		}
+		for _, p := range missing {
+			var st unix.Stat_t
+			if unix.Lstat(p, &st) == nil {
+				again = true
+				break
+			}
+		}
+	}
 	switch {
-	case xerrors.Is(err, errGone):
-		// A path went while the pass looked at it (the host removing
-		// a .git it makes again): once more, watching it from where it
-		// now is missing.
-		lv.pending.Store(true)
+	case again && lv.retries < maxRetries:
+		lv.retries++
+		lv.pending.Store(true) // once more, within the rate limit
 		r.poke()
-	case err != nil:
+	case again || (err != nil && !xerrors.Is(err, errGone)):
 		lv.w.stale.Store(true)
+		lv.retries = 0
+	default:
+		lv.retries = 0
 	}
 }
 
 // ErrNoLiveRepair is Live's error where paths cannot be watched (no
 // inotify instance, or its limits reached).
 var ErrNoLiveRepair = xerrors.New("no inotify instance to watch the paths with")
+
+// errMissing is openBare's: the path does not exist.
+var errMissing = xerrors.New("missing")
 
 // errGone is a repair that found a path gone between its open and its
 // mount (the dentry is being removed).
@@ -482,14 +507,26 @@ func enterNamespace(ns int) error {
 // namespace being made, or a live one: enterNamespace), what of cs's
 // paths exists uncovered: each read-only path not on a read-only mount is
 // bound read-only onto itself, then each hidden path not covered is
-// covered. It returns how many mounts it made.
-func coverNamespace(lv *coverSet) (int, error) {
-	made := 0
+// covered. It returns how many mounts it made, and the paths it found
+// missing (not those below a hidden directory, which its cover hides).
+func coverNamespace(lv *coverSet) (made int, missing []string, err error) {
+	note := func(p string) {
+		for _, h := range lv.hide {
+			if h != p && within(p, h) {
+				return
+			}
+		}
+		missing = append(missing, p)
+	}
 	for _, p := range lv.readOnly {
 		fd, ok, err := openBare(p)
+		if err == errMissing {
+			note(p)
+			continue
+		}
 		if err != nil || !ok {
 			if err != nil {
-				return made, err
+				return made, missing, err
 			}
 			continue
 		}
@@ -507,7 +544,7 @@ func coverNamespace(lv *coverSet) (int, error) {
 		}
 		_ = unix.Close(fd)
 		if err != nil {
-			return made, xerrors.Errorf("read-only %s: %w", p, goneErr(err))
+			return made, missing, xerrors.Errorf("read-only %s: %w", p, goneErr(err))
 		}
 	}
 	efd := -1
@@ -518,9 +555,13 @@ func coverNamespace(lv *coverSet) (int, error) {
 	}()
 	for _, p := range lv.hide {
 		fd, ok, err := openBare(p)
+		if err == errMissing {
+			note(p)
+			continue
+		}
 		if err != nil || !ok {
 			if err != nil {
-				return made, err
+				return made, missing, err
 			}
 			continue
 		}
@@ -562,10 +603,10 @@ func coverNamespace(lv *coverSet) (int, error) {
 			return nil
 		}()
 		if err != nil {
-			return made, xerrors.Errorf("cover %s: %w", p, goneErr(err))
+			return made, missing, xerrors.Errorf("cover %s: %w", p, goneErr(err))
 		}
 	}
-	return made, nil
+	return made, missing, nil
 }
 
 // openBare opens p in the calling thread's namespace as a location only
@@ -581,9 +622,11 @@ func openBare(p string) (fd int, ok bool, err error) {
 	switch err {
 	case nil:
 		return fd, true, nil
-	case unix.ENOENT, unix.ENOTDIR, unix.ELOOP, unix.EACCES:
-		// Missing (the watch sees it appear), below a cover, or through
-		// a link, which may be a tree's: never followed.
+	case unix.ENOENT:
+		return -1, false, errMissing // the watch sees it appear
+	case unix.ENOTDIR, unix.ELOOP, unix.EACCES:
+		// Below a cover or a file, or through a link, which may be a
+		// tree's: never followed.
 		return -1, false, nil
 	}
 	return -1, false, xerrors.Errorf("open %s: %w", p, err)
@@ -596,7 +639,7 @@ func openEmpty(lv *coverSet) (int, error) {
 		return -1, xerrors.Errorf("the empty file to cover with: %w", lv.emptyErr)
 	}
 	fd, ok, err := openBare(lv.empty)
-	if err != nil {
+	if err != nil && err != errMissing {
 		return -1, err
 	}
 	if !ok {
