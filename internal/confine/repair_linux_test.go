@@ -32,8 +32,9 @@ func readInNamespace(ns int, p string) (string, error) {
 
 // TestLiveRepair checks, as root, that a namespace made live is repaired
 // while it is in use: a hidden file made after it was made (an inotify
-// event) and a covered one replaced by a rename (a mount event: the cover
-// is detached) are covered again, each within a few milliseconds; it
+// event), a covered one replaced by a rename (a mount event: the cover is
+// detached), and a covered one removed and made again are covered again,
+// each within a few milliseconds; it
 // logs the latencies, from the host's change to the end of the pass that
 // covered it. Each round has a namespace and a repairer of its own, so
 // that the rate limit (a burst of repairBurst) is not what is measured.
@@ -132,6 +133,24 @@ func liveRepairRound(t *testing.T, spec MountSpec, made, replaced string) (madeL
 		if got, err := readInNamespace(v.NS, p); err != nil || strings.Contains(got, "SECRET") {
 			t.Errorf("read %s in the namespace: got %q, %v; want the empty cover", p, got, err)
 		}
+	}
+
+	// Removed (its cover goes: a pass finds it missing and watches for
+	// it), then made again.
+	if err := os.Remove(made); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-passes:
+	case <-deadline:
+		t.Fatal("no pass after a covered file was removed")
+	}
+	if err := os.WriteFile(made, []byte("AGAIN-SECRET"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	waitMount(made + " made again")
+	if got, err := readInNamespace(v.NS, made); err != nil || strings.Contains(got, "SECRET") {
+		t.Errorf("read %s made again in the namespace: got %q, %v; want the empty cover", made, got, err)
 	}
 	return madeLat, replacedLat
 }
