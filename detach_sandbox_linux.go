@@ -91,7 +91,7 @@ func (c *sandboxCache) buildAlone(pol *sandboxPolicy) (*sandboxBuilt, error) {
 	if closed {
 		return nil, ErrClosed
 	}
-	b := &sandboxBuilt{ruleset: -1, netns: -1, mntns: -1, view: confine.MountView{NS: -1, Events: -1}, uncached: true}
+	b := &sandboxBuilt{ruleset: -1, netns: -1, mntns: -1, view: confine.MountView{NS: -1, Events: -1, Live: -1}, uncached: true}
 	if err := c.build(b, pol); err != nil {
 		b.release()
 		return nil, err
@@ -155,7 +155,7 @@ func runnerSandbox(v string) (*sandboxBuilt, string, error) {
 		return nil, "", xerrors.New("bad sandbox description")
 	}
 	tmp := strings.Join(f[5:], ",") // a temp dir's name may hold a comma
-	b := &sandboxBuilt{dropCaps: f[3] == "1", view: confine.MountView{NS: -1, Events: -1}, uncached: true}
+	b := &sandboxBuilt{dropCaps: f[3] == "1", view: confine.MountView{NS: -1, Events: -1, Live: -1}, uncached: true}
 	for i, p := range []*int{&b.ruleset, &b.netns, &b.mntns} {
 		n, err := strconv.Atoi(f[i])
 		if err != nil || n < -1 {

@@ -175,6 +175,10 @@ func SpareCgroupDirs(ctx context.Context, m *Manager, n int) ([]string, error) {
 // made so far, and how many of them placed the main thread.
 func Placements() (all, onMain int64) { return placements.Load(), mainPlacements.Load() }
 
+// LiveRepairPasses returns how many passes m's live repair of its
+// policies' mount namespaces ran (internal/confine/repair_linux.go).
+func LiveRepairPasses(m *Manager) int64 { return m.sandbox.cache.dirs.RepairPasses() }
+
 // MountRebuilds returns how many policies were built again so far because
 // their mount namespace no longer covered what they name.
 func MountRebuilds() int64 { return mountRebuilds.Load() }

@@ -301,7 +301,7 @@ func (c *sandboxCache) getOnce(pol *sandboxPolicy) (*sandboxBuilt, error) {
 	}
 	b := c.built[pol.key]
 	if b == nil {
-		b = &sandboxBuilt{ruleset: -1, netns: -1, mntns: -1, view: confine.MountView{NS: -1, Events: -1}, cache: c}
+		b = &sandboxBuilt{ruleset: -1, netns: -1, mntns: -1, view: confine.MountView{NS: -1, Events: -1, Live: -1}, cache: c}
 		limit := c.limit
 		if limit <= 0 {
 			limit = maxBuiltPolicies
@@ -431,6 +431,13 @@ func (c *sandboxCache) build(b *sandboxBuilt, pol *sandboxPolicy) error {
 		v, err := confine.MakeMountns(spec)
 		if err != nil {
 			return xerrors.Errorf("mount namespace: %w", err)
+		}
+		if err := b.watch.Live(&v, spec); err != nil && b.cache != nil {
+			// (A detached runner's policy, built outside the cache, is
+			// not repaired live: docs/sandbox-threats.md says so.)
+			// The Start-time check still holds for the next Starts.
+			b.missing = append(b.missing, unenforced{field: "Hide", soft: true,
+				reason: "a hidden or ReadOnly path made or replaced while this tree runs is covered from the next Start only: " + err.Error()})
 		}
 		b.view = v
 		b.mntns = v.NS

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"unsafe"
 
+	"github.com/coder/quartz"
 	"golang.org/x/sys/unix"
 	"golang.org/x/xerrors"
 
@@ -69,8 +70,12 @@ type MountSpec struct {
 // mount the host makes later propagates in writable, and a cover whose
 // path the host replaces (a rename over a hidden file, a .git removed and
 // made again) is detached from this namespace too.
+//
+// Live is a second mountinfo of the namespace, for the live repair
+// (MountWatch.Live), which takes it over: each descriptor reports a
+// change once, so the Start-time check and the repair each need their own.
 type MountView struct {
-	NS, Events int // -1: none
+	NS, Events, Live int // -1: none
 }
 
 // MakeMountns makes the mount namespace of spec on a throwaway thread:
@@ -83,7 +88,10 @@ type MountView struct {
 //   - each of hide covered, a directory by an empty read-only tmpfs of
 //     mode 000, anything else by empty (an empty file of mode 000). A
 //     symbolic link is left alone: its target is in hide too
-//     (resolvePaths), and a mount would land on the target anyway.
+//     (resolvePaths), and a mount would land on the target anyway. So is
+//     a path reached through a link, here and in the live repair (a
+//     tree's link is never followed): the policy lists each path
+//     resolved as well.
 //
 // Device nodes stay usable on a read-only mount (the kernel checks the
 // mount for regular files, directories and links only), so /dev/null and
@@ -92,7 +100,7 @@ type MountView struct {
 // the next Start to build the namespace again. A tree in it cannot undo a
 // mount: it has no capabilities.
 func MakeMountns(spec MountSpec) (MountView, error) {
-	v := MountView{NS: -1, Events: -1}
+	v := MountView{NS: -1, Events: -1, Live: -1}
 	err := osthread.Throwaway(func() error {
 		if err := unix.Unshare(unix.CLONE_NEWNS); err != nil {
 			return xerrors.Errorf("unshare: %w", err)
@@ -127,48 +135,28 @@ func MakeMountns(spec MountSpec) (MountView, error) {
 				return xerrors.Errorf("keep %s read-only: %w", p, err)
 			}
 		}
-		for _, p := range spec.ReadOnly {
-			if _, err := os.Stat(p); err != nil {
-				continue // missing: the policy warns (MountWatch)
-			}
-			if err := unix.Mount(p, p, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
-				return xerrors.Errorf("bind %s: %w", p, err)
-			}
-			if err := unix.MountSetattr(unix.AT_FDCWD, p, unix.AT_RECURSIVE,
-				&unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY}); err != nil {
-				return xerrors.Errorf("make %s read-only: %w", p, err)
-			}
-		}
-		for _, h := range spec.Hide {
-			st, err := os.Lstat(h)
-			if err != nil || st.Mode()&os.ModeSymlink != 0 {
-				continue // nothing there to hide (MountWatch looks again), or a link whose target is hidden
-			}
-			if st.IsDir() {
-				err = unix.Mount("tmpfs", h, "tmpfs", unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "size=4k,nr_inodes=1,mode=000")
-			} else {
-				err = unix.Mount(spec.Empty, h, "", unix.MS_BIND, "")
-				if err == nil {
-					// A bind takes its mount's flags, not the read-only
-					// view's: read-only too, so the cover cannot be chmod'ed.
-					err = unix.MountSetattr(unix.AT_FDCWD, h, 0, &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY})
-				}
-			}
-			if err != nil {
-				return xerrors.Errorf("cover %s: %w", h, err)
-			}
+		// ReadOnly binds, then covers, each mounted onto a descriptor of
+		// the path opened without following links, as the live repair does
+		// (a ReadOnly path lies inside Write, where a tree of the policy's
+		// last namespace may have put a link, or swap one in and out
+		// while this runs).
+		if _, _, err := coverNamespace(newCoverSet(spec)); err != nil {
+			return err
 		}
 		var err error
 		if v.NS, err = unix.Open(procfs.ThreadSelfFile("ns/mnt"), unix.O_RDONLY|unix.O_CLOEXEC, 0); err != nil {
 			return err
 		}
-		// Opened last: it reports the changes after these mounts.
-		v.Events, err = unix.Open(procfs.ThreadSelfFile("mountinfo"), unix.O_RDONLY|unix.O_CLOEXEC, 0)
+		// Opened last: they report the changes after these mounts.
+		if v.Events, err = unix.Open(procfs.ThreadSelfFile("mountinfo"), unix.O_RDONLY|unix.O_CLOEXEC, 0); err != nil {
+			return err
+		}
+		v.Live, err = unix.Open(procfs.ThreadSelfFile("mountinfo"), unix.O_RDONLY|unix.O_CLOEXEC, 0)
 		return err
 	})
 	if err != nil {
 		v.Close()
-		return MountView{NS: -1, Events: -1}, err
+		return MountView{NS: -1, Events: -1, Live: -1}, err
 	}
 	return v, nil
 }
@@ -192,7 +180,7 @@ func readOnlyMountsWithin(dirs []string) ([]string, error) {
 
 // Close closes v's descriptors.
 func (v *MountView) Close() {
-	for _, fd := range []*int{&v.NS, &v.Events} {
+	for _, fd := range []*int{&v.NS, &v.Events, &v.Live} {
 		if *fd >= 0 {
 			_ = unix.Close(*fd)
 			*fd = -1
@@ -225,9 +213,11 @@ func (v *MountView) Changed() bool {
 // paths.
 type MountWatch struct {
 	missing []string
+	paths   []string    // every path of the spec, for the live repair to watch again
 	dirs    *DirWatcher // nil: look up every missing path
 	regs    []dirReg    // what dirs holds for w, dropped by close
 	stale   atomic.Bool
+	live    *liveView // the live repair's view (Live); guarded by dirs.mu
 }
 
 // dirReg is one name watched for in one directory.
@@ -245,6 +235,13 @@ type DirWatcher struct {
 	made  bool // ino has been made (or failed, or closed)
 	ino   int  // -1: failed or closed
 	names map[int32]map[string][]*MountWatch
+	rep   *repairer    // the live repair (repair_linux.go); nil until its first view
+	ended bool         // closed: no live repair starts again
+	clock quartz.Clock // the repair's rate limit's; nil: the real one
+	// afterPass, if not nil, is called after each live repair pass with
+	// the mounts it made (tests).
+	afterPass func(made int, err error)
+	passes    atomic.Int64 // the live repair's passes (RepairPasses)
 }
 
 const dirWatchEvents = unix.IN_CREATE | unix.IN_MOVED_TO | unix.IN_DELETE_SELF | unix.IN_MOVE_SELF | unix.IN_ONLYDIR
@@ -256,7 +253,8 @@ func NewMountWatch(spec MountSpec, dirs *DirWatcher) *MountWatch {
 	w := &MountWatch{}
 	// A Write directory made later must be bound writable too, or it would
 	// stay read-only in the view.
-	for _, p := range slices.Concat(spec.ReadOnly, spec.Hide, spec.Write) {
+	w.paths = slices.Concat(spec.ReadOnly, spec.Hide, spec.Write)
+	for _, p := range w.paths {
 		var st unix.Stat_t
 		if unix.Lstat(p, &st) != nil {
 			w.missing = append(w.missing, p)
@@ -288,23 +286,67 @@ func (d *DirWatcher) add(w *MountWatch) bool {
 		return false
 	}
 	for _, p := range w.missing {
-		dir, name := filepath.Dir(p), filepath.Base(p)
-		for {
-			wd, err := unix.InotifyAddWatch(d.ino, dir, dirWatchEvents)
-			if err == nil {
-				r := dirReg{int32(wd), name}
-				if d.names[r.wd] == nil {
-					d.names[r.wd] = map[string][]*MountWatch{}
-				}
+		if !d.watchLocked(w, p) {
+			d.dropLocked(w)
+			return false
+		}
+	}
+	return true
+}
+
+// watchLocked watches the nearest existing directory above p for the next
+// component of p, for w, once, and reports whether it could.
+func (d *DirWatcher) watchLocked(w *MountWatch, p string) bool {
+	dir, name := filepath.Dir(p), filepath.Base(p)
+	for {
+		wd, err := unix.InotifyAddWatch(d.ino, dir, dirWatchEvents)
+		if err == nil {
+			r := dirReg{int32(wd), name}
+			if d.names[r.wd] == nil {
+				d.names[r.wd] = map[string][]*MountWatch{}
+			}
+			if !slices.Contains(d.names[r.wd][name], w) {
 				d.names[r.wd][name] = append(d.names[r.wd][name], w)
 				w.regs = append(w.regs, r)
-				break
 			}
-			if (err != unix.ENOENT && err != unix.ENOTDIR) || dir == "/" {
-				d.dropLocked(w)
-				return false
-			}
-			dir, name = filepath.Dir(dir), filepath.Base(dir)
+			return true
+		}
+		if (err != unix.ENOENT && err != unix.ENOTDIR) || dir == "/" {
+			return false
+		}
+		dir, name = filepath.Dir(dir), filepath.Base(dir)
+	}
+}
+
+// rewatch watches again, for each of w's paths missing now, the nearest
+// existing directory above it for its next component: one whose directory
+// above appeared is then watched one level deeper, one whose directory
+// went one level higher. The live repair calls it before each pass, and
+// watchMissing after it for what the pass found missing. It reports
+// false, watching nothing, once w is closed (its live view dropped): the
+// pass then has nothing to do.
+func (d *DirWatcher) rewatch(w *MountWatch, lv *liveView) bool {
+	var missing []string
+	for _, p := range w.paths {
+		var st unix.Stat_t
+		if unix.Lstat(p, &st) != nil {
+			missing = append(missing, p)
+		}
+	}
+	return d.watchMissing(w, lv, missing)
+}
+
+// watchMissing watches the nearest existing directory above each of
+// paths for w; false once w is closed.
+func (d *DirWatcher) watchMissing(w *MountWatch, lv *liveView, paths []string) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.ino < 0 || w.live != lv {
+		return false
+	}
+	for _, p := range paths {
+		if !d.watchLocked(w, p) {
+			w.stale.Store(true) // not watched: the next Start builds afresh
 		}
 	}
 	return true
@@ -320,15 +362,23 @@ func (d *DirWatcher) dropLocked(w *MountWatch) {
 }
 
 // read drains the instance and marks stale every watch an event matters
-// to. The lock is held across the reads, which never block (the instance
-// is non-blocking): a Start that finds the queue emptied by a concurrent
-// Start must also find the verdict that Start reached.
-func (d *DirWatcher) read() {
+// to, and its live view (if any) due for a repair pass; with poke (a
+// Start's read, not the repair loop's own) it wakes the repair loop for
+// them. The lock is held across the reads, which never block (the
+// instance is non-blocking): a Start that finds the queue emptied by a
+// concurrent Start must also find the verdict that Start reached.
+func (d *DirWatcher) read(poke bool) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if !d.made || d.ino < 0 {
 		return
 	}
+	woke := false
+	defer func() {
+		if woke && poke && d.rep != nil {
+			d.rep.poke()
+		}
+	}()
 	var buf [4096]byte
 	for {
 		n, err := unix.Read(d.ino, buf[:])
@@ -363,13 +413,25 @@ func (d *DirWatcher) read() {
 			}
 			for _, w := range hit {
 				w.stale.Store(true)
+				if w.live != nil {
+					w.live.pending.Store(true)
+					woke = true
+				}
 			}
 		}
 	}
 }
 
-// Close closes the instance (the Manager's Close).
+// Close ends the live repair and closes the instance (the Manager's
+// Close).
 func (d *DirWatcher) Close() {
+	d.mu.Lock()
+	r := d.rep
+	d.rep, d.ended = nil, true
+	d.mu.Unlock()
+	if r != nil {
+		r.stop() // without the lock: the loop takes it to read
+	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.made && d.ino >= 0 {
@@ -384,6 +446,10 @@ func (w *MountWatch) Close() {
 		w.dirs.mu.Lock()
 		if w.dirs.names != nil {
 			w.dirs.dropLocked(w)
+		}
+		if w.live != nil {
+			w.dirs.dropLiveLocked(w.live)
+			w.live = nil
 		}
 		w.dirs.mu.Unlock()
 		w.dirs = nil
@@ -402,7 +468,7 @@ func (w *MountWatch) Changed(v *MountView) bool {
 		return true
 	}
 	if w.dirs != nil {
-		w.dirs.read()
+		w.dirs.read(true)
 		return w.stale.Load()
 	}
 	for _, p := range w.missing {

@@ -35,7 +35,7 @@ func TestMountWatch(t *testing.T) {
 			if len(w.missing) != 2 {
 				t.Fatalf("missing %q, want both paths", w.missing)
 			}
-			none := MountView{NS: -1, Events: -1}
+			none := MountView{NS: -1, Events: -1, Live: -1}
 			if err := os.WriteFile(filepath.Join(dir, "other"), nil, 0o600); err != nil {
 				t.Fatal(err)
 			}
@@ -74,7 +74,7 @@ func TestMountWatch(t *testing.T) {
 		if err := os.WriteFile(p, nil, 0o600); err != nil {
 			t.Fatal(err)
 		}
-		none := MountView{NS: -1, Events: -1}
+		none := MountView{NS: -1, Events: -1, Live: -1}
 		if !a.Changed(&none) || !b.Changed(&none) {
 			t.Errorf("%s made: changed %v and %v, want both", p, a.Changed(&none), b.Changed(&none))
 		}
