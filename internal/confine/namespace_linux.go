@@ -143,6 +143,13 @@ func MakeMountns(spec MountSpec) (MountView, error) {
 		if _, _, err := coverNamespace(newCoverSet(spec)); err != nil {
 			return err
 		}
+		// Every mount shared too (each still a slave of the host's): a
+		// tree's own copy (PrivateTemp) is made a slave of these, so that
+		// what the live repair mounts here reaches the trees already
+		// running in copies, and nothing a copy mounts comes back.
+		if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_SHARED, ""); err != nil {
+			return xerrors.Errorf("make mounts shared: %w", err)
+		}
 		var err error
 		if v.NS, err = unix.Open(procfs.ThreadSelfFile("ns/mnt"), unix.O_RDONLY|unix.O_CLOEXEC, 0); err != nil {
 			return err
@@ -528,6 +535,12 @@ func PrivateTemp(parent, tmp string) (int, error) {
 	}
 	if err := unix.Unshare(unix.CLONE_NEWNS); err != nil {
 		return -1, xerrors.Errorf("unshare mount namespace for the temp dir: %w", err)
+	}
+	// Slaves of the policy's namespace, whose mounts are shared: the live
+	// repair's covers there reach this copy, and the cover of parent
+	// below stays in it.
+	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_SLAVE, ""); err != nil {
+		return -1, xerrors.Errorf("make the temp dir's mounts slaves: %w", err)
 	}
 	if err := unix.Mount("tmpfs", parent, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "size=4k,nr_inodes=4,mode=0711"); err != nil {
 		return -1, xerrors.Errorf("cover %s: %w", parent, err)
