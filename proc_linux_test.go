@@ -1,6 +1,7 @@
 package agentproc
 
 import (
+	"io"
 	"os"
 	"os/exec"
 	"slices"
@@ -75,16 +76,34 @@ func TestProbeMarkedSkipsOnlyFreePIDs(t *testing.T) {
 		t.Fatal(err)
 	}
 	entry := MarkerEnv + "=probe-" + strconv.Itoa(os.Getpid())
-	live := exec.Command("sleep", "60")
+	// The child says it runs: Start returns when the exec has closed the
+	// close-on-exec descriptors, before the kernel has set up the new
+	// program's environment, which /proc/PID/environ then reads empty
+	// (this failed under load in CI).
+	live := exec.Command("sh", "-c", "echo ready; read x")
 	live.Env = append(os.Environ(), entry)
+	stdin, err := live.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := live.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := live.Start(); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
+		_ = stdin.Close()
 		_ = live.Process.Kill()
 		_ = live.Wait()
 	})
-	// Start returned once sleep was exec'd, with entry in its environment.
+	if f, ok := stdout.(*os.File); ok {
+		_ = f.SetReadDeadline(time.Now().Add(10 * time.Second))
+	}
+	if _, err := io.ReadFull(stdout, make([]byte, len("ready\n"))); err != nil {
+		t.Fatalf("the marked child never said it runs: %v", err)
+	}
 	if !s.mayBeMarked(live.Process.Pid, []byte(entry)) {
 		t.Fatal("the marked child does not read as marked")
 	}
