@@ -20,14 +20,15 @@ import (
 // makes, or replaces by a rename (which detaches its cover), while it runs.
 // So a goroutine per DirWatcher (per Manager) waits on the DirWatcher's
 // inotify instance and on a mountinfo descriptor of each live namespace,
-// all in one epoll instance (no timer, no polling), and on an event covers what is bare in
-// that namespace at once, on a throwaway thread that joins it
-// (repairNamespace). The Start-time check stays as the backstop: it sees
-// the same events on its own descriptors and builds the policy afresh for
-// the next Start.
+// all in one epoll instance (no timer, no polling), and on an event
+// covers what is bare in that namespace at once, on a throwaway thread
+// that joins it (enterNamespace, coverNamespace). The Start-time check
+// stays as the backstop: it sees the same events on its own descriptors
+// and builds the policy afresh for the next Start.
 //
-// A tree may race the repair wherever it can write: a hidden or read-only
-// path inside Write, or below a directory in Write. So the repair never
+// A tree may race the repair wherever it can write: a read-only path lies
+// inside Write (.git), and a hidden path may lie in another policy's
+// Write. So the repair never
 // mounts by a path: it opens each path in the namespace without following
 // any symbolic link (openat2, RESOLVE_NO_SYMLINKS, O_PATH|O_NOFOLLOW),
 // checks what it opened, and mounts onto that descriptor with the new
@@ -42,18 +43,12 @@ import (
 
 // Repair rate limit: a token bucket of repairBurst passes, refilled at
 // repairRate per second. A pass costs a thread, a setns and a few system
-// calls per path: about 0.3 ms here with WorkspaceSandbox's 60 paths.
+// calls per path: about half a millisecond here, from the event to the
+// covers, with WorkspaceSandbox's paths (docs/measurements.md).
 const (
 	repairBurst = 16
 	repairRate  = 64
 )
-
-// liveRepairs counts the repair passes run, liveCovers the mounts they made.
-var liveRepairs, liveCovers atomic.Int64
-
-// LiveRepairs reports how many repair passes ran and how many mounts they
-// made, in this process (tests wait on them).
-func LiveRepairs() (passes, mounts int64) { return liveRepairs.Load(), liveCovers.Load() }
 
 // RepairPasses reports how many live repair passes d's repairer ran.
 func (d *DirWatcher) RepairPasses() int64 { return d.passes.Load() }
@@ -282,11 +277,6 @@ func (r *repairer) loop() {
 		if err == unix.EINTR {
 			continue
 		}
-		select {
-		case <-r.closing:
-			return
-		default:
-		}
 		if err != nil {
 			// Not expected. The Start-time check still holds: mark every
 			// view stale, and keep the descriptors until stop.
@@ -314,6 +304,13 @@ func (r *repairer) loop() {
 			}
 		}
 		r.mu.Unlock()
+		// After the eventfd's read: stop closes closing before it
+		// pokes, so a poke this read took is never lost.
+		select {
+		case <-r.closing:
+			return
+		default:
+		}
 		if inotify {
 			r.d.read(false) // marks the watches it matters to pending
 		}
@@ -371,10 +368,10 @@ func (r *repairer) pass(lv *liveView) {
 	if !r.d.rewatch(lv.w, lv) {
 		return // dropped meanwhile
 	}
-	liveRepairs.Add(1)
 	r.d.passes.Add(1)
 	var made int
 	var missing []string
+	busy := false // still mounting after three looks
 	err := osthread.Throwaway(func() error {
 		if err := enterNamespace(lv.ns); err != nil {
 			return err
@@ -392,17 +389,18 @@ func (r *repairer) pass(lv *liveView) {
 			fds := []unix.PollFd{{Fd: int32(lv.info), Events: unix.POLLPRI}}
 			_, _ = unix.Poll(fds, 0)
 		}
-		lv.pending.Store(true) // still changing: once more, within the rate limit
+		busy = true
 		return nil
 	})
 	if err != nil {
 		err = xerrors.Errorf("live repair: %w", err)
 	}
-	liveCovers.Add(int64(made))
 	if r.d.afterPass != nil {
 		r.d.afterPass(made, err)
 	}
-	again := xerrors.Is(err, errGone) // a path went while the pass covered it
+	// Once more, within the rate limit, if a path went while the pass
+	// covered it, or the pass was still mounting after three looks.
+	again := xerrors.Is(err, errGone) || busy
 	if err == nil && len(missing) > 0 {
 		// Watched only now: a path made between the pass's look and its
 		// watch is reported by neither, so look for it here.
