@@ -1,6 +1,7 @@
 package confine
 
 import (
+	"errors"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -400,7 +401,7 @@ func (r *repairer) pass(lv *liveView) {
 	}
 	// Once more, within the rate limit, if a path went while the pass
 	// covered it, or the pass was still mounting after three looks.
-	again := xerrors.Is(err, errGone) || busy
+	again := errors.Is(err, errGone) || busy
 	if err == nil && len(missing) > 0 {
 		// Watched only now: a path made between the pass's look and its
 		// watch is reported by neither, so look for it here.
@@ -420,7 +421,7 @@ func (r *repairer) pass(lv *liveView) {
 		lv.retries++
 		lv.pending.Store(true) // once more, within the rate limit
 		r.poke()
-	case again || (err != nil && !xerrors.Is(err, errGone)):
+	case again || (err != nil && !errors.Is(err, errGone)):
 		lv.w.stale.Store(true)
 		lv.retries = 0
 	default:
@@ -441,7 +442,7 @@ var errGone = xerrors.New("a path went while it was being covered")
 
 // goneErr turns a mount's failure on a path being removed into errGone.
 func goneErr(err error) error {
-	if xerrors.Is(err, unix.ENOENT) || xerrors.Is(err, unix.ESTALE) {
+	if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ESTALE) {
 		return errGone
 	}
 	return err
