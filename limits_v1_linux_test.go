@@ -220,32 +220,42 @@ func runSparesHost() int {
 // limited Starts; its guard removes them, as it removes a live tree's.
 func TestHostDeathRemovesSpareCgroups(t *testing.T) {
 	t.Parallel()
-	mode := agentproc.UseHelper("host-spares")
-	host, lines := runHost(t, mode, nil, hostDirEnv+"="+t.TempDir())
+	host, lines := runHost(t, agentproc.UseHelper("host-spares"), nil, hostDirEnv+"="+t.TempDir())
+	dirs := killHostRequireCgroupsRemoved(t, host, lines, "spare", 2)
+	t.Logf("the dead host's spare cgroups removed: %v", dirs)
+}
+
+// killHostRequireCgroupsRemoved reads the "<what> DIR" lines the host
+// printed before "ready" (skipping the test where it printed
+// "unsupported: ..."), checks that there are at least least of them and
+// that each directory is there, then SIGKILLs the host and requires its
+// guard to remove every one. It returns the directories.
+func killHostRequireCgroupsRemoved(t *testing.T, host *exec.Cmd, lines []string, what string, least int) []string {
+	t.Helper()
 	var dirs []string
 	for _, line := range lines {
 		if reason, ok := strings.CutPrefix(line, "unsupported: "); ok {
 			t.Skip("limits cannot be held here:", reason)
 		}
-		dir, ok := strings.CutPrefix(line, "spare ")
+		dir, ok := strings.CutPrefix(line, what+" ")
 		if !ok {
 			t.Fatalf("host printed %q", line)
 		}
 		if _, err := os.Stat(dir); err != nil {
-			t.Fatalf("spare cgroup: %v", err)
+			t.Fatalf("%s cgroup: %v", what, err)
 		}
 		dirs = append(dirs, dir)
 	}
-	if len(dirs) < 2 {
-		t.Fatalf("the host listed spare cgroups %v, want two sets", dirs)
+	if len(dirs) < least {
+		t.Fatalf("the host listed %s cgroups %v, want at least %d", what, dirs, least)
 	}
 	if err := host.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
 	for _, dir := range dirs {
-		requireGuardRemoved(t, "spare", dir)
+		requireGuardRemoved(t, what, dir)
 	}
-	t.Logf("the dead host's spare cgroups removed: %v", dirs)
+	return dirs
 }
 
 // requireGuardRemoved waits up to 10 s for the dead host's guard to remove
@@ -467,29 +477,7 @@ func runHeldRemovalHost() int {
 func TestHostDeathRemovesExitedTreeCgroups(t *testing.T) {
 	t.Parallel()
 	host, lines := runHost(t, agentproc.UseHelper("host-held-removal"), nil, hostDirEnv+"="+t.TempDir())
-	var dirs []string
-	for _, line := range lines {
-		if reason, ok := strings.CutPrefix(line, "unsupported: "); ok {
-			t.Skip("limits cannot be held here:", reason)
-		}
-		dir, ok := strings.CutPrefix(line, "exited ")
-		if !ok {
-			t.Fatalf("host printed %q", line)
-		}
-		if _, err := os.Stat(dir); err != nil {
-			t.Fatalf("exited tree's cgroup: %v", err)
-		}
-		dirs = append(dirs, dir)
-	}
-	if len(dirs) == 0 {
-		t.Fatal("the host listed no cgroup of the exited tree")
-	}
-	if err := host.Process.Signal(syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	for _, dir := range dirs {
-		requireGuardRemoved(t, "exited tree's", dir)
-	}
+	dirs := killHostRequireCgroupsRemoved(t, host, lines, "exited", 1)
 	t.Logf("the dead host's exited tree's cgroups removed: %v", dirs)
 }
 
@@ -549,26 +537,7 @@ func TestHostDeathInsideCgroupNew(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			host, lines := runHost(t, agentproc.UseHelper("host-held-new"), nil, hostDirEnv+"="+t.TempDir(), holdNewEnv+"="+c.n)
-			var dirs []string
-			for _, line := range lines {
-				if reason, ok := strings.CutPrefix(line, "unsupported: "); ok {
-					t.Skip("limits cannot be held here:", reason)
-				}
-				dir, ok := strings.CutPrefix(line, "made ")
-				if !ok {
-					t.Fatalf("host printed %q", line)
-				}
-				dirs = append(dirs, dir)
-			}
-			if len(dirs) == 0 {
-				t.Fatal("the host listed no cgroup made")
-			}
-			if err := host.Process.Signal(syscall.SIGKILL); err != nil {
-				t.Fatal(err)
-			}
-			for _, dir := range dirs {
-				requireGuardRemoved(t, "made", dir)
-			}
+			killHostRequireCgroupsRemoved(t, host, lines, "made", 1)
 		})
 	}
 }
