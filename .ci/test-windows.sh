@@ -75,11 +75,17 @@ echo "test-windows: running ${#dirs[@]} test binaries under $("$wine" --version 
 failed=()
 for i in "${!dirs[@]}"; do
 	echo "== test-windows: ${names[$i]}"
-	if ! (cd "${dirs[$i]}" && "$wine" "$bin/${names[$i]}.test.exe" -test.v -test.timeout=10m "$@"); then
+	if ! (cd "${dirs[$i]}" && "$wine" "$bin/${names[$i]}.test.exe" -test.v -test.timeout=10m "$@") 2>&1 | tee "$bin/${names[$i]}.log"; then
 		failed+=("${names[$i]}")
 	fi
 done
 if [ ${#failed[@]} -gt 0 ]; then
+	# A CI log is often read from its tail: repeat what each failed
+	# package said about its failures there.
+	for name in "${failed[@]}"; do
+		echo "== test-windows: what $name said about its failure" >&2
+		grep -n -B3 -A12 -E -e '--- FAIL|^panic:|^FAIL|exit status' "$bin/$name.log" | head -80 >&2 || tail -40 "$bin/$name.log" >&2
+	done
 	echo "test-windows: FAIL: ${failed[*]}" >&2
 	exit 1
 fi

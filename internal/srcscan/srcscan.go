@@ -32,7 +32,9 @@ type Find func(fset *token.FileSet, f *ast.File) []Hit
 // Module parses every non-test Go file of the module whose root is two
 // directories above own (the calling test's package directory, an
 // internal package), skipping hidden, underscore, testdata and
-// node_modules directories. It returns how many files it parsed, the
+// node_modules directories and the root's build directory (the Makefile's
+// git-ignored output: a Wine prefix whose z: drive links to /, a VM's
+// kernel and initrd, none of it the module's source). It returns how many files it parsed, the
 // matches in own, and the matches elsewhere. A caller should check that
 // files and inOwn are not zero: a walk that saw nothing checks nothing.
 func Module(own string, find Find) (files, inOwn int, outside []Hit, err error) {
@@ -46,11 +48,14 @@ func Module(own string, find Find) (files, inOwn int, outside []Hit, err error) 
 	}
 	err = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
-			return err
+			return fmt.Errorf("walking %s: %w", path, err)
 		}
 		name := d.Name()
 		if d.IsDir() {
 			if path != root && (strings.HasPrefix(name, ".") || strings.HasPrefix(name, "_") || name == "testdata" || name == "node_modules") {
+				return filepath.SkipDir
+			}
+			if path == filepath.Join(root, "build") {
 				return filepath.SkipDir
 			}
 			return nil
