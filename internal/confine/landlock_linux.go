@@ -189,12 +189,39 @@ func llExpand(p string, r uint64, hide []string, add func(string, uint64)) {
 	if err != nil {
 		return
 	}
+	shared := sharedDir(p)
 	for _, e := range entries {
 		if e.Type()&os.ModeSymlink != 0 {
 			continue // reached through its target, where that is granted
 		}
+		if shared && !ownEntry(p, e.Name()) {
+			continue
+		}
 		llExpand(filepath.Join(p, e.Name()), r, hide, add)
 	}
+}
+
+// sharedDir reports whether p is a directory every user may make entries
+// in (/tmp, /var/tmp: sticky and writable by others). A rule per entry of
+// such a directory is a rule per file another local user chooses to make:
+// 20,000 empty files in /var/tmp, where an unprivileged Manager's temp
+// parent lies, made every sandboxed Start of every other user fail with
+// EMFILE (a policy's template holds a descriptor per rule) or slow.
+func sharedDir(p string) bool {
+	var st unix.Stat_t
+	return unix.Stat(p, &st) == nil && st.Mode&(unix.S_ISVTX|0o002) == unix.S_ISVTX|0o002
+}
+
+// ownEntry reports whether the entry name of dir belongs to this user or
+// to root: the only entries of a shared directory (sharedDir) llExpand
+// grants. Another user's entries there are not granted: their number is
+// theirs to choose, and a tree needs no other user's temporary files.
+func ownEntry(dir, name string) bool {
+	var st unix.Stat_t
+	if unix.Fstatat(unix.AT_FDCWD, filepath.Join(dir, name), &st, unix.AT_SYMLINK_NOFOLLOW) != nil {
+		return false
+	}
+	return st.Uid == uint32(os.Geteuid()) || st.Uid == 0
 }
 
 // LandlockRuleset creates the ruleset of rules for abi and returns its

@@ -39,3 +39,44 @@ func TestOpenGrantFollowsNoLink(t *testing.T) {
 		}
 	}
 }
+
+// TestLandlockSkipsOthersEntriesOfSharedDir: a hidden path below a
+// directory every user writes (/var/tmp, where an unprivileged Manager's
+// temp parent lies and each tree's layer hides the others') is left out by
+// a rule per entry of that directory. Each was granted, whoever made it: a
+// local user who made 20,000 empty files in /var/tmp made every sandboxed
+// Start of another user fail with EMFILE (third attack review). Only this
+// user's and root's entries are granted now. As root (the entries of
+// another user are made with chown).
+func TestLandlockSkipsOthersEntriesOfSharedDir(t *testing.T) {
+	t.Parallel()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to make another user's entries (CI runs it as root)")
+	}
+	dir := t.TempDir()
+	if err := os.Chmod(dir, os.ModeSticky|0o777); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"mine", "theirs", "hidden"} {
+		if err := os.WriteFile(filepath.Join(dir, name), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Chown(filepath.Join(dir, "theirs"), 65534, 65534); err != nil {
+		t.Fatal(err)
+	}
+	grants := landlockGrants(Rules{Read: []string{dir}, Hide: []string{filepath.Join(dir, "hidden")}}, LandlockMaxABI)
+	for name, want := range map[string]bool{"mine": true, "theirs": false, "hidden": false} {
+		if _, got := grants[filepath.Join(dir, name)]; got != want {
+			t.Errorf("rule on %s in a sticky directory every user writes: got %v, want %v", name, got, want)
+		}
+	}
+	// The same entries in a directory only its owner writes are all granted.
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	grants = landlockGrants(Rules{Read: []string{dir}, Hide: []string{filepath.Join(dir, "hidden")}}, LandlockMaxABI)
+	if _, ok := grants[filepath.Join(dir, "theirs")]; !ok {
+		t.Errorf("rule on another user's entry of a private directory: got none, want one")
+	}
+}
