@@ -215,10 +215,15 @@ func sharedDir(p string) bool {
 // ownEntry reports whether the entry name of dir belongs to this user or
 // to root: the only entries of a shared directory (sharedDir) llExpand
 // grants. Another user's entries there are not granted: their number is
-// theirs to choose, and a tree needs no other user's temporary files.
+// theirs to choose, and a tree needs no other user's temporary files. A
+// file with more than one link is left out too: where
+// fs.protected_hardlinks is 0 another user can link root's files there.
 func ownEntry(dir, name string) bool {
 	var st unix.Stat_t
 	if unix.Fstatat(unix.AT_FDCWD, filepath.Join(dir, name), &st, unix.AT_SYMLINK_NOFOLLOW) != nil {
+		return false
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFDIR && st.Nlink > 1 {
 		return false
 	}
 	return st.Uid == uint32(os.Geteuid()) || st.Uid == 0

@@ -65,8 +65,16 @@ func TestLandlockSkipsOthersEntriesOfSharedDir(t *testing.T) {
 	if err := os.Chown(filepath.Join(dir, "theirs"), 65534, 65534); err != nil {
 		t.Fatal(err)
 	}
+	// A link another user made to one of root's files (fs.protected_hardlinks 0).
+	root := filepath.Join(t.TempDir(), "roots")
+	if err := os.WriteFile(root, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Link(root, filepath.Join(dir, "linked")); err != nil {
+		t.Fatal(err)
+	}
 	grants := landlockGrants(Rules{Read: []string{dir}, Hide: []string{filepath.Join(dir, "hidden")}}, LandlockMaxABI)
-	for name, want := range map[string]bool{"mine": true, "theirs": false, "hidden": false} {
+	for name, want := range map[string]bool{"mine": true, "theirs": false, "linked": false, "hidden": false} {
 		if _, got := grants[filepath.Join(dir, name)]; got != want {
 			t.Errorf("rule on %s in a sticky directory every user writes: got %v, want %v", name, got, want)
 		}
