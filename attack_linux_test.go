@@ -3,6 +3,8 @@ package agentproc_test
 import (
 	"bytes"
 	"fmt"
+	"io"
+	"net"
 	"os"
 	"os/exec"
 	"os/user"
@@ -11,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -269,6 +272,53 @@ func TestAttackTempDirOfAnotherManager(t *testing.T) {
 	}
 }
 
+// TestAttackUnixSocketInAnotherTreesTemp: a tree connects to a Unix
+// socket another running tree serves in its own TMPDIR (ssh-agent's
+// default place, tmux with TMUX_TMPDIR, an editor's server, any program's
+// control socket) and acts through it with that tree's policy: a
+// NetworkNone tree drives a NetworkHost tree's tmux, or gets descriptors
+// from it (SCM_RIGHTS). As root the tree's own mount namespace holds: the
+// other tree's temp dir is not in its view. Without root it does not:
+// Landlock (ABI 7) does not govern connect(2) on a pathname socket, nor
+// the walk to it, and every tree is the same user, so the layer that
+// refuses opening the other tree's files does not refuse this (third
+// attack review). The control connects unconfined.
+func TestAttackUnixSocketInAnotherTreesTemp(t *testing.T) {
+	requireSandbox(t)
+	if !isRoot() {
+		t.Skip("open: without root Landlock (ABI 7) does not govern connect(2) to a pathname Unix socket, so a tree reaches a socket another tree serves in its temp dir")
+	}
+	ws, _, _ := sandboxWorkspace(t)
+	m := newManager(t, agentproc.WithSandbox(agentproc.WorkspaceSandbox(ws)), agentproc.WithRedaction(false))
+	serve := attackProbe(t, ws, "unixserve", "")
+	serve.Stdin = true
+	b := mustStart(t, m, serve)
+	defer func() {
+		if err := b.CloseStdin(testContext(t)); err != nil {
+			t.Fatal(err)
+		}
+		mustWait(t, b)
+	}()
+	if _, err := b.WaitMatch(testContext(t), regexp.MustCompile("^listening")); err != nil {
+		t.Fatalf("tree B: %v (output %q)", err, b.Output().Text)
+	}
+	sock := filepath.Join(b.Info().Sandbox.TempDir, "s")
+	out := runSandboxed(t, m, attackProbe(t, ws, "unixconnect", sock))
+	t.Logf("exit %d: %q", exitCode(out.Info), out.Text)
+	if strings.Contains(out.Text, "FROM-B") {
+		t.Errorf("tree A connected to %s in tree B's temp dir: output %q, want it out of reach", sock, out.Text)
+	}
+	c, err := net.DialTimeout("unix", sock, 10*time.Second)
+	if err != nil {
+		t.Fatalf("control: an unconfined connect to %s: %v", sock, err)
+	}
+	defer c.Close()
+	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if got, _ := io.ReadAll(c); !strings.Contains(string(got), "FROM-B") {
+		t.Errorf("control: an unconfined connect to %s read %q, want FROM-B", sock, got)
+	}
+}
+
 // otherTree starts tree B under m: it goes to its $TMPDIR, writes
 // SECRET-OF-B to f there, then prints $TMPDIR/planted, if any, once its
 // stdin is closed. It returns B and its temp dir.
@@ -391,6 +441,34 @@ func helperAttackProbe() int {
 			} else {
 				_ = unix.Close(int(fd))
 			}
+		}
+	case "unixserve":
+		// Serve FROM-B on a socket in the own temp dir until stdin ends.
+		var l net.Listener
+		if l, err = net.Listen("unix", filepath.Join(os.Getenv("TMPDIR"), "s")); err == nil {
+			fmt.Println("listening")
+			go func() {
+				for {
+					c, err := l.Accept()
+					if err != nil {
+						return
+					}
+					_, _ = c.Write([]byte("FROM-B\n"))
+					_ = c.Close()
+				}
+			}()
+			_, _ = io.Copy(io.Discard, os.Stdin)
+			_ = l.Close()
+		}
+	case "unixconnect":
+		// Connect to a Unix socket by path and print what it says.
+		var c net.Conn
+		if c, err = net.DialTimeout("unix", arg, 10*time.Second); err == nil {
+			_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+			var got []byte
+			got, err = io.ReadAll(c)
+			fmt.Printf("%s", got)
+			_ = c.Close()
 		}
 	case "openwrite":
 		var fd int
