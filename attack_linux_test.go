@@ -319,6 +319,53 @@ func TestAttackUnixSocketInAnotherTreesTemp(t *testing.T) {
 	}
 }
 
+// TestAttackTempRootUnusable: the temp parents of all the user's Managers
+// lie in one directory, agentproc-sandbox-UID, which each tree's layer
+// hides whole; a Manager that finds it unusable (another local user made
+// it first in /var/tmp, or a tree of this user made it 0755: Landlock has
+// no right for chmod) makes its parent beside it, and its trees' layer
+// hid that parent alone, so a tree of one such Manager read the temp
+// dirs of another's. Now the layer hides the user's other parents there
+// too (tempCovers). Without root only (TestSandboxUnprivileged): as root
+// the tree's view is read-only there, so a tree cannot change the mode.
+// The control reads the file unconfined.
+func TestAttackTempRootUnusable(t *testing.T) {
+	requireSandbox(t)
+	if isRoot() {
+		t.Skip("without root only: as root a tree cannot change the shared directory's mode (read-only view); runs through TestSandboxUnprivileged")
+	}
+	ws, _, _ := sandboxWorkspace(t)
+	first := newManager(t, agentproc.WithSandbox(agentproc.WorkspaceSandbox(ws)), agentproc.WithRedaction(false))
+	out := runSandboxed(t, first, agentproc.Request{WorkDir: ws, Command: `r=$(dirname "$(dirname "$TMPDIR")"); chmod 755 "$r" && echo "$r"`})
+	root := strings.TrimSpace(out.Text)
+	t.Cleanup(func() { _ = os.Chmod(root, 0o700) })
+	if st, err := os.Stat(root); err != nil || st.Mode().Perm() != 0o755 {
+		t.Fatalf("the tree's chmod of the shared directory %q: %v, mode %v (output %q), want it changed (Landlock has no right for it)", root, err, st, out.Text)
+	}
+	// Two Managers that start now both find it unusable.
+	other := newManager(t, agentproc.WithSandbox(agentproc.WorkspaceSandbox(ws)), agentproc.WithRedaction(false))
+	b, bTmp := otherTree(t, other, ws)
+	defer func() {
+		if err := b.CloseStdin(testContext(t)); err != nil {
+			t.Fatal(err)
+		}
+		mustWait(t, b)
+	}()
+	if filepath.Dir(filepath.Dir(bTmp)) == root {
+		t.Fatalf("tree B's temp dir %s is in the shared directory: want it beside it (the directory is unusable)", bTmp)
+	}
+	read := `cat ` + shellQuote(filepath.Join(bTmp, "f"))
+	m := newManager(t, agentproc.WithSandbox(agentproc.WorkspaceSandbox(ws)), agentproc.WithRedaction(false))
+	out = runSandboxed(t, m, agentproc.Request{WorkDir: ws, Command: read})
+	t.Logf("exit %d: %q", exitCode(out.Info), out.Text)
+	if strings.Contains(out.Text, "SECRET-OF-B") {
+		t.Errorf("a tree of one Manager read the temp dir of another's beside an unusable shared directory: output %q, want it refused", out.Text)
+	}
+	if ctl := runSandboxed(t, newManager(t), agentproc.Request{WorkDir: ws, Command: read}); !strings.Contains(ctl.Text, "SECRET-OF-B") {
+		t.Errorf("control: an unconfined tree read %q, want SECRET-OF-B", ctl.Text)
+	}
+}
+
 // otherTree starts tree B under m: it goes to its $TMPDIR, writes
 // SECRET-OF-B to f there, then prints $TMPDIR/planted, if any, once its
 // stdin is closed. It returns B and its temp dir.

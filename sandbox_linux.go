@@ -411,7 +411,7 @@ func (c *sandboxCache) build(b *sandboxBuilt, pol *sandboxPolicy) error {
 	managerTmp := c.tmpParent
 	c.readyThreadMu.Unlock()
 	if managerTmp != "" && b.tmpParent == "" && !inResolved(tempCover(managerTmp), pol.write) {
-		hidden = append(slices.Clone(pol.hide), tempCover(managerTmp))
+		hidden = append(slices.Clone(pol.hide), tempCovers(managerTmp)...)
 	}
 	hide := confine.LandlockHidden(hidden)
 	if h.root && pol.skip&sandboxSkipMountns == 0 {
@@ -488,7 +488,7 @@ func (c *sandboxCache) build(b *sandboxBuilt, pol *sandboxPolicy) error {
 			// and the tree's own dir. Landlock grants only, so leaving the
 			// parent out takes a rule per entry of each directory above it
 			// (tempParentBase keeps them few).
-			r := confine.Rules{Read: pol.read, Shell: pol.shell, Write: pol.write, Hide: []string{tempCover(b.tmpParent)}, FilesOnly: true}
+			r := confine.Rules{Read: pol.read, Shell: pol.shell, Write: pol.write, Hide: tempCovers(b.tmpParent), FilesOnly: true}
 			t, err := confine.NewLandlockTemplate(r, h.abi, b.tmpParent)
 			if err != nil {
 				return err
@@ -1076,6 +1076,34 @@ func tempCover(parent string) string {
 		return d
 	}
 	return parent
+}
+
+// tempCovers is what hides, without a mount namespace, the temp dirs of
+// trees other than one's own: tempCover, and where the shared directory
+// could not be used (another user made it first, or a tree of this user
+// changed its mode, which Landlock does not refuse: tempParentBase), the
+// temp parents of this user's other Managers beside parent as well. Those
+// made after the policy's layer was built get no rule anyway (the layer
+// grants the entries that exist then). Without them a tree of one Manager
+// read the temp dirs of another's (third attack review).
+func tempCovers(parent string) []string {
+	cover := tempCover(parent)
+	if cover != parent {
+		return []string{cover}
+	}
+	out := []string{parent}
+	base := filepath.Dir(parent)
+	entries, _ := os.ReadDir(base)
+	for _, e := range entries {
+		p := filepath.Join(base, e.Name())
+		var st unix.Stat_t
+		if p == parent || !strings.HasPrefix(e.Name(), "agentproc-sandbox-") || unix.Lstat(p, &st) != nil ||
+			st.Mode&unix.S_IFMT != unix.S_IFDIR || st.Uid != uint32(os.Geteuid()) {
+			continue
+		}
+		out = append(out, p)
+	}
+	return out
 }
 
 const varTmp = "/var/tmp"
