@@ -366,6 +366,53 @@ func TestAttackTempRootUnusable(t *testing.T) {
 	}
 }
 
+// TestAttackSocketInHiddenDir: a hidden directory must hide the sockets in
+// it too. ssh's ControlMaster socket (ControlPath ~/.ssh/cm-%r@%h:%p, a
+// common setting) runs commands on the remote host over the user's
+// authenticated connection, gpg-agent's S.gpg-agent in ~/.gnupg signs and
+// decrypts. As root the hidden directory is covered in the tree's mount
+// namespace and holds. Without root it does not: Landlock (ABI 7) governs
+// neither the walk into a directory nor connect(2) on a pathname socket,
+// so the socket in the hidden ~/.ssh is reached (third attack review). The
+// control connects from an unconfined tree.
+func TestAttackSocketInHiddenDir(t *testing.T) {
+	requireSandbox(t)
+	if !isRoot() {
+		t.Skip("open: without root a hidden directory hides the files in it, not its pathname sockets (Landlock ABI 7 does not govern connect(2)): ssh's ControlMaster socket in ~/.ssh is reached")
+	}
+	ws, key, _ := sandboxWorkspace(t)
+	sock := filepath.Join(filepath.Dir(key), "cm-test")
+	l, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			_, _ = c.Write([]byte("FROM-HOST\n"))
+			_ = c.Close()
+		}
+	}()
+	defer func() {
+		_ = l.Close()
+		<-done
+	}()
+	m := newManager(t, agentproc.WithSandbox(agentproc.WorkspaceSandbox(ws)), agentproc.WithRedaction(false))
+	out := runSandboxed(t, m, attackProbe(t, ws, "unixconnect", sock))
+	t.Logf("exit %d: %q", exitCode(out.Info), out.Text)
+	if strings.Contains(out.Text, "FROM-HOST") {
+		t.Errorf("a sandboxed tree connected to %s in the hidden %s: output %q, want it out of reach", sock, filepath.Dir(sock), out.Text)
+	}
+	if ctl := runSandboxed(t, newManager(t), attackProbe(t, ws, "unixconnect", sock)); !strings.Contains(ctl.Text, "FROM-HOST") {
+		t.Errorf("control: an unconfined tree's connect to %s gave %q, want FROM-HOST", sock, ctl.Text)
+	}
+}
+
 // otherTree starts tree B under m: it goes to its $TMPDIR, writes
 // SECRET-OF-B to f there, then prints $TMPDIR/planted, if any, once its
 // stdin is closed. It returns B and its temp dir.
