@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -17,7 +18,78 @@ import (
 // starts a child in.
 const clone3CgroupEnv = "AGENTPROC_TEST_CLONE3_CGROUP"
 
-func init() { agentproc.RegisterHelper("clone3cgroup", helperClone3Cgroup, false) }
+func init() {
+	agentproc.RegisterHelper("clone3cgroup", helperClone3Cgroup, false)
+	agentproc.RegisterHelper("cloneparent", helperCloneParent, false)
+}
+
+// helperCloneParent starts true three times with CLONE_PARENT, so that
+// each is a child of this process's parent, and prints each one's PID
+// ("denied: ERR" and exit 1 when the kernel refuses). It does not wait:
+// the children are not its own.
+func helperCloneParent() int {
+	for range 3 {
+		cmd := exec.Command("true")
+		cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: unix.CLONE_PARENT}
+		if err := cmd.Start(); err != nil {
+			fmt.Println("denied:", err)
+			return 1
+		}
+		fmt.Println("pid", cmd.Process.Pid)
+	}
+	return 0
+}
+
+// TestAttackHostZombies: a tree's leader is a child of the host, and a
+// child it starts with clone(CLONE_PARENT) is the host's child too, one
+// the host never waits for: its zombie holds a PID until the host exits.
+// One command made 200 (as root and not), which outlived its end; in a
+// loop they use up the user's process limit or the system's PIDs, and the
+// host (the agent) can no longer start anything. seccomp now refuses
+// CLONE_PARENT on clone, and clone3 (whose flags it cannot read) answers
+// ENOSYS where the tree's own fork does not need it (confine.
+// SeccompForkFilter). Runs as root and, through TestSandboxUnprivileged,
+// not. The control makes the zombies from an unconfined tree, and reaps
+// them.
+func TestAttackHostZombies(t *testing.T) {
+	requireSandbox(t)
+	ws := t.TempDir()
+	zombies := func(out string) []int {
+		var pids []int
+		for line := range strings.Lines(out) {
+			if f := strings.Fields(line); len(f) == 2 && f[0] == "pid" {
+				pid, _ := strconv.Atoi(f[1])
+				stat, err := os.ReadFile("/proc/" + f[1] + "/stat")
+				if _, rest, ok := strings.Cut(string(stat), ") "); err == nil && ok {
+					if f := strings.Fields(rest); len(f) > 1 && f[1] == strconv.Itoa(os.Getpid()) {
+						pids = append(pids, pid)
+					}
+				}
+			}
+		}
+		return pids
+	}
+	reap := func(pids []int) {
+		for _, pid := range pids {
+			_, _ = unix.Wait4(pid, nil, 0, nil)
+		}
+	}
+	ctl := runSandboxed(t, newManager(t), helperRequest(t, "cloneparent"))
+	if pids := zombies(ctl.Text); len(pids) == 0 {
+		t.Fatalf("control: an unconfined tree's CLONE_PARENT children: output %q, want children of this process", ctl.Text)
+	} else {
+		reap(pids)
+	}
+	m := newManager(t, agentproc.WithSandbox(agentproc.WorkspaceSandbox(ws)))
+	r := helperRequest(t, "cloneparent")
+	r.WorkDir = ws
+	out := runSandboxed(t, m, r)
+	t.Logf("exit %d: %q", exitCode(out.Info), out.Text)
+	if pids := zombies(out.Text); len(pids) != 0 {
+		reap(pids)
+		t.Errorf("a sandboxed tree made %d children of the host with CLONE_PARENT (output %q), want it refused", len(pids), out.Text)
+	}
+}
 
 // helperClone3Cgroup starts cat /proc/self/cgroup with clone3 and
 // CLONE_INTO_CGROUP into the directory clone3CgroupEnv names (os/exec's

@@ -613,6 +613,11 @@ func (b *sandboxBuilt) start(cmd *exec.Cmd, s sandboxStart) error {
 			readyThreadStarts.Add(1)
 			err := st.spare.Do(func() error {
 				b.handListener(&st.lis, s.hosts)
+				if err := b.forkFilter(cmd); err != nil {
+					holdNS(st.ns, s, false)
+					st.ns = -1
+					return err
+				}
 				err := cmd.Start()
 				holdNS(st.ns, s, err == nil)
 				st.ns = -1
@@ -645,10 +650,26 @@ func (b *sandboxBuilt) start(cmd *exec.Cmd, s sandboxStart) error {
 			return err
 		}
 		b.handListener(&lis, s.hosts)
+		if err := b.forkFilter(cmd); err != nil {
+			holdNS(ns, s, false)
+			return err
+		}
 		err = cmd.Start()
 		holdNS(ns, s, err == nil)
 		return err
 	})
+}
+
+// forkFilter stacks confine.SeccompForkFilter on the calling thread, which
+// b has confined, just before it forks cmd: clone3 is refused unless the
+// fork itself needs it (a leader started in its cgroup v2), and clone
+// with CLONE_PARENT always (TestAttackHostZombies).
+func (b *sandboxBuilt) forkFilter(cmd *exec.Cmd) error {
+	if b.filter == nil {
+		return nil
+	}
+	inCgroup := cmd.SysProcAttr != nil && cmd.SysProcAttr.UseCgroupFD
+	return confine.SeccompInstall(confine.SeccompForkFilter(!inCgroup))
 }
 
 // takeReady hands the calling Start the ready thread made for b, if one

@@ -224,3 +224,50 @@ func TestSeccompTreeRuns(t *testing.T) {
 		}
 	}
 }
+
+// TestSeccompForkFilter checks the verdicts of the filter stacked at the
+// fork: clone with CLONE_PARENT refused, without it allowed; clone3
+// ENOSYS where the tree's own fork does not need it, else allowed; every
+// other call allowed, whatever its arguments.
+func TestSeccompForkFilter(t *testing.T) {
+	t.Parallel()
+	if SeccompArch == 0 {
+		t.Skip("no seccomp filter for this GOARCH")
+	}
+	ones := [6]uint64{^uint64(0), ^uint64(0), ^uint64(0), ^uint64(0), ^uint64(0), ^uint64(0)}
+	for _, noClone3 := range []bool{true, false} {
+		prog := SeccompForkFilter(noClone3)
+		clone3 := uint32(secAllow)
+		if noClone3 {
+			clone3 = secNoSys
+		}
+		for _, c := range []struct {
+			nr   uint32
+			args [6]uint64
+			want uint32
+		}{
+			{unix.SYS_CLONE, [6]uint64{unix.CLONE_PARENT | uint64(unix.SIGCHLD)}, secDeny},
+			{unix.SYS_CLONE, [6]uint64{unix.CLONE_VM | unix.CLONE_VFORK | uint64(unix.SIGCHLD)}, secAllow},
+			{unix.SYS_CLONE, [6]uint64{uint64(unix.SIGCHLD)}, secAllow},
+			{unix.SYS_CLONE3, [6]uint64{}, clone3},
+			{unix.SYS_CLONE3, ones, clone3},
+		} {
+			if got := runFilter(t, prog, SeccompArch, c.nr, c.args); got != c.want {
+				t.Errorf("noClone3 %v, call %d args %#x: got %#x, want %#x", noClone3, c.nr, c.args[0], got, c.want)
+			}
+		}
+		for nr := uint32(0); nr < 600; nr++ {
+			if nr == unix.SYS_CLONE || nr == unix.SYS_CLONE3 {
+				continue
+			}
+			for _, args := range [][6]uint64{{}, ones} {
+				if got := runFilter(t, prog, SeccompArch, nr, args); got != secAllow {
+					t.Errorf("noClone3 %v, call %d: got %#x, want allowed", noClone3, nr, got)
+				}
+			}
+		}
+		if got := runFilter(t, prog, SeccompArch+1, unix.SYS_CLONE, [6]uint64{unix.CLONE_PARENT}); got != secAllow {
+			t.Errorf("another architecture: got %#x, want allowed (the first filter refuses it)", got)
+		}
+	}
+}
