@@ -68,6 +68,9 @@ func TestMountWatch(t *testing.T) {
 		b := NewMountWatch(MountSpec{ReadOnly: []string{p}}, dirs)
 		gone := NewMountWatch(MountSpec{Hide: []string{p}}, dirs)
 		gone.Close()
+		if len(a.regs) == 0 {
+			t.Fatalf("no watch registered for %s (inotify instances used up? fs.inotify.max_user_instances is per user), want one", p)
+		}
 		if got := len(dirs.names[a.regs[0].wd]["secret"]); got != 2 {
 			t.Fatalf("%d policies watch %s, want 2 (one was closed)", got, p)
 		}
