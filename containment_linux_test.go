@@ -349,6 +349,42 @@ func TestSweepSparesDecoys(t *testing.T) {
 	}
 }
 
+// TestSweepRereadsEnvironMidExec: a marker read that catches a process
+// between exec's switch to the new program's memory and the setup of its
+// stack reads an empty environment, as a zombie's does; the kill sweep
+// after the shell's exit took that for "no marker", so an escapee without
+// a cgroup that was exec'ing at that moment survived. The hook has the
+// sweep's first read of the escapee's environment see what such a read
+// sees; the sweep reads it again and kills it. Not parallel: the hook is
+// process-wide, and another test's sweep could take the read meant for
+// this one.
+func TestSweepRereadsEnvironMidExec(t *testing.T) {
+	m := newManager(t, agentproc.WithGracePeriod(5*time.Second))
+	p := mustStart(t, m, agentproc.Request{Command: "setsid sleep 1000 >/dev/null 2>&1 & echo pid=$!; echo ready; exec sleep 1000"})
+	waitForOutput(t, p, regexp.MustCompile(`ready`))
+	pids := pidsIn(t, p.Output().Text)
+	waitComm(t, pids, "sleep")
+	waitMarked(t, p.ID(), "sleep", 1, p.Info().PID)
+	fds := pinPIDs(t, pids)
+	t.Cleanup(func() { _ = unix.PidfdSendSignal(fds[0], unix.SIGKILL, nil, 0) })
+	faked := agentproc.EmptyNextEnvironRead(t, pids[0])
+	// The shell exits as far as the library knows: the kill sweep is the
+	// first to look for escapees (no SIGTERM step reads them before).
+	if err := unix.Kill(p.Info().PID, unix.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	info := mustWait(t, p)
+	if n := faked(); n != 1 {
+		t.Fatalf("sweep reads of the escapee's environment that saw it empty: got %d, want 1", n)
+	}
+	if info.Leftovers != 1 {
+		t.Errorf("Leftovers got %d, want 1", info.Leftovers)
+	}
+	if left := waitExited(fds, testTimeout); left != 0 {
+		t.Errorf("the escapee whose first read was empty: got alive, want killed by the sweep")
+	}
+}
+
 // cgroupParent returns a fresh cgroup v2 directory for the test's
 // processes, removed at the end, or skips the test saying why there is
 // none. The hierarchy is found from /proc/self/mountinfo (hybrid hosts

@@ -200,7 +200,7 @@ func (k *treeKiller) belongs(s *procScanner, pid int, inCgroup map[int]int) (int
 	if i, ok := inCgroup[pid]; ok {
 		return i, true
 	}
-	if env, uid, err := s.Read(pid, "environ", true); err == nil && uid == s.EUID() {
+	if env, uid := s.settledEnv(pid, true); uid == s.EUID() {
 		v, _ := markerID(env)
 		if i, ok := k.byMarker[string(v)]; ok {
 			if pgrp == pid && checkRecordPID("leader", pid) == nil {

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -57,21 +58,124 @@ func newProcScanner() (*procScanner, error) {
 // marked reports whether pid is a process of our user whose environment
 // holds entry. The environment read is the one the process was exec'd with:
 // a process that later unsets the variable in its own memory still matches,
-// one that exec'd with a cleared environment does not.
+// one that exec'd with a cleared environment does not. A read that says
+// nothing yet (readMarkerEnv) is made again until it does, for up to
+// markerSettleWait.
 //
 // The owner of /proc/PID/environ is the process's effective user (root for
 // a non-dumpable process, which an unprivileged caller cannot read anyway).
 func (s *procScanner) marked(pid int, entry []byte) bool {
-	env, uid, err := s.Read(pid, "environ", true)
-	return err == nil && uid == s.EUID() && procfs.HasEnvEntry(env, entry)
+	return s.hasEntry(pid, entry, true)
 }
 
 // mayBeMarked is marked without the owner check, for scans: the owner is
 // checked when a candidate is verified before any signal, and most
 // processes never get that far.
 func (s *procScanner) mayBeMarked(pid int, entry []byte) bool {
-	env, _, err := s.Read(pid, "environ", false)
-	return err == nil && procfs.HasEnvEntry(env, entry)
+	return s.hasEntry(pid, entry, false)
+}
+
+func (s *procScanner) hasEntry(pid int, entry []byte, owner bool) bool {
+	env, uid := s.settledEnv(pid, owner)
+	return (!owner || uid == s.EUID()) && procfs.HasEnvEntry(env, entry)
+}
+
+// settledEnv returns pid's environment for a marker check (and its owner,
+// if owner is set), read again while it says nothing yet (readMarkerEnv,
+// settleEnvs); empty if it is not known by then or cannot be read. It is
+// valid until the scanner's next read.
+func (s *procScanner) settledEnv(pid int, owner bool) ([]byte, uint32) {
+	env, uid, known := readMarkerEnv(&s.Scanner, pid, owner)
+	if !known {
+		// The read that settles is settleEnvs' last: env stays valid.
+		settleEnvs(&s.Scanner, []int{pid}, owner, func(_ int, e []byte, u uint32) { env, uid = e, u })
+	}
+	return env, uid
+}
+
+// A marker read can catch a process at a moment when its environment says
+// nothing: between exec's switch to the new program's memory and the setup
+// of its stack (where the new environment is copied), /proc/PID/environ
+// reads empty, as it does for a zombie, a kernel thread and a process
+// exiting. A sweep that took that for "no marker" would miss an escapee
+// that was exec'ing at that moment (an escapee without a cgroup has
+// nothing else to be found by). So readMarkerEnv tells such a read apart
+// (stat's env_end is 0 while no environment is set up; a process exec'd
+// with an empty environment has one, of no bytes), and the callers read
+// each such PID again (settleEnvs) every markerSettlePoll until it says
+// something, for up to markerSettleWait. A process that still says
+// nothing then (stuck in exec or exit, in the D state on a hung file
+// system) is taken as unmarked: no signal goes to a process without proof
+// that it is the tree's (docs/containment.md).
+const (
+	markerSettleWait = 200 * time.Millisecond
+	markerSettlePoll = time.Millisecond
+)
+
+// environEmptyHook, when a test sets it, is asked before each marker read
+// of pid's environment; when it returns true the read sees what a read
+// during an exec sees: an empty environment, none set up.
+var environEmptyHook atomic.Pointer[func(pid int) bool]
+
+// readMarkerEnv reads pid's environment (in sc's buffer) and, if owner is
+// set, the file's owner, for a marker check. known is false when the read
+// says nothing yet: it came back empty, or failed other than by the
+// process being gone or not ours to read, while the process is neither a
+// zombie nor a kernel thread and has no environment set up. An environment
+// that is known but could not be read is returned empty.
+func readMarkerEnv(sc *procfs.Scanner, pid int, owner bool) (env []byte, uid uint32, known bool) {
+	env, uid, err := sc.Read(pid, "environ", owner)
+	midExec := false
+	if h := environEmptyHook.Load(); h != nil && (*h)(pid) {
+		env, err, midExec = nil, nil, true
+	}
+	switch {
+	case err == nil && len(env) > 0:
+		return env, uid, true
+	case err == unix.ENOENT || err == unix.ESRCH || err == unix.EACCES || err == unix.EPERM:
+		return nil, 0, true // gone, or not ours
+	}
+	stat, _, serr := sc.Read(pid, "stat", false)
+	if serr != nil {
+		return nil, 0, true // gone
+	}
+	state, kernel, envSet, ok := procfs.ParseStatEnv(stat)
+	if !ok || state == 'Z' || state == 'X' || kernel || (err == nil && envSet && !midExec) {
+		// Nothing to wait for: a process that cannot carry a marker, an
+		// environment of no bytes, or a kernel too old to tell.
+		return nil, uid, true
+	}
+	return nil, 0, false
+}
+
+// settleEnvs reads the environments of pids, whose last reads said
+// nothing yet (readMarkerEnv), again every markerSettlePoll until each
+// says something or markerSettleWait has passed, and calls fn with each
+// one that did (env valid only during the call). It returns the PIDs that
+// never did.
+func settleEnvs(sc *procfs.Scanner, pids []int, owner bool, fn func(pid int, env []byte, uid uint32)) (stuck []int) {
+	if len(pids) == 0 {
+		return nil
+	}
+	pids = slices.Clone(pids)
+	deadline := time.Now().Add(markerSettleWait)
+	tick := time.NewTicker(markerSettlePoll)
+	defer tick.Stop()
+	for {
+		<-tick.C
+		left := pids[:0]
+		for _, pid := range pids {
+			if env, uid, known := readMarkerEnv(sc, pid, owner); known {
+				fn(pid, env, uid)
+			} else {
+				left = append(left, pid)
+			}
+		}
+		pids = left
+		if len(pids) == 0 || time.Now().After(deadline) {
+			return pids
+		}
+	}
 }
 
 // inCgroup reports whether pid's cgroup path in any hierarchy (v2, or a
@@ -181,14 +285,23 @@ func (s *procScanner) probeMarked(pids []int, entry []byte) []int {
 	}
 	leaders.mu.Unlock()
 	self := s.Self()
+	var unknown []int
 	for _, pid := range pids {
 		if unix.Kill(pid, 0) == unix.ESRCH || unix.Tgkill(self, pid, 0) == nil {
 			continue // freed, or one of this process's threads
 		}
-		if s.mayBeMarked(pid, entry) {
+		env, _, known := readMarkerEnv(&s.Scanner, pid, false)
+		if !known {
+			unknown = append(unknown, pid) // read again below, all at once
+		} else if procfs.HasEnvEntry(env, entry) {
 			found = append(found, pid)
 		}
 	}
+	settleEnvs(&s.Scanner, unknown, false, func(pid int, env []byte, _ uint32) {
+		if procfs.HasEnvEntry(env, entry) {
+			found = append(found, pid)
+		}
+	})
 	return found
 }
 
@@ -252,14 +365,17 @@ func treeMembers(s *procScanner, cache *portCache, trees []portTree) ([]treeMemb
 		}
 		if !ok {
 			ent = markerEntry{}
-			if env, _, err := s.Read(pid, "environ", false); err == nil {
-				if id, found := markerID(env); found {
-					// Copied before the next read reuses the buffer.
-					ent.id = string(id)
-					ent.start = s.StartTime(pid)
-				}
+			env, _, known := readMarkerEnv(&s.Scanner, pid, false)
+			if id, found := markerID(env); found {
+				// Copied before the next read reuses the buffer.
+				ent.id = string(id)
+				ent.start = s.StartTime(pid)
 			}
-			cache.marker[pid] = ent
+			if known {
+				// Not cached when the read said nothing yet (an exec
+				// under way): the next scan reads it again.
+				cache.marker[pid] = ent
+			}
 		}
 		if i, ok := byID[ent.id]; ok && ent.id != "" {
 			add(pid, i)
@@ -308,8 +424,12 @@ type procSnapshot struct {
 	done  chan struct{} // closed once the fields below are set
 	err   error
 	// marked lists, by marker value (the process ID after "AGENTPROC_ID="),
-	// the processes whose environment carries it.
+	// the processes whose environment carries it, including those whose
+	// first read said nothing yet and a later one did (settleEnvs).
 	marked map[string][]int
+	// stuck lists the processes whose environment said nothing until
+	// markerSettleWait had passed: not known to carry any marker.
+	stuck []int
 	// groups counts the live (non-zombie) processes of each process group.
 	groups  map[int]int
 	scanned int
@@ -473,8 +593,9 @@ func (snap *procSnapshot) scan(kind passKind) {
 				continue
 			}
 			// A zombie's environment reads empty, so it is never listed.
-			env, _, err := sc.Read(pid, "environ", false)
-			if err != nil {
+			env, _, known := readMarkerEnv(sc, pid, false)
+			if !known {
+				p.stuck = append(p.stuck, pid) // read again below, all at once
 				continue
 			}
 			eachMarker(env, func(id []byte) { p.marked[string(id)] = append(p.marked[string(id)], pid) })
@@ -496,6 +617,7 @@ func (snap *procSnapshot) scan(kind passKind) {
 		}
 		wg.Wait()
 	}
+	var unknown []int
 	for _, p := range parts {
 		for id, l := range p.marked {
 			snap.marked[id] = append(snap.marked[id], l...)
@@ -503,7 +625,13 @@ func (snap *procSnapshot) scan(kind passKind) {
 		for g, n := range p.groups {
 			snap.groups[g] += n
 		}
+		unknown = append(unknown, p.stuck...)
 	}
+	// Read again before the pass is done, so that every sweep sharing it
+	// sees what they carry; the wait is for the pass, not per sweep.
+	snap.stuck = settleEnvs(&s.Scanner, unknown, false, func(pid int, env []byte, _ uint32) {
+		eachMarker(env, func(id []byte) { snap.marked[string(id)] = append(snap.marked[string(id)], pid) })
+	})
 }
 
 // eachMarker calls fn with the value of every MarkerEnv=value entry of env,
