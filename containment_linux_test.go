@@ -385,6 +385,32 @@ func TestSweepRereadsEnvironMidExec(t *testing.T) {
 	}
 }
 
+// TestSweepEndsWithEnvironStuck: a process whose environment reads as an
+// exec under way for good (stuck in exec on a hung file system, say) is
+// read again for a bounded time only, so the kill sweep still ends; with
+// nothing to prove it is the tree's, it is not signalled
+// (docs/containment.md). Not parallel, as TestSweepRereadsEnvironMidExec.
+func TestSweepEndsWithEnvironStuck(t *testing.T) {
+	m := newManager(t, agentproc.WithGracePeriod(5*time.Second))
+	p := mustStart(t, m, agentproc.Request{Command: "setsid sleep 1000 >/dev/null 2>&1 & echo pid=$!; echo ready; exec sleep 1000"})
+	waitForOutput(t, p, regexp.MustCompile(`ready`))
+	pids := pidsIn(t, p.Output().Text)
+	waitComm(t, pids, "sleep")
+	fds := pinPIDs(t, pids)
+	t.Cleanup(func() { _ = unix.PidfdSendSignal(fds[0], unix.SIGKILL, nil, 0) })
+	faked := agentproc.EmptyEnvironReads(t, pids[0])
+	if err := unix.Kill(p.Info().PID, unix.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	info := mustWait(t, p) // fails on the test deadline if the sweep never ends
+	if n := faked(); n < 2 {
+		t.Errorf("reads of the stuck escapee's environment: got %d, want it read again", n)
+	}
+	if info.Leftovers != 0 || waitExited(fds, 0) != 1 {
+		t.Errorf("the escapee whose environment never said anything: got Leftovers %d and it signalled, want neither", info.Leftovers)
+	}
+}
+
 // cgroupParent returns a fresh cgroup v2 directory for the test's
 // processes, removed at the end, or skips the test saying why there is
 // none. The hierarchy is found from /proc/self/mountinfo (hybrid hosts

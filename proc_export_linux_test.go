@@ -11,7 +11,7 @@ import (
 var emptyReads struct {
 	once  sync.Once
 	mu    sync.Mutex
-	armed map[int]bool
+	armed map[int]int // reads left to fake; -1: every read
 	faked map[int]int
 }
 
@@ -23,23 +23,38 @@ var emptyReads struct {
 // others that sweep (no t.Parallel), or their reads could take the one
 // meant for its own.
 func EmptyNextEnvironRead(t testing.TB, pid int) (faked func() int) {
+	return emptyEnvironReads(t, pid, 1)
+}
+
+// EmptyEnvironReads is EmptyNextEnvironRead for every read of pid until
+// the test ends: a process stuck in exec.
+func EmptyEnvironReads(t testing.TB, pid int) (faked func() int) {
+	return emptyEnvironReads(t, pid, -1)
+}
+
+func emptyEnvironReads(t testing.TB, pid, n int) (faked func() int) {
 	emptyReads.once.Do(func() {
-		emptyReads.armed = make(map[int]bool)
+		emptyReads.armed = make(map[int]int)
 		emptyReads.faked = make(map[int]int)
 		hook := func(pid int) bool {
 			emptyReads.mu.Lock()
 			defer emptyReads.mu.Unlock()
-			if !emptyReads.armed[pid] {
+			left := emptyReads.armed[pid]
+			switch {
+			case left == 0:
 				return false
+			case left == 1:
+				delete(emptyReads.armed, pid)
+			case left > 1:
+				emptyReads.armed[pid] = left - 1
 			}
-			delete(emptyReads.armed, pid)
 			emptyReads.faked[pid]++
 			return true
 		}
 		environEmptyHook.Store(&hook)
 	})
 	emptyReads.mu.Lock()
-	emptyReads.armed[pid] = true
+	emptyReads.armed[pid] = n
 	emptyReads.faked[pid] = 0
 	emptyReads.mu.Unlock()
 	t.Cleanup(func() {
