@@ -359,6 +359,26 @@ func TestSweepSparesDecoys(t *testing.T) {
 // process-wide, and another test's sweep could take the read meant for
 // this one.
 func TestSweepRereadsEnvironMidExec(t *testing.T) {
+	info, fd, faked := sweepEscapee(t, agentproc.EmptyNextEnvironRead)
+	if n := faked(); n != 1 {
+		t.Fatalf("sweep reads of the escapee's environment that saw it empty: got %d, want 1", n)
+	}
+	if info.Leftovers != 1 {
+		t.Errorf("Leftovers got %d, want 1", info.Leftovers)
+	}
+	if left := waitExited([]int{fd}, testTimeout); left != 0 {
+		t.Errorf("the escapee whose first read was empty: got alive, want killed by the sweep")
+	}
+}
+
+// sweepEscapee starts a tree that leaves a setsid escapee with the marker
+// and no cgroup, arms hook (EmptyNextEnvironRead, EmptyEnvironReads) for
+// the escapee, and SIGKILLs the shell behind the library's back, so that
+// the kill sweep after the shell's exit is the first to look for escapees
+// (no SIGTERM step reads them before). It returns the tree's Info, a pidfd
+// of the escapee (killed when the test ends) and what hook returned.
+func sweepEscapee(t *testing.T, hook func(testing.TB, int) func() int) (agentproc.Info, int, func() int) {
+	t.Helper()
 	m := newManager(t, agentproc.WithGracePeriod(5*time.Second))
 	p := mustStart(t, m, agentproc.Request{Command: "setsid sleep 1000 >/dev/null 2>&1 & echo pid=$!; echo ready; exec sleep 1000"})
 	waitForOutput(t, p, regexp.MustCompile(`ready`))
@@ -367,22 +387,11 @@ func TestSweepRereadsEnvironMidExec(t *testing.T) {
 	waitMarked(t, p.ID(), "sleep", 1, p.Info().PID)
 	fds := pinPIDs(t, pids)
 	t.Cleanup(func() { _ = unix.PidfdSendSignal(fds[0], unix.SIGKILL, nil, 0) })
-	faked := agentproc.EmptyNextEnvironRead(t, pids[0])
-	// The shell exits as far as the library knows: the kill sweep is the
-	// first to look for escapees (no SIGTERM step reads them before).
+	faked := hook(t, pids[0])
 	if err := unix.Kill(p.Info().PID, unix.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	info := mustWait(t, p)
-	if n := faked(); n != 1 {
-		t.Fatalf("sweep reads of the escapee's environment that saw it empty: got %d, want 1", n)
-	}
-	if info.Leftovers != 1 {
-		t.Errorf("Leftovers got %d, want 1", info.Leftovers)
-	}
-	if left := waitExited(fds, testTimeout); left != 0 {
-		t.Errorf("the escapee whose first read was empty: got alive, want killed by the sweep")
-	}
+	return mustWait(t, p), fds[0], faked // fails on the test deadline if the sweep never ends
 }
 
 // TestSweepEndsWithEnvironStuck: a process whose environment reads as an
@@ -391,22 +400,11 @@ func TestSweepRereadsEnvironMidExec(t *testing.T) {
 // nothing to prove it is the tree's, it is not signalled
 // (docs/containment.md). Not parallel, as TestSweepRereadsEnvironMidExec.
 func TestSweepEndsWithEnvironStuck(t *testing.T) {
-	m := newManager(t, agentproc.WithGracePeriod(5*time.Second))
-	p := mustStart(t, m, agentproc.Request{Command: "setsid sleep 1000 >/dev/null 2>&1 & echo pid=$!; echo ready; exec sleep 1000"})
-	waitForOutput(t, p, regexp.MustCompile(`ready`))
-	pids := pidsIn(t, p.Output().Text)
-	waitComm(t, pids, "sleep")
-	fds := pinPIDs(t, pids)
-	t.Cleanup(func() { _ = unix.PidfdSendSignal(fds[0], unix.SIGKILL, nil, 0) })
-	faked := agentproc.EmptyEnvironReads(t, pids[0])
-	if err := unix.Kill(p.Info().PID, unix.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	info := mustWait(t, p) // fails on the test deadline if the sweep never ends
+	info, fd, faked := sweepEscapee(t, agentproc.EmptyEnvironReads)
 	if n := faked(); n < 2 {
 		t.Errorf("reads of the stuck escapee's environment: got %d, want it read again", n)
 	}
-	if info.Leftovers != 0 || waitExited(fds, 0) != 1 {
+	if info.Leftovers != 0 || waitExited([]int{fd}, 0) != 1 {
 		t.Errorf("the escapee whose environment never said anything: got Leftovers %d and it signalled, want neither", info.Leftovers)
 	}
 }
