@@ -102,8 +102,8 @@ func (s *procScanner) settledEnv(pid int, owner bool) ([]byte, uint32) {
 // nothing else to be found by). So readMarkerEnv tells such a read apart
 // (stat's env_end is 0 while no environment is set up; a process exec'd
 // with an empty environment has one, of no bytes), and the callers read
-// each such PID again (settleEnvs) every markerSettlePoll until it says
-// something, for up to markerSettleWait. A process that still says
+// each such PID again (settleEnvs), at once and then every
+// markerSettlePoll until it says something, for up to markerSettleWait. A process that still says
 // nothing then (stuck in exec or exit, in the D state on a hung file
 // system) is taken as unmarked: no signal goes to a process without proof
 // that it is the tree's (docs/containment.md).
@@ -149,8 +149,9 @@ func readMarkerEnv(sc *procfs.Scanner, pid int, owner bool) (env []byte, uid uin
 }
 
 // settleEnvs reads the environments of pids, whose last reads said
-// nothing yet (readMarkerEnv), again every markerSettlePoll until each
-// says something or markerSettleWait has passed, and calls fn with each
+// nothing yet (readMarkerEnv), again at once and then every
+// markerSettlePoll until each says something or markerSettleWait has
+// passed, and calls fn with each
 // one that did (env valid only during the call). It returns the PIDs that
 // never did.
 func settleEnvs(sc *procfs.Scanner, pids []int, owner bool, fn func(pid int, env []byte, uid uint32)) (stuck []int) {
@@ -161,8 +162,12 @@ func settleEnvs(sc *procfs.Scanner, pids []int, owner bool, fn func(pid int, env
 	deadline := time.Now().Add(markerSettleWait)
 	tick := time.NewTicker(markerSettlePoll)
 	defer tick.Stop()
-	for {
-		<-tick.C
+	// The first time at once: the rest of a pass has often given an exec
+	// the time it needed.
+	for again := false; ; again = true {
+		if again {
+			<-tick.C
+		}
 		left := pids[:0]
 		for _, pid := range pids {
 			if env, uid, known := readMarkerEnv(sc, pid, owner); known {
