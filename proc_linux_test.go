@@ -149,6 +149,13 @@ func TestMarkerReadMidExecReadAgain(t *testing.T) {
 			i, ok := newTreeKiller([]orphanTree{{id: id}}).belongs(s, pid, nil)
 			return ok && i == 0
 		}},
+		{"orphan round", func() bool {
+			// SIGCONT: a signal the shell takes without harm.
+			k := newTreeKiller([]orphanTree{{id: id}})
+			defer k.close()
+			k.round(unix.SIGCONT)
+			return k.found[0] == 1
+		}},
 		{"ports, next scan", func() bool {
 			// The port scan need not wait (it looks again soon), but it
 			// must not remember the process as unmarked.
