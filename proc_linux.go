@@ -97,16 +97,17 @@ func (s *procScanner) settledEnv(pid int, owner bool) ([]byte, uint32) {
 // nothing: between exec's switch to the new program's memory and the setup
 // of its stack (where the new environment is copied), /proc/PID/environ
 // reads empty, as it does for a zombie, a kernel thread and a process
-// exiting. A sweep that took that for "no marker" would miss an escapee
-// that was exec'ing at that moment (an escapee without a cgroup has
-// nothing else to be found by). So readMarkerEnv tells such a read apart
-// (stat's env_end is 0 while no environment is set up; a process exec'd
-// with an empty environment has one, of no bytes), and the callers read
-// each such PID again (settleEnvs), at once and then every
-// markerSettlePoll until it says something, for up to markerSettleWait. A process that still says
-// nothing then (stuck in exec or exit, in the D state on a hung file
-// system) is taken as unmarked: no signal goes to a process without proof
-// that it is the tree's (docs/containment.md).
+// exiting (newer kernels fail those with ESRCH instead). A sweep that took
+// that for "no marker" would miss an escapee that was exec'ing at that
+// moment (an escapee without a cgroup has nothing else to be found by). So
+// readMarkerEnv tells such a read apart (stat's env_end is 0 while no
+// environment is set up; a process exec'd with an empty environment has
+// one, of no bytes), and the callers read each such PID again
+// (settleEnvs), at once and then every markerSettlePoll until it says
+// something, for up to markerSettleWait. A process that still says nothing
+// then (stuck in exec or exit, in the D state on a hung file system) is
+// taken as unmarked: no signal goes to a process without proof that it is
+// the tree's (docs/containment.md).
 const (
 	markerSettleWait = 200 * time.Millisecond
 	markerSettlePoll = time.Millisecond
@@ -151,9 +152,8 @@ func readMarkerEnv(sc *procfs.Scanner, pid int, owner bool) (env []byte, uid uin
 // settleEnvs reads the environments of pids, whose last reads said
 // nothing yet (readMarkerEnv), again at once and then every
 // markerSettlePoll until each says something or markerSettleWait has
-// passed, and calls fn with each
-// one that did (env valid only during the call). It returns the PIDs that
-// never did.
+// passed, and calls fn with each one that did (env valid only during the
+// call). It returns the PIDs that never did.
 func settleEnvs(sc *procfs.Scanner, pids []int, owner bool, fn func(pid int, env []byte, uid uint32)) (stuck []int) {
 	if len(pids) == 0 {
 		return nil
@@ -432,9 +432,9 @@ type procSnapshot struct {
 	// the processes whose environment carries it, including those whose
 	// first read said nothing yet and a later one did (settleEnvs).
 	marked map[string][]int
-	// stuck lists the processes whose environment said nothing until
-	// markerSettleWait had passed: not known to carry any marker.
-	stuck []int
+	// unknown, in a worker's part of a pass only, lists the processes
+	// whose environment said nothing yet, to be read again (settleEnvs).
+	unknown []int
 	// groups counts the live (non-zombie) processes of each process group.
 	groups  map[int]int
 	scanned int
@@ -600,7 +600,7 @@ func (snap *procSnapshot) scan(kind passKind) {
 			// A zombie's environment reads empty, so it is never listed.
 			env, _, known := readMarkerEnv(sc, pid, false)
 			if !known {
-				p.stuck = append(p.stuck, pid) // read again below, all at once
+				p.unknown = append(p.unknown, pid) // read again below, all at once
 				continue
 			}
 			eachMarker(env, func(id []byte) { p.marked[string(id)] = append(p.marked[string(id)], pid) })
@@ -630,11 +630,12 @@ func (snap *procSnapshot) scan(kind passKind) {
 		for g, n := range p.groups {
 			snap.groups[g] += n
 		}
-		unknown = append(unknown, p.stuck...)
+		unknown = append(unknown, p.unknown...)
 	}
 	// Read again before the pass is done, so that every sweep sharing it
-	// sees what they carry; the wait is for the pass, not per sweep.
-	snap.stuck = settleEnvs(&s.Scanner, unknown, false, func(pid int, env []byte, _ uint32) {
+	// sees what they carry; the wait is for the pass, not per sweep. What
+	// never says anything is taken as unmarked.
+	settleEnvs(&s.Scanner, unknown, false, func(pid int, env []byte, _ uint32) {
 		eachMarker(env, func(id []byte) { snap.marked[string(id)] = append(snap.marked[string(id)], pid) })
 	})
 }
