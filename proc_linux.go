@@ -103,14 +103,15 @@ func (s *procScanner) settledEnv(pid int, owner bool) ([]byte, uint32) {
 // readMarkerEnv tells such a read apart (stat's env_end is 0 while no
 // environment is set up; a process exec'd with an empty environment has
 // one, of no bytes), and the callers read each such PID again
-// (settleEnvs), at once and then every markerSettlePoll until it says
-// something, for up to markerSettleWait. A process that still says nothing
+// (settleEnvs), at once and then after pauses growing to
+// markerSettlePoll until it says something, for up to markerSettleWait. A process that still says nothing
 // then (stuck in exec or exit, in the D state on a hung file system) is
 // taken as unmarked: no signal goes to a process without proof that it is
 // the tree's (docs/containment.md).
 const (
-	markerSettleWait = 200 * time.Millisecond
-	markerSettlePoll = time.Millisecond
+	markerSettleWait  = 200 * time.Millisecond
+	markerSettleFirst = 20 * time.Microsecond
+	markerSettlePoll  = time.Millisecond
 )
 
 // environEmptyHook, when a test sets it, is asked before each marker read
@@ -150,8 +151,8 @@ func readMarkerEnv(sc *procfs.Scanner, pid int, owner bool) (env []byte, uid uin
 }
 
 // settleEnvs reads the environments of pids, whose last reads said
-// nothing yet (readMarkerEnv), again at once and then every
-// markerSettlePoll until each says something or markerSettleWait has
+// nothing yet (readMarkerEnv), again at once and then after pauses growing
+// to markerSettlePoll until each says something or markerSettleWait has
 // passed, and calls fn with each one that did (env valid only during the
 // call). It returns the PIDs that never did.
 func settleEnvs(sc *procfs.Scanner, pids []int, owner bool, fn func(pid int, env []byte, uid uint32)) (stuck []int) {
@@ -160,13 +161,25 @@ func settleEnvs(sc *procfs.Scanner, pids []int, owner bool, fn func(pid int, env
 	}
 	pids = slices.Clone(pids)
 	deadline := time.Now().Add(markerSettleWait)
-	tick := time.NewTicker(markerSettlePoll)
-	defer tick.Stop()
 	// The first time at once: the rest of a pass has often given an exec
-	// the time it needed.
-	for again := false; ; again = true {
-		if again {
-			<-tick.C
+	// the time it needed. Then after a pause that doubles from
+	// markerSettleFirst up to markerSettlePoll: an exec's window is
+	// usually some microseconds, and a sweep that meets one (a Start's
+	// shell, say) should not wait a whole poll for it.
+	var timer *time.Timer
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
+	for pause := time.Duration(0); ; pause = min(max(2*pause, markerSettleFirst), markerSettlePoll) {
+		if pause > 0 {
+			if timer == nil {
+				timer = time.NewTimer(pause)
+			} else {
+				timer.Reset(pause)
+			}
+			<-timer.C
 		}
 		left := pids[:0]
 		for _, pid := range pids {
