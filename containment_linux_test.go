@@ -359,15 +359,19 @@ func TestSweepSparesDecoys(t *testing.T) {
 // process-wide, and another test's sweep could take the read meant for
 // this one.
 func TestSweepRereadsEnvironMidExec(t *testing.T) {
-	info, fd, faked := sweepEscapee(t, agentproc.EmptyNextEnvironRead)
-	if n := faked(); n != 1 {
-		t.Fatalf("sweep reads of the escapee's environment that saw it empty: got %d, want 1", n)
-	}
-	if info.Leftovers != 1 {
-		t.Errorf("Leftovers got %d, want 1", info.Leftovers)
-	}
-	if left := waitExited([]int{fd}, testTimeout); left != 0 {
-		t.Errorf("the escapee whose first read was empty: got alive, want killed by the sweep")
+	for _, h := range agentproc.EnvironHooks {
+		t.Run(h.Name, func(t *testing.T) {
+			info, fd, faked := sweepEscapee(t, h.Arm)
+			if n := faked(); n != 1 {
+				t.Fatalf("sweep reads of the escapee's environment that saw it empty: got %d, want 1", n)
+			}
+			if info.Leftovers != 1 {
+				t.Errorf("Leftovers got %d, want 1", info.Leftovers)
+			}
+			if left := waitExited([]int{fd}, testTimeout); left != 0 {
+				t.Errorf("the escapee whose first read was empty: got alive, want killed by the sweep")
+			}
+		})
 	}
 }
 

@@ -11,8 +11,15 @@ import (
 var emptyReads struct {
 	once  sync.Once
 	mu    sync.Mutex
-	armed map[int]int // reads left to fake; -1: every read
+	armed map[int]armedRead
 	faked map[int]int
+}
+
+// armedRead is how many reads of a PID to fake (-1: every read), and
+// whether its stat is to show no environment set up.
+type armedRead struct {
+	left  int
+	unset bool
 }
 
 // EmptyNextEnvironRead has the next marker read of pid's environment see
@@ -23,38 +30,46 @@ var emptyReads struct {
 // others that sweep (no t.Parallel), or their reads could take the one
 // meant for its own.
 func EmptyNextEnvironRead(t testing.TB, pid int) (faked func() int) {
-	return emptyEnvironReads(t, pid, 1)
+	return emptyEnvironReads(t, pid, armedRead{1, true})
 }
 
 // EmptyEnvironReads is EmptyNextEnvironRead for every read of pid until
 // the test ends: a process stuck in exec.
 func EmptyEnvironReads(t testing.TB, pid int) (faked func() int) {
-	return emptyEnvironReads(t, pid, -1)
+	return emptyEnvironReads(t, pid, armedRead{-1, true})
 }
 
-func emptyEnvironReads(t testing.TB, pid, n int) (faked func() int) {
+// EmptyNextEnvironReadJustBefore is EmptyNextEnvironRead with pid's stat
+// showing its environment set up: what a read sees that came just before
+// the exec set it up, with stat read just after.
+func EmptyNextEnvironReadJustBefore(t testing.TB, pid int) (faked func() int) {
+	return emptyEnvironReads(t, pid, armedRead{1, false})
+}
+
+func emptyEnvironReads(t testing.TB, pid int, a armedRead) (faked func() int) {
 	emptyReads.once.Do(func() {
-		emptyReads.armed = make(map[int]int)
+		emptyReads.armed = make(map[int]armedRead)
 		emptyReads.faked = make(map[int]int)
-		hook := func(pid int) bool {
+		hook := func(pid int) (empty, unset bool) {
 			emptyReads.mu.Lock()
 			defer emptyReads.mu.Unlock()
-			left := emptyReads.armed[pid]
+			a := emptyReads.armed[pid]
 			switch {
-			case left == 0:
-				return false
-			case left == 1:
+			case a.left == 0:
+				return false, false
+			case a.left == 1:
 				delete(emptyReads.armed, pid)
-			case left > 1:
-				emptyReads.armed[pid] = left - 1
+			case a.left > 1:
+				a.left--
+				emptyReads.armed[pid] = a
 			}
 			emptyReads.faked[pid]++
-			return true
+			return true, a.unset
 		}
 		environEmptyHook.Store(&hook)
 	})
 	emptyReads.mu.Lock()
-	emptyReads.armed[pid] = n
+	emptyReads.armed[pid] = a
 	emptyReads.faked[pid] = 0
 	emptyReads.mu.Unlock()
 	t.Cleanup(func() {
@@ -68,4 +83,16 @@ func emptyEnvironReads(t testing.TB, pid, n int) (faked func() int) {
 		defer emptyReads.mu.Unlock()
 		return emptyReads.faked[pid]
 	}
+}
+
+// EnvironHooks are the two ways a marker read can come back empty for a
+// marked process, to arm for its next read: during its exec (stat shows no
+// environment set up), or just before the exec set it up, with stat read
+// just after.
+var EnvironHooks = []struct {
+	Name string
+	Arm  func(testing.TB, int) func() int
+}{
+	{"mid-exec", EmptyNextEnvironRead},
+	{"just before", EmptyNextEnvironReadJustBefore},
 }

@@ -115,9 +115,11 @@ const (
 )
 
 // environEmptyHook, when a test sets it, is asked before each marker read
-// of pid's environment; when it returns true the read sees what a read
-// during an exec sees: an empty environment, none set up.
-var environEmptyHook atomic.Pointer[func(pid int) bool]
+// of pid's environment; when it returns empty the read comes back empty,
+// and with unset too the process's stat shows no environment set up: what
+// a read during an exec sees (without unset, what a read just before the
+// exec set the environment up sees, when stat is read just after).
+var environEmptyHook atomic.Pointer[func(pid int) (empty, unset bool)]
 
 // readMarkerEnv reads pid's environment (in sc's buffer) and, if owner is
 // set, the file's owner, for a marker check. known is false when the read
@@ -126,28 +128,55 @@ var environEmptyHook atomic.Pointer[func(pid int) bool]
 // zombie nor a kernel thread and has no environment set up. An environment
 // that is known but could not be read is returned empty.
 func readMarkerEnv(sc *procfs.Scanner, pid int, owner bool) (env []byte, uid uint32, known bool) {
-	env, uid, err := sc.Read(pid, "environ", owner)
-	midExec := false
-	if h := environEmptyHook.Load(); h != nil && (*h)(pid) {
-		env, err, midExec = nil, nil, true
-	}
+	env, uid, err, unset := readEnviron(sc, pid, owner)
 	switch {
 	case err == nil && len(env) > 0:
 		return env, uid, true
-	case err == unix.ENOENT || err == unix.ESRCH || err == unix.EACCES || err == unix.EPERM:
-		return nil, 0, true // gone, or not ours
+	case goneOrNotOurs(err):
+		return nil, 0, true
 	}
 	stat, _, serr := sc.Read(pid, "stat", false)
 	if serr != nil {
 		return nil, 0, true // gone
 	}
 	state, kernel, envSet, ok := procfs.ParseStatEnv(stat)
-	if !ok || state == 'Z' || state == 'X' || kernel || (err == nil && envSet && !midExec) {
-		// Nothing to wait for: a process that cannot carry a marker, an
-		// environment of no bytes, or a kernel too old to tell.
+	if !ok || state == 'Z' || state == 'X' || kernel {
+		// Nothing to wait for: a process that cannot carry a marker, or a
+		// kernel too old to tell.
 		return nil, uid, true
 	}
+	if !envSet || unset {
+		return nil, 0, false
+	}
+	// Set up now, but the empty read may have come just before: read
+	// again, after stat showed it set up (177 of 2,000 children read as
+	// exec.Cmd.Start returned were caught so, on a 2-core VM). Empty
+	// again, it is an environment of no bytes.
+	env, uid, err, unset = readEnviron(sc, pid, owner)
+	switch {
+	case err == nil && !unset:
+		return env, uid, true
+	case goneOrNotOurs(err):
+		return nil, 0, true
+	}
 	return nil, 0, false
+}
+
+// goneOrNotOurs reports whether err, from a read of a process's file, says
+// the process is gone or not ours to read.
+func goneOrNotOurs(err error) bool {
+	return err == unix.ENOENT || err == unix.ESRCH || err == unix.EACCES || err == unix.EPERM
+}
+
+// readEnviron is one read of pid's environment, through environEmptyHook.
+func readEnviron(sc *procfs.Scanner, pid int, owner bool) (env []byte, uid uint32, err error, unset bool) {
+	env, uid, err = sc.Read(pid, "environ", owner)
+	if h := environEmptyHook.Load(); h != nil {
+		if empty, u := (*h)(pid); empty {
+			return nil, uid, nil, u
+		}
+	}
+	return env, uid, err, false
 }
 
 // settleEnvs reads the environments of pids, whose last reads said

@@ -124,9 +124,10 @@ func startMarkedChild(t *testing.T, env []string) int {
 
 // TestMarkerReadMidExecReadAgain: every marker check reads a process
 // again when its environment read empty while none was set up (an exec
-// under way), instead of taking it for unmarked. The hook has the first
-// read of a marked process see what such a read sees; each check must
-// still find the marker, and must have met the hook. Not parallel: the
+// under way), or while stat, read after, shows one set up, instead of
+// taking it for unmarked. The hook has the first read of a marked process
+// see what such a read sees; each check must still find the marker, and
+// must have met the hook. Not parallel: the
 // hook is process-wide (EmptyNextEnvironRead).
 func TestMarkerReadMidExecReadAgain(t *testing.T) {
 	s, err := newProcScanner()
@@ -170,64 +171,16 @@ func TestMarkerReadMidExecReadAgain(t *testing.T) {
 			return slices.Contains(members, treeMember{pid, 0})
 		}},
 	} {
-		t.Run(c.name, func(t *testing.T) {
-			faked := EmptyNextEnvironRead(t, pid)
-			if !c.found() {
-				t.Errorf("process %d: got unmarked, want marked (its first read was empty)", pid)
-			}
-			if n := faked(); n != 1 {
-				t.Errorf("reads that saw the environment empty: got %d, want 1", n)
-			}
-		})
-	}
-}
-
-// TestMarkerReadKnown: a read that comes back empty is final, with no
-// read again, for a process exec'd with an empty environment, a zombie and
-// a kernel thread; it is not for a process whose environment is not set
-// up yet (the hook).
-func TestMarkerReadKnown(t *testing.T) {
-	s, err := newProcScanner()
-	if err != nil {
-		t.Skipf("no /proc: %v", err)
-	}
-	defer s.Close()
-	empty := startMarkedChild(t, []string{})
-	zombie := exec.Command("true")
-	if err := zombie.Start(); err != nil {
-		t.Fatal(err)
-	}
-	// Exited, not reaped: a zombie until Wait.
-	var info unix.Siginfo
-	if err := unix.Waitid(unix.P_PID, zombie.Process.Pid, &info, unix.WEXITED|unix.WNOWAIT, nil); err != nil {
-		t.Fatal(err)
-	}
-	defer zombie.Wait()
-	cases := []struct {
-		name  string
-		pid   int
-		known bool
-	}{
-		{"empty environment", empty, true},
-		{"zombie", zombie.Process.Pid, true},
-		{"exec under way", empty, false},
-	}
-	if stat, err := os.ReadFile("/proc/2/stat"); err == nil {
-		if _, kernel, _, ok := procfs.ParseStatEnv(stat); ok && kernel {
-			cases = append(cases, struct {
-				name  string
-				pid   int
-				known bool
-			}{"kernel thread", 2, true})
-		}
-	}
-	for _, c := range cases {
-		if !c.known {
-			EmptyNextEnvironRead(t, c.pid)
-		}
-		env, _, known := readMarkerEnv(&s.Scanner, c.pid, true)
-		if known != c.known || len(env) != 0 {
-			t.Errorf("%s: got known %v with %q, want known %v and empty", c.name, known, env, c.known)
+		for _, h := range EnvironHooks {
+			t.Run(h.Name+"/"+c.name, func(t *testing.T) {
+				faked := h.Arm(t, pid)
+				if !c.found() {
+					t.Errorf("process %d: got unmarked, want marked (its first read was empty)", pid)
+				}
+				if n := faked(); n != 1 {
+					t.Errorf("reads that saw the environment empty: got %d, want 1", n)
+				}
+			})
 		}
 	}
 }
