@@ -33,9 +33,7 @@ import (
 // TestSandboxUnprivileged, not.
 func TestAttackTempDirOfAnotherTree(t *testing.T) {
 	requireSandbox(t)
-	ws, _, _ := sandboxWorkspace(t)
-	m := newManager(t, agentproc.WithSandbox(agentproc.WorkspaceSandbox(ws)), agentproc.WithRedaction(false))
-	b, bTmp := otherTree(t, m, ws)
+	ws, m, b, bTmp := otherTreeInWorkspace(t)
 	planted := filepath.Join(bTmp, "planted")
 	out := runSandboxed(t, m, agentproc.Request{WorkDir: ws,
 		Command: `echo planted-by-A > ` + shellQuote(planted) + `; echo mine > "$TMPDIR/own" && cat "$TMPDIR/own"`})
@@ -50,10 +48,7 @@ func TestAttackTempDirOfAnotherTree(t *testing.T) {
 	if err := os.WriteFile(planted, []byte("control"), 0o600); err != nil {
 		t.Errorf("control: the host cannot write %s: %v", planted, err)
 	}
-	if err := b.CloseStdin(testContext(t)); err != nil {
-		t.Fatal(err)
-	}
-	mustWait(t, b)
+	endOtherTree(t, b)
 	if got := b.Output().Text; strings.Contains(got, "planted-by-A") {
 		t.Errorf("tree B read %q from its TMPDIR: tree A wrote it, want A refused", got)
 	}
@@ -64,14 +59,9 @@ func TestAttackTempDirOfAnotherTree(t *testing.T) {
 // no read right. Runs as root and, through TestSandboxUnprivileged, not.
 func TestAttackTempDirOfAnotherTreeRead(t *testing.T) {
 	requireSandbox(t)
-	ws, _, _ := sandboxWorkspace(t)
-	m := newManager(t, agentproc.WithSandbox(agentproc.WorkspaceSandbox(ws)), agentproc.WithRedaction(false))
-	b, bTmp := otherTree(t, m, ws)
+	ws, m, b, bTmp := otherTreeInWorkspace(t)
 	out := runSandboxed(t, m, agentproc.Request{WorkDir: ws, Command: `cat ` + shellQuote(filepath.Join(bTmp, "f"))})
-	if err := b.CloseStdin(testContext(t)); err != nil {
-		t.Fatal(err)
-	}
-	mustWait(t, b)
+	endOtherTree(t, b)
 	if strings.Contains(out.Text, "SECRET-OF-B") {
 		t.Errorf("tree A read tree B's temp file: output %q, want it refused", out.Text)
 	}
@@ -87,9 +77,7 @@ func TestAttackTempDirOfAnotherTreeRead(t *testing.T) {
 // unconfined.
 func TestAttackTempDirOfAnotherTreeMetadata(t *testing.T) {
 	requireRootSandbox(t)
-	ws, _, _ := sandboxWorkspace(t)
-	m := newManager(t, agentproc.WithSandbox(agentproc.WorkspaceSandbox(ws)), agentproc.WithRedaction(false))
-	b, bTmp := otherTree(t, m, ws)
+	ws, m, b, bTmp := otherTreeInWorkspace(t)
 	f := filepath.Join(bTmp, "f")
 	before, err := os.Stat(f)
 	if err != nil {
@@ -111,10 +99,7 @@ func TestAttackTempDirOfAnotherTreeMetadata(t *testing.T) {
 	if ctl, err := os.Stat(f); err != nil || ctl.Mode().Perm() != 0o606 || ctl.ModTime().Unix() != stamp {
 		t.Errorf("control: an unconfined tree's change left %v (err %v), want mode 0606 and mtime %d", ctl, err, stamp)
 	}
-	if err := b.CloseStdin(testContext(t)); err != nil {
-		t.Fatal(err)
-	}
-	mustWait(t, b)
+	endOtherTree(t, b)
 }
 
 // TestAttackTempDirOfAnotherTreeWays: the ways a tree that knows the path
@@ -129,15 +114,8 @@ func TestAttackTempDirOfAnotherTreeMetadata(t *testing.T) {
 // checked as root only (README, What does not hold).
 func TestAttackTempDirOfAnotherTreeWays(t *testing.T) {
 	requireSandbox(t)
-	ws, _, _ := sandboxWorkspace(t)
-	m := newManager(t, agentproc.WithSandbox(agentproc.WorkspaceSandbox(ws)), agentproc.WithRedaction(false))
-	b, bTmp := otherTree(t, m, ws)
-	defer func() {
-		if err := b.CloseStdin(testContext(t)); err != nil {
-			t.Fatal(err)
-		}
-		mustWait(t, b)
-	}()
+	ws, m, b, bTmp := otherTreeInWorkspace(t)
+	defer endOtherTree(t, b)
 	f, name := shellQuote(filepath.Join(bTmp, "f")), filepath.Base(bTmp)
 	pid := strconv.Itoa(b.Info().PID)
 	cases := []struct {
@@ -193,15 +171,8 @@ func TestAttackTempDirOfAnotherTreeWays(t *testing.T) {
 // control reads it unconfined.
 func TestAttackTempDirFromNoDefaultWrite(t *testing.T) {
 	requireSandbox(t)
-	ws, _, _ := sandboxWorkspace(t)
-	m := newManager(t, agentproc.WithSandbox(agentproc.WorkspaceSandbox(ws)), agentproc.WithRedaction(false))
-	b, bTmp := otherTree(t, m, ws)
-	defer func() {
-		if err := b.CloseStdin(testContext(t)); err != nil {
-			t.Fatal(err)
-		}
-		mustWait(t, b)
-	}()
+	ws, m, b, bTmp := otherTreeInWorkspace(t)
+	defer endOtherTree(t, b)
 	read := `cat ` + shellQuote(filepath.Join(bTmp, "f")) + ` 2>/dev/null; ls ` + shellQuote(filepath.Dir(bTmp)) + ` 2>/dev/null`
 	narrow := agentproc.WorkspaceSandbox(ws)
 	narrow.NoDefaultWrite = true
@@ -251,15 +222,8 @@ func TestSandboxTempParentPlace(t *testing.T) {
 // through TestSandboxUnprivileged, not; the control reads it unconfined.
 func TestAttackTempDirOfAnotherManager(t *testing.T) {
 	requireSandbox(t)
-	ws, _, _ := sandboxWorkspace(t)
-	other := newManager(t, agentproc.WithSandbox(agentproc.WorkspaceSandbox(ws)), agentproc.WithRedaction(false))
-	b, bTmp := otherTree(t, other, ws)
-	defer func() {
-		if err := b.CloseStdin(testContext(t)); err != nil {
-			t.Fatal(err)
-		}
-		mustWait(t, b)
-	}()
+	ws, _, b, bTmp := otherTreeInWorkspace(t)
+	defer endOtherTree(t, b)
 	read := `cat ` + shellQuote(filepath.Join(bTmp, "f")) + ` 2>/dev/null; ls -a ` + shellQuote(filepath.Dir(filepath.Dir(bTmp))) + ` 2>/dev/null | grep agentproc-sandbox-`
 	m := newManager(t, agentproc.WithSandbox(agentproc.WorkspaceSandbox(ws)), agentproc.WithRedaction(false))
 	out := runSandboxed(t, m, agentproc.Request{WorkDir: ws, Command: read})
@@ -428,6 +392,26 @@ func otherTree(t *testing.T, m *agentproc.Manager, ws string) (*agentproc.Proces
 		t.Fatalf("control: B's temp file: %v", err)
 	}
 	return b, bTmp
+}
+
+// otherTreeInWorkspace makes a sandbox workspace and a Manager that
+// confines its trees to it, without redaction, and starts tree B under it
+// (otherTree). It returns the workspace, the Manager, B and B's temp dir.
+func otherTreeInWorkspace(t *testing.T) (string, *agentproc.Manager, *agentproc.Process, string) {
+	t.Helper()
+	ws, _, _ := sandboxWorkspace(t)
+	m := newManager(t, agentproc.WithSandbox(agentproc.WorkspaceSandbox(ws)), agentproc.WithRedaction(false))
+	b, bTmp := otherTree(t, m, ws)
+	return ws, m, b, bTmp
+}
+
+// endOtherTree closes tree B's stdin and waits for it to end.
+func endOtherTree(t *testing.T, b *agentproc.Process) {
+	t.Helper()
+	if err := b.CloseStdin(testContext(t)); err != nil {
+		t.Fatal(err)
+	}
+	mustWait(t, b)
 }
 
 // TestAttackSetuidInWorkspace: as root the shell is uid 0 without

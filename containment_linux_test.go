@@ -349,6 +349,70 @@ func TestSweepSparesDecoys(t *testing.T) {
 	}
 }
 
+// TestSweepRereadsEnvironMidExec: a marker read that catches a process
+// between exec's switch to the new program's memory and the setup of its
+// stack reads an empty environment, as a zombie's does; the kill sweep
+// after the shell's exit took that for "no marker", so an escapee without
+// a cgroup that was exec'ing at that moment survived. The hook has the
+// sweep's first read of the escapee's environment see what such a read
+// sees; the sweep reads it again and kills it. Not parallel: the hook is
+// process-wide, and another test's sweep could take the read meant for
+// this one.
+func TestSweepRereadsEnvironMidExec(t *testing.T) {
+	for _, h := range agentproc.EnvironHooks {
+		t.Run(h.Name, func(t *testing.T) {
+			info, fd, faked := sweepEscapee(t, h.Arm)
+			if n := faked(); n != 1 {
+				t.Fatalf("sweep reads of the escapee's environment that saw it empty: got %d, want 1", n)
+			}
+			if info.Leftovers != 1 {
+				t.Errorf("Leftovers got %d, want 1", info.Leftovers)
+			}
+			if left := waitExited([]int{fd}, testTimeout); left != 0 {
+				t.Errorf("the escapee whose first read was empty: got alive, want killed by the sweep")
+			}
+		})
+	}
+}
+
+// sweepEscapee starts a tree that leaves a setsid escapee with the marker
+// and no cgroup, arms hook (EmptyNextEnvironRead, EmptyEnvironReads) for
+// the escapee, and SIGKILLs the shell behind the library's back, so that
+// the kill sweep after the shell's exit is the first to look for escapees
+// (no SIGTERM step reads them before). It returns the tree's Info, a pidfd
+// of the escapee (killed when the test ends) and what hook returned.
+func sweepEscapee(t *testing.T, hook func(testing.TB, int) func() int) (agentproc.Info, int, func() int) {
+	t.Helper()
+	m := newManager(t, agentproc.WithGracePeriod(5*time.Second))
+	p := mustStart(t, m, agentproc.Request{Command: "setsid sleep 1000 >/dev/null 2>&1 & echo pid=$!; echo ready; exec sleep 1000"})
+	waitForOutput(t, p, regexp.MustCompile(`ready`))
+	pids := pidsIn(t, p.Output().Text)
+	waitComm(t, pids, "sleep")
+	waitMarked(t, p.ID(), "sleep", 1, p.Info().PID)
+	fds := pinPIDs(t, pids)
+	t.Cleanup(func() { _ = unix.PidfdSendSignal(fds[0], unix.SIGKILL, nil, 0) })
+	faked := hook(t, pids[0])
+	if err := unix.Kill(p.Info().PID, unix.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	return mustWait(t, p), fds[0], faked // fails on the test deadline if the sweep never ends
+}
+
+// TestSweepEndsWithEnvironStuck: a process whose environment reads as an
+// exec under way for good (stuck in exec on a hung file system, say) is
+// read again for a bounded time only, so the kill sweep still ends; with
+// nothing to prove it is the tree's, it is not signalled
+// (docs/containment.md). Not parallel, as TestSweepRereadsEnvironMidExec.
+func TestSweepEndsWithEnvironStuck(t *testing.T) {
+	info, fd, faked := sweepEscapee(t, agentproc.EmptyEnvironReads)
+	if n := faked(); n < 2 {
+		t.Errorf("reads of the stuck escapee's environment: got %d, want it read again", n)
+	}
+	if info.Leftovers != 0 || waitExited([]int{fd}, 0) != 1 {
+		t.Errorf("the escapee whose environment never said anything: got Leftovers %d and it signalled, want neither", info.Leftovers)
+	}
+}
+
 // cgroupParent returns a fresh cgroup v2 directory for the test's
 // processes, removed at the end, or skips the test saying why there is
 // none. The hierarchy is found from /proc/self/mountinfo (hybrid hosts

@@ -208,11 +208,18 @@ func runSparesHost() int {
 		fmt.Fprintln(os.Stderr, "host: spare cgroups:", err)
 		return 1
 	}
+	hostListAndBlock("spare", dirs)
+	return 0
+}
+
+// hostListAndBlock prints "what DIR" for each of dirs and "ready", and
+// blocks until the test SIGKILLs this host.
+func hostListAndBlock(what string, dirs []string) {
 	for _, d := range dirs {
-		fmt.Println("spare", d)
+		fmt.Println(what, d)
 	}
 	fmt.Println("ready")
-	select {} // until the test SIGKILLs this host
+	select {}
 }
 
 // TestHostDeathRemovesSpareCgroups: a host with a state dir is SIGKILLed
@@ -442,32 +449,11 @@ func init() {
 	agentproc.RegisterHelper("host-held-removal", runHeldRemovalHost, false)
 }
 
-// runHeldRemovalHost runs a limited command on a state dir (hostDirEnv)
-// with the removal of its cgroups held after its exit, prints "exited DIR"
-// for each of them and "ready", and blocks until killed. It prints
-// "unsupported: ..." and exits where limits cannot be held.
+// runHeldRemovalHost is runHeldHost with the removal of the limited
+// tree's cgroups held after its exit: it prints "exited DIR" for each.
 func runHeldRemovalHost() int {
-	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
-	defer cancel()
 	held, _ := agentproc.HoldCgroupRemoval()
-	m := agentproc.New(agentproc.WithStateDir(filepath.Join(os.Getenv(hostDirEnv), "a")))
-	if ok, code := hostRunLimited(ctx, m, 1, agentproc.Limits{Procs: 10}); !ok {
-		if code == 0 {
-			fmt.Println("ready")
-		}
-		return code
-	}
-	select {
-	case dirs := <-held:
-		for _, d := range dirs {
-			fmt.Println("exited", d)
-		}
-	case <-ctx.Done():
-		fmt.Fprintln(os.Stderr, "host: the removal was never held")
-		return 1
-	}
-	fmt.Println("ready")
-	select {} // until the test SIGKILLs this host
+	return runHeldHost("exited", held)
 }
 
 // TestHostDeathRemovesExitedTreeCgroups: a host with a state dir is
@@ -490,20 +476,25 @@ func init() {
 // tree's exit.
 const holdNewEnv = "AGENTPROC_TEST_HOLD_NEW"
 
-// runHeldNewHost starts limited commands on a state dir (hostDirEnv) with
-// the cgroup.New that holdNewEnv names held once it has made its
-// directories, prints "made DIR" for each of them and "ready", and blocks
-// until killed. It prints "unsupported: ..." and exits where limits cannot
-// be held.
+// runHeldNewHost is runHeldHost with the cgroup.New that holdNewEnv names
+// held once it has made its directories: it prints "made DIR" for each.
 func runHeldNewHost() int {
+	n, _ := strconv.Atoi(os.Getenv(holdNewEnv))
+	return runHeldHost("made", agentproc.HoldCgroupNew(n))
+}
+
+// runHeldHost runs a limited command on a state dir (hostDirEnv) while a
+// test hook, set by the caller, holds the Manager at a step of it; once
+// held yields the cgroup directories the step holds, it prints "what DIR"
+// for each of them and "ready", and blocks until killed. It prints
+// "unsupported: ..." and exits where limits cannot be held.
+func runHeldHost(what string, held <-chan []string) int {
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
-	n, _ := strconv.Atoi(os.Getenv(holdNewEnv))
-	held := agentproc.HoldCgroupNew(n)
 	m := agentproc.New(agentproc.WithStateDir(filepath.Join(os.Getenv(hostDirEnv), "a")))
 	done := make(chan int, 1)
 	go func() {
-		// The held New never returns: with n 1 neither does this Start.
+		// A held New never returns: then neither does this Start.
 		ok, code := hostRunLimited(ctx, m, 1, agentproc.Limits{Procs: 10})
 		if !ok {
 			done <- code
@@ -511,20 +502,17 @@ func runHeldNewHost() int {
 	}()
 	select {
 	case dirs := <-held:
-		for _, d := range dirs {
-			fmt.Println("made", d)
-		}
+		hostListAndBlock(what, dirs)
 	case code := <-done:
 		if code == 0 {
 			fmt.Println("ready")
 		}
 		return code
 	case <-ctx.Done():
-		fmt.Fprintln(os.Stderr, "host: no cgroup.New was held")
+		fmt.Fprintf(os.Stderr, "host: nothing was held (%s)\n", what)
 		return 1
 	}
-	fmt.Println("ready")
-	select {} // until the test SIGKILLs this host
+	return 0
 }
 
 // TestHostDeathInsideCgroupNew: a host with a state dir is SIGKILLed

@@ -187,33 +187,50 @@ func (k *treeKiller) signalGroups(sig unix.Signal) {
 }
 
 // belongs returns the tree pid belongs to. A zombie belongs to none: it is
-// dead already, and its (empty) environment says nothing.
+// dead already, and its (empty) environment says nothing. An environment
+// that says nothing yet (an exec under way, readMarkerEnv) is read again
+// as settleEnvs does.
 func (k *treeKiller) belongs(s *procScanner, pid int, inCgroup map[int]int) (int, bool) {
+	i, ok, _ := k.belongsNow(s, pid, inCgroup, true)
+	return i, ok
+}
+
+// belongsNow is belongs; without wait, an environment that says nothing
+// yet is not read again, and unknown is set instead, for a caller that
+// reads all such PIDs again at once.
+func (k *treeKiller) belongsNow(s *procScanner, pid int, inCgroup map[int]int, wait bool) (i int, ok, unknown bool) {
 	stat, _, err := s.Read(pid, "stat", false)
 	if err != nil {
-		return 0, false
+		return 0, false, false
 	}
 	state, pgrp, ok := procfs.ParseStat(stat)
 	if !ok || state == 'Z' {
-		return 0, false
+		return 0, false, false
 	}
 	if i, ok := inCgroup[pid]; ok {
-		return i, true
+		return i, true, false
 	}
-	if env, uid, err := s.Read(pid, "environ", true); err == nil && uid == s.EUID() {
+	env, uid, known := readMarkerEnv(&s.Scanner, pid, true)
+	if !known && !wait {
+		return 0, false, true
+	}
+	if !known {
+		env, uid = s.settledEnv(pid, true)
+	}
+	if uid == s.EUID() {
 		v, _ := markerID(env)
 		if i, ok := k.byMarker[string(v)]; ok {
 			if pgrp == pid && checkRecordPID("leader", pid) == nil {
 				k.led[pid] = i
 				k.groups[pid] = i
 			}
-			return i, true
+			return i, true, false
 		}
 	}
 	if i, ok := k.groups[pgrp]; ok {
-		return i, true
+		return i, true, false
 	}
-	return 0, false
+	return 0, false, false
 }
 
 // round scans /proc once, signals every member of the trees not signalled
@@ -231,19 +248,7 @@ func (k *treeKiller) round(sig unix.Signal) int {
 	k.verifyGroups()
 	inCgroup := k.cgroupMembers()
 	n := 0
-	for _, pid := range pids {
-		// A target still pinned needs no check (nor a belongs, which
-		// costs reads of /proc); any other PID is checked as a newcomer.
-		if o, done := k.targets.Known(pid, sig); done {
-			if o == pidfd.PinnedKilled {
-				n++
-			}
-			continue
-		}
-		i, ok := k.belongs(s, pid, inCgroup)
-		if !ok {
-			continue
-		}
+	signal := func(pid, i int) {
 		// Checked again once the PID is pinned: if it was reused between
 		// the scan and the pin, the newcomer fails the check.
 		o := k.targets.Signal(pid, sig, func() bool {
@@ -251,7 +256,7 @@ func (k *treeKiller) round(sig unix.Signal) int {
 			return ok && j == i
 		})
 		if o != pidfd.Sent && o != pidfd.SentAgain {
-			continue
+			return
 		}
 		if !k.seen[pid] {
 			// Counted once, even if a later round meets it again.
@@ -261,6 +266,30 @@ func (k *treeKiller) round(sig unix.Signal) int {
 		if o == pidfd.Sent {
 			n++
 		} // else killed before without a pidfd and not gone yet
+	}
+	var unknown []int
+	for _, pid := range pids {
+		// A target still pinned needs no check (nor a belongs, which
+		// costs reads of /proc); any other PID is checked as a newcomer.
+		if o, done := k.targets.Known(pid, sig); done {
+			if o == pidfd.PinnedKilled {
+				n++
+			}
+			continue
+		}
+		i, ok, unsure := k.belongsNow(s, pid, inCgroup, false)
+		if unsure {
+			unknown = append(unknown, pid) // read again below, all at once
+		} else if ok {
+			signal(pid, i)
+		}
+	}
+	var settled []int
+	settleEnvs(&s.Scanner, unknown, true, func(pid int, _ []byte, _ uint32) { settled = append(settled, pid) })
+	for _, pid := range settled {
+		if i, ok := k.belongs(s, pid, inCgroup); ok {
+			signal(pid, i)
+		}
 	}
 	return n
 }

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -57,21 +58,171 @@ func newProcScanner() (*procScanner, error) {
 // marked reports whether pid is a process of our user whose environment
 // holds entry. The environment read is the one the process was exec'd with:
 // a process that later unsets the variable in its own memory still matches,
-// one that exec'd with a cleared environment does not.
+// one that exec'd with a cleared environment does not. A read that says
+// nothing yet (readMarkerEnv) is made again until it does, for up to
+// markerSettleWait.
 //
 // The owner of /proc/PID/environ is the process's effective user (root for
 // a non-dumpable process, which an unprivileged caller cannot read anyway).
 func (s *procScanner) marked(pid int, entry []byte) bool {
-	env, uid, err := s.Read(pid, "environ", true)
-	return err == nil && uid == s.EUID() && procfs.HasEnvEntry(env, entry)
+	return s.hasEntry(pid, entry, true)
 }
 
 // mayBeMarked is marked without the owner check, for scans: the owner is
 // checked when a candidate is verified before any signal, and most
 // processes never get that far.
 func (s *procScanner) mayBeMarked(pid int, entry []byte) bool {
-	env, _, err := s.Read(pid, "environ", false)
-	return err == nil && procfs.HasEnvEntry(env, entry)
+	return s.hasEntry(pid, entry, false)
+}
+
+func (s *procScanner) hasEntry(pid int, entry []byte, owner bool) bool {
+	env, uid := s.settledEnv(pid, owner)
+	return (!owner || uid == s.EUID()) && procfs.HasEnvEntry(env, entry)
+}
+
+// settledEnv returns pid's environment for a marker check (and its owner,
+// if owner is set), read again while it says nothing yet (readMarkerEnv,
+// settleEnvs); empty if it is not known by then or cannot be read. It is
+// valid until the scanner's next read.
+func (s *procScanner) settledEnv(pid int, owner bool) ([]byte, uint32) {
+	env, uid, known := readMarkerEnv(&s.Scanner, pid, owner)
+	if !known {
+		// The read that settles is settleEnvs' last: env stays valid.
+		settleEnvs(&s.Scanner, []int{pid}, owner, func(_ int, e []byte, u uint32) { env, uid = e, u })
+	}
+	return env, uid
+}
+
+// A marker read can catch a process at a moment when its environment says
+// nothing: between exec's switch to the new program's memory and the setup
+// of its stack (where the new environment is copied), /proc/PID/environ
+// reads empty, as it does for a zombie, a kernel thread and a process
+// exiting (newer kernels fail those with ESRCH instead). A sweep that took
+// that for "no marker" would miss an escapee that was exec'ing at that
+// moment (an escapee without a cgroup has nothing else to be found by). So
+// readMarkerEnv tells such a read apart (stat's env_end is 0 while no
+// environment is set up; a process exec'd with an empty environment has
+// one, of no bytes), and the callers read each such PID again
+// (settleEnvs), at once and then after pauses growing to
+// markerSettlePoll until it says something, for up to markerSettleWait. A process that still says nothing
+// then (stuck in exec or exit, in the D state on a hung file system) is
+// taken as unmarked: no signal goes to a process without proof that it is
+// the tree's (docs/containment.md).
+const (
+	markerSettleWait  = 200 * time.Millisecond
+	markerSettleFirst = 20 * time.Microsecond
+	markerSettlePoll  = time.Millisecond
+)
+
+// environEmptyHook, when a test sets it, is asked before each marker read
+// of pid's environment; when it returns empty the read comes back empty,
+// and with unset too the process's stat shows no environment set up: what
+// a read during an exec sees (without unset, what a read just before the
+// exec set the environment up sees, when stat is read just after).
+var environEmptyHook atomic.Pointer[func(pid int) (empty, unset bool)]
+
+// readMarkerEnv reads pid's environment (in sc's buffer) and, if owner is
+// set, the file's owner, for a marker check. known is false when the read
+// says nothing yet: it came back empty, or failed other than by the
+// process being gone or not ours to read, while the process is neither a
+// zombie nor a kernel thread and has no environment set up. An environment
+// that is known but could not be read is returned empty.
+func readMarkerEnv(sc *procfs.Scanner, pid int, owner bool) (env []byte, uid uint32, known bool) {
+	env, uid, err, unset := readEnviron(sc, pid, owner)
+	switch {
+	case err == nil && len(env) > 0:
+		return env, uid, true
+	case goneOrNotOurs(err):
+		return nil, 0, true
+	}
+	stat, _, serr := sc.Read(pid, "stat", false)
+	if serr != nil {
+		return nil, 0, true // gone
+	}
+	state, kernel, envSet, ok := procfs.ParseStatEnv(stat)
+	if !ok || state == 'Z' || state == 'X' || kernel {
+		// Nothing to wait for: a process that cannot carry a marker, or a
+		// kernel too old to tell.
+		return nil, uid, true
+	}
+	if !envSet || unset {
+		return nil, 0, false
+	}
+	// Set up now, but the empty read may have come just before: read
+	// again, after stat showed it set up (177 of 2,000 children read as
+	// exec.Cmd.Start returned were caught so, on a 2-core VM). Empty
+	// again, it is an environment of no bytes.
+	env, uid, err, unset = readEnviron(sc, pid, owner)
+	switch {
+	case err == nil && !unset:
+		return env, uid, true
+	case goneOrNotOurs(err):
+		return nil, 0, true
+	}
+	return nil, 0, false
+}
+
+// goneOrNotOurs reports whether err, from a read of a process's file, says
+// the process is gone or not ours to read.
+func goneOrNotOurs(err error) bool {
+	return err == unix.ENOENT || err == unix.ESRCH || err == unix.EACCES || err == unix.EPERM
+}
+
+// readEnviron is one read of pid's environment, through environEmptyHook.
+func readEnviron(sc *procfs.Scanner, pid int, owner bool) (env []byte, uid uint32, err error, unset bool) {
+	env, uid, err = sc.Read(pid, "environ", owner)
+	if h := environEmptyHook.Load(); h != nil {
+		if empty, u := (*h)(pid); empty {
+			return nil, uid, nil, u
+		}
+	}
+	return env, uid, err, false
+}
+
+// settleEnvs reads the environments of pids, whose last reads said
+// nothing yet (readMarkerEnv), again at once and then after pauses growing
+// to markerSettlePoll until each says something or markerSettleWait has
+// passed, and calls fn with each one that did (env valid only during the
+// call). It returns the PIDs that never did.
+func settleEnvs(sc *procfs.Scanner, pids []int, owner bool, fn func(pid int, env []byte, uid uint32)) (stuck []int) {
+	if len(pids) == 0 {
+		return nil
+	}
+	pids = slices.Clone(pids)
+	deadline := time.Now().Add(markerSettleWait)
+	// The first time at once: the rest of a pass has often given an exec
+	// the time it needed. Then after a pause that doubles from
+	// markerSettleFirst up to markerSettlePoll: an exec's window is
+	// usually some microseconds, and a sweep that meets one (a Start's
+	// shell, say) should not wait a whole poll for it.
+	var timer *time.Timer
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
+	for pause := time.Duration(0); ; pause = min(max(2*pause, markerSettleFirst), markerSettlePoll) {
+		if pause > 0 {
+			if timer == nil {
+				timer = time.NewTimer(pause)
+			} else {
+				timer.Reset(pause)
+			}
+			<-timer.C
+		}
+		left := pids[:0]
+		for _, pid := range pids {
+			if env, uid, known := readMarkerEnv(sc, pid, owner); known {
+				fn(pid, env, uid)
+			} else {
+				left = append(left, pid)
+			}
+		}
+		pids = left
+		if len(pids) == 0 || time.Now().After(deadline) {
+			return pids
+		}
+	}
 }
 
 // inCgroup reports whether pid's cgroup path in any hierarchy (v2, or a
@@ -181,14 +332,23 @@ func (s *procScanner) probeMarked(pids []int, entry []byte) []int {
 	}
 	leaders.mu.Unlock()
 	self := s.Self()
+	var unknown []int
 	for _, pid := range pids {
 		if unix.Kill(pid, 0) == unix.ESRCH || unix.Tgkill(self, pid, 0) == nil {
 			continue // freed, or one of this process's threads
 		}
-		if s.mayBeMarked(pid, entry) {
+		env, _, known := readMarkerEnv(&s.Scanner, pid, false)
+		if !known {
+			unknown = append(unknown, pid) // read again below, all at once
+		} else if procfs.HasEnvEntry(env, entry) {
 			found = append(found, pid)
 		}
 	}
+	settleEnvs(&s.Scanner, unknown, false, func(pid int, env []byte, _ uint32) {
+		if procfs.HasEnvEntry(env, entry) {
+			found = append(found, pid)
+		}
+	})
 	return found
 }
 
@@ -252,14 +412,17 @@ func treeMembers(s *procScanner, cache *portCache, trees []portTree) ([]treeMemb
 		}
 		if !ok {
 			ent = markerEntry{}
-			if env, _, err := s.Read(pid, "environ", false); err == nil {
-				if id, found := markerID(env); found {
-					// Copied before the next read reuses the buffer.
-					ent.id = string(id)
-					ent.start = s.StartTime(pid)
-				}
+			env, _, known := readMarkerEnv(&s.Scanner, pid, false)
+			if id, found := markerID(env); found {
+				// Copied before the next read reuses the buffer.
+				ent.id = string(id)
+				ent.start = s.StartTime(pid)
 			}
-			cache.marker[pid] = ent
+			if known {
+				// Not cached when the read said nothing yet (an exec
+				// under way): the next scan reads it again.
+				cache.marker[pid] = ent
+			}
 		}
 		if i, ok := byID[ent.id]; ok && ent.id != "" {
 			add(pid, i)
@@ -308,8 +471,12 @@ type procSnapshot struct {
 	done  chan struct{} // closed once the fields below are set
 	err   error
 	// marked lists, by marker value (the process ID after "AGENTPROC_ID="),
-	// the processes whose environment carries it.
+	// the processes whose environment carries it, including those whose
+	// first read said nothing yet and a later one did (settleEnvs).
 	marked map[string][]int
+	// unknown, in a worker's part of a pass only, lists the processes
+	// whose environment said nothing yet, to be read again (settleEnvs).
+	unknown []int
 	// groups counts the live (non-zombie) processes of each process group.
 	groups  map[int]int
 	scanned int
@@ -473,8 +640,9 @@ func (snap *procSnapshot) scan(kind passKind) {
 				continue
 			}
 			// A zombie's environment reads empty, so it is never listed.
-			env, _, err := sc.Read(pid, "environ", false)
-			if err != nil {
+			env, _, known := readMarkerEnv(sc, pid, false)
+			if !known {
+				p.unknown = append(p.unknown, pid) // read again below, all at once
 				continue
 			}
 			eachMarker(env, func(id []byte) { p.marked[string(id)] = append(p.marked[string(id)], pid) })
@@ -496,6 +664,7 @@ func (snap *procSnapshot) scan(kind passKind) {
 		}
 		wg.Wait()
 	}
+	var unknown []int
 	for _, p := range parts {
 		for id, l := range p.marked {
 			snap.marked[id] = append(snap.marked[id], l...)
@@ -503,7 +672,14 @@ func (snap *procSnapshot) scan(kind passKind) {
 		for g, n := range p.groups {
 			snap.groups[g] += n
 		}
+		unknown = append(unknown, p.unknown...)
 	}
+	// Read again before the pass is done, so that every sweep sharing it
+	// sees what they carry; the wait is for the pass, not per sweep. What
+	// never says anything is taken as unmarked.
+	settleEnvs(&s.Scanner, unknown, false, func(pid int, env []byte, _ uint32) {
+		eachMarker(env, func(id []byte) { snap.marked[string(id)] = append(snap.marked[string(id)], pid) })
+	})
 }
 
 // eachMarker calls fn with the value of every MarkerEnv=value entry of env,

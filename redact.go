@@ -1247,32 +1247,23 @@ func stripEscapes(data []byte, state escState, payloads bool, text []byte, runs 
 				state = escOSC
 			case payloads && (c == 'P' || c == 'X' || c == '^' || c == '_'):
 				state = escString
-			case c >= 0x20 && c <= 0x2f:
-				state = escEscInter
-			case c >= 0x30 && c <= 0x7e:
-				state = escGround
 			default:
-				state = escGround
-				continue
+				var again bool
+				if state, again = seqByte(c, escEscInter, 0x30); again {
+					continue
+				}
 			}
 		case escEscInter:
-			switch {
-			case c >= 0x20 && c <= 0x2f:
-			case c >= 0x30 && c <= 0x7e:
-				state = escGround
-			default:
-				state = escGround
+			var again bool
+			if state, again = seqByte(c, escEscInter, 0x30); again {
 				continue
 			}
 		case escCSI, escCSIInter:
-			switch {
-			case c >= 0x30 && c <= 0x3f && state == escCSI:
-			case c >= 0x20 && c <= 0x2f:
-				state = escCSIInter
-			case c >= 0x40 && c <= 0x7e:
-				state = escGround
-			default:
-				state = escGround
+			if state == escCSI && c >= 0x30 && c <= 0x3f {
+				break // a parameter
+			}
+			var again bool
+			if state, again = seqByte(c, escCSIInter, 0x40); again {
 				continue
 			}
 		case escString, escOSC:
@@ -1306,6 +1297,21 @@ func stripEscapes(data []byte, state escState, payloads bool, text []byte, runs 
 		i++
 	}
 	return text, runs, state
+}
+
+// seqByte is the state after c, a byte of an escape or control sequence
+// past its introducer (and a control sequence's parameters): an
+// intermediate (0x20-0x2F) leads to inter, a final byte (final to 0x7E)
+// ends the sequence. again is true when c fits neither: it ends the
+// sequence and is parsed again.
+func seqByte(c byte, inter escState, final byte) (next escState, again bool) {
+	switch {
+	case c >= 0x20 && c <= 0x2f:
+		return inter, false
+	case c >= final && c <= 0x7e:
+		return escGround, false
+	}
+	return escGround, true
 }
 
 // c1State is the state after the C1 control U+0080+(c-0x80).

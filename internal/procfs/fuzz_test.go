@@ -32,6 +32,9 @@ func FuzzParseStat(f *testing.F) {
 		if ok && ok2 && st != st2 {
 			t.Fatalf("%q: states %q and %q", data, st, st2)
 		}
+		if st3, _, _, ok3 := ParseStatEnv(data); ok3 && ok2 && st3 != st2 {
+			t.Fatalf("%q: states %q and %q", data, st3, st2)
+		}
 		if ok {
 			after := data[bytes.LastIndexByte(data, ')')+1:]
 			if first := bytes.Fields(after)[0]; len(first) != 1 || first[0] != st {

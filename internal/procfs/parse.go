@@ -57,6 +57,33 @@ func ParseStatStart(data []byte) (start uint64, state byte, ok bool) {
 	return start, fields[0][0], true
 }
 
+// kernelThread is PF_KTHREAD in the flags of /proc/PID/stat (field 9).
+const kernelThread = 0x00200000
+
+// ParseStatEnv returns what the contents of a /proc/PID/stat file say of
+// the process's environment: its state, whether it is a kernel thread
+// (PF_KTHREAD in field 9, flags), which has none, and whether its memory
+// has an environment set up (field 51, env_end, not 0). The kernel prints
+// env_end 0 for a process without memory (a zombie, a kernel thread, one
+// exiting), for one between exec's switch to the new program's memory and
+// the setup of its stack, and to a reader that may not ptrace the process.
+// ok is false for a file without the field (Linux before 3.5).
+func ParseStatEnv(data []byte) (state byte, kernel, envSet, ok bool) {
+	fields, ok := statFields(data, 49) // fields[48] is field 51
+	if !ok {
+		return 0, false, false, false
+	}
+	flags, err := strconv.ParseUint(string(fields[6]), 10, 64)
+	if err != nil {
+		return 0, false, false, false
+	}
+	envEnd, err := strconv.ParseUint(string(fields[48]), 10, 64)
+	if err != nil {
+		return 0, false, false, false
+	}
+	return fields[0][0], flags&kernelThread != 0, envEnd != 0, true
+}
+
 // EnvValue returns the value of the variable whose "NAME=" is prefix in a
 // NUL-separated environment block (/proc/PID/environ): the first entry
 // that starts with prefix.

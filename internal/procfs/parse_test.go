@@ -34,6 +34,34 @@ func TestParseStat(t *testing.T) {
 	}
 }
 
+// TestParseStatEnv reads the kernel-thread flag (field 9) and whether
+// env_end (field 51) is set, from lines as Linux 6 prints them.
+func TestParseStatEnv(t *testing.T) {
+	t.Parallel()
+	const (
+		mid  = " 20 0 1 0 3567347 3133440 380 18446744073709551615 93932373712896 93932373732777 140733345350992 0 0 0 0 0 0 0 0 0 17 1 0 0 0 0 0 93932373748784 93932373750400 93932955525120"
+		args = " 140733345352371 140733345352391 140733345352391"
+	)
+	for _, tt := range []struct {
+		name, data            string
+		state                 byte
+		kernel, envSet, valid bool
+	}{
+		{"process", "17221 (cat) R 17219 17219 15843 0 -1 4194304 100 0 0 0 0 0 0 0" + mid + args + " 140733345353707 0", 'R', false, true, true},
+		{"empty environment", "17221 (env) S 1 1 1 0 -1 4194304 100 0 0 0 0 0 0 0" + mid + args + " 140733345352391 0", 'S', false, true, true},
+		{"mid-exec", "17221 (sh) R 1 1 1 0 -1 4194304 100 0 0 0 0 0 0 0" + mid + " 0 0 0 0 0", 'R', false, false, true},
+		{"kernel thread", "2 (kthreadd) S 0 0 0 0 -1 2129984 0 0 0 0 0 5 0 0 20 0 1 0 14 0 0 18446744073709551615 0 0 0 0 0 0 0 2147483647 0 1 0 0 0 1 0 0 0 0 0 0 0 0 0 0 0 0 0", 'S', true, false, true},
+		{"zombie", "9 (a) b) Z 1 9 9 0 -1 4194308 0 0 0 0 0 0 0 0" + mid + " 0 0 0 0 0", 'Z', false, false, true},
+		{"before 3.5", "17 (sh) S 1 4242 4242 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 1 0 987654 1000 10", 0, false, false, false},
+		{"flags not a number", "17 (sh) S 1 1 1 0 -1 x 100 0 0 0 0 0 0 0" + mid + args + " 1 0", 0, false, false, false},
+	} {
+		state, kernel, envSet, ok := ParseStatEnv([]byte(tt.data))
+		if ok != tt.valid || state != tt.state || kernel != tt.kernel || envSet != tt.envSet {
+			t.Errorf("%s: got %q %v %v %v, want %q %v %v %v", tt.name, state, kernel, envSet, ok, tt.state, tt.kernel, tt.envSet, tt.valid)
+		}
+	}
+}
+
 // TestParseMountinfo reads the fields both users take (the sandbox's
 // read-only mounts, cgroup's hierarchies), unescapes paths, and skips
 // lines without the separator or cut short.
