@@ -560,6 +560,9 @@ func (pol *sandboxPolicy) makeKey() string {
 var secretNameParts = []string{
 	"TOKEN", "SECRET", "KEY", "PASSWORD", "PASSWD", "PASSPHRASE", "CREDENTIAL",
 	"CONNECTION_STRING", "PRIVATE", "COOKIE", "SESSION",
+	// A signed token, and a URL whose path is its credential
+	// (SLACK_WEBHOOK_URL, DISCORD_WEBHOOK).
+	"JWT", "BEARER", "WEBHOOK",
 }
 
 // secretWords make a name look like a secret as a whole word between

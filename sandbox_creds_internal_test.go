@@ -18,8 +18,9 @@ func TestLooksSecretWords(t *testing.T) {
 	for name, want := range map[string]bool{
 		"MYSQL_PWD": true, "DB_PASS": true, "SMTP_PASS": true, "GITHUB_PAT": true, "gh_pat": true,
 		"AZURE_DEVOPS_EXT_PAT": true, "SENTRY_DSN": true, "DATABASE_DSN": true, "DSN": true, "PASS": true,
-		"AZURE_STORAGE_CONNECTION_STRING": true,
-		"PWD":                             false, "OLDPWD": false, "PATH": false, "PATHEXT": false, "MANPATH": false, "GOPATH": false,
+		"AZURE_STORAGE_CONNECTION_STRING": true, "SUPABASE_JWT_SECRET": true, "JWT": true, "NEXTAUTH_JWT": true,
+		"SLACK_WEBHOOK_URL": true, "DISCORD_WEBHOOK": true, "API_BEARER": true,
+		"PWD": false, "OLDPWD": false, "PATH": false, "PATHEXT": false, "MANPATH": false, "GOPATH": false,
 		"PAT": false, "_PWD": false, "PASSTHROUGH": false, "NO_BYPASS": false, "PATCH_LEVEL": false,
 		"DSN_LESS": true, "COMPASS_HOME": false, "PA_TH": false, "SPWD": false,
 	} {
