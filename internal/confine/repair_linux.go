@@ -74,6 +74,7 @@ const maxRetries = 8
 type coverSet struct {
 	hide     []string // covered: a directory by an empty tmpfs, else by empty; parents first
 	readOnly []string
+	write    []string // never covered, nor a directory above one (blindCovers)
 	empty    string
 	emptyID  fileID // empty's; zero if it could not be found (then no file is covered)
 	emptyErr error
@@ -81,7 +82,7 @@ type coverSet struct {
 
 // newCoverSet returns spec's coverSet.
 func newCoverSet(spec MountSpec) *coverSet {
-	cs := &coverSet{hide: slices.Clone(spec.Hide), readOnly: slices.Clone(spec.ReadOnly), empty: spec.Empty}
+	cs := &coverSet{hide: slices.Clone(spec.Hide), readOnly: slices.Clone(spec.ReadOnly), write: spec.Write, empty: spec.Empty}
 	// Parents before their children: a child of a directory covered
 	// first is hidden by that cover already (and found missing).
 	slices.SortStableFunc(cs.hide, func(a, b string) int { return len(a) - len(b) })
@@ -90,6 +91,31 @@ func newCoverSet(spec MountSpec) *coverSet {
 		cs.emptyID = fileID{uint64(st.Dev), st.Ino}
 	}
 	return cs
+}
+
+// withBlind returns cs, or where a hidden path's nearest existing
+// directory could not be watched, a copy that covers that directory as
+// well: the path may be made there unseen (a tree can use up the watches
+// of the user it shares with the host), so the directory is hidden whole
+// while it is not watched, rather than left open until the next Start.
+// A directory that is or holds a Write path is left alone (a tree's work
+// is never covered); so is "/".
+func (cs *coverSet) withBlind(blind []unwatched) *coverSet {
+	var dirs []string
+	for _, u := range blind {
+		if !slices.Contains(cs.hide, u.path) || u.dir == "/" || slices.Contains(dirs, u.dir) ||
+			slices.ContainsFunc(cs.write, func(w string) bool { return within(w, u.dir) }) {
+			continue
+		}
+		dirs = append(dirs, u.dir)
+	}
+	if len(dirs) == 0 {
+		return cs
+	}
+	out := *cs
+	out.hide = slices.Concat(dirs, cs.hide)
+	slices.SortStableFunc(out.hide, func(a, b string) int { return len(a) - len(b) })
+	return &out
 }
 
 // fileID is a file's device and inode.
@@ -366,9 +392,11 @@ func (r *repairer) take() bool {
 // namespace. A failure leaves the watch stale: the next Start builds the
 // policy afresh (the backstop).
 func (r *repairer) pass(lv *liveView) {
-	if !r.d.rewatch(lv.w, lv) {
+	blind, ok := r.d.rewatch(lv.w, lv)
+	if !ok {
 		return // dropped meanwhile
 	}
+	covers := lv.covers.withBlind(blind)
 	r.d.passes.Add(1)
 	var made int
 	var missing []string
@@ -382,7 +410,7 @@ func (r *repairer) pass(lv *liveView) {
 		// spend a pass of the rate limit. A change of the host's before
 		// this poll is seen by the next look; one after it wakes the loop.
 		for range 3 {
-			n, miss, err := coverNamespace(lv.covers)
+			n, miss, err := coverNamespace(covers)
 			made, missing = made+n, miss
 			if err != nil || n == 0 {
 				return err
@@ -405,8 +433,12 @@ func (r *repairer) pass(lv *liveView) {
 	if err == nil && len(missing) > 0 {
 		// Watched only now: a path made between the pass's look and its
 		// watch is reported by neither, so look for it here.
-		if !r.d.watchMissing(lv.w, lv, missing) {
+		blind, ok := r.d.watchMissing(lv.w, lv, missing)
+		if !ok {
 			return
+		}
+		if len(lv.covers.withBlind(blind).hide) > len(lv.covers.hide) {
+			again = true // the next pass covers what is not watched
 		}
 		for _, p := range missing {
 			var st unix.Stat_t
