@@ -540,3 +540,42 @@ func TestAttackReadOnlyParentRenamed(t *testing.T) {
 		t.Errorf("a sandboxed tree writing and moving repo/f: output %q, want it done", out.Text)
 	}
 }
+
+// TestAttackCoverFileInWrite: as root, hidden files are covered by binds
+// of one empty file of mode 000 (sandboxCache.emptyFile), made in
+// os.TempDir(). A policy whose Write holds that directory (Write:
+// ["/tmp"], which the sandbox accepts) lets its tree, the file's owner
+// (uid 0), chmod and write it: every hidden file of every tree of the
+// Manager then reads as what it wrote (a planted ~/.npmrc with another
+// registry, say), for the Manager's life. The control reads the cover
+// empty before the plant.
+func TestAttackCoverFileInWrite(t *testing.T) {
+	requireRootSandbox(t)
+	t.Skip("open: the cover file lies in os.TempDir(), which a policy may make writable; see docs/sandbox-threats.md, Third attack review (root)")
+	home, err := os.MkdirTemp("/var/tmp", "agentproc-home-")
+	if err != nil {
+		t.Skip(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(home) })
+	if within, _ := filepath.Rel(os.TempDir(), home); !strings.HasPrefix(within, "..") {
+		t.Skipf("the home %s must lie outside the temp dir %s", home, os.TempDir())
+	}
+	t.Setenv("HOME", home)
+	npmrc := filepath.Join(home, ".npmrc")
+	if err := os.WriteFile(npmrc, []byte("//registry.npmjs.org/:_authToken=SECRET\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ws := t.TempDir()
+	wide := agentproc.WorkspaceSandbox(ws)
+	wide.Write = append(wide.Write, os.TempDir())
+	m := newManager(t, agentproc.WithRedaction(false))
+	read := agentproc.Request{WorkDir: ws, Sandbox: agentproc.WorkspaceSandbox(ws), Command: "cat " + shellQuote(npmrc) + "; true"}
+	if out := runSandboxed(t, m, read); out.Text != "" && !strings.Contains(out.Text, "Permission denied") {
+		t.Fatalf("control: the cover read %q, want nothing", out.Text)
+	}
+	plant := `for e in "$TMPDIR"/../../../agentproc-hide-*/empty ` + shellQuote(os.TempDir()) + `/agentproc-hide-*/empty; do chmod 644 "$e" && echo registry=http://evil.example/ > "$e"; done; true`
+	runSandboxed(t, m, agentproc.Request{WorkDir: ws, Sandbox: wide, Command: plant})
+	if out := runSandboxed(t, m, read); strings.Contains(out.Text, "evil") {
+		t.Errorf("a tree of another policy read %s as %q: the wide tree wrote the cover, want it refused", npmrc, out.Text)
+	}
+}
