@@ -547,11 +547,11 @@ func TestAttackReadOnlyParentRenamed(t *testing.T) {
 // ["/tmp"], which the sandbox accepts) lets its tree, the file's owner
 // (uid 0), chmod and write it: every hidden file of every tree of the
 // Manager then reads as what it wrote (a planted ~/.npmrc with another
-// registry, say), for the Manager's life. The control reads the cover
-// empty before the plant.
+// registry, say), for the Manager's life. The file and its directory are
+// now immutable (sandboxCache.emptyFile). The control reads the cover
+// empty before the plant; the tree's writes there go through.
 func TestAttackCoverFileInWrite(t *testing.T) {
 	requireRootSandbox(t)
-	t.Skip("open: the cover file lies in os.TempDir(), which a policy may make writable; see docs/sandbox-threats.md, Third attack review (root)")
 	home, err := os.MkdirTemp("/var/tmp", "agentproc-home-")
 	if err != nil {
 		t.Skip(err)
@@ -573,8 +573,17 @@ func TestAttackCoverFileInWrite(t *testing.T) {
 	if out := runSandboxed(t, m, read); out.Text != "" && !strings.Contains(out.Text, "Permission denied") {
 		t.Fatalf("control: the cover read %q, want nothing", out.Text)
 	}
-	plant := `for e in "$TMPDIR"/../../../agentproc-hide-*/empty ` + shellQuote(os.TempDir()) + `/agentproc-hide-*/empty; do chmod 644 "$e" && echo registry=http://evil.example/ > "$e"; done; true`
+	cover, err := agentproc.CoverFile(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	witness := filepath.Join(os.TempDir(), "agentproc-wide-"+strconv.Itoa(os.Getpid()))
+	t.Cleanup(func() { _ = os.Remove(witness) })
+	plant := `echo wrote > ` + shellQuote(witness) + `; chmod 644 ` + shellQuote(cover) + `; echo registry=http://evil.example/ > ` + shellQuote(cover) + `; true`
 	runSandboxed(t, m, agentproc.Request{WorkDir: ws, Sandbox: wide, Command: plant})
+	if _, err := os.Stat(witness); err != nil {
+		t.Fatalf("control: the wide tree could not write in %s: %v", os.TempDir(), err)
+	}
 	if out := runSandboxed(t, m, read); strings.Contains(out.Text, "evil") {
 		t.Errorf("a tree of another policy read %s as %q: the wide tree wrote the cover, want it refused", npmrc, out.Text)
 	}
