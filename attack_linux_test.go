@@ -594,26 +594,36 @@ func TestAttackCoverFileInWrite(t *testing.T) {
 // without a cgroup (docs/containment.md says so), still confined, and
 // its namespace still binds the tree's temp dir. The dir, left empty,
 // was recycled by a rename, the same inode, for a later tree: the
-// leftover read that tree's temp files. The control: the later tree's
-// file is there for its own tree to read.
+// leftover read that tree's temp files. A temp dir is now reused only
+// when the tree's cgroups were removed (then no process of it is left);
+// otherwise it is removed. The control: the later tree's file is there
+// for its own tree to read.
 func TestAttackLeftoverReadsNextTempDir(t *testing.T) {
 	requireRootSandbox(t)
-	t.Skip("open: an env -i setsid leftover keeps its tree's temp dir, whose inode is recycled for a later tree; see docs/sandbox-threats.md, Third attack review (root)")
 	ws := t.TempDir()
-	leak, stop := filepath.Join(ws, "leak"), filepath.Join(ws, "stop")
-	t.Cleanup(func() { _ = os.WriteFile(stop, nil, 0o600) }) // the leftover ends at its next look
+	leak := filepath.Join(ws, "leak")
 	m := newManager(t, agentproc.WithSandbox(agentproc.WorkspaceSandbox(ws)), agentproc.WithRedaction(false))
-	leftover := `i=0; while [ $i -lt 300 ] && [ ! -e "$STOP" ]; do cat "$T"/* > "$OUT.tmp" 2>/dev/null; if [ -s "$OUT.tmp" ]; then mv "$OUT.tmp" "$OUT"; exit; fi; sleep 0.05; i=$((i+1)); done`
-	a := runSandboxed(t, m, agentproc.Request{WorkDir: ws, Command: `(env -i PATH="$PATH" T="$TMPDIR" OUT=` + shellQuote(leak) + ` STOP=` + shellQuote(stop) +
+	// The leftover writes its PID first, for the cleanup to end it (it is
+	// this test's; no sweep finds it), then looks for files in its tree's
+	// temp dir for up to 10 s.
+	leftover := `echo $$ > "$OUT.pid"; i=0; while [ $i -lt 200 ]; do c=$(cat "$T"/* 2>/dev/null); if [ -n "$c" ]; then echo "$c" > "$OUT"; exit; fi; sleep 0.05; i=$((i+1)); done`
+	t.Cleanup(func() {
+		if data, err := os.ReadFile(leak + ".pid"); err == nil {
+			if pid, err := strconv.Atoi(strings.TrimSpace(string(data))); err == nil && pid > 1 {
+				_ = unix.Kill(pid, unix.SIGKILL)
+			}
+		}
+	})
+	a := runSandboxed(t, m, agentproc.Request{WorkDir: ws, Command: `(env -i PATH="$PATH" T="$TMPDIR" OUT=` + shellQuote(leak) +
 		` setsid sh -c ` + shellQuote(leftover) + ` > /dev/null 2>&1 &); echo started`})
 	if !strings.Contains(a.Text, "started") {
 		t.Fatalf("tree A: output %q", a.Text)
 	}
 	// Later trees, each with a secret in its temp dir while it waits for
-	// the leak (or 2 s).
-	for i := range 4 {
+	// the leak (or 1 s); the second was handed A's dir here.
+	for i := range 3 {
 		out := runSandboxed(t, m, agentproc.Request{WorkDir: ws,
-			Command: `echo SECRET-OF-TREE-` + strconv.Itoa(i) + ` > "$TMPDIR/s"; n=0; while [ ! -e leak ] && [ $n -lt 40 ]; do sleep 0.05; n=$((n+1)); done; cat "$TMPDIR/s"`})
+			Command: `echo SECRET-OF-TREE-` + strconv.Itoa(i) + ` > "$TMPDIR/s"; n=0; while [ ! -e leak ] && [ $n -lt 20 ]; do sleep 0.05; n=$((n+1)); done; cat "$TMPDIR/s"`})
 		if !strings.Contains(out.Text, "SECRET-OF-TREE-") {
 			t.Fatalf("control: tree %d read %q from its own temp dir", i, out.Text)
 		}
