@@ -632,3 +632,44 @@ func TestAttackLeftoverReadsNextTempDir(t *testing.T) {
 		}
 	}
 }
+
+// TestAttackTempDirFromNoDefaultWriteWide: a NoDefaultWrite policy runs
+// its trees in the policy's namespace (no temp dir of their own), where
+// the shared temp root is hidden only if no Write directory holds it.
+// With Write: [os.TempDir()] it was neither hidden nor covered, and the
+// tree read the temp files of the Manager's other trees (and of every
+// Manager of the user). As root the namespace now covers the shared root
+// whatever Write holds. The controls: the other tree's file is there, and
+// the tree writes elsewhere in the temp dir.
+func TestAttackTempDirFromNoDefaultWriteWide(t *testing.T) {
+	requireRootSandbox(t)
+	home, err := os.MkdirTemp("/var/tmp", "agentproc-home-")
+	if err != nil {
+		t.Skip(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(home) })
+	if rel, _ := filepath.Rel(os.TempDir(), home); !strings.HasPrefix(rel, "..") {
+		t.Skipf("the home %s must lie outside the temp dir %s", home, os.TempDir())
+	}
+	t.Setenv("HOME", home)
+	ws := t.TempDir()
+	m := newManager(t, agentproc.WithSandbox(agentproc.WorkspaceSandbox(ws)), agentproc.WithRedaction(false))
+	b, bTmp := otherTree(t, m, ws)
+	wide := agentproc.WorkspaceSandbox(ws)
+	wide.NoDefaultWrite = true
+	wide.Write = append(wide.Write, os.TempDir())
+	witness := filepath.Join(os.TempDir(), "agentproc-wide-"+strconv.Itoa(os.Getpid()))
+	t.Cleanup(func() { _ = os.Remove(witness) })
+	out := runSandboxed(t, m, agentproc.Request{WorkDir: ws, Sandbox: wide,
+		Command: `echo wrote > ` + shellQuote(witness) + `; cat ` + shellQuote(filepath.Join(bTmp, "f"))})
+	if _, err := os.Stat(witness); err != nil {
+		t.Errorf("control: the NoDefaultWrite tree could not write in %s: %v (output %q)", os.TempDir(), err, out.Text)
+	}
+	if err := b.CloseStdin(testContext(t)); err != nil {
+		t.Fatal(err)
+	}
+	mustWait(t, b)
+	if strings.Contains(out.Text, "SECRET-OF-B") {
+		t.Errorf("a NoDefaultWrite tree with Write %s read tree B's temp file: output %q, want it refused", os.TempDir(), out.Text)
+	}
+}

@@ -420,8 +420,16 @@ func (c *sandboxCache) build(b *sandboxBuilt, pol *sandboxPolicy) error {
 	c.readyThreadMu.Lock()
 	managerTmp := c.tmpParent
 	c.readyThreadMu.Unlock()
-	if managerTmp != "" && b.tmpParent == "" && !inResolved(tempCover(managerTmp), pol.write) {
-		hidden = append(slices.Clone(pol.hide), tempCover(managerTmp))
+	// As root the mount namespace covers it even where a Write directory
+	// holds it (Write: ["/tmp"]): a cover is a mount the tree cannot undo,
+	// where Landlock cannot take back what it granted
+	// (TestAttackTempDirFromNoDefaultWriteWide).
+	mountHidden := hidden
+	if managerTmp != "" && b.tmpParent == "" {
+		if !inResolved(tempCover(managerTmp), pol.write) {
+			hidden = append(slices.Clone(pol.hide), tempCover(managerTmp))
+		}
+		mountHidden = append(slices.Clone(pol.hide), tempCover(managerTmp))
 	}
 	hide := confine.LandlockHidden(hidden)
 	if h.root && pol.skip&sandboxSkipMountns == 0 {
@@ -430,7 +438,7 @@ func (c *sandboxCache) build(b *sandboxBuilt, pol *sandboxPolicy) error {
 			return xerrors.Errorf("mount namespace: %w", err)
 		}
 		spec := confine.MountSpec{Write: pol.write, ReadOnly: pol.readOnly, Empty: empty,
-			Hide: append(append(slices.Clone(hidden), confine.HiddenDevices...), hostDoors()...)}
+			Hide: append(append(slices.Clone(mountHidden), confine.HiddenDevices...), hostDoors()...)}
 		// What is missing is listed before the namespace is made: a path
 		// made in between is then found by the next Start.
 		var dirs *confine.DirWatcher
