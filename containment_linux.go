@@ -701,10 +701,13 @@ func (c *containment) release() error {
 // tree outlives Close. The host guard lists the cgroups, without the
 // leader (recordExit), until they are gone, so that a host that dies
 // meanwhile leaves none behind; the listing here covers a start that
-// failed before its record listed the tree.
-func (c *containment) removeCgroups() {
+// failed before its record listed the tree. It reports whether the tree
+// had cgroups and they are gone: then no process of the tree is left,
+// whatever it did to its environment or session (a cgroup with a member
+// cannot be removed, and a tree cannot leave its cgroup).
+func (c *containment) removeCgroups() (emptied bool) {
 	if c.cg == nil {
-		return
+		return false
 	}
 	if removeCgroupsHook != nil {
 		removeCgroupsHook(c.cg.Dirs())
@@ -719,12 +722,13 @@ func (c *containment) removeCgroups() {
 		// Still there (a member that would not die): left listed, so that
 		// the guard removes it if the host dies, as for a live tree.
 		c.logger.Warn(context.Background(), "remove cgroup", fieldError(err))
-		return
+		return false
 	}
 	guard.remove(c.id)
 	if c.claim != nil {
 		c.claim.refill()
 	}
+	return true
 }
 
 // removeCgroupsHook, when set by a test, runs in removeCgroups before the

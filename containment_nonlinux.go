@@ -46,7 +46,7 @@ func (*containment) terminate(time.Time)     {}
 func (*containment) reaped()                 {}
 func (*containment) killEscaped() int        { return 0 }
 func (*containment) release() error          { return nil }
-func (*containment) removeCgroups()          {}
+func (*containment) removeCgroups() bool     { return false }
 func (*containment) needsThread() bool       { return false }
 
 // startCommand starts cmd, confined by sbx when it is not nil: no

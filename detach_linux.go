@@ -215,7 +215,7 @@ func (m *Manager) startDetached(req Request, owner, command, dir string, seq uin
 				_ = removeAllAt(s.outFD, id)
 			}
 		}
-		sbx.finish(m)
+		sbx.finish(m, false)
 	}()
 
 	if sbx, err = m.prepareDetachedSandbox(req.Sandbox, dir, req.WorkDir != "", req.TTY != nil); err != nil {

@@ -253,3 +253,6 @@ func HoldCgroupNew(n int) <-chan []string {
 	}, nil)
 	return ch
 }
+
+// CoverFile returns the empty file m's namespaces cover hidden files with.
+func CoverFile(m *Manager) (string, error) { return m.sandbox.cache.emptyFile() }

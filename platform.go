@@ -235,7 +235,7 @@ type escapeContainment interface {
 	killEscaped() int
 	usage(cpu time.Duration, rss int64) (time.Duration, int64)
 	release() error
-	removeCgroups()
+	removeCgroups() (emptied bool)
 }
 
 // The declarations every OS must satisfy; a build for an OS that lacks one,

@@ -148,7 +148,7 @@ func TestSandboxTempDirReused(t *testing.T) {
 	}
 	r := prepare()
 	before := len(m.sandbox.emptyDirs)
-	r.finish(m)
+	r.finish(m, true)
 	if _, err := os.Lstat(r.tmpDir); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("finished temp dir: lstat error %v, want it gone", err)
 	}
@@ -161,7 +161,7 @@ func TestSandboxTempDirReused(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(r.tmpDir, "left"), []byte("x"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	r.finish(m)
+	r.finish(m, true)
 	if got := len(m.sandbox.emptyDirs); got != before {
 		t.Errorf("%d spare temp dirs after one with a file was finished, want %d", got, before)
 	}
@@ -199,7 +199,7 @@ func TestSandboxTempDirsServeABurst(t *testing.T) {
 		return runs
 	}
 	for _, r := range burst() {
-		r.finish(m)
+		r.finish(m, true)
 	}
 	parent, err := m.sandbox.tempParent()
 	if err != nil {
@@ -221,7 +221,7 @@ func TestSandboxTempDirsServeABurst(t *testing.T) {
 		if !waiting[r.tmpDir] {
 			made++
 		}
-		r.finish(m)
+		r.finish(m, true)
 	}
 	if made != 0 {
 		t.Errorf("the second burst of %d made %d new temp dirs, want every one taken from the first", n, made)

@@ -104,7 +104,14 @@ func (c *sandboxCache) supplyTemps(parent string, take func() (string, error), g
 }
 
 // emptyFile returns an empty file of mode 000 in a directory of its own,
-// made once, for confine.MakeMountns to cover hidden files with.
+// made once, for confine.MakeMountns to cover hidden files with. The file
+// and its directory are made immutable where the file system allows it:
+// they lie in os.TempDir(), which a policy's Write may hold (Write:
+// ["/tmp"]), and a tree there is the file's owner (uid 0), which may chmod
+// and write it, and so every hidden file of every tree of the Manager
+// read as what it wrote (TestAttackCoverFileInWrite). Immutable, neither
+// can be changed, renamed, removed or linked to, except by the host
+// (CAP_LINUX_IMMUTABLE), which clears the flags at Close.
 func (c *sandboxCache) emptyFile() (string, error) {
 	c.emptyOnce.Do(func() {
 		dir, err := os.MkdirTemp("", "agentproc-hide-")
@@ -119,6 +126,9 @@ func (c *sandboxCache) emptyFile() (string, error) {
 			return
 		}
 		c.emptyErr = f.Close()
+		if c.emptyErr == nil && setImmutable(f.Name(), true) == nil {
+			_ = setImmutable(dir, true)
+		}
 	})
 	return filepath.Join(c.emptyDir, "empty"), c.emptyErr
 }
@@ -410,8 +420,17 @@ func (c *sandboxCache) build(b *sandboxBuilt, pol *sandboxPolicy) error {
 	c.readyThreadMu.Lock()
 	managerTmp := c.tmpParent
 	c.readyThreadMu.Unlock()
-	if managerTmp != "" && b.tmpParent == "" && !inResolved(tempCover(managerTmp), pol.write) {
-		hidden = append(slices.Clone(pol.hide), tempCovers(managerTmp)...)
+	// As root the mount namespace covers it even where a Write directory
+	// holds it (Write: ["/tmp"]): a cover is a mount the tree cannot undo,
+	// where Landlock cannot take back what it granted
+	// (TestAttackTempDirFromNoDefaultWriteWide).
+	mountHidden := hidden
+	if managerTmp != "" && b.tmpParent == "" {
+		covers := tempCovers(managerTmp)
+		if !inResolved(tempCover(managerTmp), pol.write) {
+			hidden = append(slices.Clone(pol.hide), covers...)
+		}
+		mountHidden = append(slices.Clone(pol.hide), covers...)
 	}
 	hide := confine.LandlockHidden(hidden)
 	if h.root && pol.skip&sandboxSkipMountns == 0 {
@@ -420,7 +439,7 @@ func (c *sandboxCache) build(b *sandboxBuilt, pol *sandboxPolicy) error {
 			return xerrors.Errorf("mount namespace: %w", err)
 		}
 		spec := confine.MountSpec{Write: pol.write, ReadOnly: pol.readOnly, Empty: empty,
-			Hide: append(append(slices.Clone(hidden), confine.HiddenDevices...), hostDoors()...)}
+			Hide: append(append(slices.Clone(mountHidden), confine.HiddenDevices...), hostDoors()...)}
 		// What is missing is listed before the namespace is made: a path
 		// made in between is then found by the next Start.
 		var dirs *confine.DirWatcher
@@ -568,8 +587,34 @@ func (c *sandboxCache) close() {
 	c.dirs.Close()
 	c.emptyOnce.Do(func() {})
 	if c.emptyDir != "" {
+		_ = setImmutable(c.emptyDir, false)
+		_ = setImmutable(filepath.Join(c.emptyDir, "empty"), false)
 		_ = os.RemoveAll(c.emptyDir)
 	}
+}
+
+// fsImmutableFl is FS_IMMUTABLE_FL, the inode flag of chattr +i.
+const fsImmutableFl = 0x10
+
+// setImmutable sets or clears the immutable flag of p, following no link.
+// It needs CAP_LINUX_IMMUTABLE, and a file system with the flag (ext4,
+// xfs, btrfs, tmpfs since Linux 6.0).
+func setImmutable(p string, on bool) error {
+	fd, err := unix.Open(p, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC|unix.O_NONBLOCK, 0)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	flags, err := unix.IoctlGetUint32(fd, unix.FS_IOC_GETFLAGS)
+	if err != nil {
+		return err
+	}
+	if on {
+		flags |= fsImmutableFl
+	} else {
+		flags &^= fsImmutableFl
+	}
+	return unix.IoctlSetPointerInt(fd, unix.FS_IOC_SETFLAGS, int(flags))
 }
 
 // start confines a throwaway thread as b says and starts cmd from it.

@@ -136,7 +136,7 @@ func (s *managerSandbox) tempParent() (string, error) {
 		if s.tmpErr == nil {
 			parent := s.tmpParent
 			s.cache.supplyTemps(parent, func() (string, error) { return s.tempDir(parent) }, func(d string) {
-				_ = s.dropTempDir(d)
+				_ = s.dropTempDir(d, true) // a ready thread's, unused: no tree ran in it
 			})
 		}
 	}
@@ -206,14 +206,19 @@ func (s *managerSandbox) offerEmptyDir(d string) {
 }
 
 // dropTempDir removes the temp dir of a finished process from its path:
-// when the process left it empty and as it was made, and another
-// empty dir is wanted, by renaming it (recycleTempDir) and keeping it for a later
-// Start; otherwise by removing it and what it holds.
-func (s *managerSandbox) dropTempDir(dir string) error {
+// when reuse says no process of the tree can be left, the process left it
+// empty and as it was made, and another empty dir is wanted, by renaming
+// it (recycleTempDir) and keeping it for a later Start; otherwise by
+// removing it and what it holds. A rename keeps the inode, which a
+// leftover of the tree (one that shed the marker with env -i and left
+// the session: found by no sweep without a cgroup) still reaches through
+// its namespace's bind or its Landlock rule: it read the files of the
+// later tree the dir was handed to (TestAttackLeftoverReadsNextTempDir).
+func (s *managerSandbox) dropTempDir(dir string, reuse bool) error {
 	s.tmpMu.Lock()
 	dirs, open := s.emptyDirs, s.tmpErr == nil
 	s.tmpMu.Unlock()
-	if open && len(dirs) < cap(dirs) {
+	if reuse && open && len(dirs) < cap(dirs) {
 		at, ok := recycleTempDir(dir)
 		if ok {
 			s.offerEmptyDir(at)
@@ -323,7 +328,7 @@ func (m *Manager) prepareSandbox(sb *Sandbox, dir string, dirChosen, tty bool) (
 	if pol.hosts != nil {
 		proxy, err := m.hosts.get(m)
 		if err != nil {
-			run.finish(m)
+			run.finish(m, true) // nothing ran in it
 			return nil, err
 		}
 		run.hosts = &hostsRun{list: pol.hosts, proxy: proxy}
@@ -357,7 +362,9 @@ func (r *sandboxRun) discardReady() {
 
 // finish removes the temp dir from its path (dropTempDir) and lets go of
 // the built policy; nil r does nothing. It runs once, when the tree is gone or never started.
-func (r *sandboxRun) finish(m *Manager) {
+// reuse says that no process of the tree can be left (its cgroups were
+// removed, or it never started), so that the dir may serve a later Start.
+func (r *sandboxRun) finish(m *Manager, reuse bool) {
 	if r == nil {
 		return
 	}
@@ -389,7 +396,7 @@ func (r *sandboxRun) finish(m *Manager) {
 	if r.tmpDir == "" {
 		return
 	}
-	if err := m.sandbox.dropTempDir(r.tmpDir); err != nil {
+	if err := m.sandbox.dropTempDir(r.tmpDir, reuse); err != nil {
 		m.cfg.logger.Warn(context.Background(), "remove sandbox temp dir", fieldError(err))
 	}
 }

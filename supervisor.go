@@ -224,16 +224,17 @@ func (t *spawnTaken) undo(m *Manager) {
 	if t.started {
 		_ = t.ctr.killEscaped()
 	}
+	emptied := false
 	if t.ctr != nil {
 		_ = t.ctr.release()
-		t.ctr.removeCgroups()
+		emptied = t.ctr.removeCgroups()
 	}
 	t.claim.discard()
 	if t.st != nil {
 		t.st.closeAll()
 	}
 	m.state.abandon(t.rec)
-	t.sbx.finish(m)
+	t.sbx.finish(m, emptied)
 }
 
 // runFunc is what spawn's caller runs once the registry lists p: the
@@ -370,8 +371,8 @@ func (s *supervisor) supervise(out *os.File, readerDone <-chan struct{}, tty boo
 	s.publishExit(exitFacts{code: code, signal: sigName, cpu: cpu, rss: rss, leftovers: leftovers, oom: oom, likelyOOM: likelyOOM})
 	// After the exit is published, so that Wait does not wait for the
 	// rmdirs; Close waits for them (m.wg).
-	s.ctr.removeCgroups()
-	s.sbx.finish(s.p.m)
+	emptied := s.ctr.removeCgroups()
+	s.sbx.finish(s.p.m, emptied)
 }
 
 // awaitRaise holds the reap back until the output reader has raised the

@@ -249,6 +249,9 @@ type DirWatcher struct {
 	// the mounts it made (tests).
 	afterPass func(made int, err error)
 	passes    atomic.Int64 // the live repair's passes (RepairPasses)
+	// addWatch, if not nil, stands for inotify_add_watch (tests: a limit
+	// reached).
+	addWatch func(ino int, dir string, mask uint32) (int, error)
 }
 
 const dirWatchEvents = unix.IN_CREATE | unix.IN_MOVED_TO | unix.IN_DELETE_SELF | unix.IN_MOVE_SELF | unix.IN_ONLYDIR
@@ -293,7 +296,7 @@ func (d *DirWatcher) add(w *MountWatch) bool {
 		return false
 	}
 	for _, p := range w.missing {
-		if !d.watchLocked(w, p) {
+		if _, ok := d.watchLocked(w, p); !ok {
 			d.dropLocked(w)
 			return false
 		}
@@ -302,11 +305,16 @@ func (d *DirWatcher) add(w *MountWatch) bool {
 }
 
 // watchLocked watches the nearest existing directory above p for the next
-// component of p, for w, once, and reports whether it could.
-func (d *DirWatcher) watchLocked(w *MountWatch, p string) bool {
+// component of p, for w, once, and reports whether it could; where it
+// could not, dir is the directory it could not watch.
+func (d *DirWatcher) watchLocked(w *MountWatch, p string) (dir string, ok bool) {
 	dir, name := filepath.Dir(p), filepath.Base(p)
+	add := unix.InotifyAddWatch
+	if d.addWatch != nil {
+		add = d.addWatch
+	}
 	for {
-		wd, err := unix.InotifyAddWatch(d.ino, dir, dirWatchEvents)
+		wd, err := add(d.ino, dir, dirWatchEvents)
 		if err == nil {
 			r := dirReg{int32(wd), name}
 			if d.names[r.wd] == nil {
@@ -316,10 +324,10 @@ func (d *DirWatcher) watchLocked(w *MountWatch, p string) bool {
 				d.names[r.wd][name] = append(d.names[r.wd][name], w)
 				w.regs = append(w.regs, r)
 			}
-			return true
+			return dir, true
 		}
 		if (err != unix.ENOENT && err != unix.ENOTDIR) || dir == "/" {
-			return false
+			return dir, false
 		}
 		dir, name = filepath.Dir(dir), filepath.Base(dir)
 	}
@@ -331,8 +339,8 @@ func (d *DirWatcher) watchLocked(w *MountWatch, p string) bool {
 // went one level higher. The live repair calls it before each pass, and
 // watchMissing after it for what the pass found missing. It reports
 // false, watching nothing, once w is closed (its live view dropped): the
-// pass then has nothing to do.
-func (d *DirWatcher) rewatch(w *MountWatch, lv *liveView) bool {
+// pass then has nothing to do. blind is what it could not watch.
+func (d *DirWatcher) rewatch(w *MountWatch, lv *liveView) (blind []unwatched, ok bool) {
 	var missing []string
 	for _, p := range w.paths {
 		var st unix.Stat_t
@@ -343,20 +351,27 @@ func (d *DirWatcher) rewatch(w *MountWatch, lv *liveView) bool {
 	return d.watchMissing(w, lv, missing)
 }
 
+// unwatched is a missing path whose nearest existing directory could not
+// be watched (inotify's per-user limit on watches reached: a tree running
+// as the host's user can reach it).
+type unwatched struct{ path, dir string }
+
 // watchMissing watches the nearest existing directory above each of
-// paths for w; false once w is closed.
-func (d *DirWatcher) watchMissing(w *MountWatch, lv *liveView, paths []string) bool {
+// paths for w, and returns those it could not watch; false once w is
+// closed.
+func (d *DirWatcher) watchMissing(w *MountWatch, lv *liveView, paths []string) (blind []unwatched, ok bool) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.ino < 0 || w.live != lv {
-		return false
+		return nil, false
 	}
 	for _, p := range paths {
-		if !d.watchLocked(w, p) {
+		if dir, ok := d.watchLocked(w, p); !ok {
 			w.stale.Store(true) // not watched: the next Start builds afresh
+			blind = append(blind, unwatched{p, dir})
 		}
 	}
-	return true
+	return blind, true
 }
 
 // dropLocked forgets w. The kernel's watches stay: another policy may

@@ -2,6 +2,7 @@ package confine
 
 import (
 	"errors"
+	"path/filepath"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -74,6 +75,13 @@ const maxRetries = 8
 type coverSet struct {
 	hide     []string // covered: a directory by an empty tmpfs, else by empty; parents first
 	readOnly []string
+	// pin is each directory between a Write directory and a ReadOnly path
+	// in it, parents first: each is made a mount point (a bind of
+	// itself), which a tree cannot rename or remove. A read-only bind
+	// moves with its directory, so a tree that renamed ws/repo away
+	// made ws/repo/.git again, writable (TestAttackReadOnlyParentRenamed).
+	pin      []string
+	write    []string // never covered, nor a directory above one (withBlind)
 	empty    string
 	emptyID  fileID // empty's; zero if it could not be found (then no file is covered)
 	emptyErr error
@@ -81,15 +89,57 @@ type coverSet struct {
 
 // newCoverSet returns spec's coverSet.
 func newCoverSet(spec MountSpec) *coverSet {
-	cs := &coverSet{hide: slices.Clone(spec.Hide), readOnly: slices.Clone(spec.ReadOnly), empty: spec.Empty}
+	cs := &coverSet{hide: slices.Clone(spec.Hide), readOnly: slices.Clone(spec.ReadOnly), write: spec.Write, empty: spec.Empty}
 	// Parents before their children: a child of a directory covered
 	// first is hidden by that cover already (and found missing).
 	slices.SortStableFunc(cs.hide, func(a, b string) int { return len(a) - len(b) })
+	for _, r := range spec.ReadOnly {
+		top := ""
+		for _, w := range spec.Write {
+			if r != w && within(r, w) && len(w) > len(top) {
+				top = w
+			}
+		}
+		if top == "" {
+			continue
+		}
+		for d := filepath.Dir(r); d != top && within(d, top); d = filepath.Dir(d) {
+			if !slices.Contains(cs.pin, d) {
+				cs.pin = append(cs.pin, d)
+			}
+		}
+	}
+	slices.SortStableFunc(cs.pin, func(a, b string) int { return len(a) - len(b) })
 	var st unix.Stat_t
 	if cs.emptyErr = unix.Stat(spec.Empty, &st); cs.emptyErr == nil {
 		cs.emptyID = fileID{uint64(st.Dev), st.Ino}
 	}
 	return cs
+}
+
+// withBlind returns cs, or where a hidden path's nearest existing
+// directory could not be watched, a copy that covers that directory as
+// well: the path may be made there unseen (a tree can use up the watches
+// of the user it shares with the host), so the directory is hidden whole
+// while it is not watched, rather than left open until the next Start.
+// A directory that is or holds a Write path is left alone (a tree's work
+// is never covered); so is "/".
+func (cs *coverSet) withBlind(blind []unwatched) *coverSet {
+	var dirs []string
+	for _, u := range blind {
+		if !slices.Contains(cs.hide, u.path) || u.dir == "/" || slices.Contains(dirs, u.dir) ||
+			slices.ContainsFunc(cs.write, func(w string) bool { return within(w, u.dir) }) {
+			continue
+		}
+		dirs = append(dirs, u.dir)
+	}
+	if len(dirs) == 0 {
+		return cs
+	}
+	out := *cs
+	out.hide = slices.Concat(dirs, cs.hide)
+	slices.SortStableFunc(out.hide, func(a, b string) int { return len(a) - len(b) })
+	return &out
 }
 
 // fileID is a file's device and inode.
@@ -366,9 +416,11 @@ func (r *repairer) take() bool {
 // namespace. A failure leaves the watch stale: the next Start builds the
 // policy afresh (the backstop).
 func (r *repairer) pass(lv *liveView) {
-	if !r.d.rewatch(lv.w, lv) {
+	blind, ok := r.d.rewatch(lv.w, lv)
+	if !ok {
 		return // dropped meanwhile
 	}
+	covers := lv.covers.withBlind(blind)
 	r.d.passes.Add(1)
 	var made int
 	var missing []string
@@ -382,7 +434,7 @@ func (r *repairer) pass(lv *liveView) {
 		// spend a pass of the rate limit. A change of the host's before
 		// this poll is seen by the next look; one after it wakes the loop.
 		for range 3 {
-			n, miss, err := coverNamespace(lv.covers)
+			n, miss, err := coverNamespace(covers)
 			made, missing = made+n, miss
 			if err != nil || n == 0 {
 				return err
@@ -405,8 +457,12 @@ func (r *repairer) pass(lv *liveView) {
 	if err == nil && len(missing) > 0 {
 		// Watched only now: a path made between the pass's look and its
 		// watch is reported by neither, so look for it here.
-		if !r.d.watchMissing(lv.w, lv, missing) {
+		blind, ok := r.d.watchMissing(lv.w, lv, missing)
+		if !ok {
 			return
+		}
+		if len(lv.covers.withBlind(blind).hide) > len(lv.covers.hide) {
+			again = true // the next pass covers what is not watched
 		}
 		for _, p := range missing {
 			var st unix.Stat_t
@@ -516,6 +572,13 @@ func coverNamespace(lv *coverSet) (made int, missing []string, err error) {
 			}
 		}
 		missing = append(missing, p)
+	}
+	for _, p := range lv.pin {
+		n, err := pinDir(p)
+		made += n
+		if err != nil {
+			return made, missing, xerrors.Errorf("pin %s: %w", p, goneErr(err))
+		}
 	}
 	// open opens p for a mount onto it; ok is false when there is nothing
 	// to do: p missing (noted) or reached through a link.
@@ -696,6 +759,36 @@ func coverFile(target, efd int) error {
 		return xerrors.Errorf("mount_setattr: %w", err)
 	}
 	return moveOnto(tree, target)
+}
+
+// pinDir makes the directory p a mount point, a bind of itself
+// (recursive), unless it is one already, or missing, or not a directory,
+// or reached through a link; it returns the mounts it made.
+func pinDir(p string) (int, error) {
+	fd, ok, err := openBare(p)
+	if err == errMissing || (err == nil && !ok) {
+		return 0, nil // the ReadOnly path below is missing too, or not ours to follow
+	}
+	if err != nil {
+		return 0, err
+	}
+	defer unix.Close(fd)
+	var stx unix.Statx_t
+	if err := unix.Statx(fd, "", unix.AT_EMPTY_PATH, unix.STATX_TYPE, &stx); err != nil {
+		return 0, err
+	}
+	if stx.Mode&unix.S_IFMT != unix.S_IFDIR || stx.Attributes&unix.STATX_ATTR_MOUNT_ROOT != 0 {
+		return 0, nil
+	}
+	tree, err := unix.OpenTree(fd, "", unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_EMPTY_PATH|unix.AT_RECURSIVE)
+	if err != nil {
+		return 0, xerrors.Errorf("open_tree: %w", err)
+	}
+	defer unix.Close(tree)
+	if err := moveOnto(tree, fd); err != nil {
+		return 0, err
+	}
+	return 1, nil
 }
 
 // bindReadOnly binds target onto itself, recursively, read-only.

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/coder/quartz"
+	"golang.org/x/sys/unix"
 
 	"github.com/agentproc/agentproc/internal/osthread"
 )
@@ -203,5 +204,86 @@ func TestRepairRateLimit(t *testing.T) {
 		}
 	case <-ctx.Done():
 		t.Fatal("closing did not end the wait")
+	}
+}
+
+// TestLiveRepairWatchesUsedUp checks, as root, that a hidden path whose
+// directory appears while a tree runs stays hidden when that directory
+// cannot be watched: a root tree shares inotify's per-user limit on
+// watches (fs.inotify.max_user_watches) with the host, and used it up
+// (watching /usr from two instances), so that the pass that found
+// ~/.config made could not watch it for gh, and ~/.config/gh/hosts.yml
+// made next was read by the running tree. The directory that cannot be
+// watched is now covered whole (coverSet.withBlind). The limit is stood
+// for by a failing inotify_add_watch for that directory (using up the
+// real one would fail every root process's watches on the machine).
+func TestLiveRepairWatchesUsedUp(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root (a mount namespace)")
+	}
+	dir := t.TempDir()
+	home := filepath.Join(dir, "home")
+	if err := os.Mkdir(home, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	empty := filepath.Join(dir, "empty")
+	if err := os.WriteFile(empty, nil, 0); err != nil {
+		t.Fatal(err)
+	}
+	config := filepath.Join(home, ".config")
+	secret := filepath.Join(config, "gh", "hosts.yml")
+	spec := MountSpec{Hide: []string{filepath.Dir(secret)}, Write: []string{filepath.Join(dir, "ws")}, Empty: empty}
+	passes := make(chan int, 64)
+	d := &DirWatcher{
+		afterPass: func(n int, err error) {
+			if err != nil && !errors.Is(err, errGone) {
+				t.Errorf("repair pass: %v", err)
+			}
+			passes <- n
+		},
+		addWatch: func(ino int, dir string, mask uint32) (int, error) {
+			if _, err := os.Stat(dir); err == nil && dir == config {
+				return -1, unix.ENOSPC // the user's watches used up
+			}
+			return unix.InotifyAddWatch(ino, dir, mask)
+		},
+	}
+	defer d.Close()
+	w := NewMountWatch(spec, d)
+	defer w.Close()
+	v, err := MakeMountns(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer v.Close()
+	if err := w.Live(&v, spec); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.After(10 * time.Second)
+	next := func(what string) {
+		t.Helper()
+		select {
+		case <-passes:
+		case <-deadline:
+			t.Fatalf("no repair pass %s within 10 s", what)
+		}
+	}
+	next("at first")
+	if err := os.Mkdir(config, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	next("after ~/.config was made")
+	if err := os.MkdirAll(filepath.Dir(secret), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(secret, []byte("oauth_token: GH-SECRET"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := readInNamespace(v.NS, secret); err == nil || strings.Contains(got, "SECRET") {
+		t.Errorf("read %s in the namespace, its directory unwatched: got %q, %v; want it hidden", secret, got, err)
+	}
+	// Control: the host reads it.
+	if got, err := os.ReadFile(secret); err != nil || !strings.Contains(string(got), "SECRET") {
+		t.Fatalf("control: the host read %q, %v", got, err)
 	}
 }

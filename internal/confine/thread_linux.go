@@ -22,10 +22,12 @@ func EnterMountns(ns int) error {
 }
 
 // DropCapabilities empties the calling thread's bounding set, capability
-// 0 to lastCap, then its ambient set. On exec the kernel grants root its
-// bounding set, so with the set empty the shell (uid 0) and every program
-// it runs, file capabilities or setuid included, start with no capability
-// (TestSandboxRootHasNoCapabilities, which also reads CapBnd). It takes a
+// 0 to lastCap. On exec the kernel grants root its bounding set and its
+// inheritable set, so with the one empty here and the other emptied by
+// Thread the shell (uid 0) and every program it runs, file capabilities
+// or setuid included, start with no capability
+// (TestSandboxRootHasNoCapabilities, which also reads CapBnd, and
+// TestAttackInheritedCapabilities). It takes a
 // prctl per capability, each a new set of credentials, a cost per Start
 // (docs/measurements.md) which the ready thread takes off the Start.
 // Dropping the thread's own sets with one capset would do under
@@ -38,13 +40,42 @@ func DropCapabilities(lastCap int) error {
 			return xerrors.Errorf("drop capability %d from the bounding set: %w", c, err)
 		}
 	}
-	if err := unix.Prctl(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0); err != nil {
+	return nil
+}
+
+// clearInherited empties the calling thread's ambient and inheritable
+// capability sets, as any user may. Without it a host that runs with
+// capabilities in either (an unprivileged service's
+// AmbientCapabilities=, root under capsh or setpriv --inh-caps, or in a
+// container that sets them) hands them to the tree: on exec any user
+// keeps the ambient set and root gets the inheritable set besides the
+// bounding set, and no_new_privs keeps what the thread had
+// (TestAttackInheritedCapabilities: the tree made a device node of the
+// host's disk). The thread's own permitted and effective sets stay, for
+// the steps after this that need them.
+func clearInherited() error {
+	// EINVAL: a kernel before 4.3, without ambient capabilities.
+	if err := unix.Prctl(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0); err != nil && err != unix.EINVAL {
 		return xerrors.Errorf("clear ambient capabilities: %w", err)
+	}
+	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	var data [2]unix.CapUserData
+	if err := unix.Capget(&hdr, &data[0]); err != nil {
+		return xerrors.Errorf("read capabilities: %w", err)
+	}
+	if data[0].Inheritable == 0 && data[1].Inheritable == 0 {
+		return nil
+	}
+	data[0].Inheritable, data[1].Inheritable = 0, 0
+	if err := unix.Capset(&hdr, &data[0]); err != nil {
+		return xerrors.Errorf("clear inheritable capabilities: %w", err)
 	}
 	return nil
 }
 
-// Thread joins the network namespace netns (-1: stay in the host's), with
+// Thread empties the calling thread's ambient and inheritable capability
+// sets, as root or not (clearInherited), joins the network namespace
+// netns (-1: stay in the host's), with
 // ownIPC unshares an IPC namespace of the thread's own, and confines the
 // calling thread: no_new_privs, inNetns if not nil, the
 // Landlock rulesets in order (each a layer; -1s are skipped), the seccomp
@@ -54,6 +85,9 @@ func DropCapabilities(lastCap int) error {
 // (Landlock without CAP_SYS_ADMIN, which the tree must not keep); so do
 // unshare's.
 func Thread(netns int, ownIPC bool, inNetns func() error, rulesets []int, filter []unix.SockFilter) error {
+	if err := clearInherited(); err != nil {
+		return err
+	}
 	if netns >= 0 {
 		if err := unix.Setns(netns, unix.CLONE_NEWNET); err != nil {
 			return xerrors.Errorf("join network namespace: %w", err)
