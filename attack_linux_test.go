@@ -548,6 +548,42 @@ func helperAttackProbe() int {
 			fmt.Printf("%s", got)
 			_ = c.Close()
 		}
+	case "racerename":
+		// Wait, with inotify, for arg to be renamed into place n times (or
+		// made) and read it, and the file renamed onto it, at once: the
+		// live repair's cover comes after the host's rename.
+		dir, name := filepath.Dir(arg), filepath.Base(arg)
+		var ino int
+		if ino, err = unix.InotifyInit1(unix.IN_CLOEXEC); err != nil {
+			break
+		}
+		if _, err = unix.InotifyAddWatch(ino, dir, unix.IN_MOVED_TO|unix.IN_CREATE|unix.IN_CLOSE_WRITE); err != nil {
+			break
+		}
+		fmt.Println("watching")
+		buf := make([]byte, 64<<10)
+		for renames := 0; renames < raceRenames; {
+			n, rerr := unix.Read(ino, buf)
+			if rerr != nil {
+				err = rerr
+				break
+			}
+			for off := 0; off+unix.SizeofInotifyEvent <= n; {
+				ev := (*unix.InotifyEvent)(unsafe.Pointer(&buf[off]))
+				got := string(bytes.TrimRight(buf[off+unix.SizeofInotifyEvent:off+unix.SizeofInotifyEvent+int(ev.Len)], "\x00"))
+				off += unix.SizeofInotifyEvent + int(ev.Len)
+				if got != name && got != name+".lock" {
+					continue
+				}
+				if b, rerr := os.ReadFile(filepath.Join(dir, got)); rerr == nil {
+					fmt.Printf("read %s: %s\n", got, b)
+				}
+				if got == name && ev.Mask&unix.IN_MOVED_TO != 0 {
+					renames++
+				}
+			}
+		}
+		_ = unix.Close(ino)
 	case "openwrite":
 		var fd int
 		if fd, err = unix.Open(arg, unix.O_WRONLY, 0); err == nil {
@@ -561,6 +597,9 @@ func helperAttackProbe() int {
 	fmt.Println("reached")
 	return 0
 }
+
+// raceRenames is how many renames the "racerename" probe waits for.
+const raceRenames = 5
 
 func attackProbe(t *testing.T, dir, kind, arg string) agentproc.Request {
 	req := helperRequest(t, "attackprobe")

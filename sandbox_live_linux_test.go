@@ -255,3 +255,50 @@ func TestSandboxRepairStormBounded(t *testing.T) {
 		t.Errorf("a tree's storm of 1600 events in %v made %d repair passes, want at most %d (the rate limit)", took, passes, limit)
 	}
 }
+
+// TestAttackRepairWindowRace checks, as root, that a running tree that
+// waits for the host's change cannot read what the live repair covers
+// after it: the tree watches HOME with inotify and reads
+// ~/.git-credentials, and the .lock written before it, the moment the host
+// renames a new one into place (as git's credential store saves). The
+// third attack review's tree read 50 of 50 such replacements when only
+// the mount namespace hid them; the policy's Landlock ruleset now leaves
+// the hidden paths out too, and a file made after the ruleset has no rule
+// to be read through. The control reads them without the sandbox.
+func TestAttackRepairWindowRace(t *testing.T) {
+	requireRootSandbox(t)
+	ws, _, _ := sandboxWorkspace(t)
+	home := os.Getenv("HOME")
+	gitCreds := filepath.Join(home, ".git-credentials")
+	if err := os.WriteFile(gitCreds, []byte("https://u:OLD-SECRET@example.com\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	m := newManager(t, agentproc.WithSandbox(agentproc.WorkspaceSandbox(ws)), agentproc.WithRedaction(false))
+	plain := newManager(t, agentproc.WithRedaction(false))
+	for _, c := range []struct {
+		name string
+		m    *agentproc.Manager
+	}{{"sandboxed", m}, {"control", plain}} {
+		req := attackProbe(t, ws, "racerename", gitCreds)
+		p := mustStart(t, c.m, req)
+		t.Cleanup(func() { _, _ = p.Stop(testContext(t)) })
+		waitForOutput(t, p, regexp.MustCompile(`(?m)^(watching|denied: .*)$`))
+		for i := range raceRenames {
+			lock := gitCreds + ".lock"
+			if err := os.WriteFile(lock, []byte("https://u:NEW-SECRET-"+strconv.Itoa(i)+"@example.com\n"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Rename(lock, gitCreds); err != nil {
+				t.Fatal(err)
+			}
+		}
+		mustWait(t, p)
+		out := p.Output().Text
+		switch won := strings.Count(out, "NEW-SECRET"); {
+		case c.m == m && won > 0:
+			t.Errorf("a running tree read %d of the credentials the host renamed into place: output %q, want none", won, out)
+		case c.m == plain && won == 0:
+			t.Fatalf("control without the sandbox: output %q, want the new credentials read", out)
+		}
+	}
+}
