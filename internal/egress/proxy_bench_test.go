@@ -112,9 +112,9 @@ func BenchmarkProxyConnect(b *testing.B) {
 // tunnel, alternated in one run; throughput-ratio is the proxy's median
 // throughput over the direct one. cpu-ratio is the process's CPU time for
 // a download through the proxy (the origin's, the proxy's and the
-// client's, all in this process) over a direct one's, medians: the
-// throughput ratio a machine whose cores are all busy would give, where
-// throughput-ratio also depends on the proxy's copy finding an idle core.
+// client's, all in this process) over a direct one's, medians. Where
+// every core is busy, throughput-ratio tends to its inverse; where one is
+// idle, the proxy's copy runs there and throughput-ratio is higher.
 func BenchmarkProxyDownload(b *testing.B) {
 	const size = 100 << 20
 	chunk := make([]byte, 256<<10)
