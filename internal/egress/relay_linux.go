@@ -18,18 +18,16 @@ var relayBufs = sync.Pool{New: func() any { b := make([]byte, relayChunk); retur
 // copyConnOS reads src's socket itself, through its RawConn, so that a
 // buffer is taken from the pool only once the socket is readable and
 // goes back on EAGAIN: the runtime's poller does the waiting. A src that
-// is not a TCP or Unix socket (a Config.Dial of the caller's) is copied
-// with io.Copy.
+// is not a *net.TCPConn (a Config.Dial of the caller's; a stream's read of
+// 0 bytes is its end, a datagram's is not) is copied with io.Copy.
 func copyConnOS(dst, src net.Conn) {
-	var rc syscall.RawConn
-	var err error
-	switch s := src.(type) {
-	case *net.TCPConn:
-		rc, err = s.SyscallConn()
-	case *net.UnixConn:
-		rc, err = s.SyscallConn()
+	tc, ok := src.(*net.TCPConn)
+	if !ok {
+		_, _ = io.Copy(dst, src)
+		return
 	}
-	if rc == nil || err != nil {
+	rc, err := tc.SyscallConn()
+	if err != nil {
 		_, _ = io.Copy(dst, src)
 		return
 	}
