@@ -297,7 +297,9 @@ const defaultHeadTimeout = 60 * time.Second
 // defaultMaxConns bounds a listener's connections at once: far more than
 // a package manager opens (npm keeps 15 a host, pip 10), far fewer than
 // the descriptors and memory of the host's process a tree could otherwise
-// hold (each costs two descriptors and about 40 KiB).
+// hold (each costs two descriptors and about 40 KiB, and on Linux a
+// pooled 256 KiB buffer per direction only while a chunk is being
+// relayed: copyConn).
 const defaultMaxConns = 256
 
 // refusal is a connection check that failed: a denial (rule set) or an
@@ -513,7 +515,7 @@ func pipeBack(c, up net.Conn) <-chan struct{} {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		_, _ = io.Copy(c, up)
+		copyConn(c, up)
 		closeWrite(c)
 	}()
 	return done
@@ -582,7 +584,7 @@ func (l *Listener) copyRest(dst net.Conn, src net.Conn, br *bufio.Reader) {
 		}
 		_, _ = br.Discard(n)
 	}
-	_, _ = io.Copy(dst, src)
+	copyConn(dst, src)
 	closeWrite(dst)
 }
 

@@ -1,0 +1,20 @@
+package egress
+
+import "net"
+
+// copyConn copies src to dst until src ends or either fails; it does
+// not close or half-close either. pipeBack and copyRest copy every byte of
+// a tunnel's two directions with it, after the proxy has read what it
+// checks from the client.
+//
+// On Linux (relay_linux.go) it waits for src to be readable holding no
+// buffer, then reads a chunk into a pooled 256 KiB buffer and writes it
+// to dst: an idle tunnel holds no buffer and no pipe. io.Copy between two
+// *net.TCPConn would splice(2) them instead, which saves the proxy its
+// two copies but, measured on the loopback, made the client's reads of
+// the spliced stream cost 1.4–1.6 times the CPU of a direct download's
+// (twice the kernel's cycles copying to the client, about three times the
+// copy calls: the data reaches the client in more, smaller pieces), more
+// than the proxy saved (docs/measurements.md). Elsewhere
+// (relay_other.go) it is io.Copy.
+func copyConn(dst, src net.Conn) { copyConnOS(dst, src) }

@@ -1,0 +1,66 @@
+package egress
+
+import (
+	"errors"
+	"io"
+	"net"
+	"sync"
+	"syscall"
+)
+
+// relayChunk is the most copyConn reads at once: of 128 KiB to 1 MiB,
+// the size at which the proxy's copy cost least CPU on the loopback
+// without a larger buffer held through a slow client's write.
+const relayChunk = 256 << 10
+
+var relayBufs = sync.Pool{New: func() any { b := make([]byte, relayChunk); return &b }}
+
+// copyConnOS reads src's socket itself, through its RawConn, so that a
+// buffer is taken from the pool only once the socket is readable and
+// goes back on EAGAIN: the runtime's poller does the waiting. A src that
+// is not a *net.TCPConn (a Config.Dial of the caller's; a stream's read of
+// 0 bytes is its end, a datagram's is not) is copied with io.Copy.
+func copyConnOS(dst, src net.Conn) {
+	tc, ok := src.(*net.TCPConn)
+	if !ok {
+		_, _ = io.Copy(dst, src)
+		return
+	}
+	rc, err := tc.SyscallConn()
+	if err != nil {
+		_, _ = io.Copy(dst, src)
+		return
+	}
+	for {
+		var buf *[]byte
+		var n int
+		var rerr error
+		err := rc.Read(func(fd uintptr) bool {
+			buf = relayBufs.Get().(*[]byte)
+			for {
+				n, rerr = syscall.Read(int(fd), *buf)
+				if !errors.Is(rerr, syscall.EINTR) {
+					break
+				}
+			}
+			if errors.Is(rerr, syscall.EAGAIN) {
+				relayBufs.Put(buf)
+				buf = nil
+				return false // wait until readable
+			}
+			return true
+		})
+		if err != nil || rerr != nil || n <= 0 {
+			// Closed (Listener.Close), reset, or the end of src.
+			if buf != nil {
+				relayBufs.Put(buf)
+			}
+			return
+		}
+		_, werr := dst.Write((*buf)[:n])
+		relayBufs.Put(buf)
+		if werr != nil {
+			return
+		}
+	}
+}
