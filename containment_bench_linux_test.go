@@ -73,23 +73,38 @@ func waitMarkedCount(b *testing.B, id string, n int) {
 // BenchmarkProcSweep times one snapshot of /proc (every process's group,
 // state and marker), over the machine's processes and with 2000 more,
 // against the simplest correct alternative for the marker alone (os.ReadDir
-// plus os.ReadFile of every environ).
+// plus os.ReadFile of every environ). scanner+mountns is the pass while a
+// tree sandboxed as root is swept (mountnsSweeps), which also reads each
+// process's mount namespace.
 func BenchmarkProcSweep(b *testing.B) {
 	entry := []byte(MarkerEnv + "=00000000-0000-0000-0000-000000000000")
 	for _, extra := range []int{0, 2000} {
-		b.Run(fmt.Sprintf("extra=%d/scanner", extra), func(b *testing.B) {
-			startExtra(b, extra)
-			scanned := 0
-			for b.Loop() {
-				snap := takeSnapshot(markerPass, time.Now())
-				if found := snap.markedBy("00000000-0000-0000-0000-000000000000"); snap.err != nil || len(found) != 0 {
-					b.Fatalf("snapshot: got (%v, %v), want none", found, snap.err)
-				}
-				scanned = snap.scanned
+		for _, ns := range []bool{false, true} {
+			name := fmt.Sprintf("extra=%d/scanner", extra)
+			if ns {
+				name += "+mountns"
 			}
-			b.ReportMetric(float64(scanned), "procs")
-			b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N), "µs/op")
-		})
+			b.Run(name, func(b *testing.B) {
+				if ns {
+					mountnsSweeps.Add(1)
+					defer mountnsSweeps.Add(-1)
+				}
+				startExtra(b, extra)
+				scanned := 0
+				for b.Loop() {
+					snap := takeSnapshot(markerPass, time.Now())
+					if found := snap.markedBy("00000000-0000-0000-0000-000000000000"); snap.err != nil || len(found) != 0 {
+						b.Fatalf("snapshot: got (%v, %v), want none", found, snap.err)
+					}
+					if ns && snap.mountns == nil {
+						b.Fatal("snapshot: no mount namespaces read, want them read")
+					}
+					scanned = snap.scanned
+				}
+				b.ReportMetric(float64(scanned), "procs")
+				b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N), "µs/op")
+			})
+		}
 		b.Run(fmt.Sprintf("extra=%d/readfile", extra), func(b *testing.B) {
 			startExtra(b, extra)
 			scanned := 0

@@ -19,8 +19,10 @@ import (
 
 // containment reaches the parts of a process tree that left its process
 // group (setsid, double forks, daemons): every process of our user whose
-// environment carries the tree's marker, and, with WithCgroup or Limits,
-// every member of the tree's own cgroups. The process group itself stays sysProc's job;
+// environment carries the tree's marker, every process in the tree's own
+// mount namespace (a tree sandboxed as root, which cannot leave it:
+// inMountns), and, with WithCgroup or Limits, every member of the tree's
+// own cgroups. The process group itself stays sysProc's job;
 // containment acts after it on each stop path.
 //
 // Sweeps read /proc, so they run only when something is being stopped,
@@ -51,8 +53,10 @@ type containment struct {
 	startedAt time.Time
 
 	mu     sync.Mutex
-	leader int          // PID and process group ID of the shell
-	found  map[int]bool // every PID found outside the group, for Leftovers
+	leader int // PID and process group ID of the shell
+	// mountns is the tree's own mount namespace (inMountns); zero without.
+	mountns treeNamespace
+	found   map[int]bool // every PID found outside the group, for Leftovers
 	// targets are the processes outside the group signalled so far, pinned
 	// by pidfd where one could be had (internal/pidfd: the protocol).
 	targets  pidfd.Targets
@@ -417,6 +421,22 @@ func (c *containment) started(cmd *exec.Cmd) error {
 	return nil
 }
 
+// inMountns records ns, if not zero, as the tree's own mount namespace,
+// just after the start: a namespace no other process shares and the tree
+// cannot leave (as root the sandbox refuses every new namespace to such a
+// tree, and its capabilities are gone: sandboxBuilt.forkFilter), so every
+// process in it is the tree's, whatever it did to its environment, title
+// or session. The Start's hold keeps the namespace, and so its inode,
+// until after the last sweep.
+func (c *containment) inMountns(ns treeNamespace) {
+	if c == nil {
+		return
+	}
+	c.mu.Lock()
+	c.mountns = ns
+	c.mu.Unlock()
+}
+
 // terminate sends SIGTERM, then SIGCONT so that a stopped process can act
 // on it, to every process of the tree outside the process group, which the
 // caller has just signalled itself: the first step of the stop ladder. The
@@ -562,10 +582,24 @@ func (c *containment) candidates(s *procScanner, since time.Time) []int {
 	if c.cg != nil {
 		cands = c.cg.Members()
 	}
-	if pids, ok := s.candidatePIDs(c.leaderPID(), c.startedAt); ok {
-		return append(cands, s.probeMarked(pids, c.entry)...)
+	c.mu.Lock()
+	leader, ns := c.leader, c.mountns
+	c.mu.Unlock()
+	if pids, ok := s.candidatePIDs(leader, c.startedAt); ok {
+		return append(cands, s.probeMarked(pids, c.entry, ns)...)
 	}
-	return append(cands, takeSnapshot(markerPass, since).markedBy(c.id)...)
+	if ns == (treeNamespace{}) {
+		return append(cands, takeSnapshot(markerPass, since).markedBy(c.id)...)
+	}
+	// A pass reads the namespaces only while a sweep asks for them
+	// (mountnsSweeps); one begun before this sweep asked may not have.
+	mountnsSweeps.Add(1)
+	defer mountnsSweeps.Add(-1)
+	snap := takeSnapshot(markerPass, since)
+	if snap.mountns == nil && snap.err == nil {
+		snap = takeSnapshot(markerPass, time.Now())
+	}
+	return append(append(cands, snap.markedBy(c.id)...), snap.inMountns(ns)...)
 }
 
 // signalLocked sends sig to each candidate that is verified, right now, to
@@ -605,9 +639,10 @@ func (c *containment) signalLocked(s *procScanner, cands []int, sig unix.Signal)
 }
 
 // verify reports whether pid belongs to the tree: it carries the marker
-// and runs as our user, or it sits in the tree's cgroup.
+// and runs as our user, or it sits in the tree's own mount namespace or
+// cgroup. The caller holds c.mu.
 func (c *containment) verify(s *procScanner, pid int) bool {
-	return s.marked(pid, c.entry) || (c.cg != nil && s.inCgroup(pid, c.cg.Leaf()))
+	return s.marked(pid, c.entry) || s.inMountns(pid, c.mountns) || (c.cg != nil && s.inCgroup(pid, c.cg.Leaf()))
 }
 
 // waitGone waits up to timeout until every killed target has exited and
@@ -633,19 +668,23 @@ func (c *containment) waitGone(timeout time.Duration) {
 
 // waitGoneBare waits until deadline for processes killed without a pidfd:
 // a PID is gone once it no longer names a live process carrying the marker
-// (a zombie's environment reads empty).
+// or in the tree's mount namespace (a zombie's environment reads empty,
+// and its namespaces are gone).
 func (c *containment) waitGoneBare(pids []int, deadline time.Time) {
 	s, err := newProcScanner()
 	if err != nil {
 		return
 	}
 	defer s.Close()
+	c.mu.Lock()
+	ns := c.mountns
+	c.mu.Unlock()
 	tick := time.NewTicker(goneWithoutPidfdPoll)
 	defer tick.Stop()
 	for {
 		left := pids[:0]
 		for _, pid := range pids {
-			if s.marked(pid, c.entry) {
+			if s.marked(pid, c.entry) || s.inMountns(pid, ns) {
 				left = append(left, pid)
 			}
 		}

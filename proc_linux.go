@@ -307,7 +307,25 @@ var wrapWindow = sync.OnceValue(func() time.Duration {
 	return time.Duration(float64(spare) / float64(runtime.NumCPU()*maxForksPerCPU) * float64(time.Second))
 })
 
-// probeMarked returns the PIDs of pids that mayBeMarked accepts, skipping
+// inMountns reports whether pid, not this process, is in the mount
+// namespace ns; false for the zero ns.
+func (s *procScanner) inMountns(pid int, ns treeNamespace) bool {
+	if ns == (treeNamespace{}) || pid == s.Self() {
+		return false
+	}
+	ino, ok := s.MountNS(pid)
+	return ok && ino == ns.ino
+}
+
+// mountnsSweeps counts the sweeps, in every Manager, of trees with a mount
+// namespace of their own (containment.inMountns) that are waiting for a
+// marker pass: a pass begun while there is one reads each process's
+// namespace too, one readlink more per process (BenchmarkProcSweep's
+// scanner+mountns), which other sweeps need not pay.
+var mountnsSweeps atomic.Int64
+
+// probeMarked returns the PIDs of pids that mayBeMarked accepts, or that
+// are in the mount namespace ns (unless ns is zero), skipping
 // the supervised leaders (see leaders), the PIDs no process or thread holds
 // any more, and this process's own threads.
 //
@@ -324,7 +342,7 @@ var wrapWindow = sync.OnceValue(func() time.Duration {
 // replacements for discarded threads). This process carries no marker, and
 // reading its environment takes its mmap lock, on the path of Wait: tgkill
 // with signal 0 names its threads instead (docs/measurements.md).
-func (s *procScanner) probeMarked(pids []int, entry []byte) []int {
+func (s *procScanner) probeMarked(pids []int, entry []byte, ns treeNamespace) []int {
 	var found []int
 	leaders.mu.Lock()
 	if len(leaders.pids) > 0 {
@@ -336,6 +354,10 @@ func (s *procScanner) probeMarked(pids []int, entry []byte) []int {
 	for _, pid := range pids {
 		if unix.Kill(pid, 0) == unix.ESRCH || unix.Tgkill(self, pid, 0) == nil {
 			continue // freed, or one of this process's threads
+		}
+		if s.inMountns(pid, ns) {
+			found = append(found, pid)
+			continue
 		}
 		env, _, known := readMarkerEnv(&s.Scanner, pid, false)
 		if !known {
@@ -474,6 +496,10 @@ type procSnapshot struct {
 	// the processes whose environment carries it, including those whose
 	// first read said nothing yet and a later one did (settleEnvs).
 	marked map[string][]int
+	// mountns lists, by mount namespace, the processes in it but the
+	// host's, in a marker pass begun while a sweep asked for them
+	// (mountnsSweeps); nil otherwise.
+	mountns map[treeNamespace][]int
 	// unknown, in a worker's part of a pass only, lists the processes
 	// whose environment said nothing yet, to be read again (settleEnvs).
 	unknown []int
@@ -496,6 +522,15 @@ func (snap *procSnapshot) countGroup(pgid int) (n int, ok bool) {
 // markedBy returns the processes carrying MarkerEnv=id in a markerPass
 // (unverified: the caller checks each again before a signal).
 func (snap *procSnapshot) markedBy(id string) []int { return snap.marked[id] }
+
+// inMountns returns the processes in the mount namespace ns in a
+// markerPass (unverified, like markedBy); none for the zero ns.
+func (snap *procSnapshot) inMountns(ns treeNamespace) []int {
+	if ns == (treeNamespace{}) {
+		return nil
+	}
+	return snap.mountns[ns]
+}
 
 // passKind says what a pass over /proc reads.
 type passKind int
@@ -628,16 +663,36 @@ func (snap *procSnapshot) scan(kind passKind) {
 		leaders.mu.Unlock()
 	}
 	snap.scanned = len(pids)
+	// Read after began was set: a sweep that counted itself before then
+	// and asks for a pass begun after that moment gets the namespaces.
+	readNS := kind == markerPass && mountnsSweeps.Load() > 0
+	var hostNS treeNamespace // not listed: most processes are in it, no tree's
+	if readNS {
+		snap.mountns = make(map[treeNamespace][]int)
+		if ino, ok := s.MountNS(s.Self()); ok {
+			hostNS = treeNamespace{ino: ino}
+		}
+	}
 	workers := min(runtime.GOMAXPROCS(0), 4, len(pids)/snapshotWorkersMin+1)
 	parts := make([]procSnapshot, workers)
 	scanPart := func(w int, sc *procfs.Scanner, pids []int) {
 		p := procSnapshot{marked: make(map[string][]int), groups: make(map[int]int)}
+		if readNS {
+			p.mountns = make(map[treeNamespace][]int)
+		}
 		for _, pid := range pids {
 			if kind == groupPass {
 				if state, pgrp, ok := sc.Stat(pid); ok && state != 'Z' {
 					p.groups[pgrp]++
 				}
 				continue
+			}
+			if readNS {
+				if ino, ok := sc.MountNS(pid); ok {
+					if ns := (treeNamespace{ino: ino}); ns != hostNS {
+						p.mountns[ns] = append(p.mountns[ns], pid)
+					}
+				}
 			}
 			// A zombie's environment reads empty, so it is never listed.
 			env, _, known := readMarkerEnv(sc, pid, false)
@@ -671,6 +726,9 @@ func (snap *procSnapshot) scan(kind passKind) {
 		}
 		for g, n := range p.groups {
 			snap.groups[g] += n
+		}
+		for ns, l := range p.mountns {
+			snap.mountns[ns] = append(snap.mountns[ns], l...)
 		}
 		unknown = append(unknown, p.unknown...)
 	}

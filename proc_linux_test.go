@@ -83,7 +83,7 @@ func TestProbeMarkedSkipsOnlyFreePIDs(t *testing.T) {
 		t.Fatal("the marked child does not read as marked")
 	}
 	pids := []int{gone.Process.Pid, live}
-	if got := s.probeMarked(pids, []byte(entry)); !slices.Equal(got, []int{live}) {
+	if got := s.probeMarked(pids, []byte(entry), treeNamespace{}); !slices.Equal(got, []int{live}) {
 		t.Errorf("probeMarked(%v) = %v, want only the live marked child %d", pids, got, live)
 	}
 }
@@ -143,7 +143,7 @@ func TestMarkerReadMidExecReadAgain(t *testing.T) {
 		name  string
 		found func() bool
 	}{
-		{"probe", func() bool { return slices.Equal(s.probeMarked([]int{pid}, entry), []int{pid}) }},
+		{"probe", func() bool { return slices.Equal(s.probeMarked([]int{pid}, entry, treeNamespace{}), []int{pid}) }},
 		{"snapshot", func() bool { return slices.Contains(takeSnapshot(markerPass, time.Now()).markedBy(id), pid) }},
 		{"verify", func() bool { return s.marked(pid, entry) }},
 		{"orphan", func() bool {

@@ -712,14 +712,26 @@ func (b *sandboxBuilt) start(cmd *exec.Cmd, s sandboxStart) error {
 // forkFilter stacks confine.SeccompForkFilter on the calling thread, which
 // b has confined, just before it forks cmd: clone3 is refused unless the
 // fork itself needs it (a leader started in its cgroup v2), and clone
-// with CLONE_PARENT always (TestAttackHostZombies).
+// with CLONE_PARENT always (TestAttackHostZombies). A tree in a mount
+// namespace of its own (ownMountns) may make no namespace: the
+// containment sweep finds its processes by that namespace
+// (TestSandboxNamespaceSweepsEnvIEscapee), which a process could
+// otherwise leave through a user namespace of its own.
 func (b *sandboxBuilt) forkFilter(cmd *exec.Cmd) error {
 	if b.filter == nil {
 		return nil
 	}
 	inCgroup := cmd.SysProcAttr != nil && cmd.SysProcAttr.UseCgroupFD
-	return confine.SeccompInstall(confine.SeccompForkFilter(!inCgroup))
+	return confine.SeccompInstall(confine.SeccompForkFilter(confine.ForkRules{
+		NoClone3:     !inCgroup,
+		NoNamespaces: b.ownMountns(),
+	}))
 }
+
+// ownMountns reports whether each tree of b runs in a mount namespace of
+// its own (enterAndDrop's copy for its temp dir: as root, with a temp
+// parent), not shared with any other tree.
+func (b *sandboxBuilt) ownMountns() bool { return b.mntns >= 0 && b.tmpParent != "" }
 
 // takeReady hands the calling Start the ready thread made for b, if one
 // is ready, and the temp dir it reserved for that Start ("" when b has no
@@ -790,7 +802,7 @@ func (b *sandboxBuilt) enterAndDrop(lastCap int, tmp string) (ns int, err error)
 		if err := confine.EnterMountns(b.mntns); err != nil {
 			return -1, err
 		}
-		if b.tmpParent != "" {
+		if b.ownMountns() {
 			// tmp "" (a Start given no temp dir, as a test's) covers the
 			// parent whole.
 			own := ""
@@ -811,13 +823,20 @@ func (b *sandboxBuilt) enterAndDrop(lastCap int, tmp string) (ns int, err error)
 }
 
 // holdNS hands ns, if any, to the Start's hold, or closes it where the
-// Start has none or failed.
+// Start has none or failed. The hold keeps the descriptor, so that the
+// namespace's inode, by which the containment sweep finds the tree's
+// processes, names no other namespace until the sweep is done.
 func holdNS(ns int, s sandboxStart, started bool) {
 	if ns < 0 {
 		return
 	}
 	if started && s.hold != nil {
-		s.hold(func() { _ = unix.Close(ns) })
+		var id treeNamespace
+		var st unix.Stat_t
+		if unix.Fstat(ns, &st) == nil {
+			id = treeNamespace{ino: st.Ino}
+		}
+		s.hold(id, func() { _ = unix.Close(ns) })
 		return
 	}
 	_ = unix.Close(ns)

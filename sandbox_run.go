@@ -260,7 +260,16 @@ type sandboxRun struct {
 	// release lets go of what the OS layer held for the tree
 	// (sandboxStart.hold); nil without.
 	release func()
+	// mountns is the tree's own mount namespace, which the tree cannot
+	// leave (as root on Linux: sandboxStart.hold); zero without.
+	mountns treeNamespace
 }
+
+// treeNamespace names a namespace by the inode of its nsfs file (there
+// is one nsfs, so the inode alone names it), which stays its own while a
+// descriptor of it is held (the Start's hold keeps one until the tree's
+// containment has swept). The zero value is no namespace.
+type treeNamespace struct{ ino uint64 }
 
 // sandboxStart is what one Start hands sandboxBuilt.start besides cmd.
 type sandboxStart struct {
@@ -269,9 +278,9 @@ type sandboxStart struct {
 	tmp   string              // the tree's private temp dir; "" without
 	hosts func(hostsListener) // takes over the proxy listener the thread made; nil: none
 	// hold, when not nil, keeps what must outlive the tree's end (as root
-	// its own mount namespace) and release lets go of it, which the Start
-	// calls once the tree is gone.
-	hold func(release func())
+	// its own mount namespace, named by ns) and release lets go of it,
+	// which the Start calls once the tree is gone.
+	hold func(ns treeNamespace, release func())
 }
 
 // prepareSandbox makes what a Start of sb in dir needs (dirChosen: the
@@ -348,7 +357,7 @@ func (r *sandboxRun) start(cmd *exec.Cmd, step threadStep) error {
 	}
 	ready := r.ready
 	r.ready = nil
-	hold := func(release func()) { r.release = release }
+	hold := func(ns treeNamespace, release func()) { r.mountns, r.release = ns, release }
 	return r.built.start(cmd, sandboxStart{step: step, ready: ready, tmp: r.tmpDir, hosts: hosts, hold: hold})
 }
 

@@ -47,6 +47,9 @@ func startCommand(cmd *exec.Cmd, c *containment, sbx *sandboxRun) error {
 	var err error
 	if sbx != nil {
 		err = sbx.start(cmd, step)
+		if err == nil {
+			c.inMountns(sbx.mountns)
+		}
 	} else {
 		err = osthread.Restored(step, cmd.Start)
 	}

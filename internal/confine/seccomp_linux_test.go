@@ -227,47 +227,72 @@ func TestSeccompTreeRuns(t *testing.T) {
 
 // TestSeccompForkFilter checks the verdicts of the filter stacked at the
 // fork: clone with CLONE_PARENT refused, without it allowed; clone3
-// ENOSYS where the tree's own fork does not need it, else allowed; every
-// other call allowed, whatever its arguments.
+// ENOSYS where the tree's own fork does not need it, else allowed; with
+// NoNamespaces, unshare and clone with any CLONE_NEW* flag refused, and
+// the host's own fork (CLONE_VM|CLONE_VFORK) allowed; every other call
+// allowed, whatever its arguments.
 func TestSeccompForkFilter(t *testing.T) {
 	t.Parallel()
 	if SeccompArch == 0 {
 		t.Skip("no seccomp filter for this GOARCH")
 	}
 	ones := [6]uint64{^uint64(0), ^uint64(0), ^uint64(0), ^uint64(0), ^uint64(0), ^uint64(0)}
-	for _, noClone3 := range []bool{true, false} {
-		prog := SeccompForkFilter(noClone3)
+	newFlags := []uint64{unix.CLONE_NEWNS, unix.CLONE_NEWCGROUP, unix.CLONE_NEWUTS, unix.CLONE_NEWIPC,
+		unix.CLONE_NEWUSER, unix.CLONE_NEWPID, unix.CLONE_NEWNET}
+	for _, r := range []ForkRules{{NoClone3: true}, {}, {NoClone3: true, NoNamespaces: true}, {NoNamespaces: true}} {
+		prog := SeccompForkFilter(r)
 		clone3 := uint32(secAllow)
-		if noClone3 {
+		if r.NoClone3 {
 			clone3 = secNoSys
 		}
-		for _, c := range []struct {
+		ns := uint32(secAllow)
+		if r.NoNamespaces {
+			ns = secDeny
+		}
+		type call struct {
 			nr   uint32
 			args [6]uint64
 			want uint32
-		}{
+		}
+		calls := []call{
 			{unix.SYS_CLONE, [6]uint64{unix.CLONE_PARENT | uint64(unix.SIGCHLD)}, secDeny},
 			{unix.SYS_CLONE, [6]uint64{unix.CLONE_VM | unix.CLONE_VFORK | uint64(unix.SIGCHLD)}, secAllow},
 			{unix.SYS_CLONE, [6]uint64{uint64(unix.SIGCHLD)}, secAllow},
+			// glibc's fork and pthread_create.
+			{unix.SYS_CLONE, [6]uint64{unix.CLONE_CHILD_SETTID | unix.CLONE_CHILD_CLEARTID | uint64(unix.SIGCHLD)}, secAllow},
+			{unix.SYS_CLONE, [6]uint64{unix.CLONE_VM | unix.CLONE_FS | unix.CLONE_FILES | unix.CLONE_SIGHAND |
+				unix.CLONE_THREAD | unix.CLONE_SYSVSEM | unix.CLONE_SETTLS | unix.CLONE_PARENT_SETTID | unix.CLONE_CHILD_CLEARTID}, secAllow},
 			{unix.SYS_CLONE3, [6]uint64{}, clone3},
 			{unix.SYS_CLONE3, ones, clone3},
-		} {
+			{unix.SYS_UNSHARE, [6]uint64{}, secAllow},
+			{unix.SYS_UNSHARE, [6]uint64{unix.CLONE_FILES | unix.CLONE_FS | unix.CLONE_SYSVSEM}, secAllow},
+			{unix.SYS_UNSHARE, [6]uint64{unix.CLONE_NEWTIME}, ns},
+			{unix.SYS_UNSHARE, ones, ns},
+			{unix.SYS_CLONE, ones, secDeny},
+		}
+		for _, f := range newFlags {
+			calls = append(calls,
+				call{unix.SYS_UNSHARE, [6]uint64{f}, ns},
+				call{unix.SYS_UNSHARE, [6]uint64{f | unix.CLONE_FS}, ns},
+				call{unix.SYS_CLONE, [6]uint64{f | uint64(unix.SIGCHLD)}, ns})
+		}
+		for _, c := range calls {
 			if got := runFilter(t, prog, SeccompArch, c.nr, c.args); got != c.want {
-				t.Errorf("noClone3 %v, call %d args %#x: got %#x, want %#x", noClone3, c.nr, c.args[0], got, c.want)
+				t.Errorf("%+v, call %d args %#x: got %#x, want %#x", r, c.nr, c.args[0], got, c.want)
 			}
 		}
 		for nr := uint32(0); nr < 600; nr++ {
-			if nr == unix.SYS_CLONE || nr == unix.SYS_CLONE3 {
+			if nr == unix.SYS_CLONE || nr == unix.SYS_CLONE3 || (r.NoNamespaces && nr == unix.SYS_UNSHARE) {
 				continue
 			}
 			for _, args := range [][6]uint64{{}, ones} {
 				if got := runFilter(t, prog, SeccompArch, nr, args); got != secAllow {
-					t.Errorf("noClone3 %v, call %d: got %#x, want allowed", noClone3, nr, got)
+					t.Errorf("%+v, call %d: got %#x, want allowed", r, nr, got)
 				}
 			}
 		}
-		if got := runFilter(t, prog, SeccompArch+1, unix.SYS_CLONE, [6]uint64{unix.CLONE_PARENT}); got != secAllow {
-			t.Errorf("another architecture: got %#x, want allowed (the first filter refuses it)", got)
+		if got := runFilter(t, prog, SeccompArch+1, unix.SYS_UNSHARE, [6]uint64{unix.CLONE_NEWUSER}); got != secAllow {
+			t.Errorf("%+v, another architecture: got %#x, want allowed (the first filter refuses it)", r, got)
 		}
 	}
 }

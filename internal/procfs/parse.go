@@ -140,8 +140,16 @@ func InCgroupLeaf(data []byte, leaf string) bool {
 }
 
 // SocketInode parses an fd link of the form "socket:[12345]".
-func SocketInode(link []byte) (uint64, bool) {
-	rest, ok := bytes.CutPrefix(link, []byte("socket:["))
+func SocketInode(link []byte) (uint64, bool) { return ParseNSLink(link, "socket") }
+
+// ParseNSLink parses a link of the form "kind:[12345]": a namespace's
+// under /proc/PID/ns ("mnt:[4026531841]"), a socket's or pipe's fd link.
+func ParseNSLink(link []byte, kind string) (uint64, bool) {
+	rest, ok := bytes.CutPrefix(link, []byte(kind))
+	if !ok {
+		return 0, false
+	}
+	rest, ok = bytes.CutPrefix(rest, []byte(":["))
 	if !ok || len(rest) < 2 || rest[len(rest)-1] != ']' {
 		return 0, false
 	}

@@ -161,6 +161,21 @@ func (s *Scanner) Stat(pid int) (state byte, pgrp int, ok bool) {
 	return ParseStat(data)
 }
 
+// MountNS returns the inode of pid's mount namespace, read from the link
+// /proc/PID/ns/mnt ("mnt:[INODE]"; reading it needs leave to ptrace-read
+// pid); ok is false when it cannot be read (gone, a zombie, not ours to
+// inspect). Every namespace lives on the one nsfs, so the inode alone
+// names it. A readlink, not a stat: a stat through the link makes the
+// namespace's nsfs dentry, which took 2.5 times the marker pass's time.
+func (s *Scanner) MountNS(pid int) (ino uint64, ok bool) {
+	var buf [64]byte
+	n, err := unix.Readlinkat(s.proc, strconv.Itoa(pid)+"/ns/mnt", buf[:])
+	if err != nil {
+		return 0, false
+	}
+	return ParseNSLink(buf[:n], "mnt")
+}
+
 // PGrp returns the process group of pid.
 func (s *Scanner) PGrp(pid int) (int, bool) {
 	_, pgrp, ok := s.Stat(pid)
