@@ -87,11 +87,7 @@ func releaseWaiting(t *testing.T, p *agentproc.Process) {
 func TestSandboxHideWhileRunning(t *testing.T) {
 	requireRootSandbox(t)
 	ws, _, _ := sandboxWorkspace(t)
-	home := os.Getenv("HOME")
-	gitCreds := filepath.Join(home, ".git-credentials")
-	if err := os.WriteFile(gitCreds, []byte("https://u:OLD-SECRET@example.com\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	home, gitCreds := oldGitCredentials(t)
 	awsDir := filepath.Join(home, ".aws")
 	aws := filepath.Join(awsDir, "credentials")
 	m := newManager(t, agentproc.WithSandbox(agentproc.WorkspaceSandbox(ws)))
@@ -268,11 +264,7 @@ func TestSandboxRepairStormBounded(t *testing.T) {
 func TestAttackRepairWindowRace(t *testing.T) {
 	requireRootSandbox(t)
 	ws, _, _ := sandboxWorkspace(t)
-	home := os.Getenv("HOME")
-	gitCreds := filepath.Join(home, ".git-credentials")
-	if err := os.WriteFile(gitCreds, []byte("https://u:OLD-SECRET@example.com\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	_, gitCreds := oldGitCredentials(t)
 	m := newManager(t, agentproc.WithSandbox(agentproc.WorkspaceSandbox(ws)), agentproc.WithRedaction(false))
 	plain := newManager(t, agentproc.WithRedaction(false))
 	for _, c := range []struct {

@@ -111,11 +111,7 @@ func mustReach(t *testing.T, m *agentproc.Manager, req agentproc.Request, what s
 func TestSandboxHideIsARule(t *testing.T) {
 	requireRootSandbox(t)
 	ws, _, _ := sandboxWorkspace(t)
-	home := os.Getenv("HOME")
-	gitCreds := filepath.Join(home, ".git-credentials")
-	if err := os.WriteFile(gitCreds, []byte("https://u:OLD-SECRET@example.com\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	home, gitCreds := oldGitCredentials(t)
 	bare := t.TempDir() // a workspace without .git yet
 	m := newManager(t, agentproc.WithSandbox(agentproc.WorkspaceSandbox(ws)))
 	plain := newManager(t)
@@ -421,4 +417,17 @@ func TestSandboxDoors(t *testing.T) {
 		mustReach(t, plain, fsProbeRequest(t, ws, "unix", p), "connect "+p)
 		mustDeny(t, m, fsProbeRequest(t, ws, "unix", p), "connect "+p)
 	}
+}
+
+// oldGitCredentials writes ~/.git-credentials with OLD-SECRET in it (the
+// tests' HOME) and returns HOME and its path: the file the hiding tests
+// replace by a rename, as git's credential store saves.
+func oldGitCredentials(t *testing.T) (home, path string) {
+	t.Helper()
+	home = os.Getenv("HOME")
+	path = filepath.Join(home, ".git-credentials")
+	if err := os.WriteFile(path, []byte("https://u:OLD-SECRET@example.com\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return home, path
 }
