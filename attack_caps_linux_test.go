@@ -49,14 +49,7 @@ func TestAttackInheritedCapabilities(t *testing.T) {
 	}
 	// A copy any user can run: the test binary's own directory is root's.
 	dir := t.TempDir()
-	bin := filepath.Join(dir, "agentproc.test")
-	data, err := os.ReadFile(exe)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(bin, data, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	bin := copyTestBinary(t, exe, dir)
 	if err := os.Chmod(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}

@@ -1103,14 +1103,7 @@ func runAsSandboxUser(t *testing.T, timeout time.Duration, args ...string) (stri
 	}
 	t.Cleanup(func() { _ = os.RemoveAll(dir) })
 	home := filepath.Join(dir, "home")
-	bin := filepath.Join(dir, "agentproc.test")
-	data, err := os.ReadFile(exe)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(bin, data, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	bin := copyTestBinary(t, exe, dir)
 	if err := os.Mkdir(home, 0o700); err != nil {
 		t.Fatal(err)
 	}
@@ -1158,4 +1151,20 @@ func TestSandboxKeepsTreeFeatures(t *testing.T) {
 			t.Errorf("output %q: want the tree in its cgroup under %s and unable to leave it", out, parent)
 		}
 	})
+}
+
+// copyTestBinary copies the test binary exe into dir as agentproc.test,
+// mode 0755, for a user to whom the original's directory is closed, and
+// returns its path.
+func copyTestBinary(t *testing.T, exe, dir string) string {
+	t.Helper()
+	bin := filepath.Join(dir, "agentproc.test")
+	data, err := os.ReadFile(exe)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bin, data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return bin
 }
