@@ -350,22 +350,7 @@ func TestAttackSocketInHiddenDir(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			_, _ = c.Write([]byte("FROM-HOST\n"))
-			_ = c.Close()
-		}
-	}()
-	defer func() {
-		_ = l.Close()
-		<-done
-	}()
+	serveEach(t, l, func(net.Conn) string { return "FROM-HOST\n" })
 	m := newManager(t, agentproc.WithSandbox(agentproc.WorkspaceSandbox(ws)), agentproc.WithRedaction(false))
 	out := runSandboxed(t, m, attackProbe(t, ws, "unixconnect", sock))
 	t.Logf("exit %d: %q", exitCode(out.Info), out.Text)

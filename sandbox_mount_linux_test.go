@@ -404,16 +404,7 @@ func TestSandboxDoors(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		go func() {
-			for {
-				c, err := l.Accept()
-				if err != nil {
-					return
-				}
-				_ = c.Close()
-			}
-		}()
-		t.Cleanup(func() { _ = l.Close() })
+		serveEach(t, l, func(net.Conn) string { return "" })
 		mustReach(t, plain, fsProbeRequest(t, ws, "unix", p), "connect "+p)
 		mustDeny(t, m, fsProbeRequest(t, ws, "unix", p), "connect "+p)
 	}

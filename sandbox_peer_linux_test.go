@@ -33,6 +33,31 @@ func init() {
 	}, false)
 }
 
+// serveEach accepts connections on l until the test ends, writes each
+// what answer returns for it (nothing when it returns "") and closes it;
+// the test's cleanup closes l and waits for the loop.
+func serveEach(t *testing.T, l net.Listener, answer func(net.Conn) string) {
+	t.Helper()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			if a := answer(c); a != "" {
+				_, _ = c.Write([]byte(a))
+			}
+			_ = c.Close()
+		}
+	}()
+	t.Cleanup(func() {
+		_ = l.Close()
+		<-done
+	})
+}
+
 // peerJudge listens on a Unix socket and answers each connection with
 // MoreConfined of its peer (SO_PEERCRED), as agentproc serve does:
 // "free" or "confined: why".
@@ -46,39 +71,26 @@ func peerJudge(t *testing.T) string {
 	if err := os.Chmod(sock, 0o777); err != nil { // the unprivileged rerun's trees are this user anyway
 		t.Fatal(err)
 	}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			answer := "no peer credentials"
-			if raw, err := c.(*net.UnixConn).SyscallConn(); err == nil {
-				_ = raw.Control(func(fd uintptr) {
-					cred, err := unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
-					if err != nil {
-						answer = "SO_PEERCRED: " + err.Error()
-						return
-					}
-					switch why, err := agentproc.MoreConfined(int(cred.Pid)); {
-					case err != nil:
-						answer = "error: " + err.Error()
-					case why == "":
-						answer = "free"
-					default:
-						answer = "confined: " + why
-					}
-				})
-			}
-			_, _ = c.Write([]byte(answer + "\n"))
-			_ = c.Close()
+	serveEach(t, l, func(c net.Conn) string {
+		answer := "no peer credentials"
+		if raw, err := c.(*net.UnixConn).SyscallConn(); err == nil {
+			_ = raw.Control(func(fd uintptr) {
+				cred, err := unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
+				if err != nil {
+					answer = "SO_PEERCRED: " + err.Error()
+					return
+				}
+				switch why, err := agentproc.MoreConfined(int(cred.Pid)); {
+				case err != nil:
+					answer = "error: " + err.Error()
+				case why == "":
+					answer = "free"
+				default:
+					answer = "confined: " + why
+				}
+			})
 		}
-	}()
-	t.Cleanup(func() {
-		_ = l.Close()
-		<-done
+		return answer + "\n"
 	})
 	return sock
 }
