@@ -256,3 +256,40 @@ func HoldCgroupNew(n int) <-chan []string {
 
 // CoverFile returns the empty file m's namespaces cover hidden files with.
 func CoverFile(m *Manager) (string, error) { return m.sandbox.cache.emptyFile() }
+
+// procState returns (for tests only) the state letter of pid ('R', 'S', 'T', 'Z', ...),
+// and ok false when the process is gone or /proc cannot be read.
+func procState(pid int) (state byte, ok bool) {
+	s, err := newProcScanner()
+	if err != nil {
+		return 0, false
+	}
+	defer s.Close()
+	state, _, ok = s.Stat(pid)
+	return state, ok
+}
+
+// procsMarked returns (for tests only) the live processes carrying MarkerEnv=id, with their
+// command names, from a fresh pass that skips nothing.
+func procsMarked(id string) map[int]string {
+	s, err := newProcScanner()
+	if err != nil {
+		return nil
+	}
+	defer s.Close()
+	pids, err := s.PIDs()
+	if err != nil {
+		return nil
+	}
+	entry := []byte(MarkerEnv + "=" + id)
+	out := make(map[int]string)
+	for _, pid := range pids {
+		if state, _, ok := s.Stat(pid); !ok || state == 'Z' || !s.mayBeMarked(pid, entry) {
+			continue
+		}
+		if comm, _, err := s.Read(pid, "comm", false); err == nil {
+			out[pid] = string(bytes.TrimSpace(comm))
+		}
+	}
+	return out
+}
