@@ -135,11 +135,11 @@ func SpareReady(m *Manager, timeout time.Duration) bool {
 	}
 }
 
-// SpareCgroupDirs waits until m holds n spare cgroup sets and returns their
+// ReadyCgroupSetDirs waits until m's pool holds n cgroup sets and returns their
 // directories, or returns an error when ctx ends first. With no maker at
 // work it looks again every 10 ms: the last tree's cgroup removal, which
 // starts the next maker, runs after its Wait returned.
-func SpareCgroupDirs(ctx context.Context, m *Manager, n int) ([]string, error) {
+func ReadyCgroupSetDirs(ctx context.Context, m *Manager, n int) ([]string, error) {
 	s := &m.cgroupSets
 	tick := time.NewTicker(10 * time.Millisecond)
 	defer tick.Stop()
@@ -161,7 +161,7 @@ func SpareCgroupDirs(ctx context.Context, m *Manager, n int) ([]string, error) {
 		}
 		s.mu.Lock()
 		if ctx.Err() != nil {
-			return nil, fmt.Errorf("%d spare cgroup sets when %v, want %d", len(s.sets), ctx.Err(), n)
+			return nil, fmt.Errorf("%d ready cgroup sets when %v, want %d", len(s.sets), ctx.Err(), n)
 		}
 	}
 	var dirs []string
