@@ -26,8 +26,8 @@ import (
 // ruleset, and as root its mount namespace, granted the temp dirs' shared
 // parent, since both are built once per policy; a narrow tree could plant
 // files a tree under a wider policy (another owner's, or one with
-// NetworkHost) reads or runs, or fill the spare temp dirs later trees are
-// handed. Each tree now reaches its own temp dir only (as root its own
+// NetworkHost) reads or runs, or fill the empty temp dirs kept for later
+// trees. Each tree now reaches its own temp dir only (as root its own
 // mount namespace, confine.PrivateTemp; without root a second Landlock
 // layer, sandboxBuilt.treeRulesets). Runs as root and, through
 // TestSandboxUnprivileged, not.

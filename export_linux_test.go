@@ -135,11 +135,11 @@ func SpareReady(m *Manager, timeout time.Duration) bool {
 	}
 }
 
-// SpareCgroupDirs waits until m holds n spare cgroup sets and returns their
+// ReadyCgroupSetDirs waits until m's pool holds n cgroup sets and returns their
 // directories, or returns an error when ctx ends first. With no maker at
 // work it looks again every 10 ms: the last tree's cgroup removal, which
 // starts the next maker, runs after its Wait returned.
-func SpareCgroupDirs(ctx context.Context, m *Manager, n int) ([]string, error) {
+func ReadyCgroupSetDirs(ctx context.Context, m *Manager, n int) ([]string, error) {
 	s := &m.cgroupSets
 	tick := time.NewTicker(10 * time.Millisecond)
 	defer tick.Stop()
@@ -161,7 +161,7 @@ func SpareCgroupDirs(ctx context.Context, m *Manager, n int) ([]string, error) {
 		}
 		s.mu.Lock()
 		if ctx.Err() != nil {
-			return nil, fmt.Errorf("%d spare cgroup sets when %v, want %d", len(s.sets), ctx.Err(), n)
+			return nil, fmt.Errorf("%d ready cgroup sets when %v, want %d", len(s.sets), ctx.Err(), n)
 		}
 	}
 	var dirs []string
@@ -256,3 +256,40 @@ func HoldCgroupNew(n int) <-chan []string {
 
 // CoverFile returns the empty file m's namespaces cover hidden files with.
 func CoverFile(m *Manager) (string, error) { return m.sandbox.cache.emptyFile() }
+
+// procState returns (for tests only) the state letter of pid ('R', 'S', 'T', 'Z', ...),
+// and ok false when the process is gone or /proc cannot be read.
+func procState(pid int) (state byte, ok bool) {
+	s, err := newProcScanner()
+	if err != nil {
+		return 0, false
+	}
+	defer s.Close()
+	state, _, ok = s.Stat(pid)
+	return state, ok
+}
+
+// procsMarked returns (for tests only) the live processes carrying MarkerEnv=id, with their
+// command names, from a fresh pass that skips nothing.
+func procsMarked(id string) map[int]string {
+	s, err := newProcScanner()
+	if err != nil {
+		return nil
+	}
+	defer s.Close()
+	pids, err := s.PIDs()
+	if err != nil {
+		return nil
+	}
+	entry := []byte(MarkerEnv + "=" + id)
+	out := make(map[int]string)
+	for _, pid := range pids {
+		if state, _, ok := s.Stat(pid); !ok || state == 'Z' || !s.mayBeMarked(pid, entry) {
+			continue
+		}
+		if comm, _, err := s.Read(pid, "comm", false); err == nil {
+			out[pid] = string(bytes.TrimSpace(comm))
+		}
+	}
+	return out
+}

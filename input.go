@@ -20,8 +20,9 @@ const inputPoll = 100 * time.Millisecond
 // stdinIdentity, unreadOutput, readingStdin) is part of the contract in
 // platform.go.
 
-// inputState is one process's part of input detection.
-type inputState struct {
+// watchedInput is one process as the input watcher sees it: its stdin,
+// its output and the pacing of its looks.
+type watchedInput struct {
 	p          *Process
 	id         fileID
 	out        *os.File // the output pipe, to see bytes not yet copied
@@ -44,7 +45,7 @@ const inputBackoffMax = 2 * time.Second
 // input. It runs while such a process runs. Its zero value is ready to use.
 type inputWatcher struct {
 	mu      sync.Mutex
-	procs   map[*Process]*inputState
+	procs   map[*Process]*watchedInput
 	running bool
 	closed  bool
 	stop    chan struct{}
@@ -61,9 +62,9 @@ func (iw *inputWatcher) watch(p *Process, id fileID, out *os.File, quiet time.Du
 		return
 	}
 	if iw.procs == nil {
-		iw.procs = make(map[*Process]*inputState)
+		iw.procs = make(map[*Process]*watchedInput)
 	}
-	iw.procs[p] = &inputState{p: p, id: id, out: out, quiet: quiet, lastChange: time.Now()}
+	iw.procs[p] = &watchedInput{p: p, id: id, out: out, quiet: quiet, lastChange: time.Now()}
 	if !iw.running {
 		iw.running = true
 		iw.stop = make(chan struct{})
@@ -96,23 +97,23 @@ func (iw *inputWatcher) loop(stop chan struct{}) {
 		case <-tick.C:
 		}
 		iw.mu.Lock()
-		states := make([]*inputState, 0, len(iw.procs))
+		watched := make([]*watchedInput, 0, len(iw.procs))
 		for p, st := range iw.procs {
 			if p.exited() {
 				delete(iw.procs, p)
 				continue
 			}
-			states = append(states, st)
+			watched = append(watched, st)
 		}
-		if len(states) == 0 {
+		if len(watched) == 0 {
 			iw.running = false
 			iw.mu.Unlock()
 			return
 		}
 		iw.mu.Unlock()
-		// Only this goroutine touches the states' fields.
+		// Only this goroutine touches their fields.
 		now := time.Now()
-		for _, st := range states {
+		for _, st := range watched {
 			st.look(now)
 		}
 	}
@@ -122,7 +123,7 @@ func (iw *inputWatcher) loop(stop chan struct{}) {
 // child wrote it, even if the reader has not copied it into the buffer yet:
 // under load a prompt can sit in the pipe while the child already blocks
 // in read.
-func (st *inputState) look(now time.Time) {
+func (st *watchedInput) look(now time.Time) {
 	p := st.p
 	if !st.quietSince(now) {
 		p.setAwaitingInput(false, 0)
@@ -150,7 +151,7 @@ func (st *inputState) look(now time.Time) {
 
 // quietSince reports whether nothing was written since the last look, and
 // otherwise records now as the last change.
-func (st *inputState) quietSince(now time.Time) bool {
+func (st *watchedInput) quietSince(now time.Time) bool {
 	total := st.p.buf.total()
 	if total == st.lastTotal && unreadOutput(st.out) == 0 {
 		return true

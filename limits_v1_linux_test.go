@@ -185,15 +185,15 @@ func TestHostDeathRemovesV1Cgroups(t *testing.T) {
 }
 
 func init() {
-	agentproc.RegisterHelper("host-spares", runSparesHost, false)
+	agentproc.RegisterHelper("host-ready-sets", runReadySetsHost, false)
 }
 
-// runSparesHost runs two limited commands one after the other on a state
-// dir (hostDirEnv), which leaves the Manager's two spare cgroup sets made
-// ahead, prints "spare DIR" for each of their directories and "ready", and
+// runReadySetsHost runs two limited commands one after the other on a state
+// dir (hostDirEnv), which leaves two cgroup sets made ahead in the
+// Manager's pool, prints "set DIR" for each of their directories and "ready", and
 // blocks until killed. It prints "unsupported: ..." and exits where limits
 // cannot be held.
-func runSparesHost() int {
+func runReadySetsHost() int {
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
 	m := agentproc.New(agentproc.WithStateDir(filepath.Join(os.Getenv(hostDirEnv), "a")))
@@ -203,12 +203,12 @@ func runSparesHost() int {
 		}
 		return code
 	}
-	dirs, err := agentproc.SpareCgroupDirs(ctx, m, 2)
+	dirs, err := agentproc.ReadyCgroupSetDirs(ctx, m, 2)
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "host: spare cgroups:", err)
+		fmt.Fprintln(os.Stderr, "host: ready cgroup sets:", err)
 		return 1
 	}
-	hostListAndBlock("spare", dirs)
+	hostListAndBlock("set", dirs)
 	return 0
 }
 
@@ -222,14 +222,14 @@ func hostListAndBlock(what string, dirs []string) {
 	select {}
 }
 
-// TestHostDeathRemovesSpareCgroups: a host with a state dir is SIGKILLed
-// while its Manager holds spare cgroup sets made ahead for the next
+// TestHostDeathRemovesReadyCgroupSets: a host with a state dir is SIGKILLed
+// while its Manager's pool holds cgroup sets made ahead for the next
 // limited Starts; its guard removes them, as it removes a live tree's.
-func TestHostDeathRemovesSpareCgroups(t *testing.T) {
+func TestHostDeathRemovesReadyCgroupSets(t *testing.T) {
 	t.Parallel()
-	host, lines := runHost(t, agentproc.UseHelper("host-spares"), nil, hostDirEnv+"="+t.TempDir())
-	dirs := killHostRequireCgroupsRemoved(t, host, lines, "spare", 2)
-	t.Logf("the dead host's spare cgroups removed: %v", dirs)
+	host, lines := runHost(t, agentproc.UseHelper("host-ready-sets"), nil, hostDirEnv+"="+t.TempDir())
+	dirs := killHostRequireCgroupsRemoved(t, host, lines, "set", 2)
+	t.Logf("the dead host's ready cgroup sets removed: %v", dirs)
 }
 
 // killHostRequireCgroupsRemoved reads the "<what> DIR" lines the host
@@ -308,7 +308,7 @@ func runLimitsFromMain() int {
 	ok, code := hostRunLimited(ctx, m, 20, agentproc.Limits{Memory: 64 << 20, Procs: 10})
 	all, onMain := agentproc.Placements()
 	// Closed before "ready": the test kills this process once it has read
-	// it, and a Close cut short would leave the spare cgroups behind.
+	// it, and a Close cut short would leave the ready cgroup sets behind.
 	if err := m.Close(); err != nil {
 		fmt.Fprintln(os.Stderr, "host: close:", err)
 		return 1
@@ -472,7 +472,7 @@ func init() {
 }
 
 // holdNewEnv is the cgroup.New that runHeldNewHost holds: "1", the first
-// limited tree's own; "2", the next set the spare maker makes after that
+// limited tree's own; "2", the next set the pool's maker makes after that
 // tree's exit.
 const holdNewEnv = "AGENTPROC_TEST_HOLD_NEW"
 
@@ -517,11 +517,11 @@ func runHeldHost(what string, held <-chan []string) int {
 
 // TestHostDeathInsideCgroupNew: a host with a state dir is SIGKILLed
 // while cgroup.New is making a tree's cgroups, for the tree's Start and
-// for the next spare set the maker makes; its guard removes them. Before,
+// for the next set the pool's maker makes; its guard removes them. Before,
 // a directory was listed only once New had returned.
 func TestHostDeathInsideCgroupNew(t *testing.T) {
 	t.Parallel()
-	for _, c := range []struct{ name, n string }{{"start", "1"}, {"spare", "2"}} {
+	for _, c := range []struct{ name, n string }{{"start", "1"}, {"pool", "2"}} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			host, lines := runHost(t, agentproc.UseHelper("host-held-new"), nil, hostDirEnv+"="+t.TempDir(), holdNewEnv+"="+c.n)

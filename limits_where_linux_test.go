@@ -47,9 +47,9 @@ func init() {
 //	bomb PEAK TREE       the fork bomb's most tasks and its cgroup
 //	hog REASON PEAK SURVIVED TREE
 //	cpu SHARE FREE TREE  the capped loop's share and an uncapped one's
-//	spare DIR            a spare cgroup the Manager made ahead
+//	set DIR              a cgroup of a set the Manager's pool made ahead
 //	host CGROUP          where the host ended
-//	left DIR             a tree or spare cgroup still there after Close
+//	left DIR             a tree's or a set's cgroup still there after Close
 //
 // and "ready"; "fail ..." on a failure.
 func runWhereHost() int {
@@ -174,17 +174,17 @@ func runWhereHost() int {
 	}
 	fmt.Printf("cpu %.3f %.3f %s\n", float64(u1-u0)/elapsed, float64(s1-s0)/1000/elapsed, cpu)
 
-	spares, err := agentproc.SpareCgroupDirs(ctx, m, 2)
+	sets, err := agentproc.ReadyCgroupSetDirs(ctx, m, 2)
 	if err != nil {
-		return fail("spares: %v", err)
+		return fail("ready sets: %v", err)
 	}
-	for _, d := range spares {
-		fmt.Println("spare", strings.TrimPrefix(d, "/sys/fs/cgroup"))
+	for _, d := range sets {
+		fmt.Println("set", strings.TrimPrefix(d, "/sys/fs/cgroup"))
 	}
 	if err := m.Close(); err != nil {
 		return fail("close: %v", err)
 	}
-	for _, d := range append(dirs, spares...) {
+	for _, d := range append(dirs, sets...) {
 		if _, err := os.Stat(d); !os.IsNotExist(err) {
 			fmt.Println("left", d)
 		}
@@ -203,7 +203,7 @@ type whereResult struct {
 	hogPeak        int64
 	hogSurvived    bool
 	cpuShare, free float64
-	spares, left   []string
+	sets, left     []string
 	host           string
 }
 
@@ -289,8 +289,8 @@ func runWhere(t *testing.T, cg string, attr *syscall.SysProcAttr, env ...string)
 			r.hogReason, r.hogPeak, r.hogSurvived, r.hog = agentproc.ExitReason(f[1]), must(strconv.ParseInt(f[2], 10, 64)), f[3] == "true", f[4]
 		case f[0] == "cpu" && len(f) == 4:
 			r.cpuShare, r.free, r.cpu = must(strconv.ParseFloat(f[1], 64)), must(strconv.ParseFloat(f[2], 64)), f[3]
-		case f[0] == "spare" && len(f) == 2:
-			r.spares = append(r.spares, f[1])
+		case f[0] == "set" && len(f) == 2:
+			r.sets = append(r.sets, f[1])
 		case f[0] == "left" && len(f) == 2:
 			r.left = append(r.left, f[1])
 		case f[0] == "host" && len(f) == 2:
@@ -328,13 +328,13 @@ func requireWhere(t *testing.T, r whereResult, wantParent map[string]string, out
 			t.Errorf("%s tree in cgroup %s: got parent %s, want an agentproc-<id> cgroup under %s", name, tree, got, want)
 		}
 	}
-	if len(r.spares) == 0 {
-		t.Error("the host reported no spare cgroup: want the two made ahead, to see them removed")
+	if len(r.sets) == 0 {
+		t.Error("the host reported no ready set's cgroup: want the two made ahead, to see them removed")
 	}
 	if len(r.left) > 0 {
 		t.Errorf("cgroups left after Close, as the host saw them: %v, want none", r.left)
 	}
-	for _, d := range append([]string{r.bomb, r.hog, r.cpu}, r.spares...) {
+	for _, d := range append([]string{r.bomb, r.hog, r.cpu}, r.sets...) {
 		if _, err := os.Stat(outside(d)); !os.IsNotExist(err) {
 			t.Errorf("cgroup %s: got %v, want removed", outside(d), err)
 		}

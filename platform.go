@@ -132,6 +132,13 @@ import (
 //     (the leader, its descendants and the cgroup's members) is blocked in
 //     a system call reading in (false where unsupported).
 //
+// Usage (usage_linux.go, usage_other.go), for Process.Usage and
+// Scope.Usage:
+//   - usageSupported() is nil where treeUsages works, else ErrUnsupported
+//     wrapped with the platform's name.
+//   - treeUsages(procs) reads the current usage of each process's tree, in
+//     one pass, without any lock held.
+//
 // State dir (statedir_linux.go, orphans_linux.go, hostguard_linux.go; statedir_nonlinux.go,
 // where stateSupported and selfIdentity return ErrUnsupported):
 // stateSupported says whether WithStateDir works; selfIdentity,
@@ -276,6 +283,8 @@ var (
 	_ func(*os.File) fileID                                                   = stdinIdentity
 	_ func(*os.File) int                                                      = unreadOutput
 	_ func(int, string, fileID) bool                                          = readingStdin
+	_ func() error                                                            = usageSupported
+	_ func([]*Process) ([]Usage, error)                                       = treeUsages
 	_ func() (hostIdentity, error)                                            = selfIdentity
 	_ func(int) (hostIdentity, bool)                                          = identityOf
 	_ func(int) (*os.File, error)                                             = lockStateDir

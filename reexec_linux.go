@@ -21,8 +21,9 @@ import (
 // variable each, set to "1" by the starter only):
 //   - the host guard (hostguard_linux.go, hostGuardEnv): kills the
 //     Manager's trees when the host dies;
-//   - a detached process's runner (detach_linux.go, detachRunnerEnv): runs
-//     the shell of a Request.Detach and records its output and exit.
+//   - a detached process's runner (detach_runner_linux.go, started by
+//     detach_linux.go's startRunner, detachRunnerEnv): runs the shell of a
+//     Request.Detach and records its output and exit.
 //
 // A new role is one more entry in reexecRoles, never an init of its own:
 // this list is the whole of what the package does at import time.

@@ -36,7 +36,7 @@ func (p *Process) WriteStdin(ctx context.Context, b []byte) (int, error) {
 	if n > 0 {
 		// An answer ends the wait for input as far as the caller is
 		// concerned; the input watcher decides afresh after a new quiet
-		// period (see inputState.look).
+		// period (see watchedInput.look).
 		p.stdinWritten.Store(true)
 		p.setAwaitingInput(false, 0)
 	}

@@ -133,12 +133,5 @@ func (m *Manager) runningOf(visible func(*Process) bool) []*Process {
 	return procs
 }
 
-// The per-OS usage layer (usage_linux.go, usage_other.go):
-//   - usageSupported() is nil where treeUsages works, else ErrUnsupported
-//     wrapped with the platform's name;
-//   - treeUsages(procs) reads the current usage of each process's tree
-//     (see Process.Usage), in one pass, without any lock held.
-var (
-	_ func() error                      = usageSupported
-	_ func([]*Process) ([]Usage, error) = treeUsages
-)
+// The per-OS usage layer (usage_linux.go, usage_other.go: usageSupported,
+// treeUsages) is part of the contract in platform.go.

@@ -161,9 +161,11 @@ func (g *Group) closeExitFiles() {
 // and the exit reads, and arms the v1 OOM watch, so that the start and the
 // exit only write and read: a Group holds up to a dozen descriptors until
 // Started and four, and the watch's eventfd, until Remove. All of it may
-// be done well ahead of the start (agentproc keeps spare Groups made so). Errors wrap errdefs.ErrInvalidRequest (a
-// parent that cannot be used) or errdefs.ErrUnsupported (a limit nothing
-// here can hold, naming the limit, what was tried and the remedy).
+// be done well ahead of the start (agentproc's pool of cgroup sets keeps
+// Groups made so for the next Starts). Errors wrap
+// errdefs.ErrInvalidRequest (a parent that cannot be used) or
+// errdefs.ErrUnsupported (a limit nothing here can hold, naming the limit,
+// what was tried and the remedy).
 func New(s Spec) (*Group, error) {
 	p, err := plan(currentHost(), s)
 	if err != nil {

@@ -1,7 +1,8 @@
 // Package srcscan walks the module's non-test Go files for the tests that
 // hold a rule about where something may be written (no /proc path outside
-// internal/procfs, no pidfd call outside internal/pidfd). It is used by
-// tests only.
+// internal/procfs, no pidfd call outside internal/pidfd) or how (no
+// function over 150 lines: TestNoLongFunction, here). It is used by tests
+// only.
 package srcscan
 
 import (
