@@ -463,15 +463,23 @@ func TestSandboxHostsTreesApart(t *testing.T) {
 	wantOnly("B", b.Denials, allowedHost+":443")
 }
 
-// TestSandboxHostsRealClients runs curl, git, go mod download and npm
-// through the proxy against the registries this machine reaches: each
-// works when its host is listed and fails, with a denial, when not.
-// PyPI is not reachable here, so pip is not among them.
+// TestSandboxHostsRealClients runs curl, git, go mod download, npm and
+// pip through the proxy against the registries this machine reaches: each
+// works when its host is listed and fails, with a denial, when not. PyPI
+// is not reachable here, so pip asks the Go module proxy for a package
+// index page: the HTTP error it logs shows it got there over HTTPS, as
+// git's does.
 func TestSandboxHostsRealClients(t *testing.T) {
 	requireHosts(t)
 	registryReachable(t, allowedHost)
 	registryReachable(t, refusedHost)
 	m := newManager(t)
+	// Debian's pip first: another on PATH (pyenv's shims under /root)
+	// may not run as the unprivileged user.
+	pip := "/usr/bin/pip3"
+	if _, err := os.Stat(pip); err != nil {
+		pip = "pip3"
+	}
 	for _, c := range []struct {
 		tool, host, command string
 	}{
@@ -482,8 +490,10 @@ func TestSandboxHostsRealClients(t *testing.T) {
 		{"go", allowedHost, "export GOPATH=$TMPDIR/gopath GOMODCACHE=$TMPDIR/modcache GOFLAGS=-modcacherw GOPROXY=https://proxy.golang.org GOSUMDB=off; " +
 			"go mod download -json github.com/google/uuid@v1.6.0 | grep -q '\"Zip\"'"},
 		{"npm", refusedHost, "npm view --cache $TMPDIR/npm --registry https://registry.npmjs.org/ left-pad version"},
+		{pip, allowedHost, "unset PIP_FIND_LINKS; " + pip + " download -vvv --no-cache-dir --retries 0 --timeout 20 --no-deps -d $TMPDIR/pip " +
+			"--index-url https://proxy.golang.org/simple/ left-pad 2>&1 | grep '\"GET /simple/left-pad/ HTTP/1.1\" [1-5][0-9][0-9]'"},
 	} {
-		t.Run(c.tool, func(t *testing.T) {
+		t.Run(filepath.Base(c.tool), func(t *testing.T) {
 			if _, err := exec.LookPath(c.tool); err != nil {
 				t.Skipf("%s is not installed", c.tool)
 			}
