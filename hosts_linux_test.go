@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -513,18 +514,19 @@ func TestSandboxHostsRealClients(t *testing.T) {
 	}
 }
 
-// TestSandboxHostsUnprivileged reruns the suite, and the inferred file
-// denials, as the unprivileged user (no network namespace: Landlock and
+// TestSandboxHostsUnprivileged reruns the suite, the inferred file
+// denials and the listener port attack (open there: it logs its skip), as
+// the unprivileged user (no network namespace: Landlock and
 // seccomp alone).
 func TestSandboxHostsUnprivileged(t *testing.T) {
 	requireHosts(t)
 	out, err := runAsSandboxUser(t, 8*time.Minute,
-		"-test.run=^(TestSandboxHostsBypasses|TestSandboxHostsTreesApart|TestSandboxHostsRealClients|TestSandboxInferredFileDenials)$")
+		"-test.run=^(TestSandboxHostsBypasses|TestSandboxHostsTreesApart|TestSandboxHostsRealClients|TestSandboxInferredFileDenials|TestAttackHostsListenerPortElsewhere)$")
 	if err != nil || !strings.Contains(out, "--- PASS: TestSandboxHostsBypasses") || !strings.Contains(out, "--- PASS: TestSandboxInferredFileDenials") {
 		t.Fatalf("as %s: %v\n%s", sandboxUser, err, out)
 	}
 	for line := range strings.SplitSeq(out, "\n") {
-		if strings.Contains(line, "--- SKIP") || strings.Contains(line, "control needs root") {
+		if strings.Contains(line, "--- SKIP") || strings.Contains(line, "control needs root") || strings.Contains(line, "open: ") {
 			t.Logf("as %s: %s", sandboxUser, strings.TrimSpace(line))
 		}
 	}
@@ -561,4 +563,55 @@ func TestSandboxHostsEventDenied(t *testing.T) {
 	if len(denied) != 1 || denied[0] != want {
 		t.Errorf("EventDenied before the exit: got %+v, want [%+v]", denied, want)
 	}
+}
+
+// TestAttackHostsListenerPortElsewhere: a tree connects straight to
+// another address on the port number of its own proxy listener, which
+// it reads from HTTPS_PROXY; an attacker's server listening on every
+// port would take it. Here the server is the test's own, on 127.0.0.2
+// (the control reaches it unconfined). As root the tree's network
+// namespace holds: nothing but its listener answers there. Without root
+// it does not: Landlock's rule allows the port on any address, and
+// seccomp cannot read connect(2)'s address (docs/sandbox.md, "Where it
+// does not hold"), so the test skips naming the way out.
+func TestAttackHostsListenerPortElsewhere(t *testing.T) {
+	requireHosts(t)
+	if _, err := exec.LookPath("curl"); err != nil {
+		t.Skip("curl is not installed")
+	}
+	m := newManager(t)
+	req := hostsRequest(t, hostsSandbox(t, allowedHost), `echo "port=${HTTPS_PROXY##*:}"; read x; `+
+		`curl -sS --noproxy '*' --max-time 10 "http://127.0.0.2:${HTTPS_PROXY##*:}/"`)
+	req.Stdin = true
+	p := mustStart(t, m, req)
+	line, err := p.WaitMatch(testContext(t), regexp.MustCompile(`^port=[0-9]+$`))
+	if err != nil {
+		t.Fatalf("WaitMatch: %v (output %q)", err, p.Output().Text)
+	}
+	port := strings.TrimPrefix(line, "port=")
+	ln, err := net.Listen("tcp4", "127.0.0.2:"+port)
+	if err != nil {
+		_ = p.CloseStdin(testContext(t))
+		mustWait(t, p)
+		t.Skipf("listen on 127.0.0.2:%s: %v", port, err)
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "reached") }),
+		ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	if ctl := runHosts(t, m, nil, "curl -sS --noproxy '*' --max-time 10 http://127.0.0.2:"+port+"/"); ctl.Text != "reached" {
+		t.Fatalf("control: got %q, want the server reached unconfined", ctl.Text)
+	}
+	if _, err := p.WriteStdin(testContext(t), []byte("go\n")); err != nil {
+		t.Fatal(err)
+	}
+	info := mustWait(t, p)
+	if !strings.Contains(p.Output().Text, "reached") && exitCode(info) != 0 {
+		t.Logf("refused: exit %d %q", exitCode(info), p.Output().Text)
+		return
+	}
+	if !isRoot() {
+		t.Skipf("open: without root a tree reaches any address on its proxy listener's port (Landlock's port rule has no address; seccomp cannot read connect(2)'s): got %q", p.Output().Text)
+	}
+	t.Errorf("the tree reached 127.0.0.2:%s: got exit %d %q, want it refused", port, exitCode(info), p.Output().Text)
 }
