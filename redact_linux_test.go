@@ -133,3 +133,24 @@ func TestRedactDetached(t *testing.T) {
 		requireNoLeak(t, "segment file "+filepath.Base(s), string(data), redactToken)
 	}
 }
+
+// TestRedactHostEnvDefaultSandboxed: the host's secret-looking variables
+// are redacted in a sandboxed tree's output too. The sandbox keeps them
+// out of its environment, so the tree prints the value from a file of
+// its workspace (a .env). Not parallel: it sets the test process's
+// environment.
+func TestRedactHostEnvDefaultSandboxed(t *testing.T) {
+	requireSandbox(t)
+	const value = "host-token-value-5678"
+	t.Setenv("AGENTPROC_TEST_API_TOKEN", value)
+	ws := t.TempDir()
+	if err := os.WriteFile(filepath.Join(ws, ".env"), []byte("API_TOKEN="+value+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	m := newManager(t)
+	out := runSandboxed(t, m, agentproc.Request{WorkDir: ws, Sandbox: agentproc.WorkspaceSandbox(ws),
+		Command: `cat .env; printf 'env:%s\n' "$AGENTPROC_TEST_API_TOKEN"`})
+	if want := "API_TOKEN=[redacted:AGENTPROC_TEST_API_TOKEN]\nenv:\n"; out.Text != want || out.Redactions != 1 {
+		t.Errorf("sandboxed: got %q with %d redactions, want %q with 1", out.Text, out.Redactions, want)
+	}
+}

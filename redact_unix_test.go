@@ -139,6 +139,17 @@ func TestRedactSurfaces(t *testing.T) {
 		t.Errorf("Output.Truncated: got nil, want the head/tail limits to apply")
 	}
 	requireNoLeak(t, "Output(Plain)", p.Output(agentproc.Plain).Text, redactToken)
+	for off := int64(0); ; {
+		c, err := p.Read(off)
+		if err != nil {
+			t.Fatalf("Read(%d): %v", off, err)
+		}
+		requireNoLeak(t, "Read chunk", c.Data, redactToken)
+		if c.EOF || c.Next == off {
+			break
+		}
+		off = c.Next
+	}
 	requireNoLeak(t, "PlainText", agentproc.PlainText(followed), redactToken)
 	line, err := p.WaitMatch(testContext(t), regexp.MustCompile(`slow end`))
 	if err != nil || line != "[redacted:GH_TOKEN] slow end" {

@@ -47,6 +47,39 @@ func TestBlockedSection(t *testing.T) {
 	}
 }
 
+// TestBlockedSectionFile checks that a file the policy hides, refused to
+// the command, ends its result with a blocked: section naming the path,
+// the rule and that nothing in the policy would allow it, never to turn
+// the sandbox off. The denial is Inferred (from the command's own
+// message), the only file denial there is (docs/sandbox.md).
+func TestBlockedSectionFile(t *testing.T) {
+	t.Parallel()
+	if f := agentproc.SandboxSupport(); !f.Supported {
+		t.Skipf("no sandbox here: %s", f)
+	}
+	m := agentproc.New()
+	defer m.Close()
+	sb := agentproc.WorkspaceSandbox(t.TempDir())
+	tb := llmtool.New(m.Scope("c"), llmtool.Options{Sandbox: sb})
+	args, _ := json.Marshal(map[string]any{"command": "cat /etc/shadow; true", "workdir": sb.Write[0]})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	out, err := tb.Dispatch(ctx, "execute", args, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, ok := strings.Cut(out, "\nblocked: ")
+	want := "- read /etc/shadow: Hide; what would allow it: none: the path is hidden by the policy (a credential); work without it\n"
+	if !ok || !strings.HasSuffix(section, want) {
+		t.Errorf("result: got\n%s\nwant it to end with a blocked: section ending %q", out, want)
+	}
+	for _, bad := range []string{"disable", "turn off", "without the sandbox"} {
+		if strings.Contains(strings.ToLower(section), bad) {
+			t.Errorf("blocked section says %q:\n%s", bad, section)
+		}
+	}
+}
+
 func hasNetwork(n agentproc.Network) bool {
 	for _, have := range agentproc.SandboxSupport().Networks {
 		if have == n {
