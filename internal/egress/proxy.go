@@ -297,8 +297,8 @@ const defaultHeadTimeout = 60 * time.Second
 // defaultMaxConns bounds a listener's connections at once: far more than
 // a package manager opens (npm keeps 15 a host, pip 10), far fewer than
 // the descriptors and memory of the host's process a tree could otherwise
-// hold (each costs two descriptors and about 40 KiB, and on Linux a
-// pooled 256 KiB buffer per direction only while a chunk is being
+// hold (each costs two descriptors and its goroutines' stacks, and on
+// Linux a pooled buffer per direction only while a chunk is being
 // relayed: copyConn).
 const defaultMaxConns = 256
 

@@ -12,9 +12,8 @@ import "net"
 // to dst: an idle tunnel holds no buffer and no pipe. io.Copy between two
 // *net.TCPConn would splice(2) them instead, which saves the proxy its
 // two copies but, measured on the loopback, made the client's reads of
-// the spliced stream cost 1.4–1.6 times the CPU of a direct download's
-// (twice the kernel's cycles copying to the client, about three times the
-// copy calls: the data reaches the client in more, smaller pieces), more
-// than the proxy saved (docs/measurements.md). Elsewhere
+// the spliced stream cost more CPU than a direct download's (the data
+// reaches the client in more, smaller pieces), more than the proxy saved
+// (the figures: docs/measurements.md, the tunnel copy's row). Elsewhere
 // (relay_other.go) it is io.Copy.
 func copyConn(dst, src net.Conn) { copyConnOS(dst, src) }
