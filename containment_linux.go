@@ -380,10 +380,19 @@ func (c *containment) needsThread() bool { return c.cg != nil && c.cg.NeedsThrea
 
 // startInCgroup makes the kernel create the leader directly inside the
 // cgroup open at fd (clone3 with CLONE_INTO_CGROUP): there is no moment at
-// which the leader or an early child runs outside it.
-func startInCgroup(attr *syscall.SysProcAttr, fd int) error {
+// which the leader or an early child runs outside it. With ownNS the
+// leader is also born in a cgroup namespace of its own, which the kernel
+// roots at that cgroup, not at the forking thread's (cgroup_post_fork
+// makes the child's css_set the new namespace's root): the tree's
+// /proc/self/cgroup then reads "0::/", and where cgroup2 is mounted with
+// nsdelegate the tree can move nothing out of its cgroup
+// (sandboxBuilt.ownCgroupNS).
+func startInCgroup(attr *syscall.SysProcAttr, fd int, ownNS bool) error {
 	attr.UseCgroupFD = true
 	attr.CgroupFD = fd
+	if ownNS {
+		attr.Cloneflags |= unix.CLONE_NEWCGROUP
+	}
 	return nil
 }
 
