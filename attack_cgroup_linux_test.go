@@ -179,6 +179,23 @@ func TestAttackCgroupEscapeByClone3(t *testing.T) {
 	}
 }
 
+// TestAttackCgroupEscapeByClone3Warns: where the escape above stays open
+// for a sandboxed tree started in its cgroup v2 (no root, so no cgroup
+// namespace; or cgroup2 without nsdelegate), its Info.Warnings says so;
+// where it is closed (root and nsdelegate: the cgroup v2 VM) they do not.
+func TestAttackCgroupEscapeByClone3Warns(t *testing.T) {
+	requireSandbox(t)
+	parent := cgroupParent(t)
+	ws := t.TempDir()
+	m := newManager(t, agentproc.WithCgroup(parent), agentproc.WithSandbox(agentproc.WorkspaceSandbox(ws)))
+	out := runSandboxed(t, m, agentproc.Request{Command: "true", WorkDir: ws})
+	warned := strings.Contains(strings.Join(out.Info.Warnings, "\n"), "CLONE_INTO_CGROUP")
+	open := !isRoot() || !testCgroupNSDelegate()
+	if warned != open {
+		t.Errorf("root %v, nsdelegate %v: warnings %q: got a clone3 warning %v, want %v", isRoot(), testCgroupNSDelegate(), out.Info.Warnings, warned, open)
+	}
+}
+
 // testCgroupNSDelegate reports whether cgroup2 is mounted with nsdelegate
 // (one superblock: every cgroup2 mount shows the same options).
 func testCgroupNSDelegate() bool {

@@ -396,6 +396,23 @@ func startInCgroup(attr *syscall.SysProcAttr, fd int, ownNS bool) error {
 	return nil
 }
 
+// cgroupEscapeWarning is the warning of a sandboxed tree started in its
+// cgroup v2 that may start a child in another cgroup with
+// clone3(CLONE_INTO_CGROUP) ("" where it may not): ownNS says whether it
+// has a cgroup namespace of its own (sandboxBuilt.ownCgroupNS), which
+// holds only where cgroup2 has nsdelegate
+// (TestSandboxWarnsCgroupEscape).
+func cgroupEscapeWarning(ownNS bool) string {
+	const what = "sandbox: not enforced: the tree's cgroup: clone3(CLONE_INTO_CGROUP) can start a child in any cgroup the tree's user may write, out of its limits and of Stop: "
+	switch {
+	case !ownNS:
+		return what + "without root the tree gets no cgroup namespace"
+	case !cgroup.NSDelegate():
+		return what + "cgroup2 is mounted without nsdelegate, so the tree's cgroup namespace is no boundary"
+	}
+	return ""
+}
+
 // cgroupDir is the tree's cgroup directory (its cgroup.procs lists the
 // tree), "" without a cgroup (or without a containment: a detached process
 // has none). cg is set once by newContainment and never changes.

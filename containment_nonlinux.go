@@ -58,6 +58,9 @@ func startCommand(cmd *exec.Cmd, _ *containment, sbx *sandboxRun) error {
 	return sbx.start(cmd, nil)
 }
 
+// cgroupEscapeWarning is never called here: prepare gives no cgroup.
+func cgroupEscapeWarning(bool) string { return "" }
+
 // startInCgroup is never called here: prepare gives no cgroup.
 func startInCgroup(*syscall.SysProcAttr, int, bool) error { return ErrUnsupported }
 

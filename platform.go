@@ -65,7 +65,9 @@ import (
 // cgroups when it has WithCgroup or limits, before the child starts;
 // prepare hands sysProc.prepare the cgroup v2 to start in (startInCgroup
 // writes it into the SysProcAttr sysProc.prepare builds, with a cgroup
-// namespace rooted there where childAttrs.cgroupNS asks); startCommand
+// namespace rooted there where childAttrs.cgroupNS asks;
+// cgroupEscapeWarning is a sandboxed Start's warning where that namespace
+// is no boundary, or missing); startCommand
 // runs cmd.Start, on a locked OS thread of its own with prepareThread's
 // steps around it where the containment must place the starting thread
 // (cgroup v1; startthread_linux.go); describe names the cgroup for a start
@@ -305,6 +307,7 @@ var (
 	_ func(*Manager, int, *containment, []byte)                               = (*Manager).raiseOOMScore
 	_ func(int)                                                               = awaitExitUnreaped
 	_ func(*syscall.SysProcAttr, int, bool) error                             = startInCgroup
+	_ func(bool) string                                                       = cgroupEscapeWarning
 	_ func() error                                                            = stateSupported
 	_ func(int) (hostIdentity, bool, bool)                                    = statIdentity
 	_ func([]orphanTree, time.Duration) []int                                 = stopOrphans
