@@ -380,11 +380,37 @@ func (c *containment) needsThread() bool { return c.cg != nil && c.cg.NeedsThrea
 
 // startInCgroup makes the kernel create the leader directly inside the
 // cgroup open at fd (clone3 with CLONE_INTO_CGROUP): there is no moment at
-// which the leader or an early child runs outside it.
-func startInCgroup(attr *syscall.SysProcAttr, fd int) error {
+// which the leader or an early child runs outside it. With ownNS the
+// leader is also born in a cgroup namespace of its own, which the kernel
+// roots at that cgroup, not at the forking thread's (cgroup_post_fork
+// makes the child's css_set the new namespace's root): the tree's
+// /proc/self/cgroup then reads "0::/", and where cgroup2 is mounted with
+// nsdelegate the tree can move nothing out of its cgroup
+// (sandboxBuilt.ownCgroupNS).
+func startInCgroup(attr *syscall.SysProcAttr, fd int, ownNS bool) error {
 	attr.UseCgroupFD = true
 	attr.CgroupFD = fd
+	if ownNS {
+		attr.Cloneflags |= unix.CLONE_NEWCGROUP
+	}
 	return nil
+}
+
+// cgroupEscapeWarning is the warning of a sandboxed tree started in its
+// cgroup v2 that may start a child in another cgroup with
+// clone3(CLONE_INTO_CGROUP) ("" where it may not): ownNS says whether it
+// has a cgroup namespace of its own (sandboxBuilt.ownCgroupNS), which is
+// made only where cgroup2 has nsdelegate
+// (TestAttackCgroupEscapeByClone3Warns).
+func cgroupEscapeWarning(ownNS bool) string {
+	const what = "sandbox: not enforced: the tree's cgroup: clone3(CLONE_INTO_CGROUP) can start a child in any cgroup the tree's user may write, out of its limits and of Stop: "
+	switch {
+	case ownNS:
+		return ""
+	case !cgroup.NSDelegate():
+		return what + "cgroup2 is mounted without nsdelegate, so a cgroup namespace would be no boundary (remount it with nsdelegate, as systemd does)"
+	}
+	return what + "without root the tree gets no cgroup namespace"
 }
 
 // cgroupDir is the tree's cgroup directory (its cgroup.procs lists the

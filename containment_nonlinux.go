@@ -58,8 +58,11 @@ func startCommand(cmd *exec.Cmd, _ *containment, sbx *sandboxRun) error {
 	return sbx.start(cmd, nil)
 }
 
+// cgroupEscapeWarning is never called here: prepare gives no cgroup.
+func cgroupEscapeWarning(bool) string { return "" }
+
 // startInCgroup is never called here: prepare gives no cgroup.
-func startInCgroup(*syscall.SysProcAttr, int) error { return ErrUnsupported }
+func startInCgroup(*syscall.SysProcAttr, int, bool) error { return ErrUnsupported }
 
 func (*containment) usage(cpu time.Duration, rss int64) (time.Duration, int64) { return cpu, rss }
 

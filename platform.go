@@ -64,7 +64,10 @@ import (
 // containment_nonlinux.go): newContainment makes it, with the tree's
 // cgroups when it has WithCgroup or limits, before the child starts;
 // prepare hands sysProc.prepare the cgroup v2 to start in (startInCgroup
-// writes it into the SysProcAttr sysProc.prepare builds); startCommand
+// writes it into the SysProcAttr sysProc.prepare builds, with a cgroup
+// namespace rooted there where childAttrs.cgroupNS asks;
+// cgroupEscapeWarning is a sandboxed Start's warning where that namespace
+// is no boundary, or missing); startCommand
 // runs cmd.Start, on a locked OS thread of its own with prepareThread's
 // steps around it where the containment must place the starting thread
 // (cgroup v1; startthread_linux.go); describe names the cgroup for a start
@@ -180,6 +183,10 @@ import (
 //     only one of the Manager's it may reach; s.hosts, when not nil, takes
 //     over the proxy listener the thread made inside the network
 //     namespace); done gives back a get's use of it.
+//   - sandboxBuilt's ownCgroupNS() reports whether a tree started in its
+//     cgroup v2 gets a cgroup namespace of its own rooted there, the
+//     boundary that keeps its clone3(CLONE_INTO_CGROUP) inside
+//     (containment_linux.go's startInCgroup makes it).
 //   - sandboxBuilt's takeReady() hands a Start the thread confined ahead
 //     for it, if any, with the temp dir that thread's view shows ("" for
 //     none: the Start takes one from the pool); readyThread's discard
@@ -215,6 +222,9 @@ import (
 type childAttrs struct {
 	tty      bool // stdin is a terminal slave, to become the controlling terminal
 	cgroupFD int  // a cgroup v2 directory to start the leader in; -1 for none
+	// cgroupNS starts the leader, with cgroupFD, in a cgroup namespace of
+	// its own rooted at that cgroup (sandboxBuilt.ownCgroupNS).
+	cgroupNS bool
 }
 
 // osTree is the method set sysProc has on every OS.
@@ -305,7 +315,8 @@ var (
 	_ func(*Manager) []byte                                                   = (*Manager).oomScoreValue
 	_ func(*Manager, int, *containment, []byte)                               = (*Manager).raiseOOMScore
 	_ func(int)                                                               = awaitExitUnreaped
-	_ func(*syscall.SysProcAttr, int) error                                   = startInCgroup
+	_ func(*syscall.SysProcAttr, int, bool) error                             = startInCgroup
+	_ func(bool) string                                                       = cgroupEscapeWarning
 	_ func() error                                                            = stateSupported
 	_ func(int) (hostIdentity, bool, bool)                                    = statIdentity
 	_ func([]orphanTree, time.Duration) []int                                 = stopOrphans
@@ -324,6 +335,7 @@ var (
 	_ func(*sandboxCache)                                               = (*sandboxCache).close
 	_ func(*sandboxBuilt, *exec.Cmd, sandboxStart) error                = (*sandboxBuilt).start
 	_ func(*sandboxBuilt) (*readyThread, string)                        = (*sandboxBuilt).takeReady
+	_ func(*sandboxBuilt) bool                                          = (*sandboxBuilt).ownCgroupNS
 	_ func(*readyThread)                                                = (*readyThread).discard
 	_ func(*sandboxCache, string, func() (string, error), func(string)) = (*sandboxCache).supplyTemps
 	_ func(*sandboxBuilt)                                               = (*sandboxBuilt).done

@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 	"golang.org/x/xerrors"
 
+	"github.com/agentproc/agentproc/internal/cgroup"
 	"github.com/agentproc/agentproc/internal/confine"
 	"github.com/agentproc/agentproc/internal/osthread"
 	"github.com/agentproc/agentproc/internal/procfs"
@@ -732,6 +733,23 @@ func (b *sandboxBuilt) forkFilter(cmd *exec.Cmd) error {
 		NoNamespaces: b.ownMountns(),
 	}))
 }
+
+// ownCgroupNS reports whether a tree of b that the Manager starts in its
+// cgroup v2 gets a cgroup namespace of its own, rooted at that cgroup: as
+// root (b.dropCaps; the forking thread keeps CAP_SYS_ADMIN in its
+// effective set). Such a tree keeps clone3, which its own fork needs
+// (forkFilter), and with it CLONE_INTO_CGROUP into any cgroup its uid can
+// write, which as root is every cgroup: Landlock has no hook on that
+// check and seccomp cannot read the call's flags. The kernel refuses a
+// move (clone3's or a write to cgroup.procs) out of the mover's cgroup
+// namespace where cgroup2 is mounted with nsdelegate, as systemd mounts
+// it (cgroup_procs_write_permission); elsewhere the namespace changes the
+// tree's view only, so there it is not made: the tree keeps its view
+// (the Go runtime and the JVM read their CPU limit through it) and the
+// Start warns (docs/sandbox-threats.md, TestAttackCgroupEscapeByClone3).
+// Without root the host cannot make the namespace (it takes
+// CAP_SYS_ADMIN), so nothing changes there.
+func (b *sandboxBuilt) ownCgroupNS() bool { return b.dropCaps && cgroup.NSDelegate() }
 
 // ownMountns reports whether each tree of b runs in a mount namespace of
 // its own (enterAndDrop's copy for its temp dir: as root, with a temp

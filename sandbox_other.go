@@ -56,6 +56,9 @@ type readyThread struct{}
 
 func (b *sandboxBuilt) takeReady() (*readyThread, string) { return nil, "" }
 
+// ownCgroupNS is false: prepare gives no cgroup here.
+func (b *sandboxBuilt) ownCgroupNS() bool { return false }
+
 func (st *readyThread) discard() {}
 
 func (c *sandboxCache) supplyTemps(string, func() (string, error), func(string)) {}

@@ -129,7 +129,13 @@ func (m *Manager) spawn(req Request, owner, command, dir string, seq uint64, war
 
 	// Everything the child is started with that the OS layer decides is
 	// set by sys.prepare alone, so no step undoes another.
-	if err := t.sys.prepare(t.cmd, childAttrs{tty: t.st.tty, cgroupFD: t.ctr.prepare()}); err != nil {
+	attrs := childAttrs{tty: t.st.tty, cgroupFD: t.ctr.prepare(), cgroupNS: t.sbx != nil && t.sbx.built.ownCgroupNS()}
+	if t.sbx != nil && attrs.cgroupFD >= 0 {
+		if w := cgroupEscapeWarning(attrs.cgroupNS); w != "" {
+			t.sbx.warnings = append(t.sbx.warnings, w)
+		}
+	}
+	if err := t.sys.prepare(t.cmd, attrs); err != nil {
 		return nil, nil, xerrors.Errorf(prefixFor(err)+"prepare process: %w", err)
 	}
 	if err := applyLimits(req.Limits, t.sys, t.ctr); err != nil {

@@ -88,7 +88,7 @@ func (s *sysProc) prepare(cmd *exec.Cmd, a childAttrs) error {
 		attr.Ctty = 0
 	}
 	if a.cgroupFD >= 0 {
-		if err := startInCgroup(attr, a.cgroupFD); err != nil {
+		if err := startInCgroup(attr, a.cgroupFD, a.cgroupNS); err != nil {
 			return err
 		}
 	}

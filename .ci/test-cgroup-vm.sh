@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Runs the cgroup limit tests (fork bomb under pids.max, memory hog under
 # memory.max, CPU share under cpu.max, the default parent, 200 racing
-# starts, a dead host's spare cgroups removed by its guard) inside a small QEMU VM whose cgroup v2 has every controller: on
+# starts, a dead host's spare cgroups removed by its guard) and the
+# sandbox's cgroup escape (TestAttackCgroupEscapeByClone3, which needs
+# cgroup2's nsdelegate: the guest mounts it so, as systemd does) inside a
+# small QEMU VM whose cgroup v2 has every controller: on
 # this project's machines those controllers are bound to cgroup v1
 # hierarchies, where the same tests run through the v1 backend, so this is
 # where the v2 backend's run. Part of CI (.ci/run): with the kernel cached
@@ -35,12 +38,22 @@ for tool in qemu-system-x86_64 cpio; do
 	fi
 done
 
-if [ ! -d kernel ]; then
+# The sandbox tests need Landlock scopes (ABI 6, Linux 6.12), which
+# bookworm's default kernel (6.1, ABI 2) lacks: take the newest 6.12 or
+# later that apt offers (bookworm carries 6.12 as linux-image-6.12.*), else
+# the default. Debian's kernels start Landlock by default. A cache made
+# for another package is replaced.
+pkg="$(apt-cache search --names-only '^linux-image-6\.1[2-9]\.[0-9]+\+deb[0-9]+-amd64$' | awk '{print $1}' | sort -V | tail -1)"
+if [ -z "$pkg" ]; then
 	pkg="$(apt-cache depends linux-image-amd64 | awk '/Depends: linux-image-/ {print $2; exit}')"
+fi
+if [ ! -d kernel ] || [ "$(cat kernel.pkg 2>/dev/null)" != "$pkg" ]; then
+	rm -rf kernel busybox ./*.deb
 	echo "test-cgroup-vm: downloading $pkg and busybox-static"
 	apt-get download -qq "$pkg" busybox-static
 	dpkg-deb -x linux-image-*.deb kernel
 	dpkg-deb -x busybox-static_*.deb busybox
+	echo "$pkg" >kernel.pkg
 fi
 
 rm -rf initrd && mkdir -p initrd/bin initrd/proc initrd/sys initrd/dev initrd/tmp initrd/root
@@ -54,7 +67,7 @@ mount -t proc proc /proc
 mount -t sysfs sys /sys
 mount -t devtmpfs dev /dev
 mount -t tmpfs tmp /tmp
-mount -t cgroup2 cgroup2 /sys/fs/cgroup
+mount -t cgroup2 -o nsdelegate cgroup2 /sys/fs/cgroup
 echo "cgroup v2 controllers: $(cat /sys/fs/cgroup/cgroup.controllers)"
 cd /tmp
 /agentproc.test -test.v -test.count=1 -test.run "$(sed -n 's/.*runtests=\([^ ]*\).*/\1/p' /proc/cmdline)" 2>&1
@@ -73,7 +86,7 @@ accel=(-accel tcg,thread=multi -cpu max)
 if [ "${AGENTPROC_VM_KVM:-}" = 1 ]; then
 	accel=(-enable-kvm -cpu "${AGENTPROC_VM_CPU:-host}")
 fi
-tests="${1:-TestLimits|TestCgroupBadParent|TestOOMScore|TestRaiseOOMScore|TestHostDeathRemovesSpareCgroups}"
+tests="${1:-TestLimits|TestCgroupBadParent|TestOOMScore|TestRaiseOOMScore|TestHostDeathRemovesSpareCgroups|TestAttackCgroupEscapeByClone3}"
 # BenchmarkLimits on cgroup v2 (the host measures v1): 40 alternated pairs
 # per run, three runs, about 30 s under emulation. AGENTPROC_VM_BENCH=
 # (empty) skips it; a test regex given as argument skips it too.

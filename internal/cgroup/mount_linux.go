@@ -3,7 +3,9 @@ package cgroup
 import (
 	"os"
 	"path"
+	"slices"
 	"strings"
+	"sync"
 
 	"github.com/agentproc/agentproc/internal/procfs"
 )
@@ -122,3 +124,25 @@ func (m mount) has(c string) bool {
 	}
 	return false
 }
+
+// NSDelegate reports whether cgroup2 is mounted with nsdelegate, which
+// makes a cgroup namespace a delegation boundary: the kernel then refuses
+// a move (clone3's CLONE_INTO_CGROUP, a write to cgroup.procs) from or to
+// a cgroup outside the mover's namespace. cgroup2 has one superblock, so
+// any of its mounts shows the flag. It is read once per process: the init
+// system sets it at boot, and a remount after that is not seen.
+func NSDelegate() bool { return nsDelegate() }
+
+var nsDelegate = sync.OnceValue(func() bool {
+	data, err := os.ReadFile(procfs.SelfFile("mountinfo"))
+	if err != nil {
+		return false
+	}
+	found := false
+	procfs.ParseMountinfo(data, func(pm procfs.Mount) {
+		if pm.FSType == "cgroup2" && slices.Contains(strings.Split(pm.Super, ","), "nsdelegate") {
+			found = true
+		}
+	})
+	return found
+})

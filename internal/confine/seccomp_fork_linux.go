@@ -44,8 +44,10 @@ const cloneNamespaceFlags = unix.CLONE_NEWNS | unix.CLONE_NEWCGROUP | unix.CLONE
 //   - what r adds (ForkRules).
 //
 // The host's fork of the tree, which runs under it, passes neither
-// CLONE_PARENT nor a CLONE_NEW* flag, and uses clone3 only where r keeps
-// it.
+// CLONE_PARENT nor a CLONE_NEW* flag to clone, and uses clone3 only where
+// r keeps it; that clone3 may carry CLONE_NEWCGROUP (as root, the tree's
+// cgroup namespace beside CLONE_INTO_CGROUP), which the filter cannot
+// see.
 //
 // It is a filter of its own, not a part of SeccompFilter, because the
 // policy's filter may be installed on a ready thread before the Start
