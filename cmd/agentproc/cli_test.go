@@ -1,11 +1,14 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestHelpAndVersion: every subcommand has --help with examples on stdout
@@ -71,5 +74,45 @@ func TestMCPRefusesBadStart(t *testing.T) {
 		if code != exitUsage || !strings.Contains(errOut.String(), tt.want) || out.Len() != 0 {
 			t.Errorf("%q: got exit %d, stdout %q, stderr %q; want exit 2 and %q", tt.args, code, out.String(), errOut.String(), tt.want)
 		}
+	}
+}
+
+// TestReadmeInstallWorks: the first install command README.md shows is the
+// clone route, not go install ...@latest (which fails until a command tag
+// exists), and its last step, go install . in cmd/agentproc, installs a
+// working agentproc from this checkout. The clone itself is left out: the
+// test runs without the network.
+func TestReadmeInstallWorks(t *testing.T) {
+	t.Parallel()
+	goTool, err := exec.LookPath("go")
+	if err != nil {
+		t.Skipf("no go command to install with (Wine runs the Windows test binary without one): %v", err)
+	}
+	b, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var first string
+	for _, line := range strings.Split(string(b), "\n") {
+		if strings.Contains(line, "go install") {
+			first = line
+			break
+		}
+	}
+	const want = "git clone https://github.com/agentproc/agentproc && cd agentproc/cmd/agentproc && go install ."
+	if first != want {
+		t.Fatalf("README.md's first install command: got %q, want %q", first, want)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	bin := t.TempDir()
+	cmd := exec.CommandContext(ctx, goTool, "install", ".")
+	cmd.Env = append(os.Environ(), "GOBIN="+bin, "GOFLAGS=")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go install . in cmd/agentproc: %v\n%s", err, out)
+	}
+	out, err := exec.CommandContext(ctx, filepath.Join(bin, "agentproc"), "--version").Output()
+	if err != nil || !strings.HasPrefix(string(out), "agentproc ") {
+		t.Errorf("the installed agentproc --version: got %q, %v; want its version", out, err)
 	}
 }

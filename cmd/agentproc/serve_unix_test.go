@@ -308,14 +308,15 @@ func TestClientsRefuseForeignSocketDir(t *testing.T) {
 // TestRunForwardsSignals: agentproc run -- CMD stopped by SIGTERM (kill,
 // timeout, a CI cancel) or SIGHUP (the terminal closed) stops the remote
 // command and exits with 128+N, instead of waiting for the command or
-// dying with it left running.
+// dying with it left running; SIGINT (Ctrl-C) reaches the command as an
+// interrupt, and a command it ends makes run exit 130 as well.
 func TestRunForwardsSignals(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	dir := t.TempDir()
 	_, env := serveInDir(t, ctx, dir, "--grace", "2s")
-	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGHUP} {
+	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP} {
 		pidFile := filepath.Join(dir, fmt.Sprintf("sleeper-%d.pid", sig))
 		cmd := clientCmd(ctx, env, "run", "--", "echo $$ > "+pidFile+"; exec sleep 3600")
 		if err := cmd.Start(); err != nil {
@@ -692,5 +693,41 @@ func TestPruneAsksOnATerminal(t *testing.T) {
 	}
 	if got := remaining(); got != sleeper+"\n" {
 		t.Errorf("ps -a at the end: got %q, want only the sleeper", got)
+	}
+}
+
+// TestServeExitsPromptlyWhenIdle: serve with nothing running, idle or after
+// a command that has exited, exits within a second of SIGTERM (the review
+// measured 1.8 s; a service stop or a script should not wait on it).
+func TestServeExitsPromptlyWhenIdle(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	for _, ran := range []bool{false, true} {
+		dir := t.TempDir()
+		sock := filepath.Join(dir, "agentproc.sock")
+		cmd := agentprocCmd("serve", "--socket", sock, "--workdir", dir, "--grace", "2s")
+		// Under -race the runtime sleeps a second before any exit, for
+		// late race reports (atexit_sleep_ms); an agentproc built for
+		// use has no such wait.
+		cmd.Env = append(cmd.Env, "GORACE=atexit_sleep_ms=0")
+		s := startServeCmd(t, ctx, cmd)
+		env := []string{socketEnv + "=" + sock}
+		// A reply from ps shows the serve is serving, not only listening.
+		if _, errOut, code := cli(t, ctx, env, "ps"); code != 0 {
+			t.Fatalf("ps: exit %d, %s", code, errOut)
+		}
+		if ran {
+			if out, errOut, code := cli(t, ctx, env, "run", "--", "echo done"); code != 0 || out != "done\n" {
+				t.Fatalf("run: got exit %d, %q, %s; want done", code, out, errOut)
+			}
+		}
+		start := time.Now()
+		code := s.stop(t)
+		took := time.Since(start)
+		t.Logf("a command ran before: %v; serve exited %v after SIGTERM", ran, took)
+		if code != 0 || took > time.Second {
+			t.Errorf("serve (a command ran before: %v) after SIGTERM: got exit %d after %v, want exit 0 within 1s", ran, code, took)
+		}
 	}
 }

@@ -84,6 +84,12 @@ func runWait(ctx context.Context, e *env, args []string) error {
 			return err
 		}
 		if out.Running {
+			if !out.TimedOut {
+				// A serve holds a wait until the exit or its own cap,
+				// which it reports as timed out; anything else would
+				// have this loop ask again and again, at full speed.
+				return errWaitNotHeld
+			}
 			continue
 		}
 		code := -1
@@ -97,6 +103,11 @@ func runWait(ctx context.Context, e *env, args []string) error {
 		return nil
 	}
 }
+
+// errWaitNotHeld is a reply to a wait that came back while the process
+// runs without saying the wait timed out: a server of another version, or
+// something else on the socket.
+var errWaitNotHeld = errors.New("the server ended a wait while the process runs, without a timeout (is it an agentproc serve of this version?)")
 
 const inspectHelp = `Print what the serve knows of processes as a JSON array (httpapi.Process):
 command, state, exit code and reason, ports, limits, times. IDs may be
