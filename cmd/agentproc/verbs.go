@@ -69,6 +69,7 @@ func runWait(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
+	parent := ctx
 	if *timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, *timeout)
@@ -77,6 +78,11 @@ func runWait(ctx context.Context, e *env, args []string) error {
 	for {
 		// The serve caps one wait; ask again until the exit.
 		out, err := cl.Output(ctx, id, httpapi.OutputOptions{Wait: true, Offset: new(int64)})
+		if parent.Err() != nil {
+			// Ctrl-C or SIGTERM, not the --timeout: say which, rather
+			// than "after 0s".
+			return fmt.Errorf("%v; %s is still running", context.Cause(parent), shortID(id))
+		}
 		if ctx.Err() != nil {
 			return fmt.Errorf("%s is still running after %s", shortID(id), *timeout)
 		}
