@@ -3,9 +3,12 @@ package main
 import (
 	"context"
 	"fmt"
+	"go/parser"
+	"go/token"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -114,5 +117,41 @@ func TestReadmeInstallWorks(t *testing.T) {
 	out, err := exec.CommandContext(ctx, filepath.Join(bin, "agentproc"), "--version").Output()
 	if err != nil || !strings.HasPrefix(string(out), "agentproc ") {
 		t.Errorf("the installed agentproc --version: got %q, %v; want its version", out, err)
+	}
+}
+
+// TestHelpNamesEveryCommand: the texts that list the client commands (the
+// package doc, serve --help, the README's list) name every one in the
+// command table, so a new verb cannot be left out of them.
+func TestHelpNamesEveryCommand(t *testing.T) {
+	t.Parallel()
+	f, err := parser.ParseFile(token.NewFileSet(), "main.go", nil, parser.ParseComments|parser.PackageClauseOnly)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var serveHelp strings.Builder
+	if code := run([]string{"serve", "--help"}, strings.NewReader(""), &serveHelp, &serveHelp); code != 0 {
+		t.Fatalf("serve --help: exit %d", code)
+	}
+	readme, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	texts := map[string]string{
+		"the package doc": f.Doc.Text(),
+		"serve --help":    serveHelp.String(),
+		"README.md":       string(readme),
+	}
+	notClients := map[string]bool{"mcp": true, "serve": true, "completion": true, "version": true}
+	for _, c := range commands {
+		if notClients[c.name] {
+			continue
+		}
+		word := regexp.MustCompile(`\b` + c.name + `\b`)
+		for where, text := range texts {
+			if !word.MatchString(text) {
+				t.Errorf("%s: got no mention of %s, want every client command named", where, c.name)
+			}
+		}
 	}
 }
