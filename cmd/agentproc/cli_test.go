@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"go/parser"
 	"go/token"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -142,7 +143,7 @@ func TestHelpNamesEveryCommand(t *testing.T) {
 		"serve --help":    serveHelp.String(),
 		"README.md":       string(readme),
 	}
-	notClients := map[string]bool{"mcp": true, "serve": true, "completion": true, "version": true}
+	notClients := map[string]bool{"mcp": true, "serve": true, "completion": true, "man": true, "version": true}
 	for _, c := range commands {
 		if notClients[c.name] {
 			continue
@@ -151,6 +152,69 @@ func TestHelpNamesEveryCommand(t *testing.T) {
 		for where, text := range texts {
 			if !word.MatchString(text) {
 				t.Errorf("%s: got no mention of %s, want every client command named", where, c.name)
+			}
+		}
+	}
+}
+
+// TestManPage: agentproc man prints a page groff renders without a warning,
+// with a section for every command of the table, its usage line, and every
+// flag its flag set holds (as shell completion lists them); the work dir's
+// default is said in words, not as the path of the machine that made it.
+func TestManPage(t *testing.T) {
+	t.Parallel()
+	groff, err := exec.LookPath("groff")
+	if err != nil {
+		t.Skipf("groff is not installed (.ci/install-test-deps.sh installs groff-base): %v", err)
+	}
+	var page, errOut strings.Builder
+	if code := run([]string{"man"}, strings.NewReader(""), &page, &errOut); code != 0 {
+		t.Fatalf("man: exit %d, %s", code, errOut.String())
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, groff, "-man", "-Tutf8", "-ww")
+	cmd.Stdin = strings.NewReader(page.String())
+	var rendered, warnings strings.Builder
+	cmd.Stdout, cmd.Stderr = &rendered, &warnings
+	if err := cmd.Run(); err != nil || warnings.Len() != 0 {
+		t.Fatalf("groff: %v, warnings %q; want none", err, warnings.String())
+	}
+	// groff marks bold by overstriking on a terminal; the text is what a
+	// reader sees. Each command's section runs from its heading, indented
+	// three spaces, to the next heading.
+	text := regexp.MustCompile(`.\x08`).ReplaceAllString(rendered.String(), "")
+	sections := map[string]string{}
+	heading := regexp.MustCompile(`(?m)^   ([a-z]+)$`)
+	at := heading.FindAllStringSubmatchIndex(text, -1)
+	for i, m := range at {
+		end := len(text)
+		if i+1 < len(at) {
+			end = at[i+1][0]
+		}
+		sections[text[m[2]:m[3]]] = text[m[1]:end]
+	}
+	wd, _ := os.Getwd()
+	if flat := strings.Join(strings.Fields(text), " "); strings.Contains(flat, "(default "+wd+")") || !strings.Contains(flat, "(default: the current directory)") {
+		t.Errorf("the page gives mcp's --workdir default as %s, want it in words", wd)
+	}
+	for _, c := range commands {
+		section, ok := sections[c.name]
+		if !ok {
+			t.Errorf("%s: got no section in the page", c.name)
+			continue
+		}
+		var usage strings.Builder
+		run([]string{c.name, "--help"}, strings.NewReader(""), &usage, &usage)
+		line, _, _ := strings.Cut(strings.TrimPrefix(usage.String(), "Usage:\n"), "\n")
+		if !strings.Contains(strings.Join(strings.Fields(section), " "), strings.Join(strings.Fields(line), " ")) {
+			t.Errorf("%s: got no usage line %q in its section", c.name, strings.TrimSpace(line))
+		}
+		var flags strings.Builder
+		runComplete(ctx, &env{stdin: strings.NewReader(""), stdout: &flags, stderr: io.Discard}, []string{c.name, "-"})
+		for _, f := range strings.Fields(flags.String()) {
+			if f != "--help" && !regexp.MustCompile(`(?m)^ +`+regexp.QuoteMeta(f)+`( |$)`).MatchString(section) {
+				t.Errorf("%s: got no paragraph for %s in its section, want every flag of its flag set", c.name, f)
 			}
 		}
 	}

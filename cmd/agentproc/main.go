@@ -73,6 +73,7 @@ var commands = []command{
 	{"rm", "remove exited processes and their output (-f: stop it first)", runRm},
 	{"prune", "remove every exited process", runPrune},
 	{"completion", "print a shell completion script (bash, zsh, fish)", runCompletion},
+	{"man", "print the manual page (roff)", nil}, // run set in man.go's init
 	{"version", "print the version", runVersion},
 }
 
