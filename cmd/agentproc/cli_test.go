@@ -194,6 +194,12 @@ func TestManPage(t *testing.T) {
 		}
 		sections[text[m[2]:m[3]]] = text[m[1]:end]
 	}
+	// Made where $AGENTPROC_URL is set, the page does not carry it.
+	const url = "http://192.0.2.1:7070"
+	made := clientCmd(ctx, []string{"AGENTPROC_URL=" + url}, "man")
+	if out, err := made.Output(); err != nil || strings.Contains(string(out), url) {
+		t.Errorf("man with $AGENTPROC_URL set: got %v, the URL in the page: %v; want the page without it", err, strings.Contains(string(out), url))
+	}
 	wd, _ := os.Getwd()
 	if flat := strings.Join(strings.Fields(text), " "); strings.Contains(flat, "(default "+wd+")") || !strings.Contains(flat, "(default: the current directory)") {
 		t.Errorf("the page gives mcp's --workdir default as %s, want it in words", wd)

@@ -32,14 +32,18 @@ func runMan(_ context.Context, e *env, args []string) error {
 		return err
 	}
 	// The work dir's default is where --help runs (mcp) or the home
-	// directory (serve); a page says which, not the paths of the machine
-	// it was made on.
+	// directory (serve); a page says which, not the paths (or the
+	// environment) of the machine it was made on.
 	var defaults []string
 	if wd, err := os.Getwd(); err == nil {
 		defaults = append(defaults, "(default "+wd+")", "(default: the current directory)")
 	}
 	if home, err := os.UserHomeDir(); err == nil {
 		defaults = append(defaults, "(default "+home+")", "(default: your home directory)")
+	}
+	// --url's default is $AGENTPROC_URL, which its text names already.
+	if u := os.Getenv("AGENTPROC_URL"); u != "" {
+		defaults = append(defaults, " (default "+u+")", "")
 	}
 	general, _, _ := strings.Cut(mainUsage, "\nUsage:")
 	var b strings.Builder
