@@ -731,3 +731,64 @@ func TestServeExitsPromptlyWhenIdle(t *testing.T) {
 		}
 	}
 }
+
+// TestRunOutputGone: agentproc run whose output can no longer be written
+// stops the remote command instead of leaving it running. Its terminal
+// closing (a window shut, an ssh session dropped) sends run SIGHUP while
+// the command prints and each write fails: exit 129. The reader of its
+// pipe leaving (run -- CMD | head -1): exit 141, as when SIGPIPE ended
+// run, which it did before with the command left running.
+func TestRunOutputGone(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	dir := t.TempDir()
+	_, env := serveInDir(t, ctx, dir, "--grace", "2s")
+	ticker := func(pidFile string) string {
+		return "echo $$ > " + pidFile + "; while :; do echo tick; done"
+	}
+
+	pidFile := filepath.Join(dir, "on-terminal.pid")
+	ptmx, tty := openPTY(t)
+	cmd := clientCmd(ctx, env, "run", "--", ticker(pidFile))
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = tty, tty, tty
+	// run leads a session whose controlling terminal is the pty, as in a
+	// terminal window: closing the terminal's side sends it SIGHUP.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	tty.Close()
+	if _, err := bufio.NewReader(ptmx).ReadString('\n'); err != nil {
+		t.Fatalf("reading the terminal: %v", err)
+	}
+	waitFile(t, ctx, pidFile)
+	ptmx.Close()
+	_ = cmd.Wait()
+	if got, want := cmd.ProcessState.ExitCode(), 128+int(syscall.SIGHUP); got != want {
+		t.Errorf("run after its terminal closed: got exit %d (%v), want %d", got, cmd.ProcessState, want)
+	}
+	requireGone(t, ctx, pidFile)
+
+	pidFile = filepath.Join(dir, "piped.pid")
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd = clientCmd(ctx, env, "run", "--", ticker(pidFile))
+	cmd.Stdout = w
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	if line, err := bufio.NewReader(r).ReadString('\n'); err != nil || line != "tick\n" {
+		t.Fatalf("reading the pipe: got %q, %v; want tick", line, err)
+	}
+	waitFile(t, ctx, pidFile)
+	r.Close() // as head -1 exits
+	_ = cmd.Wait()
+	if got, want := cmd.ProcessState.ExitCode(), 128+int(syscall.SIGPIPE); got != want {
+		t.Errorf("run after its pipe's reader left: got exit %d (%v), want %d", got, cmd.ProcessState, want)
+	}
+	requireGone(t, ctx, pidFile)
+}
