@@ -31,7 +31,7 @@ The client commands (ps, logs, stop, run, wait, inspect, input, rm,
 prune) talk to it, and a web page at / shows the processes and their
 output live, to follow them, answer their prompts and stop them (with
 --listen, open the URL serve prints, which carries the token in its
-fragment). Every process stops when serve stops (SIGINT or SIGTERM).
+fragment). Every process stops when serve stops (SIGINT, SIGTERM or SIGHUP).
 
 With --coder the process API of Coder's workspace agent is served too,
 under /api/v0/processes (httpapi.WithCoderCompat).

@@ -792,3 +792,40 @@ func TestRunOutputGone(t *testing.T) {
 	}
 	requireGone(t, ctx, pidFile)
 }
+
+// TestHangupStopsEverything: serve and mcp that get SIGHUP (the terminal
+// of agentproc serve & closed) stop every process they run before they
+// exit, as on SIGTERM, instead of dying at once with them left running.
+func TestHangupStopsEverything(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	dir := t.TempDir()
+	s, env := serveInDir(t, ctx, dir, "--grace", "2s")
+	pidFile := filepath.Join(dir, "served.pid")
+	if _, errOut, code := cli(t, ctx, env, "run", "-d", "--", "echo $$ > "+pidFile+"; exec sleep 3600"); code != 0 {
+		t.Fatalf("run -d: exit %d, %s", code, errOut)
+	}
+	waitFile(t, ctx, pidFile)
+	if err := s.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.cmd.Wait(); err != nil {
+		t.Errorf("serve after SIGHUP: got %v, want exit 0", err)
+	}
+	requireGone(t, ctx, pidFile)
+
+	cmd := agentprocCmd("mcp", "--workdir", dir, "--sandbox", "none", "--grace", "2s")
+	c := newGoClient(t, ctx, cmd)
+	defer c.close()
+	pidFile = filepath.Join(dir, "mcp.pid")
+	res, err := c.call(ctx, "execute", map[string]any{"command": "echo $$ > " + pidFile + "; exec sleep 3600", "run_in_background": true}, false)
+	if err != nil || res.isError {
+		t.Fatalf("execute: %+v, %v", res, err)
+	}
+	waitFile(t, ctx, pidFile)
+	if err := cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	requireGone(t, ctx, pidFile)
+}
