@@ -33,6 +33,8 @@ command -v curl >/dev/null 2>&1 || need+=(curl)
 # (TestShellCompletion).
 command -v fish >/dev/null 2>&1 || need+=(fish)
 command -v zsh >/dev/null 2>&1 || need+=(zsh)
+# groff for the manual page agentproc man prints (TestManPage renders it).
+command -v groff >/dev/null 2>&1 || need+=(groff-base)
 # QEMU and cpio for the cgroup v2 limit tests in a VM (make test-cgroup-vm).
 command -v qemu-system-x86_64 >/dev/null 2>&1 || need+=(qemu-system-x86)
 command -v cpio >/dev/null 2>&1 || need+=(cpio)

@@ -13,6 +13,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"text/tabwriter"
@@ -465,6 +466,8 @@ On a terminal the output keeps its colours and loses every other control
 sequence, as with logs.
 Ctrl-C passes an interrupt to the command, which decides; SIGTERM and
 SIGHUP stop it (terminate, then kill after 10 s) and run exits with 128+N.
+Output that can no longer be written (the terminal closed, the reader of
+a pipe such as | head left) stops it too (exit 141 for a closed pipe).
 
 Examples:
   agentproc run -- make test
@@ -548,9 +551,34 @@ func runRun(ctx context.Context, e *env, args []string) error {
 	// decides; SIGTERM (kill, timeout, a CI cancel, a service stop) and
 	// SIGHUP (the terminal closed) stop it as stop does, and run then
 	// exits with 128+N, as a shell reports a command a signal ended.
+	// Output that can no longer be written (the terminal closed, the
+	// reader of a pipe such as | head exited) stops it too: nobody sees
+	// it any more.
+	//
+	// The stop runs on a context of its own, bounded, and run waits for
+	// it: the follow may end first (a write fails as the terminal
+	// hangs up), and ending the stop with it left the command running.
 	fctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancel()
 	var stoppedBy atomic.Int32
+	var stopOnce sync.Once
+	stopped := make(chan struct{})
+	stop := func() {
+		stopOnce.Do(func() {
+			go func() {
+				defer close(stopped)
+				sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), stopGrace+stopAfterKill)
+				defer cancel()
+				_ = stopOne(sctx, cl, resp.ID, stopGrace)
+			}()
+		})
+	}
+	// Without this, a write to a closed pipe on stdout would end run at
+	// once by SIGPIPE (Go's default), leaving the command running; with
+	// it, the write fails with EPIPE and run stops the command first.
+	pipes := make(chan os.Signal, 1)
+	signal.Notify(pipes, syscall.SIGPIPE)
+	defer signal.Stop(pipes)
 	forwarded := make(chan struct{})
 	go func() {
 		defer close(forwarded)
@@ -564,23 +592,36 @@ func runRun(ctx context.Context, e *env, args []string) error {
 					continue
 				}
 				if n, ok := sig.(syscall.Signal); ok {
-					stoppedBy.Store(int32(n))
+					stoppedBy.CompareAndSwap(0, int32(n))
 				}
-				go func() { _ = stopOne(fctx, cl, resp.ID, stopGrace) }()
+				stop()
 			}
 		}
 	}()
 	if *interactive {
 		go forwardStdin(fctx, cl, resp.ID, e.stdin)
 	}
-	out, err := followOutput(fctx, cl, resp.ID, 0, false, terminalSafe(e.stdout))
+	w := &outputWriter{w: terminalSafe(e.stdout)}
+	out, err := followOutput(fctx, cl, resp.ID, 0, false, w)
+	if w.err != nil {
+		stop()
+	}
+	stopOnce.Do(func() { close(stopped) }) // no stop was asked: nothing to wait for
+	<-stopped
 	cancel()
 	<-forwarded
-	if err != nil {
-		return err
-	}
 	if n := stoppedBy.Load(); n != 0 {
 		return exitCode(128 + int(n))
+	}
+	if w.err != nil {
+		if errors.Is(w.err, syscall.EPIPE) {
+			// What the shell reported when run died by SIGPIPE.
+			return exitCode(128 + int(syscall.SIGPIPE))
+		}
+		return fmt.Errorf("writing the output: %w (%s was stopped)", w.err, shortID(resp.ID))
+	}
+	if err != nil {
+		return err
 	}
 	if out.ExitCode == nil {
 		return fmt.Errorf("%s ended without an exit code (%s)", resp.ID, exitState(out))
@@ -640,6 +681,28 @@ var forwardedSignals = []os.Signal{os.Interrupt, syscall.SIGTERM, syscall.SIGHUP
 // stopGrace is how long run gives a command it stops on SIGTERM or SIGHUP
 // after the terminate signal, before it is killed: stop's default.
 const stopGrace = 10 * time.Second
+
+// stopAfterKill bounds the rest of such a stop: the kill and the wait for
+// the exit it brings.
+const stopAfterKill = 10 * time.Second
+
+// outputWriter passes run's output on and keeps the first error writing
+// it (a closed terminal, a pipe whose reader left).
+type outputWriter struct {
+	w   io.Writer
+	err error
+}
+
+func (o *outputWriter) Write(p []byte) (int, error) {
+	if o.err != nil {
+		return 0, o.err
+	}
+	n, err := o.w.Write(p)
+	if err != nil {
+		o.err = err
+	}
+	return n, err
+}
 
 // shellCommand is the command line for argv: one argument is a shell
 // command as written (run -- 'make && ./app'); several are quoted for sh so

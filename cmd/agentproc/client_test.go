@@ -11,9 +11,11 @@ import (
 	"time"
 )
 
-// TestClientsRefuseRepliesWithoutOffsets: logs -f and run against a server
-// whose output replies carry no offsets (another version, a foreign
-// socket) exit 1 with an error, instead of panicking.
+// TestClientsRefuseRepliesWithoutOffsets: logs (with -f or not) and run
+// against a server whose output replies carry no offsets (another version,
+// a foreign socket) exit 1 with an error, instead of panicking; wait, whose
+// wait such a server ends at once, exits 1 instead of asking again in a
+// busy loop.
 func TestClientsRefuseRepliesWithoutOffsets(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -33,11 +35,18 @@ func TestClientsRefuseRepliesWithoutOffsets(t *testing.T) {
 	}))
 	defer srv.Close()
 	env := []string{"AGENTPROC_URL=" + srv.URL, tokenEnv + "="}
-	for _, args := range [][]string{{"logs", "-f", id[:8]}, {"run", "--", "echo", "hi"}} {
+	for _, args := range [][]string{{"logs", "-f", id[:8]}, {"logs", id[:8]}, {"logs", "--tail", "1", id[:8]}, {"run", "--", "echo", "hi"}} {
 		_, errOut, code := cli(t, ctx, env, args...)
 		if code != exitError || strings.Contains(errOut, "panic") || !strings.Contains(errOut, "has no offsets") {
 			t.Errorf("%q: got exit %d, stderr %q; want exit 1 and the reason", args, code, errOut)
 		}
+	}
+	// The same server answers a wait at once with the process running and
+	// no timed_out, which a serve never does: wait must not ask again and
+	// again for ever.
+	_, errOut, code := cli(t, ctx, env, "wait", id[:8])
+	if code != exitError || !strings.Contains(errOut, "ended a wait while the process runs") {
+		t.Errorf("wait: got exit %d, stderr %q; want exit 1 and the reason", code, errOut)
 	}
 }
 

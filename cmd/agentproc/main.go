@@ -73,6 +73,7 @@ var commands = []command{
 	{"rm", "remove exited processes and their output (-f: stop it first)", runRm},
 	{"prune", "remove every exited process", runPrune},
 	{"completion", "print a shell completion script (bash, zsh, fish)", runCompletion},
+	{"man", "print the manual page (roff)", nil}, // run set in man.go's init
 	{"version", "print the version", runVersion},
 }
 
@@ -127,9 +128,11 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		if c.name != args[0] {
 			continue
 		}
-		// SIGINT and SIGTERM end the command's context: mcp and serve
-		// stop what they run, run -- CMD passes the interrupt on.
-		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		// SIGINT, SIGTERM and SIGHUP end the command's context: mcp and
+		// serve stop what they run, run -- CMD passes the signal on. A
+		// SIGHUP (the terminal of agentproc serve & closed) used to end
+		// them at once, leaving every process running.
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 		defer stop()
 		err := c.run(ctx, e, args[1:])
 		var ec exitCode

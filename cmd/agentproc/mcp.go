@@ -23,9 +23,9 @@ plain text; long waits send progress notifications with the newest output
 lines when the client asks for progress.
 
 Everything runs as long as the client is connected: when stdin closes
-(the client exits or disconnects), or on SIGINT or SIGTERM, every process is
-stopped (SIGTERM, then SIGKILL after --grace) before agentproc exits. Logs go
-to stderr; stdout carries only the protocol.
+(the client exits or disconnects), or on SIGINT, SIGTERM or SIGHUP, every
+process is stopped (SIGTERM, then SIGKILL after --grace) before agentproc
+exits. Logs go to stderr; stdout carries only the protocol.
 
 Examples:
   # Claude Code:

@@ -27,11 +27,11 @@ then only with a bearer token: --token-file, $AGENTPROC_TOKEN, or one
 generated and printed to stderr (never --token VALUE: every local user can
 read a command line). Whoever holds the token runs commands as you.
 
-The client commands (ps, logs, stop, run, wait, inspect, input) talk to
-it, and a web page at / shows the processes and their output live, to
-follow them, answer their prompts and stop them (with
+The client commands (ps, logs, stop, run, wait, inspect, input, rm,
+prune) talk to it, and a web page at / shows the processes and their
+output live, to follow them, answer their prompts and stop them (with
 --listen, open the URL serve prints, which carries the token in its
-fragment). Every process stops when serve stops (SIGINT or SIGTERM).
+fragment). Every process stops when serve stops (SIGINT, SIGTERM or SIGHUP).
 
 With --coder the process API of Coder's workspace agent is served too,
 under /api/v0/processes (httpapi.WithCoderCompat).

@@ -36,7 +36,12 @@ func serveInDir(t *testing.T, ctx context.Context, dir string, args ...string) (
 // running.
 func startServe(t *testing.T, ctx context.Context, args ...string) *served {
 	t.Helper()
-	cmd := agentprocCmd(append([]string{"serve"}, args...)...)
+	return startServeCmd(t, ctx, agentprocCmd(append([]string{"serve"}, args...)...))
+}
+
+// startServeCmd is startServe for a serve command made by the caller.
+func startServeCmd(t *testing.T, ctx context.Context, cmd *exec.Cmd) *served {
+	t.Helper()
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)

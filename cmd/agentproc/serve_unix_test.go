@@ -308,14 +308,15 @@ func TestClientsRefuseForeignSocketDir(t *testing.T) {
 // TestRunForwardsSignals: agentproc run -- CMD stopped by SIGTERM (kill,
 // timeout, a CI cancel) or SIGHUP (the terminal closed) stops the remote
 // command and exits with 128+N, instead of waiting for the command or
-// dying with it left running.
+// dying with it left running; SIGINT (Ctrl-C) reaches the command as an
+// interrupt, and a command it ends makes run exit 130 as well.
 func TestRunForwardsSignals(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	dir := t.TempDir()
 	_, env := serveInDir(t, ctx, dir, "--grace", "2s")
-	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGHUP} {
+	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP} {
 		pidFile := filepath.Join(dir, fmt.Sprintf("sleeper-%d.pid", sig))
 		cmd := clientCmd(ctx, env, "run", "--", "echo $$ > "+pidFile+"; exec sleep 3600")
 		if err := cmd.Start(); err != nil {
@@ -693,4 +694,138 @@ func TestPruneAsksOnATerminal(t *testing.T) {
 	if got := remaining(); got != sleeper+"\n" {
 		t.Errorf("ps -a at the end: got %q, want only the sleeper", got)
 	}
+}
+
+// TestServeExitsPromptlyWhenIdle: serve with nothing running, idle or after
+// a command that has exited, exits within a second of SIGTERM (the review
+// measured 1.8 s; a service stop or a script should not wait on it).
+func TestServeExitsPromptlyWhenIdle(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	for _, ran := range []bool{false, true} {
+		dir := t.TempDir()
+		sock := filepath.Join(dir, "agentproc.sock")
+		cmd := agentprocCmd("serve", "--socket", sock, "--workdir", dir, "--grace", "2s")
+		// Under -race the runtime sleeps a second before any exit, for
+		// late race reports (atexit_sleep_ms); an agentproc built for
+		// use has no such wait.
+		cmd.Env = append(cmd.Env, "GORACE=atexit_sleep_ms=0")
+		s := startServeCmd(t, ctx, cmd)
+		env := []string{socketEnv + "=" + sock}
+		// A reply from ps shows the serve is serving, not only listening.
+		if _, errOut, code := cli(t, ctx, env, "ps"); code != 0 {
+			t.Fatalf("ps: exit %d, %s", code, errOut)
+		}
+		if ran {
+			if out, errOut, code := cli(t, ctx, env, "run", "--", "echo done"); code != 0 || out != "done\n" {
+				t.Fatalf("run: got exit %d, %q, %s; want done", code, out, errOut)
+			}
+		}
+		start := time.Now()
+		code := s.stop(t)
+		took := time.Since(start)
+		t.Logf("a command ran before: %v; serve exited %v after SIGTERM", ran, took)
+		if code != 0 || took > time.Second {
+			t.Errorf("serve (a command ran before: %v) after SIGTERM: got exit %d after %v, want exit 0 within 1s", ran, code, took)
+		}
+	}
+}
+
+// TestRunOutputGone: agentproc run whose output can no longer be written
+// stops the remote command instead of leaving it running. Its terminal
+// closing (a window shut, an ssh session dropped) sends run SIGHUP while
+// the command prints and each write fails: exit 129. The reader of its
+// pipe leaving (run -- CMD | head -1): exit 141, as when SIGPIPE ended
+// run, which it did before with the command left running.
+func TestRunOutputGone(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	dir := t.TempDir()
+	_, env := serveInDir(t, ctx, dir, "--grace", "2s")
+	ticker := func(pidFile string) string {
+		return "echo $$ > " + pidFile + "; while :; do echo tick; done"
+	}
+
+	pidFile := filepath.Join(dir, "on-terminal.pid")
+	ptmx, tty := openPTY(t)
+	cmd := clientCmd(ctx, env, "run", "--", ticker(pidFile))
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = tty, tty, tty
+	// run leads a session whose controlling terminal is the pty, as in a
+	// terminal window: closing the terminal's side sends it SIGHUP.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	tty.Close()
+	if _, err := bufio.NewReader(ptmx).ReadString('\n'); err != nil {
+		t.Fatalf("reading the terminal: %v", err)
+	}
+	waitFile(t, ctx, pidFile)
+	ptmx.Close()
+	_ = cmd.Wait()
+	if got, want := cmd.ProcessState.ExitCode(), 128+int(syscall.SIGHUP); got != want {
+		t.Errorf("run after its terminal closed: got exit %d (%v), want %d", got, cmd.ProcessState, want)
+	}
+	requireGone(t, ctx, pidFile)
+
+	pidFile = filepath.Join(dir, "piped.pid")
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd = clientCmd(ctx, env, "run", "--", ticker(pidFile))
+	cmd.Stdout = w
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	if line, err := bufio.NewReader(r).ReadString('\n'); err != nil || line != "tick\n" {
+		t.Fatalf("reading the pipe: got %q, %v; want tick", line, err)
+	}
+	waitFile(t, ctx, pidFile)
+	r.Close() // as head -1 exits
+	_ = cmd.Wait()
+	if got, want := cmd.ProcessState.ExitCode(), 128+int(syscall.SIGPIPE); got != want {
+		t.Errorf("run after its pipe's reader left: got exit %d (%v), want %d", got, cmd.ProcessState, want)
+	}
+	requireGone(t, ctx, pidFile)
+}
+
+// TestHangupStopsEverything: serve and mcp that get SIGHUP (the terminal
+// of agentproc serve & closed) stop every process they run before they
+// exit, as on SIGTERM, instead of dying at once with them left running.
+func TestHangupStopsEverything(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	dir := t.TempDir()
+	s, env := serveInDir(t, ctx, dir, "--grace", "2s")
+	pidFile := filepath.Join(dir, "served.pid")
+	if _, errOut, code := cli(t, ctx, env, "run", "-d", "--", "echo $$ > "+pidFile+"; exec sleep 3600"); code != 0 {
+		t.Fatalf("run -d: exit %d, %s", code, errOut)
+	}
+	waitFile(t, ctx, pidFile)
+	if err := s.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.cmd.Wait(); err != nil {
+		t.Errorf("serve after SIGHUP: got %v, want exit 0", err)
+	}
+	requireGone(t, ctx, pidFile)
+
+	cmd := agentprocCmd("mcp", "--workdir", dir, "--sandbox", "none", "--grace", "2s")
+	c := newGoClient(t, ctx, cmd)
+	defer c.close()
+	pidFile = filepath.Join(dir, "mcp.pid")
+	res, err := c.call(ctx, "execute", map[string]any{"command": "echo $$ > " + pidFile + "; exec sleep 3600", "run_in_background": true}, false)
+	if err != nil || res.isError {
+		t.Fatalf("execute: %+v, %v", res, err)
+	}
+	waitFile(t, ctx, pidFile)
+	if err := cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	requireGone(t, ctx, pidFile)
 }

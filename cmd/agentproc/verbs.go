@@ -69,6 +69,7 @@ func runWait(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
+	parent := ctx
 	if *timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, *timeout)
@@ -77,6 +78,11 @@ func runWait(ctx context.Context, e *env, args []string) error {
 	for {
 		// The serve caps one wait; ask again until the exit.
 		out, err := cl.Output(ctx, id, httpapi.OutputOptions{Wait: true, Offset: new(int64)})
+		if parent.Err() != nil {
+			// Ctrl-C or SIGTERM, not the --timeout: say which, rather
+			// than "after 0s".
+			return fmt.Errorf("%v; %s is still running", context.Cause(parent), shortID(id))
+		}
 		if ctx.Err() != nil {
 			return fmt.Errorf("%s is still running after %s", shortID(id), *timeout)
 		}
@@ -84,6 +90,12 @@ func runWait(ctx context.Context, e *env, args []string) error {
 			return err
 		}
 		if out.Running {
+			if !out.TimedOut {
+				// A serve holds a wait until the exit or its own cap,
+				// which it reports as timed out; anything else would
+				// have this loop ask again and again, at full speed.
+				return errWaitNotHeld
+			}
 			continue
 		}
 		code := -1
@@ -97,6 +109,11 @@ func runWait(ctx context.Context, e *env, args []string) error {
 		return nil
 	}
 }
+
+// errWaitNotHeld is a reply to a wait that came back while the process
+// runs without saying the wait timed out: a server of another version, or
+// something else on the socket.
+var errWaitNotHeld = errors.New("the server ended a wait while the process runs, without a timeout (is it an agentproc serve of this version?)")
 
 const inspectHelp = `Print what the serve knows of processes as a JSON array (httpapi.Process):
 command, state, exit code and reason, ports, limits, times. IDs may be
