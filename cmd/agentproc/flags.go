@@ -173,7 +173,8 @@ type managerFlags struct {
 }
 
 // defaultMaxRunning is --max-running's default: each background process
-// costs the server about 95 KB, and an agent in a loop can start many.
+// costs the server memory (its output buffers and goroutines), and an
+// agent in a loop can start many.
 const defaultMaxRunning = 64
 
 func (m *managerFlags) register(fs *flag.FlagSet, defaultWorkdir, maxRunningUsage string) {

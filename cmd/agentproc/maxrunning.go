@@ -13,7 +13,8 @@ import (
 
 // serve's --max-running caps each owner's running processes, so one agent
 // in a loop cannot take the server's memory from the others (each process
-// costs about 95 KB); agentproc.WithMaxRunning would cap them all together.
+// holds its output buffers); agentproc.WithMaxRunning would cap them all
+// together.
 
 // runningCap serialises the starts of each owner, so that the count and
 // the start are one step and concurrent starts cannot pass the cap
