@@ -842,7 +842,7 @@ type redactStage struct {
 	shown    bool
 	payloads bool     // string sequences' payloads are hidden (stripEscapes)
 	plain    *bool    // redactor.plain
-	esc      escState // the parser's state where carry (or the next write) begins
+	esc      escPhase // the parser's phase where carry (or the next write) begins
 	text     []byte
 	runs     []textRun
 	orig     []byte
@@ -934,9 +934,9 @@ func (st *redactStage) dropHeldEscapes() {
 // scanShown scans what a terminal shows of data (held back or not, as
 // scan), emitting data itself with each match's whole span replaced,
 // escape sequences inside it included; st.opos is how much of data was
-// emitted. It returns the parser's state after data.
-func (st *redactStage) scanShown(data []byte, final bool) escState {
-	var end escState
+// emitted. It returns the parser's phase after data.
+func (st *redactStage) scanShown(data []byte, final bool) escPhase {
+	var end escPhase
 	st.text, st.runs, end = stripEscapes(data, st.esc, st.payloads, st.text[:0], st.runs[:0])
 	st.orig, st.opos = data, 0
 	if end == escC1 && !final {
@@ -1104,13 +1104,13 @@ func (st *redactStage) snapshot() []byte {
 	return st.prevBuf[:st.tailN]
 }
 
-// escState is where a terminal's parser is (ECMA-48, as PlainText parses
+// escPhase is where a terminal's parser is (ECMA-48, as PlainText parses
 // it): in text, in an escape or control sequence, in a string sequence's
 // payload, or after a 0xC2 byte that may begin a C1 control.
-type escState uint8
+type escPhase uint8
 
 const (
-	escGround    escState = iota
+	escGround    escPhase = iota
 	escEscape             // after ESC
 	escEscInter           // after ESC and intermediates
 	escCSI                // a control sequence's parameters
@@ -1124,14 +1124,14 @@ const (
 	escC1                 // 0xC2 in text as the last byte: a C1 control or a character
 )
 
-// escResume returns bytes that bring the parser from escGround to state:
+// escResume returns bytes that bring the parser from escGround to phase:
 // what a shown stage keeps of a sequence whose start it dropped.
-func escResume(state escState) []byte {
+func escResume(phase escPhase) []byte {
 	return []byte([...]string{
 		escGround: "", escEscape: "\x1b", escEscInter: "\x1b ", escCSI: "\x1b[", escCSIInter: "\x1b[ ",
 		escString: "\x1bP", escOSC: "\x1b]", escStringEsc: "\x1bP\x1b", escOSCEsc: "\x1b]\x1b",
 		escStringC2: "\x1bP\xc2", escOSCC2: "\x1b]\xc2", escC1: "\xc2",
-	}[state])
+	}[phase])
 }
 
 // hiddenByte marks the bytes that begin what a terminal does not show as
@@ -1200,10 +1200,10 @@ func controlMarks(x uint64) uint64 {
 // Without, its introducer is an escape sequence and its payload is text:
 // a reader that renders output from an offset inside a payload sees it
 // as text.
-func stripEscapes(data []byte, state escState, payloads bool, text []byte, runs []textRun) ([]byte, []textRun, escState) {
+func stripEscapes(data []byte, phase escPhase, payloads bool, text []byte, runs []textRun) ([]byte, []textRun, escPhase) {
 	for i := 0; i < len(data); {
 		c := data[i]
-		switch state {
+		switch phase {
 		case escGround:
 			// Text runs to the next byte that may be hidden.
 			j := i + hiddenIndex(data[i:])
@@ -1222,19 +1222,19 @@ func stripEscapes(data []byte, state escState, payloads bool, text []byte, runs 
 			}
 			switch {
 			case c == 0x1b:
-				state = escEscape
+				phase = escEscape
 			case c == 0xc2 && i+1 == len(data):
-				state = escC1
+				phase = escC1
 			case c == 0xc2:
 				i++
-				state = c1State(data[i], payloads)
+				phase = c1Phase(data[i], payloads)
 			}
 			// Any other hidden byte shows nothing.
 		case escC1:
 			// 0xC2 ended the last data: it was not text either way.
-			state = escGround
+			phase = escGround
 			if c >= 0x80 && c <= 0x9f {
-				state = c1State(c, payloads)
+				phase = c1Phase(c, payloads)
 			} else {
 				continue
 			}
@@ -1242,69 +1242,69 @@ func stripEscapes(data []byte, state escState, payloads bool, text []byte, runs 
 			switch {
 			case c == 0x1b:
 			case c == '[':
-				state = escCSI
+				phase = escCSI
 			case payloads && c == ']':
-				state = escOSC
+				phase = escOSC
 			case payloads && (c == 'P' || c == 'X' || c == '^' || c == '_'):
-				state = escString
+				phase = escString
 			default:
 				var again bool
-				if state, again = seqByte(c, escEscInter, 0x30); again {
+				if phase, again = seqByte(c, escEscInter, 0x30); again {
 					continue
 				}
 			}
 		case escEscInter:
 			var again bool
-			if state, again = seqByte(c, escEscInter, 0x30); again {
+			if phase, again = seqByte(c, escEscInter, 0x30); again {
 				continue
 			}
 		case escCSI, escCSIInter:
-			if state == escCSI && c >= 0x30 && c <= 0x3f {
+			if phase == escCSI && c >= 0x30 && c <= 0x3f {
 				break // a parameter
 			}
 			var again bool
-			if state, again = seqByte(c, escCSIInter, 0x40); again {
+			if phase, again = seqByte(c, escCSIInter, 0x40); again {
 				continue
 			}
 		case escString, escOSC:
 			switch {
 			case c == 0x07:
-				state = escGround
+				phase = escGround
 			case c == 0x1b:
-				state += escStringEsc - escString
+				phase += escStringEsc - escString
 			case c == 0xc2:
-				state += escStringC2 - escString
-			case c == '\n' && state == escOSC:
-				state = escGround
+				phase += escStringC2 - escString
+			case c == '\n' && phase == escOSC:
+				phase = escGround
 				continue
 			}
 		case escStringEsc, escOSCEsc:
 			if c == '\\' {
-				state = escGround
+				phase = escGround
 			} else {
 				// ESC aborts the string and begins a new sequence.
-				state = escEscape
+				phase = escEscape
 				continue
 			}
 		case escStringC2, escOSCC2:
 			if c == 0x9c {
-				state = escGround
+				phase = escGround
 			} else {
-				state -= escStringC2 - escString
+				phase -= escStringC2 - escString
 				continue
 			}
 		}
 		i++
 	}
-	return text, runs, state
+	return text, runs, phase
 }
 
-// seqByte is the state after c, a byte of an escape or control sequence
+// seqByte is the phase after c, a byte of an escape or control sequence
 // past its introducer (and a control sequence's parameters): an
 // intermediate (0x20-0x2F) leads to inter, a final byte (final to 0x7E)
 // ends the sequence. again is true when c fits neither: it ends the
 // sequence and is parsed again.
-func seqByte(c byte, inter escState, final byte) (next escState, again bool) {
+func seqByte(c byte, inter escPhase, final byte) (next escPhase, again bool) {
 	switch {
 	case c >= 0x20 && c <= 0x2f:
 		return inter, false
@@ -1314,8 +1314,8 @@ func seqByte(c byte, inter escState, final byte) (next escState, again bool) {
 	return escGround, true
 }
 
-// c1State is the state after the C1 control U+0080+(c-0x80).
-func c1State(c byte, payloads bool) escState {
+// c1Phase is the phase after the C1 control U+0080+(c-0x80).
+func c1Phase(c byte, payloads bool) escPhase {
 	switch {
 	case c == 0x9b:
 		return escCSI
