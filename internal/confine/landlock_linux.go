@@ -412,7 +412,7 @@ func (s *LandlockShared) make() (int, error) {
 // Ruleset adds every file system right on own, a directory, to s's
 // ruleset (nothing when own is "") and returns a descriptor of the
 // ruleset, the caller's to close. The ruleset is made again first when it
-// holds landlockSharedOwnMax own-dir rules.
+// holds landlockSharedOwnMax own-dir rules, if it can be.
 func (s *LandlockShared) Ruleset(own string) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -420,12 +420,12 @@ func (s *LandlockShared) Ruleset(own string) (int, error) {
 		return -1, xerrors.New("landlock ruleset: closed")
 	}
 	if own != "" && s.owns >= landlockSharedOwnMax {
-		rs, err := s.make()
-		if err != nil {
-			return -1, err
+		// Where it cannot be made again (out of descriptors, say), the
+		// ruleset in use serves on, and the next Start tries again.
+		if rs, err := s.make(); err == nil {
+			_ = unix.Close(s.rs)
+			s.rs, s.owns = rs, 0
 		}
-		_ = unix.Close(s.rs)
-		s.rs, s.owns = rs, 0
 	}
 	if own != "" {
 		ofd, err := OpenGrant(own)
