@@ -38,8 +38,8 @@ import (
 //  4. set no_new_privs, which Landlock and seccomp need without
 //     CAP_SYS_ADMIN and which keeps setuid binaries from undoing 3;
 //  5. restrict the thread with the policy's Landlock ruleset (made once per
-//     policy; as root with a temp dir, made per tree from a template opened
-//     once per policy, to grant the own temp dir), and without root a
+//     policy; as root with a temp dir, each tree adds the rule of its own
+//     temp dir to it first: LandlockShared), and without root a
 //     second layer per tree that leaves the other trees' temp dirs out
 //     (treeRulesets);
 //  6. install the seccomp filter (per thread, no TSYNC).
@@ -143,9 +143,12 @@ type nsEntry struct {
 
 // sandboxBuilt is one policy, built once: what each Start of it applies.
 type sandboxBuilt struct {
-	once     sync.Once
-	ruleset  int                       // -1 without Landlock, or with template
-	template *confine.LandlockTemplate // with a mount namespace and tmpParent: each tree's ruleset is made from it (treeRulesets); nil otherwise
+	once    sync.Once
+	ruleset int // -1 without Landlock, or with shared
+	// shared, with a mount namespace and tmpParent, is the policy's
+	// ruleset to which each tree adds its own temp dir (treeRulesets); nil
+	// otherwise.
+	shared *confine.LandlockShared
 	// tmpLayer, without a mount namespace, makes each tree's second
 	// Landlock layer (treeRulesets), which leaves out the other trees' temp
 	// dirs; nil otherwise.
@@ -167,7 +170,7 @@ type sandboxBuilt struct {
 	// private temp dirs of all its trees; "" without (NoDefaultWrite, a
 	// detached runner). Each tree is confined to its own dir there: as root
 	// its own mount namespace covers the rest (confine.PrivateTemp) and
-	// its ruleset (template) grants its dir; without root a second layer
+	// its ruleset (shared) grants its dir; without root a second layer
 	// (tmpLayer) does. A ready thread therefore reserves the temp dir of
 	// the Start it serves.
 	tmpParent string
@@ -494,12 +497,14 @@ func (c *sandboxCache) build(b *sandboxBuilt, pol *sandboxPolicy) error {
 		if b.tmpParent != "" && b.mntns >= 0 {
 			// The tree's own namespace covers the temp parent, so a grant on
 			// it reaches nothing: each tree's ruleset grants its own temp dir
-			// instead (treeRuleset).
-			t, err := confine.NewLandlockTemplate(landlockRules(pol, hide), h.abi, b.tmpParent)
+			// instead (treeRulesets), added to the policy's ruleset
+			// (confine.LandlockShared), which so grants the earlier trees'
+			// dirs too: each tree's namespace shows its own alone.
+			s, err := confine.NewLandlockShared(landlockRules(pol, hide), h.abi, b.tmpParent)
 			if err != nil {
 				return err
 			}
-			b.template = t
+			b.shared = s
 		} else if rs, err := confine.LandlockRuleset(landlockRules(pol, hide), h.abi); err != nil {
 			return err
 		} else {
@@ -551,11 +556,13 @@ func (b *sandboxBuilt) release() {
 		_ = unix.Close(b.ruleset)
 		b.ruleset = -1
 	}
-	for _, t := range []**confine.LandlockTemplate{&b.template, &b.tmpLayer} {
-		if *t != nil {
-			(*t).Close()
-			*t = nil
-		}
+	if b.shared != nil {
+		b.shared.Close()
+		b.shared = nil
+	}
+	if b.tmpLayer != nil {
+		b.tmpLayer.Close()
+		b.tmpLayer = nil
 	}
 	if b.watch != nil {
 		b.watch.Close()
@@ -885,19 +892,24 @@ func (b *sandboxBuilt) confine(tmp string, inNetns func() error) error {
 
 // treeRulesets returns the Landlock layers of a tree of b whose temp dir
 // is tmp, in order, and those of them made for this tree, which the caller
-// closes: b's ruleset, or one made from b.template; and one made from
-// b.tmpLayer.
+// closes: b's ruleset, or b.shared's with the tree's dir added; and one
+// made from b.tmpLayer.
 func (b *sandboxBuilt) treeRulesets(tmp string) (layers, made []int, err error) {
 	own := ""
 	if tmp != "" && b.tmpParent != "" {
 		own = filepath.Join(b.tmpParent, filepath.Base(tmp))
 	}
 	layers = []int{b.ruleset}
-	for i, t := range []*confine.LandlockTemplate{b.template, b.tmpLayer} {
-		if t == nil {
-			continue
+	if b.shared != nil {
+		rs, err := b.shared.Ruleset(own)
+		if err != nil {
+			return nil, nil, xerrors.Errorf("landlock ruleset of the tree: %w", err)
 		}
-		rs, err := t.Ruleset(own)
+		made = append(made, rs)
+		layers[0] = rs
+	}
+	if b.tmpLayer != nil {
+		rs, err := b.tmpLayer.Ruleset(own)
 		if err != nil {
 			for _, fd := range made {
 				_ = unix.Close(fd)
@@ -905,11 +917,7 @@ func (b *sandboxBuilt) treeRulesets(tmp string) (layers, made []int, err error) 
 			return nil, nil, xerrors.Errorf("landlock ruleset of the tree: %w", err)
 		}
 		made = append(made, rs)
-		if i == 0 {
-			layers[0] = rs
-		} else {
-			layers = append(layers, rs)
-		}
+		layers = append(layers, rs)
 	}
 	return layers, made, nil
 }

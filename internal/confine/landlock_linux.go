@@ -243,10 +243,10 @@ func LandlockRuleset(rules Rules, abi int) (int, error) {
 // LandlockTemplate is a policy's rules opened once (an O_PATH descriptor
 // per path), less one directory, the Manager's temp parent, from which
 // each Start makes its tree's ruleset with the tree's own temp dir in its
-// place (Ruleset). As root the tree's own mount namespace covers the
-// parent but for that dir (PrivateTemp); Landlock does not look at a
-// covered directory's rules when it walks a path up, so the dir must be
-// granted itself, and another tree's is not. Use NewLandlockTemplate; call
+// place (Ruleset): without root, the second layer of each tree, which
+// leaves the other trees' temp dirs out (a few rules: tempParentBase). As
+// root a policy's ruleset is a LandlockShared instead: a template's
+// descriptor per rule cost every Start. Use NewLandlockTemplate; call
 // Close.
 type LandlockTemplate struct {
 	attr   llRulesetAttr
@@ -350,6 +350,114 @@ func (t *LandlockTemplate) Ruleset(own string) (int, error) {
 		}
 	}
 	return rs, nil
+}
+
+// landlockSharedOwnMax is how many own-dir rules a LandlockShared takes
+// before it is made again: each Start's rule stays in the ruleset (a rule
+// cannot be taken out), holding its dir's inode.
+const landlockSharedOwnMax = 512
+
+// LandlockShared is a policy's ruleset made once, less one directory (the
+// Manager's temp parent), to which each Start adds the rule of its tree's
+// own temp dir before restricting its thread by it (Ruleset). A template
+// of descriptors (LandlockTemplate) to make a ruleset per tree cost every
+// Start the rules' system calls, and its descriptors, one per rule (some
+// hundreds where hidden paths are expanded), made every scan of the
+// descriptor table and every fork slower: as root BenchmarkSandbox went
+// from 1.57x to 2.61x (docs/benchmarks.md).
+//
+// As root the tree's own mount namespace covers the parent but for its
+// own dir (PrivateTemp), and Landlock does not look at a covered
+// directory's rules when it walks a path up, so the dir must be granted
+// itself. The ruleset therefore grants the own temp dirs of the policy's
+// earlier trees as well (up to landlockSharedOwnMax, then it is made
+// again): use it only where each tree sees its own dir alone, in the mount
+// namespace of its own that covers the others' (another tree's
+// /proc/PID/root and cwd are refused by Landlock's ptrace rule: its
+// domain is no descendant of this one). Use NewLandlockShared; call Close.
+type LandlockShared struct {
+	rules   Rules
+	abi     int
+	without string
+
+	mu   sync.Mutex
+	rs   int // -1 once closed
+	owns int // own-dir rules added to rs
+}
+
+// NewLandlockShared makes the ruleset of rules for abi, leaving out the
+// grant on without ("" for none), which must be one of rules.Write.
+func NewLandlockShared(rules Rules, abi int, without string) (*LandlockShared, error) {
+	s := &LandlockShared{rules: rules, abi: abi, without: without}
+	rs, err := s.make()
+	if err != nil {
+		return nil, err
+	}
+	s.rs = rs
+	return s, nil
+}
+
+// make makes s's ruleset afresh: the grants are computed again (an entry
+// made since in a directory above a hidden path is granted, as in a new
+// policy's; a hidden path never is).
+func (s *LandlockShared) make() (int, error) {
+	t, err := NewLandlockTemplate(s.rules, s.abi, s.without)
+	if err != nil {
+		return -1, err
+	}
+	defer t.Close()
+	return t.Ruleset("")
+}
+
+// Ruleset adds every file system right on own, a directory, to s's
+// ruleset (nothing when own is "") and returns a descriptor of the
+// ruleset, the caller's to close. The ruleset is made again first when it
+// holds landlockSharedOwnMax own-dir rules, if it can be.
+func (s *LandlockShared) Ruleset(own string) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.rs < 0 {
+		return -1, xerrors.New("landlock ruleset: closed")
+	}
+	if own != "" && s.owns >= landlockSharedOwnMax {
+		// Where it cannot be made again (out of descriptors, say), the
+		// ruleset in use serves on, and the next Start tries again.
+		if rs, err := s.make(); err == nil {
+			_ = unix.Close(s.rs)
+			s.rs, s.owns = rs, 0
+		}
+	}
+	if own != "" {
+		ofd, err := OpenGrant(own)
+		if err != nil {
+			return -1, xerrors.Errorf("open %s: %w", own, err)
+		}
+		rule := llPathBeneath{allowed: llFSRights(s.abi), fd: int32(ofd)}
+		_, _, errno := unix.Syscall6(unix.SYS_LANDLOCK_ADD_RULE, uintptr(s.rs), unix.LANDLOCK_RULE_PATH_BENEATH,
+			uintptr(unsafe.Pointer(&rule)), 0, 0, 0)
+		_ = unix.Close(ofd)
+		if errno != 0 {
+			return -1, xerrors.Errorf("landlock_add_rule %s: %w", own, errno)
+		}
+		s.owns++
+	}
+	// A copy: a ruleset made again closes s.rs while a Start may still
+	// restrict its thread by the one it was given.
+	fd, err := unix.FcntlInt(uintptr(s.rs), unix.F_DUPFD_CLOEXEC, 0)
+	if err != nil {
+		return -1, xerrors.Errorf("landlock ruleset: %w", err)
+	}
+	return fd, nil
+}
+
+// Close closes s's ruleset; the copies given out stay the callers'.
+func (s *LandlockShared) Close() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.rs >= 0 {
+		_ = unix.Close(s.rs)
+		s.rs = -1
+	}
 }
 
 // LandlockRestrict restricts the calling thread, which must have

@@ -4,7 +4,9 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"runtime"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -86,5 +88,89 @@ func TestLandlockSkipsOthersEntriesOfSharedDir(t *testing.T) {
 	grants = landlockGrants(Rules{Read: []string{dir}, Hide: []string{filepath.Join(dir, "hidden")}}, LandlockMaxABI)
 	if _, ok := grants[filepath.Join(dir, "theirs")]; !ok {
 		t.Errorf("rule on another user's entry of a private directory: got none, want one")
+	}
+}
+
+// TestLandlockSharedGrantsOwnDirMadeAfter: a policy's shared ruleset,
+// made before a tree's temp dir, grants that dir once Ruleset adds it, and
+// a dir never added is refused; after landlockSharedOwnMax own-dir rules
+// the ruleset is made again, without the earlier trees' dirs. Each check
+// runs on a thread of its own, which is restricted and then ends.
+func TestLandlockSharedGrantsOwnDirMadeAfter(t *testing.T) {
+	t.Parallel()
+	abi := min(LandlockABI(), LandlockMaxABI)
+	if abi == 0 {
+		t.Skip("no Landlock here")
+	}
+	parent := t.TempDir()
+	s, err := NewLandlockShared(Rules{Write: []string{parent}}, abi, parent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	dirs := map[string]string{}
+	for _, name := range []string{"first", "second", "never"} {
+		dirs[name] = filepath.Join(parent, name)
+		if err := os.Mkdir(dirs[name], 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// canWrite restricts a thread of its own by rs and reports whether it
+	// may make a file in each of dirs.
+	canWrite := func(rs int, names ...string) map[string]bool {
+		defer unix.Close(rs)
+		got := map[string]bool{}
+		done := make(chan error, 1)
+		go func() {
+			runtime.LockOSThread() // not unlocked: the thread ends with the goroutine
+			if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+				done <- err
+				return
+			}
+			if err := LandlockRestrict(rs); err != nil {
+				done <- err
+				return
+			}
+			for _, n := range names {
+				fd, err := unix.Open(filepath.Join(dirs[n], "f"), unix.O_CREAT|unix.O_WRONLY|unix.O_CLOEXEC, 0o600)
+				if err == nil {
+					_ = unix.Close(fd)
+				}
+				got[n] = err == nil
+			}
+			done <- nil
+		}()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatal(err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("the restricted thread did not finish in 10s")
+		}
+		return got
+	}
+	rs, err := s.Ruleset(dirs["first"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := canWrite(rs, "first", "never")
+	if !got["first"] || got["never"] {
+		t.Errorf("write in the dir added (made after the ruleset), in a dir never added: got %v, %v, want true, false", got["first"], got["never"])
+	}
+	for range landlockSharedOwnMax {
+		rs, err := s.Ruleset(dirs["second"])
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = unix.Close(rs)
+	}
+	if rs, err = s.Ruleset(dirs["second"]); err != nil {
+		t.Fatal(err)
+	}
+	got = canWrite(rs, "first", "second")
+	if got["first"] || !got["second"] {
+		t.Errorf("after %d own-dir rules, write in the first dir added, in the last: got %v, %v, want false, true (the ruleset made again)",
+			landlockSharedOwnMax, got["first"], got["second"])
 	}
 }
