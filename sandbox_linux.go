@@ -376,35 +376,9 @@ func (c *sandboxCache) build(b *sandboxBuilt, pol *sandboxPolicy) error {
 	if !h.seccomp {
 		b.missing = append(b.missing, unenforced{field: "Network", reason: "seccomp is not available here: MPTCP sockets (which Landlock does not see) and io_uring cannot be refused"})
 	}
-	net := confine.SeccompOwnNet
-	switch pol.network {
-	case NetworkNone, NetworkLoopback:
-		if pol.network == NetworkNone {
-			net = confine.SeccompNone // inside the empty namespace too
-		}
-		if h.root && pol.skip&sandboxSkipNetns == 0 {
-			fd, err := c.namespace(pol.network)
-			if err != nil {
-				return xerrors.Errorf("network namespace: %w", err)
-			}
-			b.netns = fd
-			mech = append(mech, "netns")
-		} else if pol.network == NetworkLoopback {
-			b.missing = append(b.missing, unenforced{field: "Network", reason: "a private loopback needs a network namespace, which needs root"})
-		}
-	case NetworkPorts:
-		if h.abi < 4 {
-			b.missing = append(b.missing, unenforced{field: "AllowPorts", reason: "TCP port rules need Landlock ABI 4 (Linux 6.7)"})
-		}
-		net = confine.SeccompPorts
-	case NetworkHosts:
-		// The tree reaches only its proxy listener: TCP that Landlock's
-		// port rule checks, as NetworkPorts.
-		net = confine.SeccompPorts
-		b.hosts = true
-		if err := c.buildHosts(b, pol, h, &mech); err != nil {
-			return err
-		}
+	net, err := c.buildNetwork(b, pol, h, &mech)
+	if err != nil {
+		return err
 	}
 	// As root the hidden paths (and the credential sockets) are covered in
 	// a mount namespace, and the Landlock ruleset grants whole trees: a
@@ -438,47 +412,10 @@ func (c *sandboxCache) build(b *sandboxBuilt, pol *sandboxPolicy) error {
 	}
 	hide := confine.LandlockHidden(hidden)
 	if h.root && pol.skip&sandboxSkipMountns == 0 {
-		empty, err := c.emptyFile()
-		if err != nil {
-			return xerrors.Errorf("mount namespace: %w", err)
+		if hide, err = c.buildMountns(b, pol, hidden, mountHidden); err != nil {
+			return err
 		}
-		spec := confine.MountSpec{Write: pol.write, ReadOnly: pol.readOnly, Empty: empty,
-			Hide: append(append(slices.Clone(mountHidden), confine.HiddenDevices...), hostDoors()...)}
-		// What is missing is listed before the namespace is made: a path
-		// made in between is then found by the next Start.
-		var dirs *confine.DirWatcher
-		if b.cache != nil { // a Manager's: checked at each Start
-			dirs = &c.dirs
-		}
-		b.watch = confine.NewMountWatch(spec, dirs)
-		v, err := confine.MakeMountns(spec)
-		if err != nil {
-			return xerrors.Errorf("mount namespace: %w", err)
-		}
-		if err := b.watch.Live(&v, spec); err != nil && b.cache != nil {
-			// (A detached runner's policy, built outside the cache, is
-			// not repaired live: docs/sandbox-threats.md says so.)
-			// The Start-time check still holds for the next Starts.
-			b.missing = append(b.missing, unenforced{field: "Hide", soft: true,
-				reason: "a hidden or ReadOnly path made or replaced while this tree runs is covered from the next Start only: " + err.Error()})
-		}
-		b.view = v
-		b.mntns = v.NS
-		// Landlock still leaves hide out, below the covers: the live repair
-		// re-covers a path made or replaced while a tree runs, but a tree
-		// that waits for the host's change (inotify) reads it first, 50
-		// times in 50 (docs/sandbox-threats.md, third attack review, root);
-		// a file made after the ruleset has no rule to be read through.
-		// The terminals (HiddenDevices) stay with the covers alone: the
-		// host does not make them again, and their rules (every entry of
-		// /dev) cost part of a Start's: BenchmarkSandbox 3.03x -> 2.61x, against
-		// 1.57x with no Landlock hide as root (docs/benchmarks.md).
-		hide = slices.Clone(hidden)
 		mech = append(mech, "mountns")
-		for _, p := range b.watch.MissingReadOnly(pol.readOnly) {
-			b.missing = append(b.missing, unenforced{field: "ReadOnly", soft: true,
-				reason: p + " does not exist: the tree may create it, and it is protected from the next Start on"})
-		}
 	} else {
 		if len(pol.readOnly) > 0 {
 			b.missing = append(b.missing, unenforced{field: "ReadOnly", soft: true,
@@ -493,41 +430,8 @@ func (c *sandboxCache) build(b *sandboxBuilt, pol *sandboxPolicy) error {
 	}
 	mech = append(mech, "no_new_privs")
 	if h.abi > 0 && pol.skip&sandboxSkipLandlock == 0 {
-		b.info.LandlockABI = h.abi
-		if b.tmpParent != "" && b.mntns >= 0 {
-			// The tree's own namespace covers the temp parent, so a grant on
-			// it reaches nothing: each tree's ruleset grants its own temp dir
-			// instead (treeRulesets), added to the policy's ruleset
-			// (confine.LandlockShared), which so grants the earlier trees'
-			// dirs too: each tree's namespace shows its own alone.
-			s, err := confine.NewLandlockShared(landlockRules(pol, hide), h.abi, b.tmpParent)
-			if err != nil {
-				return err
-			}
-			b.shared = s
-		} else if rs, err := confine.LandlockRuleset(landlockRules(pol, hide), h.abi); err != nil {
+		if err := b.buildLandlock(pol, h, hide); err != nil {
 			return err
-		} else {
-			b.ruleset = rs
-		}
-		if b.tmpParent != "" && b.mntns < 0 && inResolved(b.tmpParent, slices.DeleteFunc(slices.Clone(pol.write), func(w string) bool { return w == b.tmpParent })) {
-			// A Write directory holds the parent: it grants the other trees'
-			// temp dirs, and a layer leaving the parent out would take the
-			// making of entries in that directory away.
-			b.missing = append(b.missing, unenforced{field: "Write", soft: true,
-				reason: "a Write directory holds the Manager's temp parent " + b.tmpParent + ": without root its trees can reach each other's temp dirs"})
-		} else if b.tmpParent != "" && b.mntns < 0 {
-			// Without a namespace the first layer grants the parent: a
-			// second, per tree, grants what the first does but the parent,
-			// and the tree's own dir. Landlock grants only, so leaving the
-			// parent out takes a rule per entry of each directory above it
-			// (tempParentBase keeps them few).
-			r := confine.Rules{Read: pol.read, Shell: pol.shell, Write: pol.write, Hide: tempCovers(b.tmpParent), FilesOnly: true}
-			t, err := confine.NewLandlockTemplate(r, h.abi, b.tmpParent)
-			if err != nil {
-				return err
-			}
-			b.tmpLayer = t
 		}
 		mech = append(mech, "landlock")
 	}
@@ -536,6 +440,130 @@ func (c *sandboxCache) build(b *sandboxBuilt, pol *sandboxPolicy) error {
 		mech = append(mech, "seccomp")
 	}
 	b.info.Mechanisms = mech
+	return nil
+}
+
+// buildNetwork sets up pol's network for b (a namespace as root, the
+// proxy for NetworkHosts) and returns the seccomp rules it needs.
+func (c *sandboxCache) buildNetwork(b *sandboxBuilt, pol *sandboxPolicy, h hostCaps, mech *[]string) (confine.SeccompRules, error) {
+	net := confine.SeccompOwnNet
+	switch pol.network {
+	case NetworkNone, NetworkLoopback:
+		if pol.network == NetworkNone {
+			net = confine.SeccompNone // inside the empty namespace too
+		}
+		if h.root && pol.skip&sandboxSkipNetns == 0 {
+			fd, err := c.namespace(pol.network)
+			if err != nil {
+				return net, xerrors.Errorf("network namespace: %w", err)
+			}
+			b.netns = fd
+			*mech = append(*mech, "netns")
+		} else if pol.network == NetworkLoopback {
+			b.missing = append(b.missing, unenforced{field: "Network", reason: "a private loopback needs a network namespace, which needs root"})
+		}
+	case NetworkPorts:
+		if h.abi < 4 {
+			b.missing = append(b.missing, unenforced{field: "AllowPorts", reason: "TCP port rules need Landlock ABI 4 (Linux 6.7)"})
+		}
+		net = confine.SeccompPorts
+	case NetworkHosts:
+		// The tree reaches only its proxy listener: TCP that Landlock's
+		// port rule checks, as NetworkPorts.
+		net = confine.SeccompPorts
+		b.hosts = true
+		if err := c.buildHosts(b, pol, h, mech); err != nil {
+			return net, err
+		}
+	}
+	return net, nil
+}
+
+// buildMountns makes b's mount namespace as root: mountHidden covered,
+// Write and ReadOnly bound, watched for what is made later. It returns
+// what b's Landlock ruleset leaves out below the covers.
+func (c *sandboxCache) buildMountns(b *sandboxBuilt, pol *sandboxPolicy, hidden, mountHidden []string) ([]string, error) {
+	empty, err := c.emptyFile()
+	if err != nil {
+		return nil, xerrors.Errorf("mount namespace: %w", err)
+	}
+	spec := confine.MountSpec{Write: pol.write, ReadOnly: pol.readOnly, Empty: empty,
+		Hide: append(append(slices.Clone(mountHidden), confine.HiddenDevices...), hostDoors()...)}
+	// What is missing is listed before the namespace is made: a path
+	// made in between is then found by the next Start.
+	var dirs *confine.DirWatcher
+	if b.cache != nil { // a Manager's: checked at each Start
+		dirs = &c.dirs
+	}
+	b.watch = confine.NewMountWatch(spec, dirs)
+	v, err := confine.MakeMountns(spec)
+	if err != nil {
+		return nil, xerrors.Errorf("mount namespace: %w", err)
+	}
+	if err := b.watch.Live(&v, spec); err != nil && b.cache != nil {
+		// (A detached runner's policy, built outside the cache, is
+		// not repaired live: docs/sandbox-threats.md says so.)
+		// The Start-time check still holds for the next Starts.
+		b.missing = append(b.missing, unenforced{field: "Hide", soft: true,
+			reason: "a hidden or ReadOnly path made or replaced while this tree runs is covered from the next Start only: " + err.Error()})
+	}
+	b.view = v
+	b.mntns = v.NS
+	// Landlock still leaves hide out, below the covers: the live repair
+	// re-covers a path made or replaced while a tree runs, but a tree
+	// that waits for the host's change (inotify) reads it first, 50
+	// times in 50 (docs/sandbox-threats.md, third attack review, root);
+	// a file made after the ruleset has no rule to be read through.
+	// The terminals (HiddenDevices) stay with the covers alone: the
+	// host does not make them again, and their rules (every entry of
+	// /dev) cost part of a Start's (docs/benchmarks.md, BenchmarkSandbox).
+	hide := slices.Clone(hidden)
+	for _, p := range b.watch.MissingReadOnly(pol.readOnly) {
+		b.missing = append(b.missing, unenforced{field: "ReadOnly", soft: true,
+			reason: p + " does not exist: the tree may create it, and it is protected from the next Start on"})
+	}
+	return hide, nil
+}
+
+// buildLandlock makes b's Landlock rulesets: pol's rules leaving hide
+// out, and what keeps each tree to its own temp dir.
+func (b *sandboxBuilt) buildLandlock(pol *sandboxPolicy, h hostCaps, hide []string) error {
+	b.info.LandlockABI = h.abi
+	if b.tmpParent != "" && b.mntns >= 0 {
+		// The tree's own namespace covers the temp parent, so a grant on
+		// it reaches nothing: each tree's ruleset grants its own temp dir
+		// instead (treeRulesets), added to the policy's ruleset
+		// (confine.LandlockShared), which so grants the earlier trees'
+		// dirs too: each tree's namespace shows its own alone.
+		s, err := confine.NewLandlockShared(landlockRules(pol, hide), h.abi, b.tmpParent)
+		if err != nil {
+			return err
+		}
+		b.shared = s
+	} else if rs, err := confine.LandlockRuleset(landlockRules(pol, hide), h.abi); err != nil {
+		return err
+	} else {
+		b.ruleset = rs
+	}
+	if b.tmpParent != "" && b.mntns < 0 && inResolved(b.tmpParent, slices.DeleteFunc(slices.Clone(pol.write), func(w string) bool { return w == b.tmpParent })) {
+		// A Write directory holds the parent: it grants the other trees'
+		// temp dirs, and a layer leaving the parent out would take the
+		// making of entries in that directory away.
+		b.missing = append(b.missing, unenforced{field: "Write", soft: true,
+			reason: "a Write directory holds the Manager's temp parent " + b.tmpParent + ": without root its trees can reach each other's temp dirs"})
+	} else if b.tmpParent != "" && b.mntns < 0 {
+		// Without a namespace the first layer grants the parent: a
+		// second, per tree, grants what the first does but the parent,
+		// and the tree's own dir. Landlock grants only, so leaving the
+		// parent out takes a rule per entry of each directory above it
+		// (tempParentBase keeps them few).
+		r := confine.Rules{Read: pol.read, Shell: pol.shell, Write: pol.write, Hide: tempCovers(b.tmpParent), FilesOnly: true}
+		t, err := confine.NewLandlockTemplate(r, h.abi, b.tmpParent)
+		if err != nil {
+			return err
+		}
+		b.tmpLayer = t
+	}
 	return nil
 }
 

@@ -528,23 +528,34 @@ func runRun(ctx context.Context, e *env, args []string) error {
 		fmt.Fprintln(e.stderr, "agentproc run: warning:", w)
 	}
 	if *detach {
-		if *readyPort >= 0 {
-			out, err := waitReady(ctx, cl, resp.ID, *readyPort, *readyTimeout)
-			if err != nil {
-				return err
-			}
-			if out.Port == nil {
-				if out.Running {
-					return fmt.Errorf("%s did not listen on port %d within %s; it is still running (agentproc logs %s shows why, agentproc stop %s stops it)",
-						resp.ID, *readyPort, *readyTimeout, shortID(resp.ID), shortID(resp.ID))
-				}
-				return fmt.Errorf("%s did not listen on port %d (%s)", resp.ID, *readyPort, exitState(out))
-			}
-		}
-		fmt.Fprintln(e.stdout, resp.ID)
-		return nil
+		return reportDetached(ctx, e, cl, resp.ID, *readyPort, *readyTimeout)
 	}
+	return runAttached(ctx, e, cl, resp.ID, sigs, *interactive)
+}
 
+// reportDetached prints the ID of the detached process id, once it
+// listens on readyPort when that is 0 or more.
+func reportDetached(ctx context.Context, e *env, cl *httpapi.Client, id string, readyPort int, readyTimeout time.Duration) error {
+	if readyPort >= 0 {
+		out, err := waitReady(ctx, cl, id, readyPort, readyTimeout)
+		if err != nil {
+			return err
+		}
+		if out.Port == nil {
+			if out.Running {
+				return fmt.Errorf("%s did not listen on port %d within %s; it is still running (agentproc logs %s shows why, agentproc stop %s stops it)",
+					id, readyPort, readyTimeout, shortID(id), shortID(id))
+			}
+			return fmt.Errorf("%s did not listen on port %d (%s)", id, readyPort, exitState(out))
+		}
+	}
+	fmt.Fprintln(e.stdout, id)
+	return nil
+}
+
+// runAttached follows the attached process id's output to its end,
+// passing on the signals in sigs, and returns its exit as run's.
+func runAttached(ctx context.Context, e *env, cl *httpapi.Client, id string, sigs <-chan os.Signal, interactive bool) error {
 	// Attached: the signals that end a foreground command reach the
 	// remote one, and the output is followed to its end either way.
 	// SIGINT (Ctrl-C) is passed on as an interrupt, and the command
@@ -569,7 +580,7 @@ func runRun(ctx context.Context, e *env, args []string) error {
 				defer close(stopped)
 				sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), stopGrace+stopAfterKill)
 				defer cancel()
-				_ = stopOne(sctx, cl, resp.ID, stopGrace)
+				_ = stopOne(sctx, cl, id, stopGrace)
 			}()
 		})
 	}
@@ -588,7 +599,7 @@ func runRun(ctx context.Context, e *env, args []string) error {
 				return
 			case sig := <-sigs:
 				if sig == os.Interrupt {
-					_ = cl.Signal(fctx, resp.ID, agentproc.SignalInterrupt)
+					_ = cl.Signal(fctx, id, agentproc.SignalInterrupt)
 					continue
 				}
 				if n, ok := sig.(syscall.Signal); ok {
@@ -598,11 +609,11 @@ func runRun(ctx context.Context, e *env, args []string) error {
 			}
 		}
 	}()
-	if *interactive {
-		go forwardStdin(fctx, cl, resp.ID, e.stdin)
+	if interactive {
+		go forwardStdin(fctx, cl, id, e.stdin)
 	}
 	w := &outputWriter{w: terminalSafe(e.stdout)}
-	out, err := followOutput(fctx, cl, resp.ID, 0, false, w)
+	out, err := followOutput(fctx, cl, id, 0, false, w)
 	if w.err != nil {
 		stop()
 	}
@@ -618,13 +629,13 @@ func runRun(ctx context.Context, e *env, args []string) error {
 			// What the shell reported when run died by SIGPIPE.
 			return exitCode(128 + int(syscall.SIGPIPE))
 		}
-		return fmt.Errorf("writing the output: %w (%s was stopped)", w.err, shortID(resp.ID))
+		return fmt.Errorf("writing the output: %w (%s was stopped)", w.err, shortID(id))
 	}
 	if err != nil {
 		return err
 	}
 	if out.ExitCode == nil {
-		return fmt.Errorf("%s ended without an exit code (%s)", resp.ID, exitState(out))
+		return fmt.Errorf("%s ended without an exit code (%s)", id, exitState(out))
 	}
 	if *out.ExitCode != 0 {
 		return exitCode(*out.ExitCode)
