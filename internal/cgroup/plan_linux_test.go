@@ -159,6 +159,13 @@ func TestPlan(t *testing.T) {
 			host:    hostSpec{v2Controllers: "-"},
 			spec:    Spec{ID: "1", Limits: Limits{CPU: 1}},
 			wantErr: []string{"Limits.CPU", "no cgroup v2 hierarchy is mounted", "WithCgroup"},
+			notErr:  []string{"as root", "systemd-run"},
+		},
+		{
+			name:    "no cgroup mounted, not root",
+			host:    hostSpec{v2Controllers: "-", notRoot: true},
+			spec:    Spec{ID: "1", Limits: Limits{CPU: 1}},
+			wantErr: []string{"Limits.CPU", "no cgroup v2 hierarchy is mounted", "systemd-run --user", "WithCgroup"},
 		},
 	}
 	for _, tt := range tests {
