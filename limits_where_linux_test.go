@@ -35,6 +35,9 @@ const (
 	// whereMountEnv makes the helper host mount a cgroup2 of its own at
 	// /sys/fs/cgroup first (in its own mount and cgroup namespaces).
 	whereMountEnv = "AGENTPROC_TEST_WHERE_MOUNT"
+	// whereParentEnv names the parent the helper host's Manager is given
+	// with WithCgroup; unset, it has none.
+	whereParentEnv = "AGENTPROC_TEST_WHERE_PARENT"
 )
 
 func init() {
@@ -73,7 +76,11 @@ func runWhereHost() int {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), scaled(60*time.Second, slow))
 	defer cancel()
-	m := agentproc.New(agentproc.WithGracePeriod(time.Second))
+	opts := []agentproc.Option{agentproc.WithGracePeriod(time.Second)}
+	if parent := os.Getenv(whereParentEnv); parent != "" {
+		opts = append(opts, agentproc.WithCgroup(parent))
+	}
+	m := agentproc.New(opts...)
 	var dirs []string
 	treeOf := func(p *agentproc.Process) string {
 		data, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", p.Info().PID))
@@ -356,6 +363,27 @@ func TestLimitsDefaultParentOccupied(t *testing.T) {
 	requireWhere(t, r, map[string]string{"bomb": rel, "hog": rel, "cpu": rel},
 		func(d string) string { return filepath.Join(root, d) })
 	requireNoTrees(t, cg)
+}
+
+// TestLimitsNamedParentKeepsHost: naming a parent with WithCgroup opts
+// out of the default parent's move (docs/limits.md, "Which parent"): a
+// host alone in a non-root cgroup v2 that offers every controller, which
+// without WithCgroup moves itself into <own>/agentproc-host
+// (TestLimitsDefaultParentOccupied), stays where it is, and its trees go
+// under the parent named.
+func TestLimitsNamedParentKeepsHost(t *testing.T) {
+	root := cgroupV2Root(t)
+	cg := testCgroup(t, root, "keep")
+	parent := testCgroup(t, root, "named")
+	rel, relParent := strings.TrimPrefix(cg, root), strings.TrimPrefix(parent, root)
+	r := runWhere(t, cg, &syscall.SysProcAttr{}, whereParentEnv+"="+parent)
+	if r.host != rel {
+		t.Errorf("host cgroup: got %s, want %s (not moved)", r.host, rel)
+	}
+	requireWhere(t, r, map[string]string{"bomb": relParent, "hog": relParent, "cpu": relParent},
+		func(d string) string { return filepath.Join(root, d) })
+	requireNoTrees(t, cg)
+	requireNoTrees(t, parent)
 }
 
 // TestLimitsDefaultParentMemoryOnly: a root host whose cgroup offers only

@@ -115,10 +115,10 @@ type Info struct {
 	// whole tree's; otherwise the shell's and its waited-for children's. On
 	// Linux without such a cgroup it is 0 (unknown) when it is no more than
 	// the host's own high-water mark, since until exec the shell runs on
-	// the host's memory and the kernel counts that as the shell's. On Windows it is not resident memory: it is the
-	// largest peak commit charge (private memory allocated, in RAM or paged
-	// out) of any one process of the job, the closest figure Windows keeps
-	// per tree.
+	// the host's memory and the kernel counts that as the shell's. On
+	// Windows it is not resident memory: it is the largest peak commit
+	// charge (private memory allocated, in RAM or paged out) of any one
+	// process of the job, the closest figure Windows keeps per tree.
 	MaxRSS int64
 	// Leftovers counts the processes of the tree this package had to kill
 	// beyond the shell's own exit or stop: members of its process group

@@ -23,6 +23,8 @@ func TestPlan(t *testing.T) {
 		ownProcs      string            // its cgroup.procs (the host is PID 1)
 		top           string            // the top's cgroup.controllers when ownV2 is not "/"
 		topEnabled    string            // the top's cgroup.subtree_control
+		topProcs      string            // the top's cgroup.procs
+		topNotRoot    bool              // the top is a cgroup namespace's root, not the hierarchy's
 		notRoot       bool              // the host does not run as root
 		v1            map[string]string // controller ("cpu,cpuacct") -> the host's path in that hierarchy
 	}
@@ -105,6 +107,34 @@ func TestPlan(t *testing.T) {
 			notErr:  []string{"as root"},
 		},
 		{
+			// Step 4 for a root host whose steps 1-3 all fail: each is
+			// named, and the one step is for the cgroup above, never to
+			// run as root.
+			name: "container: cgroup that holds another process, the namespace's root lacking pids, as root",
+			host: hostSpec{v2Controllers: "cpu memory pids", ownV2: "/agent", ownProcs: "1\n7\n",
+				top: "memory", topNotRoot: true},
+			spec: Spec{ID: "1", Limits: Limits{Procs: 5}},
+			wantErr: []string{"Limits.Procs", "the host's cgroup", "holds process 7 besides the host",
+				"the top of the hierarchy", "lacks pids too", "enable pids in its cgroup.subtree_control"},
+			notErr: []string{"as root", "systemd-run"},
+		},
+		{
+			name: "container: cgroup lacking pids, the namespace's root holding processes, as root",
+			host: hostSpec{v2Controllers: "memory", ownV2: "/agent", ownProcs: "1\n",
+				top: "cpu memory pids", topProcs: "9\n", topNotRoot: true},
+			spec: Spec{ID: "1", Limits: Limits{Procs: 5}},
+			wantErr: []string{"Limits.Procs", "the host's cgroup", "lacks pids", `lists "memory"`,
+				"the top of the hierarchy", "holds processes", "move the processes of"},
+			notErr: []string{"as root", "systemd-run"},
+		},
+		{
+			name: "container: cgroup lacking pids, the namespace's root empty, as root: the top",
+			host: hostSpec{v2Controllers: "memory", ownV2: "/agent", ownProcs: "1\n",
+				top: "cpu memory pids", topNotRoot: true},
+			spec:   Spec{ID: "1", Limits: Limits{Procs: 5}},
+			wantV2: "/", wantV2L: Limits{Procs: 5},
+		},
+		{
 			name:    "container: namespace root offering only memory, as root",
 			host:    hostSpec{v2Controllers: "memory", ownV2: "/", ownProcs: "1\n", top: "-"},
 			spec:    Spec{ID: "1", Limits: Limits{Procs: 5}},
@@ -129,6 +159,13 @@ func TestPlan(t *testing.T) {
 			host:    hostSpec{v2Controllers: "-"},
 			spec:    Spec{ID: "1", Limits: Limits{CPU: 1}},
 			wantErr: []string{"Limits.CPU", "no cgroup v2 hierarchy is mounted", "WithCgroup"},
+			notErr:  []string{"as root", "systemd-run"},
+		},
+		{
+			name:    "no cgroup mounted, not root",
+			host:    hostSpec{v2Controllers: "-", notRoot: true},
+			spec:    Spec{ID: "1", Limits: Limits{CPU: 1}},
+			wantErr: []string{"Limits.CPU", "no cgroup v2 hierarchy is mounted", "systemd-run --user", "WithCgroup"},
 		},
 	}
 	for _, tt := range tests {
@@ -152,6 +189,10 @@ func TestPlan(t *testing.T) {
 				if tt.host.top != "" && tt.host.top != "-" {
 					mustWrite(t, filepath.Join(v2point, "cgroup.controllers"), tt.host.top)
 					mustWrite(t, filepath.Join(v2point, "cgroup.subtree_control"), tt.host.topEnabled)
+					mustWrite(t, filepath.Join(v2point, "cgroup.procs"), tt.host.topProcs)
+					if tt.host.topNotRoot {
+						mustWrite(t, filepath.Join(v2point, "cgroup.type"), "domain")
+					}
 				}
 			}
 			for ctls, path := range tt.host.v1 {
