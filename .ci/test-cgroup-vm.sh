@@ -9,7 +9,7 @@
 # this project's machines those controllers are bound to cgroup v1
 # hierarchies, where the same tests run through the v1 backend, so this is
 # where the v2 backend's run. Part of CI (.ci/run): with the kernel cached
-# it takes about 20 s under emulation (TCG), a few minutes with the
+# it takes about 90 s under emulation (TCG), a few minutes more with the
 # downloads. The tests' time bounds are stretched by the slowdown they
 # measure (a Start+Wait of true against a native 2 ms), so emulation speed
 # does not decide them; the CPU share is measured in the guest's own time.
