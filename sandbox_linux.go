@@ -913,8 +913,8 @@ func (b *sandboxBuilt) confine(tmp string, inNetns func() error) error {
 	}
 	// As root, an IPC namespace of the tree's own: System V shared memory,
 	// queues and semaphores are checked by owner only, which a root tree
-	// is (TestAttackSysVSharedMemory). About 45 µs; the namespace and what
-	// the tree made in it go with its last process.
+	// is (TestAttackSysVSharedMemory). The namespace and what the tree
+	// made in it go with its last process.
 	return confine.Thread(b.netns, b.dropCaps, inNetns, rs, b.filter)
 }
 

@@ -363,8 +363,8 @@ const landlockSharedOwnMax = 512
 // of descriptors (LandlockTemplate) to make a ruleset per tree cost every
 // Start the rules' system calls, and its descriptors, one per rule (some
 // hundreds where hidden paths are expanded), made every scan of the
-// descriptor table and every fork slower: as root BenchmarkSandbox went
-// from 1.57x to 2.61x (docs/benchmarks.md).
+// descriptor table and every fork slower (the figures: docs/benchmarks.md,
+// BenchmarkSandbox, and docs/measurements.md).
 //
 // As root the tree's own mount namespace covers the parent but for its
 // own dir (PrivateTemp), and Landlock does not look at a covered

@@ -8,9 +8,9 @@ import (
 	"syscall"
 )
 
-// relayChunk is the most copyConn reads at once: of 128 KiB to 1 MiB,
-// the size at which the proxy's copy cost least CPU on the loopback
-// without a larger buffer held through a slow client's write.
+// relayChunk is the most copyConn reads at once: of the sizes tried, the
+// one at which the proxy's copy cost least CPU on the loopback without a
+// larger buffer held through a slow client's write (docs/measurements.md).
 const relayChunk = 256 << 10
 
 var relayBufs = sync.Pool{New: func() any { b := make([]byte, relayChunk); return &b }}
