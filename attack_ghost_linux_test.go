@@ -129,3 +129,58 @@ func ghostIDs(t *testing.T, path string) (pid, tid int) {
 		}
 	}
 }
+
+// TestContainmentZombieLeaderKeepsMarker: without a cgroup or a sandbox a
+// process that leaves the group (setsid) is found by the marker in its
+// environment (docs/containment.md: "caught (marker)"). Its main thread
+// ending alone leaves a zombie leader whose /proc/PID/environ reads
+// nothing, while its threads run with the marker still in memory: the
+// sweep must still find it. The control keeps the main thread.
+func TestContainmentZombieLeaderKeepsMarker(t *testing.T) {
+	gcc, err := exec.LookPath("gcc")
+	if err != nil {
+		t.Skip("gcc is not installed")
+	}
+	ws := t.TempDir()
+	src := filepath.Join(ws, "ghost.c")
+	if err := os.WriteFile(src, []byte(ghostSource), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command(gcc, "-pthread", "-o", filepath.Join(ws, "ghost"), src).CombinedOutput(); err != nil {
+		t.Skipf("gcc: %v %s", err, out)
+	}
+	const forks = `i=0; while [ $i -lt 300 ]; do /bin/true; i=$((i+1)); done; `
+	for _, tc := range []struct {
+		name, arg, before string
+	}{
+		{"control: main thread kept", "keep", forks},
+		{"main thread ended", "exit", ""},
+		{"main thread ended, after 300 forks", "exit", forks},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := newManager(t, agentproc.WithPipeDrain(escapeDrain))
+			p := mustStart(t, m, agentproc.Request{WorkDir: ws,
+				Command: "./ghost " + tc.arg + " > ghost.out 2>&1 & " + tc.before + "echo ready; exec sleep 1000"})
+			waitForOutput(t, p, regexp.MustCompile(`ready`))
+			pid, tid := ghostIDs(t, filepath.Join(ws, "ghost.out"))
+			fd, err := unix.PidfdOpen(pid, 0)
+			if err != nil {
+				t.Fatalf("pidfd of %d: %v", pid, err)
+			}
+			defer unix.Close(fd)
+			t.Cleanup(func() { _ = unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0) })
+			if _, err := p.Stop(testContext(t)); err != nil {
+				t.Fatalf("Stop: %v", err)
+			}
+			fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+			n, err := unix.Poll(fds, int((2 * time.Second).Milliseconds()))
+			for err == unix.EINTR {
+				n, err = unix.Poll(fds, int((2 * time.Second).Milliseconds()))
+			}
+			if n == 0 {
+				state, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/task/" + strconv.Itoa(tid) + "/stat")
+				t.Errorf("after Stop: process %d (thread %d) got still running (%q), want killed", pid, tid, state)
+			}
+		})
+	}
+}

@@ -132,6 +132,8 @@ func readMarkerEnv(sc *procfs.Scanner, pid int, owner bool) (env []byte, uid uin
 	switch {
 	case err == nil && len(env) > 0:
 		return env, uid, true
+	case err == unix.ESRCH:
+		return threadEnviron(sc, pid, owner)
 	case goneOrNotOurs(err):
 		return nil, 0, true
 	}
@@ -140,6 +142,9 @@ func readMarkerEnv(sc *procfs.Scanner, pid int, owner bool) (env []byte, uid uin
 		return nil, 0, true // gone
 	}
 	state, kernel, envSet, ok := procfs.ParseStatEnv(stat)
+	if ok && state == 'Z' {
+		return threadEnviron(sc, pid, owner)
+	}
 	if !ok || state == 'Z' || state == 'X' || kernel {
 		// Nothing to wait for: a process that cannot carry a marker, or a
 		// kernel too old to tell.
@@ -160,6 +165,23 @@ func readMarkerEnv(sc *procfs.Scanner, pid int, owner bool) (env []byte, uid uin
 		return nil, 0, true
 	}
 	return nil, 0, false
+}
+
+// threadEnviron reads the environment of pid, a zombie or gone, through
+// another of its threads: a thread group whose main thread ended alone
+// runs on behind a zombie leader, whose environ reads nothing while the
+// marker is still in the group's memory (TestContainmentZombieLeaderKeepsMarker).
+// Known (and empty) when there is no such thread.
+func threadEnviron(sc *procfs.Scanner, pid int, owner bool) (env []byte, uid uint32, known bool) {
+	tid, ok := sc.OtherThread(pid)
+	if !ok {
+		return nil, 0, true
+	}
+	env, uid, err, _ := readEnviron(sc, tid, owner)
+	if err != nil {
+		return nil, 0, true
+	}
+	return env, uid, true
 }
 
 // goneOrNotOurs reports whether err, from a read of a process's file, says

@@ -267,6 +267,21 @@ func (s *Scanner) Tasks(pid int, fn func(t Task) bool) bool {
 	return false
 }
 
+// OtherThread returns a thread of pid other than pid itself, if any: the
+// one that still holds the thread group's memory and namespaces when its
+// leader has ended alone and is a zombie.
+func (s *Scanner) OtherThread(pid int) (tid int, ok bool) {
+	self := strconv.Itoa(pid)
+	s.Tasks(pid, func(t Task) bool {
+		if t.tid == self {
+			return false
+		}
+		tid, _ = strconv.Atoi(t.tid)
+		return tid > 0
+	})
+	return tid, tid > 0
+}
+
 // Task is one thread during Scanner.Tasks, valid only in the call.
 type Task struct {
 	s   *Scanner
