@@ -132,8 +132,13 @@ func readMarkerEnv(sc *procfs.Scanner, pid int, owner bool) (env []byte, uid uin
 	switch {
 	case err == nil && len(env) > 0:
 		return env, uid, true
-	case err == unix.ESRCH:
-		return threadEnviron(sc, pid, owner)
+	case err == unix.ESRCH || err == unix.EACCES:
+		// A zombie leader's environ fails so (owned by root): its
+		// threads may run on (threadEnviron).
+		if state, _, ok := sc.Stat(pid); ok && state == 'Z' {
+			return threadEnviron(sc, pid, owner)
+		}
+		return nil, 0, true
 	case goneOrNotOurs(err):
 		return nil, 0, true
 	}
