@@ -184,3 +184,95 @@ func TestContainmentZombieLeaderKeepsMarker(t *testing.T) {
 		})
 	}
 }
+
+// nodumpSource leaves its session, makes itself non-dumpable when given
+// "nodump" (as ssh-agent and gpg-agent do), writes its PID to the file it
+// is given, and sleeps.
+const nodumpSource = `#include <stdio.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <unistd.h>
+int main(int argc, char **argv) {
+	setsid();
+	if (strcmp(argv[1], "nodump") == 0) prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+	FILE *f = fopen(argv[2], "w");
+	fprintf(f, "nodump pid=%d\n", getpid());
+	fclose(f);
+	for (;;) pause();
+}
+`
+
+// TestAttackNonDumpableHidesMarker: without root and without a cgroup,
+// Stop finds a tree's processes outside its group by the marker in
+// /proc/PID/environ, which the kernel gives only to a caller that may
+// ptrace the process. A process that makes itself non-dumpable
+// (prctl(PR_SET_DUMPABLE, 0), what ssh-agent does at its start) has its
+// /proc files owned by root: the unprivileged host cannot read the marker,
+// and the process outlives Stop. The control is the same program left
+// dumpable, which Stop kills. As root the host reads it anyway.
+func TestAttackNonDumpableHidesMarker(t *testing.T) {
+	if isRoot() {
+		t.Skip("as root the host reads a non-dumpable process's environment")
+	}
+	t.Skip("open: without root and without a cgroup a non-dumpable process (prctl, or exec of an unreadable binary) hides its marker from the sweep (docs/sandbox-threats.md, fourth attack review)")
+	gcc, err := exec.LookPath("gcc")
+	if err != nil {
+		t.Skip("gcc is not installed")
+	}
+	ws := t.TempDir()
+	src := filepath.Join(ws, "nodump.c")
+	if err := os.WriteFile(src, []byte(nodumpSource), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command(gcc, "-o", filepath.Join(ws, "nodump"), src).CombinedOutput(); err != nil {
+		t.Skipf("gcc: %v %s", err, out)
+	}
+	for _, mode := range []string{"dump", "nodump"} {
+		t.Run(mode, func(t *testing.T) {
+			out := filepath.Join(ws, mode+".out")
+			m := newManager(t, agentproc.WithPipeDrain(escapeDrain))
+			p := mustStart(t, m, agentproc.Request{WorkDir: ws,
+				Command: "./nodump " + mode + " " + out + " > /dev/null 2>&1 & echo ready; exec sleep 1000"})
+			waitForOutput(t, p, regexp.MustCompile(`ready`))
+			pid := waitPIDFile(t, out)
+			fd, err := unix.PidfdOpen(pid, 0)
+			if err != nil {
+				t.Fatalf("pidfd of %d: %v", pid, err)
+			}
+			defer unix.Close(fd)
+			t.Cleanup(func() { _ = unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0) })
+			if _, err := p.Stop(testContext(t)); err != nil {
+				t.Fatalf("Stop: %v", err)
+			}
+			fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+			n, err := unix.Poll(fds, int((2 * time.Second).Milliseconds()))
+			for err == unix.EINTR {
+				n, err = unix.Poll(fds, int((2 * time.Second).Milliseconds()))
+			}
+			if n == 0 {
+				t.Errorf("after Stop: got process %d (%s) still running, want killed", pid, mode)
+			}
+		})
+	}
+}
+
+// waitPIDFile waits under the test deadline for "pid=N" in path.
+func waitPIDFile(t *testing.T, path string) int {
+	t.Helper()
+	re := regexp.MustCompile(`pid=(\d+)`)
+	ctx := testContext(t)
+	tick := time.NewTicker(2 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		b, _ := os.ReadFile(path)
+		if m := re.FindSubmatch(b); m != nil {
+			pid, _ := strconv.Atoi(string(m[1]))
+			return pid
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("got %q in %s, want a PID", b, path)
+		case <-tick.C:
+		}
+	}
+}
