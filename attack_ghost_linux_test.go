@@ -86,8 +86,10 @@ func TestAttackZombieLeaderHidesFromSweep(t *testing.T) {
 			if err != nil {
 				t.Fatalf("pidfd of %d: %v", pid, err)
 			}
-			defer unix.Close(fd)
-			t.Cleanup(func() { _ = unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0) })
+			t.Cleanup(func() {
+				_ = unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0)
+				_ = unix.Close(fd)
+			})
 			if _, err := p.Stop(testContext(t)); err != nil {
 				t.Fatalf("Stop: %v", err)
 			}
@@ -167,8 +169,10 @@ func TestContainmentZombieLeaderKeepsMarker(t *testing.T) {
 			if err != nil {
 				t.Fatalf("pidfd of %d: %v", pid, err)
 			}
-			defer unix.Close(fd)
-			t.Cleanup(func() { _ = unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0) })
+			t.Cleanup(func() {
+				_ = unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0)
+				_ = unix.Close(fd)
+			})
 			if _, err := p.Stop(testContext(t)); err != nil {
 				t.Fatalf("Stop: %v", err)
 			}
@@ -239,8 +243,10 @@ func TestAttackNonDumpableHidesMarker(t *testing.T) {
 			if err != nil {
 				t.Fatalf("pidfd of %d: %v", pid, err)
 			}
-			defer unix.Close(fd)
-			t.Cleanup(func() { _ = unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0) })
+			t.Cleanup(func() {
+				_ = unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0)
+				_ = unix.Close(fd)
+			})
 			if _, err := p.Stop(testContext(t)); err != nil {
 				t.Fatalf("Stop: %v", err)
 			}
