@@ -133,12 +133,16 @@ func readMarkerEnv(sc *procfs.Scanner, pid int, owner bool) (env []byte, uid uin
 	case err == nil && len(env) > 0:
 		return env, uid, true
 	case err == unix.ESRCH || err == unix.EACCES:
-		// A zombie leader's environ fails so (owned by root): its
-		// threads may run on (threadEnviron).
-		if state, _, ok := sc.Stat(pid); ok && state == 'Z' {
-			return threadEnviron(sc, pid, owner)
+		// A zombie leader's environ fails so (ESRCH; EACCES without
+		// root: its files are root's) while its threads may run on
+		// (threadEnviron). One stat leaves out single threads (kernel
+		// threads, plain zombies), and kill(pid, 0) every other user's
+		// process without root (EPERM): reading each one's stat instead
+		// made a pass 3.5 times slower (BenchmarkProcSweep).
+		if !sc.MultiThreaded(pid) || (err == unix.EACCES && unix.Kill(pid, 0) != nil) {
+			return nil, 0, true
 		}
-		return nil, 0, true
+		return threadEnviron(sc, pid, owner)
 	case goneOrNotOurs(err):
 		return nil, 0, true
 	}
@@ -147,9 +151,6 @@ func readMarkerEnv(sc *procfs.Scanner, pid int, owner bool) (env []byte, uid uin
 		return nil, 0, true // gone
 	}
 	state, kernel, envSet, ok := procfs.ParseStatEnv(stat)
-	if ok && state == 'Z' {
-		return threadEnviron(sc, pid, owner)
-	}
 	if !ok || state == 'Z' || state == 'X' || kernel {
 		// Nothing to wait for: a process that cannot carry a marker, or a
 		// kernel too old to tell.

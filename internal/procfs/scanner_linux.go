@@ -178,6 +178,9 @@ func (s *Scanner) MountNS(pid int) (ino uint64, ok bool) {
 	if err == nil {
 		return ParseNSLink(buf[:n], "mnt")
 	}
+	if !s.MultiThreaded(pid) {
+		return 0, false
+	}
 	s.Tasks(pid, func(t Task) bool {
 		n, err := unix.Readlinkat(t.dir, t.tid+"/ns/mnt", buf[:])
 		if err == nil {
@@ -265,6 +268,15 @@ func (s *Scanner) Tasks(pid int, fn func(t Task) bool) bool {
 		}
 	}
 	return false
+}
+
+// MultiThreaded reports whether pid's thread group has more than one
+// thread, from the link count of /proc/PID/task (two plus the threads):
+// one stat, no file made and read. A zombie leader whose threads run on
+// counts itself and them.
+func (s *Scanner) MultiThreaded(pid int) bool {
+	var st unix.Stat_t
+	return unix.Fstatat(s.proc, strconv.Itoa(pid)+"/task", &st, 0) == nil && st.Nlink > 3
 }
 
 // OtherThread returns a thread of pid other than pid itself, if any: the
