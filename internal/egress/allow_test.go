@@ -23,6 +23,29 @@ func TestParseListRefuses(t *testing.T) {
 	}
 }
 
+// TestParseTargetRefuses: a target is one spelling of one name, so what
+// the list checks is what the proxy resolves (rooted). Percent-encoding
+// is not decoded and refused (net/http refuses most of it in a CONNECT
+// authority or URL before ParseTarget sees it; a Host header and a SOCKS
+// name arrive raw), as is more than one trailing dot.
+func TestParseTargetRefuses(t *testing.T) {
+	t.Parallel()
+	for _, s := range []string{
+		"example.com..:443", ".:443", ".example.com:443", "exa%6dple.com:443", "example.com%2e:443",
+		"example%2ecom:443", "%65xample.com:443", "example.com.%00:443", "example.com\x00:443",
+		"example.com :443", "ex ample.com:443", "example.com:443.",
+	} {
+		if tg, err := ParseTarget(s); err == nil {
+			t.Errorf("ParseTarget(%q): got %+v, want an error", s, tg)
+		}
+	}
+	for s, want := range map[string]string{"EXAMPLE.Com.:443": "example.com:443", "a.B.c.:80": "a.b.c:80"} {
+		if tg, err := ParseTarget(s); err != nil || tg.String() != want {
+			t.Errorf("ParseTarget(%q): got %v %v, want %s", s, tg, err, want)
+		}
+	}
+}
+
 func TestListAllows(t *testing.T) {
 	t.Parallel()
 	l, err := ParseList([]string{
@@ -47,6 +70,10 @@ func TestListAllows(t *testing.T) {
 		{"a.cdn.example.net:443", true},
 		{"a.b.cdn.example.net:80", true},
 		{"cdn.example.net:443", false},
+		{"A.CDN.Example.NET.:443", true},
+		{"cdn.example.net.:443", false}, // a trailing dot does not make the apex a subdomain
+		{"xcdn.example.net.:443", false},
+		{"example.com..:443", false}, // refused by ParseTarget (TestParseTargetRefuses)
 		{"xcdn.example.net:443", false},
 		{"v1.api.example.io:9000", true},
 		{"v1.api.example.io:443", false},
@@ -65,6 +92,9 @@ func TestListAllows(t *testing.T) {
 	} {
 		tg, err := ParseTarget(c.target)
 		if err != nil {
+			if !c.want {
+				continue
+			}
 			t.Fatalf("ParseTarget(%q): %v", c.target, err)
 		}
 		if got := l.Allows(tg); got != c.want {

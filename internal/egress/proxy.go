@@ -43,7 +43,8 @@ const (
 	RuleTooManyConns    = "too many connections to the proxy at once"
 )
 
-// Resolver looks names up (net.Resolver has this method).
+// Resolver looks names up (net.Resolver has this method). The proxy asks
+// only for rooted names ("example.com."), so no search list applies.
 type Resolver interface {
 	LookupNetIP(ctx context.Context, network, host string) ([]netip.Addr, error)
 }
@@ -61,6 +62,7 @@ type Policy struct {
 // usable: use New; call Close.
 type Proxy struct {
 	resolver    Resolver
+	hostsFile   Resolver // nil, or a resolver that reads only the hosts file: see connect
 	dial        func(ctx context.Context, network, addr string) (net.Conn, error)
 	filter      *AddrFilter
 	dialTimeout time.Duration
@@ -74,7 +76,8 @@ type Proxy struct {
 
 // Config is what New takes; every zero field has a default.
 type Config struct {
-	// Resolver resolves names; nil means net.DefaultResolver.
+	// Resolver resolves names; nil means net.DefaultResolver, and for a
+	// name it does not find, the hosts file alone (see connect).
 	Resolver Resolver
 	// Dial dials the checked address; nil means a net.Dialer.
 	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
@@ -90,6 +93,10 @@ type Config struct {
 	MaxConns int
 }
 
+// errHostsFileOnly fails every DNS exchange of the proxy's hosts-file
+// resolver, so that it answers from the hosts file or not at all.
+var errHostsFileOnly = errors.New("egress: the hosts file only")
+
 // ErrClosed is returned by Serve after Close.
 var ErrClosed = errors.New("egress: proxy closed")
 
@@ -99,6 +106,9 @@ func New(cfg Config) *Proxy {
 		headTimeout: cfg.HeadTimeout, maxConns: cfg.MaxConns, lns: map[*Listener]struct{}{}}
 	if p.resolver == nil {
 		p.resolver = net.DefaultResolver
+		p.hostsFile = &net.Resolver{PreferGo: true, Dial: func(context.Context, string, string) (net.Conn, error) {
+			return nil, errHostsFileOnly
+		}}
 	}
 	if p.dial == nil {
 		d := &net.Dialer{}
@@ -325,7 +335,23 @@ func (l *Listener) connect(t Target) (net.Conn, *refusal) {
 	if a, ok := t.Addr(); ok {
 		addrs = []netip.Addr{a}
 	} else {
-		found, err := l.p.resolver.LookupNetIP(ctx, "ip", t.Host)
+		// Rooted: a resolver's search list (Kubernetes' ndots:5 with
+		// <ns>.svc.cluster.local, a corporate "search corp.example") would
+		// otherwise try t.Host+"."+suffix first, or after an NXDOMAIN: a
+		// name the list never named. t.Host is already lower case without
+		// a trailing dot (ParseTarget), so this is the name that was checked.
+		found, err := l.p.resolver.LookupNetIP(ctx, "ip", t.Host+".")
+		var dnsErr *net.DNSError
+		if err != nil && l.p.hostsFile != nil && errors.As(err, &dnsErr) && dnsErr.IsNotFound {
+			// A rooted name misses /etc/hosts in the C library's resolver
+			// (its files source compares names as written) and, for a
+			// single label ("localhost."), in Go's. The hosts file alone,
+			// asked for the name as written, answers those: it sends no
+			// query, so no search list applies.
+			if f, ferr := l.p.hostsFile.LookupNetIP(ctx, "ip", t.Host); ferr == nil {
+				found, err = f, nil
+			}
+		}
 		if err != nil {
 			return nil, &refusal{op: "resolve", err: err}
 		}

@@ -31,8 +31,14 @@ type fakeNet struct {
 	dialed []string
 }
 
+// LookupNetIP resolves only rooted names: the proxy must never ask for a
+// name a search list could extend.
 func (n *fakeNet) LookupNetIP(_ context.Context, _, host string) ([]netip.Addr, error) {
-	if a, ok := n.names[host]; ok {
+	name, rooted := strings.CutSuffix(host, ".")
+	if !rooted {
+		return nil, &net.DNSError{Err: "fake network: an unrooted name", Name: host}
+	}
+	if a, ok := n.names[name]; ok {
 		return a, nil
 	}
 	return nil, &net.DNSError{Err: "no such host", Name: host, IsNotFound: true}
