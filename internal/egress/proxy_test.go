@@ -435,3 +435,44 @@ func TestProxyTunnelTricks(t *testing.T) {
 	}
 	wantDenial(t, h, "connect", "denied.test:443", RuleNestedConnect)
 }
+
+// TestProxyPercentEncodedNames: a name is checked and resolved in one
+// spelling, so a percent-encoded one is refused wherever a client can
+// put it (net/http refuses most escapes in a CONNECT authority or a URL's
+// host and decodes only bytes above 0x7f, which ParseTarget refuses; a
+// Host header and a SOCKS name reach ParseTarget raw), and nothing is
+// dialled. "allowed.test" is listed; TestProxyCurlAllowed reaches it
+// unencoded.
+func TestProxyPercentEncodedNames(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, "allowed.test")
+	for _, c := range []struct{ name, req string }{
+		{"CONNECT", "CONNECT allowed%2etest:443 HTTP/1.1\r\nHost: allowed%2etest:443\r\n\r\n"},
+		{"CONNECT escaped letter", "CONNECT %61llowed.test:443 HTTP/1.1\r\n\r\n"},
+		{"CONNECT escaped high byte", "CONNECT allowed.test%c3%a9:443 HTTP/1.1\r\n\r\n"},
+		{"URL", "GET http://allowed%2etest/ HTTP/1.1\r\nHost: allowed.test\r\n\r\n"},
+		{"URL escaped percent", "GET http://allowed.test%25/ HTTP/1.1\r\nHost: allowed.test\r\n\r\n"},
+		{"Host", "GET http://allowed.test/ HTTP/1.1\r\nHost: allowed%2etest\r\n\r\n"},
+	} {
+		got := raw(t, h, c.req)
+		if !strings.HasPrefix(got, "400 ") && !strings.HasPrefix(got, "403 ") {
+			t.Errorf("%s: got %q, want 400 or 403", c.name, got)
+		}
+	}
+	conn, err := net.DialTimeout("tcp", h.addr, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
+	name := "allowed%2etest"
+	msg := append([]byte{5, 1, 0, 5, 1, 0, 3, byte(len(name))}, name...)
+	_, _ = conn.Write(append(msg, 0, 80))
+	reply := make([]byte, 12)
+	if _, err := io.ReadFull(conn, reply); err != nil || reply[3] == 0 {
+		t.Errorf("SOCKS: got %v %v, want a refusal", reply, err)
+	}
+	if d := h.net.dials(); len(d) != 0 {
+		t.Errorf("dialled %v, want nothing", d)
+	}
+}
