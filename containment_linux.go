@@ -483,7 +483,7 @@ func (c *containment) terminate(since time.Time) {
 	cands := c.candidates(s, since)
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.signalLocked(s, cands, unix.SIGTERM)
+	_, _ = c.signalLocked(s, cands, unix.SIGTERM)
 }
 
 // reaped says the leader has been reaped: from now on its PID may name
@@ -556,12 +556,18 @@ func (c *containment) killEscaped() int {
 		c.targets.KillPinned()
 	}
 	c.mu.Unlock()
+	// A round that found a process new to the sweep but could not signal
+	// it, because it was gone by then, does not end the sweep: a process
+	// that forks and lets its parent exit every few milliseconds is under
+	// another PID by the time a pass over /proc is done, and the next
+	// round may find it in time (TestAttackForkHopperOutlivesClose). Only
+	// a round that found nothing new ends it, within maxSweepRounds.
 	for range maxSweepRounds {
 		cands := c.candidates(s, time.Now())
 		c.mu.Lock()
-		n := c.signalLocked(s, cands, unix.SIGKILL)
+		n, missed := c.signalLocked(s, cands, unix.SIGKILL)
 		c.mu.Unlock()
-		if n == 0 {
+		if n == 0 && missed == 0 {
 			break
 		}
 	}
@@ -602,7 +608,8 @@ func (c *containment) foundCount() int {
 // group, unverified: cgroup members and marker carriers, the latter from a
 // probe of the PIDs handed out since the leader started when that range is
 // narrow, else from a snapshot of /proc begun after since and shared with
-// every other sweep at about the same moment. No lock is held.
+// every other sweep at about the same moment, plus a probe of the PIDs
+// handed out since that snapshot listed /proc (tail). No lock is held.
 func (c *containment) candidates(s *procScanner, since time.Time) []int {
 	var cands []int
 	if c.cg != nil {
@@ -615,7 +622,8 @@ func (c *containment) candidates(s *procScanner, since time.Time) []int {
 		return append(cands, s.probeMarked(pids, c.entry, ns)...)
 	}
 	if ns == (treeNamespace{}) {
-		return append(cands, takeSnapshot(markerPass, since).markedBy(c.id)...)
+		snap := takeSnapshot(markerPass, since)
+		return append(append(cands, snap.markedBy(c.id)...), c.tail(s, snap, ns)...)
 	}
 	// A pass reads the namespaces only while a sweep asks for them
 	// (mountnsSweeps); one begun before this sweep asked may not have.
@@ -625,21 +633,55 @@ func (c *containment) candidates(s *procScanner, since time.Time) []int {
 	if snap.mountns == nil && snap.err == nil {
 		snap = takeSnapshot(markerPass, time.Now())
 	}
-	return append(append(cands, snap.markedBy(c.id)...), snap.inMountns(ns)...)
+	cands = append(append(cands, snap.markedBy(c.id)...), snap.inMountns(ns)...)
+	return append(cands, c.tail(s, snap, ns)...)
+}
+
+// tailRounds bounds how many times tail probes the PIDs handed out during
+// its own probe.
+const tailRounds = 4
+
+// tail probes, as candidatePIDs' range is, the PIDs handed out since snap
+// listed /proc, which snap cannot hold: a pass takes milliseconds on a
+// busy host, and a process that forks and lets its parent exit every few
+// milliseconds is only ever under a PID newer than the listing by the time
+// the pass would read it (TestAttackForkHopperOutlivesClose). The probe
+// looks at those few PIDs just before the signal, and again at those
+// handed out meanwhile, up to tailRounds times. It probes nothing when the
+// range is not known to be narrow (rangeProbeMax) or the PID range wrapped.
+func (c *containment) tail(s *procScanner, snap *procSnapshot, ns treeNamespace) []int {
+	var found []int
+	from := snap.last
+	for range tailRounds {
+		last, ok := procfs.LastPID()
+		if from <= 0 || !ok || last <= from || last-from > rangeProbeMax {
+			break
+		}
+		pids := make([]int, 0, last-from)
+		for pid := from + 1; pid <= last; pid++ {
+			if pid != s.Self() {
+				pids = append(pids, pid)
+			}
+		}
+		found = append(found, s.probeMarked(pids, c.entry, ns)...)
+		from = last
+	}
+	return found
 }
 
 // signalLocked sends sig to each candidate that is verified, right now, to
 // be a process of the tree outside the group, and returns how many it
-// signalled that had not been sent sig before. A SIGTERM is followed by a
+// signalled that had not been sent sig before (n), and how many candidates
+// it had never found before and did not signal (missed: gone by the time
+// of the signal, or not the tree's after all). A SIGTERM is followed by a
 // SIGCONT, so that a stopped process acts on it.
 //
 // PID reuse: internal/pidfd's protocol (pin, check again, signal through
 // the pin), the check being verify.
-func (c *containment) signalLocked(s *procScanner, cands []int, sig unix.Signal) int {
+func (c *containment) signalLocked(s *procScanner, cands []int, sig unix.Signal) (n, missed int) {
 	if c.released {
-		return 0
+		return 0, 0
 	}
-	n := 0
 	seen := make(map[int]bool, len(cands))
 	for _, pid := range cands {
 		if seen[pid] || pid == c.leader {
@@ -647,21 +689,29 @@ func (c *containment) signalLocked(s *procScanner, cands []int, sig unix.Signal)
 		}
 		seen[pid] = true
 		if pg, ok := s.PGrp(pid); !ok || pg == c.leader {
+			if !ok && !c.found[pid] {
+				missed++
+			}
 			continue // gone, or in the group the caller signals
 		}
 		switch c.targets.Signal(pid, sig, func() bool { return c.verify(s, pid) }) {
 		case pidfd.Sent:
 			n++
 		case pidfd.SentAgain: // killed before without a pidfd, not gone yet
+		case pidfd.Skipped:
+			if !c.found[pid] {
+				missed++
+			}
+			continue
 		default:
-			continue // skipped, or pinned before and dealt with
+			continue // pinned before and dealt with
 		}
 		c.found[pid] = true
 		if sig == unix.SIGTERM {
 			c.targets.Continue(pid)
 		}
 	}
-	return n
+	return n, missed
 }
 
 // verify reports whether pid belongs to the tree: it carries the marker

@@ -534,6 +534,10 @@ type procSnapshot struct {
 	// groups counts the live (non-zombie) processes of each process group.
 	groups  map[int]int
 	scanned int
+	// last is the last PID handed out (procfs.LastPID) just before the
+	// pass listed /proc, 0 if unknown: a process made since has a higher
+	// PID, unless the PID range wrapped (tailPIDs).
+	last int
 }
 
 // countGroup counts the live (non-zombie) processes whose process group is
@@ -678,6 +682,9 @@ func (snap *procSnapshot) scan(kind passKind) {
 		return
 	}
 	defer s.Close()
+	if last, ok := procfs.LastPID(); ok && kind == markerPass {
+		snap.last = last
+	}
 	pids, err := s.PIDs()
 	if err != nil {
 		snap.err = err
