@@ -5,6 +5,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"testing"
 	"time"
@@ -52,18 +53,8 @@ int main(int argc, char **argv) {
 // is the same program with its main thread kept: Stop kills it.
 func TestAttackZombieLeaderHidesFromSweep(t *testing.T) {
 	requireRootSandbox(t)
-	gcc, err := exec.LookPath("gcc")
-	if err != nil {
-		t.Skip("gcc is not installed")
-	}
 	ws := t.TempDir()
-	src := filepath.Join(ws, "ghost.c")
-	if err := os.WriteFile(src, []byte(ghostSource), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if out, err := exec.Command(gcc, "-pthread", "-o", filepath.Join(ws, "ghost"), src).CombinedOutput(); err != nil {
-		t.Skipf("gcc: %v %s", err, out)
-	}
+	compileC(t, ws, "ghost", ghostSource, "-pthread")
 	// After more forks than the sweep probes one by one (rangeProbeMax),
 	// the sweep reads all of /proc, which lists thread groups, not
 	// threads.
@@ -78,33 +69,7 @@ func TestAttackZombieLeaderHidesFromSweep(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			m := newManager(t, agentproc.WithSandbox(agentproc.WorkspaceSandbox(ws)), agentproc.WithPipeDrain(escapeDrain))
-			p := mustStart(t, m, agentproc.Request{WorkDir: ws,
-				Command: "./ghost " + tc.arg + " > ghost.out 2>&1 & " + tc.before + "echo ready; exec sleep 1000"})
-			waitForOutput(t, p, regexp.MustCompile(`ready`))
-			pid, tid := ghostIDs(t, filepath.Join(ws, "ghost.out"))
-			fd, err := unix.PidfdOpen(pid, 0)
-			if err != nil {
-				t.Fatalf("pidfd of %d: %v", pid, err)
-			}
-			t.Cleanup(func() {
-				_ = unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0)
-				_ = unix.Close(fd)
-			})
-			if _, err := p.Stop(testContext(t)); err != nil {
-				t.Fatalf("Stop: %v", err)
-			}
-			// Stop waits for what it killed; a little more for a kill
-			// still in flight. The pidfd polls readable once the whole
-			// thread group is gone.
-			fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
-			n, err := unix.Poll(fds, int((2 * time.Second).Milliseconds()))
-			for err == unix.EINTR {
-				n, err = unix.Poll(fds, int((2 * time.Second).Milliseconds()))
-			}
-			if n == 0 {
-				state, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/task/" + strconv.Itoa(tid) + "/stat")
-				t.Errorf("after Stop: process %d (thread %d) got still running (%q), want killed", pid, tid, state)
-			}
+			stopKillsGhost(t, m, ws, tc.arg, tc.before)
 		})
 	}
 }
@@ -139,18 +104,8 @@ func ghostIDs(t *testing.T, path string) (pid, tid int) {
 // nothing, while its threads run with the marker still in memory: the
 // sweep must still find it. The control keeps the main thread.
 func TestContainmentZombieLeaderKeepsMarker(t *testing.T) {
-	gcc, err := exec.LookPath("gcc")
-	if err != nil {
-		t.Skip("gcc is not installed")
-	}
 	ws := t.TempDir()
-	src := filepath.Join(ws, "ghost.c")
-	if err := os.WriteFile(src, []byte(ghostSource), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if out, err := exec.Command(gcc, "-pthread", "-o", filepath.Join(ws, "ghost"), src).CombinedOutput(); err != nil {
-		t.Skipf("gcc: %v %s", err, out)
-	}
+	compileC(t, ws, "ghost", ghostSource, "-pthread")
 	const forks = `i=0; while [ $i -lt 300 ]; do /bin/true; i=$((i+1)); done; `
 	for _, tc := range []struct {
 		name, arg, before string
@@ -161,30 +116,7 @@ func TestContainmentZombieLeaderKeepsMarker(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			m := newManager(t, agentproc.WithPipeDrain(escapeDrain))
-			p := mustStart(t, m, agentproc.Request{WorkDir: ws,
-				Command: "./ghost " + tc.arg + " > ghost.out 2>&1 & " + tc.before + "echo ready; exec sleep 1000"})
-			waitForOutput(t, p, regexp.MustCompile(`ready`))
-			pid, tid := ghostIDs(t, filepath.Join(ws, "ghost.out"))
-			fd, err := unix.PidfdOpen(pid, 0)
-			if err != nil {
-				t.Fatalf("pidfd of %d: %v", pid, err)
-			}
-			t.Cleanup(func() {
-				_ = unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0)
-				_ = unix.Close(fd)
-			})
-			if _, err := p.Stop(testContext(t)); err != nil {
-				t.Fatalf("Stop: %v", err)
-			}
-			fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
-			n, err := unix.Poll(fds, int((2 * time.Second).Milliseconds()))
-			for err == unix.EINTR {
-				n, err = unix.Poll(fds, int((2 * time.Second).Milliseconds()))
-			}
-			if n == 0 {
-				state, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/task/" + strconv.Itoa(tid) + "/stat")
-				t.Errorf("after Stop: process %d (thread %d) got still running (%q), want killed", pid, tid, state)
-			}
+			stopKillsGhost(t, m, ws, tc.arg, tc.before)
 		})
 	}
 }
@@ -219,18 +151,8 @@ func TestAttackNonDumpableHidesMarker(t *testing.T) {
 		t.Skip("as root the host reads a non-dumpable process's environment")
 	}
 	t.Skip("open: without root and without a cgroup a non-dumpable process (prctl, or exec of an unreadable binary) hides its marker from the sweep (docs/sandbox-threats.md, fourth attack review)")
-	gcc, err := exec.LookPath("gcc")
-	if err != nil {
-		t.Skip("gcc is not installed")
-	}
 	ws := t.TempDir()
-	src := filepath.Join(ws, "nodump.c")
-	if err := os.WriteFile(src, []byte(nodumpSource), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if out, err := exec.Command(gcc, "-o", filepath.Join(ws, "nodump"), src).CombinedOutput(); err != nil {
-		t.Skipf("gcc: %v %s", err, out)
-	}
+	compileC(t, ws, "nodump", nodumpSource)
 	for _, mode := range []string{"dump", "nodump"} {
 		t.Run(mode, func(t *testing.T) {
 			out := filepath.Join(ws, mode+".out")
@@ -280,5 +202,57 @@ func waitPIDFile(t *testing.T, path string) int {
 			t.Fatalf("got %q in %s, want a PID", b, path)
 		case <-tick.C:
 		}
+	}
+}
+
+// compileC builds source as dir/name with gcc and flags, and skips the
+// test where gcc is missing or fails.
+func compileC(t *testing.T, dir, name, source string, flags ...string) {
+	t.Helper()
+	gcc, err := exec.LookPath("gcc")
+	if err != nil {
+		t.Skip("gcc is not installed")
+	}
+	src := filepath.Join(dir, name+".c")
+	if err := os.WriteFile(src, []byte(source), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	args := append(slices.Clone(flags), "-o", filepath.Join(dir, name), src)
+	if out, err := exec.Command(gcc, args...).CombinedOutput(); err != nil {
+		t.Skipf("gcc: %v %s", err, out)
+	}
+}
+
+// stopKillsGhost starts ./ghost arg in the background of a tree of m in
+// ws, after before, stops the tree and fails the test if the ghost's
+// thread group is still running 2 s after Stop returned.
+func stopKillsGhost(t *testing.T, m *agentproc.Manager, ws, arg, before string) {
+	t.Helper()
+	p := mustStart(t, m, agentproc.Request{WorkDir: ws,
+		Command: "./ghost " + arg + " > ghost.out 2>&1 & " + before + "echo ready; exec sleep 1000"})
+	waitForOutput(t, p, regexp.MustCompile(`ready`))
+	pid, tid := ghostIDs(t, filepath.Join(ws, "ghost.out"))
+	fd, err := unix.PidfdOpen(pid, 0)
+	if err != nil {
+		t.Fatalf("pidfd of %d: %v", pid, err)
+	}
+	t.Cleanup(func() {
+		_ = unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0)
+		_ = unix.Close(fd)
+	})
+	if _, err := p.Stop(testContext(t)); err != nil {
+		t.Fatalf("Stop: %v", err)
+	}
+	// Stop waits for what it killed; a little more for a kill
+	// still in flight. The pidfd polls readable once the whole
+	// thread group is gone.
+	fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+	n, err := unix.Poll(fds, int((2 * time.Second).Milliseconds()))
+	for err == unix.EINTR {
+		n, err = unix.Poll(fds, int((2 * time.Second).Milliseconds()))
+	}
+	if n == 0 {
+		state, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/task/" + strconv.Itoa(tid) + "/stat")
+		t.Errorf("after Stop: process %d (thread %d) got still running (%q), want killed", pid, tid, state)
 	}
 }

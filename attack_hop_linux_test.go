@@ -2,7 +2,6 @@ package agentproc_test
 
 import (
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -53,18 +52,8 @@ int main(int argc, char **argv) {
 // same program under one PID, which Close kills.
 func TestAttackForkHopperOutlivesClose(t *testing.T) {
 	requireSandbox(t)
-	gcc, err := exec.LookPath("gcc")
-	if err != nil {
-		t.Skip("gcc is not installed")
-	}
 	ws := t.TempDir()
-	src := filepath.Join(ws, "hop.c")
-	if err := os.WriteFile(src, []byte(hopperSource), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if out, err := exec.Command(gcc, "-O2", "-o", filepath.Join(ws, "hop"), src).CombinedOutput(); err != nil {
-		t.Skipf("gcc: %v %s", err, out)
-	}
+	compileC(t, ws, "hop", hopperSource, "-O2")
 	const forks = `i=0; while [ $i -lt 300 ]; do /bin/true; i=$((i+1)); done; `
 	for _, mode := range []string{"stay", "hop"} {
 		t.Run(mode, func(t *testing.T) {
