@@ -161,23 +161,7 @@ func TestAttackNonDumpableHidesMarker(t *testing.T) {
 				Command: "./nodump " + mode + " " + out + " > /dev/null 2>&1 & echo ready; exec sleep 1000"})
 			waitForOutput(t, p, regexp.MustCompile(`ready`))
 			pid := waitPIDFile(t, out)
-			fd, err := unix.PidfdOpen(pid, 0)
-			if err != nil {
-				t.Fatalf("pidfd of %d: %v", pid, err)
-			}
-			t.Cleanup(func() {
-				_ = unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0)
-				_ = unix.Close(fd)
-			})
-			if _, err := p.Stop(testContext(t)); err != nil {
-				t.Fatalf("Stop: %v", err)
-			}
-			fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
-			n, err := unix.Poll(fds, int((2 * time.Second).Milliseconds()))
-			for err == unix.EINTR {
-				n, err = unix.Poll(fds, int((2 * time.Second).Milliseconds()))
-			}
-			if n == 0 {
+			if !stopKills(t, p, pid) {
 				t.Errorf("after Stop: got process %d (%s) still running, want killed", pid, mode)
 			}
 		})
@@ -232,6 +216,18 @@ func stopKillsGhost(t *testing.T, m *agentproc.Manager, ws, arg, before string) 
 		Command: "./ghost " + arg + " > ghost.out 2>&1 & " + before + "echo ready; exec sleep 1000"})
 	waitForOutput(t, p, regexp.MustCompile(`ready`))
 	pid, tid := ghostIDs(t, filepath.Join(ws, "ghost.out"))
+	if !stopKills(t, p, pid) {
+		state, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/task/" + strconv.Itoa(tid) + "/stat")
+		t.Errorf("after Stop: process %d (thread %d) got still running (%q), want killed", pid, tid, state)
+	}
+}
+
+// stopKills watches pid (a process outside the tree's leader) through a
+// pidfd, stops p and reports whether pid's whole thread group is gone
+// within 2 s after Stop returned (Stop waits for what it killed; a little
+// more for a kill still in flight). The test's cleanup kills pid if not.
+func stopKills(t *testing.T, p *agentproc.Process, pid int) bool {
+	t.Helper()
 	fd, err := unix.PidfdOpen(pid, 0)
 	if err != nil {
 		t.Fatalf("pidfd of %d: %v", pid, err)
@@ -243,16 +239,11 @@ func stopKillsGhost(t *testing.T, m *agentproc.Manager, ws, arg, before string) 
 	if _, err := p.Stop(testContext(t)); err != nil {
 		t.Fatalf("Stop: %v", err)
 	}
-	// Stop waits for what it killed; a little more for a kill
-	// still in flight. The pidfd polls readable once the whole
-	// thread group is gone.
+	// The pidfd polls readable once the whole thread group is gone.
 	fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
 	n, err := unix.Poll(fds, int((2 * time.Second).Milliseconds()))
 	for err == unix.EINTR {
 		n, err = unix.Poll(fds, int((2 * time.Second).Milliseconds()))
 	}
-	if n == 0 {
-		state, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/task/" + strconv.Itoa(tid) + "/stat")
-		t.Errorf("after Stop: process %d (thread %d) got still running (%q), want killed", pid, tid, state)
-	}
+	return n != 0
 }
