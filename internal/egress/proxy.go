@@ -536,8 +536,10 @@ func hostHeadersMatch(hosts []string, t Target) bool {
 
 // pipeBack copies up to c until up ends, then closes c (the client's
 // read side, which the request loop may be waiting on); the channel is
-// closed when it is done.
+// closed when it is done. On Linux a loopback client's send buffer is
+// bounded first (boundClientSend).
 func pipeBack(c, up net.Conn) <-chan struct{} {
+	boundClientSend(c)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)

@@ -15,6 +15,31 @@ const relayChunk = 256 << 10
 
 var relayBufs = sync.Pool{New: func() any { b := make([]byte, relayChunk); return &b }}
 
+// clientSendBuf is the send buffer boundClientSend asks for (the kernel
+// doubles it: two chunks in flight).
+const clientSendBuf = relayChunk
+
+// boundClientSend fixes the send buffer of c, the client's connection, at
+// clientSendBuf when the client is on the loopback (every agentproc
+// tree's is: its proxy listens on 127.0.0.1). Left to autotuning, a
+// loopback connection's send buffer grows to a few MiB, so that much of
+// the download sits between the proxy's write and the client's read, in
+// pages gone cold by the time the client copies them; bounded, the kernel
+// reuses the few pages it writes into, and the client's copy finds them
+// in the cache (docs/measurements.md, the client send buffer's row). The
+// loopback's round trip is microseconds, so 512 KiB in flight does not
+// bound throughput; a client over a real network keeps autotuning.
+func boundClientSend(c net.Conn) {
+	tc, ok := c.(*net.TCPConn)
+	if !ok {
+		return
+	}
+	if a, ok := tc.RemoteAddr().(*net.TCPAddr); !ok || !a.IP.IsLoopback() {
+		return
+	}
+	_ = tc.SetWriteBuffer(clientSendBuf)
+}
+
 // copyConnOS reads src's socket itself, through its RawConn, so that a
 // buffer is taken from the pool only once the socket is readable and
 // goes back on EAGAIN: the runtime's poller does the waiting. A src that
