@@ -515,9 +515,14 @@ func (c *sandboxCache) buildMountns(b *sandboxBuilt, pol *sandboxPolicy, hidden,
 	// times in 50 (docs/sandbox-threats.md, third attack review, root);
 	// a file made after the ruleset has no rule to be read through.
 	// The terminals (HiddenDevices) stay with the covers alone: the
-	// host does not make them again, and their rules (every entry of
-	// /dev) cost part of a Start's (docs/benchmarks.md, BenchmarkSandbox).
-	hide := slices.Clone(hidden)
+	// host does not make them again. The tree is uid 0, the owner of
+	// every device node, so the ones no other user may open
+	// (HostDevices: raw disks, the host's other terminals and screens)
+	// are left out here, and /dev is granted entry by entry: a device
+	// made later has no rule (fifth attack review). The ruleset is made
+	// once per policy (confine.LandlockShared), so /dev's rules cost no
+	// Start.
+	hide := slices.Concat(hidden, confine.HostDevices())
 	for _, p := range b.watch.MissingReadOnly(pol.readOnly) {
 		b.missing = append(b.missing, unenforced{field: "ReadOnly", soft: true,
 			reason: p + " does not exist: the tree may create it, and it is protected from the next Start on"})

@@ -1,0 +1,81 @@
+package agentproc_test
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/agentproc/agentproc"
+)
+
+// Tests of the fifth attack review: docs/sandbox-threats.md, "Fifth attack
+// review".
+
+// TestAttackRawBlockDevice: as root the tree is uid 0, the owner of every
+// device node in /dev, and the policy's Landlock ruleset granted reading
+// the whole of /dev but the terminals its mount covers named: a tree read
+// the disk under a hidden file through its block device (grep -a on
+// /dev/loopN printed a key the Hide list kept from cat), which on a host
+// with /dev/sda is every hidden credential; and it opened the host's other
+// terminals and screens (/dev/tty1, /dev/ttyS0: the keystrokes typed at a
+// console; /dev/vcsa1: the text on one). Now the ruleset leaves out every
+// block device and every character device other users may neither read
+// nor write (confine.HostDevices), and /dev is granted entry by entry, so
+// a device made later (a loop device losetup adds) has no rule either.
+// The controls: the hidden file is refused by path, the host reads the
+// loop device, and it opens the terminals.
+func TestAttackRawBlockDevice(t *testing.T) {
+	requireRootSandbox(t)
+	if _, err := exec.LookPath("losetup"); err != nil {
+		t.Skip("no losetup")
+	}
+	ws, key, _ := sandboxWorkspace(t)
+	const secret = "HIDDEN-ON-DISK-7c1e"
+	img := filepath.Join(filepath.Dir(key), "disk.img")
+	data := make([]byte, 1<<20)
+	copy(data[4096:], secret)
+	if err := os.WriteFile(img, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command("losetup", "-f", "--show", "-r", img).CombinedOutput()
+	if err != nil {
+		t.Skipf("losetup: %v: %s", err, out)
+	}
+	loop := strings.TrimSpace(string(out))
+	t.Cleanup(func() {
+		if out, err := exec.Command("losetup", "-d", loop).CombinedOutput(); err != nil {
+			t.Errorf("losetup -d %s: %v: %s", loop, err, out)
+		}
+	})
+	// Control: the host reads the secret through the device.
+	dev, err := os.ReadFile(loop)
+	if err != nil || !bytes.Contains(dev, []byte(secret)) {
+		t.Fatalf("control: the host read %d bytes of %s (err %v), want the secret in them", len(dev), loop, err)
+	}
+	m := newManager(t, agentproc.WithSandbox(agentproc.WorkspaceSandbox(ws)), agentproc.WithRedaction(false))
+	// Control: the file itself is hidden.
+	if o := runSandboxed(t, m, agentproc.Request{WorkDir: ws, Command: "cat " + shellQuote(img)}); strings.Contains(o.Text, secret) {
+		t.Fatalf("control: the tree read the hidden %s by its path: %q; want it hidden", img, o.Text)
+	}
+	o := runSandboxed(t, m, agentproc.Request{WorkDir: ws, Command: "grep -a -o " + secret + " " + loop})
+	if strings.Contains(o.Text, secret) {
+		t.Errorf("the tree read a hidden file's disk through %s: output %q, want the device refused", loop, o.Text)
+	}
+	for _, d := range []string{"/dev/tty1", "/dev/ttyS0", "/dev/vcsa1", "/dev/vcs1"} {
+		f, err := os.OpenFile(d, os.O_RDONLY|unix.O_NOCTTY|unix.O_NONBLOCK, 0)
+		if err != nil {
+			continue // not on this host: nothing to control
+		}
+		_ = f.Close()
+		o := runSandboxed(t, m, agentproc.Request{WorkDir: ws,
+			Command: "exec 3<" + d + " && echo opened " + d})
+		if strings.Contains(o.Text, "opened") {
+			t.Errorf("the tree opened the host's %s for reading: output %q, want it refused", d, o.Text)
+		}
+	}
+}
