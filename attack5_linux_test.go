@@ -2,6 +2,7 @@ package agentproc_test
 
 import (
 	"bytes"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,6 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/agentproc/agentproc"
+	"github.com/agentproc/agentproc/internal/egress"
 )
 
 // Tests of the fifth attack review: docs/sandbox-threats.md, "Fifth attack
@@ -77,5 +79,48 @@ func TestAttackRawBlockDevice(t *testing.T) {
 		if strings.Contains(o.Text, "opened") {
 			t.Errorf("the tree opened the host's %s for reading: output %q, want it refused", d, o.Text)
 		}
+	}
+}
+
+// TestAttackNAT64PrivateAddress: the proxy refuses a private-range
+// address unless AllowHosts names it, and the host's own addresses
+// always, but judged an address inside the NAT64 prefix (64:ff9b::/96,
+// RFC 6052, and the local-use 64:ff9b:1::/48 of RFC 8215) by the IPv6
+// address alone: a listed name whose DNS answers 64:ff9b::a00:5 (an
+// attacker's domain, or DNS64 on an IPv6-only network such as AWS's,
+// which also routes the prefix) was dialled, and the NAT64 gateway then
+// connects to 10.0.0.5 or to the host's own IPv4 address. Only loopback
+// and the other ranges refused whatever the list says were looked for
+// inside the well-known prefix. The filter now judges the IPv4 address a
+// NAT64 address carries as that address. The control: the same IPv4
+// addresses are refused as they are.
+func TestAttackNAT64PrivateAddress(t *testing.T) {
+	own := netip.MustParseAddr("203.0.113.7")
+	f := &egress.AddrFilter{LocalAddrs: func() ([]netip.Addr, error) { return []netip.Addr{own}, nil }}
+	list, err := egress.ParseList([]string{"attacker.example"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ v4, v6 string }{
+		{"10.0.0.5", "64:ff9b::a00:5"},
+		{"192.168.1.1", "64:ff9b::c0a8:101"},
+		{"203.0.113.7", "64:ff9b::cb00:7107"},
+		{"10.0.0.5", "64:ff9b:1::a00:5"},
+		{"127.0.0.1", "64:ff9b:1::7f00:1"},
+	} {
+		if r := f.Check(netip.MustParseAddr(c.v4), list); r == "" {
+			t.Fatalf("control: %s is dialled for a name the list allows; want it refused", c.v4)
+		}
+		if r := f.Check(netip.MustParseAddr(c.v6), list); r == "" {
+			t.Errorf("%s (NAT64 of %s) is dialled for a name the list allows; want it refused as %s is", c.v6, c.v4, c.v4)
+		}
+	}
+	// A private range the list names is reached through NAT64 too.
+	named, err := egress.ParseList([]string{"attacker.example", "10.0.0.0/8"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := f.Check(netip.MustParseAddr("64:ff9b::a00:5"), named); r != "" {
+		t.Errorf("64:ff9b::a00:5 with 10.0.0.0/8 listed: refused (%s), want it dialled", r)
 	}
 }
