@@ -124,3 +124,40 @@ func TestAttackNAT64PrivateAddress(t *testing.T) {
 		t.Errorf("64:ff9b::a00:5 with 10.0.0.0/8 listed: refused (%s), want it dialled", r)
 	}
 }
+
+// TestAttackSandboxEnvSetNotRedacted: a secret-looking variable given to
+// the tree through its sandbox's Env.Set (an operator's registry token,
+// or httpapi's sandbox.env_set) reached the model's view when the tree
+// printed its environment: redaction took the secret-looking values of
+// the host's environment and of Request.Env, not of Env.Set. Now the
+// values of the Env.Set the request runs under (its Sandbox's, else the
+// Manager's default) are redacted too. The control: without redaction
+// the tree prints the value, so it had it.
+func TestAttackSandboxEnvSetNotRedacted(t *testing.T) {
+	requireSandbox(t)
+	ws := t.TempDir()
+	const token = "npm_EnvSetToken0123456789abcdef"
+	sb := agentproc.WorkspaceSandbox(ws)
+	sb.Env.Set = map[string]string{"NPM_TOKEN": token}
+	ctl := runSandboxed(t, newManager(t, agentproc.WithSandbox(sb), agentproc.WithRedaction(false)),
+		agentproc.Request{WorkDir: ws, Command: `echo "$NPM_TOKEN"`})
+	if !strings.Contains(ctl.Text, token) {
+		t.Fatalf("control: without redaction the tree printed %q, want the token", ctl.Text)
+	}
+	for name, m := range map[string]*agentproc.Manager{
+		"the Manager's default": newManager(t, agentproc.WithSandbox(sb)),
+		"the request's own":     newManager(t),
+	} {
+		req := agentproc.Request{WorkDir: ws, Command: `echo "$NPM_TOKEN"; env`}
+		if name == "the request's own" {
+			req.Sandbox = sb
+		}
+		out := runSandboxed(t, m, req)
+		if strings.Contains(out.Text, token) {
+			t.Errorf("%s sandbox's Env.Set: the tree printed the token: %q; want it redacted", name, out.Text)
+		}
+		if !strings.Contains(out.Text, "[redacted:NPM_TOKEN]") {
+			t.Errorf("%s sandbox's Env.Set: output %q, want [redacted:NPM_TOKEN]", name, out.Text)
+		}
+	}
+}

@@ -194,9 +194,12 @@ func secretAcceptable(name, value string) bool {
 func hostSecrets() []secretEntry { return envSecrets(os.Environ()) }
 
 // requestSecrets is what one Request adds to the Manager's set: its
-// Secrets, and, unless they are off, the secret-looking values of its Env.
-func requestSecrets(req Request, envDefaults bool) []secretEntry {
-	if len(req.Secrets) == 0 && (!envDefaults || len(req.Env) == 0) {
+// Secrets, and, unless they are off, the secret-looking values of its Env
+// and of its sandbox's Env.Set (set is the Sandbox the request runs under's,
+// nil without one): both reach the tree's environment, where `env` prints
+// them (fifth attack review: Env.Set's were not redacted).
+func requestSecrets(req Request, set map[string]string, envDefaults bool) []secretEntry {
+	if len(req.Secrets) == 0 && (!envDefaults || len(req.Env) == 0 && len(set) == 0) {
 		return nil
 	}
 	var out []secretEntry
@@ -204,11 +207,26 @@ func requestSecrets(req Request, envDefaults bool) []secretEntry {
 		out = append(out, secretEntry{k, req.Secrets[k]})
 	}
 	if envDefaults {
-		for _, k := range slices.Sorted(maps.Keys(req.Env)) {
-			out = appendEnvSecret(out, k, req.Env[k])
+		for _, env := range []map[string]string{set, req.Env} {
+			for _, k := range slices.Sorted(maps.Keys(env)) {
+				out = appendEnvSecret(out, k, env[k])
+			}
 		}
 	}
 	return out
+}
+
+// sandboxEnvSet is the Env.Set of the Sandbox req runs under (its own,
+// else the Manager's default), nil without one.
+func (m *Manager) sandboxEnvSet(req Request) map[string]string {
+	sb := req.Sandbox
+	if sb == nil {
+		sb = m.cfg.sandbox
+	}
+	if sb == nil {
+		return nil
+	}
+	return sb.Env.Set
 }
 
 // secretForms returns the forms of v the matcher looks for, raw first,
@@ -656,7 +674,7 @@ func (m *Manager) redactionFor(p *Process, req Request) redaction {
 		return redaction{}
 	}
 	return redaction{
-		sets:  [2]*redactSet{m.redact, newRedactSet(requestSecrets(req, true))},
+		sets:  [2]*redactSet{m.redact, newRedactSet(requestSecrets(req, m.sandboxEnvSet(req), true))},
 		count: &p.state.redactions,
 	}
 }
@@ -708,7 +726,7 @@ func (m *Manager) redactEntriesFor(req Request) []secretEntry {
 	if m.redact != nil {
 		out = append(out, m.redact.entries...)
 	}
-	return append(out, requestSecrets(req, true)...)
+	return append(out, requestSecrets(req, m.sandboxEnvSet(req), true)...)
 }
 
 // wireSecret is a secret as the host hands it to a detached process's
