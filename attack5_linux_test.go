@@ -161,3 +161,26 @@ func TestAttackSandboxEnvSetNotRedacted(t *testing.T) {
 		}
 	}
 }
+
+// TestAttackEnvHookSecretNotRedacted: a secret-looking variable that the
+// host's WithEnv hook adds to every process's environment (a token it
+// fetches at run time rather than keeps in its own environment) was
+// printed by `env` in an unsandboxed tree straight into the output the
+// model reads: redaction took the host's own environment, read once by
+// New, and Request.Env, not what the hook made. Now with a hook the
+// secret-looking variables of the environment a process starts with are
+// redacted too. The control: with redaction off the tree prints the token.
+func TestAttackEnvHookSecretNotRedacted(t *testing.T) {
+	const token = "ghp_FromTheEnvHook0123456789abcd"
+	hook := agentproc.WithEnv(func(base []string) ([]string, error) {
+		return append(base, "GITHUB_TOKEN="+token), nil
+	})
+	req := agentproc.Request{Command: `echo "tok=$GITHUB_TOKEN"`}
+	if ctl := runSandboxed(t, newManager(t, hook, agentproc.WithRedaction(false)), req); !strings.Contains(ctl.Text, token) {
+		t.Fatalf("control: without redaction the tree printed %q, want the token", ctl.Text)
+	}
+	out := runSandboxed(t, newManager(t, hook), req)
+	if strings.Contains(out.Text, token) || !strings.Contains(out.Text, "[redacted:GITHUB_TOKEN]") {
+		t.Errorf("the hook's token: output %q, want tok=[redacted:GITHUB_TOKEN]", out.Text)
+	}
+}
