@@ -2,6 +2,7 @@ package agentproc_test
 
 import (
 	"bytes"
+	"net"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -182,5 +183,45 @@ func TestAttackEnvHookSecretNotRedacted(t *testing.T) {
 	out := runSandboxed(t, newManager(t, hook), req)
 	if strings.Contains(out.Text, token) || !strings.Contains(out.Text, "[redacted:GITHUB_TOKEN]") {
 		t.Errorf("the hook's token: output %q, want tok=[redacted:GITHUB_TOKEN]", out.Text)
+	}
+}
+
+// TestAttackRootDaemonDoors: as root the mount namespace covered a list of
+// the host's doors (D-Bus, systemd, Docker, containerd, Podman, tmux…),
+// and a socket it did not name stayed reachable; among those, daemons
+// that take any uid-0 peer for their administrator and run what it asks
+// outside the sandbox: snapd (a snap's hooks run as root; sideloading
+// needs nothing but the socket), LXD and Incus (a privileged container
+// with the host's / mounted), libvirt (a VM on the host's disk),
+// tailscaled (a local port served to the tailnet or the Internet), udevd's
+// control socket, nscd (names resolved for a NetworkNone tree: data out
+// by DNS). Each is now covered (hostDoors), whether it exists yet or not.
+// The test makes a listener at each path this host lacks (and removes it
+// after); the control reaches it unconfined.
+func TestAttackRootDaemonDoors(t *testing.T) {
+	requireRootSandbox(t)
+	ws := t.TempDir()
+	m := newManager(t, agentproc.WithSandbox(agentproc.WorkspaceSandbox(ws)))
+	plain := newManager(t)
+	for _, p := range []string{"/run/snapd.socket", "/run/tailscale/tailscaled.sock", "/run/libvirt/libvirt-sock",
+		"/run/udev/control", "/run/nscd/socket", "/run/containerd/containerd.sock.ttrpc"} {
+		if _, err := os.Lstat(p); err == nil {
+			continue // this host's own: left alone
+		}
+		dir := filepath.Dir(p)
+		if _, err := os.Stat(dir); err != nil {
+			if err := os.Mkdir(dir, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = os.Remove(dir) })
+		}
+		l, err := net.Listen("unix", p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = l.Close(); _ = os.Remove(p) })
+		serveEach(t, l, func(net.Conn) string { return "" })
+		mustReach(t, plain, fsProbeRequest(t, ws, "unix", p), "connect "+p)
+		mustDeny(t, m, fsProbeRequest(t, ws, "unix", p), "connect "+p)
 	}
 }

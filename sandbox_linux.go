@@ -1081,11 +1081,23 @@ func (c *sandboxCache) makeReadyThread(b *sandboxBuilt, lastCap int) {
 func hostDoors() []string {
 	uid := strconv.Itoa(os.Getuid())
 	cands := []string{
-		"/var/run/docker.sock", "/run/docker.sock", "/run/containerd/containerd.sock",
+		"/var/run/docker.sock", "/run/docker.sock",
 		"/run/podman/podman.sock", "/run/buildkit/buildkitd.sock",
 		"/run/dbus", "/var/run/dbus", "/run/systemd/private", "/run/systemd/io.systemd.Manager",
 		"/run/screen", "/var/run/screen",
 		filepath.Join(os.TempDir(), "agentproc-"+uid), "/tmp/tmux-" + uid,
+		// Daemons that serve any uid-0 peer as their administrator (fifth
+		// attack review, TestAttackRootDaemonDoors): snapd installs a snap
+		// whose hooks run as root, LXD, Incus and libvirt start a
+		// privileged container or a VM with the host's disk, the container
+		// runtimes run one, tailscaled exposes local ports to the tailnet or
+		// the Internet, udevd takes control messages, nscd resolves names
+		// (a way out for NetworkNone).
+		"/run/snapd.socket", "/run/snapd-snap.socket", "/var/lib/lxd/unix.socket",
+		"/var/snap/lxd/common/lxd/unix.socket", "/var/lib/incus/unix.socket", "/run/incus",
+		"/run/libvirt", "/var/run/libvirt", "/run/containerd", "/run/docker", "/run/k3s", "/run/crio",
+		"/var/run/crio", "/run/cri-dockerd.sock", "/run/tailscale", "/var/run/tailscale",
+		"/run/udev/control", "/run/nscd", "/var/run/nscd",
 	}
 	if m, err := filepath.Glob("/run/systemd/io.systemd.*"); err == nil {
 		cands = append(cands, m...)
