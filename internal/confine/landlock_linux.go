@@ -106,8 +106,8 @@ var HiddenDevices = []string{"/dev/pts", "/dev/ptmx", "/dev/console", "/dev/tty0
 // it; a root tree, uid 0, owns them) and every character device other
 // users may neither read nor write (the host's other terminals and
 // screens, /dev/tty1, /dev/ttyS0, /dev/vcsa1; sound, cameras, hidraw keys,
-// the framebuffer), but devicePaths. A tree so gets the devices any user
-// gets (/dev/fuse, /dev/net/tun, GPUs' world-writable nodes). Leaving
+// the framebuffer), but devicePaths. A tree may still open for reading
+// the devices any user may (writes reach devicePaths alone). Leaving
 // them out makes /dev granted entry by entry (landlockGrants), so a
 // device made later (a loop device losetup adds, a disk plugged in) has
 // no rule either. /dev/pts is HiddenDevices' (a TTY request's own
