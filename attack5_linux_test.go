@@ -225,3 +225,49 @@ func TestAttackRootDaemonDoors(t *testing.T) {
 		mustDeny(t, m, fsProbeRequest(t, ws, "unix", p), "connect "+p)
 	}
 }
+
+// TestAttackBrowserProfilesOutsideList: WorkspaceSandbox hid ~/.mozilla
+// and Chrome's and Chromium's profiles in ~/.config, but Ubuntu's Firefox
+// and Chromium are snaps that keep them under ~/snap, Flatpak's under
+// ~/.var/app, and Brave, Edge, Vivaldi, Opera and Thunderbird elsewhere:
+// a tree read their cookies (every web session of the user) and saved
+// passwords, and the history where `agentproc serve --listen`'s page URL
+// keeps its token (`#token=`), which lets a tree with the network drive
+// serve unconfined. The control reads each unconfined.
+func TestAttackBrowserProfilesOutsideList(t *testing.T) {
+	requireSandbox(t)
+	home, ws := t.TempDir(), t.TempDir()
+	t.Setenv("HOME", home)
+	profiles := []string{
+		"snap/firefox/common/.mozilla/firefox/x.default/cookies.sqlite",
+		"snap/chromium/common/chromium/Default/Cookies",
+		".var/app/org.mozilla.firefox/.mozilla/firefox/x.default/places.sqlite",
+		".var/app/com.google.Chrome/config/google-chrome/Default/History",
+		".config/BraveSoftware/Brave-Browser/Default/Login Data",
+		".config/microsoft-edge/Default/Cookies",
+		".thunderbird/x.default/logins.json",
+	}
+	cmd := "for f in"
+	for _, p := range profiles {
+		f := filepath.Join(home, p)
+		if err := os.MkdirAll(filepath.Dir(f), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(f, []byte("SESSION-OF-"+p+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		cmd += " " + shellQuote(f)
+	}
+	cmd += `; do cat "$f"; done; true`
+	m := newManager(t, agentproc.WithRedaction(false))
+	ctl := runSandboxed(t, m, agentproc.Request{Command: cmd, WorkDir: ws})
+	out := runSandboxed(t, m, agentproc.Request{Command: cmd, WorkDir: ws, Sandbox: agentproc.WorkspaceSandbox(ws)})
+	for _, p := range profiles {
+		if !strings.Contains(ctl.Text, "SESSION-OF-"+p) {
+			t.Errorf("control: ~/%s not read unconfined (output %q)", p, ctl.Text)
+		}
+		if strings.Contains(out.Text, "SESSION-OF-"+p) {
+			t.Errorf("~/%s was read inside WorkspaceSandbox, want it hidden", p)
+		}
+	}
+}

@@ -232,8 +232,15 @@ var credentialPaths = []string{
 	".claude/.credentials.json", ".codex/auth.json", ".gemini/oauth_creds.json",
 	".config/github-copilot/hosts.json", ".config/github-copilot/apps.json",
 	".cache/huggingface/token", ".huggingface/token",
-	// Browsers (cookies, saved passwords) and agentproc's own.
+	// Browsers (cookies, saved passwords, the history that holds serve's
+	// page URL with its token), mail, and agentproc's own. Ubuntu's
+	// Firefox and Chromium are snaps, keeping their profiles under ~/snap;
+	// Flatpak's under ~/.var/app (fifth attack review).
 	".mozilla", ".config/google-chrome", ".config/chromium", ".config/agentproc", ".agentproc-token",
+	"snap/firefox/common/.mozilla", "snap/chromium/common/chromium",
+	".var/app/org.mozilla.firefox/.mozilla", ".var/app/com.google.Chrome/config/google-chrome",
+	".var/app/org.chromium.Chromium/config/chromium", ".config/BraveSoftware", ".config/microsoft-edge",
+	".config/vivaldi", ".config/opera", ".thunderbird", "snap/thunderbird/common/.thunderbird",
 }
 
 // systemSecretPaths are hidden by WorkspaceSandbox as well: a root tree
