@@ -271,3 +271,45 @@ func TestAttackBrowserProfilesOutsideList(t *testing.T) {
 		}
 	}
 }
+
+// TestAttackPlatformTokensOutsideList: the command lines of GitLab,
+// Cloudflare, Fly.io, Netlify, Firebase, Databricks, Snowflake, dbt,
+// Hetzner, ngrok, Sentry, Terraform Cloud, Stripe and JFrog keep their
+// tokens (or passwords) in files WorkspaceSandbox did not hide: a tree read
+// each. They are in the credential list now. The control reads each
+// unconfined.
+func TestAttackPlatformTokensOutsideList(t *testing.T) {
+	requireSandbox(t)
+	home, ws := t.TempDir(), t.TempDir()
+	t.Setenv("HOME", home)
+	files := []string{
+		".config/glab-cli/config.yml", ".wrangler/config/default.toml", ".fly/config.yml",
+		".config/netlify/config.json", ".config/configstore/firebase-tools.json", ".databrickscfg",
+		".snowsql/config", ".dbt/profiles.yml", ".config/hcloud/cli.toml", ".config/ngrok/ngrok.yml",
+		".cloudflared/cert.pem", ".sentryclirc", ".terraformrc", ".config/stripe/config.toml",
+		".jfrog/jfrog-cli.conf.v6",
+	}
+	cmd := "for f in"
+	for _, p := range files {
+		f := filepath.Join(home, p)
+		if err := os.MkdirAll(filepath.Dir(f), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(f, []byte("TOKEN-OF-"+p+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		cmd += " " + shellQuote(f)
+	}
+	cmd += `; do cat "$f"; done; true`
+	m := newManager(t, agentproc.WithRedaction(false))
+	ctl := runSandboxed(t, m, agentproc.Request{Command: cmd, WorkDir: ws})
+	out := runSandboxed(t, m, agentproc.Request{Command: cmd, WorkDir: ws, Sandbox: agentproc.WorkspaceSandbox(ws)})
+	for _, p := range files {
+		if !strings.Contains(ctl.Text, "TOKEN-OF-"+p) {
+			t.Errorf("control: ~/%s not read unconfined (output %q)", p, ctl.Text)
+		}
+		if strings.Contains(out.Text, "TOKEN-OF-"+p) {
+			t.Errorf("~/%s was read inside WorkspaceSandbox, want it hidden", p)
+		}
+	}
+}

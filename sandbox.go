@@ -226,6 +226,11 @@ var credentialPaths = []string{
 	// Secret stores and infrastructure tools.
 	".vault-token", ".terraform.d/credentials.tfrc.json",
 	".password-store", ".local/share/keyrings", ".config/op", ".config/sops",
+	// Hosting, CI and data platforms' command lines (fifth attack review).
+	".config/glab-cli", ".wrangler/config", ".fly/config.yml", ".config/netlify/config.json",
+	".config/configstore/firebase-tools.json", ".databrickscfg", ".snowsql/config", ".dbt/profiles.yml",
+	".config/hcloud/cli.toml", ".config/ngrok/ngrok.yml", ".ngrok2/ngrok.yml", ".cloudflared",
+	".sentryclirc", ".terraformrc", ".config/stripe/config.toml", ".jfrog",
 	// Databases.
 	".pgpass", ".my.cnf",
 	// The coding agents' and model hubs' own tokens.
