@@ -520,8 +520,9 @@ func (c *sandboxCache) buildMountns(b *sandboxBuilt, pol *sandboxPolicy, hidden,
 	// (HostDevices: raw disks, the host's other terminals and screens)
 	// are left out here, and /dev is granted entry by entry: a device
 	// made later has no rule (fifth attack review). The ruleset is made
-	// once per policy (confine.LandlockShared), so /dev's rules cost no
-	// Start.
+	// once per policy (confine.LandlockShared); a Start pays for the few
+	// more rules landlock_restrict_self copies, not measurable here
+	// (docs/sandbox-threats.md).
 	hide := slices.Concat(hidden, confine.HostDevices())
 	for _, p := range b.watch.MissingReadOnly(pol.readOnly) {
 		b.missing = append(b.missing, unenforced{field: "ReadOnly", soft: true,
