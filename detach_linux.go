@@ -260,7 +260,7 @@ func (m *Manager) startDetached(req Request, owner, command, dir string, seq uin
 		return nil, xerrors.Errorf(prefixFor(err)+"watch runner: %w", err)
 	}
 	p = m.newDetachedProcess(rec, seq, outDir)
-	p.redact = m.redactionFor(p, req)
+	p.redact = m.redactionFor(p, req, env)
 	p.sup.det.runner = runner
 	p.sup.det.runnerFD = fd
 	p.sup.det.leaderFD = pinLeader(leader, id)
@@ -324,7 +324,7 @@ func (m *Manager) startRunner(req Request, id, command, dir string, env []string
 	var stdin io.Reader = out
 	var secretsR, secretsW *os.File
 	var secrets []byte
-	if entries := m.redactEntriesFor(req); len(entries) > 0 {
+	if entries := m.redactEntriesFor(req, env); len(entries) > 0 {
 		if secretsR, secretsW, err = os.Pipe(); err != nil {
 			return fail("start runner", err)
 		}
@@ -781,7 +781,7 @@ func (m *Manager) adoptDetached(r *stateRecord) *Process {
 	p := m.newDetachedProcess(r, 0, out)
 	// This Manager's secrets: the request's are not known here, and
 	// the runner redacted with them.
-	p.redact = m.redactionFor(p, Request{})
+	p.redact = m.redactionFor(p, Request{}, nil)
 	if r.Runner.PID > 0 && r.Runner.Boot == m.state.host.Boot {
 		// Checked after pinning: a reused PID fails here.
 		fd, ok := pidfd.Pin(r.Runner.PID, func() bool {

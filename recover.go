@@ -266,7 +266,7 @@ func (m *Manager) recoveredProcess(r *stateRecord, leftovers int) *Process {
 		p.sup.log = &outputLog{dir: m.logs, path: path}
 		// Through this Manager's redaction too: the log was redacted as
 		// it was written, but by the dead host's secrets.
-		red := m.redactionFor(p, Request{}).newRedactor(func(b []byte) { _, _ = p.buf.Write(b) })
+		red := m.redactionFor(p, Request{}, nil).newRedactor(func(b []byte) { _, _ = p.buf.Write(b) })
 		if err := copyFileIn(filepath.Dir(path), filepath.Base(path), red); err != nil && !errors.Is(err, os.ErrNotExist) {
 			m.cfg.logger.Warn(context.Background(), "read recovered output log", slog.F("path", path), fieldError(err))
 		}

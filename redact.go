@@ -194,9 +194,12 @@ func secretAcceptable(name, value string) bool {
 func hostSecrets() []secretEntry { return envSecrets(os.Environ()) }
 
 // requestSecrets is what one Request adds to the Manager's set: its
-// Secrets, and, unless they are off, the secret-looking values of its Env.
-func requestSecrets(req Request, envDefaults bool) []secretEntry {
-	if len(req.Secrets) == 0 && (!envDefaults || len(req.Env) == 0) {
+// Secrets, and, unless they are off, the secret-looking values of its Env
+// and of its sandbox's Env.Set (set is the Sandbox the request runs under's,
+// nil without one): both reach the tree's environment, where `env` prints
+// them (fifth attack review: Env.Set's were not redacted).
+func requestSecrets(req Request, set map[string]string, envDefaults bool) []secretEntry {
+	if len(req.Secrets) == 0 && (!envDefaults || len(req.Env) == 0 && len(set) == 0) {
 		return nil
 	}
 	var out []secretEntry
@@ -204,11 +207,26 @@ func requestSecrets(req Request, envDefaults bool) []secretEntry {
 		out = append(out, secretEntry{k, req.Secrets[k]})
 	}
 	if envDefaults {
-		for _, k := range slices.Sorted(maps.Keys(req.Env)) {
-			out = appendEnvSecret(out, k, req.Env[k])
+		for _, env := range []map[string]string{set, req.Env} {
+			for _, k := range slices.Sorted(maps.Keys(env)) {
+				out = appendEnvSecret(out, k, env[k])
+			}
 		}
 	}
 	return out
+}
+
+// sandboxEnvSet is the Env.Set of the Sandbox req runs under (its own,
+// else the Manager's default), nil without one.
+func (m *Manager) sandboxEnvSet(req Request) map[string]string {
+	sb := req.Sandbox
+	if sb == nil {
+		sb = m.cfg.sandbox
+	}
+	if sb == nil {
+		return nil
+	}
+	return sb.Env.Set
 }
 
 // secretForms returns the forms of v the matcher looks for, raw first,
@@ -650,15 +668,41 @@ func (m *Manager) validateRedaction(req Request) error {
 	return validateSecrets("Request.Secrets", req.Secrets)
 }
 
-// redactionFor returns what redacts p's output under req.
-func (m *Manager) redactionFor(p *Process, req Request) redaction {
+// redactionFor returns what redacts p's output under req; env is the
+// environment p was started with (nil for one recovered).
+func (m *Manager) redactionFor(p *Process, req Request, env []string) redaction {
 	if m.cfg.noRedaction {
 		return redaction{}
 	}
 	return redaction{
-		sets:  [2]*redactSet{m.redact, newRedactSet(requestSecrets(req, true))},
+		sets:  [2]*redactSet{m.redact, newRedactSet(m.processSecrets(req, env))},
 		count: &p.state.redactions,
 	}
+}
+
+// processSecrets is what a process started with req and env adds to the
+// Manager's set: requestSecrets, and with a WithEnv hook the secret-looking
+// variables of env the host's environment does not hold: the hook's are
+// the host's for this process (a token it fetches), which `env` in an
+// unsandboxed tree printed unredacted (fifth attack review). Without a
+// hook env holds nothing more, and is not read.
+func (m *Manager) processSecrets(req Request, env []string) []secretEntry {
+	out := requestSecrets(req, m.sandboxEnvSet(req), true)
+	if m.cfg.envHook == nil || len(env) == 0 {
+		return out
+	}
+	host := map[string]bool{}
+	if m.redact != nil {
+		for _, e := range m.redact.entries {
+			host[e.value] = true
+		}
+	}
+	for _, e := range envSecrets(env) {
+		if !host[e.value] {
+			out = append(out, e)
+		}
+	}
+	return out
 }
 
 // redactString returns s redacted as output is, for what a tree puts in
@@ -700,7 +744,7 @@ func (rd redaction) redactHost(s string) string {
 // redactEntriesFor returns every secret redacted in the output of a
 // process started with req, for a detached process's runner; nil when
 // redaction is off or there is none.
-func (m *Manager) redactEntriesFor(req Request) []secretEntry {
+func (m *Manager) redactEntriesFor(req Request, env []string) []secretEntry {
 	if m.cfg.noRedaction {
 		return nil
 	}
@@ -708,7 +752,7 @@ func (m *Manager) redactEntriesFor(req Request) []secretEntry {
 	if m.redact != nil {
 		out = append(out, m.redact.entries...)
 	}
-	return append(out, requestSecrets(req, true)...)
+	return append(out, m.processSecrets(req, env)...)
 }
 
 // wireSecret is a secret as the host hands it to a detached process's

@@ -363,7 +363,7 @@ func BenchmarkRedactPerStart(b *testing.B) {
 		if err := m.validateRedaction(req); err != nil {
 			b.Fatal(err)
 		}
-		r := m.redactionFor(p, req).newRedactor(func([]byte) {})
+		r := m.redactionFor(p, req, nil).newRedactor(func([]byte) {})
 		r.flush()
 	}
 }

@@ -226,14 +226,26 @@ var credentialPaths = []string{
 	// Secret stores and infrastructure tools.
 	".vault-token", ".terraform.d/credentials.tfrc.json",
 	".password-store", ".local/share/keyrings", ".config/op", ".config/sops",
+	// Hosting, CI and data platforms' command lines (fifth attack review).
+	".config/glab-cli", ".wrangler/config", ".fly/config.yml", ".config/netlify/config.json",
+	".config/configstore/firebase-tools.json", ".databrickscfg", ".snowsql/config", ".dbt/profiles.yml",
+	".config/hcloud/cli.toml", ".config/ngrok/ngrok.yml", ".ngrok2/ngrok.yml", ".cloudflared",
+	".sentryclirc", ".terraformrc", ".config/stripe/config.toml", ".jfrog",
 	// Databases.
 	".pgpass", ".my.cnf",
 	// The coding agents' and model hubs' own tokens.
 	".claude/.credentials.json", ".codex/auth.json", ".gemini/oauth_creds.json",
 	".config/github-copilot/hosts.json", ".config/github-copilot/apps.json",
 	".cache/huggingface/token", ".huggingface/token",
-	// Browsers (cookies, saved passwords) and agentproc's own.
+	// Browsers (cookies, saved passwords, the history that holds serve's
+	// page URL with its token), mail, and agentproc's own. Ubuntu's
+	// Firefox and Chromium are snaps, keeping their profiles under ~/snap;
+	// Flatpak's under ~/.var/app (fifth attack review).
 	".mozilla", ".config/google-chrome", ".config/chromium", ".config/agentproc", ".agentproc-token",
+	"snap/firefox/common/.mozilla", "snap/chromium/common/chromium",
+	".var/app/org.mozilla.firefox/.mozilla", ".var/app/com.google.Chrome/config/google-chrome",
+	".var/app/org.chromium.Chromium/config/chromium", ".config/BraveSoftware", ".config/microsoft-edge",
+	".config/vivaldi", ".config/opera", ".thunderbird", "snap/thunderbird/common/.thunderbird",
 }
 
 // systemSecretPaths are hidden by WorkspaceSandbox as well: a root tree

@@ -515,9 +515,15 @@ func (c *sandboxCache) buildMountns(b *sandboxBuilt, pol *sandboxPolicy, hidden,
 	// times in 50 (docs/sandbox-threats.md, third attack review, root);
 	// a file made after the ruleset has no rule to be read through.
 	// The terminals (HiddenDevices) stay with the covers alone: the
-	// host does not make them again, and their rules (every entry of
-	// /dev) cost part of a Start's (docs/benchmarks.md, BenchmarkSandbox).
-	hide := slices.Clone(hidden)
+	// host does not make them again. The tree is uid 0, the owner of
+	// every device node, so the ones no other user may open
+	// (HostDevices: raw disks, the host's other terminals and screens)
+	// are left out here, and /dev is granted entry by entry: a device
+	// made later has no rule (fifth attack review). The ruleset is made
+	// once per policy (confine.LandlockShared); a Start pays for the few
+	// more rules landlock_restrict_self copies, not measurable here
+	// (docs/sandbox-threats.md).
+	hide := slices.Concat(hidden, confine.HostDevices())
 	for _, p := range b.watch.MissingReadOnly(pol.readOnly) {
 		b.missing = append(b.missing, unenforced{field: "ReadOnly", soft: true,
 			reason: p + " does not exist: the tree may create it, and it is protected from the next Start on"})
@@ -1076,11 +1082,23 @@ func (c *sandboxCache) makeReadyThread(b *sandboxBuilt, lastCap int) {
 func hostDoors() []string {
 	uid := strconv.Itoa(os.Getuid())
 	cands := []string{
-		"/var/run/docker.sock", "/run/docker.sock", "/run/containerd/containerd.sock",
+		"/var/run/docker.sock", "/run/docker.sock",
 		"/run/podman/podman.sock", "/run/buildkit/buildkitd.sock",
 		"/run/dbus", "/var/run/dbus", "/run/systemd/private", "/run/systemd/io.systemd.Manager",
 		"/run/screen", "/var/run/screen",
 		filepath.Join(os.TempDir(), "agentproc-"+uid), "/tmp/tmux-" + uid,
+		// Daemons that serve any uid-0 peer as their administrator (fifth
+		// attack review, TestAttackRootDaemonDoors): snapd installs a snap
+		// whose hooks run as root, LXD, Incus and libvirt start a
+		// privileged container or a VM with the host's disk, the container
+		// runtimes run one, tailscaled exposes local ports to the tailnet or
+		// the Internet, udevd takes control messages, nscd resolves names
+		// (a way out for NetworkNone).
+		"/run/snapd.socket", "/run/snapd-snap.socket", "/var/lib/lxd/unix.socket",
+		"/var/snap/lxd/common/lxd/unix.socket", "/var/lib/incus/unix.socket", "/run/incus",
+		"/run/libvirt", "/var/run/libvirt", "/run/containerd", "/run/docker", "/run/k3s", "/run/crio",
+		"/var/run/crio", "/run/cri-dockerd.sock", "/run/tailscale", "/var/run/tailscale",
+		"/run/udev/control", "/run/nscd", "/var/run/nscd",
 	}
 	if m, err := filepath.Glob("/run/systemd/io.systemd.*"); err == nil {
 		cands = append(cands, m...)

@@ -169,7 +169,7 @@ func (m *Manager) spawn(req Request, owner, command, dir string, seq uint64, war
 		cmd: t.cmd, sys: t.sys, ctr: t.ctr, rec: t.rec, log: t.log, sbx: t.sbx,
 	})
 	// Before the proxy serves: its denials name what the tree asked for.
-	p.redact = m.redactionFor(p, req)
+	p.redact = m.redactionFor(p, req, env)
 	if t.sbx != nil {
 		if err := t.sbx.serveHosts(p); err != nil {
 			// The tree cannot reach its proxy: it would run without the

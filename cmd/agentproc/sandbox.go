@@ -49,7 +49,7 @@ func (m *managerFlags) sandboxPolicy(defaultOn bool) (*agentproc.Sandbox, error)
 		if err := sb.Validate(); err != nil {
 			return nil, usagef("--allow-host: %v", err)
 		}
-		return sb, nil
+		return m.hideStateDir(sb), nil
 	}
 	if len(m.hosts) > 0 || network == agentproc.NetworkHosts {
 		return nil, usagef("--allow-host goes with --network=hosts (or no --network), and --network=hosts needs --allow-host")
@@ -70,7 +70,18 @@ func (m *managerFlags) sandboxPolicy(defaultOn bool) (*agentproc.Sandbox, error)
 	}
 	sb := agentproc.WorkspaceSandbox(m.workdir)
 	sb.Network = network
-	return sb, nil
+	return m.hideStateDir(sb), nil
+}
+
+// hideStateDir hides the whole --state-dir, not only this session's dir
+// (which the Manager hides): the other sessions' dirs under it hold their
+// records, the command lines of what they ran, sandboxed or not (fifth
+// attack review, TestMCPStateDirOfOtherSessions).
+func (m *managerFlags) hideStateDir(sb *agentproc.Sandbox) *agentproc.Sandbox {
+	if m.stateDir != "" {
+		sb.Hide = append(sb.Hide, m.stateDir)
+	}
+	return sb
 }
 
 // probeSandbox starts one command confined by sb (nil: the Manager's

@@ -101,6 +101,49 @@ var devicePaths = []string{"/dev/null", "/dev/zero", "/dev/full", "/dev/tty", "/
 // Manager's own host-wide records.
 var HiddenDevices = []string{"/dev/pts", "/dev/ptmx", "/dev/console", "/dev/tty0", "/dev/vcs", "/dev/input", "/dev/mem", "/dev/kmem", "/dev/port"}
 
+// HostDevices lists the device nodes below /dev that a tree with Read nil
+// may not open: every block device (a raw disk reads every hidden file on
+// it; a root tree, uid 0, owns them) and every character device other
+// users may neither read nor write (the host's other terminals and
+// screens, /dev/tty1, /dev/ttyS0, /dev/vcsa1; sound, cameras, hidraw keys,
+// the framebuffer), but devicePaths. A tree may still open for reading
+// the devices any user may (writes reach devicePaths alone). Leaving
+// them out makes /dev granted entry by entry (landlockGrants), so a
+// device made later (a loop device losetup adds, a disk plugged in) has
+// no rule either. /dev/pts is HiddenDevices' (a TTY request's own
+// terminal is handed over open); shared directories (/dev/shm) hold no
+// devices worth a walk.
+func HostDevices() []string {
+	var out []string
+	var walk func(dir string, depth int)
+	walk = func(dir string, depth int) {
+		entries, err := os.ReadDir(dir)
+		if err != nil {
+			return
+		}
+		for _, e := range entries {
+			p := filepath.Join(dir, e.Name())
+			switch {
+			case e.Type()&os.ModeSymlink != 0, slices.Contains(devicePaths, p), p == "/dev/pts":
+			case e.IsDir():
+				if depth < 4 && !sharedDir(p) {
+					walk(p, depth+1)
+				}
+			case e.Type()&os.ModeDevice != 0:
+				var st unix.Stat_t
+				if unix.Lstat(p, &st) != nil {
+					continue
+				}
+				if st.Mode&unix.S_IFMT == unix.S_IFBLK || st.Mode&0o006 == 0 {
+					out = append(out, p)
+				}
+			}
+		}
+	}
+	walk("/dev", 0)
+	return out
+}
+
 // LandlockHidden is what a ruleset must leave out when no mount namespace
 // covers the hidden paths: hide, the host's terminals (HiddenDevices),
 // less what this user cannot read anyway (another user's files,
@@ -108,7 +151,7 @@ var HiddenDevices = []string{"/dev/pts", "/dev/ptmx", "/dev/console", "/dev/tty0
 // above it.
 func LandlockHidden(hide []string) []string {
 	var out []string
-	for _, h := range append(slices.Clone(hide), HiddenDevices...) {
+	for _, h := range slices.Concat(hide, HiddenDevices, HostDevices()) {
 		if err := unix.Access(h, unix.R_OK); err == unix.EACCES {
 			continue // hidden by its permissions
 		}

@@ -23,8 +23,22 @@ var metadataAddrs = map[netip.Addr]bool{
 }
 
 // nat64 is the well-known NAT64 prefix: an address in it reaches the IPv4
-// address in its last 32 bits where a NAT64 gateway exists.
+// address in its last 32 bits where a NAT64 gateway exists (DNS64 on an
+// IPv6-only network answers with such addresses).
 var nat64 = netip.MustParsePrefix("64:ff9b::/96")
+
+// nat64Local is the local-use NAT64 prefix (RFC 8215), whose operators
+// carve /96s out of it: an address in it is judged by its last 32 bits too.
+var nat64Local = netip.MustParsePrefix("64:ff9b:1::/48")
+
+// nat64Target is the IPv4 address a NAT64 address reaches, if a is one.
+func nat64Target(a netip.Addr) (netip.Addr, bool) {
+	if !a.Is6() || !nat64.Contains(a) && !nat64Local.Contains(a) {
+		return netip.Addr{}, false
+	}
+	b := a.As16()
+	return netip.AddrFrom4([4]byte(b[12:])), true
+}
 
 // thisNetwork is 0.0.0.0/8, which Linux treats as this host.
 var thisNetwork = netip.MustParsePrefix("0.0.0.0/8")
@@ -33,9 +47,8 @@ var thisNetwork = netip.MustParsePrefix("0.0.0.0/8")
 // when it may be.
 func alwaysRefused(a netip.Addr) string {
 	a = a.Unmap()
-	if a.Is6() && nat64.Contains(a) {
-		b := a.As16()
-		if r := alwaysRefused(netip.AddrFrom4([4]byte(b[12:]))); r != "" {
+	if v4, ok := nat64Target(a); ok {
+		if r := alwaysRefused(v4); r != "" {
 			return r + " (inside NAT64)"
 		}
 	}
@@ -74,6 +87,15 @@ func (g *AddrFilter) Check(a netip.Addr, l *List) string {
 	a = a.Unmap().WithZone("")
 	if r := alwaysRefused(a); r != "" {
 		return "resolves to " + r
+	}
+	if v4, ok := nat64Target(a); ok {
+		// The gateway connects to v4: the host's own address or a private
+		// one unless listed, as if v4 had been answered (fifth attack
+		// review: TestAttackNAT64PrivateAddress).
+		if r := g.Check(v4, l); r != "" {
+			return r + " (inside NAT64)"
+		}
+		return ""
 	}
 	switch local, known := g.isLocal(a); {
 	case !known:
