@@ -108,8 +108,8 @@ type Request struct {
 	// default, takes the Manager's (WithSandbox), and without one the
 	// tree runs with all of the host's authority. A policy this host
 	// cannot enforce makes Start fail with ErrUnsupported unless
-	// Sandbox.BestEffort is set. It cannot be combined with Detach yet
-	// (ErrUnsupported).
+	// Sandbox.BestEffort is set. A detached process (Detach) is confined
+	// like an attached one.
 	Sandbox *Sandbox
 	// Secrets are redacted in this process's output, in addition to the
 	// Manager's (WithSecrets and the host's secret-looking variables):
