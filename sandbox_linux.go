@@ -683,11 +683,14 @@ func setImmutable(p string, on bool) error {
 // read /proc (Landlock).
 func (b *sandboxBuilt) start(cmd *exec.Cmd, s sandboxStart) error {
 	st := s.ready
-	if st != nil && (s.step != nil || (b.tmpParent != "" && st.tmp != s.tmp)) {
+	inCgroup := cmd.SysProcAttr != nil && cmd.SysProcAttr.UseCgroupFD
+	if st != nil && (s.step != nil || (b.tmpParent != "" && st.tmp != s.tmp) || (b.filter != nil && st.inCgroup != inCgroup)) {
 		// A step must run before the confinement, which the ready thread
-		// has done; and a thread made for another temp dir shows the tree
-		// that one. Neither happens from prepareSandbox but for a cgroup v1
-		// placement.
+		// has done; a thread made for another temp dir shows the tree
+		// that one; and its fork filter, installed ahead, is for a leader
+		// started in its cgroup v2 or not, as the Start before. None of
+		// these happens from prepareSandbox but for a cgroup v1 placement
+		// or a change of Limits between Starts of one policy.
 		st.discard()
 		st = nil
 	}
@@ -703,20 +706,15 @@ func (b *sandboxBuilt) start(cmd *exec.Cmd, s sandboxStart) error {
 			readyThreadStarts.Add(1)
 			err := st.spare.Do(func() error {
 				b.handListener(&st.lis, s.hosts)
-				if err := b.forkFilter(cmd); err != nil {
-					holdNS(st.ns, s, false)
-					st.ns = -1
-					return err
-				}
 				err := cmd.Start()
 				holdNS(st.ns, s, err == nil)
 				st.ns = -1
 				return err
 			})
-			b.cache.makeReadyThread(b, lastCap)
+			b.cache.makeReadyThread(b, lastCap, inCgroup)
 			return err
 		}
-		defer b.cache.makeReadyThread(b, lastCap)
+		defer b.cache.makeReadyThread(b, lastCap, inCgroup)
 	}
 	return osthread.Throwaway(func() (err error) {
 		// The other step first: after the steps below this thread may no
@@ -740,7 +738,7 @@ func (b *sandboxBuilt) start(cmd *exec.Cmd, s sandboxStart) error {
 			return err
 		}
 		b.handListener(&lis, s.hosts)
-		if err := b.forkFilter(cmd); err != nil {
+		if err := b.forkFilter(inCgroup); err != nil {
 			holdNS(ns, s, false)
 			return err
 		}
@@ -751,18 +749,21 @@ func (b *sandboxBuilt) start(cmd *exec.Cmd, s sandboxStart) error {
 }
 
 // forkFilter stacks confine.SeccompForkFilter on the calling thread, which
-// b has confined, just before it forks cmd: clone3 is refused unless the
-// fork itself needs it (a leader started in its cgroup v2), and clone
-// with CLONE_PARENT always (TestAttackHostZombies). A tree in a mount
+// b has confined, before it forks: clone3 is refused unless the fork
+// itself needs it (inCgroup: a leader started in its cgroup v2), and
+// clone with CLONE_PARENT always (TestAttackHostZombies). A ready thread
+// installs it ahead (makeReadyThread, TestSandboxSpareForkFilterInCgroup):
+// the install, about 70 µs of the thread's CPU (the kernel checks, JITs
+// and runs the program once per call number for its cache), was on the
+// Start's path. A tree in a mount
 // namespace of its own (ownMountns) may make no namespace: the
 // containment sweep finds its processes by that namespace
 // (TestSandboxNamespaceSweepsEnvIEscapee), which a process could
 // otherwise leave through a user namespace of its own.
-func (b *sandboxBuilt) forkFilter(cmd *exec.Cmd) error {
+func (b *sandboxBuilt) forkFilter(inCgroup bool) error {
 	if b.filter == nil {
 		return nil
 	}
-	inCgroup := cmd.SysProcAttr != nil && cmd.SysProcAttr.UseCgroupFD
 	return confine.SeccompInstall(confine.SeccompForkFilter(confine.ForkRules{
 		NoClone3:     !inCgroup,
 		NoNamespaces: b.ownMountns(),
@@ -970,6 +971,11 @@ type readyThread struct {
 	tmp      string
 	tmpTaken bool
 	ns       int // the thread's own mount namespace (enterAndDrop); -1 without or once handed over
+	// inCgroup is what the fork filter installed ahead assumes of the
+	// Start it serves (forkFilter): a leader started in its cgroup v2
+	// (clone3 kept), as the Start before was. A Start that differs
+	// discards the thread.
+	inCgroup bool
 }
 
 // readyThreadStarts counts the Starts that took a ready thread, readyThreadsMade the
@@ -1002,11 +1008,13 @@ func (c *sandboxCache) takeReadyThread(b *sandboxBuilt) *readyThread {
 // makeReadyThread is called after each Start of b and makes a ready thread for
 // b in the background when the Start before was of b too, unless the
 // cache has one for b already or is closed. The ready thread is confined
-// all the way (enterAndDrop, then confine). A ready thread made for
+// all the way (enterAndDrop, then confine, then the fork filter for a
+// Start whose leader is, as inCgroup says, started in its cgroup v2 or
+// not, as the one that made it). A ready thread made for
 // another policy is discarded: the cache keeps one, for the policy of the
 // last Starts. Starts that take turns between policies get none, rather
 // than have one made and thrown away each time.
-func (c *sandboxCache) makeReadyThread(b *sandboxBuilt, lastCap int) {
+func (c *sandboxCache) makeReadyThread(b *sandboxBuilt, lastCap int, inCgroup bool) {
 	if b.uncached {
 		return
 	}
@@ -1027,7 +1035,7 @@ func (c *sandboxCache) makeReadyThread(b *sandboxBuilt, lastCap int) {
 	c.mu.Lock()
 	b.users++
 	c.mu.Unlock()
-	st := &readyThread{b: b, ns: -1}
+	st := &readyThread{b: b, ns: -1, inCgroup: inCgroup}
 	take, give := c.takeTemp, c.giveTemp
 	st.spare = osthread.NewSpare(func() error {
 		if b.tmpParent != "" {
@@ -1044,7 +1052,10 @@ func (c *sandboxCache) makeReadyThread(b *sandboxBuilt, lastCap int) {
 		if st.ns, err = b.enterAndDrop(lastCap, st.tmp); err != nil {
 			return err // the next Start does the steps itself and reports it
 		}
-		return b.confine(st.tmp, b.hostsHook(&st.lis))
+		if err := b.confine(st.tmp, b.hostsHook(&st.lis)); err != nil {
+			return err
+		}
+		return b.forkFilter(inCgroup)
 	}, func() {
 		// A listener made ahead and not handed over (the spare failed or
 		// was discarded unused) is closed here, on the spare's goroutine.

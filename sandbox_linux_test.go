@@ -627,6 +627,38 @@ func TestSandboxSpareConfinedAhead(t *testing.T) {
 	}
 }
 
+// TestSandboxSpareForkFilterInCgroup: the fork filter a spare thread
+// installs ahead keeps clone3 for a Manager whose leaders are started in
+// their cgroup v2 (CLONE_INTO_CGROUP), as the Start before was, so that
+// the Start takes the spare and its leader is born in its cgroup. A
+// spare made for the other case is not taken (sandboxBuilt.start). Not
+// parallel: it counts spare Starts process-wide.
+func TestSandboxSpareForkFilterInCgroup(t *testing.T) {
+	requireSandbox(t)
+	parent := cgroupParent(t)
+	ws := t.TempDir()
+	m := newManager(t, agentproc.WithCgroup(parent), agentproc.WithSandbox(agentproc.WorkspaceSandbox(ws)))
+	req := agentproc.Request{Command: "cat /proc/self/cgroup", WorkDir: ws}
+	runSandboxed(t, m, req)
+	for i := 0; ; i++ {
+		runSandboxed(t, m, req)
+		if agentproc.SpareReady(m, 10*time.Second) {
+			break
+		}
+		if i == 4 {
+			t.Fatalf("no spare thread ready after %d sandboxed Starts in a row", i+2)
+		}
+	}
+	before := agentproc.SpareStarts()
+	out := runSandboxed(t, m, req)
+	if agentproc.SpareStarts() == before {
+		t.Error("a Start in its cgroup after two in theirs did not take the spare thread")
+	}
+	if exitCode(out.Info) != 0 || !strings.Contains(out.Text, "0::") {
+		t.Errorf("tree started from the spare in its cgroup: exit %d, output %q, want 0 and its cgroup v2 line", exitCode(out.Info), out.Text)
+	}
+}
+
 // TestSandboxSpareNotThrashed: Starts that take turns between two
 // policies get no spare thread (one would be made and thrown away for each
 // Start), and two Starts in a row of one policy get one. Not parallel: it
