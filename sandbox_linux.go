@@ -81,9 +81,11 @@ type sandboxCache struct {
 	emptyDir  string // holds the empty file hidden files are covered with
 	emptyErr  error
 
-	readyThreadMu     sync.Mutex
-	readyThread       *readyThread  // for the policy of the last Starts; nil if none
-	lastStart         *sandboxBuilt // the policy of the last Start
+	readyThreadMu sync.Mutex
+	// readyThreads holds a ready thread per policy started more than once,
+	// at most maxReadyThreads (makeReadyThread).
+	readyThreads      map[*sandboxBuilt]*readyThread
+	startSeq          uint64 // the Starts that made or took a ready thread, numbering sandboxBuilt.lastStart
 	readyThreadClosed bool
 	threadMakers      sync.WaitGroup // ready threads' goroutines, which close waits for
 
@@ -178,6 +180,11 @@ type sandboxBuilt struct {
 	// listener in the network namespace (makeHostsListener), a ready
 	// thread ahead of its Start.
 	hosts bool
+	// starts counts the Starts of b that could have a ready thread, and
+	// lastStart is the cache's startSeq at the last; both guarded by the
+	// cache's readyThreadMu (makeReadyThread).
+	starts    int
+	lastStart uint64
 }
 
 // done is called once by each Start that used b (got it from the
@@ -608,10 +615,10 @@ func (b *sandboxBuilt) release() {
 func (c *sandboxCache) close() {
 	c.readyThreadMu.Lock()
 	c.readyThreadClosed = true
-	if c.readyThread != nil {
-		c.readyThread.spare.Discard()
-		c.readyThread = nil
+	for _, st := range c.readyThreads {
+		st.spare.Discard()
 	}
+	c.readyThreads = nil
 	c.readyThreadMu.Unlock()
 	c.threadMakers.Wait()
 	c.mu.Lock()
@@ -957,9 +964,10 @@ func (b *sandboxBuilt) treeRulesets(tmp string) (layers, made []int, err error) 
 // it serves. Its thread
 // runs nothing but that wait and the Start's fork, and is discarded after
 // it or when the ready thread is thrown away unused: a confined thread
-// never goes back to the runtime's pool. A host therefore has at most one
-// confined thread per Manager besides those of Starts in flight, the ready
-// thread, which TestSandboxHostNeverConfined tells apart by its thread ID.
+// never goes back to the runtime's pool. A host therefore has at most
+// maxReadyThreads confined threads per Manager besides those of Starts in
+// flight, its ready threads, which TestSandboxHostNeverConfined tells
+// apart by their thread IDs.
 type readyThread struct {
 	b     *sandboxBuilt
 	lis   hostsListener // b.hosts: the listener confine made; zero once handed over
@@ -978,6 +986,11 @@ type readyThread struct {
 	inCgroup bool
 }
 
+// maxReadyThreads bounds the ready threads a Manager keeps, one per
+// policy: each is an OS thread, and as root a mount namespace and a
+// reserved temp dir besides (a listener for NetworkHosts).
+const maxReadyThreads = 4
+
 // readyThreadStarts counts the Starts that took a ready thread, readyThreadsMade the
 // ready threads made.
 var readyThreadStarts, readyThreadsMade atomic.Int64
@@ -989,16 +1002,16 @@ var readyThreadStarts, readyThreadsMade atomic.Int64
 func (c *sandboxCache) takeReadyThread(b *sandboxBuilt) *readyThread {
 	c.readyThreadMu.Lock()
 	defer c.readyThreadMu.Unlock()
-	st := c.readyThread
-	if st == nil || st.b != b {
+	st := c.readyThreads[b]
+	if st == nil {
 		return nil
 	}
 	select {
 	case <-st.spare.Ready():
-		c.readyThread = nil
+		delete(c.readyThreads, b)
 		return st
 	case <-st.spare.Failed():
-		c.readyThread = nil
+		delete(c.readyThreads, b)
 		return nil
 	default:
 		return nil // still being made: this Start does not wait for it
@@ -1006,27 +1019,48 @@ func (c *sandboxCache) takeReadyThread(b *sandboxBuilt) *readyThread {
 }
 
 // makeReadyThread is called after each Start of b and makes a ready thread for
-// b in the background when the Start before was of b too, unless the
-// cache has one for b already or is closed. The ready thread is confined
-// all the way (enterAndDrop, then confine, then the fork filter for a
-// Start whose leader is, as inCgroup says, started in its cgroup v2 or
-// not, as the one that made it). A ready thread made for
-// another policy is discarded: the cache keeps one, for the policy of the
-// last Starts. Starts that take turns between policies get none, rather
-// than have one made and thrown away each time.
+// b in the background from b's second Start on, unless the cache has one
+// for b already or is closed. The ready thread is confined all the way
+// (enterAndDrop, then confine, then the fork filter for a Start whose
+// leader is, as inCgroup says, started in its cgroup v2 or not, as the
+// one that made it).
+//
+// The cache keeps one per policy, up to maxReadyThreads, so that Starts
+// that take turns between policies (NetworkNone and NetworkHosts from one
+// Manager: BenchmarkSandboxHosts/shared) each find theirs; before, it kept
+// one, for the policy of the last two Starts, and such Starts confined a
+// thread each. When all are taken, the one of the policy started longest
+// ago is discarded only if that policy has not been started in the last
+// 2×maxReadyThreads Starts: Starts that cycle through more policies than
+// that leave the ones kept alone rather than throw one away unused at
+// each Start (TestSandboxSpareNotThrashed).
 func (c *sandboxCache) makeReadyThread(b *sandboxBuilt, lastCap int, inCgroup bool) {
 	if b.uncached {
 		return
 	}
 	c.readyThreadMu.Lock()
 	defer c.readyThreadMu.Unlock()
-	prev := c.lastStart
-	c.lastStart = b
-	if c.readyThreadClosed || prev != b || (c.readyThread != nil && c.readyThread.b == b) {
+	c.startSeq++
+	b.lastStart = c.startSeq
+	b.starts++
+	if c.readyThreadClosed || b.starts < 2 || c.readyThreads[b] != nil {
 		return
 	}
-	if c.readyThread != nil {
-		c.readyThread.spare.Discard()
+	if len(c.readyThreads) >= maxReadyThreads {
+		var old *sandboxBuilt
+		for ob := range c.readyThreads {
+			if old == nil || ob.lastStart < old.lastStart {
+				old = ob
+			}
+		}
+		if c.startSeq-old.lastStart <= 2*maxReadyThreads {
+			return
+		}
+		c.readyThreads[old].spare.Discard()
+		delete(c.readyThreads, old)
+	}
+	if c.readyThreads == nil {
+		c.readyThreads = map[*sandboxBuilt]*readyThread{}
 	}
 	readyThreadsMade.Add(1)
 	c.threadMakers.Add(1)
@@ -1069,7 +1103,7 @@ func (c *sandboxCache) makeReadyThread(b *sandboxBuilt, lastCap int, inCgroup bo
 		b.done()
 		c.threadMakers.Done()
 	})
-	c.readyThread = st
+	c.readyThreads[b] = st
 }
 
 // hostDoors are the pathname Unix sockets, and the directories that hold
