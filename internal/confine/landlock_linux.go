@@ -355,12 +355,14 @@ func (t *LandlockTemplate) Ruleset(own string) (int, error) {
 // landlockSharedOwnMax is how many own-dir rules a LandlockShared takes
 // before it is made again: each Start's rule stays in the ruleset (a rule
 // cannot be taken out), holding its dir's inode, and
-// landlock_restrict_self copies every rule into the thread's domain. At
-// 512 the rules the trees added cost the restriction about 0.3 µs each
-// (74 µs a Start on average) against the making's 3.4 ms shared by 512
-// Starts (7 µs); 128 balances the two (about 19 µs of rules and 27 µs of
-// making a Start: the figures in docs/measurements.md).
-const landlockSharedOwnMax = 128
+// landlock_restrict_self copies every rule into the thread's domain,
+// about 0.3 µs of the ready thread's CPU each (74 µs a Start on average
+// at 512), against the making's 3.4 ms (7 µs a Start). 128 would balance
+// the two (about 19 and 27 µs) but make the ruleset again four times as
+// often, and each making grants what the host has at that moment in the
+// directories above a hidden path (a lock file about to be renamed over
+// a hidden name: docs/sandbox-threats.md), so it stays at 512.
+const landlockSharedOwnMax = 512
 
 // LandlockShared is a policy's ruleset made once, less one directory (the
 // Manager's temp parent), to which each Start adds the rule of its tree's
