@@ -679,11 +679,10 @@ func TestSandboxSpareNotThrashed(t *testing.T) {
 	}
 	// A spare whose goroutine landed on the main thread fails; the next
 	// Start of its policy makes another.
-	for i := 0; len(agentproc.SpareThreadIDs(m)) < 2; i++ {
+	for i := 0; !sparesReady(m, 2, 10*time.Second); i++ {
 		if i == 4 {
 			t.Fatalf("spare threads ready after Starts that took turns between two policies: got %d, want 2", len(agentproc.SpareThreadIDs(m)))
 		}
-		agentproc.SpareReady(m, 10*time.Second)
 		runSandboxed(t, m, agentproc.Request{Command: "true", WorkDir: a})
 		runSandboxed(t, m, agentproc.Request{Command: "true", WorkDir: b, Sandbox: other})
 	}
@@ -710,11 +709,28 @@ func TestSandboxSpareNotThrashed(t *testing.T) {
 			runSandboxed(t, m2, agentproc.Request{Command: "true", WorkDir: dirs[i], Sandbox: sbs[i]})
 		}
 	}
+	// At most the kept ones, and one that landed on the main thread
+	// (osthread.NewSpare fails it; the main thread is held after).
 	wasted := (agentproc.SparesMade() - made) - (agentproc.SpareStarts() - taken)
-	if wasted > int64(agentproc.MaxSpareThreads) {
+	if wasted > int64(agentproc.MaxSpareThreads)+1 {
 		t.Errorf("%d policies in turn, 4 rounds: spares made %d, taken %d: %d not taken, want at most the %d kept",
 			n, agentproc.SparesMade()-made, agentproc.SpareStarts()-taken, wasted, agentproc.MaxSpareThreads)
 	}
+}
+
+// sparesReady waits up to timeout until m has n spare threads ready, and
+// reports whether it has.
+func sparesReady(m *agentproc.Manager, n int, timeout time.Duration) bool {
+	deadline := time.Now().Add(timeout)
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for len(agentproc.SpareThreadIDs(m)) < n {
+		if time.Now().After(deadline) {
+			return false
+		}
+		<-tick.C
+	}
+	return true
 }
 
 // checkNoCapabilities runs the shell and ./capcat, a copy of cat with file
