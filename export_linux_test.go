@@ -96,18 +96,32 @@ func SpareStarts() int64 { return readyThreadStarts.Load() }
 // SparesMade returns how many spare threads were made so far.
 func SparesMade() int64 { return readyThreadsMade.Load() }
 
-// SpareThreadID returns the thread ID of m's spare thread if one is
-// ready, 0 if not.
+// SpareThreadID returns the thread ID of a spare thread of m that is
+// ready (of its one policy, in the tests that ask), 0 if none is.
 func SpareThreadID(m *Manager) int {
+	for _, tid := range SpareThreadIDs(m) {
+		return tid
+	}
+	return 0
+}
+
+// SpareThreadIDs returns the thread IDs of m's spare threads that are
+// ready.
+func SpareThreadIDs(m *Manager) []int {
 	c := &m.sandbox.cache
 	c.readyThreadMu.Lock()
-	st := c.readyThread
-	c.readyThreadMu.Unlock()
-	if st == nil {
-		return 0
+	defer c.readyThreadMu.Unlock()
+	var tids []int
+	for _, st := range c.readyThreads {
+		if tid := st.spare.TID(); tid != 0 {
+			tids = append(tids, tid)
+		}
 	}
-	return st.spare.TID()
+	return tids
 }
+
+// MaxSpareThreads is how many spare threads a Manager keeps.
+const MaxSpareThreads = maxReadyThreads
 
 // SpareReady waits up to timeout until m's sandbox has a spare thread
 // ready, and reports whether it has.
@@ -116,7 +130,10 @@ func SpareReady(m *Manager, timeout time.Duration) bool {
 	deadline := time.Now().Add(timeout)
 	for {
 		c.readyThreadMu.Lock()
-		st := c.readyThread
+		var st *readyThread
+		for _, st = range c.readyThreads {
+			break
+		}
 		c.readyThreadMu.Unlock()
 		if st != nil {
 			select {

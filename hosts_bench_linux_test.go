@@ -13,8 +13,9 @@ import (
 // tree, its Landlock port layer and the hosts seccomp filter), alternated
 // round by round in one run; hosts-ratio is the second's median over the
 // first's. "shared": both from one Manager, whose Starts then take turns
-// between two policies and get no ready thread (every Start confines its
-// own thread); "apart": each from a Manager of its own, as a Manager that
+// between two policies, each taking the ready thread made for its policy
+// (until issue 38's fix they got none: every Start confined its own
+// thread); "apart": each from a Manager of its own, as a Manager that
 // starts trees of one policy does, each Start taking the ready thread
 // confined ahead (with its listener, for NetworkHosts).
 func BenchmarkSandboxHosts(b *testing.B) {

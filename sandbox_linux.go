@@ -81,9 +81,11 @@ type sandboxCache struct {
 	emptyDir  string // holds the empty file hidden files are covered with
 	emptyErr  error
 
-	readyThreadMu     sync.Mutex
-	readyThread       *readyThread  // for the policy of the last Starts; nil if none
-	lastStart         *sandboxBuilt // the policy of the last Start
+	readyThreadMu sync.Mutex
+	// readyThreads holds a ready thread per policy started more than once,
+	// at most maxReadyThreads (makeReadyThread).
+	readyThreads      map[*sandboxBuilt]*readyThread
+	startSeq          uint64 // the Starts that made or took a ready thread, numbering sandboxBuilt.lastStart
 	readyThreadClosed bool
 	threadMakers      sync.WaitGroup // ready threads' goroutines, which close waits for
 
@@ -178,6 +180,11 @@ type sandboxBuilt struct {
 	// listener in the network namespace (makeHostsListener), a ready
 	// thread ahead of its Start.
 	hosts bool
+	// starts counts the Starts of b that could have a ready thread, and
+	// lastStart is the cache's startSeq at the last; both guarded by the
+	// cache's readyThreadMu (makeReadyThread).
+	starts    int
+	lastStart uint64
 }
 
 // done is called once by each Start that used b (got it from the
@@ -614,10 +621,10 @@ func (b *sandboxBuilt) release() {
 func (c *sandboxCache) close() {
 	c.readyThreadMu.Lock()
 	c.readyThreadClosed = true
-	if c.readyThread != nil {
-		c.readyThread.spare.Discard()
-		c.readyThread = nil
+	for _, st := range c.readyThreads {
+		st.spare.Discard()
 	}
+	c.readyThreads = nil
 	c.readyThreadMu.Unlock()
 	c.threadMakers.Wait()
 	c.mu.Lock()
@@ -689,11 +696,14 @@ func setImmutable(p string, on bool) error {
 // read /proc (Landlock).
 func (b *sandboxBuilt) start(cmd *exec.Cmd, s sandboxStart) error {
 	st := s.ready
-	if st != nil && (s.step != nil || (b.tmpParent != "" && st.tmp != s.tmp)) {
+	inCgroup := cmd.SysProcAttr != nil && cmd.SysProcAttr.UseCgroupFD
+	if st != nil && (s.step != nil || (b.tmpParent != "" && st.tmp != s.tmp) || (b.filter != nil && st.inCgroup != inCgroup)) {
 		// A step must run before the confinement, which the ready thread
-		// has done; and a thread made for another temp dir shows the tree
-		// that one. Neither happens from prepareSandbox but for a cgroup v1
-		// placement.
+		// has done; a thread made for another temp dir shows the tree
+		// that one; and its fork filter, installed ahead, is for a leader
+		// started in its cgroup v2 or not, as the Start before. None of
+		// these happens from prepareSandbox but for a cgroup v1 placement
+		// or a change of Limits between Starts of one policy.
 		st.discard()
 		st = nil
 	}
@@ -709,20 +719,15 @@ func (b *sandboxBuilt) start(cmd *exec.Cmd, s sandboxStart) error {
 			readyThreadStarts.Add(1)
 			err := st.spare.Do(func() error {
 				b.handListener(&st.lis, s.hosts)
-				if err := b.forkFilter(cmd); err != nil {
-					holdNS(st.ns, s, false)
-					st.ns = -1
-					return err
-				}
 				err := cmd.Start()
 				holdNS(st.ns, s, err == nil)
 				st.ns = -1
 				return err
 			})
-			b.cache.makeReadyThread(b, lastCap)
+			b.cache.makeReadyThread(b, lastCap, inCgroup)
 			return err
 		}
-		defer b.cache.makeReadyThread(b, lastCap)
+		defer b.cache.makeReadyThread(b, lastCap, inCgroup)
 	}
 	return osthread.Throwaway(func() (err error) {
 		// The other step first: after the steps below this thread may no
@@ -746,7 +751,7 @@ func (b *sandboxBuilt) start(cmd *exec.Cmd, s sandboxStart) error {
 			return err
 		}
 		b.handListener(&lis, s.hosts)
-		if err := b.forkFilter(cmd); err != nil {
+		if err := b.forkFilter(inCgroup); err != nil {
 			holdNS(ns, s, false)
 			return err
 		}
@@ -757,18 +762,21 @@ func (b *sandboxBuilt) start(cmd *exec.Cmd, s sandboxStart) error {
 }
 
 // forkFilter stacks confine.SeccompForkFilter on the calling thread, which
-// b has confined, just before it forks cmd: clone3 is refused unless the
-// fork itself needs it (a leader started in its cgroup v2), and clone
-// with CLONE_PARENT always (TestAttackHostZombies). A tree in a mount
+// b has confined, before it forks: clone3 is refused unless the fork
+// itself needs it (inCgroup: a leader started in its cgroup v2), and
+// clone with CLONE_PARENT always (TestAttackHostZombies). A ready thread
+// installs it ahead (makeReadyThread, TestSandboxSpareForkFilterInCgroup):
+// the install, about 70 µs of the thread's CPU (the kernel checks, JITs
+// and runs the program once per call number for its cache), was on the
+// Start's path. A tree in a mount
 // namespace of its own (ownMountns) may make no namespace: the
 // containment sweep finds its processes by that namespace
 // (TestSandboxNamespaceSweepsEnvIEscapee), which a process could
 // otherwise leave through a user namespace of its own.
-func (b *sandboxBuilt) forkFilter(cmd *exec.Cmd) error {
+func (b *sandboxBuilt) forkFilter(inCgroup bool) error {
 	if b.filter == nil {
 		return nil
 	}
-	inCgroup := cmd.SysProcAttr != nil && cmd.SysProcAttr.UseCgroupFD
 	return confine.SeccompInstall(confine.SeccompForkFilter(confine.ForkRules{
 		NoClone3:     !inCgroup,
 		NoNamespaces: b.ownMountns(),
@@ -962,9 +970,10 @@ func (b *sandboxBuilt) treeRulesets(tmp string) (layers, made []int, err error) 
 // it serves. Its thread
 // runs nothing but that wait and the Start's fork, and is discarded after
 // it or when the ready thread is thrown away unused: a confined thread
-// never goes back to the runtime's pool. A host therefore has at most one
-// confined thread per Manager besides those of Starts in flight, the ready
-// thread, which TestSandboxHostNeverConfined tells apart by its thread ID.
+// never goes back to the runtime's pool. A host therefore has at most
+// maxReadyThreads confined threads per Manager besides those of Starts in
+// flight, its ready threads, which TestSandboxHostNeverConfined tells
+// apart by their thread IDs.
 type readyThread struct {
 	b     *sandboxBuilt
 	lis   hostsListener // b.hosts: the listener confine made; zero once handed over
@@ -976,7 +985,17 @@ type readyThread struct {
 	tmp      string
 	tmpTaken bool
 	ns       int // the thread's own mount namespace (enterAndDrop); -1 without or once handed over
+	// inCgroup is what the fork filter installed ahead assumes of the
+	// Start it serves (forkFilter): a leader started in its cgroup v2
+	// (clone3 kept), as the Start before was. A Start that differs
+	// discards the thread.
+	inCgroup bool
 }
+
+// maxReadyThreads bounds the ready threads a Manager keeps, one per
+// policy: each is an OS thread, and as root a mount namespace and a
+// reserved temp dir besides (a listener for NetworkHosts).
+const maxReadyThreads = 4
 
 // readyThreadStarts counts the Starts that took a ready thread, readyThreadsMade the
 // ready threads made.
@@ -989,16 +1008,16 @@ var readyThreadStarts, readyThreadsMade atomic.Int64
 func (c *sandboxCache) takeReadyThread(b *sandboxBuilt) *readyThread {
 	c.readyThreadMu.Lock()
 	defer c.readyThreadMu.Unlock()
-	st := c.readyThread
-	if st == nil || st.b != b {
+	st := c.readyThreads[b]
+	if st == nil {
 		return nil
 	}
 	select {
 	case <-st.spare.Ready():
-		c.readyThread = nil
+		delete(c.readyThreads, b)
 		return st
 	case <-st.spare.Failed():
-		c.readyThread = nil
+		delete(c.readyThreads, b)
 		return nil
 	default:
 		return nil // still being made: this Start does not wait for it
@@ -1006,25 +1025,48 @@ func (c *sandboxCache) takeReadyThread(b *sandboxBuilt) *readyThread {
 }
 
 // makeReadyThread is called after each Start of b and makes a ready thread for
-// b in the background when the Start before was of b too, unless the
-// cache has one for b already or is closed. The ready thread is confined
-// all the way (enterAndDrop, then confine). A ready thread made for
-// another policy is discarded: the cache keeps one, for the policy of the
-// last Starts. Starts that take turns between policies get none, rather
-// than have one made and thrown away each time.
-func (c *sandboxCache) makeReadyThread(b *sandboxBuilt, lastCap int) {
+// b in the background from b's second Start on, unless the cache has one
+// for b already or is closed. The ready thread is confined all the way
+// (enterAndDrop, then confine, then the fork filter for a Start whose
+// leader is, as inCgroup says, started in its cgroup v2 or not, as the
+// one that made it).
+//
+// The cache keeps one per policy, up to maxReadyThreads, so that Starts
+// that take turns between policies (NetworkNone and NetworkHosts from one
+// Manager: BenchmarkSandboxHosts/shared) each find theirs; before, it kept
+// one, for the policy of the last two Starts, and such Starts confined a
+// thread each. When all are taken, the one of the policy started longest
+// ago is discarded only if that policy has not been started in the last
+// 2×maxReadyThreads Starts: Starts that cycle through more policies than
+// that leave the ones kept alone rather than throw one away unused at
+// each Start (TestSandboxSpareNotThrashed).
+func (c *sandboxCache) makeReadyThread(b *sandboxBuilt, lastCap int, inCgroup bool) {
 	if b.uncached {
 		return
 	}
 	c.readyThreadMu.Lock()
 	defer c.readyThreadMu.Unlock()
-	prev := c.lastStart
-	c.lastStart = b
-	if c.readyThreadClosed || prev != b || (c.readyThread != nil && c.readyThread.b == b) {
+	c.startSeq++
+	b.lastStart = c.startSeq
+	b.starts++
+	if c.readyThreadClosed || b.starts < 2 || c.readyThreads[b] != nil {
 		return
 	}
-	if c.readyThread != nil {
-		c.readyThread.spare.Discard()
+	if len(c.readyThreads) >= maxReadyThreads {
+		var old *sandboxBuilt
+		for ob := range c.readyThreads {
+			if old == nil || ob.lastStart < old.lastStart {
+				old = ob
+			}
+		}
+		if c.startSeq-old.lastStart <= 2*maxReadyThreads {
+			return
+		}
+		c.readyThreads[old].spare.Discard()
+		delete(c.readyThreads, old)
+	}
+	if c.readyThreads == nil {
+		c.readyThreads = map[*sandboxBuilt]*readyThread{}
 	}
 	readyThreadsMade.Add(1)
 	c.threadMakers.Add(1)
@@ -1033,7 +1075,7 @@ func (c *sandboxCache) makeReadyThread(b *sandboxBuilt, lastCap int) {
 	c.mu.Lock()
 	b.users++
 	c.mu.Unlock()
-	st := &readyThread{b: b, ns: -1}
+	st := &readyThread{b: b, ns: -1, inCgroup: inCgroup}
 	take, give := c.takeTemp, c.giveTemp
 	st.spare = osthread.NewSpare(func() error {
 		if b.tmpParent != "" {
@@ -1050,7 +1092,10 @@ func (c *sandboxCache) makeReadyThread(b *sandboxBuilt, lastCap int) {
 		if st.ns, err = b.enterAndDrop(lastCap, st.tmp); err != nil {
 			return err // the next Start does the steps itself and reports it
 		}
-		return b.confine(st.tmp, b.hostsHook(&st.lis))
+		if err := b.confine(st.tmp, b.hostsHook(&st.lis)); err != nil {
+			return err
+		}
+		return b.forkFilter(inCgroup)
 	}, func() {
 		// A listener made ahead and not handed over (the spare failed or
 		// was discarded unused) is closed here, on the spare's goroutine.
@@ -1064,7 +1109,7 @@ func (c *sandboxCache) makeReadyThread(b *sandboxBuilt, lastCap int) {
 		b.done()
 		c.threadMakers.Done()
 	})
-	c.readyThread = st
+	c.readyThreads[b] = st
 }
 
 // hostDoors are the pathname Unix sockets, and the directories that hold

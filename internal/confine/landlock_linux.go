@@ -397,7 +397,14 @@ func (t *LandlockTemplate) Ruleset(own string) (int, error) {
 
 // landlockSharedOwnMax is how many own-dir rules a LandlockShared takes
 // before it is made again: each Start's rule stays in the ruleset (a rule
-// cannot be taken out), holding its dir's inode.
+// cannot be taken out), holding its dir's inode, and
+// landlock_restrict_self copies every rule into the thread's domain,
+// about 0.3 µs of the ready thread's CPU each (74 µs a Start on average
+// at 512), against the making's 3.4 ms (7 µs a Start). 128 would balance
+// the two (about 19 and 27 µs) but make the ruleset again four times as
+// often, and each making grants what the host has at that moment in the
+// directories above a hidden path (a lock file about to be renamed over
+// a hidden name: docs/sandbox-threats.md), so it stays at 512.
 const landlockSharedOwnMax = 512
 
 // LandlockShared is a policy's ruleset made once, less one directory (the
@@ -413,10 +420,11 @@ const landlockSharedOwnMax = 512
 // own dir (PrivateTemp), and Landlock does not look at a covered
 // directory's rules when it walks a path up, so the dir must be granted
 // itself. The ruleset therefore grants the own temp dirs of the policy's
-// earlier trees as well (up to landlockSharedOwnMax, then it is made
-// again): use it only where each tree sees its own dir alone, in the mount
-// namespace of its own that covers the others' (another tree's
-// /proc/PID/root and cwd are refused by Landlock's ptrace rule: its
+// earlier trees as well (landlockSharedOwnMax of them, then it is made
+// again in the background, while it serves on with the rules of the
+// Starts meanwhile): use it only where each tree sees its own dir alone,
+// in the mount namespace of its own that covers the others' (another
+// tree's /proc/PID/root and cwd are refused by Landlock's ptrace rule: its
 // domain is no descendant of this one). Use NewLandlockShared; call Close.
 type LandlockShared struct {
 	rules   Rules
@@ -426,12 +434,18 @@ type LandlockShared struct {
 	mu   sync.Mutex
 	rs   int // -1 once closed
 	owns int // own-dir rules added to rs
+	// remaking is set while a goroutine makes the ruleset again
+	// (remake), which makers tracks for Close; nextRemake is the owns at
+	// which the next one starts (later after one failed).
+	remaking   bool
+	nextRemake int
+	makers     sync.WaitGroup
 }
 
 // NewLandlockShared makes the ruleset of rules for abi, leaving out the
 // grant on without ("" for none), which must be one of rules.Write.
 func NewLandlockShared(rules Rules, abi int, without string) (*LandlockShared, error) {
-	s := &LandlockShared{rules: rules, abi: abi, without: without}
+	s := &LandlockShared{rules: rules, abi: abi, without: without, nextRemake: landlockSharedOwnMax}
 	rs, err := s.make()
 	if err != nil {
 		return nil, err
@@ -452,23 +466,41 @@ func (s *LandlockShared) make() (int, error) {
 	return t.Ruleset("")
 }
 
+// remake makes s's ruleset again and puts it in place of the one in use,
+// on a goroutine of its own: the making (a descriptor and a rule per
+// grant, some hundreds) took 3–4 ms, which the Start that found the
+// ruleset full paid under s.mu, and with it any Start of the policy
+// waiting for the lock. Where it cannot be made (out of descriptors,
+// say), the ruleset in use serves on, and it is tried again after
+// landlockSharedOwnMax more Starts.
+func (s *LandlockShared) remake() {
+	defer s.makers.Done()
+	rs, err := s.make()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.remaking = false
+	if err != nil {
+		s.nextRemake = s.owns + landlockSharedOwnMax
+		return
+	}
+	if s.rs < 0 { // closed meanwhile
+		_ = unix.Close(rs)
+		return
+	}
+	_ = unix.Close(s.rs)
+	s.rs, s.owns, s.nextRemake = rs, 0, landlockSharedOwnMax
+}
+
 // Ruleset adds every file system right on own, a directory, to s's
 // ruleset (nothing when own is "") and returns a descriptor of the
-// ruleset, the caller's to close. The ruleset is made again first when it
-// holds landlockSharedOwnMax own-dir rules, if it can be.
+// ruleset, the caller's to close. Once the ruleset holds
+// landlockSharedOwnMax own-dir rules it is made again in the background
+// (remake).
 func (s *LandlockShared) Ruleset(own string) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.rs < 0 {
 		return -1, xerrors.New("landlock ruleset: closed")
-	}
-	if own != "" && s.owns >= landlockSharedOwnMax {
-		// Where it cannot be made again (out of descriptors, say), the
-		// ruleset in use serves on, and the next Start tries again.
-		if rs, err := s.make(); err == nil {
-			_ = unix.Close(s.rs)
-			s.rs, s.owns = rs, 0
-		}
 	}
 	if own != "" {
 		ofd, err := OpenGrant(own)
@@ -483,6 +515,11 @@ func (s *LandlockShared) Ruleset(own string) (int, error) {
 			return -1, xerrors.Errorf("landlock_add_rule %s: %w", own, errno)
 		}
 		s.owns++
+		if s.owns >= s.nextRemake && !s.remaking {
+			s.remaking = true
+			s.makers.Add(1)
+			go s.remake()
+		}
 	}
 	// A copy: a ruleset made again closes s.rs while a Start may still
 	// restrict its thread by the one it was given.
@@ -493,14 +530,19 @@ func (s *LandlockShared) Ruleset(own string) (int, error) {
 	return fd, nil
 }
 
-// Close closes s's ruleset; the copies given out stay the callers'.
+// waitRemade waits until no remake is under way (tests).
+func (s *LandlockShared) waitRemade() { s.makers.Wait() }
+
+// Close closes s's ruleset, once a remake under way is done; the copies
+// given out stay the callers'.
 func (s *LandlockShared) Close() {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	if s.rs >= 0 {
 		_ = unix.Close(s.rs)
 		s.rs = -1
 	}
+	s.mu.Unlock()
+	s.makers.Wait()
 }
 
 // LandlockRestrict restricts the calling thread, which must have

@@ -94,8 +94,9 @@ func TestLandlockSkipsOthersEntriesOfSharedDir(t *testing.T) {
 // TestLandlockSharedGrantsOwnDirMadeAfter: a policy's shared ruleset,
 // made before a tree's temp dir, grants that dir once Ruleset adds it, and
 // a dir never added is refused; after landlockSharedOwnMax own-dir rules
-// the ruleset is made again, without the earlier trees' dirs. Each check
-// runs on a thread of its own, which is restricted and then ends.
+// the ruleset is made again, in the background, without the earlier
+// trees' dirs. Each check runs on a thread of its own, which is
+// restricted and then ends.
 func TestLandlockSharedGrantsOwnDirMadeAfter(t *testing.T) {
 	t.Parallel()
 	abi := min(LandlockABI(), LandlockMaxABI)
@@ -165,6 +166,7 @@ func TestLandlockSharedGrantsOwnDirMadeAfter(t *testing.T) {
 		}
 		_ = unix.Close(rs)
 	}
+	s.waitRemade()
 	if rs, err = s.Ruleset(dirs["second"]); err != nil {
 		t.Fatal(err)
 	}
