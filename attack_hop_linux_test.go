@@ -2,6 +2,8 @@ package agentproc_test
 
 import (
 	"bufio"
+	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -330,12 +332,12 @@ func startIdle(t *testing.T, n int) {
 }
 
 // TestAttackHopperUnprivileged runs the hopper tests of the orphan
-// killer, the detached sweep and the storm again as the unprivileged user
-// (runAsSandboxUser), where the sweeps find the hoppers by their marker
-// alone; TestSandboxUnprivileged does so for
+// killer (recovery, the host guard), the detached sweep and the storm
+// again as the unprivileged user (runAsSandboxUser), where the sweeps find
+// the hoppers by their marker alone; TestSandboxUnprivileged does so for
 // TestAttackForkHopperOutlivesClose.
 func TestAttackHopperUnprivileged(t *testing.T) {
-	tests := []string{"TestAttackForkHopperOutlivesRecovery", "TestAttackForkHopperOutlivesDetached", "TestAttackForkHopperInStorm"}
+	tests := []string{"TestAttackForkHopperOutlivesRecovery", "TestAttackForkHopperOutlivesHostDeath", "TestAttackForkHopperOutlivesDetached", "TestAttackForkHopperInStorm"}
 	out, err := runAsSandboxUser(t, 5*time.Minute, "-test.run=^("+strings.Join(tests, "|")+")$")
 	if err != nil {
 		t.Fatalf("as %s: %v\n%s", sandboxUser, err, out)
@@ -345,4 +347,81 @@ func TestAttackHopperUnprivileged(t *testing.T) {
 			t.Errorf("as %s: got no PASS line for %s, want one\n%s", sandboxUser, name, out)
 		}
 	}
+}
+
+// hopHostCmdEnv carries the command runHoppersHost starts, hopHostWSEnv
+// its work dir.
+const (
+	hopHostCmdEnv = "AGENTPROC_TEST_HOP_COMMAND"
+	hopHostWSEnv  = "AGENTPROC_TEST_HOP_WS"
+)
+
+func init() {
+	agentproc.RegisterHelper("host-hoppers", runHoppersHost, false)
+}
+
+// runHoppersHost starts the command in hopHostCmdEnv on a state dir
+// (hostDirEnv), prints "ready" once the command said so, and blocks until
+// killed.
+func runHoppersHost() int {
+	m := agentproc.New(agentproc.WithStateDir(os.Getenv(hostDirEnv)))
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	p, err := m.Start(ctx, agentproc.Request{WorkDir: os.Getenv(hopHostWSEnv), Command: os.Getenv(hopHostCmdEnv) + "echo ready; exec sleep 1000"})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "host: start:", err)
+		return 1
+	}
+	if _, err := p.WaitMatch(ctx, regexp.MustCompile(`^ready$`)); err != nil {
+		fmt.Fprintln(os.Stderr, "host: wait for ready:", err)
+		return 1
+	}
+	fmt.Println("ready")
+	select {} // until the test SIGKILLs this host
+}
+
+// TestAttackForkHopperOutlivesHostDeath: the host guard kills a dead
+// host's trees with the orphan killer (stopOrphans, no grace), whose
+// rounds a fork hopper outlived as recovery's did
+// (TestAttackForkHopperOutlivesRecovery). The guard acts on its own once
+// the host is SIGKILLed, so the test waits up to 5 s for the hoppers to be
+// gone. The control is the same program under one PID.
+func TestAttackForkHopperOutlivesHostDeath(t *testing.T) {
+	ws := t.TempDir()
+	compileC(t, ws, "hop", hopperSource, "-O2", "-pthread")
+	for _, mode := range []string{"stay", "hop"} {
+		t.Run(mode, func(t *testing.T) {
+			command, alive := hopperCommand(t, ws, mode, hoppers)
+			host, _ := runHost(t, agentproc.UseHelper("host-hoppers"), nil,
+				hostDirEnv+"="+t.TempDir(), hopHostCmdEnv+"="+command, hopHostWSEnv+"="+ws)
+			if err := host.Process.Signal(syscall.SIGKILL); err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithTimeout(testContext(t), 5*time.Second)
+			defer cancel()
+			for _, a := range alive {
+				for hopperRunning(a) {
+					if ctx.Err() != nil {
+						requireHopperDead(t, a, "the host's death (5 s)")
+					}
+				}
+			}
+		})
+	}
+}
+
+// hopperRunning reports whether the hopper writing its PID to alive runs:
+// its file changes within 200 ms, or the PID it holds runs the hopper.
+func hopperRunning(alive string) bool {
+	before, _ := os.ReadFile(alive)
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for range 40 {
+		if now, _ := os.ReadFile(alive); len(now) > 0 && string(now) != string(before) {
+			return true
+		}
+		<-tick.C
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(before)))
+	return err == nil && alive2(pid)
 }
