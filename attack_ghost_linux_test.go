@@ -150,7 +150,7 @@ func TestAttackNonDumpableHidesMarker(t *testing.T) {
 	if isRoot() {
 		t.Skip("as root the host reads a non-dumpable process's environment")
 	}
-	t.Skip("open: without root and without a cgroup a non-dumpable process (prctl, or exec of an unreadable binary) hides its marker from the sweep (docs/sandbox-threats.md, fourth attack review)")
+	t.Skip("open: without root and without a cgroup a non-dumpable process (prctl, or exec of an unreadable binary) hides its marker from the sweep, and nothing else an unprivileged host can read attributes it to its tree (docs/containment.md: A non-dumpable process outside the group)")
 	ws := t.TempDir()
 	compileC(t, ws, "nodump", nodumpSource)
 	for _, mode := range []string{"dump", "nodump"} {

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/agentproc/agentproc/internal/procfs"
 )
 
@@ -105,6 +107,21 @@ func BenchmarkProcSweep(b *testing.B) {
 				b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N), "µs/op")
 			})
 		}
+		// One round of the orphan killer (recovery, the host guard, a
+		// detached tree's leftovers) for a tree with nothing left: its own
+		// pass over /proc, then the probe of the PIDs handed out since.
+		b.Run(fmt.Sprintf("extra=%d/orphan-round", extra), func(b *testing.B) {
+			startExtra(b, extra)
+			k := newTreeKiller([]orphanTree{{id: "00000000-0000-0000-0000-000000000000"}})
+			defer k.close()
+			for b.Loop() {
+				k.round(unix.SIGKILL)
+			}
+			if k.found[0] != 0 {
+				b.Fatalf("orphan round: got %d found, want none", k.found[0])
+			}
+			b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N), "µs/op")
+		})
 		b.Run(fmt.Sprintf("extra=%d/readfile", extra), func(b *testing.B) {
 			startExtra(b, extra)
 			scanned := 0

@@ -64,9 +64,6 @@ type containment struct {
 }
 
 const (
-	// maxSweepRounds bounds the scan-kill loop: each round kills what the
-	// previous round's processes forked before dying.
-	maxSweepRounds = 10
 	// escapeeDeathWait bounds how long a kill sweep waits for what it
 	// killed to be gone, so that Stop returns with the tree gone.
 	escapeeDeathWait = time.Second
@@ -556,21 +553,15 @@ func (c *containment) killEscaped() int {
 		c.targets.KillPinned()
 	}
 	c.mu.Unlock()
-	// A round that found a process new to the sweep but could not signal
-	// it, because it was gone by then, does not end the sweep: a process
-	// that forks and lets its parent exit every few milliseconds is under
-	// another PID by the time a pass over /proc is done, and the next
-	// round may find it in time (TestAttackForkHopperOutlivesClose). Only
-	// a round that found nothing new ends it, within maxSweepRounds.
-	for range maxSweepRounds {
+	// Rounds until one finds nothing new (sweepRounds): a process may fork
+	// between a scan and its kill, and a fork hopper is under another PID
+	// by the time a round signals it (TestAttackForkHopperOutlivesClose).
+	sweepRounds(func() (int, int) {
 		cands := c.candidates(s, time.Now())
 		c.mu.Lock()
-		n, missed := c.signalLocked(s, cands, unix.SIGKILL)
-		c.mu.Unlock()
-		if n == 0 && missed == 0 {
-			break
-		}
-	}
+		defer c.mu.Unlock()
+		return c.signalLocked(s, cands, unix.SIGKILL)
+	})
 	c.waitGone(escapeeDeathWait)
 	return c.foundCount()
 }
@@ -637,35 +628,16 @@ func (c *containment) candidates(s *procScanner, since time.Time) []int {
 	return append(cands, c.tail(s, snap, ns)...)
 }
 
-// tailRounds bounds how many times tail probes the PIDs handed out during
-// its own probe.
-const tailRounds = 4
-
-// tail probes, as candidatePIDs' range is, the PIDs handed out since snap
-// listed /proc, which snap cannot hold: a pass takes milliseconds on a
-// busy host, and a process that forks and lets its parent exit every few
-// milliseconds is only ever under a PID newer than the listing by the time
+// tail probes the PIDs handed out since snap listed /proc (probeSince),
+// which snap cannot hold: a pass takes milliseconds on a busy host, and a
+// fork hopper is only ever under a PID newer than the listing by the time
 // the pass would read it (TestAttackForkHopperOutlivesClose). The probe
-// looks at those few PIDs just before the signal, and again at those
-// handed out meanwhile, up to tailRounds times. It probes nothing when the
-// range is not known to be narrow (rangeProbeMax) or the PID range wrapped.
+// looks at those few PIDs just before the signal.
 func (c *containment) tail(s *procScanner, snap *procSnapshot, ns treeNamespace) []int {
 	var found []int
-	from := snap.last
-	for range tailRounds {
-		last, ok := procfs.LastPID()
-		if from <= 0 || !ok || last <= from || last-from > rangeProbeMax {
-			break
-		}
-		pids := make([]int, 0, last-from)
-		for pid := from + 1; pid <= last; pid++ {
-			if pid != s.Self() {
-				pids = append(pids, pid)
-			}
-		}
+	probeSince(s, snap.mark, func(pids []int) {
 		found = append(found, s.probeMarked(pids, c.entry, ns)...)
-		from = last
-	}
+	})
 	return found
 }
 

@@ -506,11 +506,7 @@ func (s *supervisor) superviseDetached() {
 func sweepDetached(id string, leader hostIdentity) int {
 	k := newTreeKiller([]orphanTree{{id: id, leader: leader}})
 	defer k.close()
-	for range maxSweepRounds {
-		if k.round(unix.SIGKILL) == 0 {
-			break
-		}
-	}
+	k.killRounds()
 	k.wait(escapeeDeathWait)
 	return k.found[0]
 }
@@ -725,11 +721,7 @@ func (s *supervisor) stopDetached(ctx context.Context, reason ExitReason) (Info,
 	case <-grace.C:
 	case <-ctx.Done():
 	}
-	for range maxSweepRounds {
-		if k.round(unix.SIGKILL) == 0 {
-			break
-		}
-	}
+	k.killRounds()
 	select {
 	case <-s.done:
 		return p.Info(), ctx.Err()

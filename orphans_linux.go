@@ -95,11 +95,7 @@ func stopOrphans(trees []orphanTree, grace time.Duration) []int {
 		g.Kill()
 	}
 	k.signalGroups(unix.SIGKILL)
-	for range maxSweepRounds {
-		if k.round(unix.SIGKILL) == 0 {
-			break
-		}
-	}
+	k.killRounds()
 	k.wait(escapeeDeathWait)
 	for _, g := range k.cgroups {
 		_ = g.Remove()
@@ -233,21 +229,31 @@ func (k *treeKiller) belongsNow(s *procScanner, pid int, inCgroup map[int]int, w
 	return 0, false, false
 }
 
-// round scans /proc once, signals every member of the trees not signalled
-// with sig before, and returns how many it signalled.
-func (k *treeKiller) round(sig unix.Signal) int {
+// killRounds SIGKILLs the trees' processes in rounds until one finds
+// nothing new (sweepRounds).
+func (k *treeKiller) killRounds() {
+	sweepRounds(func() (int, int) { return k.round(unix.SIGKILL) })
+}
+
+// round scans /proc once, then probes the PIDs handed out since the scan
+// listed /proc (probeSince: a fork hopper is only ever under one of those
+// by the time the scan would read it), signals every member of the trees
+// not signalled with sig before, and returns how many it signalled
+// (signalled) and how many members new to the sweep it found but could not
+// signal (missed: gone by then, or no longer provably the tree's).
+func (k *treeKiller) round(sig unix.Signal) (signalled, missed int) {
 	s, err := newProcScanner()
 	if err != nil {
-		return 0
+		return 0, 0
 	}
 	defer s.Close()
+	mark := markPIDs()
 	pids, err := s.PIDs()
 	if err != nil {
-		return 0
+		return 0, 0
 	}
 	k.verifyGroups()
 	inCgroup := k.cgroupMembers()
-	n := 0
 	signal := func(pid, i int) {
 		// Checked again once the PID is pinned: if it was reused between
 		// the scan and the pin, the newcomer fails the check.
@@ -256,6 +262,9 @@ func (k *treeKiller) round(sig unix.Signal) int {
 			return ok && j == i
 		})
 		if o != pidfd.Sent && o != pidfd.SentAgain {
+			if o == pidfd.Skipped && !k.seen[pid] {
+				missed++
+			}
 			return
 		}
 		if !k.seen[pid] {
@@ -264,17 +273,22 @@ func (k *treeKiller) round(sig unix.Signal) int {
 			k.found[i]++
 		}
 		if o == pidfd.Sent {
-			n++
+			signalled++
 		} // else killed before without a pidfd and not gone yet
+	}
+	// known deals with a target still pinned, which needs no check (nor a
+	// belongs, which costs reads of /proc); any other PID is checked as a
+	// newcomer.
+	known := func(pid int) bool {
+		o, done := k.targets.Known(pid, sig)
+		if done && o == pidfd.PinnedKilled {
+			signalled++
+		}
+		return done
 	}
 	var unknown []int
 	for _, pid := range pids {
-		// A target still pinned needs no check (nor a belongs, which
-		// costs reads of /proc); any other PID is checked as a newcomer.
-		if o, done := k.targets.Known(pid, sig); done {
-			if o == pidfd.PinnedKilled {
-				n++
-			}
+		if known(pid) {
 			continue
 		}
 		i, ok, unsure := k.belongsNow(s, pid, inCgroup, false)
@@ -291,7 +305,17 @@ func (k *treeKiller) round(sig unix.Signal) int {
 			signal(pid, i)
 		}
 	}
-	return n
+	probeSince(s, mark, func(pids []int) {
+		for _, pid := range pids {
+			if freePIDOrOurs(s.Self(), pid) || known(pid) {
+				continue
+			}
+			if i, ok := k.belongs(s, pid, inCgroup); ok {
+				signal(pid, i)
+			}
+		}
+	})
+	return signalled, missed
 }
 
 func (k *treeKiller) cgroupMembers() map[int]int {

@@ -324,15 +324,19 @@ const maxForksPerCPU = 100_000
 // (monotonic) time on purpose: it bounds what the kernel can do, not what a
 // caller's clock says.
 var wrapWindow = sync.OnceValue(func() time.Duration {
-	pidMax := 32768
-	if v, ok := procfs.SysInt("kernel/pid_max"); ok {
-		pidMax = v
-	}
-	spare := pidMax - 300 - rangeProbeMax
+	spare := pidMax() - 300 - rangeProbeMax
 	if spare <= 0 {
 		return 0
 	}
 	return time.Duration(float64(spare) / float64(runtime.NumCPU()*maxForksPerCPU) * float64(time.Second))
+})
+
+// pidMax is the kernel's pid_max, read once: PIDs are below it.
+var pidMax = sync.OnceValue(func() int {
+	if v, ok := procfs.SysInt("kernel/pid_max"); ok && v > 0 {
+		return v
+	}
+	return 32768
 })
 
 // inMountns reports whether pid, not this process, is in the mount
@@ -380,8 +384,8 @@ func (s *procScanner) probeMarked(pids []int, entry []byte, ns treeNamespace) []
 	self := s.Self()
 	var unknown []int
 	for _, pid := range pids {
-		if unix.Kill(pid, 0) == unix.ESRCH || unix.Tgkill(self, pid, 0) == nil {
-			continue // freed, or one of this process's threads
+		if freePIDOrOurs(self, pid) {
+			continue
 		}
 		if s.inMountns(pid, ns) {
 			found = append(found, pid)
@@ -534,10 +538,9 @@ type procSnapshot struct {
 	// groups counts the live (non-zombie) processes of each process group.
 	groups  map[int]int
 	scanned int
-	// last is the last PID handed out (procfs.LastPID) just before the
-	// pass listed /proc, 0 if unknown: a process made since has a higher
-	// PID, unless the PID range wrapped (tailPIDs).
-	last int
+	// mark is the last PID handed out just before a marker pass listed
+	// /proc: a process made since is under a PID after it (newPIDs).
+	mark pidMark
 }
 
 // countGroup counts the live (non-zombie) processes whose process group is
@@ -682,8 +685,8 @@ func (snap *procSnapshot) scan(kind passKind) {
 		return
 	}
 	defer s.Close()
-	if last, ok := procfs.LastPID(); ok && kind == markerPass {
-		snap.last = last
+	if kind == markerPass {
+		snap.mark = markPIDs()
 	}
 	pids, err := s.PIDs()
 	if err != nil {
