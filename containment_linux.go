@@ -773,11 +773,12 @@ func (c *containment) waitGoneBare(pids []int, deadline time.Time) {
 }
 
 // usage returns the tree's CPU time and peak memory from the cgroup where
-// it knows them, else the leader's cpu, and its rss where leaderPeak trusts
-// it. The cgroup's numbers include every descendant, waited for or not.
+// it knows them, else those sysProc.usage gave (its peak already the
+// tree's, see peakMark.of). The cgroup's numbers include every descendant,
+// waited for or not.
 func (c *containment) usage(cpu time.Duration, rss int64) (time.Duration, int64) {
 	if c.cg == nil {
-		return cpu, leaderPeak(rss)
+		return cpu, rss
 	}
 	u := c.cg.Usage()
 	if u.CPUOK {
@@ -786,7 +787,7 @@ func (c *containment) usage(cpu time.Duration, rss int64) (time.Duration, int64)
 	if u.PeakOK {
 		return cpu, u.Peak
 	}
-	return cpu, leaderPeak(rss)
+	return cpu, rss
 }
 
 // release closes the pidfds. Later calls of the other methods do nothing.

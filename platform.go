@@ -77,8 +77,8 @@ import (
 // terminate(since) is the terminate step of a stop, looking for escapees in
 // a /proc pass begun after since, which prepareStops takes once for all
 // the stops of a Close; killEscaped is the kill after the shell exited;
-// usage may replace the tree's usage with the cgroup's, and on Linux
-// drops a leader peak that may be the host's (leaderPeak); release frees it
+// usage may replace the tree's usage with the cgroup's (sysProc.usage
+// gives the tree's own peak without one: peak_linux.go); release frees it
 // before the exit is published, and removeCgroups removes the cgroup after
 // (Close waits for it).
 // foreignProc reports a /proc of another PID namespace, which disables
@@ -225,6 +225,9 @@ type childAttrs struct {
 	// cgroupNS starts the leader, with cgroupFD, in a cgroup namespace of
 	// its own rooted at that cgroup (sandboxBuilt.ownCgroupNS).
 	cgroupNS bool
+	// peak is where the tree's exit records begin, for its peak memory
+	// without a cgroup (Manager.peaks; Unix only, a no-op outside Linux).
+	peak peakMark
 }
 
 // osTree is the method set sysProc has on every OS.

@@ -129,7 +129,7 @@ func (m *Manager) spawn(req Request, owner, command, dir string, seq uint64, war
 
 	// Everything the child is started with that the OS layer decides is
 	// set by sys.prepare alone, so no step undoes another.
-	attrs := childAttrs{tty: t.st.tty, cgroupFD: t.ctr.prepare(), cgroupNS: t.sbx != nil && t.sbx.built.ownCgroupNS()}
+	attrs := childAttrs{tty: t.st.tty, cgroupFD: t.ctr.prepare(), cgroupNS: t.sbx != nil && t.sbx.built.ownCgroupNS(), peak: m.peaks.mark()}
 	if t.sbx != nil && attrs.cgroupFD >= 0 {
 		if w := cgroupEscapeWarning(attrs.cgroupNS); w != "" {
 			t.sbx.warnings = append(t.sbx.warnings, w)

@@ -57,6 +57,8 @@ type sysProc struct {
 	// noProc is set when /proc cannot be trusted to describe our
 	// processes (see foreignProc): the group is then judged by kill alone.
 	noProc bool
+	// peak is where the tree's exit records begin (peak_linux.go).
+	peak peakMark
 
 	signalGate sync.Mutex
 	closed     bool // guarded by signalGate: the group ID is no longer ours
@@ -93,12 +95,14 @@ func (s *sysProc) prepare(cmd *exec.Cmd, a childAttrs) error {
 		}
 	}
 	cmd.SysProcAttr = attr
+	s.peak = a.peak
 	return nil
 }
 
 // started records the group; Setsid made the leader's PID its ID.
 func (s *sysProc) started(cmd *exec.Cmd) error {
 	s.pgid = cmd.Process.Pid
+	s.peak.watch(cmd.Process.Pid)
 	return nil
 }
 
@@ -148,9 +152,10 @@ func (s *sysProc) killLeftovers() int {
 	return n
 }
 
-// usage returns CPU time and peak RSS from the leader's rusage, which
-// includes the children it waited for (on Linux containment.usage then
-// keeps the peak only where it is the tree's, see leaderPeak).
+// usage returns CPU time from the leader's rusage, which includes the
+// children it waited for, and the tree's peak memory: on Linux from the
+// exit records, else the leader's ru_maxrss where it cannot be the host's
+// (peakMark.of); elsewhere ru_maxrss.
 func (s *sysProc) usage(state *os.ProcessState) (time.Duration, int64) {
 	cpu := state.UserTime() + state.SystemTime()
 	ru, ok := state.SysUsage().(*syscall.Rusage)
@@ -162,7 +167,7 @@ func (s *sysProc) usage(state *os.ProcessState) (time.Duration, int64) {
 	if runtime.GOOS == "darwin" || runtime.GOOS == "ios" {
 		unit = 1
 	}
-	return cpu, int64(ru.Maxrss) * unit
+	return cpu, s.peak.of(state.Pid(), int64(ru.Maxrss)*unit)
 }
 
 // release frees OS resources; a process group holds none.

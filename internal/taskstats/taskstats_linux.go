@@ -1,0 +1,394 @@
+package taskstats
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"os"
+	"strings"
+	"sync"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+	"golang.org/x/xerrors"
+)
+
+// Limits on what a Listener keeps. below has an entry per process that
+// has seen a child exit and has not exited itself (init and the long-lived
+// daemons, which adopt and reap the machine's orphans), ends one per child
+// of this process that has exited and not been asked for (a host's own
+// children started outside agentproc). Past maxBelow the Listener starts
+// over as after a lost record; past maxEnds it forgets the older half.
+const (
+	maxBelow = 1 << 16
+	maxEnds  = 1 << 12
+	// rcvBuf is the receive buffer asked for: about 4,000 records, a
+	// burst of exits the reader has not been scheduled to read yet.
+	rcvBuf = 4 << 20
+)
+
+// Mark is a point in a Listener's stream of records, taken before a child
+// starts: only records read after it can be that child's.
+type Mark struct {
+	epoch uint64 // the Listener's epoch: a lost record ends it
+	seq   uint64 // records folded before the mark
+}
+
+// Listener reads the exit records of every task on the machine and keeps,
+// for each child of this process that has exited, the largest memory
+// high-water mark of it and of the descendants it reaped (in bytes). Use
+// Open to make one and Close to stop it.
+type Listener struct {
+	f      *os.File
+	family uint16
+	self   uint32 // this process's PID: its children's records end a tree
+	done   chan struct{}
+
+	mu     sync.Mutex
+	closed bool
+	epoch  uint64 // bumped when records were lost (ENOBUFS) or dropped
+	seq    uint64 // records folded so far
+	below  map[uint32]span
+	ends   map[uint32]span
+	// wake is closed, and replaced, whenever an end is recorded or the
+	// epoch changes, for Peak to look again.
+	wake chan struct{}
+}
+
+// span is a peak (KiB) and the sequence numbers of the first and the last
+// record folded into it.
+type span struct {
+	peak        uint64
+	first, last uint64
+}
+
+// Open registers a Listener for the exits of every possible CPU. It fails
+// without CAP_NET_ADMIN, outside the initial user and PID namespaces, or
+// on a kernel without TASKSTATS (errors.Is(err, os.ErrPermission) for the
+// first).
+func Open() (*Listener, error) {
+	fd, err := unix.Socket(unix.AF_NETLINK, unix.SOCK_RAW|unix.SOCK_CLOEXEC, unix.NETLINK_GENERIC)
+	if err != nil {
+		return nil, xerrors.Errorf("netlink socket: %w", err)
+	}
+	l := &Listener{self: uint32(os.Getpid()), below: make(map[uint32]span), ends: make(map[uint32]span), wake: make(chan struct{}), done: make(chan struct{})}
+	if err := l.register(fd); err != nil {
+		_ = unix.Close(fd)
+		return nil, err
+	}
+	if err := unix.SetNonblock(fd, true); err != nil {
+		_ = unix.Close(fd)
+		return nil, xerrors.Errorf("netlink socket: %w", err)
+	}
+	// Through the runtime's poller, so that Close ends the reader's read.
+	l.f = os.NewFile(uintptr(fd), "taskstats")
+	go l.read()
+	return l, nil
+}
+
+// register binds fd, finds the family and asks for every CPU's exits,
+// with blocking calls: the kernel answers each request at once. Exit
+// records that come before the answer are folded.
+func (l *Listener) register(fd int) error {
+	if err := unix.Bind(fd, &unix.SockaddrNetlink{Family: unix.AF_NETLINK}); err != nil {
+		return xerrors.Errorf("netlink bind: %w", err)
+	}
+	// A larger buffer where the kernel allows it (SO_RCVBUFFORCE needs
+	// CAP_NET_ADMIN, which registering needs too); the default otherwise.
+	if unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, rcvBuf) != nil {
+		_ = unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUF, rcvBuf)
+	}
+	reply, err := request(fd, unix.GENL_ID_CTRL, 0, unix.CTRL_CMD_GETFAMILY, 1, unix.CTRL_ATTR_FAMILY_NAME, unix.TASKSTATS_GENL_NAME, l)
+	if err != nil {
+		return xerrors.Errorf("find the %s family: %w", unix.TASKSTATS_GENL_NAME, err)
+	}
+	for typ, data := range attrs(reply) {
+		if typ == unix.CTRL_ATTR_FAMILY_ID && len(data) >= 2 {
+			l.family = binary.NativeEndian.Uint16(data)
+		}
+	}
+	if l.family == 0 {
+		return xerrors.Errorf("find the %s family: no ID in the answer", unix.TASKSTATS_GENL_NAME)
+	}
+	possible, err := os.ReadFile("/sys/devices/system/cpu/possible")
+	if err != nil {
+		return xerrors.Errorf("list the CPUs: %w", err)
+	}
+	if _, err := request(fd, l.family, unix.NLM_F_ACK, unix.TASKSTATS_CMD_GET, unix.TASKSTATS_GENL_VERSION,
+		unix.TASKSTATS_CMD_ATTR_REGISTER_CPUMASK, strings.TrimSpace(string(possible)), l); err != nil {
+		return xerrors.Errorf("register for exits: %w", err)
+	}
+	return nil
+}
+
+// request sends one generic netlink request with one string attribute
+// and returns the attributes of its answer (nil for an acknowledgement).
+// Exit records read meanwhile go to l.
+func request(fd int, typ, flags uint16, cmd, version uint8, attr uint16, value string, l *Listener) ([]byte, error) {
+	val := append([]byte(value), 0)
+	alen := unix.SizeofNlAttr + len(val)
+	msg := make([]byte, unix.SizeofNlMsghdr+4+align4(alen))
+	ne := binary.NativeEndian
+	ne.PutUint32(msg[0:], uint32(len(msg)))
+	ne.PutUint16(msg[4:], typ)
+	ne.PutUint16(msg[6:], unix.NLM_F_REQUEST|flags)
+	ne.PutUint32(msg[8:], 1) // seq
+	msg[16], msg[17] = cmd, version
+	ne.PutUint16(msg[20:], uint16(alen))
+	ne.PutUint16(msg[22:], attr)
+	copy(msg[24:], val)
+	if err := unix.Sendto(fd, msg, 0, &unix.SockaddrNetlink{Family: unix.AF_NETLINK}); err != nil {
+		return nil, err
+	}
+	buf := make([]byte, 1<<16)
+	for {
+		n, _, err := unix.Recvfrom(fd, buf, 0)
+		if errors.Is(err, unix.EINTR) || errors.Is(err, unix.ENOBUFS) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		for h, body := range messages(buf[:n]) {
+			switch {
+			case h.Type == unix.NLMSG_ERROR && h.Seq == 1:
+				if len(body) < 4 {
+					return nil, errors.New("short netlink error")
+				}
+				if errno := int32(ne.Uint32(body)); errno != 0 {
+					return nil, unix.Errno(-errno)
+				}
+				return nil, nil
+			case h.Type == typ && h.Seq == 1 && len(body) >= 4:
+				return body[4:], nil
+			case l.family != 0 && h.Type == l.family:
+				l.record(body)
+			}
+		}
+	}
+}
+
+// read folds every record until Close.
+func (l *Listener) read() {
+	defer close(l.done)
+	buf := make([]byte, 1<<16)
+	for {
+		n, err := l.f.Read(buf)
+		if errors.Is(err, unix.ENOBUFS) {
+			// Records were lost: whatever was in flight is unknown.
+			l.mu.Lock()
+			l.restartLocked()
+			l.mu.Unlock()
+			continue
+		}
+		if err != nil {
+			l.mu.Lock()
+			l.closed = true
+			close(l.wake)
+			l.wake = make(chan struct{})
+			l.mu.Unlock()
+			return
+		}
+		for h, body := range messages(buf[:n]) {
+			if h.Type == l.family {
+				l.record(body)
+			}
+		}
+	}
+}
+
+// restartLocked forgets everything after a loss and ends the epoch.
+func (l *Listener) restartLocked() {
+	l.epoch++
+	clear(l.below)
+	clear(l.ends)
+	close(l.wake)
+	l.wake = make(chan struct{})
+}
+
+// record folds one exit message (a genetlink header, then attributes).
+func (l *Listener) record(body []byte) {
+	if len(body) < 4 {
+		return
+	}
+	for typ, data := range attrs(body[4:]) {
+		if typ != unix.TASKSTATS_TYPE_AGGR_PID {
+			continue // the thread group's sum repeats what its tasks' records said
+		}
+		for typ, stats := range attrs(data) {
+			if typ == unix.TASKSTATS_TYPE_STATS {
+				l.fold(decode(stats))
+			}
+		}
+	}
+}
+
+// exit is what a record says of one exited task.
+type exit struct {
+	tgid, ppid uint32
+	hiwater    uint64 // KiB
+}
+
+// decode reads a struct taskstats, which only grows between versions: a
+// shorter one from an older kernel is read as far as it goes (without
+// ac_tgid, a thread is taken for a process of its own).
+func decode(b []byte) exit {
+	var ts unix.Taskstats
+	n := copy(unsafe.Slice((*byte)(unsafe.Pointer(&ts)), unsafe.Sizeof(ts)), b)
+	e := exit{tgid: ts.Ac_pid, ppid: ts.Ac_ppid, hiwater: ts.Hiwater_rss}
+	if uintptr(n) >= unsafe.Offsetof(ts.Ac_tgid)+unsafe.Sizeof(ts.Ac_tgid) && ts.Ac_tgid != 0 {
+		e.tgid = ts.Ac_tgid
+	}
+	return e
+}
+
+// fold adds one exit: its peak is its own mark and those its reaped
+// descendants left in below, and it goes to its parent's entry, or to ends
+// when the parent is this process. A thread's record is folded the same
+// way: every thread of a group carries the group's memory, and the last
+// one folds whatever the group's children left after the first.
+func (l *Listener) fold(e exit) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.seq++
+	s := span{peak: e.hiwater, first: l.seq, last: l.seq}
+	if b, ok := l.below[e.tgid]; ok {
+		s = s.merge(b)
+		delete(l.below, e.tgid)
+	}
+	switch {
+	case e.ppid == l.self:
+		if old, ok := l.ends[e.tgid]; ok {
+			s = s.merge(old)
+		}
+		l.ends[e.tgid] = s
+		if len(l.ends) > maxEnds {
+			l.forgetOlderEndsLocked()
+		}
+		close(l.wake)
+		l.wake = make(chan struct{})
+	case e.ppid != 0:
+		if old, ok := l.below[e.ppid]; ok {
+			s = s.merge(old)
+		}
+		l.below[e.ppid] = s
+		if len(l.below) > maxBelow {
+			l.restartLocked()
+		}
+	}
+}
+
+func (s span) merge(o span) span {
+	return span{peak: max(s.peak, o.peak), first: min(s.first, o.first), last: max(s.last, o.last)}
+}
+
+// forgetOlderEndsLocked drops the ends older than the middle of those
+// kept: children of this process nobody asked for.
+func (l *Listener) forgetOlderEndsLocked() {
+	lo, hi := l.seq, uint64(0)
+	for _, s := range l.ends {
+		lo, hi = min(lo, s.last), max(hi, s.last)
+	}
+	cut := lo + (hi-lo)/2
+	for pid, s := range l.ends {
+		if s.last <= cut {
+			delete(l.ends, pid)
+		}
+	}
+}
+
+// Mark returns the point in the stream a child about to start begins at.
+func (l *Listener) Mark() Mark {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return Mark{epoch: l.epoch, seq: l.seq}
+}
+
+// Watch is called once a child started at m has its PID: it drops what
+// records read before m left under that PID, from a process that had the
+// number before it.
+func (l *Listener) Watch(pid int, m Mark) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, kept := range []map[uint32]span{l.below, l.ends} {
+		if s, ok := kept[uint32(pid)]; ok && s.last <= m.seq {
+			delete(kept, uint32(pid))
+		}
+	}
+}
+
+// Peak returns the largest memory high-water mark, in bytes, of the child
+// pid started at m and of every descendant it reaped, once the child has
+// exited (call it after the child was reaped, or at least waited for: its
+// record is sent before that). It reports false when records were lost
+// since m, when what is kept under pid mixes records from before m, when
+// the kernel gave no mark (0), or when ctx ends first.
+func (l *Listener) Peak(ctx context.Context, pid int, m Mark) (int64, bool) {
+	for {
+		l.mu.Lock()
+		if l.closed || l.epoch != m.epoch {
+			l.mu.Unlock()
+			return 0, false
+		}
+		s, ok := l.ends[uint32(pid)]
+		if ok && s.last > m.seq {
+			delete(l.ends, uint32(pid))
+			l.mu.Unlock()
+			if s.first <= m.seq || s.peak == 0 {
+				return 0, false
+			}
+			return int64(s.peak) * 1024, true
+		}
+		wake := l.wake
+		l.mu.Unlock()
+		select {
+		case <-wake:
+		case <-ctx.Done():
+			return 0, false
+		}
+	}
+}
+
+// Close deregisters the Listener (the kernel drops a listener whose socket
+// is gone) and waits for its reader to return.
+func (l *Listener) Close() error {
+	err := l.f.Close()
+	<-l.done
+	return err
+}
+
+// messages yields each netlink message's header and body in b.
+func messages(b []byte) func(func(unix.NlMsghdr, []byte) bool) {
+	return func(yield func(unix.NlMsghdr, []byte) bool) {
+		ne := binary.NativeEndian
+		for len(b) >= unix.SizeofNlMsghdr {
+			h := unix.NlMsghdr{Len: ne.Uint32(b), Type: ne.Uint16(b[4:]), Flags: ne.Uint16(b[6:]), Seq: ne.Uint32(b[8:]), Pid: ne.Uint32(b[12:])}
+			if h.Len < unix.SizeofNlMsghdr || int(h.Len) > len(b) {
+				return
+			}
+			if !yield(h, b[unix.SizeofNlMsghdr:h.Len]) {
+				return
+			}
+			b = b[min(len(b), align4(int(h.Len))):]
+		}
+	}
+}
+
+// attrs yields each netlink attribute's type (without its flags) and data.
+func attrs(b []byte) func(func(uint16, []byte) bool) {
+	return func(yield func(uint16, []byte) bool) {
+		ne := binary.NativeEndian
+		for len(b) >= unix.SizeofNlAttr {
+			n, typ := int(ne.Uint16(b)), ne.Uint16(b[2:])&^(unix.NLA_F_NESTED|unix.NLA_F_NET_BYTEORDER)
+			if n < unix.SizeofNlAttr || n > len(b) {
+				return
+			}
+			if !yield(typ, b[unix.SizeofNlAttr:n]) {
+				return
+			}
+			b = b[min(len(b), align4(n)):]
+		}
+	}
+}
+
+func align4(n int) int { return (n + 3) &^ 3 }
