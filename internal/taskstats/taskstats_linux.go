@@ -7,6 +7,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -25,6 +26,10 @@ const (
 	// rcvBuf is the receive buffer asked for: about 4,000 records, a
 	// burst of exits the reader has not been scheduled to read yet.
 	rcvBuf = 4 << 20
+	// batchDelay is how long the reader lets records queue after reading
+	// what was there, unless a Peak asks, so that a busy machine's exits
+	// wake this process at most once per batchDelay.
+	batchDelay = 100 * time.Millisecond
 )
 
 // Mark is a point in a Listener's stream of records, taken before a child
@@ -39,10 +44,22 @@ type Mark struct {
 // high-water mark of it and of the descendants it reaped (in bytes). Use
 // Open to make one and Close to stop it.
 type Listener struct {
-	f      *os.File
+	fd     int // the netlink socket, blocking
+	stop   int // an eventfd Close writes to end the reader's poll
 	family uint16
 	self   uint32 // this process's PID: its children's records end a tree
 	done   chan struct{}
+	// kick ends the reader's pause between batches (Peak waits); closing
+	// ends it for good (Close).
+	kick    chan struct{}
+	closing chan struct{}
+	// drainMu is held by whoever reads the socket (the reader, or a Peak
+	// that reads for itself): records must be folded in the order the
+	// kernel queued them, a child's before its parent's. It is held across
+	// non-blocking reads only, and never with mu.
+	drainMu sync.Mutex
+	buf     []byte // guarded by drainMu
+	shut    bool   // guarded by drainMu: the descriptors are closed
 
 	mu     sync.Mutex
 	closed bool
@@ -71,17 +88,21 @@ func Open() (*Listener, error) {
 	if err != nil {
 		return nil, xerrors.Errorf("netlink socket: %w", err)
 	}
-	l := &Listener{self: uint32(os.Getpid()), below: make(map[uint32]span), ends: make(map[uint32]span), wake: make(chan struct{}), done: make(chan struct{})}
+	l := &Listener{self: uint32(os.Getpid()), below: make(map[uint32]span), ends: make(map[uint32]span), wake: make(chan struct{}), done: make(chan struct{}), kick: make(chan struct{}, 1), closing: make(chan struct{})}
 	if err := l.register(fd); err != nil {
 		_ = unix.Close(fd)
 		return nil, err
 	}
-	if err := unix.SetNonblock(fd, true); err != nil {
+	stop, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
+	if err != nil {
 		_ = unix.Close(fd)
-		return nil, xerrors.Errorf("netlink socket: %w", err)
+		return nil, xerrors.Errorf("eventfd: %w", err)
 	}
-	// Through the runtime's poller, so that Close ends the reader's read.
-	l.f = os.NewFile(uintptr(fd), "taskstats")
+	// Not through the runtime's poller: it keeps a descriptor armed
+	// (edge-triggered), so every record would wake a thread of this
+	// process, about 35 µs of CPU each, even while the reader pauses.
+	// The reader polls the socket itself, and only when it wants more.
+	l.fd, l.stop = fd, stop
 	go l.read()
 	return l, nil
 }
@@ -168,30 +189,73 @@ func request(fd int, typ, flags uint16, cmd, version uint8, attr uint16, value s
 	}
 }
 
-// read folds every record until Close.
+// read folds every record until Close: it polls for one (a blocking
+// system call), reads all that are queued, then pauses for batchDelay or
+// until a Peak kicks it.
 func (l *Listener) read() {
 	defer close(l.done)
-	buf := make([]byte, 1<<16)
+	defer func() {
+		l.mu.Lock()
+		l.closed = true
+		close(l.wake)
+		l.wake = make(chan struct{})
+		l.mu.Unlock()
+	}()
+	pause := time.NewTimer(batchDelay)
+	pause.Stop()
+	fds := []unix.PollFd{{Fd: int32(l.fd), Events: unix.POLLIN}, {Fd: int32(l.stop), Events: unix.POLLIN}}
 	for {
-		n, err := l.f.Read(buf)
-		if errors.Is(err, unix.ENOBUFS) {
+		if _, err := unix.Poll(fds, -1); err != nil && !errors.Is(err, unix.EINTR) {
+			return
+		}
+		if fds[1].Revents != 0 {
+			return
+		}
+		if !l.drain() {
+			return
+		}
+		pause.Reset(batchDelay)
+		select {
+		case <-l.kick:
+			pause.Stop()
+		case <-pause.C:
+		case <-l.closing:
+			pause.Stop()
+			return
+		}
+	}
+}
+
+// drain folds every record queued, and reports false when the socket
+// failed.
+func (l *Listener) drain() bool {
+	l.drainMu.Lock()
+	defer l.drainMu.Unlock()
+	if l.shut {
+		return false
+	}
+	if l.buf == nil {
+		l.buf = make([]byte, 1<<16)
+	}
+	buf := l.buf
+	for {
+		n, _, err := unix.Recvfrom(l.fd, buf, unix.MSG_DONTWAIT)
+		switch {
+		case errors.Is(err, unix.EAGAIN):
+			return true
+		case errors.Is(err, unix.EINTR):
+		case errors.Is(err, unix.ENOBUFS):
 			// Records were lost: whatever was in flight is unknown.
 			l.mu.Lock()
 			l.restartLocked()
 			l.mu.Unlock()
-			continue
-		}
-		if err != nil {
-			l.mu.Lock()
-			l.closed = true
-			close(l.wake)
-			l.wake = make(chan struct{})
-			l.mu.Unlock()
-			return
-		}
-		for h, body := range messages(buf[:n]) {
-			if h.Type == l.family {
-				l.record(body)
+		case err != nil:
+			return false
+		default:
+			for h, body := range messages(buf[:n]) {
+				if h.Type == l.family {
+					l.record(body)
+				}
 			}
 		}
 	}
@@ -324,6 +388,9 @@ func (l *Listener) Watch(pid int, m Mark) {
 // since m, when what is kept under pid mixes records from before m, when
 // the kernel gave no mark (0), or when ctx ends first.
 func (l *Listener) Peak(ctx context.Context, pid int, m Mark) (int64, bool) {
+	// The record is queued already: read it here rather than wait for
+	// the reader to be scheduled (a Wait's whole cost of the records).
+	l.drain()
 	for {
 		l.mu.Lock()
 		if l.closed || l.epoch != m.epoch {
@@ -341,6 +408,12 @@ func (l *Listener) Peak(ctx context.Context, pid int, m Mark) (int64, bool) {
 		}
 		wake := l.wake
 		l.mu.Unlock()
+		// The record was queued before the child could be reaped: have
+		// the reader read it now rather than after its pause.
+		select {
+		case l.kick <- struct{}{}:
+		default:
+		}
 		select {
 		case <-wake:
 		case <-ctx.Done():
@@ -352,9 +425,17 @@ func (l *Listener) Peak(ctx context.Context, pid int, m Mark) (int64, bool) {
 // Close deregisters the Listener (the kernel drops a listener whose socket
 // is gone) and waits for its reader to return.
 func (l *Listener) Close() error {
-	err := l.f.Close()
+	close(l.closing)
+	var one [8]byte
+	binary.NativeEndian.PutUint64(one[:], 1)
+	_, err := unix.Write(l.stop, one[:])
 	<-l.done
-	return err
+	// Only now: the reader uses both until it returns, and a late Peak
+	// must not read a descriptor the number was given to since.
+	l.drainMu.Lock()
+	defer l.drainMu.Unlock()
+	l.shut = true
+	return errors.Join(err, unix.Close(l.fd), unix.Close(l.stop))
 }
 
 // messages yields each netlink message's header and body in b.
