@@ -2,11 +2,9 @@ package agentproc
 
 import (
 	"bytes"
-	"context"
 	"strconv"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -102,12 +100,6 @@ func (p peakMark) watch(pid int) {
 	}
 }
 
-// peakRecordWait bounds the wait for the reader to fold a record the
-// kernel queued before the leader could be reaped: it ends in
-// microseconds, unless the reader is not scheduled. Real time, not the
-// Manager's clock: a test's mock must not see a timer it never set.
-const peakRecordWait = 2 * time.Second
-
 // of returns the tree's peak memory from the reaped leader pid and its
 // ru_maxrss (bytes): the exit records' where there are, and ru_maxrss
 // too where it cannot be the host's (leaderPeak), which also covers the
@@ -117,9 +109,7 @@ func (p peakMark) of(pid int, rss int64) int64 {
 	if p.l == nil {
 		return peak
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), peakRecordWait)
-	defer cancel()
-	if own, ok := p.l.Peak(ctx, pid, p.m); ok {
+	if own, ok := p.l.Peak(pid, p.m); ok {
 		return max(own, peak)
 	}
 	return peak

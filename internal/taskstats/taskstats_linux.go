@@ -1,7 +1,6 @@
 package taskstats
 
 import (
-	"context"
 	"encoding/binary"
 	"errors"
 	"os"
@@ -49,9 +48,7 @@ type Listener struct {
 	family uint16
 	self   uint32 // this process's PID: its children's records end a tree
 	done   chan struct{}
-	// kick ends the reader's pause between batches (Peak waits); closing
-	// ends it for good (Close).
-	kick    chan struct{}
+	// closing ends the reader's pause between batches for good (Close).
 	closing chan struct{}
 	// drainMu is held by whoever reads the socket (the reader, or a Peak
 	// that reads for itself): records must be folded in the order the
@@ -67,9 +64,6 @@ type Listener struct {
 	seq    uint64 // records folded so far
 	below  map[uint32]span
 	ends   map[uint32]span
-	// wake is closed, and replaced, whenever an end is recorded or the
-	// epoch changes, for Peak to look again.
-	wake chan struct{}
 }
 
 // span is a peak (KiB) and the sequence numbers of the first and the last
@@ -88,7 +82,7 @@ func Open() (*Listener, error) {
 	if err != nil {
 		return nil, xerrors.Errorf("netlink socket: %w", err)
 	}
-	l := &Listener{self: uint32(os.Getpid()), below: make(map[uint32]span), ends: make(map[uint32]span), wake: make(chan struct{}), done: make(chan struct{}), kick: make(chan struct{}, 1), closing: make(chan struct{})}
+	l := &Listener{self: uint32(os.Getpid()), below: make(map[uint32]span), ends: make(map[uint32]span), done: make(chan struct{}), closing: make(chan struct{})}
 	if err := l.register(fd); err != nil {
 		_ = unix.Close(fd)
 		return nil, err
@@ -191,14 +185,12 @@ func request(fd int, typ, flags uint16, cmd, version uint8, attr uint16, value s
 
 // read folds every record until Close: it polls for one (a blocking
 // system call), reads all that are queued, then pauses for batchDelay or
-// until a Peak kicks it.
+// until Close (a Peak reads what it needs itself).
 func (l *Listener) read() {
 	defer close(l.done)
 	defer func() {
 		l.mu.Lock()
 		l.closed = true
-		close(l.wake)
-		l.wake = make(chan struct{})
 		l.mu.Unlock()
 	}()
 	pause := time.NewTimer(batchDelay)
@@ -216,8 +208,6 @@ func (l *Listener) read() {
 		}
 		pause.Reset(batchDelay)
 		select {
-		case <-l.kick:
-			pause.Stop()
 		case <-pause.C:
 		case <-l.closing:
 			pause.Stop()
@@ -266,8 +256,6 @@ func (l *Listener) restartLocked() {
 	l.epoch++
 	clear(l.below)
 	clear(l.ends)
-	close(l.wake)
-	l.wake = make(chan struct{})
 }
 
 // record folds one exit message (a genetlink header, then attributes).
@@ -329,8 +317,6 @@ func (l *Listener) fold(e exit) {
 		if len(l.ends) > maxEnds {
 			l.forgetOlderEndsLocked()
 		}
-		close(l.wake)
-		l.wake = make(chan struct{})
 	case e.ppid != 0:
 		if old, ok := l.below[e.ppid]; ok {
 			s = s.merge(old)
@@ -382,44 +368,30 @@ func (l *Listener) Watch(pid int, m Mark) {
 }
 
 // Peak returns the largest memory high-water mark, in bytes, of the child
-// pid started at m and of every descendant it reaped, once the child has
-// exited (call it after the child was reaped, or at least waited for: its
-// record is sent before that). It reports false when records were lost
-// since m, when what is kept under pid mixes records from before m, when
-// the kernel gave no mark (0), or when ctx ends first.
-func (l *Listener) Peak(ctx context.Context, pid int, m Mark) (int64, bool) {
-	// The record is queued already: read it here rather than wait for
-	// the reader to be scheduled (a Wait's whole cost of the records).
+// pid started at m and of every descendant it reaped. Call it once the
+// child has been reaped (or waited for): every record of its tree was
+// queued before that, so Peak reads what is queued and looks, without
+// waiting for anything. It reports false when records were lost since m,
+// when what is kept under pid mixes records from before m, or when the
+// kernel sent no record or no mark (0).
+func (l *Listener) Peak(pid int, m Mark) (int64, bool) {
+	// drainMu orders this read after any the reader has under way, so
+	// that every record queued before now is folded when it returns.
 	l.drain()
-	for {
-		l.mu.Lock()
-		if l.closed || l.epoch != m.epoch {
-			l.mu.Unlock()
-			return 0, false
-		}
-		s, ok := l.ends[uint32(pid)]
-		if ok && s.last > m.seq {
-			delete(l.ends, uint32(pid))
-			l.mu.Unlock()
-			if s.first <= m.seq || s.peak == 0 {
-				return 0, false
-			}
-			return int64(s.peak) * 1024, true
-		}
-		wake := l.wake
-		l.mu.Unlock()
-		// The record was queued before the child could be reaped: have
-		// the reader read it now rather than after its pause.
-		select {
-		case l.kick <- struct{}{}:
-		default:
-		}
-		select {
-		case <-wake:
-		case <-ctx.Done():
-			return 0, false
-		}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed || l.epoch != m.epoch {
+		return 0, false
 	}
+	s, ok := l.ends[uint32(pid)]
+	if !ok || s.last <= m.seq {
+		return 0, false
+	}
+	delete(l.ends, uint32(pid))
+	if s.first <= m.seq || s.peak == 0 {
+		return 0, false
+	}
+	return int64(s.peak) * 1024, true
 }
 
 // Close deregisters the Listener (the kernel drops a listener whose socket

@@ -1,12 +1,10 @@
 package taskstats
 
 import (
-	"context"
 	"errors"
 	"os"
 	"os/exec"
 	"testing"
-	"time"
 )
 
 // open opens a Listener or skips where the kernel refuses one (not root,
@@ -46,11 +44,64 @@ func TestPeakOfChildAndReapedDescendant(t *testing.T) {
 		if err := cmd.Wait(); err != nil {
 			t.Fatal(err)
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		peak, ok := l.Peak(ctx, cmd.Process.Pid, m)
-		cancel()
+		peak, ok := l.Peak(cmd.Process.Pid, m)
 		if !ok || peak < 64<<20 || peak > 80<<20 {
 			t.Errorf("%q: got peak %d (%v), want 64 to 80 MiB", script, peak, ok)
 		}
 	}
+}
+
+// TestFold checks how records become a child's peak, without the kernel:
+// a grandchild reaped by the child counts, a sibling tree does not, what a
+// former holder of the child's PID left before the mark is dropped, and a
+// loss since the mark makes the peak unknown.
+func TestFold(t *testing.T) {
+	t.Parallel()
+	const self, child, grandchild, other = 100, 200, 300, 400
+	newListener := func() *Listener {
+		return &Listener{self: self, below: make(map[uint32]span), ends: make(map[uint32]span), shut: true}
+	}
+	t.Run("reaped descendants", func(t *testing.T) {
+		l := newListener()
+		m := l.Mark()
+		l.Watch(child, m)
+		l.fold(exit{tgid: grandchild, ppid: child, hiwater: 64 << 10})
+		l.fold(exit{tgid: other, ppid: 1, hiwater: 500 << 10})
+		l.fold(exit{tgid: child, ppid: self, hiwater: 2 << 10})
+		if peak, ok := l.Peak(child, m); !ok || peak != 64<<20 {
+			t.Errorf("got %d (%v), want the grandchild's 64 MiB", peak, ok)
+		}
+		if _, ok := l.Peak(child, m); ok {
+			t.Errorf("a second Peak: got a peak, want none (it was taken)")
+		}
+	})
+	t.Run("a former holder of the PID", func(t *testing.T) {
+		l := newListener()
+		l.fold(exit{tgid: grandchild, ppid: child, hiwater: 900 << 10}) // before the child started
+		m := l.Mark()
+		l.Watch(child, m)
+		l.fold(exit{tgid: child, ppid: self, hiwater: 3 << 10})
+		if peak, ok := l.Peak(child, m); !ok || peak != 3<<20 {
+			t.Errorf("got %d (%v), want the child's own 3 MiB", peak, ok)
+		}
+	})
+	t.Run("records lost", func(t *testing.T) {
+		l := newListener()
+		m := l.Mark()
+		l.fold(exit{tgid: child, ppid: self, hiwater: 3 << 10})
+		l.mu.Lock()
+		l.restartLocked()
+		l.mu.Unlock()
+		if peak, ok := l.Peak(child, m); ok {
+			t.Errorf("got %d, want unknown after a loss", peak)
+		}
+	})
+	t.Run("no mark", func(t *testing.T) {
+		l := newListener()
+		m := l.Mark()
+		l.fold(exit{tgid: child, ppid: self})
+		if peak, ok := l.Peak(child, m); ok {
+			t.Errorf("got %d, want unknown for a record without a mark", peak)
+		}
+	})
 }
