@@ -15,6 +15,7 @@ import (
 
 	"github.com/agentproc/agentproc/internal/cgroup"
 	"github.com/agentproc/agentproc/internal/procfs"
+	"github.com/agentproc/agentproc/internal/taskstats"
 )
 
 // The tests read /proc through the package's one reader (proc_linux.go).
@@ -298,3 +299,13 @@ func procsMarked(id string) map[int]string {
 // records, as where the kernel refuses them; call it before m's first
 // Start.
 func WithoutExitRecords(m *Manager) { m.peaks.once.Do(func() {}) }
+
+// ExitRecordsAvailable reports whether this process may read the kernel's
+// exit records (root in the initial namespaces), and why not.
+func ExitRecordsAvailable() (bool, error) {
+	l, err := taskstats.Open()
+	if err != nil {
+		return false, err
+	}
+	return true, l.Close()
+}
