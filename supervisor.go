@@ -366,7 +366,11 @@ func (s *supervisor) supervise(out *os.File, readerDone <-chan struct{}, tty boo
 	var rss int64
 	if state != nil {
 		code, sigName = s.sys.exitStatus(state)
-		cpu, rss = s.ctr.usage(s.sys.usage(state))
+		var fromCgroup bool
+		cpu, rss, fromCgroup = s.ctr.usage(s.sys.usage(state))
+		if !fromCgroup {
+			rss = s.sys.treePeak(state.Pid(), rss)
+		}
 	} else {
 		s.p.m.cfg.logger.Warn(context.Background(), "wait failed", fieldError(waitErr))
 	}

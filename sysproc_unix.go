@@ -152,10 +152,9 @@ func (s *sysProc) killLeftovers() int {
 	return n
 }
 
-// usage returns CPU time from the leader's rusage, which includes the
-// children it waited for, and the tree's peak memory: on Linux from the
-// exit records, else the leader's ru_maxrss where it cannot be the host's
-// (peakMark.of); elsewhere ru_maxrss.
+// usage returns CPU time and the peak RSS from the leader's rusage, which
+// includes the children it waited for (treePeak tells the tree's peak
+// from it).
 func (s *sysProc) usage(state *os.ProcessState) (time.Duration, int64) {
 	cpu := state.UserTime() + state.SystemTime()
 	ru, ok := state.SysUsage().(*syscall.Rusage)
@@ -167,8 +166,13 @@ func (s *sysProc) usage(state *os.ProcessState) (time.Duration, int64) {
 	if runtime.GOOS == "darwin" || runtime.GOOS == "ios" {
 		unit = 1
 	}
-	return cpu, s.peak.of(state.Pid(), int64(ru.Maxrss)*unit)
+	return cpu, int64(ru.Maxrss) * unit
 }
+
+// treePeak is the tree's peak memory, from the reaped leader pid and its
+// ru_maxrss: on Linux from the exit records, else that ru_maxrss where it
+// cannot be the host's (peakMark.of); elsewhere ru_maxrss.
+func (s *sysProc) treePeak(pid int, rss int64) int64 { return s.peak.of(pid, rss) }
 
 // release frees OS resources; a process group holds none.
 func (s *sysProc) release() {}
