@@ -309,3 +309,11 @@ func ExitRecordsAvailable() (bool, error) {
 	}
 	return true, l.Close()
 }
+
+// ExitRecordHolds is how many holds the exit listener has (Managers that
+// started a tree and are not closed).
+func ExitRecordHolds() int {
+	exitRecords.mu.Lock()
+	defer exitRecords.mu.Unlock()
+	return exitRecords.refs
+}

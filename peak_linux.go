@@ -67,6 +67,9 @@ func releaseExitRecords() {
 type treePeaks struct {
 	once sync.Once
 	l    *taskstats.Listener // set by once; nil without a listener
+	// released makes close drop the hold once: Shutdown's clean-up runs
+	// for every call of it.
+	released sync.Once
 }
 
 // mark is taken before a tree starts: its records are those read after.
@@ -78,12 +81,15 @@ func (t *treePeaks) mark() peakMark {
 	return peakMark{l: t.l, m: t.l.Mark()}
 }
 
-// close drops the hold; a later mark takes none.
+// close drops the hold, once however often it is called; a later mark
+// takes none.
 func (t *treePeaks) close() {
 	t.once.Do(func() {})
-	if t.l != nil {
-		releaseExitRecords()
-	}
+	t.released.Do(func() {
+		if t.l != nil {
+			releaseExitRecords()
+		}
+	})
 }
 
 // peakMark is where a tree's records begin; the zero value has no

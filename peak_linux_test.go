@@ -174,3 +174,29 @@ func TestPeakMemoryBelowTheHosts(t *testing.T) {
 		t.Logf("%s under a host of %s: %s", what, fmtMiB(hwm), fmtMiB(peak))
 	}
 }
+
+// TestPeakHoldReleasedOnce: a Manager closed twice drops its hold on the
+// exit listener once, so the listener closes with the last Manager (a
+// second drop left it open for good, its reader a leaked goroutine). Not
+// parallel: it counts the process's holds.
+func TestPeakHoldReleasedOnce(t *testing.T) {
+	if ok, err := agentproc.ExitRecordsAvailable(); !ok {
+		t.Skipf("no exit records here, so no hold to count: %v", err)
+	}
+	before := agentproc.ExitRecordHolds()
+	other := newManager(t) // holds the listener across the double close
+	mustWait(t, mustStart(t, other, agentproc.Request{Command: "true"}))
+	m := agentproc.New()
+	mustWait(t, mustStart(t, m, agentproc.Request{Command: "true"}))
+	if got := agentproc.ExitRecordHolds(); got != before+2 {
+		t.Fatalf("holds with two Managers: got %d, want %d", got, before+2)
+	}
+	for range 2 {
+		if err := m.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := agentproc.ExitRecordHolds(); got != before+1 {
+		t.Errorf("holds after closing one Manager twice: got %d, want %d", got, before+1)
+	}
+}
