@@ -99,6 +99,13 @@ type peakMark struct {
 	m taskstats.Mark
 }
 
+// done is called once the tree's peak is no longer needed (sysProc.release).
+func (p peakMark) done() {
+	if p.l != nil {
+		p.l.Done()
+	}
+}
+
 // watch is called with the leader's PID once it has started.
 func (p peakMark) watch(pid int) {
 	if p.l != nil {

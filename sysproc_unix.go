@@ -57,8 +57,10 @@ type sysProc struct {
 	// noProc is set when /proc cannot be trusted to describe our
 	// processes (see foreignProc): the group is then judged by kill alone.
 	noProc bool
-	// peak is where the tree's exit records begin (peak_linux.go).
-	peak peakMark
+	// peak is where the tree's exit records begin (peak_linux.go);
+	// peakDone is set once release has said it is no longer needed.
+	peak     peakMark
+	peakDone bool
 
 	signalGate sync.Mutex
 	closed     bool // guarded by signalGate: the group ID is no longer ours
@@ -84,6 +86,7 @@ func newSysProc(cfg *config) *sysProc { return &sysProc{noProc: cfg.foreignProc}
 // controlling terminal. With a cgroup the kernel creates the leader inside
 // it.
 func (s *sysProc) prepare(cmd *exec.Cmd, a childAttrs) error {
+	s.peak = a.peak // first: release ends it whatever fails below
 	attr := &syscall.SysProcAttr{Setsid: true}
 	if a.tty {
 		attr.Setctty = true
@@ -95,7 +98,6 @@ func (s *sysProc) prepare(cmd *exec.Cmd, a childAttrs) error {
 		}
 	}
 	cmd.SysProcAttr = attr
-	s.peak = a.peak
 	return nil
 }
 
@@ -174,8 +176,14 @@ func (s *sysProc) usage(state *os.ProcessState) (time.Duration, int64) {
 // cannot be the host's (peakMark.of); elsewhere ru_maxrss.
 func (s *sysProc) treePeak(pid int, rss int64) int64 { return s.peak.of(pid, rss) }
 
-// release frees OS resources; a process group holds none.
-func (s *sysProc) release() {}
+// release frees OS resources (a process group holds none) and ends the
+// tree's hold on the exit records, once.
+func (s *sysProc) release() {
+	if !s.peakDone {
+		s.peakDone = true
+		s.peak.done()
+	}
+}
 
 // checkShellCommand rejects commands the shell would silently run only in
 // part. POSIX shells run every line, so there is nothing to reject.

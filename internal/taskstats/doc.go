@@ -22,5 +22,6 @@
 // CONFIG_TASK_XACCT; a record without one (0) is not taken as a peak.
 //
 // The cost is one record read per exit on the whole machine while a
-// Listener is open; see docs/benchmarks.md.
+// Listener is registered: from a Mark until lingerDelay after the last
+// Done, so that an idle host receives nothing; see docs/benchmarks.md.
 package taskstats

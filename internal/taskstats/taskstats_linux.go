@@ -29,6 +29,10 @@ const (
 	// what was there, unless a Peak asks, so that a busy machine's exits
 	// wake this process at most once per batchDelay.
 	batchDelay = 100 * time.Millisecond
+	// lingerDelay is how long the Listener stays registered after its
+	// last child is done: a loop of starts keeps it, an idle host stops
+	// receiving the machine's exits (a record costs it CPU even unread).
+	lingerDelay = 250 * time.Millisecond
 )
 
 // Mark is a point in a Listener's stream of records, taken before a child
@@ -50,6 +54,14 @@ type Listener struct {
 	done   chan struct{}
 	// closing ends the reader's pause between batches for good (Close).
 	closing chan struct{}
+	cpus    string // the CPU list registered for
+	// regMu orders registering and deregistering (a Mark that must
+	// register first waits for it: records go to this socket only once
+	// the kernel has the request). It is held across one send.
+	regMu     sync.Mutex
+	listening bool        // guarded by regMu: registered with the kernel
+	linger    *time.Timer // guarded by regMu: deregisters when idle
+	regClosed bool        // guarded by regMu: Close has begun
 	// drainMu is held by whoever reads the socket (the reader, or a Peak
 	// that reads for itself): records must be folded in the order the
 	// kernel queued them, a child's before its parent's. It is held across
@@ -60,6 +72,7 @@ type Listener struct {
 
 	mu     sync.Mutex
 	closed bool
+	active int    // children between Mark and Done
 	epoch  uint64 // bumped when records were lost (ENOBUFS) or dropped
 	seq    uint64 // records folded so far
 	below  map[uint32]span
@@ -129,10 +142,12 @@ func (l *Listener) register(fd int) error {
 	if err != nil {
 		return xerrors.Errorf("list the CPUs: %w", err)
 	}
+	l.cpus = strings.TrimSpace(string(possible))
 	if _, err := request(fd, l.family, unix.NLM_F_ACK, unix.TASKSTATS_CMD_GET, unix.TASKSTATS_GENL_VERSION,
-		unix.TASKSTATS_CMD_ATTR_REGISTER_CPUMASK, strings.TrimSpace(string(possible)), l); err != nil {
+		unix.TASKSTATS_CMD_ATTR_REGISTER_CPUMASK, l.cpus, l); err != nil {
 		return xerrors.Errorf("register for exits: %w", err)
 	}
+	l.listening = true
 	return nil
 }
 
@@ -140,19 +155,8 @@ func (l *Listener) register(fd int) error {
 // and returns the attributes of its answer (nil for an acknowledgement).
 // Exit records read meanwhile go to l.
 func request(fd int, typ, flags uint16, cmd, version uint8, attr uint16, value string, l *Listener) ([]byte, error) {
-	val := append([]byte(value), 0)
-	alen := unix.SizeofNlAttr + len(val)
-	msg := make([]byte, unix.SizeofNlMsghdr+4+align4(alen))
 	ne := binary.NativeEndian
-	ne.PutUint32(msg[0:], uint32(len(msg)))
-	ne.PutUint16(msg[4:], typ)
-	ne.PutUint16(msg[6:], unix.NLM_F_REQUEST|flags)
-	ne.PutUint32(msg[8:], 1) // seq
-	msg[16], msg[17] = cmd, version
-	ne.PutUint16(msg[20:], uint16(alen))
-	ne.PutUint16(msg[22:], attr)
-	copy(msg[24:], val)
-	if err := unix.Sendto(fd, msg, 0, &unix.SockaddrNetlink{Family: unix.AF_NETLINK}); err != nil {
+	if err := unix.Sendto(fd, message(typ, flags, cmd, version, attr, value), 0, &unix.SockaddrNetlink{Family: unix.AF_NETLINK}); err != nil {
 		return nil, err
 	}
 	buf := make([]byte, 1<<16)
@@ -181,6 +185,24 @@ func request(fd int, typ, flags uint16, cmd, version uint8, attr uint16, value s
 			}
 		}
 	}
+}
+
+// message builds one generic netlink request (sequence number 1) with one
+// string attribute.
+func message(typ, flags uint16, cmd, version uint8, attr uint16, value string) []byte {
+	val := append([]byte(value), 0)
+	alen := unix.SizeofNlAttr + len(val)
+	msg := make([]byte, unix.SizeofNlMsghdr+4+align4(alen))
+	ne := binary.NativeEndian
+	ne.PutUint32(msg[0:], uint32(len(msg)))
+	ne.PutUint16(msg[4:], typ)
+	ne.PutUint16(msg[6:], unix.NLM_F_REQUEST|flags)
+	ne.PutUint32(msg[8:], 1) // seq
+	msg[16], msg[17] = cmd, version
+	ne.PutUint16(msg[20:], uint16(alen))
+	ne.PutUint16(msg[22:], attr)
+	copy(msg[24:], val)
+	return msg
 }
 
 // read folds every record until Close: it polls for one (a blocking
@@ -347,11 +369,79 @@ func (l *Listener) forgetOlderEndsLocked() {
 	}
 }
 
-// Mark returns the point in the stream a child about to start begins at.
+// Mark returns the point in the stream a child about to start begins at,
+// registering again first if the Listener had stopped listening while
+// idle. Call Done once the child's peak is no longer needed.
 func (l *Listener) Mark() Mark {
+	l.regMu.Lock()
+	if l.linger != nil {
+		l.linger.Stop()
+	}
+	if !l.listening && !l.regClosed {
+		// The exits missed meanwhile leave what is kept stale: start
+		// over (no child is between Mark and Done to lose its peak).
+		l.mu.Lock()
+		l.restartLocked()
+		l.mu.Unlock()
+		// Sent without an acknowledgement, which the reader would take;
+		// the kernel handles the request before the send returns.
+		if send(l.fd, l.family, unix.TASKSTATS_CMD_ATTR_REGISTER_CPUMASK, l.cpus) == nil {
+			l.listening = true
+		}
+	}
 	l.mu.Lock()
-	defer l.mu.Unlock()
-	return Mark{epoch: l.epoch, seq: l.seq}
+	l.active++
+	m := Mark{epoch: l.epoch, seq: l.seq}
+	if !l.listening {
+		m.epoch-- // never an epoch: Peak reports unknown
+	}
+	l.mu.Unlock()
+	l.regMu.Unlock()
+	return m
+}
+
+// Done is called once for each Mark, after the child's Peak (or when it
+// will not be asked): once no child is between the two for lingerDelay,
+// the Listener deregisters until the next Mark.
+func (l *Listener) Done() {
+	l.mu.Lock()
+	l.active--
+	idle := l.active == 0
+	l.mu.Unlock()
+	if !idle {
+		return
+	}
+	l.regMu.Lock()
+	defer l.regMu.Unlock()
+	if l.regClosed {
+		return
+	}
+	if l.linger == nil {
+		l.linger = time.AfterFunc(lingerDelay, l.stopListening)
+	} else {
+		l.linger.Reset(lingerDelay)
+	}
+}
+
+// stopListening deregisters if no child started since the linger began.
+func (l *Listener) stopListening() {
+	l.regMu.Lock()
+	defer l.regMu.Unlock()
+	l.mu.Lock()
+	idle := l.active == 0
+	l.mu.Unlock()
+	if !idle || !l.listening || l.regClosed {
+		return
+	}
+	if send(l.fd, l.family, unix.TASKSTATS_CMD_ATTR_DEREGISTER_CPUMASK, l.cpus) == nil {
+		l.listening = false
+	}
+}
+
+// send sends one TASKSTATS_CMD_GET request with a CPU list, without
+// asking for an acknowledgement.
+func send(fd int, family uint16, attr uint16, cpus string) error {
+	return unix.Sendto(fd, message(family, 0, unix.TASKSTATS_CMD_GET, unix.TASKSTATS_GENL_VERSION, attr, cpus), 0, &unix.SockaddrNetlink{Family: unix.AF_NETLINK})
 }
 
 // Watch is called once a child started at m has its PID: it drops what
@@ -397,6 +487,12 @@ func (l *Listener) Peak(pid int, m Mark) (int64, bool) {
 // Close deregisters the Listener (the kernel drops a listener whose socket
 // is gone) and waits for its reader to return.
 func (l *Listener) Close() error {
+	l.regMu.Lock()
+	l.regClosed = true
+	if l.linger != nil {
+		l.linger.Stop()
+	}
+	l.regMu.Unlock()
 	close(l.closing)
 	var one [8]byte
 	binary.NativeEndian.PutUint64(one[:], 1)

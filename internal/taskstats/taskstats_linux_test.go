@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"testing"
+	"time"
 )
 
 // open opens a Listener or skips where the kernel refuses one (not root,
@@ -45,6 +46,7 @@ func TestPeakOfChildAndReapedDescendant(t *testing.T) {
 			t.Fatal(err)
 		}
 		peak, ok := l.Peak(cmd.Process.Pid, m)
+		l.Done()
 		if !ok || peak < 64<<20 || peak > 80<<20 {
 			t.Errorf("%q: got peak %d (%v), want 64 to 80 MiB", script, peak, ok)
 		}
@@ -59,7 +61,7 @@ func TestFold(t *testing.T) {
 	t.Parallel()
 	const self, child, grandchild, other = 100, 200, 300, 400
 	newListener := func() *Listener {
-		return &Listener{self: self, below: make(map[uint32]span), ends: make(map[uint32]span), shut: true}
+		return &Listener{self: self, below: make(map[uint32]span), ends: make(map[uint32]span), shut: true, listening: true, regClosed: true}
 	}
 	t.Run("reaped descendants", func(t *testing.T) {
 		l := newListener()
@@ -104,4 +106,43 @@ func TestFold(t *testing.T) {
 			t.Errorf("got %d, want unknown for a record without a mark", peak)
 		}
 	})
+}
+
+// TestIdleListenerStopsListening: once no child is between Mark and Done
+// for lingerDelay the Listener deregisters, so an idle host receives no
+// record of the machine's exits; the next Mark registers again and its
+// child's peak is read as before.
+func TestIdleListenerStopsListening(t *testing.T) {
+	t.Parallel()
+	l := open(t)
+	l.Mark()
+	l.Done() // a child's peak asked, none other started: the linger begins
+	listening := func() bool {
+		l.regMu.Lock()
+		defer l.regMu.Unlock()
+		return l.listening
+	}
+	for deadline := time.Now().Add(10 * time.Second); listening(); {
+		if time.Now().After(deadline) {
+			t.Fatalf("still listening %v after the last child was done, want deregistered after %v", 10*time.Second, lingerDelay)
+		}
+		<-time.After(10 * time.Millisecond) // a poll, with a deadline: the kernel has no event for it
+	}
+	m := l.Mark()
+	if !listening() {
+		t.Fatal("Mark: got not listening, want registered again")
+	}
+	cmd := exec.Command("sh", "-c", "exec dd if=/dev/zero of=/dev/null bs=32M count=1 2>/dev/null")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	l.Watch(cmd.Process.Pid, m)
+	if err := cmd.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	peak, ok := l.Peak(cmd.Process.Pid, m)
+	l.Done()
+	if !ok || peak < 32<<20 || peak > 48<<20 {
+		t.Errorf("peak after registering again: got %d (%v), want 32 to 48 MiB", peak, ok)
+	}
 }
