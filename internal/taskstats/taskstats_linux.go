@@ -45,7 +45,8 @@ type Mark struct {
 // Listener reads the exit records of every task on the machine and keeps,
 // for each child of this process that has exited, the largest memory
 // high-water mark of it and of the descendants it reaped (in bytes). Use
-// Open to make one and Close to stop it.
+// Open to make one and Close to stop it; each child is framed by Mark
+// before its start and Done once its Peak is taken or not wanted.
 type Listener struct {
 	fd     int // the netlink socket, blocking
 	stop   int // an eventfd Close writes to end the reader's poll
@@ -65,7 +66,8 @@ type Listener struct {
 	// drainMu is held by whoever reads the socket (the reader, or a Peak
 	// that reads for itself): records must be folded in the order the
 	// kernel queued them, a child's before its parent's. It is held across
-	// non-blocking reads only, and never with mu.
+	// non-blocking reads only. Lock order: regMu or drainMu (never both),
+	// then mu.
 	drainMu sync.Mutex
 	buf     []byte // guarded by drainMu
 	shut    bool   // guarded by drainMu: the descriptors are closed
