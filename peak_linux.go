@@ -19,6 +19,16 @@ import (
 // what the leader's ru_maxrss covers without the host's memory. Elsewhere
 // the leader's ru_maxrss is kept only where it cannot be the host's
 // (leaderPeak). docs/limits.md says what is reported where.
+//
+// Rejected: reading the leader's VmHWM from /proc before it is reaped (a
+// zombie has released its memory, and by then /proc shows no Vm lines;
+// while it runs, any read may come before its peak), stopping it at exit
+// with ptrace (PTRACE_O_TRACEEXIT: the tree could no longer be traced by
+// its own debugger, and every signal to the leader would stop it), and
+// starting the leader by fork from a small process (its ru_maxrss would
+// be its own, but it would not be this process's child). None of these
+// gives the reaped descendants' peaks apart from the host's either: the
+// leader's cmaxrss is only ever reported together with its maxrss.
 
 // exitRecords is this process's one exit listener, shared by every
 // Manager that has started a tree and closed with the last of them.
