@@ -745,20 +745,22 @@ func (c *containment) waitGoneBare(pids []int, deadline time.Time) {
 }
 
 // usage returns the tree's CPU time and peak memory from the cgroup where
-// it knows them, else the leader's cpu, and its rss where leaderPeak trusts
-// it. The cgroup's numbers include every descendant, waited for or not.
-func (c *containment) usage(cpu time.Duration, rss int64) (time.Duration, int64) {
+// it knows them, else the leader's, and whether the peak is the cgroup's
+// (else the caller asks sysProc.treePeak, which reads the exit records
+// only then). The cgroup's numbers include every descendant, waited for
+// or not.
+func (c *containment) usage(cpu time.Duration, rss int64) (time.Duration, int64, bool) {
 	if c.cg == nil {
-		return cpu, leaderPeak(rss)
+		return cpu, rss, false
 	}
 	u := c.cg.Usage()
 	if u.CPUOK {
 		cpu = u.CPU
 	}
 	if u.PeakOK {
-		return cpu, u.Peak
+		return cpu, u.Peak, true
 	}
-	return cpu, leaderPeak(rss)
+	return cpu, rss, false
 }
 
 // release closes the pidfds. Later calls of the other methods do nothing.

@@ -64,7 +64,9 @@ func cgroupEscapeWarning(bool) string { return "" }
 // startInCgroup is never called here: prepare gives no cgroup.
 func startInCgroup(*syscall.SysProcAttr, int, bool) error { return ErrUnsupported }
 
-func (*containment) usage(cpu time.Duration, rss int64) (time.Duration, int64) { return cpu, rss }
+func (*containment) usage(cpu time.Duration, rss int64) (time.Duration, int64, bool) {
+	return cpu, rss, false
+}
 
 // foreignProc is false: only Linux reads /proc.
 func foreignProc() bool { return false }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/agentproc/agentproc/internal/cgroup"
 	"github.com/agentproc/agentproc/internal/procfs"
+	"github.com/agentproc/agentproc/internal/taskstats"
 )
 
 // The tests read /proc through the package's one reader (proc_linux.go).
@@ -309,4 +310,27 @@ func procsMarked(id string) map[int]string {
 		}
 	}
 	return out
+}
+
+// WithoutExitRecords makes m take its trees' peaks without the exit
+// records, as where the kernel refuses them; call it before m's first
+// Start.
+func WithoutExitRecords(m *Manager) { m.peaks.once.Do(func() {}) }
+
+// ExitRecordsAvailable reports whether this process may read the kernel's
+// exit records (root in the initial namespaces), and why not.
+func ExitRecordsAvailable() (bool, error) {
+	l, err := taskstats.Open()
+	if err != nil {
+		return false, err
+	}
+	return true, l.Close()
+}
+
+// ExitRecordHolds is how many holds the exit listener has (Managers that
+// started a tree and are not closed).
+func ExitRecordHolds() int {
+	exitRecords.mu.Lock()
+	defer exitRecords.mu.Unlock()
+	return exitRecords.refs
 }

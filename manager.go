@@ -52,6 +52,7 @@ type Manager struct {
 	sandbox    managerSandbox // see sandbox_run.go
 	hosts      hostsProxy     // NetworkHosts' proxy; see hosts.go
 	cgroupSets cgroupSetPool  // see containment_linux.go
+	peaks      treePeaks      // the exit records' hold; see peak_linux.go
 	// redact is the Manager's redaction set (redact.go): the host's
 	// secret-looking variables and WithSecrets; nil when there is none
 	// or redaction is off.
@@ -211,6 +212,7 @@ func (m *Manager) Shutdown(ctx context.Context) error {
 		m.ports.close()
 		m.input.close()
 		m.events.close()
+		m.peaks.close()
 	}()
 	select {
 	case <-stopped:

@@ -55,7 +55,11 @@ import (
 //     counts it; afterwards signal returns errNoProcess.
 //   - exitStatus(state) gives the exit code (128+N for signal N on Unix) and
 //     the OS's name of what ended the process, for Info.ExitSignal.
-//   - usage(state) is CPU time and peak memory; release() frees OS handles.
+//   - usage(state) is CPU time and the leader's peak memory as the OS
+//     reports it (ru_maxrss, a job's peak commit); treePeak(pid, rss) is
+//     the tree's peak from it, asked only where the containment has none
+//     (Linux: the exit records, else the leader's where it cannot be the
+//     host's, peak_linux.go; elsewhere rss); release() frees OS handles.
 //
 // Escaped descendants (containment in containment_linux.go, with what it
 // looks for in /proc in proc_linux.go, read through internal/procfs, and
@@ -77,8 +81,8 @@ import (
 // terminate(since) is the terminate step of a stop, looking for escapees in
 // a /proc pass begun after since, which prepareStops takes once for all
 // the stops of a Close; killEscaped is the kill after the shell exited;
-// usage may replace the tree's usage with the cgroup's, and on Linux
-// drops a leader peak that may be the host's (leaderPeak); release frees it
+// usage may replace the tree's usage with the cgroup's, and says whether
+// its peak is the cgroup's (else sysProc.treePeak gives it); release frees it
 // before the exit is published, and removeCgroups removes the cgroup after
 // (Close waits for it).
 // foreignProc reports a /proc of another PID namespace, which disables
@@ -225,6 +229,9 @@ type childAttrs struct {
 	// cgroupNS starts the leader, with cgroupFD, in a cgroup namespace of
 	// its own rooted at that cgroup (sandboxBuilt.ownCgroupNS).
 	cgroupNS bool
+	// peak is where the tree's exit records begin, for its peak memory
+	// without a cgroup (Manager.peaks; Unix only, a no-op outside Linux).
+	peak peakMark
 }
 
 // osTree is the method set sysProc has on every OS.
@@ -238,6 +245,7 @@ type osTree interface {
 	beginStop()
 	exitStatus(state *os.ProcessState) (code int, signal string)
 	usage(state *os.ProcessState) (time.Duration, int64)
+	treePeak(pid int, rss int64) int64
 	release()
 }
 
@@ -250,7 +258,7 @@ type escapeContainment interface {
 	terminate(since time.Time)
 	reaped()
 	killEscaped() int
-	usage(cpu time.Duration, rss int64) (time.Duration, int64)
+	usage(cpu time.Duration, rss int64) (time.Duration, int64, bool)
 	release() error
 	removeCgroups() (emptied bool)
 }

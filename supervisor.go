@@ -129,7 +129,7 @@ func (m *Manager) spawn(req Request, owner, command, dir string, seq uint64, war
 
 	// Everything the child is started with that the OS layer decides is
 	// set by sys.prepare alone, so no step undoes another.
-	attrs := childAttrs{tty: t.st.tty, cgroupFD: t.ctr.prepare(), cgroupNS: t.sbx != nil && t.sbx.built.ownCgroupNS()}
+	attrs := childAttrs{tty: t.st.tty, cgroupFD: t.ctr.prepare(), cgroupNS: t.sbx != nil && t.sbx.built.ownCgroupNS(), peak: m.peaks.mark()}
 	if t.sbx != nil && attrs.cgroupFD >= 0 {
 		if w := cgroupEscapeWarning(attrs.cgroupNS); w != "" {
 			t.sbx.warnings = append(t.sbx.warnings, w)
@@ -366,7 +366,11 @@ func (s *supervisor) supervise(out *os.File, readerDone <-chan struct{}, tty boo
 	var rss int64
 	if state != nil {
 		code, sigName = s.sys.exitStatus(state)
-		cpu, rss = s.ctr.usage(s.sys.usage(state))
+		var fromCgroup bool
+		cpu, rss, fromCgroup = s.ctr.usage(s.sys.usage(state))
+		if !fromCgroup {
+			rss = s.sys.treePeak(state.Pid(), rss)
+		}
 	} else {
 		s.p.m.cfg.logger.Warn(context.Background(), "wait failed", fieldError(waitErr))
 	}

@@ -57,6 +57,10 @@ type sysProc struct {
 	// noProc is set when /proc cannot be trusted to describe our
 	// processes (see foreignProc): the group is then judged by kill alone.
 	noProc bool
+	// peak is where the tree's exit records begin (peak_linux.go);
+	// peakDone is set once release has said it is no longer needed.
+	peak     peakMark
+	peakDone bool
 
 	signalGate sync.Mutex
 	closed     bool // guarded by signalGate: the group ID is no longer ours
@@ -82,6 +86,7 @@ func newSysProc(cfg *config) *sysProc { return &sysProc{noProc: cfg.foreignProc}
 // controlling terminal. With a cgroup the kernel creates the leader inside
 // it.
 func (s *sysProc) prepare(cmd *exec.Cmd, a childAttrs) error {
+	s.peak = a.peak // first: release ends it whatever fails below
 	attr := &syscall.SysProcAttr{Setsid: true}
 	if a.tty {
 		attr.Setctty = true
@@ -99,6 +104,7 @@ func (s *sysProc) prepare(cmd *exec.Cmd, a childAttrs) error {
 // started records the group; Setsid made the leader's PID its ID.
 func (s *sysProc) started(cmd *exec.Cmd) error {
 	s.pgid = cmd.Process.Pid
+	s.peak.watch(cmd.Process.Pid)
 	return nil
 }
 
@@ -148,9 +154,9 @@ func (s *sysProc) killLeftovers() int {
 	return n
 }
 
-// usage returns CPU time and peak RSS from the leader's rusage, which
-// includes the children it waited for (on Linux containment.usage then
-// keeps the peak only where it is the tree's, see leaderPeak).
+// usage returns CPU time and the peak RSS from the leader's rusage, which
+// includes the children it waited for (treePeak tells the tree's peak
+// from it).
 func (s *sysProc) usage(state *os.ProcessState) (time.Duration, int64) {
 	cpu := state.UserTime() + state.SystemTime()
 	ru, ok := state.SysUsage().(*syscall.Rusage)
@@ -165,8 +171,19 @@ func (s *sysProc) usage(state *os.ProcessState) (time.Duration, int64) {
 	return cpu, int64(ru.Maxrss) * unit
 }
 
-// release frees OS resources; a process group holds none.
-func (s *sysProc) release() {}
+// treePeak is the tree's peak memory, from the reaped leader pid and its
+// ru_maxrss: on Linux from the exit records, else that ru_maxrss where it
+// cannot be the host's (peakMark.of); elsewhere ru_maxrss.
+func (s *sysProc) treePeak(pid int, rss int64) int64 { return s.peak.of(pid, rss) }
+
+// release frees OS resources (a process group holds none) and ends the
+// tree's hold on the exit records, once.
+func (s *sysProc) release() {
+	if !s.peakDone {
+		s.peakDone = true
+		s.peak.done()
+	}
+}
 
 // checkShellCommand rejects commands the shell would silently run only in
 // part. POSIX shells run every line, so there is nothing to reject.

@@ -459,6 +459,10 @@ func (s *sysProc) alive() bool {
 	return n > 0
 }
 
+// treePeak is the job's peak commit as usage gave it: the job holds the
+// whole tree, and nothing of the host's.
+func (*sysProc) treePeak(_ int, rss int64) int64 { return rss }
+
 // usage reports the tree's CPU time and the peak commit charge of its
 // largest process. Windows keeps no per-tree peak of resident memory; the
 // job records, per process, the peak of committed private memory (what the
