@@ -2,6 +2,7 @@ package agentproc_test
 
 import (
 	"bytes"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,6 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/agentproc/agentproc"
+	"github.com/agentproc/agentproc/internal/egress"
 )
 
 // Tests of the sixth attack review: docs/sandbox-threats.md, "Sixth attack
@@ -93,5 +95,55 @@ func TestAttackDeviceMadeBeforeRemake(t *testing.T) {
 	}
 	if !remade {
 		t.Fatal("control: after 600 Starts the later file was still refused; want the ruleset made again (every 512 own-dir rules)")
+	}
+}
+
+// TestAttackNAT64LocalPrefixLengths: the fifth review judged an address in
+// the local-use NAT64 prefix 64:ff9b:1::/48 (RFC 8215) by its last 32
+// bits, as in the well-known /96. But operators carve /48, /56 and /64
+// prefixes out of it too, which carry the IPv4 address elsewhere (RFC
+// 6052, 2.2): through a /64 gateway 64:ff9b:1:0:a:0:500:0 reaches
+// 10.0.0.5, and the filter read 5.0.0.0, a public address, and dialled it
+// for a name the list allows (an attacker's DNS answers it). Each place
+// is judged now. The controls: the IPv4 addresses are refused as they
+// are, and the /96 forms of the fifth review still are.
+func TestAttackNAT64LocalPrefixLengths(t *testing.T) {
+	own := netip.MustParseAddr("203.0.113.7")
+	f := &egress.AddrFilter{LocalAddrs: func() ([]netip.Addr, error) { return []netip.Addr{own}, nil }}
+	list, err := egress.ParseList([]string{"attacker.example"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// embed puts v4 into 64:ff9b:1::/48 as a gateway with prefix length n
+	// reads it, leaving the bits 64–71 out and the suffix zero.
+	embed := func(v4 string, n int) netip.Addr {
+		b := netip.MustParseAddr("64:ff9b:1::").As16()
+		v := netip.MustParseAddr(v4).As4()
+		at := n / 8
+		for _, x := range v {
+			if at == 8 {
+				at++
+			}
+			b[at] = x
+			at++
+		}
+		return netip.AddrFrom16(b)
+	}
+	for _, v4 := range []string{"10.0.0.5", "192.168.1.1", "203.0.113.7", "172.16.9.9"} {
+		if r := f.Check(netip.MustParseAddr(v4), list); r == "" {
+			t.Fatalf("control: %s is dialled for a name the list allows; want it refused", v4)
+		}
+		for _, n := range []int{48, 56, 64, 96} {
+			a := embed(v4, n)
+			if r := f.Check(a, list); r == "" {
+				t.Errorf("%s (%s through a /%d local-use NAT64 prefix) is dialled for a name the list allows; want it refused as %s is", a, v4, n, v4)
+			}
+		}
+	}
+	// A public address through the local-use /96 and /64 is still dialled.
+	for _, n := range []int{64, 96} {
+		if a := embed("8.8.8.8", n); f.Check(a, list) != "" {
+			t.Errorf("%s (8.8.8.8 through /%d): refused (%s); want it dialled", a, n, f.Check(a, list))
+		}
 	}
 }
