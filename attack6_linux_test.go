@@ -2,6 +2,7 @@ package agentproc_test
 
 import (
 	"bytes"
+	"net"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -145,5 +146,47 @@ func TestAttackNAT64LocalPrefixLengths(t *testing.T) {
 		if a := embed("8.8.8.8", n); f.Check(a, list) != "" {
 			t.Errorf("%s (8.8.8.8 through /%d): refused (%s); want it dialled", a, n, f.Check(a, list))
 		}
+	}
+}
+
+// TestAttackRootUserManagerDoor: as root the doors of the Manager's own
+// user session were covered under $XDG_RUNTIME_DIR only, which a root
+// service, `sudo` (env_reset) and cron do not set; yet where root has a
+// login session, /run/user/0 holds its user manager's sockets:
+// systemd's private socket and the session bus take any uid-0 peer, and
+// `systemd-run --user` then runs a command as root outside the sandbox
+// (gpg-agent's sockets beside them sign with root's keys). Other users'
+// runtime dirs are closed to a root tree by their mode (0700, and the
+// tree has no CAP_DAC_OVERRIDE); root's own is not. Now the doors under
+// /run/user/UID are covered whatever the environment says. The control:
+// each socket is reached unconfined.
+func TestAttackRootUserManagerDoor(t *testing.T) {
+	requireRootSandbox(t)
+	t.Setenv("XDG_RUNTIME_DIR", "")
+	t.Setenv("DBUS_SESSION_BUS_ADDRESS", "")
+	ws := t.TempDir()
+	m := newManager(t, agentproc.WithSandbox(agentproc.WorkspaceSandbox(ws)))
+	plain := newManager(t)
+	run := "/run/user/" + strconv.Itoa(os.Getuid())
+	for _, p := range []string{run + "/systemd/private", run + "/bus", run + "/gnupg/S.gpg-agent"} {
+		if _, err := os.Lstat(p); err == nil {
+			continue // this host's own: left alone
+		}
+		for _, dir := range []string{"/run/user", run, filepath.Dir(p)} {
+			if _, err := os.Stat(dir); err != nil {
+				if err := os.Mkdir(dir, 0o700); err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { _ = os.Remove(dir) })
+			}
+		}
+		l, err := net.Listen("unix", p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = l.Close(); _ = os.Remove(p) })
+		serveEach(t, l, func(net.Conn) string { return "" })
+		mustReach(t, plain, fsProbeRequest(t, ws, "unix", p), "connect "+p)
+		mustDeny(t, m, fsProbeRequest(t, ws, "unix", p), "connect "+p)
 	}
 }
