@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -188,5 +189,60 @@ func TestAttackRootUserManagerDoor(t *testing.T) {
 		serveEach(t, l, func(net.Conn) string { return "" })
 		mustReach(t, plain, fsProbeRequest(t, ws, "unix", p), "connect "+p)
 		mustDeny(t, m, fsProbeRequest(t, ws, "unix", p), "connect "+p)
+	}
+}
+
+// TestAttackDoorMadeWhileTreeWaits: as root a door (a root daemon's
+// socket, hostDoors) that appears or is made again while a tree runs (the
+// daemon started or its socket unit restarted after the Manager's first
+// Start; /run/user/0 when root logs in) is covered by the live repair a
+// moment after it appears. Landlock leaves a hidden file out below its
+// cover, so a tree that waits for a file reads nothing in that moment
+// (third attack review), but Landlock (to ABI 7) does not govern connect
+// on a Unix socket: a tree that tries to connect in a loop reached the
+// socket before its cover in 3 of 10 runs here, and keeps the connection
+// after the cover lands. Not fixed: the cure is Landlock's RESOLVE_UNIX or
+// a tree that runs as a user of its own (docs/sandbox-threats.md, sixth
+// review). The control: the same socket, made before the Start, is
+// refused (TestAttackRootDaemonDoors).
+func TestAttackDoorMadeWhileTreeWaits(t *testing.T) {
+	t.Skip("escape found by attack review, not fixed: a door socket made while a tree runs is reached before the live repair covers it")
+	requireRootSandbox(t)
+	const p = "/run/snapd.socket"
+	if _, err := os.Lstat(p); err == nil {
+		t.Skip("this host has " + p + ": left alone")
+	}
+	ws := t.TempDir()
+	m := newManager(t, agentproc.WithSandbox(agentproc.WorkspaceSandbox(ws)))
+	py := "import socket, time\n" +
+		"print('waiting', flush=True)\n" +
+		"end = time.time() + 2\n" +
+		"while time.time() < end:\n" +
+		"  s = socket.socket(socket.AF_UNIX)\n" +
+		"  try:\n" +
+		"    s.connect('" + p + "'); print('reached', flush=True); break\n" +
+		"  except OSError:\n" +
+		"    s.close()\n"
+	if _, err := exec.LookPath("python3"); err != nil {
+		t.Skip("no python3")
+	}
+	reached := 0
+	for range 10 {
+		proc := mustStart(t, m, agentproc.Request{WorkDir: ws, Command: "python3 -c " + shellQuote(py)})
+		waitForOutput(t, proc, regexp.MustCompile("waiting"))
+		l, err := net.Listen("unix", p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		serveEach(t, l, func(net.Conn) string { return "" })
+		mustWait(t, proc)
+		_ = l.Close()
+		_ = os.Remove(p)
+		if strings.Contains(proc.Output().Text, "reached") {
+			reached++
+		}
+	}
+	if reached > 0 {
+		t.Errorf("a tree connected to %s, made while it waited, in %d of 10 runs; want it refused", p, reached)
 	}
 }
