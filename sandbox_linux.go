@@ -1173,9 +1173,16 @@ func hostDoors() []string {
 			cands = append(cands, p)
 		}
 	}
-	if d := env("XDG_RUNTIME_DIR"); d != "" {
-		cands = append(cands, d+"/docker.sock", d+"/podman/podman.sock", d+"/gnupg", d+"/agentproc",
-			d+"/bus", d+"/systemd", d+"/tmux-"+uid)
+	// The user's runtime dir: $XDG_RUNTIME_DIR, and /run/user/UID, which a
+	// root service, sudo and cron do not name, where a login session of
+	// the user keeps its user manager's sockets (systemd-run --user runs
+	// a command outside the sandbox: sixth attack review,
+	// TestAttackRootUserManagerDoor).
+	for _, d := range []string{env("XDG_RUNTIME_DIR"), "/run/user/" + uid} {
+		if d != "" {
+			cands = append(cands, d+"/docker.sock", d+"/podman/podman.sock", d+"/gnupg", d+"/agentproc",
+				d+"/bus", d+"/systemd", d+"/tmux-"+uid)
+		}
 	}
 	var out []string
 	for _, p := range cands {

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -79,7 +80,14 @@ func (m *managerFlags) sandboxPolicy(defaultOn bool) (*agentproc.Sandbox, error)
 // attack review, TestMCPStateDirOfOtherSessions).
 func (m *managerFlags) hideStateDir(sb *agentproc.Sandbox) *agentproc.Sandbox {
 	if m.stateDir != "" {
-		sb.Hide = append(sb.Hide, m.stateDir)
+		// Hide takes absolute paths; the flag may be relative to the
+		// working directory, as the Manager takes it (sixth attack
+		// review, TestMCPRelativeStateDirHidden).
+		dir, err := filepath.Abs(m.stateDir)
+		if err != nil {
+			dir = m.stateDir
+		}
+		sb.Hide = append(sb.Hide, dir)
 	}
 	return sb
 }

@@ -129,19 +129,37 @@ func HostDevices() []string {
 				if depth < 4 && !sharedDir(p) {
 					walk(p, depth+1)
 				}
-			case e.Type()&os.ModeDevice != 0:
-				var st unix.Stat_t
-				if unix.Lstat(p, &st) != nil {
-					continue
-				}
-				if st.Mode&unix.S_IFMT == unix.S_IFBLK || st.Mode&0o006 == 0 {
-					out = append(out, p)
-				}
+			case e.Type()&os.ModeDevice != 0 && hostDevice(p):
+				out = append(out, p)
 			}
 		}
 	}
 	walk("/dev", 0)
 	return out
+}
+
+// hostDevice reports whether p is a device node HostDevices leaves out: a
+// block device, or a character device other users may neither read nor
+// write, but devicePaths. llExpand leaves such a node out too wherever it
+// grants a directory entry by entry, whatever its hide list says: that
+// list is read when a policy is built, and a LandlockShared is made again
+// later from it, when /dev may hold devices made since (sixth attack
+// review, TestAttackDeviceMadeBeforeRemake).
+func hostDevice(p string) bool {
+	if slices.Contains(devicePaths, p) {
+		return false
+	}
+	var st unix.Stat_t
+	if unix.Lstat(p, &st) != nil {
+		return true // gone or unreadable: no rule either way
+	}
+	switch st.Mode & unix.S_IFMT {
+	case unix.S_IFBLK:
+		return true
+	case unix.S_IFCHR:
+		return st.Mode&0o006 == 0
+	}
+	return false
 }
 
 // LandlockHidden is what a ruleset must leave out when no mount namespace
@@ -238,6 +256,9 @@ func llExpand(p string, r uint64, hide []string, add func(string, uint64)) {
 			continue // reached through its target, where that is granted
 		}
 		if shared && !ownEntry(p, e.Name()) {
+			continue
+		}
+		if e.Type()&os.ModeDevice != 0 && hostDevice(filepath.Join(p, e.Name())) {
 			continue
 		}
 		llExpand(filepath.Join(p, e.Name()), r, hide, add)

@@ -28,16 +28,44 @@ var metadataAddrs = map[netip.Addr]bool{
 var nat64 = netip.MustParsePrefix("64:ff9b::/96")
 
 // nat64Local is the local-use NAT64 prefix (RFC 8215), whose operators
-// carve /96s out of it: an address in it is judged by its last 32 bits too.
+// carve prefixes out of it: /48, /56, /64 or /96, each of which carries
+// the IPv4 address at a place of its own (RFC 6052, 2.2: bits 64–71 are
+// left out), so an address in it is judged as each of them.
 var nat64Local = netip.MustParsePrefix("64:ff9b:1::/48")
 
-// nat64Target is the IPv4 address a NAT64 address reaches, if a is one.
-func nat64Target(a netip.Addr) (netip.Addr, bool) {
-	if !a.Is6() || !nat64.Contains(a) && !nat64Local.Contains(a) {
-		return netip.Addr{}, false
+// nat64Targets are the IPv4 addresses a NAT64 address may reach: for the
+// well-known prefix its last 32 bits; for the local-use prefix the
+// address each of its prefix lengths carries (sixth attack review: a /64
+// gateway maps 64:ff9b:1:0:a:0:500:0 to 10.0.0.5, whose last 32 bits are
+// 5.0.0.0). None if a is no NAT64 address. Judging every place refuses
+// more than the gateway reaches: a /64 whose subnet ID reads as a private
+// address at the /48 or /56 place (64:ff9b:1:a::/64 puts 10 there) has
+// its addresses refused unless AllowHosts names that range.
+func nat64Targets(a netip.Addr) []netip.Addr {
+	if !a.Is6() {
+		return nil
 	}
 	b := a.As16()
-	return netip.AddrFrom4([4]byte(b[12:])), true
+	last := netip.AddrFrom4([4]byte(b[12:]))
+	switch {
+	case nat64.Contains(a):
+		return []netip.Addr{last}
+	case nat64Local.Contains(a):
+		var out []netip.Addr
+		for _, v4 := range []netip.Addr{
+			netip.AddrFrom4([4]byte{b[6], b[7], b[9], b[10]}),  // /48
+			netip.AddrFrom4([4]byte{b[7], b[9], b[10], b[11]}), // /56
+			netip.AddrFrom4([4]byte(b[9:13])),                  // /64
+		} {
+			// The zeros of a longer prefix's address read as 0.0.0.0/8
+			// at a shorter one's place: not taken for a target.
+			if !thisNetwork.Contains(v4) {
+				out = append(out, v4)
+			}
+		}
+		return append(out, last) // /96
+	}
+	return nil
 }
 
 // thisNetwork is 0.0.0.0/8, which Linux treats as this host.
@@ -47,7 +75,7 @@ var thisNetwork = netip.MustParsePrefix("0.0.0.0/8")
 // when it may be.
 func alwaysRefused(a netip.Addr) string {
 	a = a.Unmap()
-	if v4, ok := nat64Target(a); ok {
+	for _, v4 := range nat64Targets(a) {
 		if r := alwaysRefused(v4); r != "" {
 			return r + " (inside NAT64)"
 		}
@@ -88,12 +116,15 @@ func (g *AddrFilter) Check(a netip.Addr, l *List) string {
 	if r := alwaysRefused(a); r != "" {
 		return "resolves to " + r
 	}
-	if v4, ok := nat64Target(a); ok {
+	if v4s := nat64Targets(a); v4s != nil {
 		// The gateway connects to v4: the host's own address or a private
 		// one unless listed, as if v4 had been answered (fifth attack
-		// review: TestAttackNAT64PrivateAddress).
-		if r := g.Check(v4, l); r != "" {
-			return r + " (inside NAT64)"
+		// review: TestAttackNAT64PrivateAddress); in the local-use prefix
+		// to any of its candidates (TestAttackNAT64LocalPrefixLengths).
+		for _, v4 := range v4s {
+			if r := g.Check(v4, l); r != "" {
+				return r + " (inside NAT64)"
+			}
 		}
 		return ""
 	}
