@@ -243,6 +243,19 @@ func (l *Listener) read() {
 // drain folds every record queued, and reports false when the socket
 // failed.
 func (l *Listener) drain() bool {
+	return l.drainAtMost(drainBudget)
+}
+
+// drainBudget bounds the bytes one drain reads: everything queued when it
+// began fits in the socket's buffer (the kernel's is twice rcvBuf, and it
+// counts each record's overhead too), so a drain reads all of that and
+// returns, even while a machine with many CPUs queues exits as fast as it
+// reads them (a Peak on the Wait path must not wait for a quiet moment).
+// What it leaves is newer than every record queued before it began.
+const drainBudget = 2 * rcvBuf
+
+// drainAtMost is drain reading at most budget bytes.
+func (l *Listener) drainAtMost(budget int) bool {
 	l.drainMu.Lock()
 	defer l.drainMu.Unlock()
 	if l.shut {
@@ -252,8 +265,11 @@ func (l *Listener) drain() bool {
 		l.buf = make([]byte, 1<<16)
 	}
 	buf := l.buf
-	for {
+	for budget > 0 {
 		n, _, err := unix.Recvfrom(l.fd, buf, unix.MSG_DONTWAIT)
+		if n > 0 {
+			budget -= n
+		}
 		switch {
 		case errors.Is(err, unix.EAGAIN):
 			return true
@@ -273,6 +289,7 @@ func (l *Listener) drain() bool {
 			}
 		}
 	}
+	return true
 }
 
 // restartLocked forgets everything after a loss and ends the epoch.

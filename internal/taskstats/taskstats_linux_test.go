@@ -6,6 +6,8 @@ import (
 	"os/exec"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // open opens a Listener or skips where the kernel refuses one (not root,
@@ -144,5 +146,62 @@ func TestIdleListenerStopsListening(t *testing.T) {
 	l.Done()
 	if !ok || peak < 32<<20 || peak > 48<<20 {
 		t.Errorf("peak after registering again: got %d (%v), want 32 to 48 MiB", peak, ok)
+	}
+}
+
+// TestDrainBounded: a drain reads at most its budget and returns, even
+// with records still queued (a machine that queues exits as fast as they
+// are read must not hold a Peak on the Wait path), and a drain with the
+// full budget reads all that the socket's buffer can hold. The socket is a
+// datagram pair standing in for the netlink socket: zeroed datagrams
+// parse as no message.
+func TestDrainBounded(t *testing.T) {
+	t.Parallel()
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fds[0])
+	defer unix.Close(fds[1])
+	const size, queued = 1024, 8
+	fill := func() {
+		for range queued {
+			if _, err := unix.Write(fds[1], make([]byte, size)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	l := &Listener{fd: fds[0]}
+	fill()
+	if !l.drainAtMost(3 * size) {
+		t.Fatal("drainAtMost: got false, want true (the socket is fine)")
+	}
+	if got, want := takeQueued(t, fds[0]), queued-3; got != want {
+		t.Fatalf("after a drain with 3 datagrams' budget: got %d datagrams left, want %d", got, want)
+	}
+	fill()
+	if !l.drain() {
+		t.Fatal("drain: got false, want true")
+	}
+	if got := takeQueued(t, fds[0]); got != 0 {
+		t.Fatalf("after a full drain: got %d datagrams left, want 0", got)
+	}
+	if drainBudget < 2*rcvBuf {
+		t.Fatalf("drainBudget %d below the buffer the kernel may queue (%d): a drain could leave records queued before it began", drainBudget, 2*rcvBuf)
+	}
+}
+
+// takeQueued reads every datagram queued on fd and says how many there were.
+func takeQueued(t *testing.T, fd int) int {
+	t.Helper()
+	buf := make([]byte, 1<<16)
+	for n := 0; ; n++ {
+		_, _, err := unix.Recvfrom(fd, buf, unix.MSG_DONTWAIT)
+		if errors.Is(err, unix.EAGAIN) {
+			return n
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
 	}
 }
