@@ -13,9 +13,8 @@ import (
 // one), is dialled when the list allows the target.
 
 // metadataAddrs are the cloud instance metadata services: 169.254.169.254
-// (most clouds; link-local anyway), Alibaba Cloud's 100.100.100.200 (in the
-// shared address space, otherwise dialled) and AWS's IPv6 fd00:ec2::254 (in
-// a private range an operator may list).
+// (most clouds; link-local anyway), Alibaba Cloud's 100.100.100.200 and
+// AWS's IPv6 fd00:ec2::254 (both in private ranges an operator may list).
 var metadataAddrs = map[netip.Addr]bool{
 	netip.MustParseAddr("169.254.169.254"): true,
 	netip.MustParseAddr("100.100.100.200"): true,
@@ -71,15 +70,74 @@ func nat64Targets(a netip.Addr) []netip.Addr {
 // thisNetwork is 0.0.0.0/8, which Linux treats as this host.
 var thisNetwork = netip.MustParsePrefix("0.0.0.0/8")
 
+// The other IPv6 forms that carry an IPv4 address a router or the kernel
+// may forward to: 6to4 (RFC 3056; a relay, or Linux's sit device, sends
+// 2002:V4::/48 to V4), Teredo (RFC 4380: the server's address in bits
+// 32–63, the client's in the last 32, inverted) and the deprecated
+// IPv4-compatible ::V4 (RFC 4291, 2.5.5.1; sit's automatic tunnel).
+var (
+	sixToFour      = netip.MustParsePrefix("2002::/16")
+	teredo         = netip.MustParsePrefix("2001::/32")
+	ipv4Compatible = netip.MustParsePrefix("::/96")
+)
+
+// carriedIPv4 returns the IPv4 addresses a reaches through a gateway or a
+// tunnel, and the form's name for the rule; none if a is no such form.
+// An address carrying several (Teredo, the local-use NAT64 prefix) is
+// refused if any of them would be.
+func carriedIPv4(a netip.Addr) (form string, v4s []netip.Addr) {
+	if !a.Is6() || a.Is4In6() {
+		return "", nil
+	}
+	b := a.As16()
+	switch {
+	case nat64.Contains(a), nat64Local.Contains(a):
+		return "NAT64", nat64Targets(a)
+	case sixToFour.Contains(a):
+		return "6to4", []netip.Addr{netip.AddrFrom4([4]byte(b[2:6]))}
+	case teredo.Contains(a):
+		client := [4]byte(b[12:])
+		for i := range client {
+			client[i] ^= 0xff
+		}
+		return "Teredo", []netip.Addr{netip.AddrFrom4([4]byte(b[4:8])), netip.AddrFrom4(client)}
+	case ipv4Compatible.Contains(a):
+		return "an IPv4-compatible address", []netip.Addr{netip.AddrFrom4([4]byte(b[12:]))}
+	}
+	return "", nil
+}
+
+// privateRanges are refused unless AllowHosts names the IP or a CIDR
+// containing it, beside what netip.Addr.IsPrivate covers (10/8,
+// 172.16/12, 192.168/16, fc00::/7): ranges not routed on the internet
+// whose addresses name machines inside a network. docs/sandbox.md lists
+// the special ranges left open and why.
+var privateRanges = []netip.Prefix{
+	netip.MustParsePrefix("100.64.0.0/10"), // shared address space (RFC 6598): carrier-grade NAT, Tailscale
+	netip.MustParsePrefix("192.0.0.0/24"),  // IETF protocol assignments: DS-Lite's link to the carrier's gateway
+	netip.MustParsePrefix("240.0.0.0/4"),   // reserved: some clouds number internal networks in it
+	netip.MustParsePrefix("fec0::/10"),     // deprecated site-local
+	netip.MustParsePrefix("5f00::/16"),     // SRv6 segment identifiers, inside an operator's domain
+}
+
+// isPrivate reports whether a is in a private range: dialled only where
+// AllowHosts names it.
+func isPrivate(a netip.Addr) bool {
+	if a.IsPrivate() {
+		return true
+	}
+	for _, p := range privateRanges {
+		if p.Contains(a) {
+			return true
+		}
+	}
+	return false
+}
+
 // alwaysRefused names why a is never dialled, whatever the list says; ""
 // when it may be.
 func alwaysRefused(a netip.Addr) string {
 	a = a.Unmap()
-	for _, v4 := range nat64Targets(a) {
-		if r := alwaysRefused(v4); r != "" {
-			return r + " (inside NAT64)"
-		}
-	}
 	switch {
 	case a.IsLoopback():
 		return "a loopback address"
@@ -91,6 +149,14 @@ func alwaysRefused(a netip.Addr) string {
 		return "a link-local address"
 	case a.IsUnspecified(), a.Is4() && thisNetwork.Contains(a):
 		return "an unspecified address"
+	}
+	// After the checks above, so that ::1 and :: (IPv4-compatible in
+	// form) are named for what they are.
+	form, v4s := carriedIPv4(a)
+	for _, v4 := range v4s {
+		if r := alwaysRefused(v4); r != "" {
+			return r + " (" + v4.String() + " inside " + form + ")"
+		}
 	}
 	return ""
 }
@@ -116,17 +182,20 @@ func (g *AddrFilter) Check(a netip.Addr, l *List) string {
 	if r := alwaysRefused(a); r != "" {
 		return "resolves to " + r
 	}
-	if v4s := nat64Targets(a); v4s != nil {
-		// The gateway connects to v4: the host's own address or a private
-		// one unless listed, as if v4 had been answered (fifth attack
-		// review: TestAttackNAT64PrivateAddress); in the local-use prefix
-		// to any of its candidates (TestAttackNAT64LocalPrefixLengths).
-		for _, v4 := range v4s {
-			if r := g.Check(v4, l); r != "" {
-				return r + " (inside NAT64)"
-			}
+	// The gateway or tunnel connects to v4: the host's own address or a
+	// private one unless listed, as if v4 had been answered (fifth attack
+	// review: TestAttackNAT64PrivateAddress); in the local-use NAT64
+	// prefix to any of its candidates (TestAttackNAT64LocalPrefixLengths),
+	// through Teredo to the server or the client (TestAddrFilterTeredo).
+	// The address itself is judged after: a host's own 6to4 address is
+	// among its interface addresses.
+	form, v4s := carriedIPv4(a)
+	for _, v4 := range v4s {
+		if r := g.Check(v4, l); r != "" {
+			// v4 named: it is the address AllowHosts must name to allow a
+			// private one, not a itself.
+			return r + " (" + v4.String() + " inside " + form + ")"
 		}
-		return ""
 	}
 	switch local, known := g.isLocal(a); {
 	case !known:
@@ -134,7 +203,7 @@ func (g *AddrFilter) Check(a netip.Addr, l *List) string {
 	case local:
 		return "resolves to an address of this host"
 	}
-	if a.IsPrivate() && !l.NamesPrivate(a) {
+	if isPrivate(a) && !l.NamesPrivate(a) {
 		return "resolves to a private address (name the IP or CIDR in AllowHosts to allow it)"
 	}
 	return ""

@@ -137,7 +137,24 @@ func TestAddrFilterCheck(t *testing.T) {
 		{"fd12::1", "private"},
 		{"10.9.3.4", ""},
 		{"fd00:1::9", ""},
+		{"100.64.0.1", "private"}, // shared address space
+		{"192.0.0.8", "private"},  // IETF protocol assignments
+		{"240.0.0.1", "private"},  // reserved
+		{"fec0::1", "private"},    // deprecated site-local
+		{"5f00::1", "private"},    // SRv6 segment identifiers
+		{"2002:a00:1::1", "private address (name the IP or CIDR in AllowHosts to allow it) (10.0.0.1 inside 6to4)"},
 		{"203.0.113.80", ""}, // documentation range: the registries here
+		{"192.0.2.1", ""},
+		{"2001:db8::1", ""},
+		{"3fff::1", ""},
+		{"198.19.0.1", ""}, // benchmarking: fake-IP DNS answers in it
+		{"2001:2::1", ""},
+		{"100::1", ""},          // discard-only
+		{"192.88.99.1", ""},     // deprecated 6to4 relay anycast
+		{"192.31.196.1", ""},    // AS112, globally reachable
+		{"2001:1::1", ""},       // PCP anycast, globally reachable
+		{"2001:20::1", ""},      // ORCHIDv2, globally reachable
+		{"2002:c000:201::", ""}, // 6to4 of 192.0.2.1
 		{"198.51.100.1", ""},
 		{"93.184.216.34", ""},
 	} {

@@ -388,7 +388,7 @@ func TestProxyAttackHeld(t *testing.T) {
 // TestAddrFilterOtherMetadataAddrs: the cloud metadata services that do
 // not sit at 169.254.169.254 are refused as it is, even where a CIDR names
 // them: Alibaba Cloud's at 100.100.100.200 (shared address space, which
-// the filter otherwise dials) and AWS's IPv6 one at fd00:ec2::254 (a
+// the filter dials where a CIDR names it) and AWS's IPv6 one at fd00:ec2::254 (a
 // private range an operator may list for internal services). A listed
 // name that resolves there (a wildcard whose DNS the tree controls, a
 // rebinding) would hand the tree the machine's credentials.

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -82,6 +83,12 @@ func (h *harness) denied() []Denial {
 // on 7000) and a proxy allowing list.
 func newHarness(t *testing.T, list ...string) *harness {
 	t.Helper()
+	return newHarnessNames(t, nil, list...)
+}
+
+// newHarnessNames is newHarness with names resolving as extra says too.
+func newHarnessNames(t *testing.T, extra map[string][]netip.Addr, list ...string) *harness {
+	t.Helper()
 	plain := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintf(w, "origin %s %s host=%s", r.Method, r.URL.Path, r.Host)
 	}))
@@ -110,6 +117,7 @@ func newHarness(t *testing.T, list ...string) *harness {
 		origins: map[uint16]string{80: plain.Listener.Addr().String(), 8080: plain.Listener.Addr().String(),
 			443: secure.Listener.Addr().String()},
 	}
+	maps.Copy(fn.names, extra)
 	l, err := ParseList(list)
 	if err != nil {
 		t.Fatal(err)
