@@ -719,7 +719,7 @@ func (b *sandboxBuilt) start(cmd *exec.Cmd, s sandboxStart) error {
 			readyThreadStarts.Add(1)
 			err := st.spare.Do(func() error {
 				b.handListener(&st.lis, s.hosts)
-				err := cmd.Start()
+				err := startNoCore(cmd)
 				holdNS(st.ns, s, err == nil)
 				st.ns = -1
 				return err
@@ -755,7 +755,7 @@ func (b *sandboxBuilt) start(cmd *exec.Cmd, s sandboxStart) error {
 			holdNS(ns, s, false)
 			return err
 		}
-		err = cmd.Start()
+		err = startNoCore(cmd)
 		holdNS(ns, s, err == nil)
 		return err
 	})
