@@ -11,9 +11,12 @@ import (
 // treeCoreLimit is the RLIMIT_CORE, soft and hard, a sandboxed tree starts
 // with. Not 0: where the kernel's core_pattern is a pipe (systemd-coredump,
 // apport) it ignores the limit and a root helper writes the tree's memory
-// outside Write; at exactly 1 it aborts a pipe dump ("has RLIMIT_CORE set
-// to 1, aborting core", fs/coredump.c), and a file dump needs more than a
-// byte (ELF writes at least a page), so no core leaves the tree either way.
+// outside Write; at exactly 1 it aborts a pipe dump (fs/coredump.c:
+// coredump_pipe checks the limit against 1, the value it gives its own
+// helpers against recursion), and a file dump below the format's minimum
+// is not written (ELF's is a page), so no core leaves the tree either way.
+// Not the socket route of Linux 6.16 and later (a core_pattern starting
+// with @), which ignores the limit (docs/sandbox-threats.md).
 // The tree cannot raise the hard limit: that takes CAP_SYS_RESOURCE, which
 // the root path drops from its bounding set and the unprivileged path never
 // has (TestSandboxNoCoreDump).
