@@ -1,7 +1,13 @@
 package agentproc
 
 import (
+	"errors"
+	"io/fs"
+	"os"
 	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -35,6 +41,9 @@ const treeCoreLimit = 1
 // another process, so an unconfined thread of the host sets it; the detach
 // must come from the tracer, this thread.
 func startNoCore(cmd *exec.Cmd) error {
+	if !traceAtExec() {
+		return cmd.Start() // the policy warns (noCoreLimitReason)
+	}
 	if cmd.SysProcAttr == nil {
 		cmd.SysProcAttr = &syscall.SysProcAttr{}
 	}
@@ -86,3 +95,27 @@ func setTreeCoreLimit(pid int) error {
 	}
 	return nil
 }
+
+// traceAtExec reports whether a child may ask to be traced at its exec
+// (PTRACE_TRACEME), which startNoCore needs. Yama refuses it at
+// ptrace_scope 2 to a child without CAP_SYS_PTRACE (a sandboxed tree
+// never has it) and at 3 to every child; without Yama it is allowed.
+// There a Start would fail, so the tree starts without the core limit and
+// its policy says so (noCoreLimitReason). Read once per process: a scope
+// raised later fails the Starts after it. A test may replace it.
+var traceAtExec = sync.OnceValue(func() bool {
+	return yamaAllowsTraceMe(os.ReadFile("/proc/sys/kernel/yama/ptrace_scope"))
+})
+
+// yamaAllowsTraceMe reads Yama's ptrace_scope: allowed without Yama, or at
+// scope 0 or 1; refused at 2 and 3, and where the scope cannot be read.
+func yamaAllowsTraceMe(scope []byte, err error) bool {
+	if errors.Is(err, fs.ErrNotExist) {
+		return true
+	}
+	n, perr := strconv.Atoi(strings.TrimSpace(string(scope)))
+	return err == nil && perr == nil && n < 2
+}
+
+// noCoreLimitReason is the policy's warning where traceAtExec is false.
+const noCoreLimitReason = "core dumps are not stopped: Yama's ptrace_scope refuses PTRACE_TRACEME here, so the tree's RLIMIT_CORE cannot be set before it runs, and where core_pattern is a pipe (systemd-coredump, apport) a root helper writes a crashing tree's memory outside Write"

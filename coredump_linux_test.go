@@ -84,3 +84,26 @@ func TestSandboxNoCoreDump(t *testing.T) {
 		t.Errorf("sandboxed crash: got core files %q, want none", got)
 	}
 }
+
+// TestSandboxNoCoreDumpWarnsWithoutTrace: where Yama refuses a child's
+// PTRACE_TRACEME (ptrace_scope 2 or 3), the tree starts anyway, without
+// the core limit, and its Info.Warnings says core dumps are not stopped
+// (a Start that failed there would make the sandbox unusable). Not
+// parallel: it replaces what Starts read.
+func TestSandboxNoCoreDumpWarnsWithoutTrace(t *testing.T) {
+	requireSandbox(t)
+	defer agentproc.PretendNoTraceAtExec()()
+	ws, _, _ := sandboxWorkspace(t)
+	m := newManager(t, agentproc.WithRedaction(false))
+	p := mustStart(t, m, agentproc.Request{Command: "grep '^Max core file size' /proc/self/limits", WorkDir: ws, Sandbox: agentproc.WorkspaceSandbox(ws)})
+	info := mustWait(t, p)
+	if exitCode(info) != 0 {
+		t.Fatalf("got exit %d (%q), want 0", exitCode(info), p.Output().Text)
+	}
+	if w := strings.Join(info.Warnings, "\n"); !strings.Contains(w, "core dumps are not stopped") {
+		t.Errorf("got warnings %q, want one saying core dumps are not stopped", info.Warnings)
+	}
+	if strings.Contains(p.Output().Text, " 1 1 bytes") {
+		t.Errorf("got %q: want the limit left as the host's (no trace to set it)", p.Output().Text)
+	}
+}

@@ -431,6 +431,9 @@ func (c *sandboxCache) build(b *sandboxBuilt, pol *sandboxPolicy) error {
 		b.missing = append(b.missing, unenforced{field: "Write", soft: true,
 			reason: "metadata outside Write (mode, owner, times, extended attributes) is not protected without root (a read-only view in a mount namespace): Landlock has no right for chmod, chown, utimes or setxattr"})
 	}
+	if !traceAtExec() {
+		b.missing = append(b.missing, unenforced{field: "Write", soft: true, reason: noCoreLimitReason})
+	}
 	if h.root && pol.skip&sandboxSkipCaps == 0 {
 		b.dropCaps = true
 		mech = append(mech, "capabilities")
