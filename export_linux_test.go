@@ -334,3 +334,12 @@ func ExitRecordHolds() int {
 	defer exitRecords.mu.Unlock()
 	return exitRecords.refs
 }
+
+// PretendNoTraceAtExec makes the sandbox act as on a host whose Yama
+// refuses PTRACE_TRACEME (traceAtExec false) until restore. Not for
+// parallel tests: Starts read it.
+func PretendNoTraceAtExec() (restore func()) {
+	old := traceAtExec
+	traceAtExec = func() bool { return false }
+	return func() { traceAtExec = old }
+}

@@ -431,6 +431,9 @@ func (c *sandboxCache) build(b *sandboxBuilt, pol *sandboxPolicy) error {
 		b.missing = append(b.missing, unenforced{field: "Write", soft: true,
 			reason: "metadata outside Write (mode, owner, times, extended attributes) is not protected without root (a read-only view in a mount namespace): Landlock has no right for chmod, chown, utimes or setxattr"})
 	}
+	if !traceAtExec() {
+		b.missing = append(b.missing, unenforced{field: "Write", soft: true, reason: noCoreLimitReason})
+	}
 	if h.root && pol.skip&sandboxSkipCaps == 0 {
 		b.dropCaps = true
 		mech = append(mech, "capabilities")
@@ -719,7 +722,7 @@ func (b *sandboxBuilt) start(cmd *exec.Cmd, s sandboxStart) error {
 			readyThreadStarts.Add(1)
 			err := st.spare.Do(func() error {
 				b.handListener(&st.lis, s.hosts)
-				err := cmd.Start()
+				err := startNoCore(cmd)
 				holdNS(st.ns, s, err == nil)
 				st.ns = -1
 				return err
@@ -755,7 +758,7 @@ func (b *sandboxBuilt) start(cmd *exec.Cmd, s sandboxStart) error {
 			holdNS(ns, s, false)
 			return err
 		}
-		err = cmd.Start()
+		err = startNoCore(cmd)
 		holdNS(ns, s, err == nil)
 		return err
 	})

@@ -1,0 +1,121 @@
+package agentproc
+
+import (
+	"errors"
+	"io/fs"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+	"golang.org/x/xerrors"
+)
+
+// treeCoreLimit is the RLIMIT_CORE, soft and hard, a sandboxed tree starts
+// with. Not 0: where the kernel's core_pattern is a pipe (systemd-coredump,
+// apport) it ignores the limit and a root helper writes the tree's memory
+// outside Write; at exactly 1 it aborts a pipe dump (fs/coredump.c:
+// coredump_pipe checks the limit against 1, the value it gives its own
+// helpers against recursion), and a file dump below the format's minimum
+// is not written (ELF's is a page), so no core leaves the tree either way.
+// Not the socket route of Linux 6.16 and later (a core_pattern starting
+// with @), which ignores the limit (docs/sandbox-threats.md).
+// The tree cannot raise the hard limit: that takes CAP_SYS_RESOURCE, which
+// the root path drops from its bounding set and the unprivileged path never
+// has (TestSandboxNoCoreDump).
+const treeCoreLimit = 1
+
+// startNoCore starts cmd on the calling thread, which the sandbox has
+// locked and confined, with the tree's RLIMIT_CORE at treeCoreLimit.
+//
+// Resource limits belong to the process, not the thread (signal_struct), so
+// setting the limit on the forking thread would set the host's own, and
+// os/exec has no hook between fork and exec but RLIMIT_NOFILE's restore.
+// So the child is started traced (PTRACE_TRACEME before its execve, which
+// stops it before the new program's first instruction), its limit set by
+// the host from outside, and then let go: nothing of the tree has run with
+// another limit. The confined thread's seccomp filter refuses prlimit on
+// another process, so an unconfined thread of the host sets it; the detach
+// must come from the tracer, this thread.
+func startNoCore(cmd *exec.Cmd) error {
+	if !traceAtExec() {
+		return cmd.Start() // the policy warns (noCoreLimitReason)
+	}
+	if cmd.SysProcAttr == nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{}
+	}
+	cmd.SysProcAttr.Ptrace = true
+	defer func() { cmd.SysProcAttr.Ptrace = false }()
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	pid := cmd.Process.Pid
+	if err := setTreeCoreLimit(pid); err != nil {
+		_ = cmd.Process.Kill()
+		_ = unix.PtraceDetach(pid)
+		_ = cmd.Wait()
+		return err
+	}
+	return nil
+}
+
+// setTreeCoreLimit waits for the traced child pid to stop at its exec, sets
+// its core limit from another thread and detaches it.
+func setTreeCoreLimit(pid int) error {
+	var ws unix.WaitStatus
+	for {
+		// WNOWAIT is not used with a stop: a stop is reported once, and
+		// the exit that a kill makes is left for cmd.Wait.
+		_, err := unix.Wait4(pid, &ws, unix.WALL, nil)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return xerrors.Errorf("wait for the tree's exec: %w", err)
+		}
+		break
+	}
+	if !ws.Stopped() {
+		return xerrors.Errorf("the tree did not stop at its exec: status %#x", uint32(ws))
+	}
+	done := make(chan error, 1)
+	go func() {
+		lim := unix.Rlimit{Cur: treeCoreLimit, Max: treeCoreLimit}
+		done <- unix.Prlimit(pid, unix.RLIMIT_CORE, &lim, nil)
+	}()
+	if err := <-done; err != nil {
+		return xerrors.Errorf("set the tree's core limit: %w", err)
+	}
+	// Signal 0: the SIGTRAP of the exec stop is not delivered.
+	if err := unix.PtraceDetach(pid); err != nil {
+		return xerrors.Errorf("let the tree go: %w", err)
+	}
+	return nil
+}
+
+// traceAtExec reports whether a child may ask to be traced at its exec
+// (PTRACE_TRACEME), which startNoCore needs. Yama refuses it at
+// ptrace_scope 2 to a child without CAP_SYS_PTRACE (a sandboxed tree
+// never has it) and at 3 to every child; without Yama it is allowed.
+// There a Start would fail, so the tree starts without the core limit and
+// its policy says so (noCoreLimitReason). Read once per process: a scope
+// raised later fails the Starts after it. A test may replace it.
+var traceAtExec = sync.OnceValue(func() bool {
+	return yamaAllowsTraceMe(os.ReadFile("/proc/sys/kernel/yama/ptrace_scope"))
+})
+
+// yamaAllowsTraceMe reads Yama's ptrace_scope: allowed without Yama, or at
+// scope 0 or 1; refused at 2 and 3, and where the scope cannot be read.
+func yamaAllowsTraceMe(scope []byte, err error) bool {
+	if errors.Is(err, fs.ErrNotExist) {
+		return true
+	}
+	n, perr := strconv.Atoi(strings.TrimSpace(string(scope)))
+	return err == nil && perr == nil && n < 2
+}
+
+// noCoreLimitReason is the policy's warning where traceAtExec is false.
+const noCoreLimitReason = "core dumps are not stopped: Yama's ptrace_scope refuses PTRACE_TRACEME here, so the tree's RLIMIT_CORE cannot be set before it runs, and where core_pattern is a pipe (systemd-coredump, apport) a root helper writes a crashing tree's memory outside Write"
