@@ -208,21 +208,7 @@ func TestAttackRootDaemonDoors(t *testing.T) {
 		if _, err := os.Lstat(p); err == nil {
 			continue // this host's own: left alone
 		}
-		dir := filepath.Dir(p)
-		if _, err := os.Stat(dir); err != nil {
-			if err := os.Mkdir(dir, 0o755); err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { _ = os.Remove(dir) })
-		}
-		l, err := net.Listen("unix", p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = l.Close(); _ = os.Remove(p) })
-		serveEach(t, l, func(net.Conn) string { return "" })
-		mustReach(t, plain, fsProbeRequest(t, ws, "unix", p), "connect "+p)
-		mustDeny(t, m, fsProbeRequest(t, ws, "unix", p), "connect "+p)
+		requireDoorShut(t, plain, m, ws, p, []string{filepath.Dir(p)}, 0o755)
 	}
 }
 
@@ -247,29 +233,7 @@ func TestAttackBrowserProfilesOutsideList(t *testing.T) {
 		".config/microsoft-edge/Default/Cookies",
 		".thunderbird/x.default/logins.json",
 	}
-	cmd := "for f in"
-	for _, p := range profiles {
-		f := filepath.Join(home, p)
-		if err := os.MkdirAll(filepath.Dir(f), 0o700); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(f, []byte("SESSION-OF-"+p+"\n"), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		cmd += " " + shellQuote(f)
-	}
-	cmd += `; do cat "$f"; done; true`
-	m := newManager(t, agentproc.WithRedaction(false))
-	ctl := runSandboxed(t, m, agentproc.Request{Command: cmd, WorkDir: ws})
-	out := runSandboxed(t, m, agentproc.Request{Command: cmd, WorkDir: ws, Sandbox: agentproc.WorkspaceSandbox(ws)})
-	for _, p := range profiles {
-		if !strings.Contains(ctl.Text, "SESSION-OF-"+p) {
-			t.Errorf("control: ~/%s not read unconfined (output %q)", p, ctl.Text)
-		}
-		if strings.Contains(out.Text, "SESSION-OF-"+p) {
-			t.Errorf("~/%s was read inside WorkspaceSandbox, want it hidden", p)
-		}
-	}
+	requireHomeFilesHidden(t, home, ws, profiles, "SESSION-OF-")
 }
 
 // TestAttackPlatformTokensOutsideList: the command lines of GitLab,
@@ -289,13 +253,21 @@ func TestAttackPlatformTokensOutsideList(t *testing.T) {
 		".cloudflared/cert.pem", ".sentryclirc", ".terraformrc", ".config/stripe/config.toml",
 		".jfrog/jfrog-cli.conf.v6",
 	}
+	requireHomeFilesHidden(t, home, ws, files, "TOKEN-OF-")
+}
+
+// requireHomeFilesHidden writes each of files (relative to home, 0600)
+// with its tag and name, and has a tree read them all: unconfined (the
+// control) each is read, inside WorkspaceSandbox(ws) none.
+func requireHomeFilesHidden(t *testing.T, home, ws string, files []string, tag string) {
+	t.Helper()
 	cmd := "for f in"
 	for _, p := range files {
 		f := filepath.Join(home, p)
 		if err := os.MkdirAll(filepath.Dir(f), 0o700); err != nil {
 			t.Fatal(err)
 		}
-		if err := os.WriteFile(f, []byte("TOKEN-OF-"+p+"\n"), 0o600); err != nil {
+		if err := os.WriteFile(f, []byte(tag+p+"\n"), 0o600); err != nil {
 			t.Fatal(err)
 		}
 		cmd += " " + shellQuote(f)
@@ -305,11 +277,34 @@ func TestAttackPlatformTokensOutsideList(t *testing.T) {
 	ctl := runSandboxed(t, m, agentproc.Request{Command: cmd, WorkDir: ws})
 	out := runSandboxed(t, m, agentproc.Request{Command: cmd, WorkDir: ws, Sandbox: agentproc.WorkspaceSandbox(ws)})
 	for _, p := range files {
-		if !strings.Contains(ctl.Text, "TOKEN-OF-"+p) {
+		if !strings.Contains(ctl.Text, tag+p) {
 			t.Errorf("control: ~/%s not read unconfined (output %q)", p, ctl.Text)
 		}
-		if strings.Contains(out.Text, "TOKEN-OF-"+p) {
+		if strings.Contains(out.Text, tag+p) {
 			t.Errorf("~/%s was read inside WorkspaceSandbox, want it hidden", p)
 		}
 	}
+}
+
+// requireDoorShut listens on the Unix socket p (making the directories of
+// dirs that are missing, with mode, removed at cleanup) and checks that a
+// tree of plain reaches it and a tree of m does not.
+func requireDoorShut(t *testing.T, plain, m *agentproc.Manager, ws, p string, dirs []string, mode os.FileMode) {
+	t.Helper()
+	for _, dir := range dirs {
+		if _, err := os.Stat(dir); err != nil {
+			if err := os.Mkdir(dir, mode); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = os.Remove(dir) })
+		}
+	}
+	l, err := net.Listen("unix", p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = l.Close(); _ = os.Remove(p) })
+	serveEach(t, l, func(net.Conn) string { return "" })
+	mustReach(t, plain, fsProbeRequest(t, ws, "unix", p), "connect "+p)
+	mustDeny(t, m, fsProbeRequest(t, ws, "unix", p), "connect "+p)
 }

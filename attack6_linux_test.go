@@ -173,22 +173,7 @@ func TestAttackRootUserManagerDoor(t *testing.T) {
 		if _, err := os.Lstat(p); err == nil {
 			continue // this host's own: left alone
 		}
-		for _, dir := range []string{"/run/user", run, filepath.Dir(p)} {
-			if _, err := os.Stat(dir); err != nil {
-				if err := os.Mkdir(dir, 0o700); err != nil {
-					t.Fatal(err)
-				}
-				t.Cleanup(func() { _ = os.Remove(dir) })
-			}
-		}
-		l, err := net.Listen("unix", p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = l.Close(); _ = os.Remove(p) })
-		serveEach(t, l, func(net.Conn) string { return "" })
-		mustReach(t, plain, fsProbeRequest(t, ws, "unix", p), "connect "+p)
-		mustDeny(t, m, fsProbeRequest(t, ws, "unix", p), "connect "+p)
+		requireDoorShut(t, plain, m, ws, p, []string{"/run/user", run, filepath.Dir(p)}, 0o700)
 	}
 }
 
