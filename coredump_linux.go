@@ -3,7 +3,6 @@ package agentproc
 import (
 	"errors"
 	"io/fs"
-	"os"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -12,6 +11,8 @@ import (
 
 	"golang.org/x/sys/unix"
 	"golang.org/x/xerrors"
+
+	"github.com/agentproc/agentproc/internal/procfs"
 )
 
 // treeCoreLimit is the RLIMIT_CORE, soft and hard, a sandboxed tree starts
@@ -104,7 +105,7 @@ func setTreeCoreLimit(pid int) error {
 // its policy says so (noCoreLimitReason). Read once per process: a scope
 // raised later fails the Starts after it. A test may replace it.
 var traceAtExec = sync.OnceValue(func() bool {
-	return yamaAllowsTraceMe(os.ReadFile("/proc/sys/kernel/yama/ptrace_scope"))
+	return yamaAllowsTraceMe(procfs.ReadSys("kernel/yama/ptrace_scope"))
 })
 
 // yamaAllowsTraceMe reads Yama's ptrace_scope: allowed without Yama, or at

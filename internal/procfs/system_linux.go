@@ -53,6 +53,11 @@ func lastPIDFile() (int, bool) {
 	return fd, true
 }
 
+// ReadSys returns /proc/sys/name ("kernel/yama/ptrace_scope"), with the
+// error as os.ReadFile gives it (fs.ErrNotExist where the kernel has no
+// such setting).
+func ReadSys(name string) ([]byte, error) { return readSys(name) }
+
 // SysInt returns the number in /proc/sys/name ("kernel/pid_max"); ok is
 // false when the file cannot be read or holds no number.
 func SysInt(name string) (int, bool) {
