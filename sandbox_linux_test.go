@@ -1199,6 +1199,9 @@ func runAsSandboxUser(t *testing.T, timeout time.Duration, args ...string) (stri
 	cmd := exec.CommandContext(ctx, bin, append([]string{"-test.count=1", "-test.v"}, args...)...)
 	cmd.Dir = home
 	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + home, "TMPDIR=" + os.TempDir(), "LANG=C"}
+	if v, ok := os.LookupEnv("AGENTPROC_STRESS"); ok {
+		cmd.Env = append(cmd.Env, "AGENTPROC_STRESS="+v) // make stress
+	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}}
 	out, err := cmd.CombinedOutput()
 	return string(out), err
