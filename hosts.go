@@ -255,6 +255,12 @@ func DenialHint(d Denial) string {
 	}
 	switch {
 	case strings.HasPrefix(d.Rule, "resolves to a private"):
+		// An IPv6 address refused for the private IPv4 address it carries
+		// (NAT64, 6to4, Teredo, IPv4-compatible) is allowed by listing that
+		// IPv4 address, which the host's name does not tell.
+		if v4, v6, ok := egress.CarriedIn(d.Rule); ok {
+			return "add " + v4.String() + " (carried in " + v6.String() + ") or its CIDR to allow_hosts"
+		}
 		host, _, _ := strings.Cut(d.Target, ":")
 		return "add the host's IP address or CIDR to allow_hosts (the name " + host + " resolves to a private address)"
 	case strings.HasPrefix(d.Rule, "resolves to"):

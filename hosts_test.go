@@ -2,11 +2,13 @@ package agentproc_test
 
 import (
 	"errors"
+	"net/netip"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/agentproc/agentproc"
+	"github.com/agentproc/agentproc/internal/egress"
 )
 
 // TestSandboxAllowHostsValidate checks that a bad entry is
@@ -76,5 +78,54 @@ func TestSandboxNarrowHosts(t *testing.T) {
 	}
 	if err := none.Validate(); err != nil {
 		t.Errorf("Narrow to none: Validate: %v", err)
+	}
+}
+
+// TestDenialHintCarriedIPv4: an IPv6 address refused for the private IPv4
+// address it carries (NAT64, local-use NAT64, 6to4, Teredo,
+// IPv4-compatible) got the hint for a name resolving to a private address,
+// "add the host's IP address or CIDR", which names neither the IPv4
+// address to list nor where it came from. The rule names both now, and the
+// hint is the exact change; listing that address lets the filter dial it.
+// The controls: a plain private address keeps its hint, and a carried
+// loopback address is refused whatever the list says.
+func TestDenialHintCarriedIPv4(t *testing.T) {
+	t.Parallel()
+	f := &egress.AddrFilter{LocalAddrs: func() ([]netip.Addr, error) { return nil, nil }}
+	list, err := egress.ParseList([]string{"attacker.example"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ form, v6, v4 string }{
+		{"NAT64", "64:ff9b::a01:203", "10.1.2.3"},
+		{"NAT64", "64:ff9b:1::c0a8:101", "192.168.1.1"},
+		{"6to4", "2002:a01:203::1", "10.1.2.3"},
+		{"Teredo", "2001:0:a01:203:8000:63bf:3fff:fdd2", "10.1.2.3"},
+		{"Teredo", "2001:0:4136:e378:8000:63bf:f5fe:fdfc", "10.1.2.3"},
+		{"an IPv4-compatible address", "::a01:203", "10.1.2.3"},
+	} {
+		rule := f.Check(netip.MustParseAddr(c.v6), list)
+		if want := "(" + c.v4 + " inside " + c.form + " " + c.v6 + ")"; !strings.Contains(rule, want) {
+			t.Errorf("Check(%s): got rule %q, want it naming %q", c.v6, rule, want)
+		}
+		d := agentproc.Denial{Kind: "network", Op: "resolve", Target: "attacker.example:443", Rule: rule, Count: 1}
+		if got, want := agentproc.DenialHint(d), "add "+c.v4+" (carried in "+c.v6+") or its CIDR to allow_hosts"; got != want {
+			t.Errorf("DenialHint(%s): got %q, want %q", c.v6, got, want)
+		}
+		withV4, err := egress.ParseList([]string{"attacker.example", c.v4})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r := f.Check(netip.MustParseAddr(c.v6), withV4); r != "" {
+			t.Errorf("Check(%s) with %s listed, as the hint says: got %q, want dialled", c.v6, c.v4, r)
+		}
+	}
+	plain := agentproc.Denial{Kind: "network", Op: "resolve", Target: "attacker.example:443", Rule: f.Check(netip.MustParseAddr("10.1.2.3"), list)}
+	if got, want := agentproc.DenialHint(plain), "add the host's IP address or CIDR to allow_hosts (the name attacker.example resolves to a private address)"; got != want {
+		t.Errorf("DenialHint(10.1.2.3): got %q, want %q", got, want)
+	}
+	loop := agentproc.Denial{Kind: "network", Op: "resolve", Target: "attacker.example:443", Rule: f.Check(netip.MustParseAddr("64:ff9b::7f00:1"), list)}
+	if got, want := agentproc.DenialHint(loop), "none: the proxy never connects to such an address"; got != want {
+		t.Errorf("DenialHint(64:ff9b::7f00:1): got %q, want %q", got, want)
 	}
 }

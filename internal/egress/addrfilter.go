@@ -3,6 +3,7 @@ package egress
 import (
 	"net"
 	"net/netip"
+	"strings"
 	"sync"
 	"time"
 )
@@ -155,10 +156,43 @@ func alwaysRefused(a netip.Addr) string {
 	form, v4s := carriedIPv4(a)
 	for _, v4 := range v4s {
 		if r := alwaysRefused(v4); r != "" {
-			return r + " (" + v4.String() + " inside " + form + ")"
+			return r + carriedSuffix(v4, form, a)
 		}
 	}
 	return ""
+}
+
+// carriedSuffix ends the rule refusing a because of the IPv4 address v4
+// it carries as form: " (10.0.0.5 inside 6to4 2002:a00:5::1)". Both
+// addresses are named, so that the hint (CarriedIn) can say which IPv4
+// address AllowHosts would have to name and where it came from.
+func carriedSuffix(v4 netip.Addr, form string, a netip.Addr) string {
+	return " (" + v4.String() + " inside " + form + " " + a.String() + ")"
+}
+
+// CarriedIn returns the IPv4 address a rule refused an IPv6 address for
+// (a NAT64, 6to4, Teredo or IPv4-compatible address carrying it) and that
+// IPv6 address; ok is false when the rule names none. It reads what
+// carriedSuffix wrote and nothing else: the rule is the filter's own text,
+// never the tree's.
+func CarriedIn(rule string) (v4, v6 netip.Addr, ok bool) {
+	inner, found := strings.CutSuffix(rule, ")")
+	i := strings.LastIndex(inner, " (")
+	if !found || i < 0 {
+		return netip.Addr{}, netip.Addr{}, false
+	}
+	inner = inner[i+2:]
+	v4s, rest, found := strings.Cut(inner, " inside ")
+	j := strings.LastIndexByte(rest, ' ')
+	if !found || j < 0 {
+		return netip.Addr{}, netip.Addr{}, false
+	}
+	v4, err4 := netip.ParseAddr(v4s)
+	v6, err6 := netip.ParseAddr(rest[j+1:])
+	if err4 != nil || err6 != nil || !v4.Is4() || !v6.Is6() {
+		return netip.Addr{}, netip.Addr{}, false
+	}
+	return v4, v6, true
 }
 
 // AddrFilter decides which resolved addresses the proxy may dial.
@@ -194,7 +228,7 @@ func (g *AddrFilter) Check(a netip.Addr, l *List) string {
 		if r := g.Check(v4, l); r != "" {
 			// v4 named: it is the address AllowHosts must name to allow a
 			// private one, not a itself.
-			return r + " (" + v4.String() + " inside " + form + ")"
+			return r + carriedSuffix(v4, form, a)
 		}
 	}
 	switch local, known := g.isLocal(a); {

@@ -11,7 +11,7 @@ type carried struct{ v6, v4 string }
 
 // checkCarried is the test of an IPv6 form that carries IPv4 addresses:
 // each of refused is refused with the rule its IPv4 address gets, naming
-// that address inside form (the control: the IPv4 address alone is refused), also
+// that address inside form and the IPv6 address (the control: the IPv4 address alone is refused), also
 // when a listed name resolves to it through the proxy, which records the
 // denial; named is dialled when AllowHosts names 10.0.0.0/8, the range of
 // the only address it carries that is refused; open, which carries public
@@ -28,7 +28,7 @@ func checkCarried(t *testing.T, form string, refused []carried, named, open stri
 		if want == "" {
 			t.Fatalf("control: %s is dialled for a name the list allows; want it refused", c.v4)
 		}
-		want += " (" + c.v4 + " inside " + form + ")"
+		want += " (" + c.v4 + " inside " + form + " " + c.v6 + ")"
 		if got := g.Check(netip.MustParseAddr(c.v6), l); got != want {
 			t.Errorf("Check(%s), %s of %s: got %q, want %q", c.v6, form, c.v4, got, want)
 		}
@@ -61,7 +61,7 @@ func checkCarried(t *testing.T, form string, refused []carried, named, open stri
 		if got := raw(t, h, "CONNECT "+name+":443 HTTP/1.1\r\nHost: "+name+":443\r\n\r\n"); strings.HasPrefix(got, "200 ") {
 			t.Errorf("CONNECT %s (%s, %s of %s): got %q, want a refusal", name, c.v6, form, c.v4, got)
 		}
-		wantDenial(t, h, "resolve", name+":443", "("+c.v4+" inside "+form+")")
+		wantDenial(t, h, "resolve", name+":443", "("+c.v4+" inside "+form+" "+c.v6+")")
 	}
 	if d := h.net.dials(); len(d) != 0 {
 		t.Errorf("dialled %v, want nothing", d)
