@@ -56,3 +56,19 @@ func TestAttackDenialRuleCarriesSecret(t *testing.T) {
 		t.Errorf("denial rules: got %q, want [%q] (sent server name %s)", rules, want, sni)
 	}
 }
+
+// TestAttack7uUnprivileged re-runs this review's root-package tests as the
+// unprivileged test user, where the tree is held by Landlock and seccomp
+// alone.
+func TestAttack7uUnprivileged(t *testing.T) {
+	tests := []string{"TestAttackDenialRuleCarriesSecret"}
+	out, err := runAsSandboxUser(t, 5*time.Minute, "-test.run=^("+strings.Join(tests, "|")+")$")
+	if err != nil {
+		t.Fatalf("as %s: %v\n%s", sandboxUser, err, out)
+	}
+	for _, name := range tests {
+		if !strings.Contains(out, "--- PASS: "+name+" ") && !strings.Contains(out, "--- SKIP: "+name+" ") {
+			t.Errorf("as %s: got no PASS or SKIP line for %s, want one\n%s", sandboxUser, name, out)
+		}
+	}
+}
