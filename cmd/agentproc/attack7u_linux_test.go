@@ -1,0 +1,151 @@
+package main
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/agentproc/agentproc"
+)
+
+// Tests of the seventh attack review (unprivileged and the surfaces):
+// docs/sandbox-threats.md, "Seventh attack review (unprivileged and the
+// surfaces)".
+
+// filtersEnv makes the test binary, before anything else runs, set
+// no_new_privs and install that many seccomp filters that allow every
+// call, on every thread: a serve hardened the way a systemd unit's
+// NoNewPrivileges= and SystemCallFilter= (one filter per setting) do.
+const filtersEnv = "AGENTPROC_TEST_SECCOMP_FILTERS"
+
+func init() {
+	n, err := strconv.Atoi(os.Getenv(filtersEnv))
+	if err != nil || n <= 0 {
+		return
+	}
+	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+		panic(err)
+	}
+	allow := []unix.SockFilter{{Code: unix.BPF_RET | unix.BPF_K, K: unix.SECCOMP_RET_ALLOW}}
+	prog := unix.SockFprog{Len: 1, Filter: &allow[0]}
+	for range n {
+		// TSYNC: the runtime's other threads get the filter and
+		// no_new_privs too.
+		if _, _, errno := unix.Syscall(unix.SYS_SECCOMP, unix.SECCOMP_SET_MODE_FILTER,
+			unix.SECCOMP_FILTER_FLAG_TSYNC, uintptr(unsafe.Pointer(&prog))); errno != 0 {
+			panic(errno)
+		}
+	}
+}
+
+// TestAttackServeHardenedPeerCount: serve judges a peer confined when it
+// has more seccomp filters than serve itself (or no_new_privs, a smaller
+// bounding set, another namespace), counting Seccomp_filters in
+// /proc/PID/status. A count says nothing of whose filters they are: where
+// serve itself runs under filters (a systemd unit with NoNewPrivileges=
+// and SystemCallFilter=, each setting a filter of its own), a tree that
+// another, unhardened Manager of the user sandboxed (an `agentproc mcp`
+// session: the tree has that Manager's filters, none, plus the sandbox's
+// two) has no more than serve, and serve ran its request unconfined. The
+// control: the same request from the same Manager's unsandboxed tree runs.
+func TestAttackServeHardenedPeerCount(t *testing.T) {
+	ctx, outside := sandboxAttack(t)
+	dir, ws := t.TempDir(), t.TempDir()
+	sock := filepath.Join(dir, "agentproc.sock")
+	cmd := agentprocCmd("serve", "--socket", sock, "--workdir", dir, "--grace", "2s")
+	cmd.Env = append(cmd.Env, filtersEnv+"=3")
+	startServeCmd(t, ctx, cmd)
+	m := agentproc.New()
+	defer m.Close()
+	target := filepath.Join(outside, "f")
+	client := runMainEnv + "=1 " + socketEnv + "=" + shellQuote(sock) + " " + shellQuote(os.Args[0]) + " run -- " + shellQuote("echo x > "+shellQuote(target))
+	attack := func(command string, sb *agentproc.Sandbox) agentproc.Output {
+		t.Helper()
+		p, err := m.Start(ctx, agentproc.Request{Command: command, WorkDir: ws, Sandbox: sb})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := p.Wait(ctx); err != nil {
+			t.Fatal(err)
+		}
+		return p.Output()
+	}
+	if out := attack(client, nil); out.Info.ExitCode == nil || *out.Info.ExitCode != 0 || !written(target) {
+		t.Fatalf("control: an unsandboxed tree's request: %s %q, want it run and the file written", out.Info.Reason, out.Text)
+	}
+	out := attack("grep -E '^(Seccomp_filters|NoNewPrivs)' /proc/self/status | tr '\\n' ' '; "+client, agentproc.WorkspaceSandbox(ws))
+	t.Logf("sandboxed tree: %s: %q", out.Info.Reason, out.Text)
+	if !strings.Contains(out.Text, "sandboxed process") {
+		t.Errorf("output %q, want serve's refusal", out.Text)
+	}
+	if written(target) {
+		t.Errorf("serve ran the sandboxed tree's command (written outside its sandbox), want it refused")
+	}
+}
+
+// sandboxUser is the useradd user the CI creates for unprivileged tests
+// (.ci/install-test-deps.sh).
+const sandboxUser = "agentproc-sandbox"
+
+// TestAttackServeHardenedPeerCountUnprivileged re-runs
+// TestAttackServeHardenedPeerCount as the unprivileged test user: as root
+// the tree's smaller capability bounding set gives it away, without root
+// nothing of the counts does.
+func TestAttackServeHardenedPeerCountUnprivileged(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("already unprivileged: TestAttackServeHardenedPeerCount ran as such")
+	}
+	u, err := user.Lookup(sandboxUser)
+	if err != nil {
+		t.Skipf("no user %s (.ci/install-test-deps.sh creates it): %v", sandboxUser, err)
+	}
+	uid, _ := strconv.Atoi(u.Uid)
+	gid, _ := strconv.Atoi(u.Gid)
+	// The binary and a home in a directory the user can reach (the test's
+	// own temp dirs are 0700).
+	dir, err := os.MkdirTemp("", "agentproc-unpriv-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	data, err := os.ReadFile(os.Args[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin, home := filepath.Join(dir, "agentproc.test"), filepath.Join(dir, "home")
+	if err := os.WriteFile(bin, data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(home, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(home, uid, gid); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, "-test.count=1", "-test.v", "-test.run=^TestAttackServeHardenedPeerCount$")
+	cmd.Dir = home
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + home, "TMPDIR=" + os.TempDir(), "LANG=C"}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}}
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("as %s: %v\n%s", sandboxUser, err, out)
+	}
+	if !strings.Contains(string(out), "--- PASS: TestAttackServeHardenedPeerCount ") {
+		t.Errorf("as %s: got no PASS line, want one\n%s", sandboxUser, out)
+	}
+}
