@@ -1147,10 +1147,25 @@ func hostDoors() []string {
 		"/run/libvirt", "/var/run/libvirt", "/run/containerd", "/run/docker", "/run/k3s", "/run/crio",
 		"/var/run/crio", "/run/cri-dockerd.sock", "/run/tailscale", "/var/run/tailscale",
 		"/run/udev/control", "/run/nscd", "/var/run/nscd",
+		// More daemons that serve a uid-0 peer as their administrator
+		// (seventh attack review, TestAttackRootAdminSockets): fail2ban
+		// runs a command a client sets as a jail's action, MariaDB and
+		// Ubuntu's MySQL log root in by its peer uid, chrony sets the clock
+		// and adds servers by name, Open vSwitch, Proxmox's QEMU monitors,
+		// supervisord, Multipass; and services any user may use that carry
+		// data off the host for a NetworkNone tree (avahi publishes a name
+		// on the LAN, CUPS prints to a network printer, pcscd reaches the
+		// user's smart card).
+		"/run/fail2ban", "/run/mysqld", "/run/chrony", "/run/openvswitch", "/run/qemu-server",
+		"/run/supervisor.sock", "/run/multipass_socket", "/run/avahi-daemon", "/run/cups", "/run/pcscd",
+		// The X server's sockets: a peer of the display's uid types into
+		// the user's terminal (TestAttackDesktopDoors).
+		"/tmp/.X11-unix",
 	}
 	if m, err := filepath.Glob("/run/systemd/io.systemd.*"); err == nil {
 		cands = append(cands, m...)
 	}
+	cands = append(cands, desktopDoors(uid)...)
 	env := os.Getenv
 	if p := env("SSH_AUTH_SOCK"); p != "" {
 		cands = append(cands, p)
@@ -1194,6 +1209,35 @@ func hostDoors() []string {
 		}
 	}
 	return resolvePaths(out)
+}
+
+// desktopDoors returns the desktop's sockets whose names are made at random,
+// as they are when the policy is built (TestAttackDesktopDoors): a
+// Chromium-based browser's SingletonSocket (the running browser opens a URL
+// the tree names, with the user's cookies and network), VS Code's in the
+// temp and runtime dirs (the Git extension's askpass answers with the token
+// it holds; the `code` command's installs an extension, which runs
+// unconfined; Remote-SSH's forwards an ssh agent) and those its variables
+// name. One made later is reachable (docs/sandbox-threats.md, seventh
+// attack review).
+func desktopDoors(uid string) []string {
+	var out []string
+	for _, k := range []string{"VSCODE_IPC_HOOK_CLI", "VSCODE_GIT_IPC_HANDLE", "VSCODE_IPC_HOOK"} {
+		if p := os.Getenv(k); p != "" {
+			out = append(out, p)
+		}
+	}
+	pats := []string{filepath.Join(os.TempDir(), "*", "SingletonSocket"), filepath.Join(os.TempDir(), "vscode-*.sock"),
+		"/run/user/" + uid + "/vscode-*.sock"}
+	if d := os.Getenv("XDG_RUNTIME_DIR"); filepath.IsAbs(d) {
+		pats = append(pats, filepath.Join(d, "vscode-*.sock"))
+	}
+	for _, pat := range pats {
+		if m, err := filepath.Glob(pat); err == nil {
+			out = append(out, m...)
+		}
+	}
+	return out
 }
 
 // recycleTempDir moves dir, the private temp dir of a process that has

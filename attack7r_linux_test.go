@@ -1,0 +1,128 @@
+package agentproc_test
+
+import (
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"testing"
+
+	"github.com/agentproc/agentproc"
+)
+
+// Tests of the seventh attack review as root: docs/sandbox-threats.md,
+// "Seventh attack review (root)".
+
+// TestAttackDesktopDoors: as root the mount namespace covers a list of the
+// host's doors, and a pathname socket it does not name stays reachable
+// (Landlock has no right for connect(2) up to ABI 7). Among those, the
+// sockets of the desktop the agent runs in, each of which acts for the
+// user outside the sandbox:
+//
+//   - the X server's /tmp/.X11-unix/X0, which takes a local peer of the
+//     display's user by its uid (GNOME's and Xwayland's
+//     SI:localuser): xdotool types a command into the user's terminal;
+//   - VS Code's sockets, named by VSCODE_GIT_IPC_HANDLE (the Git
+//     extension's askpass: it answers with the GitHub token it holds) and
+//     VSCODE_IPC_HOOK_CLI (the `code` command: open a URL in the user's
+//     browser, install an extension, which runs unconfined), in the
+//     runtime dir or the temp dir; an agent run in VS Code's terminal has
+//     both, and a tree finds them by listing the directory;
+//   - Chromium's and Chrome's SingletonSocket in /tmp, through which the
+//     running browser opens a URL the tree names, with the user's cookies
+//     and network (data out of a NetworkNone tree).
+//
+// Each is now covered (hostDoors): the fixed paths whether they exist or
+// not, the named ones as the Manager's policy is built. The test makes a
+// listener at each (paths this host has are left alone); the control
+// reaches it unconfined.
+func TestAttackDesktopDoors(t *testing.T) {
+	requireRootSandbox(t)
+	ws := t.TempDir()
+	n := strconv.Itoa(os.Getpid())
+	runtime := "/run/user/" + strconv.Itoa(os.Getuid())
+	socks := map[string][]string{ // socket: the directories made for it
+		"/tmp/.X11-unix/X" + strconv.Itoa(100+os.Getpid()%900):  {"/tmp/.X11-unix"},
+		filepath.Join(os.TempDir(), "vscode-ipc-"+n+".sock"):    nil,
+		filepath.Join(runtime, "vscode-git-"+n+".sock"):         {"/run/user", runtime},
+		"/tmp/.org.chromium.Chromium." + n + "/SingletonSocket": {"/tmp/.org.chromium.Chromium." + n},
+		"/tmp/.com.google.Chrome." + n + "/SingletonSocket":     {"/tmp/.com.google.Chrome." + n},
+	}
+	named := filepath.Join(t.TempDir(), "hook.sock")
+	t.Setenv("VSCODE_IPC_HOOK_CLI", named)
+	socks[named] = nil
+	requireDoorsShut(t, ws, socks)
+}
+
+// TestAttackRootAdminSockets: more root daemons whose Unix socket takes
+// any uid-0 peer for their administrator, outside the door list: a root
+// tree reached each. fail2ban's (`fail2ban-client set <jail> action <a>
+// actionban <command>`, then `banip`: the command runs as root,
+// unconfined), MariaDB's and Ubuntu's MySQL's (root logs in by its peer
+// uid, unix_socket/auth_socket: every database, and files written as the
+// server), chrony's (`settime`, which seccomp refuses the tree directly,
+// and `add server <name>`: a name resolved and packets sent for a
+// NetworkNone tree), Open vSwitch's database (the host's switching),
+// Proxmox's QEMU monitors (`human-monitor-command` on every VM),
+// supervisord's, Multipass's (a VM with the host's directories mounted),
+// and the services any local user may use that carry data off the host
+// for a NetworkNone tree: avahi (a service published on the LAN under a
+// name the tree chooses), CUPS (a job sent to a network printer), pcscd
+// (the user's smart card). Each is now covered (hostDoors).
+func TestAttackRootAdminSockets(t *testing.T) {
+	requireRootSandbox(t)
+	ws := t.TempDir()
+	socks := map[string][]string{
+		"/run/fail2ban/fail2ban.sock":  {"/run/fail2ban"},
+		"/run/mysqld/mysqld.sock":      {"/run/mysqld"},
+		"/run/chrony/chronyd.sock":     {"/run/chrony"},
+		"/run/openvswitch/db.sock":     {"/run/openvswitch"},
+		"/run/qemu-server/100.qmp":     {"/run/qemu-server"},
+		"/run/supervisor.sock":         nil,
+		"/run/multipass_socket":        nil,
+		"/run/avahi-daemon/socket":     {"/run/avahi-daemon"},
+		"/run/cups/cups.sock":          {"/run/cups"},
+		"/run/pcscd/pcscd.comm":        {"/run/pcscd"},
+		"/var/run/fail2ban/x.sock":     {"/var/run/fail2ban"},
+		"/var/run/mysqld/mysqlx.sock":  {"/var/run/mysqld"},
+		"/run/qemu-server/101.serial0": {"/run/qemu-server"},
+	}
+	requireDoorsShut(t, ws, socks)
+}
+
+// requireDoorsShut listens on each socket of socks (making the
+// directories it names where missing, removed at cleanup; a socket this
+// host has is left alone), all before the sandboxed Manager's first Start,
+// and checks that an unconfined tree reaches each and a tree of
+// WorkspaceSandbox(ws) none.
+func requireDoorsShut(t *testing.T, ws string, socks map[string][]string) {
+	t.Helper()
+	var made []string
+	for p, dirs := range socks {
+		if _, err := os.Lstat(p); err == nil {
+			continue
+		}
+		for _, dir := range dirs {
+			if _, err := os.Lstat(dir); err == nil {
+				continue
+			}
+			if err := os.Mkdir(dir, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = os.Remove(dir) })
+		}
+		l, err := net.Listen("unix", p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = l.Close(); _ = os.Remove(p) })
+		serveEach(t, l, func(net.Conn) string { return "" })
+		made = append(made, p)
+	}
+	m := newManager(t, agentproc.WithSandbox(agentproc.WorkspaceSandbox(ws)))
+	plain := newManager(t)
+	for _, p := range made {
+		mustReach(t, plain, fsProbeRequest(t, ws, "unix", p), "connect "+p)
+		mustDeny(t, m, fsProbeRequest(t, ws, "unix", p), "connect "+p)
+	}
+}
