@@ -3,10 +3,12 @@ package agentproc_test
 import (
 	"fmt"
 	"os/exec"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/agentproc/agentproc"
 	"github.com/agentproc/agentproc/internal/egress"
 )
 
@@ -119,5 +121,35 @@ func TestAttackNestedConnectForgesBlockedLine(t *testing.T) {
 	}
 	if !nested {
 		t.Errorf("denials: got %+v, want one for the nested CONNECT (output %q)", out.Denials, out.Text)
+	}
+}
+
+// TestAttackSecretOfAnotherRequestByCmdline: a Request's Secrets, and the
+// secret-looking values of its Env, are redacted in that process's output
+// only. A command that passes one on its command line (curl -H
+// "Authorization: Bearer $API_TOKEN", here a shell that keeps its
+// arguments) shows it in /proc/PID/cmdline, which every process of the
+// user reads (no ptrace check, so neither Landlock nor the per-tree
+// domain stops it), and another tree of the Manager, sandboxed and
+// started without those secrets (another owner's session in serve, or a
+// watcher started before), prints it: the value reaches the model raw.
+// The control: the first process's own output shows it redacted.
+func TestAttackSecretOfAnotherRequestByCmdline(t *testing.T) {
+	t.Skip("escape found by attack review, not fixed: a request's secrets are redacted in its own output only, and /proc/PID/cmdline carries them to any other tree (docs/sandbox-threats.md, seventh review)")
+	requireSandbox(t)
+	m := newManager(t)
+	ws := t.TempDir()
+	holder := mustStart(t, m, agentproc.Request{WorkDir: ws, Env: map[string]string{"API_TOKEN": attack7Secret}, Timeout: 30 * time.Second,
+		Command: `echo "holder $API_TOKEN"; sh -c 'echo started; sleep 20; :' holder "$API_TOKEN"`})
+	waitForOutput(t, holder, regexp.MustCompile(`started`))
+	if got := holder.Output().Text; !strings.Contains(got, "holder [redacted:API_TOKEN]") {
+		t.Fatalf("control: the holder's output got %q, want its secret redacted", got)
+	}
+	reader := mustStart(t, m, agentproc.Request{WorkDir: ws, Sandbox: agentproc.WorkspaceSandbox(ws), Timeout: 30 * time.Second,
+		Command: `for f in /proc/[0-9]*/cmdline; do tr '\0' ' ' < "$f" 2>/dev/null; echo; done | grep -a '^sh -c' || true`})
+	mustWait(t, reader)
+	_, _ = holder.Stop(testContext(t))
+	if got := reader.Output().Text; strings.Contains(got, attack7Secret) {
+		t.Errorf("another tree's output got %q, want the holder's secret redacted or unreadable", got)
 	}
 }
