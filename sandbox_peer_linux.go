@@ -85,21 +85,29 @@ func confinedBeyondSelf(pid int) string {
 // sandboxed tree starts with (treeCoreLimit as the hard RLIMIT_CORE,
 // startNoCore) while this process does not; "" otherwise. Raising a hard
 // limit takes CAP_SYS_RESOURCE, which no tree has, and /proc/PID/limits is
-// readable by every user. Unlike the counts above it is agentproc's own
-// mark, so it holds where this process runs under filters of its own (a
-// systemd unit's NoNewPrivileges= and SystemCallFilter=): a tree of
-// another, unhardened Manager has no more filters than such a server
-// (seventh attack review, TestAttackServeHardenedPeerCount). Where Yama
-// refuses PTRACE_TRACEME no tree has the mark, and the counts are all.
+// readable by every user; a tree may lower it (to 0), so any hard limit up
+// to treeCoreLimit counts where this process's is above it. Unlike the
+// counts above it is agentproc's own mark, so it holds where this process
+// runs under filters of its own (a systemd unit's NoNewPrivileges= and
+// SystemCallFilter=): a tree of another, unhardened Manager has no more
+// filters than such a server (seventh attack review,
+// TestAttackServeHardenedPeerCount). Where Yama refuses PTRACE_TRACEME no
+// tree has the mark, and where this process's own hard limit is 0 or 1
+// (LimitCORE=0) it tells nothing: the counts are all there.
 func sandboxCoreMark(pid int) string {
-	peer, ok := hardCoreLimit(procfs.PIDFile(pid, "limits"))
-	if !ok || peer != treeCoreLimit {
+	self, ok := hardCoreLimit(procfs.SelfFile("limits"))
+	if !ok || self <= treeCoreLimit {
 		return ""
 	}
-	if self, ok := hardCoreLimit(procfs.SelfFile("limits")); ok && self == treeCoreLimit {
-		return "" // this process is a sandboxed tree itself
+	peer, ok := hardCoreLimit(procfs.PIDFile(pid, "limits"))
+	if !ok || peer > treeCoreLimit {
+		return ""
 	}
-	return "the core-dump limit of an agentproc sandbox (RLIMIT_CORE hard limit " + strconv.Itoa(treeCoreLimit) + ")"
+	shown := "unlimited"
+	if self != math.MaxUint64 {
+		shown = strconv.FormatUint(self, 10)
+	}
+	return "a hard core-dump limit of " + strconv.FormatUint(peer, 10) + " bytes, as an agentproc sandbox sets (this process: " + shown + ")"
 }
 
 // hardCoreLimit reads the hard "Max core file size" of a /proc/PID/limits

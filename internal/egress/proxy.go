@@ -272,9 +272,13 @@ func (l *Listener) accept() {
 	}
 }
 
+// deny reports a refusal. The target is made printable here, whatever
+// the caller passes: a nested CONNECT's Host is as the tree sent it, and
+// Go's parser passes non-ASCII there (U+2028 reads as a line break in
+// llmtool's "blocked:" section; seventh attack review).
 func (l *Listener) deny(op string, t string, rule string) {
 	if l.pol.Deny != nil {
-		l.pol.Deny(Denial{Op: op, Target: t, Rule: rule})
+		l.pol.Deny(Denial{Op: op, Target: printable(t), Rule: rule})
 	}
 }
 
