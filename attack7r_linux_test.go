@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/agentproc/agentproc"
@@ -124,5 +125,46 @@ func requireDoorsShut(t *testing.T, ws string, socks map[string][]string) {
 	for _, p := range made {
 		mustReach(t, plain, fsProbeRequest(t, ws, "unix", p), "connect "+p)
 		mustDeny(t, m, fsProbeRequest(t, ws, "unix", p), "connect "+p)
+	}
+}
+
+// TestAttackTracedShellLeftZombie: a shell that asks its parent, the host,
+// to trace it (PTRACE_TRACEME, which seccomp allows: gdb's children need
+// it) and then takes a signal stops under that trace, and os/exec's wait
+// (waitid with WEXITED, which reports a traced child's stops as well)
+// returned at the stop: the Manager published the command as exited (code
+// -1) while it ran, killed it with the leftovers, and never reaped it, a
+// zombie child of the host per Start, holding a PID (and, for a user other
+// than root, a slot of RLIMIT_NPROC) until the host exits: the class of the
+// third review's CLONE_PARENT zombies, one per command. Now the wait is
+// finished for a stopped shell: it is killed and reaped, and reported as
+// killed. Run without the sandbox too: the host's wait is the same.
+func TestAttackTracedShellLeftZombie(t *testing.T) {
+	requireSandbox(t)
+	ws := t.TempDir()
+	compileC(t, ws, "traceme", `#include <sys/ptrace.h>
+#include <signal.h>
+#include <stdio.h>
+#include <unistd.h>
+int main(void) {
+	if (ptrace(PTRACE_TRACEME, 0, 0, 0) != 0) { perror("traceme"); return 3; }
+	printf("traced\n"); fflush(stdout);
+	raise(SIGUSR1);
+	for (;;) { printf("still running\n"); fflush(stdout); sleep(1); }
+}`)
+	for _, sb := range []*agentproc.Sandbox{nil, agentproc.WorkspaceSandbox(ws)} {
+		m := newManager(t, agentproc.WithRedaction(false))
+		p := mustStart(t, m, agentproc.Request{WorkDir: ws, Command: "exec ./traceme", Sandbox: sb})
+		mustWait(t, p)
+		info := p.Info()
+		if !strings.Contains(p.Output().Text, "traced") {
+			t.Fatalf("sandbox %v: output %q, want the shell traced", sb != nil, p.Output().Text)
+		}
+		if info.ExitSignal != "SIGKILL" {
+			t.Errorf("sandbox %v: exit code %d, signal %q, want SIGKILL", sb != nil, *info.ExitCode, info.ExitSignal)
+		}
+		if b, err := os.ReadFile("/proc/" + strconv.Itoa(info.PID) + "/stat"); err == nil {
+			t.Errorf("sandbox %v: after Wait the shell is still there: %s, want it reaped", sb != nil, b)
+		}
 	}
 }
