@@ -168,3 +168,30 @@ int main(void) {
 		}
 	}
 }
+
+// TestAttackSecretsOutsideList: files the common tools write by default
+// that hold a credential, outside WorkspaceSandbox's list: a tree read
+// each. The X server's cookie (~/.Xauthority: with it any peer that
+// reaches the display, TCP included, types into the user's terminal),
+// Docker's TLS client key (its default cert path), minikube's and Talos's
+// cluster admin keys (~/.kube was hidden, these not), the MinIO client's
+// keys, the model API keys of the llm command, the Vercel, Supabase,
+// Railway, Doppler, CircleCI, Scaleway and Linode command lines' tokens,
+// Ollama's signing key, sbt's and Ivy's publishing passwords, and the
+// shell's and database clients' histories (`export GITHUB_TOKEN=…`,
+// `mysql -p…`, redis-cli's `AUTH`, psql's `\password`). They are in the
+// credential list now. The control reads each unconfined.
+func TestAttackSecretsOutsideList(t *testing.T) {
+	requireSandbox(t)
+	home, ws := t.TempDir(), t.TempDir()
+	t.Setenv("HOME", home)
+	files := []string{
+		".Xauthority", ".docker/key.pem", ".minikube/profiles/minikube/client.key", ".talos/config",
+		".mc/config.json", ".config/io.datasette.llm/keys.json", ".local/share/com.vercel.cli/auth.json",
+		".supabase/access-token", ".railway/config.json", ".doppler/.doppler.yaml", ".circleci/cli.yml",
+		".config/scw/config.yaml", ".config/linode-cli", ".ollama/id_ed25519", ".sbt/.credentials",
+		".ivy2/.credentials", ".bash_history", ".zsh_history", ".psql_history", ".mysql_history",
+		".rediscli_history",
+	}
+	requireHomeFilesHidden(t, home, ws, files, "SECRET-OF-")
+}

@@ -246,6 +246,15 @@ var credentialPaths = []string{
 	".var/app/org.mozilla.firefox/.mozilla", ".var/app/com.google.Chrome/config/google-chrome",
 	".var/app/org.chromium.Chromium/config/chromium", ".config/BraveSoftware", ".config/microsoft-edge",
 	".config/vivaldi", ".config/opera", ".thunderbird", "snap/thunderbird/common/.thunderbird",
+	// Seventh attack review (TestAttackSecretsOutsideList): the X server's
+	// cookie, Docker's TLS client key, cluster admin keys, object store and
+	// platform tokens, model API keys, a signing key, publishing passwords,
+	// and the histories where typed tokens and passwords stay.
+	".Xauthority", ".docker/key.pem", ".minikube", ".talos", ".mc/config.json",
+	".config/io.datasette.llm/keys.json", ".local/share/com.vercel.cli", ".supabase/access-token",
+	".railway/config.json", ".doppler", ".circleci/cli.yml", ".config/scw/config.yaml", ".config/linode-cli",
+	".ollama/id_ed25519", ".sbt/.credentials", ".ivy2/.credentials",
+	".bash_history", ".zsh_history", ".psql_history", ".mysql_history", ".rediscli_history",
 }
 
 // systemSecretPaths are hidden by WorkspaceSandbox as well: a root tree
