@@ -195,3 +195,49 @@ func TestAttackSecretsOutsideList(t *testing.T) {
 	}
 	requireHomeFilesHidden(t, home, ws, files, "SECRET-OF-")
 }
+
+// TestAttackMountedSecrets: the secrets a container platform mounts into
+// the container an agent runs in were readable to every tree: Kubernetes'
+// service account token (/var/run/secrets/kubernetes.io/serviceaccount/token:
+// the API server as the pod; EKS's and Azure's workload identity tokens sit
+// beside it and are exchanged for cloud credentials) and Docker Compose's and
+// Swarm's secrets (/run/secrets/<name>). They are world-readable (0644 or
+// 0444), so neither the uid nor the credential list under the home kept
+// them from the tree. /run/secrets and /var/run/secrets are in the system
+// list now. The control reads each unconfined.
+func TestAttackMountedSecrets(t *testing.T) {
+	requireSandbox(t)
+	if os.Getuid() != 0 {
+		t.Skip("makes /run/secrets: root only")
+	}
+	ws := t.TempDir()
+	dir := "/run/secrets"
+	if _, err := os.Lstat(dir); err == nil {
+		t.Skipf("%s exists here: left alone", dir)
+	}
+	sa := filepath.Join(dir, "kubernetes.io", "serviceaccount")
+	if err := os.MkdirAll(sa, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	files := map[string]string{filepath.Join(sa, "token"): "eyJ-SA-TOKEN", filepath.Join(dir, "db_password"): "COMPOSE-SECRET"}
+	cmd := "for f in"
+	for f, v := range files {
+		if err := os.WriteFile(f, []byte(v+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		cmd += " " + shellQuote(f)
+	}
+	cmd += `; do cat "$f"; done; true`
+	m := newManager(t, agentproc.WithRedaction(false))
+	ctl := runSandboxed(t, m, agentproc.Request{Command: cmd, WorkDir: ws})
+	out := runSandboxed(t, m, agentproc.Request{Command: cmd, WorkDir: ws, Sandbox: agentproc.WorkspaceSandbox(ws)})
+	for f, v := range files {
+		if !strings.Contains(ctl.Text, v) {
+			t.Fatalf("control: %s not read unconfined (output %q)", f, ctl.Text)
+		}
+		if strings.Contains(out.Text, v) {
+			t.Errorf("%s was read inside WorkspaceSandbox (output %q), want it hidden", f, out.Text)
+		}
+	}
+}

@@ -264,7 +264,11 @@ var credentialPaths = []string{
 // readable to a root tree (the README's "What does not hold").
 var systemSecretPaths = []string{"/etc/shadow", "/etc/gshadow", "/etc/sudoers", "/etc/sudoers.d", "/root/.ssh",
 	"/etc/ssh/ssh_host_*_key", "/etc/ssl/private", "/etc/wireguard", "/etc/krb5.keytab",
-	"/etc/kubernetes", "/etc/rancher", "/etc/letsencrypt", "/var/lib/kubelet/pki"}
+	"/etc/kubernetes", "/etc/rancher", "/etc/letsencrypt", "/var/lib/kubelet/pki",
+	// What a container platform mounts in, world-readable: Kubernetes'
+	// service account and workload identity tokens, Docker's secrets
+	// (seventh attack review, TestAttackMountedSecrets).
+	"/run/secrets", "/var/run/secrets"}
 
 // WorkspaceSandbox is the usual policy for a model's commands in dir: write
 // dir and a private temp dir, read everything but the usual credential
