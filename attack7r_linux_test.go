@@ -241,3 +241,34 @@ func TestAttackMountedSecrets(t *testing.T) {
 		}
 	}
 }
+
+// TestAttackTerminalDoors: tmux's and screen's sockets were doors, but
+// not those of the other terminals and editors that run or type what a
+// client asks: zellij (`zellij action write-chars`), WezTerm (`wezterm cli
+// send-text`), Alacritty (`alacritty msg create-window -e cmd`), kitty's
+// remote control (`kitty @ launch`, where KITTY_LISTEN_ON names it), Emacs's
+// server (`emacsclient --eval '(shell-command …)'`) and Neovim's
+// (`nvim --server … --remote-send ':!cmd'`, $NVIM in its terminal): each
+// runs a command of the tree's as root, unconfined. Each is now covered
+// (desktopDoors), by its default place and by its variable.
+func TestAttackTerminalDoors(t *testing.T) {
+	requireRootSandbox(t)
+	ws, tmp := t.TempDir(), os.TempDir()
+	uid := strconv.Itoa(os.Getuid())
+	runtime := "/run/user/" + uid
+	n := strconv.Itoa(os.Getpid())
+	socks := map[string][]string{
+		filepath.Join(tmp, "zellij-"+uid, "s"+n):          {filepath.Join(tmp, "zellij-"+uid)},
+		filepath.Join(tmp, "emacs"+uid, "server"):         {filepath.Join(tmp, "emacs"+uid)},
+		filepath.Join(tmp, "nvim.x"+n, "0", "nvim.1.0"):   {filepath.Join(tmp, "nvim.x"+n), filepath.Join(tmp, "nvim.x"+n, "0")},
+		filepath.Join(runtime, "wezterm", "gui-sock-"+n):  {"/run/user", runtime, filepath.Join(runtime, "wezterm")},
+		filepath.Join(runtime, "Alacritty-:0-"+n+".sock"): {"/run/user", runtime},
+		filepath.Join(runtime, "nvim."+n+".0"):            {"/run/user", runtime},
+		filepath.Join(runtime, "emacs", "server"):         {"/run/user", runtime, filepath.Join(runtime, "emacs")},
+	}
+	kitty, nvim := filepath.Join(t.TempDir(), "kitty.sock"), filepath.Join(t.TempDir(), "nvim.sock")
+	t.Setenv("KITTY_LISTEN_ON", "unix:"+kitty)
+	t.Setenv("NVIM", nvim)
+	socks[kitty], socks[nvim] = nil, nil
+	requireDoorsShut(t, ws, socks)
+}
