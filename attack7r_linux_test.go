@@ -32,6 +32,9 @@ import (
 //   - Chromium's and Chrome's SingletonSocket in /tmp, through which the
 //     running browser opens a URL the tree names, with the user's cookies
 //     and network (data out of a NetworkNone tree).
+//   - the Wayland display (wlroots compositors give any client screen
+//     capture and a virtual keyboard) and the sound server's sockets
+//     (PipeWire, PulseAudio: the microphone).
 //
 // Each is now covered (hostDoors): the fixed paths whether they exist or
 // not, the named ones as the Manager's policy is built. The test makes a
@@ -48,6 +51,9 @@ func TestAttackDesktopDoors(t *testing.T) {
 		filepath.Join(runtime, "vscode-git-"+n+".sock"):         {"/run/user", runtime},
 		"/tmp/.org.chromium.Chromium." + n + "/SingletonSocket": {"/tmp/.org.chromium.Chromium." + n},
 		"/tmp/.com.google.Chrome." + n + "/SingletonSocket":     {"/tmp/.com.google.Chrome." + n},
+	}
+	for _, p := range []string{"wayland-7" + n[len(n)-1:], "pipewire-0-7r" + n, "pulse/native"} {
+		socks[filepath.Join(runtime, p)] = []string{"/run/user", runtime, filepath.Dir(filepath.Join(runtime, p))}
 	}
 	named := filepath.Join(t.TempDir(), "hook.sock")
 	t.Setenv("VSCODE_IPC_HOOK_CLI", named)

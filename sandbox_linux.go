@@ -1219,8 +1219,10 @@ func hostDoors() []string {
 // it holds; the `code` command's installs an extension, which runs
 // unconfined; Remote-SSH's forwards an ssh agent); and the terminals and
 // editors that run or type what a client asks, as tmux and screen do
-// (zellij, WezTerm, Alacritty, kitty, Emacs's server, Neovim's), in the
-// temp and runtime dirs and where their variables name them. One made
+// (zellij, WezTerm, Alacritty, kitty, Emacs's server, Neovim's); the
+// Wayland display (wlroots compositors give any client screen capture and
+// a virtual keyboard) and the sound server (the microphone): in the temp
+// and runtime dirs and where their variables name them. One made
 // later is reachable (docs/sandbox-threats.md, seventh attack review).
 func desktopDoors(uid string) []string {
 	var out []string
@@ -1239,9 +1241,11 @@ func desktopDoors(uid string) []string {
 		runtimes = append(runtimes, d)
 	}
 	for _, d := range runtimes {
-		out = append(out, filepath.Join(d, "zellij"), filepath.Join(d, "wezterm"), filepath.Join(d, "emacs"))
+		out = append(out, filepath.Join(d, "zellij"), filepath.Join(d, "wezterm"), filepath.Join(d, "emacs"),
+			filepath.Join(d, "pulse"))
 		pats = append(pats, filepath.Join(d, "vscode-*.sock"), filepath.Join(d, "Alacritty-*.sock"),
-			filepath.Join(d, "nvim.*"), filepath.Join(d, "kitty*"))
+			filepath.Join(d, "nvim.*"), filepath.Join(d, "kitty*"), filepath.Join(d, "wayland-*"),
+			filepath.Join(d, "pipewire-*"))
 	}
 	for _, pat := range pats {
 		if m, err := filepath.Glob(pat); err == nil {
