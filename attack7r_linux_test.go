@@ -278,3 +278,32 @@ func TestAttackTerminalDoors(t *testing.T) {
 	socks[kitty], socks[nvim] = nil, nil
 	requireDoorsShut(t, ws, socks)
 }
+
+// TestAttackHostNetworkThroughProcNet: a NetworkNone tree as root is in an
+// empty network namespace and refused AF_NETLINK, so that the host's
+// sockets and routes are not its business (docs/sandbox-threats.md, "Reviewed
+// and left allowed"); but /proc/PID/net of any host process, which takes no
+// ptrace check, shows the host's namespace: its listening ports, its
+// connections' peers, its routes, neighbours and every pathname socket's
+// path. The test listens on the host's loopback and looks for the port in
+// /proc/$PPID/net/tcp from the tree; the control is the tree's own
+// /proc/self/net/tcp, which does not list it.
+func TestAttackHostNetworkThroughProcNet(t *testing.T) {
+	t.Skip("escape found by attack review, not fixed: /proc/PID/net shows the host's network namespace to a NetworkNone root tree; a PID namespace per tree (its own /proc) would close it")
+	requireRootSandbox(t)
+	ws := t.TempDir()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	port := strings.ToUpper(strconv.FormatInt(int64(l.Addr().(*net.TCPAddr).Port)+0x10000, 16)[1:])
+	m := newManager(t, agentproc.WithSandbox(agentproc.WorkspaceSandbox(ws)))
+	out := runSandboxed(t, m, agentproc.Request{WorkDir: ws,
+		Command: "grep -c ':" + port + " ' /proc/self/net/tcp; grep -c ':" + port + " ' /proc/$PPID/net/tcp; true"})
+	if lines := strings.Fields(out.Text); len(lines) != 2 || lines[0] != "0" {
+		t.Fatalf("control: the tree's own namespace: output %q, want 0 then the host's count", out.Text)
+	} else if lines[1] != "0" {
+		t.Errorf("the tree found the host's listener on port %d in /proc/$PPID/net/tcp (%s lines), want the host's network hidden", l.Addr().(*net.TCPAddr).Port, lines[1])
+	}
+}
