@@ -307,3 +307,23 @@ func TestAttackHostNetworkThroughProcNet(t *testing.T) {
 		t.Errorf("the tree found the host's listener on port %d in /proc/$PPID/net/tcp (%s lines), want the host's network hidden", l.Addr().(*net.TCPAddr).Port, lines[1])
 	}
 }
+
+// TestAttackOtherSSHAgents: the door list held the Manager's own
+// SSH_AUTH_SOCK, not the other ssh agents of its user in /tmp: sshd makes
+// /tmp/ssh-XXXXXXXXXX/agent.PID for every login that forwards an agent
+// (an administrator's `ssh -A root@server`: their own keys), ssh-agent
+// started by hand does the same, and a ControlMaster socket at the
+// common `ControlPath /tmp/ssh-%r@%h:%p` runs commands on the remote host
+// over the user's authenticated connection. A root tree, uid 0, owns
+// root's and connects. They are covered now (`ssh-*` in the temp dir, as
+// the policy is built). The control reaches each unconfined.
+func TestAttackOtherSSHAgents(t *testing.T) {
+	requireRootSandbox(t)
+	ws := t.TempDir()
+	n := strconv.Itoa(os.Getpid())
+	agentDir := "/tmp/ssh-7r" + n
+	requireDoorsShut(t, ws, map[string][]string{
+		filepath.Join(agentDir, "agent."+n): {agentDir},
+		"/tmp/ssh-root@prod-7r" + n + ":22": nil,
+	})
+}

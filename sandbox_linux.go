@@ -1170,6 +1170,15 @@ func hostDoors() []string {
 	if p := env("SSH_AUTH_SOCK"); p != "" {
 		cands = append(cands, p)
 	}
+	// The user's other ssh agents and ControlMaster sockets: sshd's
+	// /tmp/ssh-XXXXXXXXXX/agent.PID for each login that forwards an agent,
+	// ssh-agent's own, ControlPath /tmp/ssh-%r@%h:%p (seventh attack
+	// review, TestAttackOtherSSHAgents), as the policy is built.
+	for _, dir := range []string{"/tmp", os.TempDir()} {
+		if m, err := filepath.Glob(filepath.Join(dir, "ssh-*")); err == nil {
+			cands = append(cands, m...)
+		}
+	}
 	if h, ok := strings.CutPrefix(env("DOCKER_HOST"), "unix://"); ok {
 		cands = append(cands, h)
 	}
