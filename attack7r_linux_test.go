@@ -327,3 +327,28 @@ func TestAttackOtherSSHAgents(t *testing.T) {
 		"/tmp/ssh-root@prod-7r" + n + ":22": nil,
 	})
 }
+
+// TestAttackKeyringAndAgentSockets: the runtime dir's doors named the
+// session bus, systemd, gnupg, Docker, Podman and tmux, not the other
+// agents a desktop session keeps there: gnome-keyring's ssh agent and
+// control socket (keyring/ssh, keyring/control) and GNOME's newer gcr/ssh,
+// systemd's user ssh-agent (ssh-agent.socket), p11-kit's forwarded
+// smart cards (p11-kit/pkcs11), GVfs (gvfsd: the user's mounted shares,
+// with their saved passwords); nor the ssh agents that password managers
+// keep in the home directory (1Password's ~/.1password/agent.sock,
+// Bitwarden's ~/.bitwarden-ssh-agent.sock). A root tree signed with root's
+// keys through each. Covered now (hostDoors, the credential list).
+func TestAttackKeyringAndAgentSockets(t *testing.T) {
+	requireRootSandbox(t)
+	ws, home := t.TempDir(), t.TempDir()
+	t.Setenv("HOME", home)
+	runtime := "/run/user/" + strconv.Itoa(os.Getuid())
+	socks := map[string][]string{
+		filepath.Join(home, ".1password", "agent.sock"):  {filepath.Join(home, ".1password")},
+		filepath.Join(home, ".bitwarden-ssh-agent.sock"): nil,
+	}
+	for _, p := range []string{"keyring/ssh", "keyring/control", "gcr/ssh", "ssh-agent.socket", "p11-kit/pkcs11", "gvfsd/socket-7r"} {
+		socks[filepath.Join(runtime, p)] = []string{"/run/user", runtime, filepath.Dir(filepath.Join(runtime, p))}
+	}
+	requireDoorsShut(t, ws, socks)
+}

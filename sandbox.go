@@ -255,6 +255,8 @@ var credentialPaths = []string{
 	".railway/config.json", ".doppler", ".circleci/cli.yml", ".config/scw/config.yaml", ".config/linode-cli",
 	".ollama/id_ed25519", ".sbt/.credentials", ".ivy2/.credentials",
 	".bash_history", ".zsh_history", ".psql_history", ".mysql_history", ".rediscli_history",
+	// Password managers' ssh agents (TestAttackKeyringAndAgentSockets).
+	".1password", ".bitwarden-ssh-agent.sock",
 }
 
 // systemSecretPaths are hidden by WorkspaceSandbox as well: a root tree

@@ -1209,6 +1209,10 @@ func hostDoors() []string {
 		if d != "" {
 			cands = append(cands, d+"/docker.sock", d+"/podman/podman.sock", d+"/gnupg", d+"/agentproc",
 				d+"/bus", d+"/systemd", d+"/tmux-"+uid)
+			// The session's other agents (TestAttackKeyringAndAgentSockets):
+			// gnome-keyring's and gcr's ssh agents, systemd's user
+			// ssh-agent, p11-kit's smart cards, GVfs's mounted shares.
+			cands = append(cands, d+"/keyring", d+"/gcr", d+"/ssh-agent.socket", d+"/p11-kit", d+"/gvfsd")
 		}
 	}
 	var out []string
