@@ -136,6 +136,9 @@ func runDetached(argv []string) int {
 	awaitExitUnreaped(pid)
 	_ = unix.Kill(-pid, unix.SIGKILL)
 	_ = cmd.Wait()
+	if cmd.ProcessState != nil {
+		(&sysProc{}).reapTraced(cmd.ProcessState) // a shell stopped under a trace (PTRACE_TRACEME)
+	}
 	removeTmp() // the tree is gone: nothing confined can use it any more
 	select {
 	case <-copied:

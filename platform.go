@@ -55,6 +55,9 @@ import (
 //     counts it; afterwards signal returns errNoProcess.
 //   - exitStatus(state) gives the exit code (128+N for signal N on Unix) and
 //     the OS's name of what ended the process, for Info.ExitSignal.
+//   - reapTraced(state) finishes the wait for a shell that stopped under its
+//     parent's trace, which os/exec's wait returned at (Unix: killed and
+//     reaped, and exitStatus says SIGKILL).
 //   - usage(state) is CPU time and the leader's peak memory as the OS
 //     reports it (ru_maxrss, a job's peak commit); treePeak(pid, rss) is
 //     the tree's peak from it, asked only where the containment has none
@@ -244,6 +247,7 @@ type osTree interface {
 	killLeftovers() int
 	beginStop()
 	exitStatus(state *os.ProcessState) (code int, signal string)
+	reapTraced(state *os.ProcessState)
 	usage(state *os.ProcessState) (time.Duration, int64)
 	treePeak(pid int, rss int64) int64
 	release()

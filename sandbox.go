@@ -246,6 +246,17 @@ var credentialPaths = []string{
 	".var/app/org.mozilla.firefox/.mozilla", ".var/app/com.google.Chrome/config/google-chrome",
 	".var/app/org.chromium.Chromium/config/chromium", ".config/BraveSoftware", ".config/microsoft-edge",
 	".config/vivaldi", ".config/opera", ".thunderbird", "snap/thunderbird/common/.thunderbird",
+	// Seventh attack review (TestAttackSecretsOutsideList): the X server's
+	// cookie, Docker's TLS client key, cluster admin keys, object store and
+	// platform tokens, model API keys, a signing key, publishing passwords,
+	// and the histories where typed tokens and passwords stay.
+	".Xauthority", ".docker/key.pem", ".minikube", ".talos", ".mc/config.json",
+	".config/io.datasette.llm/keys.json", ".local/share/com.vercel.cli", ".supabase/access-token",
+	".railway/config.json", ".doppler", ".circleci/cli.yml", ".config/scw/config.yaml", ".config/linode-cli",
+	".ollama/id_ed25519", ".sbt/.credentials", ".ivy2/.credentials",
+	".bash_history", ".zsh_history", ".psql_history", ".mysql_history", ".rediscli_history",
+	// Password managers' ssh agents (TestAttackKeyringAndAgentSockets).
+	".1password", ".bitwarden-ssh-agent.sock",
 }
 
 // systemSecretPaths are hidden by WorkspaceSandbox as well: a root tree
@@ -255,7 +266,11 @@ var credentialPaths = []string{
 // readable to a root tree (the README's "What does not hold").
 var systemSecretPaths = []string{"/etc/shadow", "/etc/gshadow", "/etc/sudoers", "/etc/sudoers.d", "/root/.ssh",
 	"/etc/ssh/ssh_host_*_key", "/etc/ssl/private", "/etc/wireguard", "/etc/krb5.keytab",
-	"/etc/kubernetes", "/etc/rancher", "/etc/letsencrypt", "/var/lib/kubelet/pki"}
+	"/etc/kubernetes", "/etc/rancher", "/etc/letsencrypt", "/var/lib/kubelet/pki",
+	// What a container platform mounts in, world-readable: Kubernetes'
+	// service account and workload identity tokens, Docker's secrets
+	// (seventh attack review, TestAttackMountedSecrets).
+	"/run/secrets", "/var/run/secrets"}
 
 // WorkspaceSandbox is the usual policy for a model's commands in dir: write
 // dir and a private temp dir, read everything but the usual credential

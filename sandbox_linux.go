@@ -1170,6 +1170,15 @@ func hostDoors() []string {
 	if p := env("SSH_AUTH_SOCK"); p != "" {
 		cands = append(cands, p)
 	}
+	// The user's other ssh agents and ControlMaster sockets: sshd's
+	// /tmp/ssh-XXXXXXXXXX/agent.PID for each login that forwards an agent,
+	// ssh-agent's own, ControlPath /tmp/ssh-%r@%h:%p (seventh attack
+	// review, TestAttackOtherSSHAgents), as the policy is built.
+	for _, dir := range []string{"/tmp", os.TempDir()} {
+		if m, err := filepath.Glob(filepath.Join(dir, "ssh-*")); err == nil {
+			cands = append(cands, m...)
+		}
+	}
 	if h, ok := strings.CutPrefix(env("DOCKER_HOST"), "unix://"); ok {
 		cands = append(cands, h)
 	}
@@ -1200,6 +1209,10 @@ func hostDoors() []string {
 		if d != "" {
 			cands = append(cands, d+"/docker.sock", d+"/podman/podman.sock", d+"/gnupg", d+"/agentproc",
 				d+"/bus", d+"/systemd", d+"/tmux-"+uid)
+			// The session's other agents (TestAttackKeyringAndAgentSockets):
+			// gnome-keyring's and gcr's ssh agents, systemd's user
+			// ssh-agent, p11-kit's smart cards, GVfs's mounted shares.
+			cands = append(cands, d+"/keyring", d+"/gcr", d+"/ssh-agent.socket", d+"/p11-kit", d+"/gvfsd")
 		}
 	}
 	var out []string
@@ -1211,26 +1224,41 @@ func hostDoors() []string {
 	return resolvePaths(out)
 }
 
-// desktopDoors returns the desktop's sockets whose names are made at random,
-// as they are when the policy is built (TestAttackDesktopDoors): a
-// Chromium-based browser's SingletonSocket (the running browser opens a URL
-// the tree names, with the user's cookies and network), VS Code's in the
-// temp and runtime dirs (the Git extension's askpass answers with the token
+// desktopDoors returns the sockets of the desktop the agent runs in, as
+// they are when the policy is built (TestAttackDesktopDoors,
+// TestAttackTerminalDoors): a Chromium-based browser's SingletonSocket (the
+// running browser opens a URL the tree names, with the user's cookies and
+// network); VS Code's (the Git extension's askpass answers with the token
 // it holds; the `code` command's installs an extension, which runs
-// unconfined; Remote-SSH's forwards an ssh agent) and those its variables
-// name. One made later is reachable (docs/sandbox-threats.md, seventh
-// attack review).
+// unconfined; Remote-SSH's forwards an ssh agent); and the terminals and
+// editors that run or type what a client asks, as tmux and screen do
+// (zellij, WezTerm, Alacritty, kitty, Emacs's server, Neovim's); the
+// Wayland display (wlroots compositors give any client screen capture and
+// a virtual keyboard) and the sound server (the microphone): in the temp
+// and runtime dirs and where their variables name them. One made
+// later is reachable (docs/sandbox-threats.md, seventh attack review).
 func desktopDoors(uid string) []string {
 	var out []string
-	for _, k := range []string{"VSCODE_IPC_HOOK_CLI", "VSCODE_GIT_IPC_HANDLE", "VSCODE_IPC_HOOK"} {
-		if p := os.Getenv(k); p != "" {
+	for _, k := range []string{"VSCODE_IPC_HOOK_CLI", "VSCODE_GIT_IPC_HANDLE", "VSCODE_IPC_HOOK",
+		"WEZTERM_UNIX_SOCKET", "ALACRITTY_SOCKET", "KITTY_LISTEN_ON", "NVIM", "NVIM_LISTEN_ADDRESS"} {
+		if p, _ := strings.CutPrefix(os.Getenv(k), "unix:"); p != "" {
 			out = append(out, p)
 		}
 	}
-	pats := []string{filepath.Join(os.TempDir(), "*", "SingletonSocket"), filepath.Join(os.TempDir(), "vscode-*.sock"),
-		"/run/user/" + uid + "/vscode-*.sock"}
+	tmp := os.TempDir()
+	out = append(out, filepath.Join(tmp, "zellij-"+uid), filepath.Join(tmp, "emacs"+uid))
+	pats := []string{filepath.Join(tmp, "*", "SingletonSocket"), filepath.Join(tmp, "vscode-*.sock"),
+		filepath.Join(tmp, "nvim.*")}
+	runtimes := []string{"/run/user/" + uid}
 	if d := os.Getenv("XDG_RUNTIME_DIR"); filepath.IsAbs(d) {
-		pats = append(pats, filepath.Join(d, "vscode-*.sock"))
+		runtimes = append(runtimes, d)
+	}
+	for _, d := range runtimes {
+		out = append(out, filepath.Join(d, "zellij"), filepath.Join(d, "wezterm"), filepath.Join(d, "emacs"),
+			filepath.Join(d, "pulse"))
+		pats = append(pats, filepath.Join(d, "vscode-*.sock"), filepath.Join(d, "Alacritty-*.sock"),
+			filepath.Join(d, "nvim.*"), filepath.Join(d, "kitty*"), filepath.Join(d, "wayland-*"),
+			filepath.Join(d, "pipewire-*"))
 	}
 	for _, pat := range pats {
 		if m, err := filepath.Glob(pat); err == nil {

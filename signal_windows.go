@@ -170,6 +170,10 @@ func (s *sysProc) beginStop() {
 	s.mu.Unlock()
 }
 
+// reapTraced has nothing to do: a Windows process cannot stop under its
+// parent's trace without the parent's debugger loop.
+func (s *sysProc) reapTraced(*os.ProcessState) {}
+
 // exitStatus reports the shell's exit code and, as Info.ExitSignal, what ended
 // it where that was a console break or this package's job kill (see
 // winExitSignal).

@@ -354,8 +354,11 @@ func (s *supervisor) supervise(out *os.File, readerDone <-chan struct{}, tty boo
 	s.recordRunning()
 	s.awaitRaise()
 	waitErr := s.cmd.Wait()
-	s.ctr.reaped()
 	state := s.cmd.ProcessState
+	if state != nil {
+		s.sys.reapTraced(state)
+	}
+	s.ctr.reaped()
 	// Writes from now on are ErrStdinClosed, whatever is left of the tree.
 	s.p.in.closeAtExit()
 

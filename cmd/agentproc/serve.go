@@ -119,6 +119,11 @@ func runServe(ctx context.Context, e *env, args []string) error {
 		l.Close()
 		return err
 	}
+	if sb, err = hideTokenFile(sb, tf.file, mf.workdir); err != nil {
+		l.Close()
+		return err
+	}
+	opts = append(opts, redactToken(token)...)
 	// The operator's policy is the Manager's default, which a client of
 	// the API can only narrow (httpapi's "sandbox" field).
 	m := agentproc.New(append(opts, agentproc.WithSandbox(sb))...)
@@ -158,6 +163,37 @@ func runServe(ctx context.Context, e *env, args []string) error {
 		return serveErr
 	}
 	return nil
+}
+
+// hideTokenFile hides --token-file's file from serve's sandboxed trees:
+// the credential list names ~/.config/agentproc, not a path the operator
+// chooses, and a tree that reads the token drives serve unconfined
+// (seventh attack review, TestAttackServeTokenFileHiddenAndRedacted). A file
+// inside the work dir cannot be hidden there and is refused.
+func hideTokenFile(sb *agentproc.Sandbox, file, workdir string) (*agentproc.Sandbox, error) {
+	if sb == nil || file == "" {
+		return sb, nil
+	}
+	abs, err := filepath.Abs(file)
+	if err != nil {
+		return nil, usagef("--token-file: %v", err)
+	}
+	if wd, err := filepath.Abs(workdir); err == nil && (abs == wd || strings.HasPrefix(abs, wd+string(filepath.Separator))) {
+		return nil, usagef("--token-file %s lies in --workdir, where the commands could read it: keep it elsewhere", file)
+	}
+	sb.Hide = append(sb.Hide, abs)
+	return sb, nil
+}
+
+// redactToken returns the option that redacts serve's token from what its
+// commands print, where it is long enough to be a secret the Manager
+// takes (a token from --token-file is in no environment the Manager
+// reads; a shorter one is left, as WithSecrets would refuse it).
+func redactToken(token string) []agentproc.Option {
+	if len(token) < agentproc.MinSecretBytes || len(token) > agentproc.MaxSecretBytes {
+		return nil
+	}
+	return []agentproc.Option{agentproc.WithSecrets(map[string]string{tokenEnv: token})}
 }
 
 // serveMux is the handler serve serves: the API at the root, Coder's under
