@@ -34,32 +34,9 @@ import (
 // loop device, and it opens the terminals.
 func TestAttackRawBlockDevice(t *testing.T) {
 	requireRootSandbox(t)
-	if _, err := exec.LookPath("losetup"); err != nil {
-		t.Skip("no losetup")
-	}
 	ws, key, _ := sandboxWorkspace(t)
 	const secret = "HIDDEN-ON-DISK-7c1e"
-	img := filepath.Join(filepath.Dir(key), "disk.img")
-	data := make([]byte, 1<<20)
-	copy(data[4096:], secret)
-	if err := os.WriteFile(img, data, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	out, err := exec.Command("losetup", "-f", "--show", "-r", img).CombinedOutput()
-	if err != nil {
-		t.Skipf("losetup: %v: %s", err, out)
-	}
-	loop := strings.TrimSpace(string(out))
-	t.Cleanup(func() {
-		if out, err := exec.Command("losetup", "-d", loop).CombinedOutput(); err != nil {
-			t.Errorf("losetup -d %s: %v: %s", loop, err, out)
-		}
-	})
-	// Control: the host reads the secret through the device.
-	dev, err := os.ReadFile(loop)
-	if err != nil || !bytes.Contains(dev, []byte(secret)) {
-		t.Fatalf("control: the host read %d bytes of %s (err %v), want the secret in them", len(dev), loop, err)
-	}
+	img, loop := hiddenDiskLoop(t, key, secret)
 	m := newManager(t, agentproc.WithSandbox(agentproc.WorkspaceSandbox(ws)), agentproc.WithRedaction(false))
 	// Control: the file itself is hidden.
 	if o := runSandboxed(t, m, agentproc.Request{WorkDir: ws, Command: "cat " + shellQuote(img)}); strings.Contains(o.Text, secret) {
@@ -81,6 +58,38 @@ func TestAttackRawBlockDevice(t *testing.T) {
 			t.Errorf("the tree opened the host's %s for reading: output %q, want it refused", d, o.Text)
 		}
 	}
+}
+
+// hiddenDiskLoop writes a 1 MiB disk image holding secret next to the
+// hidden file key, attaches it read-only to a loop device, detached at the
+// test's end, and returns the image's path and the device's; it skips
+// without losetup or a free loop device. The control: the host reads the
+// secret through the device.
+func hiddenDiskLoop(t *testing.T, key, secret string) (img, loop string) {
+	t.Helper()
+	if _, err := exec.LookPath("losetup"); err != nil {
+		t.Skip("no losetup")
+	}
+	img = filepath.Join(filepath.Dir(key), "disk.img")
+	data := make([]byte, 1<<20)
+	copy(data[4096:], secret)
+	if err := os.WriteFile(img, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command("losetup", "-f", "--show", "-r", img).CombinedOutput()
+	if err != nil {
+		t.Skipf("losetup: %v: %s", err, out)
+	}
+	loop = strings.TrimSpace(string(out))
+	t.Cleanup(func() {
+		if out, err := exec.Command("losetup", "-d", loop).CombinedOutput(); err != nil {
+			t.Errorf("losetup -d %s: %v: %s", loop, err, out)
+		}
+	})
+	if dev, err := os.ReadFile(loop); err != nil || !bytes.Contains(dev, []byte(secret)) {
+		t.Fatalf("control: the host read %d bytes of %s (err %v), want the secret in them", len(dev), loop, err)
+	}
+	return img, loop
 }
 
 // TestAttackNAT64PrivateAddress: the proxy refuses a private-range

@@ -39,27 +39,9 @@ func TestAttackDeviceMadeBeforeRemake(t *testing.T) {
 	if testing.Short() {
 		t.Skip("600 sandboxed Starts")
 	}
-	if _, err := exec.LookPath("losetup"); err != nil {
-		t.Skip("no losetup")
-	}
 	ws, key, _ := sandboxWorkspace(t)
 	const secret = "HIDDEN-ON-DISK-3f9a"
-	img := filepath.Join(filepath.Dir(key), "disk.img")
-	data := make([]byte, 1<<20)
-	copy(data[4096:], secret)
-	if err := os.WriteFile(img, data, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	out, err := exec.Command("losetup", "-f", "--show", "-r", img).CombinedOutput()
-	if err != nil {
-		t.Skipf("losetup: %v: %s", err, out)
-	}
-	loop := strings.TrimSpace(string(out))
-	t.Cleanup(func() {
-		if out, err := exec.Command("losetup", "-d", loop).CombinedOutput(); err != nil {
-			t.Errorf("losetup -d %s: %v: %s", loop, err, out)
-		}
-	})
+	_, loop := hiddenDiskLoop(t, key, secret)
 	var st unix.Stat_t
 	if err := unix.Stat(loop, &st); err != nil {
 		t.Fatal(err)

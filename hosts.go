@@ -266,6 +266,9 @@ func DenialHint(d Denial) string {
 			return "add " + v4.String() + " (carried in " + v6.String() + ") or its CIDR to allow_hosts"
 		}
 		host, _, _ := strings.Cut(d.Target, ":")
+		if a, ok := egress.PrivateIn(d.Rule); ok {
+			return "add " + a.String() + " or its CIDR to allow_hosts (the name " + host + " resolves to that private address)"
+		}
 		return "add the host's IP address or CIDR to allow_hosts (the name " + host + " resolves to a private address)"
 	case strings.HasPrefix(d.Rule, "resolves to"):
 		return "none: the proxy never connects to such an address"

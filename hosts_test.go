@@ -87,8 +87,9 @@ func TestSandboxNarrowHosts(t *testing.T) {
 // "add the host's IP address or CIDR", which names neither the IPv4
 // address to list nor where it came from. The rule names both now, and the
 // hint is the exact change; listing that address lets the filter dial it.
-// The controls: a plain private address keeps its hint, and a carried
-// loopback address is refused whatever the list says.
+// A plain private address, which the hint did not name either, is named
+// now too. The control: a carried loopback address is refused whatever
+// the list says.
 func TestDenialHintCarriedIPv4(t *testing.T) {
 	t.Parallel()
 	f := &egress.AddrFilter{LocalAddrs: func() ([]netip.Addr, error) { return nil, nil }}
@@ -120,9 +121,12 @@ func TestDenialHintCarriedIPv4(t *testing.T) {
 			t.Errorf("Check(%s) with %s listed, as the hint says: got %q, want dialled", c.v6, c.v4, r)
 		}
 	}
-	plain := agentproc.Denial{Kind: "network", Op: "resolve", Target: "attacker.example:443", Rule: f.Check(netip.MustParseAddr("10.1.2.3"), list)}
-	if got, want := agentproc.DenialHint(plain), "add the host's IP address or CIDR to allow_hosts (the name attacker.example resolves to a private address)"; got != want {
-		t.Errorf("DenialHint(10.1.2.3): got %q, want %q", got, want)
+	for _, a := range []string{"10.1.2.3", "fd12::1", "::ffff:192.168.1.1"} {
+		plain := agentproc.Denial{Kind: "network", Op: "resolve", Target: "attacker.example:443", Rule: f.Check(netip.MustParseAddr(a), list)}
+		want := "add " + netip.MustParseAddr(a).Unmap().String() + " or its CIDR to allow_hosts (the name attacker.example resolves to that private address)"
+		if got := agentproc.DenialHint(plain); got != want {
+			t.Errorf("DenialHint(%s): got %q, want %q", a, got, want)
+		}
 	}
 	loop := agentproc.Denial{Kind: "network", Op: "resolve", Target: "attacker.example:443", Rule: f.Check(netip.MustParseAddr("64:ff9b::7f00:1"), list)}
 	if got, want := agentproc.DenialHint(loop), "none: the proxy never connects to such an address"; got != want {

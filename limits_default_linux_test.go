@@ -288,13 +288,21 @@ func TestLimitsMemoryOOMDefault(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	start := time.Now()
+	// The shell waits for a line before it starts the hog: its cgroups are
+	// read from /proc while it is there to read. Started at once, the hog
+	// could be killed, and the shell with it, and reaped before a test
+	// goroutine slowed by load got to the read.
 	p := startDefault(t, m, agentproc.Request{
-		Command: `sleep 1000 & ` + shellQuote(exe) + `; echo survived; wait`,
+		Command: `read go; sleep 1000 & ` + shellQuote(exe) + `; echo survived; wait`,
+		Stdin:   true,
 		Env:     map[string]string{agentproc.HelperEnv: hog},
 		Limits:  agentproc.Limits{Memory: 64 << 20},
 	})
 	dirs := treeCgroups(t, p.Info().PID, p.ID())
+	start := time.Now()
+	if _, err := p.WriteStdin(testContext(t), []byte("go\n")); err != nil {
+		t.Fatalf("WriteStdin: %v", err)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), scaled(5*time.Second, slow))
 	defer cancel()
 	info, err := p.Wait(ctx)
@@ -315,7 +323,7 @@ func TestLimitsMemoryOOMDefault(t *testing.T) {
 	requireRemoved(t, m, dirs)
 	// The host was not the victim: it is here, and its own cgroup is not
 	// the one that counted a kill.
-	t.Logf("memory hog: reason %s, peak %s, tree gone %s after Start (%v)", info.Reason, fmtMiB(info.MaxRSS), took, dirs)
+	t.Logf("memory hog: reason %s, peak %s, tree gone %s after the hog's start (%v)", info.Reason, fmtMiB(info.MaxRSS), took, dirs)
 }
 
 // TestLimitsCPUShareDefault measures a busy loop under CPU 0.25 over 2 s in

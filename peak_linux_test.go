@@ -30,18 +30,8 @@ func init() {
 			return 1
 		}
 		bs := hwm + 100<<20
-		for _, cmd := range []string{"true", fmt.Sprintf("dd if=/dev/zero of=/dev/null bs=%d count=1 2>/dev/null", bs)} {
-			p, err := m.Start(ctx, agentproc.Request{Command: cmd})
-			if err != nil {
-				fmt.Println("fail", err)
-				return 1
-			}
-			info, err := p.Wait(ctx)
-			if err != nil {
-				fmt.Println("fail", err)
-				return 1
-			}
-			fmt.Println(info.MaxRSS)
+		if !printPeaks(ctx, m, "true", fmt.Sprintf("dd if=/dev/zero of=/dev/null bs=%d count=1 2>/dev/null", bs)) {
+			return 1
 		}
 		fmt.Println(bs)
 		runtime.KeepAlive(fat)
@@ -62,18 +52,8 @@ func init() {
 		m := agentproc.New()
 		defer m.Close()
 		dd := "dd if=/dev/zero of=/dev/null bs=64M count=1 2>/dev/null"
-		for _, cmd := range []string{dd, dd + "; true"} {
-			p, err := m.Start(ctx, agentproc.Request{Command: cmd})
-			if err != nil {
-				fmt.Println("fail", err)
-				return 1
-			}
-			info, err := p.Wait(ctx)
-			if err != nil {
-				fmt.Println("fail", err)
-				return 1
-			}
-			fmt.Println(info.MaxRSS)
+		if !printPeaks(ctx, m, dd, dd+"; true") {
+			return 1
 		}
 		hwm, ok := agentproc.HostHWM()
 		if !ok {
@@ -84,6 +64,57 @@ func init() {
 		runtime.KeepAlive(fat)
 		return 0
 	}, false)
+}
+
+// printPeaks runs each command on m in turn, from a fat host helper, and
+// prints the peak memory Info reports for it, a line each; on a failure it
+// prints "fail" and the error instead and returns false.
+func printPeaks(ctx context.Context, m *agentproc.Manager, cmds ...string) bool {
+	for _, cmd := range cmds {
+		p, err := m.Start(ctx, agentproc.Request{Command: cmd})
+		if err != nil {
+			fmt.Println("fail", err)
+			return false
+		}
+		info, err := p.Wait(ctx)
+		if err != nil {
+			fmt.Println("fail", err)
+			return false
+		}
+		fmt.Println(info.MaxRSS)
+	}
+	return true
+}
+
+// runFatHost runs the test binary as the fat host helper mode names and
+// returns the three numbers it prints (two peaks, then a size); what the
+// third is, want says for a failure's message.
+func runFatHost(t *testing.T, mode, want string) [3]int64 {
+	t.Helper()
+	m := newManager(t)
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := mustStart(t, m, agentproc.Request{Command: "exec " + shellQuote(exe), Env: map[string]string{agentproc.HelperEnv: mode}})
+	// The host touches 300 MiB and more under -race: a longer deadline.
+	ctx, cancel := context.WithTimeout(context.Background(), 3*testTimeout)
+	defer cancel()
+	info, err := p.Wait(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Fields(p.Output().Text)
+	if info.ExitCode == nil || *info.ExitCode != 0 || len(lines) != 3 {
+		t.Fatalf("fat host: got exit %v and output %q, want two peaks and %s", info.ExitCode, p.Output().Text, want)
+	}
+	var out [3]int64
+	for i, l := range lines {
+		if out[i], err = strconv.ParseInt(l, 10, 64); err != nil {
+			t.Fatalf("fat host: got output %q, want numbers", p.Output().Text)
+		}
+	}
+	return out
 }
 
 // touch allocates n MiB and writes a byte on every page.
@@ -104,27 +135,8 @@ func touch(n int) []byte {
 // buffer), is still reported.
 func TestPeakMemoryIsTheTrees(t *testing.T) {
 	t.Parallel()
-	mode := agentproc.UseHelper("fat-host")
-	m := newManager(t)
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := mustStart(t, m, agentproc.Request{Command: "exec " + shellQuote(exe), Env: map[string]string{agentproc.HelperEnv: mode}})
-	// The host touches 300 MiB and more under -race: a longer deadline.
-	ctx, cancel := context.WithTimeout(context.Background(), 3*testTimeout)
-	defer cancel()
-	info, err := p.Wait(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	lines := strings.Fields(p.Output().Text)
-	if info.ExitCode == nil || *info.ExitCode != 0 || len(lines) != 3 {
-		t.Fatalf("fat host: got exit %v and output %q, want two peaks and a size", info.ExitCode, p.Output().Text)
-	}
-	peakTrue, _ := strconv.ParseInt(lines[0], 10, 64)
-	peakDD, _ := strconv.ParseInt(lines[1], 10, 64)
-	bs, _ := strconv.ParseInt(lines[2], 10, 64)
+	out := runFatHost(t, agentproc.UseHelper("fat-host"), "a size")
+	peakTrue, peakDD, bs := out[0], out[1], out[2]
 	if peakTrue > 32<<20 {
 		t.Errorf("peak of true run by a host holding 300 MiB: got %s, want the tree's own (at most 32 MiB) or unknown (0)", fmtMiB(peakTrue))
 	}
@@ -148,26 +160,10 @@ func TestPeakMemoryBelowTheHosts(t *testing.T) {
 		// is unknown (0), as TestPeakMemoryIsTheTrees checks.
 		t.Skipf("the exit records need root in the initial user and PID namespaces: %v", err)
 	}
-	mode := agentproc.UseHelper("fat-host-small")
-	m := newManager(t)
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := mustStart(t, m, agentproc.Request{Command: "exec " + shellQuote(exe), Env: map[string]string{agentproc.HelperEnv: mode}})
-	ctx, cancel := context.WithTimeout(context.Background(), 3*testTimeout)
-	defer cancel()
-	info, err := p.Wait(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	lines := strings.Fields(p.Output().Text)
-	if info.ExitCode == nil || *info.ExitCode != 0 || len(lines) != 3 {
-		t.Fatalf("fat host: got exit %v and output %q, want two peaks and a VmHWM", info.ExitCode, p.Output().Text)
-	}
-	hwm, _ := strconv.ParseInt(lines[2], 10, 64)
+	out := runFatHost(t, agentproc.UseHelper("fat-host-small"), "a VmHWM")
+	hwm := out[2]
 	for i, what := range []string{"dd as the leader", "dd as a reaped child"} {
-		peak, _ := strconv.ParseInt(lines[i], 10, 64)
+		peak := out[i]
 		if peak < 64<<20 || peak > 80<<20 {
 			t.Errorf("peak of %s with a 64 MiB buffer under a host of %s: got %s, want 64 to 80 MiB", what, fmtMiB(hwm), fmtMiB(peak))
 		}

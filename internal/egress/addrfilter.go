@@ -238,9 +238,29 @@ func (g *AddrFilter) Check(a netip.Addr, l *List) string {
 		return "resolves to an address of this host"
 	}
 	if isPrivate(a) && !l.NamesPrivate(a) {
-		return "resolves to a private address (name the IP or CIDR in AllowHosts to allow it)"
+		return privateRule + " (" + a.String() + "; name the IP or CIDR in AllowHosts to allow it)"
 	}
 	return ""
+}
+
+// privateRule begins the rule refusing a private address AllowHosts does
+// not name; the address follows, for the hint (PrivateIn).
+const privateRule = "resolves to a private address"
+
+// PrivateIn returns the private address a rule refused, the one AllowHosts
+// would have to name (by itself or a CIDR); ok is false when the rule is
+// no such refusal. Like CarriedIn it reads only what Check wrote.
+func PrivateIn(rule string) (a netip.Addr, ok bool) {
+	rest, found := strings.CutPrefix(rule, privateRule+" (")
+	s, _, cut := strings.Cut(rest, ";")
+	if !found || !cut {
+		return netip.Addr{}, false
+	}
+	a, err := netip.ParseAddr(s)
+	if err != nil {
+		return netip.Addr{}, false
+	}
+	return a, true
 }
 
 // isLocal reports whether a is an address of this host; known is false

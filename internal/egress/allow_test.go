@@ -142,7 +142,7 @@ func TestAddrFilterCheck(t *testing.T) {
 		{"240.0.0.1", "private"},  // reserved
 		{"fec0::1", "private"},    // deprecated site-local
 		{"5f00::1", "private"},    // SRv6 segment identifiers
-		{"2002:a00:1::1", "private address (name the IP or CIDR in AllowHosts to allow it) (10.0.0.1 inside 6to4 2002:a00:1::1)"},
+		{"2002:a00:1::1", "private address (10.0.0.1; name the IP or CIDR in AllowHosts to allow it) (10.0.0.1 inside 6to4 2002:a00:1::1)"},
 		{"203.0.113.80", ""}, // documentation range: the registries here
 		{"192.0.2.1", ""},
 		{"2001:db8::1", ""},

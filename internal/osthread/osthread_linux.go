@@ -180,8 +180,9 @@ type mainThreadHold struct {
 	gone  chan struct{} // closed once the holder has unlocked it
 }
 
-// mainLandings counts the calls the runtime put on the main thread.
-var mainLandings atomic.Int64
+// mainLandings counts the calls the runtime put on the main thread, and
+// spareLandings the spares among them.
+var mainLandings, spareLandings atomic.Int64
 
 // HoldMain registers a user of the main thread's hold and returns its
 // release, which may be called more than once; the last user's release
@@ -279,36 +280,62 @@ type Spare struct {
 
 // NewSpare makes a spare thread in the background: prepare runs on it, and
 // done, if not nil, when its goroutine ends (whether the spare served, was
-// discarded or failed). Never on the main thread, which the spare then
-// does not use: it fails (Failed) and the caller does the work itself.
+// discarded or failed). Never on the main thread: a goroutine the runtime
+// puts there hands the spare on to one that cannot run there while it
+// holds the main thread, waits until that one is ready or failed, and then
+// holds the main thread while a user holds it (HoldMain), as Throwaway's
+// does. A spare that gave up there instead was made again by the caller
+// onto the main thread: the thread whose goroutine started it had exited
+// and handed its P to the idle main thread, each time (TestSpareOnMain).
 func NewSpare(prepare func() error, done func()) *Spare {
 	s := &Spare{ready: make(chan struct{}), fail: make(chan struct{}),
 		work: make(chan func()), quit: make(chan struct{})}
 	go func() {
-		if done != nil {
-			defer done()
+		if !lockOffMain() {
+			s.serve(prepare, done)
+			return // locked: the thread, changed, is discarded
 		}
-		if lockOffMain() {
-			// Not while a user holds the main thread (HoldMain); the main
-			// thread is never changed, and it is never discarded.
-			runtime.UnlockOSThread()
-			close(s.fail)
-			return
-		}
-		if err := prepare(); err != nil {
-			close(s.fail) // the caller does the work itself and reports it
-			return        // locked: a thread changed halfway is discarded
-		}
-		s.tid = unix.Gettid()
-		close(s.ready)
+		mainLandings.Add(1)
+		spareLandings.Add(1)
+		go func() {
+			if lockOffMain() {
+				// Impossible while the outer goroutine holds the main
+				// thread; refuse rather than change it.
+				runtime.UnlockOSThread()
+				close(s.fail)
+				if done != nil {
+					done()
+				}
+				return
+			}
+			s.serve(prepare, done)
+		}()
 		select {
-		case w := <-s.work:
-			w()
-		case <-s.quit:
+		case <-s.ready:
+		case <-s.fail:
 		}
-		// Returns locked: the thread, changed, is discarded.
+		keepMain()
 	}()
 	return s
+}
+
+// serve is the spare's life on its own thread, which the caller has locked
+// and leaves locked: prepare, then the one Do or the Discard.
+func (s *Spare) serve(prepare func() error, done func()) {
+	if done != nil {
+		defer done()
+	}
+	if err := prepare(); err != nil {
+		close(s.fail) // the caller does the work itself and reports it
+		return        // locked: a thread changed halfway is discarded
+	}
+	s.tid = unix.Gettid()
+	close(s.ready)
+	select {
+	case w := <-s.work:
+		w()
+	case <-s.quit:
+	}
 }
 
 // Ready is closed once the spare's thread is prepared.

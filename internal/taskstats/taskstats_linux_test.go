@@ -1,6 +1,7 @@
 package taskstats
 
 import (
+	"context"
 	"errors"
 	"os"
 	"os/exec"
@@ -38,21 +39,34 @@ func TestPeakOfChildAndReapedDescendant(t *testing.T) {
 		"exec dd if=/dev/zero of=/dev/null bs=64M count=1 2>/dev/null",
 		"dd if=/dev/zero of=/dev/null bs=64M count=1 2>/dev/null; true",
 	} {
-		m := l.Mark()
-		cmd := exec.Command("sh", "-c", script)
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		l.Watch(cmd.Process.Pid, m)
-		if err := cmd.Wait(); err != nil {
-			t.Fatal(err)
-		}
-		peak, ok := l.Peak(cmd.Process.Pid, m)
-		l.Done()
+		peak, ok := runPeak(t, l, script)
 		if !ok || peak < 64<<20 || peak > 80<<20 {
 			t.Errorf("%q: got peak %d (%v), want 64 to 80 MiB", script, peak, ok)
 		}
 	}
+}
+
+// runPeak runs script under sh as a child watched by l, from Mark to Done,
+// and returns the peak l reads for it; marked, if given, runs right after
+// the Mark. The child has 10 s.
+func runPeak(t *testing.T, l *Listener, script string, marked ...func()) (int64, bool) {
+	t.Helper()
+	m := l.Mark()
+	defer l.Done()
+	for _, f := range marked {
+		f()
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "sh", "-c", script)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	l.Watch(cmd.Process.Pid, m)
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("%q: %v", script, err)
+	}
+	return l.Peak(cmd.Process.Pid, m)
 }
 
 // TestFold checks how records become a child's peak, without the kernel:
@@ -130,20 +144,11 @@ func TestIdleListenerStopsListening(t *testing.T) {
 		}
 		<-time.After(10 * time.Millisecond) // a poll, with a deadline: the kernel has no event for it
 	}
-	m := l.Mark()
-	if !listening() {
-		t.Fatal("Mark: got not listening, want registered again")
-	}
-	cmd := exec.Command("sh", "-c", "exec dd if=/dev/zero of=/dev/null bs=32M count=1 2>/dev/null")
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	l.Watch(cmd.Process.Pid, m)
-	if err := cmd.Wait(); err != nil {
-		t.Fatal(err)
-	}
-	peak, ok := l.Peak(cmd.Process.Pid, m)
-	l.Done()
+	peak, ok := runPeak(t, l, "exec dd if=/dev/zero of=/dev/null bs=32M count=1 2>/dev/null", func() {
+		if !listening() {
+			t.Fatal("Mark: got not listening, want registered again")
+		}
+	})
 	if !ok || peak < 32<<20 || peak > 48<<20 {
 		t.Errorf("peak after registering again: got %d (%v), want 32 to 48 MiB", peak, ok)
 	}
