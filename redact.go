@@ -13,6 +13,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"unicode/utf8"
 
@@ -653,11 +654,63 @@ func (s *redactSet) pendingFrom(data []byte, from int, prev []byte) int {
 	return run
 }
 
-// redaction is what applies to one process's output: the Manager's set,
-// then the request's (either may be nil), counted in count.
+// redaction is what applies to one process's output: fixed sets (either
+// may be nil), then, when live is set, the newest set it points to,
+// counted in count. For a Manager's process the fixed set is the
+// Manager's (host and WithSecrets) and live is requestSecrets.set: the
+// secrets of every request the Manager has started, its own included.
+// A detached process's runner has one fixed set and no live one.
 type redaction struct {
 	sets  [2]*redactSet
+	live  *atomic.Pointer[redactSet]
 	count *atomic.Int64
+}
+
+// startedSecrets is the set of the secrets of every request a Manager has
+// started (processSecrets): a secret one tree holds can reach another
+// tree of the same Manager without passing through the holder's output
+// (its /proc/PID/cmdline, a file it writes, a socket), so every stream
+// redacts all of them (seventh attack review,
+// TestAttackSecretOfAnotherRequestByCmdline). The set only grows while
+// the Manager lives: a reaped holder's secret can still be printed by a
+// reader that copied it, or by a file it left.
+type startedSecrets struct {
+	// set is read by every stream once per write (an atomic load); it is
+	// replaced, never changed, under mu.
+	set     atomic.Pointer[redactSet]
+	mu      sync.Mutex
+	entries []secretEntry        // what set was built from, in order of registration
+	known   map[secretEntry]bool // entries as a set
+}
+
+// register adds entries to the set before the process that holds them
+// exists, so no tree can read one before every stream redacts it. The
+// set is rebuilt only when an entry is new: its cost is the whole set's
+// (BenchmarkRedactRegister), paid once per new secret.
+func (ss *startedSecrets) register(entries []secretEntry) {
+	if len(entries) == 0 {
+		return
+	}
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	added := false
+	for _, e := range entries {
+		if ss.known[e] {
+			continue
+		}
+		if ss.known == nil {
+			ss.known = map[secretEntry]bool{}
+		}
+		ss.known[e] = true
+		ss.entries = append(ss.entries, e)
+		added = true
+	}
+	if added {
+		// Built under mu so that sets are stored in the order their
+		// entries were registered: a slower build of an older set never
+		// replaces a newer one. It is CPU only, no system call.
+		ss.set.Store(newRedactSet(slices.Clone(ss.entries)))
+	}
 }
 
 // validateRedaction checks WithSecrets and req.Secrets (validate's step 3).
@@ -674,10 +727,23 @@ func (m *Manager) redactionFor(p *Process, req Request, env []string) redaction 
 	if m.cfg.noRedaction {
 		return redaction{}
 	}
+	// req's own secrets were registered before its process existed
+	// (registerSecrets); a recovered process has none this Manager knows.
 	return redaction{
-		sets:  [2]*redactSet{m.redact, newRedactSet(m.processSecrets(req, env))},
+		sets:  [2]*redactSet{m.redact},
+		live:  &m.started.set,
 		count: &p.state.redactions,
 	}
+}
+
+// registerSecrets adds the secrets of a process about to be started with
+// req and env to the set every stream of m redacts. Call it before the
+// process exists.
+func (m *Manager) registerSecrets(req Request, env []string) {
+	if m.cfg.noRedaction {
+		return
+	}
+	m.started.register(m.processSecrets(req, env))
 }
 
 // processSecrets is what a process started with req and env adds to the
@@ -709,11 +775,11 @@ func (m *Manager) processSecrets(req Request, env []string) []secretEntry {
 // Info other than its output (a denial's target). Not counted in
 // Info.Redactions, which counts the output's.
 func (rd redaction) redactString(s string) string {
-	if rd.sets == [2]*redactSet{} {
+	if rd.sets == [2]*redactSet{} && (rd.live == nil || rd.live.Load() == nil) {
 		return s
 	}
 	var b strings.Builder
-	r := redaction{sets: rd.sets, count: new(atomic.Int64)}.newRedactor(func(p []byte) { b.Write(p) })
+	r := redaction{sets: rd.sets, live: rd.live, count: new(atomic.Int64)}.newRedactor(func(p []byte) { b.Write(p) })
 	r.write([]byte(s))
 	r.flush()
 	return b.String()
@@ -725,7 +791,11 @@ func (rd redaction) redactString(s string) string {
 // are also looked for in any case.
 func (rd redaction) redactHost(s string) string {
 	s = rd.redactString(s)
-	for _, set := range rd.sets {
+	sets := rd.sets[:]
+	if rd.live != nil {
+		sets = append(sets, rd.live.Load())
+	}
+	for _, set := range sets {
 		if set == nil {
 			continue
 		}
@@ -804,6 +874,10 @@ func decodeSecrets(data []byte) (*redactSet, error) {
 type redactor struct {
 	stages []*redactStage
 	emit   func([]byte)
+	// live is redaction.live; liveSet the set the last three stages
+	// (live stages) apply, nil: they pass everything through.
+	live    *atomic.Pointer[redactSet]
+	liveSet *redactSet
 	// plain says no byte the stages see during this write is hidden
 	// from a terminal (hiddenIndex): neither the write's nor any held
 	// back. The shown stages then pass what they get: looked for once
@@ -813,10 +887,17 @@ type redactor struct {
 
 // newRedactor returns a redactor writing to emit.
 func (rd redaction) newRedactor(emit func([]byte)) *redactor {
-	r := &redactor{emit: emit}
+	r := &redactor{emit: emit, live: rd.live}
 	next := emit
-	for i := len(rd.sets) - 1; i >= 0; i-- {
-		if rd.sets[i] == nil {
+	sets := rd.sets[:]
+	if rd.live != nil {
+		r.liveSet = rd.live.Load()
+		// The live stages come last and always exist, passing through
+		// while there is no set yet.
+		sets = append(sets, r.liveSet)
+	}
+	for i := len(sets) - 1; i >= 0; i-- {
+		if sets[i] == nil && (rd.live == nil || i < len(rd.sets)) {
 			continue
 		}
 		// The shown stages come second: what the raw stage replaced
@@ -829,9 +910,9 @@ func (rd redaction) newRedactor(emit func([]byte)) *redactor {
 		// PlainText does, so a secret split by a whole OSC is found; the
 		// other shows them, as a reader that renders from an offset
 		// inside a payload does.
-		text := &redactStage{set: rd.sets[i], emit: next, count: rd.count, shown: true, plain: &r.plain}
-		shown := &redactStage{set: rd.sets[i], emit: text.write, count: rd.count, shown: true, payloads: true, plain: &r.plain}
-		raw := &redactStage{set: rd.sets[i], emit: shown.write, count: rd.count}
+		text := &redactStage{set: sets[i], emit: next, count: rd.count, shown: true, plain: &r.plain}
+		shown := &redactStage{set: sets[i], emit: text.write, count: rd.count, shown: true, payloads: true, plain: &r.plain}
+		raw := &redactStage{set: sets[i], emit: shown.write, count: rd.count}
 		r.stages = append([]*redactStage{raw, shown, text}, r.stages...)
 		next = raw.write
 	}
@@ -844,11 +925,35 @@ func (r *redactor) write(p []byte) {
 		r.emit(p)
 		return
 	}
+	if r.live != nil {
+		if s := r.live.Load(); s != r.liveSet {
+			r.useLiveSet(s)
+		}
+	}
 	r.plain = hiddenIndex(p) == len(p)
 	for _, st := range r.stages {
 		r.plain = r.plain && hiddenIndex(st.carry) == len(st.carry)
 	}
 	r.stages[0].write(p)
+}
+
+// useLiveSet makes the live stages apply s, a set that holds every entry
+// of the one they applied (the set only grows), from this write on.
+// What they hold back is judged again against s with this write: the
+// raw stage scans its carry before every write anyway; a shown stage
+// passes its carry unscanned when nothing is hidden (the raw stage
+// before it has matched it), but the raw stage matched it against the
+// old set, so the shown stages scan it once (rejudge).
+//
+// Bytes already emitted are not judged again: s was stored before the
+// process holding its new secrets existed, so none of them can carry one
+// (registerSecrets).
+func (r *redactor) useLiveSet(s *redactSet) {
+	r.liveSet = s
+	for _, st := range r.stages[len(r.stages)-3:] {
+		st.set = s
+		st.rejudge = st.shown
+	}
 }
 
 // Write is write as an io.Writer; it never fails.
@@ -891,11 +996,16 @@ type redactStage struct {
 	runs     []textRun
 	orig     []byte
 	opos     int
+	rejudge  bool // the set changed: scan the carry (redactor.useLiveSet)
 }
 
 // write scans p after what is held back.
 func (st *redactStage) write(p []byte) {
 	if len(p) == 0 {
+		return
+	}
+	if st.set == nil {
+		st.pass(p)
 		return
 	}
 	if st.shown {
@@ -921,9 +1031,25 @@ func (st *redactStage) write(p []byte) {
 	st.carry = append(st.carry, p[done:]...)
 }
 
+// pass is write for a live stage without a set yet (it holds nothing
+// back): a shown stage follows the escape sequences, so that it parses
+// the bytes after them right once it has a set.
+func (st *redactStage) pass(p []byte) {
+	if st.shown && (st.esc != escGround || !*st.plain) {
+		st.text, st.runs, st.esc = stripEscapes(p, st.esc, st.payloads, st.text[:0], st.runs[:0])
+		if st.esc == escC1 {
+			// A 0xC2 that the next write may make a C1 control; it
+			// was emitted, and the parser reads on from the ground
+			// state, as it does after a held one.
+			st.esc = escGround
+		}
+	}
+	st.send(p)
+}
+
 // writeShown is write for a shown stage.
 func (st *redactStage) writeShown(p []byte) {
-	if st.esc == escGround && *st.plain {
+	if st.esc == escGround && *st.plain && !st.rejudge {
 		// Nothing hidden: what is shown is what is written, and
 		// the raw stage before this one has replaced every match in
 		// it. Only a tail that an escape sequence in the next write
@@ -944,6 +1070,7 @@ func (st *redactStage) writeShown(p []byte) {
 		st.carry = append(st.carry, data[h:]...)
 		return
 	}
+	st.rejudge = false
 	st.edge = append(append(st.edge[:0], st.carry...), p...)
 	st.carry = st.carry[:0]
 	end := st.scanShown(st.edge, false)
