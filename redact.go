@@ -655,15 +655,23 @@ func (s *redactSet) pendingFrom(data []byte, from int, prev []byte) int {
 }
 
 // redaction is what applies to one process's output: fixed sets (either
-// may be nil), then, when live is set, the newest set it points to,
+// may be nil), then, when live is set, the newest sets it points to,
 // counted in count. For a Manager's process the fixed set is the
-// Manager's (host and WithSecrets) and live is requestSecrets.set: the
+// Manager's (host and WithSecrets) and live is startedSecrets.sets: the
 // secrets of every request the Manager has started, its own included.
 // A detached process's runner has one fixed set and no live one.
 type redaction struct {
 	sets  [2]*redactSet
-	live  *atomic.Pointer[redactSet]
+	live  *atomic.Pointer[liveSets]
 	count *atomic.Int64
+}
+
+// liveSets is what startedSecrets holds at one time, in two sets so that
+// a new secret does not rebuild them all: base, rebuilt from every
+// entry now and then, and recent, rebuilt from those registered since at
+// each new one. Either may be nil. Immutable once stored.
+type liveSets struct {
+	recent, base *redactSet
 }
 
 // startedSecrets is the set of the secrets of every request a Manager has
@@ -675,18 +683,26 @@ type redaction struct {
 // the Manager lives: a reaped holder's secret can still be printed by a
 // reader that copied it, or by a file it left.
 type startedSecrets struct {
-	// set is read by every stream once per write (an atomic load); it is
-	// replaced, never changed, under mu.
-	set     atomic.Pointer[redactSet]
+	// sets is read by every stream once per write (an atomic load); it
+	// is replaced, never changed, under mu.
+	sets    atomic.Pointer[liveSets]
 	mu      sync.Mutex
-	entries []secretEntry        // what set was built from, in order of registration
+	entries []secretEntry        // in order of registration
 	known   map[secretEntry]bool // entries as a set
+	inBase  int                  // entries[:inBase] are in the base set
 }
 
-// register adds entries to the set before the process that holds them
-// exists, so no tree can read one before every stream redacts it. The
-// set is rebuilt only when an entry is new: its cost is the whole set's
-// (BenchmarkRedactRegister), paid once per new secret.
+// register adds entries to the sets before the process that holds them
+// exists, so no tree can read one before every stream redacts it.
+//
+// Building a set costs about its number of secrets (0.4 ms each, most of
+// it in the maps of the index and the trie), so rebuilding one set of
+// every secret at each new one cost 0.4 s a Start at 1,000. The recent
+// set is rebuilt instead, and merged into the base once it holds more
+// than twice the square root of the base's secrets (at least 16): a new
+// secret costs O(sqrt n) amortized, and a stream pays for two sets'
+// stages, not one per secret (BenchmarkRedactRegister,
+// BenchmarkRedactLiveSecrets).
 func (ss *startedSecrets) register(entries []secretEntry) {
 	if len(entries) == 0 {
 		return
@@ -705,12 +721,33 @@ func (ss *startedSecrets) register(entries []secretEntry) {
 		ss.entries = append(ss.entries, e)
 		added = true
 	}
-	if added {
-		// Built under mu so that sets are stored in the order their
-		// entries were registered: a slower build of an older set never
-		// replaces a newer one. It is CPU only, no system call.
-		ss.set.Store(newRedactSet(slices.Clone(ss.entries)))
+	if !added {
+		return
 	}
+	// Built under mu so that sets are stored in the order their entries
+	// were registered: a slower build of an older set never replaces a
+	// newer one. It is CPU only, no system call.
+	cur := ss.sets.Load()
+	if cur == nil {
+		cur = &liveSets{}
+	}
+	next := &liveSets{base: cur.base}
+	if recent := len(ss.entries) - ss.inBase; recent > max(16, 2*isqrt(ss.inBase)) {
+		next.base = newRedactSet(slices.Clone(ss.entries))
+		ss.inBase = len(ss.entries)
+	} else {
+		next.recent = newRedactSet(slices.Clone(ss.entries[ss.inBase:]))
+	}
+	ss.sets.Store(next)
+}
+
+// isqrt is the integer square root of n >= 0.
+func isqrt(n int) int {
+	r := 0
+	for (r+1)*(r+1) <= n {
+		r++
+	}
+	return r
 }
 
 // validateRedaction checks WithSecrets and req.Secrets (validate's step 3).
@@ -731,7 +768,7 @@ func (m *Manager) redactionFor(p *Process, req Request, env []string) redaction 
 	// (registerSecrets); a recovered process has none this Manager knows.
 	return redaction{
 		sets:  [2]*redactSet{m.redact},
-		live:  &m.started.set,
+		live:  &m.started.sets,
 		count: &p.state.redactions,
 	}
 }
@@ -793,7 +830,9 @@ func (rd redaction) redactHost(s string) string {
 	s = rd.redactString(s)
 	sets := rd.sets[:]
 	if rd.live != nil {
-		sets = append(sets, rd.live.Load())
+		if l := rd.live.Load(); l != nil {
+			sets = append(sets, l.recent, l.base)
+		}
 	}
 	for _, set := range sets {
 		if set == nil {
@@ -874,10 +913,11 @@ func decodeSecrets(data []byte) (*redactSet, error) {
 type redactor struct {
 	stages []*redactStage
 	emit   func([]byte)
-	// live is redaction.live; liveSet the set the last three stages
-	// (live stages) apply, nil: they pass everything through.
-	live    *atomic.Pointer[redactSet]
-	liveSet *redactSet
+	// live is redaction.live; liveSets the sets the last six stages
+	// (the live stages: three for recent, then three for base) apply,
+	// a nil set's stages passing everything through.
+	live     *atomic.Pointer[liveSets]
+	liveSets liveSets
 	// plain says no byte the stages see during this write is hidden
 	// from a terminal (hiddenIndex): neither the write's nor any held
 	// back. The shown stages then pass what they get: looked for once
@@ -891,10 +931,12 @@ func (rd redaction) newRedactor(emit func([]byte)) *redactor {
 	next := emit
 	sets := rd.sets[:]
 	if rd.live != nil {
-		r.liveSet = rd.live.Load()
+		if l := rd.live.Load(); l != nil {
+			r.liveSets = *l
+		}
 		// The live stages come last and always exist, passing through
-		// while there is no set yet.
-		sets = append(sets, r.liveSet)
+		// while their set is nil.
+		sets = append(sets, r.liveSets.recent, r.liveSets.base)
 	}
 	for i := len(sets) - 1; i >= 0; i-- {
 		if sets[i] == nil && (rd.live == nil || i < len(rd.sets)) {
@@ -926,8 +968,8 @@ func (r *redactor) write(p []byte) {
 		return
 	}
 	if r.live != nil {
-		if s := r.live.Load(); s != r.liveSet {
-			r.useLiveSet(s)
+		if l := r.live.Load(); l != nil && *l != r.liveSets {
+			r.useLiveSets(*l)
 		}
 	}
 	r.plain = hiddenIndex(p) == len(p)
@@ -937,23 +979,40 @@ func (r *redactor) write(p []byte) {
 	r.stages[0].write(p)
 }
 
-// useLiveSet makes the live stages apply s, a set that holds every entry
-// of the one they applied (the set only grows), from this write on.
-// What they hold back is judged again against s with this write: the
-// raw stage scans its carry before every write anyway; a shown stage
-// passes its carry unscanned when nothing is hidden (the raw stage
-// before it has matched it), but the raw stage matched it against the
-// old set, so the shown stages scan it once (rejudge).
+// useLiveSets makes the live stages apply l from this write on. Each
+// set holds every entry of the one it replaces, or, when the base
+// changed (the recent set was merged into it), the base holds every entry
+// the old recent set had.
 //
-// Bytes already emitted are not judged again: s was stored before the
-// process holding its new secrets existed, so none of them can carry one
-// (registerSecrets).
-func (r *redactor) useLiveSet(s *redactSet) {
-	r.liveSet = s
-	for _, st := range r.stages[len(r.stages)-3:] {
-		st.set = s
-		st.rejudge = st.shown
+// What a stage holds back is judged again against its new set with this
+// write: the raw stage scans its carry before every write anyway; a
+// shown stage passes its carry unscanned when nothing is hidden (the raw
+// stage before it has matched it), but that raw stage matched it against
+// the old set, so the shown stages scan it once (rejudge). When the base
+// changed, the recent stages, which come first, release what they hold
+// into the base's, already on the new base, which judges it with the
+// rest; their new set need not hold their old one's entries.
+//
+// Bytes already emitted are not judged again: a set is stored before
+// the process holding its new secrets exists, so none of them can carry
+// one (registerSecrets).
+func (r *redactor) useLiveSets(l liveSets) {
+	live := r.stages[len(r.stages)-6:]
+	recent, base := live[:3], live[3:]
+	if l.base != r.liveSets.base {
+		for _, st := range base {
+			st.set, st.rejudge = l.base, st.shown
+		}
+		for _, st := range recent {
+			st.flush()
+		}
 	}
+	if l.recent != r.liveSets.recent {
+		for _, st := range recent {
+			st.set, st.rejudge = l.recent, st.shown
+		}
+	}
+	r.liveSets = l
 }
 
 // Write is write as an io.Writer; it never fails.
@@ -996,7 +1055,7 @@ type redactStage struct {
 	runs     []textRun
 	orig     []byte
 	opos     int
-	rejudge  bool // the set changed: scan the carry (redactor.useLiveSet)
+	rejudge  bool // the set changed: scan the carry (redactor.useLiveSets)
 }
 
 // write scans p after what is held back.
@@ -1129,8 +1188,11 @@ func (st *redactStage) flush() {
 	data := append(st.edge[:0], st.carry...)
 	st.carry = st.carry[:0]
 	if st.shown {
-		st.scanShown(data, true)
-		st.esc = escGround
+		// The parser's phase is kept for a stream that goes on after a
+		// merge of the live sets (useLiveSets).
+		if st.esc = st.scanShown(data, true); st.esc == escC1 {
+			st.esc = escGround
+		}
 		return
 	}
 	st.scan(data, len(data), true, true)

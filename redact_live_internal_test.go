@@ -13,7 +13,7 @@ import (
 // and the live set of ss, writing to out.
 func liveTestRedactor(fixed *redactSet, ss *startedSecrets) (r *redactor, out *bytes.Buffer, count *atomic.Int64) {
 	out, count = new(bytes.Buffer), new(atomic.Int64)
-	r = redaction{sets: [2]*redactSet{fixed}, live: &ss.set, count: count}.newRedactor(func(p []byte) { out.Write(p) })
+	r = redaction{sets: [2]*redactSet{fixed}, live: &ss.sets, count: count}.newRedactor(func(p []byte) { out.Write(p) })
 	return r, out, count
 }
 
@@ -48,34 +48,51 @@ func TestRedactLiveSetMidStream(t *testing.T) {
 		old = append(old, secretEntry{fmt.Sprintf("OLD%d", i/8), string(b)})
 	}
 	nosecret := "tok0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZzz"
-	for _, fixedSet := range []bool{false, true} {
-		for _, tc := range []struct {
-			name      string
-			pre, post string // written before and after the set changes
-			want      string
-			n         int64
-		}{
-			{"raw held", "x " + secret[:10], secret[10:] + " y", "x [redacted:NEW] y", 1},
-			{"raw and shown held", "x " + secret[:29], secret[29:] + " y", "x [redacted:NEW] y", 1},
-			{"through an escape", "x " + secret[:10] + "\x1b[31m" + secret[10:20], secret[20:] + "\x1b[0m y", "x [redacted:NEW]\x1b[0m y", 1},
-			{"no secret", "x " + nosecret[:29], nosecret[29:] + " y", "x " + nosecret + " y", 0},
-			{"after the change", "x ", secret + " y", "x [redacted:NEW] y", 1},
-		} {
-			for _, sizes := range [][]int{{1 << 20}, {1}, {3, 1, 7}} {
-				name := fmt.Sprintf("%s fixed=%v sizes=%v", tc.name, fixedSet, sizes)
-				var ss startedSecrets
-				var fixed *redactSet
-				if fixedSet {
-					fixed = newRedactSet([]secretEntry{{"HOST", "hostsecret99"}})
-				}
-				ss.register(old)
-				r, out, count := liveTestRedactor(fixed, &ss)
-				writeIn(r, tc.pre, sizes)
-				ss.register([]secretEntry{{"NEW", secret}})
-				writeIn(r, tc.post, sizes)
-				r.flush()
-				if got := out.String(); got != tc.want || count.Load() != tc.n {
-					t.Errorf("%s: got %q (%d), want %q (%d)", name, got, count.Load(), tc.want, tc.n)
+	// With merge, the new secret comes with enough others that the
+	// recent set is merged into the base: the recent stages release
+	// what they hold into the base's.
+	var fillers []secretEntry
+	for i := range 20 {
+		fillers = append(fillers, secretEntry{fmt.Sprintf("FILL%d", i), fmt.Sprintf("filler-%02d-qwerty", i)})
+	}
+	for _, merge := range []bool{false, true} {
+		for _, fixedSet := range []bool{false, true} {
+			for _, tc := range []struct {
+				name      string
+				pre, post string // written before and after the set changes
+				want      string
+				n         int64
+			}{
+				{"raw held", "x " + secret[:10], secret[10:] + " y", "x [redacted:NEW] y", 1},
+				{"raw and shown held", "x " + secret[:29], secret[29:] + " y", "x [redacted:NEW] y", 1},
+				{"through an escape", "x " + secret[:10] + "\x1b[31m" + secret[10:20], secret[20:] + "\x1b[0m y", "x [redacted:NEW]\x1b[0m y", 1},
+				{"no secret", "x " + nosecret[:29], nosecret[29:] + " y", "x " + nosecret + " y", 0},
+				{"after the change", "x ", secret + " y", "x [redacted:NEW] y", 1},
+			} {
+				for _, sizes := range [][]int{{1 << 20}, {1}, {3, 1, 7}} {
+					name := fmt.Sprintf("%s fixed=%v merge=%v sizes=%v", tc.name, fixedSet, merge, sizes)
+					var ss startedSecrets
+					var fixed *redactSet
+					if fixedSet {
+						fixed = newRedactSet([]secretEntry{{"HOST", "hostsecret99"}})
+					}
+					ss.register(old)
+					r, out, count := liveTestRedactor(fixed, &ss)
+					writeIn(r, tc.pre, sizes)
+					before := ss.sets.Load()
+					if merge {
+						ss.register(append([]secretEntry{{"NEW", secret}}, fillers...))
+					} else {
+						ss.register([]secretEntry{{"NEW", secret}})
+					}
+					if merged := ss.sets.Load().base != before.base; merged != merge {
+						t.Fatalf("%s: merged: got %v, want %v", name, merged, merge)
+					}
+					writeIn(r, tc.post, sizes)
+					r.flush()
+					if got := out.String(); got != tc.want || count.Load() != tc.n {
+						t.Errorf("%s: got %q (%d), want %q (%d)", name, got, count.Load(), tc.want, tc.n)
+					}
 				}
 			}
 		}
@@ -116,9 +133,9 @@ func TestRedactLiveSetPerManager(t *testing.T) {
 	r2 := m2.redactionFor(&Process{}, Request{}, nil).newRedactor(func(p []byte) { out2.Write(p) })
 	req := Request{Secrets: map[string]string{"NEW": secret}}
 	m1.registerSecrets(req, nil)
-	set := m1.started.set.Load()
+	set := m1.started.sets.Load()
 	m1.registerSecrets(req, nil)
-	if again := m1.started.set.Load(); again != set {
+	if again := m1.started.sets.Load(); again != set {
 		t.Errorf("registering the same secret again: got a new set, want the same")
 	}
 	for _, r := range []*redactor{r1, r2} {
