@@ -66,7 +66,7 @@ func TestAttackDenialRuleCarriesSecret(t *testing.T) {
 // unprivileged test user, where the tree is held by Landlock and seccomp
 // alone.
 func TestAttack7uUnprivileged(t *testing.T) {
-	tests := []string{"TestAttackDenialRuleCarriesSecret", "TestAttackNestedConnectForgesBlockedLine"}
+	tests := []string{"TestAttackDenialRuleCarriesSecret", "TestAttackNestedConnectForgesBlockedLine", "TestAttackSecretOfAnotherRequestByCmdline"}
 	out, err := runAsSandboxUser(t, 5*time.Minute, "-test.run=^("+strings.Join(tests, "|")+")$")
 	if err != nil {
 		t.Fatalf("as %s: %v\n%s", sandboxUser, err, out)
