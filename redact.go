@@ -1009,6 +1009,10 @@ func (r *redactor) useLiveSets(l liveSets) {
 	}
 	if l.recent != r.liveSets.recent {
 		for _, st := range recent {
+			if st.set == nil {
+				// Its phase is as old as its last set (pass).
+				st.esc = escGround
+			}
 			st.set, st.rejudge = l.recent, st.shown
 		}
 	}
@@ -1091,18 +1095,15 @@ func (st *redactStage) write(p []byte) {
 }
 
 // pass is write for a live stage without a set yet (it holds nothing
-// back): a shown stage follows the escape sequences, so that it parses
-// the bytes after them right once it has a set.
+// back). A shown stage does not follow the escape sequences meanwhile:
+// parsing every write twice more cost a stream of coloured output half
+// its throughput while the Manager had no request's secret. Once it has
+// a set, it parses from the ground state: the rest of a sequence open
+// at that moment is read as text until it ends (a string's terminator
+// and a new ESC bring the parser back), which can make it redact more,
+// and miss only a secret that began inside that sequence, before any
+// tree could read it.
 func (st *redactStage) pass(p []byte) {
-	if st.shown && (st.esc != escGround || !*st.plain) {
-		st.text, st.runs, st.esc = stripEscapes(p, st.esc, st.payloads, st.text[:0], st.runs[:0])
-		if st.esc == escC1 {
-			// A 0xC2 that the next write may make a C1 control; it
-			// was emitted, and the parser reads on from the ground
-			// state, as it does after a held one.
-			st.esc = escGround
-		}
-	}
 	st.send(p)
 }
 

@@ -3,6 +3,7 @@ package agentproc
 import (
 	"bytes"
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -100,9 +101,9 @@ func TestRedactLiveSetMidStream(t *testing.T) {
 }
 
 // TestRedactLiveSetFromNone: a stream started before any request had a
-// secret passes its output through, following its escape sequences, and
-// redacts a secret registered later, also one split by an escape
-// sequence begun before the set existed.
+// secret passes its output through and redacts a secret registered
+// later, also one split by an escape sequence after a string begun
+// before the set existed, which is passed on whole.
 func TestRedactLiveSetFromNone(t *testing.T) {
 	t.Parallel()
 	const secret = "tok0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZab"
@@ -148,4 +149,72 @@ func TestRedactLiveSetPerManager(t *testing.T) {
 	if got, want := out2.String(), "x "+secret+" y"; got != want {
 		t.Errorf("another Manager: got %q, want %q", got, want)
 	}
+}
+
+// TestRedactLiveSetRandom: secrets registered one at a time, past a merge
+// into the base, at random points of a stream written in random pieces;
+// each secret is printed only after it is registered, raw or split by a
+// colour code. The output is the input with every secret replaced, no
+// byte lost or doubled.
+func TestRedactLiveSetRandom(t *testing.T) {
+	t.Parallel()
+	secrets := liveTestTokens(40)
+	for seed := range uint64(40) {
+		rnd := rand.New(rand.NewPCG(seed, 7))
+		var ss startedSecrets
+		var fixed *redactSet
+		if seed%2 == 0 {
+			fixed = newRedactSet([]secretEntry{{"HOST", "hostsecret99"}})
+		}
+		r, out, count := liveTestRedactor(fixed, &ss)
+		var in, want strings.Builder
+		var pending []byte
+		registered := 0
+		for step := 0; step < 400 || len(pending) > 0; step++ {
+			switch c := rnd.IntN(10); {
+			case step >= 400 || c < 4:
+				n := min(len(pending), 1+rnd.IntN(40))
+				r.write(pending[:n])
+				pending = pending[n:]
+			case c < 5 && registered < len(secrets):
+				ss.register(secrets[registered : registered+1])
+				registered++
+			case c < 7 && registered > 0:
+				e := secrets[rnd.IntN(registered)]
+				piece := e.value
+				if rnd.IntN(2) == 0 {
+					k := 1 + rnd.IntN(len(piece)-1)
+					piece = piece[:k] + "\x1b[31m" + piece[k:]
+				}
+				in.WriteString(piece + " ")
+				want.WriteString("[redacted:" + e.name + "] ")
+				pending = append(pending, piece+" "...)
+			default:
+				w := []string{"alpha ", "beta\n", "\x1b[1mgamma\x1b[0m ", "delta42 ", "x"}[rnd.IntN(5)]
+				in.WriteString(w)
+				want.WriteString(w)
+				pending = append(pending, w...)
+			}
+		}
+		r.flush()
+		if got := out.String(); got != want.String() {
+			t.Fatalf("seed %d: got %q, want %q (count %d)", seed, got, want.String(), count.Load())
+		}
+	}
+}
+
+// liveTestTokens returns n token-shaped secrets that share no 4 bytes
+// with the test's words.
+func liveTestTokens(n int) []secretEntry {
+	rnd := rand.New(rand.NewPCG(3, 4))
+	const chars = "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+	out := make([]secretEntry, n)
+	for i := range out {
+		b := []byte("TOK_")
+		for range 28 {
+			b = append(b, chars[rnd.IntN(len(chars))])
+		}
+		out[i] = secretEntry{fmt.Sprintf("S%d", i), string(b)}
+	}
+	return out
 }
