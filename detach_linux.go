@@ -222,6 +222,7 @@ func (m *Manager) startDetached(req Request, owner, command, dir string, seq uin
 		return nil, err
 	}
 	env := m.buildEnv(req.Env, id, dir, req.TTY != nil, sbx)
+	m.registerSecrets(req, env) // before the runner and the tree exist
 	if outDir, err = s.openOutDir(id); err != nil {
 		return nil, xerrors.Errorf("agentproc: state dir %q: create output dir: %w", s.dir, err)
 	}

@@ -57,6 +57,9 @@ type Manager struct {
 	// secret-looking variables and WithSecrets; nil when there is none
 	// or redaction is off.
 	redact *redactSet
+	// started is the set of the secrets of every request m has started,
+	// which every stream of m redacts too (redact.go).
+	started startedSecrets
 }
 
 // exitRecord is one entry of Manager.exitOrder.

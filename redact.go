@@ -13,6 +13,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"unicode/utf8"
 
@@ -653,11 +654,100 @@ func (s *redactSet) pendingFrom(data []byte, from int, prev []byte) int {
 	return run
 }
 
-// redaction is what applies to one process's output: the Manager's set,
-// then the request's (either may be nil), counted in count.
+// redaction is what applies to one process's output: fixed sets (either
+// may be nil), then, when live is set, the newest sets it points to,
+// counted in count. For a Manager's process the fixed set is the
+// Manager's (host and WithSecrets) and live is startedSecrets.sets: the
+// secrets of every request the Manager has started, its own included.
+// A detached process's runner has one fixed set and no live one.
 type redaction struct {
 	sets  [2]*redactSet
+	live  *atomic.Pointer[liveSets]
 	count *atomic.Int64
+}
+
+// liveSets is what startedSecrets holds at one time, in two sets so that
+// a new secret does not rebuild them all: base, rebuilt from every
+// entry now and then, and recent, rebuilt from those registered since at
+// each new one. Either may be nil. Immutable once stored.
+type liveSets struct {
+	recent, base *redactSet
+}
+
+// startedSecrets is the set of the secrets of every request a Manager has
+// started (processSecrets): a secret one tree holds can reach another
+// tree of the same Manager without passing through the holder's output
+// (its /proc/PID/cmdline, a file it writes, a socket), so every stream
+// redacts all of them (seventh attack review,
+// TestAttackSecretOfAnotherRequestByCmdline). The set only grows while
+// the Manager lives: a reaped holder's secret can still be printed by a
+// reader that copied it, or by a file it left.
+type startedSecrets struct {
+	// sets is read by every stream once per write (an atomic load); it
+	// is replaced, never changed, under mu.
+	sets    atomic.Pointer[liveSets]
+	mu      sync.Mutex
+	entries []secretEntry        // in order of registration
+	known   map[secretEntry]bool // entries as a set
+	inBase  int                  // entries[:inBase] are in the base set
+}
+
+// register adds entries to the sets before the process that holds them
+// exists, so no tree can read one before every stream redacts it.
+//
+// Building a set costs about its number of secrets (0.4 ms each, most of
+// it in the maps of the index and the trie), so rebuilding one set of
+// every secret at each new one cost 0.4 s a Start at 1,000. The recent
+// set is rebuilt instead, and merged into the base once it holds more
+// than twice the square root of the base's secrets (at least 16): a new
+// secret costs O(sqrt n) amortized, and a stream pays for two sets'
+// stages, not one per secret (BenchmarkRedactRegister,
+// BenchmarkRedactLiveSecrets).
+func (ss *startedSecrets) register(entries []secretEntry) {
+	if len(entries) == 0 {
+		return
+	}
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	added := false
+	for _, e := range entries {
+		if ss.known[e] {
+			continue
+		}
+		if ss.known == nil {
+			ss.known = map[secretEntry]bool{}
+		}
+		ss.known[e] = true
+		ss.entries = append(ss.entries, e)
+		added = true
+	}
+	if !added {
+		return
+	}
+	// Built under mu so that sets are stored in the order their entries
+	// were registered: a slower build of an older set never replaces a
+	// newer one. It is CPU only, no system call.
+	cur := ss.sets.Load()
+	if cur == nil {
+		cur = &liveSets{}
+	}
+	next := &liveSets{base: cur.base}
+	if recent := len(ss.entries) - ss.inBase; recent > max(16, 2*isqrt(ss.inBase)) {
+		next.base = newRedactSet(slices.Clone(ss.entries))
+		ss.inBase = len(ss.entries)
+	} else {
+		next.recent = newRedactSet(slices.Clone(ss.entries[ss.inBase:]))
+	}
+	ss.sets.Store(next)
+}
+
+// isqrt is the integer square root of n >= 0.
+func isqrt(n int) int {
+	r := 0
+	for (r+1)*(r+1) <= n {
+		r++
+	}
+	return r
 }
 
 // validateRedaction checks WithSecrets and req.Secrets (validate's step 3).
@@ -674,10 +764,23 @@ func (m *Manager) redactionFor(p *Process, req Request, env []string) redaction 
 	if m.cfg.noRedaction {
 		return redaction{}
 	}
+	// req's own secrets were registered before its process existed
+	// (registerSecrets); a recovered process has none this Manager knows.
 	return redaction{
-		sets:  [2]*redactSet{m.redact, newRedactSet(m.processSecrets(req, env))},
+		sets:  [2]*redactSet{m.redact},
+		live:  &m.started.sets,
 		count: &p.state.redactions,
 	}
+}
+
+// registerSecrets adds the secrets of a process about to be started with
+// req and env to the set every stream of m redacts. Call it before the
+// process exists.
+func (m *Manager) registerSecrets(req Request, env []string) {
+	if m.cfg.noRedaction {
+		return
+	}
+	m.started.register(m.processSecrets(req, env))
 }
 
 // processSecrets is what a process started with req and env adds to the
@@ -709,11 +812,11 @@ func (m *Manager) processSecrets(req Request, env []string) []secretEntry {
 // Info other than its output (a denial's target). Not counted in
 // Info.Redactions, which counts the output's.
 func (rd redaction) redactString(s string) string {
-	if rd.sets == [2]*redactSet{} {
+	if rd.sets == [2]*redactSet{} && (rd.live == nil || rd.live.Load() == nil) {
 		return s
 	}
 	var b strings.Builder
-	r := redaction{sets: rd.sets, count: new(atomic.Int64)}.newRedactor(func(p []byte) { b.Write(p) })
+	r := redaction{sets: rd.sets, live: rd.live, count: new(atomic.Int64)}.newRedactor(func(p []byte) { b.Write(p) })
 	r.write([]byte(s))
 	r.flush()
 	return b.String()
@@ -725,7 +828,13 @@ func (rd redaction) redactString(s string) string {
 // are also looked for in any case.
 func (rd redaction) redactHost(s string) string {
 	s = rd.redactString(s)
-	for _, set := range rd.sets {
+	sets := rd.sets[:]
+	if rd.live != nil {
+		if l := rd.live.Load(); l != nil {
+			sets = append(sets, l.recent, l.base)
+		}
+	}
+	for _, set := range sets {
 		if set == nil {
 			continue
 		}
@@ -804,6 +913,11 @@ func decodeSecrets(data []byte) (*redactSet, error) {
 type redactor struct {
 	stages []*redactStage
 	emit   func([]byte)
+	// live is redaction.live; liveSets the sets the last six stages
+	// (the live stages: three for recent, then three for base) apply,
+	// a nil set's stages passing everything through.
+	live     *atomic.Pointer[liveSets]
+	liveSets liveSets
 	// plain says no byte the stages see during this write is hidden
 	// from a terminal (hiddenIndex): neither the write's nor any held
 	// back. The shown stages then pass what they get: looked for once
@@ -813,10 +927,19 @@ type redactor struct {
 
 // newRedactor returns a redactor writing to emit.
 func (rd redaction) newRedactor(emit func([]byte)) *redactor {
-	r := &redactor{emit: emit}
+	r := &redactor{emit: emit, live: rd.live}
 	next := emit
-	for i := len(rd.sets) - 1; i >= 0; i-- {
-		if rd.sets[i] == nil {
+	sets := rd.sets[:]
+	if rd.live != nil {
+		if l := rd.live.Load(); l != nil {
+			r.liveSets = *l
+		}
+		// The live stages come last and always exist, passing through
+		// while their set is nil.
+		sets = append(sets, r.liveSets.recent, r.liveSets.base)
+	}
+	for i := len(sets) - 1; i >= 0; i-- {
+		if sets[i] == nil && (rd.live == nil || i < len(rd.sets)) {
 			continue
 		}
 		// The shown stages come second: what the raw stage replaced
@@ -829,9 +952,9 @@ func (rd redaction) newRedactor(emit func([]byte)) *redactor {
 		// PlainText does, so a secret split by a whole OSC is found; the
 		// other shows them, as a reader that renders from an offset
 		// inside a payload does.
-		text := &redactStage{set: rd.sets[i], emit: next, count: rd.count, shown: true, plain: &r.plain}
-		shown := &redactStage{set: rd.sets[i], emit: text.write, count: rd.count, shown: true, payloads: true, plain: &r.plain}
-		raw := &redactStage{set: rd.sets[i], emit: shown.write, count: rd.count}
+		text := &redactStage{set: sets[i], emit: next, count: rd.count, shown: true, plain: &r.plain}
+		shown := &redactStage{set: sets[i], emit: text.write, count: rd.count, shown: true, payloads: true, plain: &r.plain}
+		raw := &redactStage{set: sets[i], emit: shown.write, count: rd.count}
 		r.stages = append([]*redactStage{raw, shown, text}, r.stages...)
 		next = raw.write
 	}
@@ -844,11 +967,56 @@ func (r *redactor) write(p []byte) {
 		r.emit(p)
 		return
 	}
+	if r.live != nil {
+		if l := r.live.Load(); l != nil && *l != r.liveSets {
+			r.useLiveSets(*l)
+		}
+	}
 	r.plain = hiddenIndex(p) == len(p)
 	for _, st := range r.stages {
 		r.plain = r.plain && hiddenIndex(st.carry) == len(st.carry)
 	}
 	r.stages[0].write(p)
+}
+
+// useLiveSets makes the live stages apply l from this write on. Each
+// set holds every entry of the one it replaces, or, when the base
+// changed (the recent set was merged into it), the base holds every entry
+// the old recent set had.
+//
+// What a stage holds back is judged again against its new set with this
+// write: the raw stage scans its carry before every write anyway; a
+// shown stage passes its carry unscanned when nothing is hidden (the raw
+// stage before it has matched it), but that raw stage matched it against
+// the old set, so the shown stages scan it once (rejudge). When the base
+// changed, the recent stages, which come first, release what they hold
+// into the base's, already on the new base, which judges it with the
+// rest; their new set need not hold their old one's entries.
+//
+// Bytes already emitted are not judged again: a set is stored before
+// the process holding its new secrets exists, so none of them can carry
+// one (registerSecrets).
+func (r *redactor) useLiveSets(l liveSets) {
+	live := r.stages[len(r.stages)-6:]
+	recent, base := live[:3], live[3:]
+	if l.base != r.liveSets.base {
+		for _, st := range base {
+			st.set, st.rejudge = l.base, st.shown
+		}
+		for _, st := range recent {
+			st.flush()
+		}
+	}
+	if l.recent != r.liveSets.recent {
+		for _, st := range recent {
+			if st.set == nil {
+				// Its phase is as old as its last set (pass).
+				st.esc = escGround
+			}
+			st.set, st.rejudge = l.recent, st.shown
+		}
+	}
+	r.liveSets = l
 }
 
 // Write is write as an io.Writer; it never fails.
@@ -891,11 +1059,16 @@ type redactStage struct {
 	runs     []textRun
 	orig     []byte
 	opos     int
+	rejudge  bool // the set changed: scan the carry (redactor.useLiveSets)
 }
 
 // write scans p after what is held back.
 func (st *redactStage) write(p []byte) {
 	if len(p) == 0 {
+		return
+	}
+	if st.set == nil {
+		st.pass(p)
 		return
 	}
 	if st.shown {
@@ -921,9 +1094,22 @@ func (st *redactStage) write(p []byte) {
 	st.carry = append(st.carry, p[done:]...)
 }
 
+// pass is write for a live stage without a set yet (it holds nothing
+// back). A shown stage does not follow the escape sequences meanwhile:
+// parsing every write twice more cost a stream of coloured output half
+// its throughput while the Manager had no request's secret. Once it has
+// a set, it parses from the ground state: the rest of a sequence open
+// at that moment is read as text until it ends (a string's terminator
+// and a new ESC bring the parser back), which can make it redact more,
+// and miss only a secret that began inside that sequence, before any
+// tree could read it.
+func (st *redactStage) pass(p []byte) {
+	st.send(p)
+}
+
 // writeShown is write for a shown stage.
 func (st *redactStage) writeShown(p []byte) {
-	if st.esc == escGround && *st.plain {
+	if st.esc == escGround && *st.plain && !st.rejudge {
 		// Nothing hidden: what is shown is what is written, and
 		// the raw stage before this one has replaced every match in
 		// it. Only a tail that an escape sequence in the next write
@@ -944,6 +1130,7 @@ func (st *redactStage) writeShown(p []byte) {
 		st.carry = append(st.carry, data[h:]...)
 		return
 	}
+	st.rejudge = false
 	st.edge = append(append(st.edge[:0], st.carry...), p...)
 	st.carry = st.carry[:0]
 	end := st.scanShown(st.edge, false)
@@ -1002,8 +1189,11 @@ func (st *redactStage) flush() {
 	data := append(st.edge[:0], st.carry...)
 	st.carry = st.carry[:0]
 	if st.shown {
-		st.scanShown(data, true)
-		st.esc = escGround
+		// The parser's phase is kept for a stream that goes on after a
+		// merge of the live sets (useLiveSets).
+		if st.esc = st.scanShown(data, true); st.esc == escC1 {
+			st.esc = escGround
+		}
 		return
 	}
 	st.scan(data, len(data), true, true)

@@ -113,11 +113,15 @@ type Request struct {
 	Sandbox *Sandbox
 	// Secrets are redacted in this process's output, in addition to the
 	// Manager's (WithSecrets and the host's secret-looking variables):
-	// each value reads "[redacted:NAME]". They are not put in the
-	// process's environment. The rules on names and values are
-	// WithSecrets'; a map breaking them is ErrInvalidRequest. The values
-	// of Env whose names look like secrets are redacted too. Ignored under
-	// WithRedaction(false). nil, the default, adds nothing.
+	// each value reads "[redacted:NAME]". From Start on they are redacted
+	// in the output of every other process of the Manager too, also of
+	// those started before, for as long as the Manager lives: another
+	// tree can read them from this one (its /proc/PID/cmdline). They are
+	// not put in the process's environment. The rules on names and
+	// values are WithSecrets'; a map breaking them is ErrInvalidRequest.
+	// The values of Env whose names look like secrets are redacted too,
+	// in the same way. Ignored under WithRedaction(false). nil, the
+	// default, adds nothing.
 	Secrets map[string]string
 }
 

@@ -99,6 +99,9 @@ func (m *Manager) spawn(req Request, owner, command, dir string, seq uint64, war
 		return nil, nil, err
 	}
 	env := m.buildEnv(req.Env, id, dir, req.TTY != nil, t.sbx)
+	// Before the process exists: every stream of m redacts its secrets
+	// by the time any tree can read them (its /proc/PID/cmdline).
+	m.registerSecrets(req, env)
 	// The output log and the containment beyond the process group (marker
 	// sweep, cgroup) are set up first: a log or a cgroup that cannot be
 	// made fails Start before anything runs.
