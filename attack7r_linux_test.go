@@ -166,7 +166,12 @@ int main(void) {
 		if !strings.Contains(p.Output().Text, "traced") {
 			t.Fatalf("sandbox %v: output %q, want the shell traced", sb != nil, p.Output().Text)
 		}
-		if info.ExitSignal != "SIGKILL" {
+		// Sandboxed, the host thread that forked the shell exits right
+		// after the exec stop's detach; where it is still there when the
+		// shell asks, it is the tracer, and its exit detaches the shell,
+		// which then dies of its own SIGUSR1 (no zombie either way: the
+		// check below). Seen 2 in 30 runs (eighth attack review).
+		if info.ExitSignal != "SIGKILL" && (sb == nil || info.ExitSignal != "SIGUSR1") {
 			t.Errorf("sandbox %v: exit code %d, signal %q, want SIGKILL", sb != nil, *info.ExitCode, info.ExitSignal)
 		}
 		if b, err := os.ReadFile("/proc/" + strconv.Itoa(info.PID) + "/stat"); err == nil {
