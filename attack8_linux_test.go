@@ -75,7 +75,7 @@ int main(void) {
 			t.Fatalf("sandbox %v: output %q, want the thread traced", sb != nil, p.Output().Text)
 		}
 		t.Logf("sandbox %v: %s, code %d", sb != nil, info.Reason, exitCode(info))
-		p = mustStart(t, m, agentproc.Request{WorkDir: ws, Command: "sleep 60 & exec ./tracethread", Sandbox: sb})
+		p = mustStart(t, m, agentproc.Request{WorkDir: ws, Command: "setsid sleep 60 & exec ./tracethread", Sandbox: sb})
 		waitForOutput(t, p, regexp.MustCompile("thread traced and gone"))
 		ctx, cancel = context.WithTimeout(context.Background(), 10*time.Second)
 		info, err = p.Stop(ctx)
