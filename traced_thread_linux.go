@@ -18,8 +18,8 @@ import (
 // are reaped, so the wait for the shell never returned and Stop and Close
 // hung with it (eighth attack review, TestAttackTracedThreadHangsWait).
 // It starts once the output has ended (the shell's descriptors are
-// closed: it has exited, or a stop killed the group) and looks again, less
-// often each time, until waited is closed. Every thread listed is the
+// closed: it has exited, or a stop killed the group) and looks a moment
+// later, then again less often each time, until waited is closed. Every thread listed is the
 // shell's while the shell is unreaped; only one that is a traced zombie
 // is reported to the host's wait4.
 func reapTracedThreads(pid int, outputEnded, waited <-chan struct{}) {
@@ -28,9 +28,10 @@ func reapTracedThreads(pid int, outputEnded, waited <-chan struct{}) {
 		return
 	case <-outputEnded:
 	}
+	// The first look waits too: the wait usually returns right after the
+	// output ends, and then nothing is read.
 	delay := groupPoll
 	for {
-		reapTracedTIDs(pid)
 		t := time.NewTimer(delay) // real time: it orders reads of /proc
 		select {
 		case <-waited:
@@ -38,6 +39,7 @@ func reapTracedThreads(pid int, outputEnded, waited <-chan struct{}) {
 			return
 		case <-t.C:
 		}
+		reapTracedTIDs(pid)
 		delay = min(2*delay, time.Second)
 	}
 }
