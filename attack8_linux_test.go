@@ -17,6 +17,25 @@ import (
 // Tests of the eighth attack review (the seventh's fixes):
 // docs/sandbox-threats.md, "Eighth attack review (the seventh's fixes)".
 
+// tracedThreadSource is a program whose second thread asks its parent to
+// trace it (PTRACE_TRACEME) and exits; then the program exits.
+const tracedThreadSource = `#include <sys/ptrace.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+static void *run(void *arg) {
+	(void)arg;
+	if (ptrace(PTRACE_TRACEME, 0, 0, 0) != 0) { perror("traceme"); exit(3); }
+	return 0;
+}
+int main(void) {
+	pthread_t th;
+	pthread_create(&th, 0, run, 0);
+	pthread_join(th, 0);
+	printf("thread traced and gone\n"); fflush(stdout);
+	return 0;
+}`
+
 // TestAttackTracedThreadHangsWait: reapTraced handles a shell that asks
 // the host to trace it and stops. A thread other than the main one may ask
 // too: PTRACE_TRACEME makes the process's parent, the host, that thread's
@@ -33,22 +52,7 @@ import (
 func TestAttackTracedThreadHangsWait(t *testing.T) {
 	requireSandbox(t)
 	ws := t.TempDir()
-	compileC(t, ws, "tracethread", `#include <sys/ptrace.h>
-#include <pthread.h>
-#include <stdio.h>
-#include <stdlib.h>
-static void *run(void *arg) {
-	(void)arg;
-	if (ptrace(PTRACE_TRACEME, 0, 0, 0) != 0) { perror("traceme"); exit(3); }
-	return 0;
-}
-int main(void) {
-	pthread_t th;
-	pthread_create(&th, 0, run, 0);
-	pthread_join(th, 0);
-	printf("thread traced and gone\n"); fflush(stdout);
-	return 0;
-}`, "-pthread")
+	compileC(t, ws, "tracethread", tracedThreadSource, "-pthread")
 	for _, sb := range []*agentproc.Sandbox{nil, agentproc.WorkspaceSandbox(ws)} {
 		m := newManager(t, agentproc.WithRedaction(false))
 		p := mustStart(t, m, agentproc.Request{WorkDir: ws, Command: "exec ./tracethread", Sandbox: sb})
@@ -99,5 +103,34 @@ func reapThreads(t *testing.T, pid int) {
 			_, werr := unix.Wait4(tid, nil, unix.WALL|unix.WNOHANG, nil)
 			t.Logf("reaped traced thread %d: %v", tid, werr)
 		}
+	}
+}
+
+// TestAttackTracedThreadHangsDetached: the same thread in a detached
+// process, whose shell's parent and tracer is the runner: the runner's
+// wait hung, and with it the process's end (Wait). Where it hangs the
+// test kills the runner, so that the shell's zombie goes to init.
+func TestAttackTracedThreadHangsDetached(t *testing.T) {
+	requireSandbox(t)
+	ws := t.TempDir()
+	compileC(t, ws, "tracethread", tracedThreadSource, "-pthread")
+	for _, sb := range []*agentproc.Sandbox{nil, agentproc.WorkspaceSandbox(ws)} {
+		m := newManager(t, agentproc.WithStateDir(t.TempDir()))
+		p := mustStart(t, m, agentproc.Request{WorkDir: ws, Command: "exec ./tracethread", Sandbox: sb, Detach: true})
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		info, err := p.Wait(ctx)
+		cancel()
+		if err != nil {
+			t.Errorf("sandbox %v, detached: Wait: got %v (output %q), want the end within 10s", sb != nil, err, p.Output().Text)
+			if runner := ppidOf(t, p.Info().PID); runner > 1 {
+				_ = unix.Kill(runner, unix.SIGKILL)
+			}
+			_, _ = p.Wait(testContext(t))
+			continue
+		}
+		if !strings.Contains(p.Output().Text, "thread traced and gone") {
+			t.Fatalf("sandbox %v, detached: output %q, want the thread traced", sb != nil, p.Output().Text)
+		}
+		t.Logf("sandbox %v, detached: %s, code %d", sb != nil, info.Reason, exitCode(info))
 	}
 }
