@@ -166,14 +166,13 @@ int main(void) {
 		if !strings.Contains(p.Output().Text, "traced") {
 			t.Fatalf("sandbox %v: output %q, want the shell traced", sb != nil, p.Output().Text)
 		}
-		// SIGKILL: the stop reached the host's wait and reapTraced ended
-		// it. SIGUSR1: the tracer (the thread that forked the shell: a
-		// sandboxed Start's throwaway or ready thread) had exited before
-		// the raise, which detaches its tracees, so the signal took its
-		// default action (seen in CI under load). Either way it ended and
-		// was reaped, never reported as an exit.
-		if info.ExitSignal != "SIGKILL" && info.ExitSignal != "SIGUSR1" {
-			t.Errorf("sandbox %v: exit code %d, signal %q, want SIGKILL (or SIGUSR1 where its tracer thread was gone)", sb != nil, *info.ExitCode, info.ExitSignal)
+		// Sandboxed, the host thread that forked the shell exits right
+		// after the exec stop's detach; where it is still there when the
+		// shell asks, it is the tracer, and its exit detaches the shell,
+		// which then dies of its own SIGUSR1 (no zombie either way: the
+		// check below). Seen 2 in 30 runs (eighth attack review).
+		if info.ExitSignal != "SIGKILL" && (sb == nil || info.ExitSignal != "SIGUSR1") {
+			t.Errorf("sandbox %v: exit code %d, signal %q, want SIGKILL", sb != nil, *info.ExitCode, info.ExitSignal)
 		}
 		if b, err := os.ReadFile("/proc/" + strconv.Itoa(info.PID) + "/stat"); err == nil {
 			t.Errorf("sandbox %v: after Wait the shell is still there: %s, want it reaped", sb != nil, b)

@@ -133,9 +133,12 @@ func runDetached(argv []string) int {
 	// What is left of the group is killed so the pipe can reach EOF, while
 	// the shell is an unreaped zombie: its PID, the group ID, cannot name
 	// another process until it is reaped.
+	waited := make(chan struct{})
+	go reapTracedThreads(pid, copied, waited) // a thread of the shell traced by this runner
 	awaitExitUnreaped(pid)
 	_ = unix.Kill(-pid, unix.SIGKILL)
 	_ = cmd.Wait()
+	close(waited)
 	if cmd.ProcessState != nil {
 		(&sysProc{}).reapTraced(cmd.ProcessState) // a shell stopped under a trace (PTRACE_TRACEME)
 	}

@@ -78,7 +78,7 @@ func confinedBeyondSelf(pid int) string {
 			return "another " + ns + " namespace"
 		}
 	}
-	return sandboxCoreMark(pid)
+	return sandboxCoreMark(pid, peer)
 }
 
 // sandboxCoreMark returns why pid carries the core-dump limit every
@@ -93,8 +93,19 @@ func confinedBeyondSelf(pid int) string {
 // filters than such a server (seventh attack review,
 // TestAttackServeHardenedPeerCount). Where Yama refuses PTRACE_TRACEME no
 // tree has the mark, and where this process's own hard limit is 0 or 1
-// (LimitCORE=0) it tells nothing: the counts are all there.
-func sandboxCoreMark(pid int) string {
+// (LimitCORE=0) it tells nothing: the counts are all there. The mark counts
+// only with no_new_privs and a seccomp filter in the peer's status (every
+// sandboxed tree has both, and can shed neither): a user's shell with
+// `ulimit -c 0` (which sets the hard limit too) or a login under
+// limits.conf's `* hard core 0` has the same limit and no sandbox, and
+// was refused (eighth attack review, TestAttackServeRefusesUserCoreLimitZero).
+func sandboxCoreMark(pid int, status []byte) string {
+	if nnp, _ := procfs.StatusField(status, "NoNewPrivs"); string(nnp) != "1" {
+		return ""
+	}
+	if mode, _ := procfs.StatusField(status, "Seccomp"); string(mode) != "2" {
+		return ""
+	}
 	self, ok := hardCoreLimit(procfs.SelfFile("limits"))
 	if !ok || self <= treeCoreLimit {
 		return ""

@@ -355,8 +355,11 @@ const defaultPipeDrain = 2 * time.Second
 func (s *supervisor) supervise(out *os.File, readerDone <-chan struct{}, tty bool) {
 	defer s.p.m.wg.Done()
 	s.recordRunning()
+	waited := make(chan struct{})
+	go reapTracedThreads(s.cmd.Process.Pid, readerDone, waited)
 	s.awaitRaise()
 	waitErr := s.cmd.Wait()
+	close(waited)
 	state := s.cmd.ProcessState
 	if state != nil {
 		s.sys.reapTraced(state)
