@@ -26,6 +26,9 @@ command -v python3 >/dev/null 2>&1 || need+=(python3)
 # curl for the NetworkHosts proxy tests and conformance suite (and git, npm
 # and go through the proxy: TestSandboxHostsRealClients).
 command -v curl >/dev/null 2>&1 || need+=(curl)
+# openssl for TestAttackDenialRuleCarriesSecret (a TLS server name sent
+# through the proxy: openssl s_client -proxy).
+command -v openssl >/dev/null 2>&1 || need+=(openssl)
 # Debian's pip for the same test (pip through the proxy; it runs as the
 # unprivileged user too, so not a pip under /root).
 [ -x /usr/bin/pip3 ] || need+=(python3-pip)
