@@ -60,7 +60,7 @@ func markPIDs() pidMark {
 const tailRounds = 4
 
 // probeSince calls probe with the PIDs handed out since from (this
-// process's own PID left out; its other threads are probe's to skip), in the order they were handed out and
+// process's own PID left out; its other threads are probe's to skip), newest first,
 // in slices of up to probeChunk that probe must not keep, then with those
 // handed out meanwhile, up to tailRounds times or until none were.
 func probeSince(s *procScanner, from pidMark, probe func(pids []int)) {
@@ -70,8 +70,16 @@ func probeSince(s *procScanner, from pidMark, probe func(pids []int)) {
 		if len(ranges) == 0 {
 			return
 		}
-		for _, r := range ranges {
-			for pid := r.lo; pid <= r.hi; pid++ {
+		// Newest first: a hopper's live process is the newest PID of its
+		// chain, the older ones its exited parents (zombies until reaped,
+		// each a stat read for the probe). In the order handed out, the
+		// probe walked a trail of thousands of them where the init reaps
+		// slowly (this project's machines: a hopper left 2,000 a second)
+		// and gave up before the live one (TestAttackForkHopperOutlivesDetached
+		// under CPU burners).
+		for i := len(ranges) - 1; i >= 0; i-- {
+			r := ranges[i]
+			for pid := r.hi; pid >= r.lo; pid-- {
 				if pid == s.Self() {
 					continue
 				}
