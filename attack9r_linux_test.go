@@ -1,0 +1,94 @@
+package agentproc_test
+
+import (
+	"bufio"
+	"os"
+	"os/exec"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/agentproc/agentproc"
+)
+
+// Tests of the ninth attack review (root): docs/sandbox-threats.md,
+// "Ninth attack review (root)".
+
+// TestAttackRecoveryKillsReusedGroup: recovery stops a dead host's trees
+// with a grace period: SIGTERM in a first round, a wait of up to the grace
+// period for what it signalled, then SIGKILL to the process groups it
+// found led by a process carrying a tree's marker, and rounds of SIGKILL.
+// Those groups were remembered by number: once the leader and its group
+// were gone, a new process that took the leader's PID and made a group of
+// its own (a shell's job, a daemon's setsid, any tree's leader) was killed
+// with its whole group, though it carried no marker, by kill(-PGID) and by
+// the rounds' "member of a tree's group" rule. A tree arranges it: its
+// group leader exits at the SIGTERM, a member that ignores SIGTERM holds
+// the wait open for the grace period (5 s by default), and it forks until
+// the kernel's last PID is the one before the leader's, so that the next
+// process made on the machine gets it: with recovery running beside the
+// new Manager's first Starts, often the agent's next command. Here the
+// test plays the tree (a leader with the marker, a holdout) and, as root,
+// hands the leader's PID to the victim through ns_last_pid, in place of
+// the tree's forks. Now a group counts only while its leader is the
+// process found leading it (same PID and start time).
+func TestAttackRecoveryKillsReusedGroup(t *testing.T) {
+	requireRoot(t)
+	dir := t.TempDir()
+	id := uuid.NewString()
+	start := func(command string) (*exec.Cmd, int) {
+		cmd := exec.Command("sh", "-c", command)
+		cmd.Env = append(os.Environ(), agentproc.MarkerEnv+"="+id)
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		out, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+		})
+		if _, err := bufio.NewReader(out).ReadString('\n'); err != nil {
+			t.Fatal(err)
+		}
+		return cmd, pinPIDs(t, []int{cmd.Process.Pid})[0]
+	}
+	// The tree's group leader, which a SIGTERM ends, and a holdout in a
+	// group of its own that ignores it.
+	leader, _ := start(`echo ready; exec sleep 300`)
+	_, holdout := start(`trap "" TERM; echo ready; exec sleep 300`)
+	writeRecord(t, dir, id, nil)
+
+	leaderDone := make(chan error, 1)
+	go func() { leaderDone <- leader.Wait() }()
+	m := newManager(t, agentproc.WithStateDir(dir), agentproc.WithGracePeriod(5*time.Second))
+	select {
+	case <-leaderDone: // SIGTERMed by recovery, and reaped: its PID is free
+	case <-time.After(10 * time.Second):
+		t.Fatal("the tree's leader got no SIGTERM within 10 s, want recovery's")
+	}
+	victim := leader.Process.Pid
+	for try := 0; ; try++ {
+		if got := startGroupWithPID(t, victim); got == victim {
+			break
+		}
+		if try == 10 {
+			t.Skipf("another fork took PID %d first, 10 times", victim)
+		}
+	}
+	victimFD := pinPIDs(t, []int{victim})[0]
+	if _, err := m.Recovered(testContext(t)); err != nil {
+		t.Fatal(err)
+	}
+	if left := waitExited([]int{holdout}, 5*time.Second); left != 0 {
+		t.Errorf("the tree's holdout: got alive after recovery, want killed")
+	}
+	if left := waitExited([]int{victimFD}, 0); left != 1 {
+		t.Errorf("process %d (no marker, a group of its own, the PID of the tree's dead leader): got killed by recovery, want left alone", victim)
+	}
+}
