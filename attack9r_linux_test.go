@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"os"
 	"os/exec"
+	"regexp"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -90,5 +92,38 @@ func TestAttackRecoveryKillsReusedGroup(t *testing.T) {
 	}
 	if left := waitExited([]int{victimFD}, 0); left != 1 {
 		t.Errorf("process %d (no marker, a group of its own, the PID of the tree's dead leader): got killed by recovery, want left alone", victim)
+	}
+}
+
+// TestAttackRootReadsTraceBuffer: the kernel's trace buffer
+// (/sys/kernel/tracing/trace, trace_pipe, each instance's) is root's 0640
+// and 0440: a root tree, uid 0, owns it and read whatever the host traced
+// (a kprobe or uprobe an operator left on, trace-cmd's or bpftrace's
+// events: command lines, file names, the strings a probe copies), which
+// then reached the model. The test writes a line through trace_marker, as
+// the host; the control reads it back unsandboxed. WorkspaceSandbox now
+// hides /sys/kernel/tracing and /sys/kernel/debug (root's: a tree without
+// root reads neither).
+func TestAttackRootReadsTraceBuffer(t *testing.T) {
+	requireRootSandbox(t)
+	const marker = "/sys/kernel/tracing/trace_marker"
+	line := "agentproc-trace-" + uuid.NewString()[:8]
+	if err := os.WriteFile(marker, []byte(line+"\n"), 0); err != nil {
+		t.Skipf("cannot write %s (tracefs not mounted there?): %v", marker, err)
+	}
+	ws := t.TempDir()
+	m := newManager(t, agentproc.WithRedaction(false))
+	cmd := "grep -c " + line + " /sys/kernel/tracing/trace; echo done"
+	for _, sb := range []*agentproc.Sandbox{nil, agentproc.WorkspaceSandbox(ws)} {
+		p := mustStart(t, m, agentproc.Request{WorkDir: ws, Command: cmd, Sandbox: sb})
+		mustWait(t, p)
+		out := p.Output().Text
+		read := regexp.MustCompile(`(?m)^[1-9][0-9]*$`).MatchString(out)
+		switch {
+		case sb == nil && !read:
+			t.Skipf("control: the host's trace buffer unsandboxed got %q, want the line (tracing off?)", out)
+		case sb != nil && read:
+			t.Errorf("sandboxed: the host's trace buffer got read (%q), want refused", strings.TrimSpace(out))
+		}
 	}
 }
