@@ -40,7 +40,10 @@ func TestAttackRecoveryKillsReusedGroup(t *testing.T) {
 	requireRoot(t)
 	dir := t.TempDir()
 	id := uuid.NewString()
-	start := func(command string) (*exec.Cmd, int) {
+	// start runs command with the tree's marker in a process group of its
+	// own, waits for its first line and returns its PID, a pidfd for it and
+	// a channel closed once it has been reaped.
+	start := func(command string) (int, int, <-chan struct{}) {
 		cmd := exec.Command("sh", "-c", command)
 		cmd.Env = append(os.Environ(), agentproc.MarkerEnv+"="+id)
 		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
@@ -51,30 +54,34 @@ func TestAttackRecoveryKillsReusedGroup(t *testing.T) {
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(func() {
+		if _, err := bufio.NewReader(out).ReadString('\n'); err != nil {
 			_ = cmd.Process.Kill()
 			_ = cmd.Wait()
-		})
-		if _, err := bufio.NewReader(out).ReadString('\n'); err != nil {
 			t.Fatal(err)
 		}
-		return cmd, pinPIDs(t, []int{cmd.Process.Pid})[0]
+		reaped := make(chan struct{})
+		go func() {
+			_ = cmd.Wait()
+			close(reaped)
+		}()
+		t.Cleanup(func() {
+			_ = cmd.Process.Kill()
+			<-reaped
+		})
+		return cmd.Process.Pid, pinPIDs(t, []int{cmd.Process.Pid})[0], reaped
 	}
 	// The tree's group leader, which a SIGTERM ends, and a holdout in a
 	// group of its own that ignores it.
-	leader, _ := start(`echo ready; exec sleep 300`)
-	_, holdout := start(`trap "" TERM; echo ready; exec sleep 300`)
+	victim, _, leaderReaped := start(`echo ready; exec sleep 300`)
+	_, holdout, _ := start(`trap "" TERM; echo ready; exec sleep 300`)
 	writeRecord(t, dir, id, nil)
 
-	leaderDone := make(chan error, 1)
-	go func() { leaderDone <- leader.Wait() }()
 	m := newManager(t, agentproc.WithStateDir(dir), agentproc.WithGracePeriod(5*time.Second))
 	select {
-	case <-leaderDone: // SIGTERMed by recovery, and reaped: its PID is free
+	case <-leaderReaped: // SIGTERMed by recovery, and reaped: its PID is free
 	case <-time.After(10 * time.Second):
 		t.Fatal("the tree's leader got no SIGTERM within 10 s, want recovery's")
 	}
-	victim := leader.Process.Pid
 	for try := 0; ; try++ {
 		if got := startGroupWithPID(t, victim); got == victim {
 			break
