@@ -48,11 +48,12 @@ type orphanTree struct {
 // process is never signalled.
 type treeKiller struct {
 	trees    []orphanTree
-	byMarker map[string]int // marker value (the ID) -> tree index
-	groups   map[int]int    // verified process group -> tree index
+	byMarker map[string]int   // marker value (the ID) -> tree index
+	groups   map[int]ledGroup // verified process group -> tree and leader
 	// led holds the groups whose leader was found carrying a tree's
-	// marker: ours, whatever the record says (the guard knows no PIDs).
-	led     map[int]int
+	// marker: ours, whatever the record says (the guard knows no PIDs),
+	// while that leader lives.
+	led     map[int]ledGroup
 	cgroups map[int]*cgroup.Group
 	targets pidfd.Targets
 	seen    map[int]bool // every PID counted in found
@@ -66,7 +67,7 @@ func newTreeKiller(trees []orphanTree) *treeKiller {
 		cgroups:  make(map[int]*cgroup.Group),
 		seen:     make(map[int]bool),
 		found:    make([]int, len(trees)),
-		led:      make(map[int]int),
+		led:      make(map[int]ledGroup),
 	}
 	for i, t := range trees {
 		k.byMarker[t.id] = i
@@ -75,6 +76,24 @@ func newTreeKiller(trees []orphanTree) *treeKiller {
 		}
 	}
 	return k
+}
+
+// ledGroup is a process group of a tree: the tree, and the start time of
+// the leader it was verified or found by. The group counts only while that
+// leader lives: once it and its members are gone, its PID may be handed to
+// a process outside the tree that makes a group of its own, as every shell
+// job, daemon and tree leader does, and a tree can steer which (ninth
+// attack review, TestAttackRecoveryKillsReusedGroup).
+type ledGroup struct {
+	tree  int
+	start uint64
+}
+
+// leads reports whether pg is still the process g was verified or found
+// by: same start time (a zombie still holds its PID).
+func (g ledGroup) leads(pg int) bool {
+	id, _, ok := statIdentity(pg)
+	return ok && id.Start == g.start
 }
 
 func stopOrphans(trees []orphanTree, grace time.Duration) []int {
@@ -140,14 +159,16 @@ func orphanCgroup(t orphanTree) *cgroup.Group {
 // verifyGroups records the process groups whose leader is provably the
 // recorded process: same PID, start time and boot, and the tree's marker in
 // its environment, for a record names any process it likes and start times
-// and boot IDs are world-readable. While the leader lives the group ID
-// cannot be reused. A group ID that cannot be a tree of ours (<= 1, this
-// process or its group) is never recorded.
+// and boot IDs are world-readable; and those of led whose leader is still
+// the process found leading them (same PID and start time; a zombie still
+// holds its PID). While the leader lives the group ID cannot be reused. A
+// group ID that cannot be a tree of ours (<= 1, this process or its group)
+// is never recorded.
 func (k *treeKiller) verifyGroups() {
-	k.groups = make(map[int]int, len(k.trees)+len(k.led))
-	for pg, i := range k.led {
-		if checkRecordPID("leader", pg) == nil {
-			k.groups[pg] = i
+	k.groups = make(map[int]ledGroup, len(k.trees)+len(k.led))
+	for pg, g := range k.led {
+		if g.leads(pg) && checkRecordPID("leader", pg) == nil {
+			k.groups[pg] = g
 		}
 	}
 	boot := bootID()
@@ -167,7 +188,7 @@ func (k *treeKiller) verifyGroups() {
 			defer s.Close()
 		}
 		if s.marked(t.leader.PID, []byte(MarkerEnv+"="+t.id)) {
-			k.groups[t.leader.PID] = i
+			k.groups[t.leader.PID] = ledGroup{tree: i, start: t.leader.Start}
 		}
 	}
 }
@@ -203,6 +224,7 @@ func (k *treeKiller) belongsNow(s *procScanner, pid int, inCgroup map[int]int, w
 	if !ok || state == 'Z' {
 		return 0, false, false
 	}
+	start, _, _ := procfs.ParseStatStart(stat)
 	if i, ok := inCgroup[pid]; ok {
 		return i, true, false
 	}
@@ -216,15 +238,17 @@ func (k *treeKiller) belongsNow(s *procScanner, pid int, inCgroup map[int]int, w
 	if uid == s.EUID() {
 		v, _ := markerID(env)
 		if i, ok := k.byMarker[string(v)]; ok {
-			if pgrp == pid && checkRecordPID("leader", pid) == nil {
-				k.led[pid] = i
-				k.groups[pid] = i
+			if pgrp == pid && start != 0 && checkRecordPID("leader", pid) == nil {
+				k.led[pid] = ledGroup{tree: i, start: start}
+				k.groups[pid] = k.led[pid]
 			}
 			return i, true, false
 		}
 	}
-	if i, ok := k.groups[pgrp]; ok {
-		return i, true, false
+	// The leader is looked at again: it may have died since the group
+	// was verified, earlier in this round, and its PID been taken.
+	if g, ok := k.groups[pgrp]; ok && g.leads(pgrp) {
+		return g.tree, true, false
 	}
 	return 0, false, false
 }

@@ -270,7 +270,12 @@ var systemSecretPaths = []string{"/etc/shadow", "/etc/gshadow", "/etc/sudoers", 
 	// What a container platform mounts in, world-readable: Kubernetes'
 	// service account and workload identity tokens, Docker's secrets
 	// (seventh attack review, TestAttackMountedSecrets).
-	"/run/secrets", "/var/run/secrets"}
+	"/run/secrets", "/var/run/secrets",
+	// The kernel's trace buffers, root's 0640 (0700 under debugfs): what
+	// the host traces, command lines and strings a probe copies (ninth
+	// attack review, TestAttackRootReadsTraceBuffer).
+	"/sys/kernel/tracing", "/sys/kernel/debug",
+}
 
 // WorkspaceSandbox is the usual policy for a model's commands in dir: write
 // dir and a private temp dir, read everything but the usual credential
