@@ -1059,7 +1059,8 @@ type redactStage struct {
 	runs     []textRun
 	orig     []byte
 	opos     int
-	rejudge  bool // the set changed: scan the carry (redactor.useLiveSets)
+	rejudge  bool    // the set changed: scan the carry (redactor.useLiveSets)
+	over     []int32 // scratch for overlapping
 }
 
 // write scans p after what is held back.
@@ -1077,8 +1078,10 @@ func (st *redactStage) write(p []byte) {
 	}
 	if len(st.carry) > 0 {
 		// A match starting in the carry ends within window bytes of p,
-		// so those decide it; the rest of p is scanned in place.
-		k := min(len(p), st.set.window)
+		// and a secret that starts inside it within window more
+		// (overlapping), so those decide it; the rest of p is scanned
+		// in place.
+		k := min(len(p), 2*st.set.window)
 		st.edge = append(append(st.edge[:0], st.carry...), p[:k]...)
 		nc := len(st.carry)
 		st.carry = st.carry[:0]
@@ -1260,11 +1263,22 @@ func (st *redactStage) scan(data []byte, stopAt int, atEnd, final bool) int {
 				return st.release(data, pos, h)
 			}
 		}
+		over, overEnd, open := s.overlapping(data, bestStart, bestEnd, st.over[:0])
+		st.over = over
+		if open && atEnd && !final {
+			// A secret that starts inside this match may go on past
+			// the end of data: the next write decides.
+			return st.release(data, pos, bestStart)
+		}
 		st.release(data, pos, bestStart)
 		st.count.Add(1)
 		st.send(s.repl[best])
-		st.skip(bestEnd)
-		pos, i = bestEnd, bestEnd
+		for _, o := range over {
+			st.count.Add(1)
+			st.send(s.repl[o])
+		}
+		st.skip(overEnd)
+		pos, i = overEnd, overEnd
 	}
 	switch {
 	case !atEnd:
@@ -1273,6 +1287,40 @@ func (st *redactStage) scan(data []byte, stopAt int, atEnd, final bool) int {
 		return st.release(data, pos, len(data))
 	}
 	return st.release(data, pos, s.pendingFrom(data, pos, prev))
+}
+
+// overlapping extends the match data[start:end] over the secrets that
+// start inside it and go on past its end ("…SHARED99" matched, then
+// "SHARED99tail…" would show its tail: the ninth attack review, root),
+// each in turn, and returns them (appended to over), where the run of
+// them ends, and whether one may still complete past the end of data.
+// It walks the trie from each byte of the match, so it costs the
+// square of a match's length at most, paid only where a secret is found;
+// a form with line breaks inside (base64 or hex wrapped) is not followed.
+func (s *redactSet) overlapping(data []byte, start, end int, over []int32) ([]int32, int, bool) {
+	open := false
+	for j := start + 1; j < end; j++ {
+		node, k := int32(0), j
+		pat, patEnd := int32(-1), end
+		for ; k < len(data); k++ {
+			next, ok := s.trie[uint64(node)<<8|uint64(data[k])]
+			if !ok {
+				break
+			}
+			node = next
+			if d := s.depthOf[node]; d > 0 && k+1 > patEnd {
+				pat, patEnd = d-1, k+1
+			}
+		}
+		if k == len(data) && s.hasKids[node] {
+			open = true
+		}
+		if pat >= 0 {
+			over = append(over, pat)
+			end = patEnd
+		}
+	}
+	return over, end, open
 }
 
 // release emits data[pos:to] and returns to; in scanShown, the bytes of

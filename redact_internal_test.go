@@ -556,3 +556,101 @@ func TestRedactLineEndNotHeld(t *testing.T) {
 		}
 	}
 }
+
+// TestRedactOverlappingSecrets: where one secret's end is another's start
+// ("…SHARED99" and "SHARED99…"), the output holds neither's bytes: the
+// match that starts first is extended over every secret that starts
+// inside it and goes on past its end, whatever the write sizes (the ninth
+// attack review, root: 8 of the second secret's 14 bytes were shown).
+func TestRedactOverlappingSecrets(t *testing.T) {
+	a := secretEntry{"FIRST", "hunter2xSHARED99"}
+	b := secretEntry{"SECOND", "SHARED99tail7Q"}
+	c := secretEntry{"THIRD", "tail7Qzz5Kp"}
+	for _, tt := range []struct {
+		name    string
+		entries []secretEntry
+		in      string
+		hidden  []string
+	}{
+		{"two", []secretEntry{a, b}, "x hunter2xSHARED99tail7Q y", []string{"tail7Q", "hunter2", "SHARED99"}},
+		{"two reversed order", []secretEntry{b, a}, "x hunter2xSHARED99tail7Q y", []string{"tail7Q", "hunter2", "SHARED99"}},
+		{"three in a chain", []secretEntry{a, b, c}, "x hunter2xSHARED99tail7Qzz5Kp y", []string{"zz5Kp", "tail7Q", "hunter2", "SHARED99"}},
+		{"at the end", []secretEntry{a, b}, "x hunter2xSHARED99tail7Q", []string{"tail7Q", "hunter2", "SHARED99"}},
+		{"apart", []secretEntry{a, b}, "hunter2xSHARED99 SHARED99tail7Q", []string{"tail7Q", "hunter2", "SHARED99"}},
+	} {
+		s := newRedactSet(tt.entries)
+		for _, sizes := range [][]int{{1 << 20}, {1}, {3}, {7}, {5, 11}, {17}} {
+			out, _ := runRedact(s, []byte(tt.in), sizes)
+			for _, h := range tt.hidden {
+				if strings.Contains(out, h) {
+					t.Errorf("%s, writes of %v: got %q, want no %q in it", tt.name, sizes, out, h)
+				}
+			}
+			if !strings.HasPrefix(out, tt.in[:strings.IndexAny(tt.in, "hS")]) {
+				t.Errorf("%s, writes of %v: got %q, want the text before the secrets kept", tt.name, sizes, out)
+			}
+		}
+	}
+}
+
+// TestRedactOverlappingSecretsRandom: random pairs of secrets where the
+// second begins with the first's end, written in random sizes: neither
+// secret's own bytes (the first's head, the second's tail) are shown.
+func TestRedactOverlappingSecretsRandom(t *testing.T) {
+	rnd := rand.New(rand.NewPCG(9, 37))
+	const alnum = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+	word := func(n int) string {
+		b := make([]byte, n)
+		for i := range b {
+			b[i] = alnum[rnd.IntN(len(alnum))]
+		}
+		return string(b)
+	}
+	for range 300 {
+		head, shared, tail := word(6+rnd.IntN(10)), word(2+rnd.IntN(8)), word(6+rnd.IntN(10))
+		entries := []secretEntry{{"A", head + shared}, {"B", shared + tail}}
+		if rnd.IntN(2) == 0 {
+			entries[0], entries[1] = entries[1], entries[0]
+		}
+		s := newRedactSet(entries)
+		in := "pre " + head + shared + tail + []string{"", " post", "\n"}[rnd.IntN(3)]
+		sizes := []int{1 + rnd.IntN(len(in)), 1 + rnd.IntN(4)}
+		out, _ := runRedact(s, []byte(in), sizes)
+		if strings.Contains(out, head) || strings.Contains(out, tail) {
+			t.Fatalf("%q then %q in writes of %v: got %q, want neither %q nor %q in it", entries[0].value, entries[1].value, sizes, out, head, tail)
+		}
+	}
+}
+
+// TestRedactOverlappingSecretsChain: three secrets, each beginning with
+// the end of another (in any order of registration), written in random
+// sizes: no byte of any of them is shown.
+func TestRedactOverlappingSecretsChain(t *testing.T) {
+	rnd := rand.New(rand.NewPCG(9, 38))
+	const alnum = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+	word := func(n int) string {
+		b := make([]byte, n)
+		for i := range b {
+			b[i] = alnum[rnd.IntN(len(alnum))]
+		}
+		return string(b)
+	}
+	for range 1000 {
+		h, s1, s2, tl := word(6+rnd.IntN(10)), word(2+rnd.IntN(8)), word(2+rnd.IntN(8)), word(6+rnd.IntN(10))
+		m := word(max(0, 8-len(s1)-len(s2)) + rnd.IntN(4)) // B is a secret: 8 bytes or more
+		entries := []secretEntry{{"A", h + s1}, {"B", s1 + m + s2}, {"C", s2 + tl}}
+		rnd.Shuffle(3, func(i, j int) { entries[i], entries[j] = entries[j], entries[i] })
+		s := newRedactSet(entries)
+		post := []string{"", " post", "\n"}[rnd.IntN(3)]
+		in := "pre " + h + s1 + m + s2 + tl + post
+		sizes := []int{1 + rnd.IntN(len(in)), 1 + rnd.IntN(4)}
+		out, _ := runRedact(s, []byte(in), sizes)
+		shown := out
+		for _, name := range []string{"A", "B", "C"} {
+			shown = strings.ReplaceAll(shown, "[redacted:"+name+"]", "")
+		}
+		if shown != "pre "+post {
+			t.Fatalf("%v in writes of %v: got %q, want only redactions between %q and %q", entries, sizes, out, "pre ", post)
+		}
+	}
+}
