@@ -760,10 +760,11 @@ func (ss *startedSecrets) startMergeLocked() {
 }
 
 // merge builds a base set of entries, the first len(entries) registered,
-// outside mu, and stores it in place of the base, with the recent set
-// stored last: that one holds every entry registered since the old base,
-// those of the new base and those registered while it was built, so at
-// every moment each registered secret is in a stored set. The next
+// outside mu, and stores it in place of the base. With it goes no recent
+// set when nothing was registered meanwhile, else the recent set stored
+// last: that one holds every entry registered since the old base, those
+// of the new base and those registered while it was built, so at every
+// moment each registered secret is in a stored set. The next
 // registration rebuilds the recent set of the entries not in this base;
 // until then a stream matches those twice, which is harmless. Building a
 // recent set here would cost every Start waiting on mu meanwhile.
@@ -774,7 +775,11 @@ func (ss *startedSecrets) merge(entries []secretEntry) {
 	base := newRedactSet(slices.Clone(entries))
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
-	ss.sets.Store(&liveSets{base: base, recent: ss.sets.Load().recent})
+	recent := ss.sets.Load().recent
+	if len(ss.entries) == len(entries) {
+		recent = nil // all in the base: a stream runs one set's stages
+	}
+	ss.sets.Store(&liveSets{base: base, recent: recent})
 	ss.inBase = len(entries)
 	ss.merging = false
 	ss.startMergeLocked() // the recent set may have outgrown its bound meanwhile
