@@ -295,18 +295,28 @@ func requireHomeFilesHidden(t *testing.T, home, ws string, files []string, tag s
 	}
 }
 
-// requireDoorShut listens on the Unix socket p (making the directories of
-// dirs that are missing, with mode, removed at cleanup) and checks that a
-// tree of plain reaches it and a tree of m does not.
+// requireDoorShut listens on the Unix socket p (listenDoor) and checks
+// that a tree of plain reaches it and a tree of m does not.
 func requireDoorShut(t *testing.T, plain, m *agentproc.Manager, ws, p string, dirs []string, mode os.FileMode) {
 	t.Helper()
+	listenDoor(t, p, dirs, mode)
+	mustReach(t, plain, fsProbeRequest(t, ws, "unix", p), "connect "+p)
+	mustDeny(t, m, fsProbeRequest(t, ws, "unix", p), "connect "+p)
+}
+
+// listenDoor listens on the Unix socket p, accepting every connection,
+// after making the directories of dirs that are missing (with mode);
+// the socket and the directories made are removed at cleanup.
+func listenDoor(t *testing.T, p string, dirs []string, mode os.FileMode) {
+	t.Helper()
 	for _, dir := range dirs {
-		if _, err := os.Stat(dir); err != nil {
-			if err := os.Mkdir(dir, mode); err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { _ = os.Remove(dir) })
+		if _, err := os.Lstat(dir); err == nil {
+			continue
 		}
+		if err := os.Mkdir(dir, mode); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = os.Remove(dir) })
 	}
 	l, err := net.Listen("unix", p)
 	if err != nil {
@@ -314,6 +324,4 @@ func requireDoorShut(t *testing.T, plain, m *agentproc.Manager, ws, p string, di
 	}
 	t.Cleanup(func() { _ = l.Close(); _ = os.Remove(p) })
 	serveEach(t, l, func(net.Conn) string { return "" })
-	mustReach(t, plain, fsProbeRequest(t, ws, "unix", p), "connect "+p)
-	mustDeny(t, m, fsProbeRequest(t, ws, "unix", p), "connect "+p)
 }

@@ -109,21 +109,7 @@ func requireDoorsShut(t *testing.T, ws string, socks map[string][]string) {
 		if _, err := os.Lstat(p); err == nil {
 			continue
 		}
-		for _, dir := range dirs {
-			if _, err := os.Lstat(dir); err == nil {
-				continue
-			}
-			if err := os.Mkdir(dir, 0o755); err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { _ = os.Remove(dir) })
-		}
-		l, err := net.Listen("unix", p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = l.Close(); _ = os.Remove(p) })
-		serveEach(t, l, func(net.Conn) string { return "" })
+		listenDoor(t, p, dirs, 0o755)
 		made = append(made, p)
 	}
 	m := newManager(t, agentproc.WithSandbox(agentproc.WorkspaceSandbox(ws)))

@@ -3,6 +3,7 @@ package agentproc_test
 import (
 	"context"
 	"os"
+	"os/exec"
 	"regexp"
 	"strconv"
 	"strings"
@@ -132,5 +133,45 @@ func TestAttackTracedThreadHangsDetached(t *testing.T) {
 			t.Fatalf("sandbox %v, detached: output %q, want the thread traced", sb != nil, p.Output().Text)
 		}
 		t.Logf("sandbox %v, detached: %s, code %d", sb != nil, info.Reason, exitCode(info))
+	}
+}
+
+// TestAttackTracedThreadShellRunsOn: the reaper of traced threads does not
+// look at a shell that closed its output and runs on. It used to list the
+// shell's threads on a timer from the output's end (5 ms, then less often
+// up to once a second) for the shell's whole life; it now asks the kernel
+// at each SIGCHLD whether the shell's process group holds an exited
+// tracee of the host, and lists the threads only then. Fifty short
+// children started meanwhile let time pass and send the host SIGCHLDs.
+func TestAttackTracedThreadShellRunsOn(t *testing.T) {
+	ended, looks, stop := agentproc.WatchTracedThreads()
+	defer stop()
+	m := newManager(t, agentproc.WithRedaction(false))
+	p := mustStart(t, m, agentproc.Request{Command: "exec >&- 2>&-; exec sleep 100"})
+	pid := p.Info().PID
+	deadline := time.After(10 * time.Second)
+	for got := 0; got != pid; {
+		select {
+		case got = <-ended:
+		case <-deadline:
+			t.Fatalf("the output of shell %d did not end within 10s", pid)
+		}
+	}
+	for range 50 {
+		if err := exec.Command("true").Run(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !p.Info().Running {
+		t.Fatalf("the shell ended before the check: %+v", p.Info())
+	}
+	if n := looks(pid); n != 0 {
+		t.Errorf("looks at the running shell's threads: got %d, want 0", n)
+	}
+	if _, err := p.Stop(testContext(t)); err != nil {
+		t.Fatal(err)
+	}
+	if n := looks(pid); n != 0 {
+		t.Errorf("looks at the shell's threads by its end: got %d, want 0", n)
 	}
 }

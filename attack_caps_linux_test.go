@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/agentproc/agentproc"
+	"github.com/agentproc/agentproc/internal/testuser"
 )
 
 // inheritedCapsEnv marks the child TestAttackInheritedCapabilities runs
@@ -49,7 +50,7 @@ func TestAttackInheritedCapabilities(t *testing.T) {
 	}
 	// A copy any user can run: the test binary's own directory is root's.
 	dir := t.TempDir()
-	bin := copyTestBinary(t, exe, dir)
+	bin := testuser.CopyBinary(t, exe, dir)
 	if err := os.Chmod(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}

@@ -343,3 +343,33 @@ func PretendNoTraceAtExec() (restore func()) {
 	traceAtExec = func() bool { return false }
 	return func() { traceAtExec = old }
 }
+
+// WatchTracedThreads reports on the reaper of traced threads
+// (traced_thread_linux.go): ended receives each shell's PID once its output
+// has ended, and looks returns how many times pid's threads were listed.
+// stop ends the watch.
+func WatchTracedThreads() (ended <-chan int, looks func(pid int) int, stop func()) {
+	ch := make(chan int, 64)
+	var mu sync.Mutex
+	count := map[int]int{}
+	h := func(pid int, look bool) {
+		if !look {
+			select {
+			case ch <- pid:
+			default:
+			}
+			return
+		}
+		mu.Lock()
+		count[pid]++
+		mu.Unlock()
+	}
+	tracedHook.Store(&h)
+	return ch, func(pid int) int {
+			mu.Lock()
+			defer mu.Unlock()
+			return count[pid]
+		}, func() {
+			tracedHook.Store(nil)
+		}
+}

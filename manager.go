@@ -198,6 +198,7 @@ func (m *Manager) Shutdown(ctx context.Context) error {
 		// Processes whose Start was in flight when closed was set are still
 		// supervised; waiting on wg covers them too.
 		m.wg.Wait()
+		m.started.wait() // no Start runs: no merge starts after this
 		// Every supervisor has published its exit by now. The clean-up is
 		// done here, not after the select, so that a Shutdown whose ctx
 		// ended still finishes it once the killed processes are gone.

@@ -667,9 +667,9 @@ type redaction struct {
 }
 
 // liveSets is what startedSecrets holds at one time, in two sets so that
-// a new secret does not rebuild them all: base, rebuilt from every
-// entry now and then, and recent, rebuilt from those registered since at
-// each new one. Either may be nil. Immutable once stored.
+// a new secret does not rebuild them all: base, built from every entry now
+// and then in the background, and recent, rebuilt at each new one from
+// those not in base. Either may be nil. Immutable once stored.
 type liveSets struct {
 	recent, base *redactSet
 }
@@ -681,7 +681,8 @@ type liveSets struct {
 // redacts all of them (seventh attack review,
 // TestAttackSecretOfAnotherRequestByCmdline). The set only grows while
 // the Manager lives: a reaped holder's secret can still be printed by a
-// reader that copied it, or by a file it left.
+// reader that copied it, or by a file it left. The zero value is ready;
+// wait ends its background work.
 type startedSecrets struct {
 	// sets is read by every stream once per write (an atomic load); it
 	// is replaced, never changed, under mu.
@@ -690,6 +691,11 @@ type startedSecrets struct {
 	entries []secretEntry        // in order of registration
 	known   map[secretEntry]bool // entries as a set
 	inBase  int                  // entries[:inBase] are in the base set
+	merging bool                 // a merge runs (merge)
+	merges  sync.WaitGroup
+	// mergeHook, when set (tests, before the first register), is called
+	// by each merge before it builds its set.
+	mergeHook func()
 }
 
 // register adds entries to the sets before the process that holds them
@@ -699,10 +705,12 @@ type startedSecrets struct {
 // it in the maps of the index and the trie), so rebuilding one set of
 // every secret at each new one cost 0.4 s a Start at 1,000. The recent
 // set is rebuilt instead, and merged into the base once it holds more
-// than twice the square root of the base's secrets (at least 16): a new
-// secret costs O(sqrt n) amortized, and a stream pays for two sets'
-// stages, not one per secret (BenchmarkRedactRegister,
-// BenchmarkRedactLiveSecrets).
+// than twice the square root of the base's secrets (at least 16): a
+// stream pays for two sets' stages, not one per secret. The merge runs in
+// the background (merge), so a Start pays for the recent set alone, never
+// for the base (it used to wait 0.56 s behind a merge at 1,000 secrets):
+// O(sqrt n) while no merge runs, plus the secrets registered during a
+// merge while one does (BenchmarkRedactRegister, BenchmarkRedactLiveSecrets).
 func (ss *startedSecrets) register(entries []secretEntry) {
 	if len(entries) == 0 {
 		return
@@ -726,20 +734,60 @@ func (ss *startedSecrets) register(entries []secretEntry) {
 	}
 	// Built under mu so that sets are stored in the order their entries
 	// were registered: a slower build of an older set never replaces a
-	// newer one. It is CPU only, no system call.
+	// newer one. It is CPU only, no system call. The recent set holds
+	// every entry the stored base does not, those a merge is putting
+	// into the next base among them: it stays live until that base is.
 	cur := ss.sets.Load()
 	if cur == nil {
 		cur = &liveSets{}
 	}
-	next := &liveSets{base: cur.base}
-	if recent := len(ss.entries) - ss.inBase; recent > max(16, 2*isqrt(ss.inBase)) {
-		next.base = newRedactSet(slices.Clone(ss.entries))
-		ss.inBase = len(ss.entries)
-	} else {
-		next.recent = newRedactSet(slices.Clone(ss.entries[ss.inBase:]))
-	}
-	ss.sets.Store(next)
+	ss.sets.Store(&liveSets{base: cur.base, recent: newRedactSet(slices.Clone(ss.entries[ss.inBase:]))})
+	ss.startMergeLocked()
 }
+
+// startMergeLocked starts a merge of every entry into a new base set when
+// the recent set has outgrown its bound and no merge runs.
+func (ss *startedSecrets) startMergeLocked() {
+	if ss.merging || len(ss.entries)-ss.inBase <= max(16, 2*isqrt(ss.inBase)) {
+		return
+	}
+	ss.merging = true
+	// entries only grows by append: its first n elements are never
+	// written again, so the merge reads them without mu.
+	n := len(ss.entries)
+	upto := ss.entries[:n:n]
+	ss.merges.Go(func() { ss.merge(upto) })
+}
+
+// merge builds a base set of entries, the first len(entries) registered,
+// outside mu, and stores it in place of the base. With it goes no recent
+// set when nothing was registered meanwhile, else the recent set stored
+// last: that one holds every entry registered since the old base, those
+// of the new base and those registered while it was built, so at every
+// moment each registered secret is in a stored set. The next
+// registration rebuilds the recent set of the entries not in this base;
+// until then a stream matches those twice, which is harmless. Building a
+// recent set here would cost every Start waiting on mu meanwhile.
+func (ss *startedSecrets) merge(entries []secretEntry) {
+	if ss.mergeHook != nil {
+		ss.mergeHook()
+	}
+	base := newRedactSet(slices.Clone(entries))
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	recent := ss.sets.Load().recent
+	if len(ss.entries) == len(entries) {
+		recent = nil // all in the base: a stream runs one set's stages
+	}
+	ss.sets.Store(&liveSets{base: base, recent: recent})
+	ss.inBase = len(entries)
+	ss.merging = false
+	ss.startMergeLocked() // the recent set may have outgrown its bound meanwhile
+}
+
+// wait returns once no merge runs; the Manager's Shutdown calls it after
+// the last Start has ended.
+func (ss *startedSecrets) wait() { ss.merges.Wait() }
 
 // isqrt is the integer square root of n >= 0.
 func isqrt(n int) int {
@@ -979,19 +1027,22 @@ func (r *redactor) write(p []byte) {
 	r.stages[0].write(p)
 }
 
-// useLiveSets makes the live stages apply l from this write on. Each
-// set holds every entry of the one it replaces, or, when the base
-// changed (the recent set was merged into it), the base holds every entry
-// the old recent set had.
+// useLiveSets makes the live stages apply l from this write on. A base
+// holds every entry of the one it replaces; every entry of the old recent
+// set is in the new base or the new recent set (startedSecrets.merge).
 //
 // What a stage holds back is judged again against its new set with this
 // write: the raw stage scans its carry before every write anyway; a
 // shown stage passes its carry unscanned when nothing is hidden (the raw
 // stage before it has matched it), but that raw stage matched it against
-// the old set, so the shown stages scan it once (rejudge). When the base
-// changed, the recent stages, which come first, release what they hold
-// into the base's, already on the new base, which judges it with the
-// rest; their new set need not hold their old one's entries.
+// the old set, so the shown stages scan it once (rejudge). A recent stage
+// whose new set lacks an entry (it is in the base now) releases the start
+// of it that it holds into the base's stages, which come after it, are
+// already on the new base, and hold it in turn. A recent stage whose new
+// set is nil holds nothing more: it releases its carry at once. The
+// recent stages are never emptied on a change of the base alone: the
+// start of a secret registered while the base was built, which only the
+// recent set has, would pass the base unmatched.
 //
 // Bytes already emitted are not judged again: a set is stored before
 // the process holding its new secrets exists, so none of them can carry
@@ -1003,8 +1054,10 @@ func (r *redactor) useLiveSets(l liveSets) {
 		for _, st := range base {
 			st.set, st.rejudge = l.base, st.shown
 		}
-		for _, st := range recent {
-			st.flush()
+		if l.recent == nil {
+			for _, st := range recent {
+				st.flush()
+			}
 		}
 	}
 	if l.recent != r.liveSets.recent {

@@ -6,8 +6,10 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 )
 
 // liveTestRedactor returns a redactor with fixed set fixed (nil: none)
@@ -83,6 +85,7 @@ func TestRedactLiveSetMidStream(t *testing.T) {
 					before := ss.sets.Load()
 					if merge {
 						ss.register(append([]secretEntry{{"NEW", secret}}, fillers...))
+						ss.wait() // the merge runs in the background
 					} else {
 						ss.register([]secretEntry{{"NEW", secret}})
 					}
@@ -197,6 +200,7 @@ func TestRedactLiveSetRandom(t *testing.T) {
 			}
 		}
 		r.flush()
+		ss.wait()
 		if got := out.String(); got != want.String() {
 			t.Fatalf("seed %d: got %q, want %q (count %d)", seed, got, want.String(), count.Load())
 		}
@@ -217,4 +221,179 @@ func liveTestTokens(n int) []secretEntry {
 		out[i] = secretEntry{fmt.Sprintf("S%d", i), string(b)}
 	}
 	return out
+}
+
+// TestRedactLiveSetRegisterDuringMerge: a merge of the recent set into
+// the base runs in the background, and a Start that registers a new
+// secret meanwhile does not wait for it: with a merge held, the register
+// returns, and the secret is redacted at once (it is in the recent set,
+// which stays live until the new base is stored, and after).
+func TestRedactLiveSetRegisterDuringMerge(t *testing.T) {
+	t.Parallel()
+	secrets := liveTestTokens(40)
+	held, release := make(chan struct{}, 1), make(chan struct{})
+	var ss startedSecrets
+	ss.mergeHook = func() {
+		select {
+		case held <- struct{}{}:
+		default:
+		}
+		<-release
+	}
+	released := false
+	defer func() {
+		if !released {
+			close(release)
+		}
+		ss.wait()
+	}()
+	// The 17th secret makes the recent set outgrow its bound (16): a
+	// merge begins.
+	const n = 17
+	go func() {
+		for i := range n {
+			ss.register(secrets[i : i+1])
+		}
+	}()
+	select {
+	case <-held:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("after %d secrets: no merge began within 10s", n)
+	}
+	redacted := func(e secretEntry) bool {
+		var out bytes.Buffer
+		r := redaction{live: &ss.sets, count: new(atomic.Int64)}.newRedactor(func(p []byte) { out.Write(p) })
+		r.write([]byte("x " + e.value[:7]))
+		r.write([]byte(e.value[7:] + " y"))
+		r.flush()
+		return out.String() == "x [redacted:"+e.name+"] y"
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		ss.register(secrets[n : n+1])
+	}()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("register during a merge: got no return within 10s, want one at once")
+	}
+	for _, e := range secrets[:n+1] {
+		if !redacted(e) {
+			t.Errorf("%s during the merge: got it shown, want it redacted", e.name)
+		}
+	}
+	// Streams that hold the start of a secret when the new base is
+	// stored: one registered during the merge (only in the recent set
+	// then) and one merged.
+	var outs [2]bytes.Buffer
+	split := [2]secretEntry{secrets[n], secrets[0]}
+	var streams [2]*redactor
+	for i := range streams {
+		streams[i] = redaction{live: &ss.sets, count: new(atomic.Int64)}.newRedactor(func(p []byte) { outs[i].Write(p) })
+		streams[i].write([]byte("x " + split[i].value[:9]))
+	}
+	base := ss.sets.Load().base
+	close(release)
+	released = true
+	ss.wait()
+	for i, r := range streams {
+		r.write([]byte(split[i].value[9:] + " y"))
+		r.flush()
+		if got, want := outs[i].String(), "x [redacted:"+split[i].name+"] y"; got != want {
+			t.Errorf("a stream across the new base's store: got %q, want %q", got, want)
+		}
+	}
+	if ss.sets.Load().base == base {
+		t.Fatalf("after the merge: got the old base, want a new one")
+	}
+	// The next register rebuilds the recent set without the merged
+	// secrets: a stream holding the start of one passes it to the base.
+	var out bytes.Buffer
+	r := redaction{live: &ss.sets, count: new(atomic.Int64)}.newRedactor(func(p []byte) { out.Write(p) })
+	r.write([]byte("x " + secrets[2].value[:9]))
+	ss.register(secrets[n+1 : n+2])
+	r.write([]byte(secrets[2].value[9:] + " y"))
+	r.flush()
+	if got, want := out.String(), "x [redacted:"+secrets[2].name+"] y"; got != want {
+		t.Errorf("a stream across the recent set's shrinking: got %q, want %q", got, want)
+	}
+	for _, e := range secrets[:n+2] {
+		if !redacted(e) {
+			t.Errorf("%s after the merge: got it shown, want it redacted", e.name)
+		}
+	}
+}
+
+// TestRedactLiveSetEveryMoment: secrets registered from several
+// goroutines (past several merges in the background) while streams
+// write them: every secret registered is redacted at every moment after
+// its register returned, by a stream made before it (written in two
+// pieces, the sets possibly changing between them) and by a new one.
+func TestRedactLiveSetEveryMoment(t *testing.T) {
+	t.Parallel()
+	secrets := liveTestTokens(100)
+	var ss startedSecrets
+	defer ss.wait()
+	var mu sync.Mutex
+	var registered []secretEntry
+	var wg sync.WaitGroup
+	const writers = 4
+	for w := range writers {
+		wg.Go(func() {
+			for i := w; i < len(secrets); i += writers {
+				ss.register(secrets[i : i+1])
+				mu.Lock()
+				registered = append(registered, secrets[i])
+				mu.Unlock()
+			}
+		})
+	}
+	stop := make(chan struct{})
+	var readers sync.WaitGroup
+	for k := range 2 {
+		readers.Go(func() {
+			var out bytes.Buffer
+			long := redaction{live: &ss.sets, count: new(atomic.Int64)}.newRedactor(func(p []byte) { out.Write(p) })
+			var written []string
+			for j := 0; ; j++ {
+				select {
+				case <-stop:
+					long.flush()
+					for _, v := range written {
+						if strings.Contains(out.String(), v) {
+							t.Errorf("reader %d, the long stream: got %s shown, want it redacted", k, v)
+						}
+					}
+					return
+				default:
+				}
+				mu.Lock()
+				if len(registered) == 0 {
+					mu.Unlock()
+					continue
+				}
+				e := registered[(j*7+k)%len(registered)]
+				mu.Unlock()
+				cut := 1 + j%(len(e.value)-1)
+				long.write([]byte(" " + e.value[:cut]))
+				long.write([]byte(e.value[cut:] + " "))
+				written = append(written, e.value)
+				var fresh bytes.Buffer
+				r := redaction{live: &ss.sets, count: new(atomic.Int64)}.newRedactor(func(p []byte) { fresh.Write(p) })
+				r.write([]byte("x " + e.value + " y"))
+				r.flush()
+				if got, want := fresh.String(), "x [redacted:"+e.name+"] y"; got != want {
+					t.Errorf("reader %d, a new stream: got %q, want %q", k, got, want)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	ss.wait()
+	close(stop)
+	readers.Wait()
+	if got := ss.sets.Load(); got.base == nil {
+		t.Errorf("after %d secrets: got no base, want merges", len(secrets))
+	}
 }

@@ -3,21 +3,18 @@ package agentproc_test
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"net"
 	"os"
 	"os/exec"
-	"os/user"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 	"unsafe"
@@ -25,6 +22,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/agentproc/agentproc"
+	"github.com/agentproc/agentproc/internal/testuser"
 )
 
 // probeEnv tells the "sandboxprobe" helper what to try: kind:argument.
@@ -1135,7 +1133,7 @@ func waitFor(t *testing.T, cond func() bool, what string) {
 
 // sandboxUser is the unprivileged user the sandbox tests run as a second
 // time (.ci/install-test-deps.sh creates it).
-const sandboxUser = "agentproc-sandbox"
+const sandboxUser = testuser.Name
 
 // TestSandboxUnprivileged runs the sandbox tests again as an unprivileged
 // user, where the mechanisms differ (no namespaces, no capabilities to drop:
@@ -1144,7 +1142,7 @@ const sandboxUser = "agentproc-sandbox"
 func TestSandboxUnprivileged(t *testing.T) {
 	requireSandbox(t)
 	out, err := runAsSandboxUser(t, 5*time.Minute, "-test.short",
-		"-test.run=^(TestSandboxEscapes|TestSandboxMetadataOutsideWrite|TestSandboxAllows|TestSandboxPorts|TestSandboxFailClosed|TestSandboxHostNeverConfined|TestSandboxKeepsTreeFeatures|TestSandboxDetached|TestSandboxTempDirReused|TestSandboxTempDirsServeABurst|TestRecycleTempDir|TestSandboxLinksDoNotWiden|TestSandboxGrantAfterSwap|TestWorkDirDotDotAfterLink|TestSandboxHidesCredentials|TestMoreConfinedSandboxedPeer|TestSandboxInheritsNoDescriptors|TestAttackHeld|TestAttackTempDirOfAnotherTree|TestAttackTempDirOfAnotherTreeRead|TestAttackTempDirOfAnotherTreeWays|TestSandboxTempParentPlace|TestAttackTempDirFromNoDefaultWrite|TestAttackTempDirOfAnotherManager|TestAttackServeTokenFile|TestAttackLimitsOfAnotherProcess|TestAttackPOSIXMessageQueue|TestAttackDetachedRunnerEnvironment|TestAttackHostTerminal|TestSandboxSpareConfinedAhead|TestAttackUnixSocketInAnotherTreesTemp|TestAttackTempRootUnusable|TestAttackSocketInHiddenDir|TestAttackHostZombies|TestContainmentZombieLeaderKeepsMarker|TestAttackNonDumpableHidesMarker|TestAttackForkHopperOutlivesClose|TestAttackBrowserProfilesOutsideList|TestAttackPlatformTokensOutsideList|TestAttackSandboxEnvSetNotRedacted|TestSandboxNoCoreDump|TestAttackSecretsOutsideList|TestAttackTracedShellLeftZombie|TestAttackTracedThreadHangsWait|TestAttackTracedThreadHangsDetached)$")
+		"-test.run=^(TestSandboxEscapes|TestSandboxMetadataOutsideWrite|TestSandboxAllows|TestSandboxPorts|TestSandboxFailClosed|TestSandboxHostNeverConfined|TestSandboxKeepsTreeFeatures|TestSandboxDetached|TestSandboxTempDirReused|TestSandboxTempDirsServeABurst|TestRecycleTempDir|TestSandboxLinksDoNotWiden|TestSandboxGrantAfterSwap|TestWorkDirDotDotAfterLink|TestSandboxHidesCredentials|TestMoreConfinedSandboxedPeer|TestSandboxInheritsNoDescriptors|TestAttackHeld|TestAttackTempDirOfAnotherTree|TestAttackTempDirOfAnotherTreeRead|TestAttackTempDirOfAnotherTreeWays|TestSandboxTempParentPlace|TestAttackTempDirFromNoDefaultWrite|TestAttackTempDirOfAnotherManager|TestAttackServeTokenFile|TestAttackLimitsOfAnotherProcess|TestAttackPOSIXMessageQueue|TestAttackDetachedRunnerEnvironment|TestAttackHostTerminal|TestSandboxSpareConfinedAhead|TestAttackUnixSocketInAnotherTreesTemp|TestAttackTempRootUnusable|TestAttackSocketInHiddenDir|TestAttackHostZombies|TestContainmentZombieLeaderKeepsMarker|TestAttackNonDumpableHidesMarker|TestAttackForkHopperOutlivesClose|TestAttackBrowserProfilesOutsideList|TestAttackPlatformTokensOutsideList|TestAttackSandboxEnvSetNotRedacted|TestSandboxNoCoreDump|TestAttackSecretsOutsideList|TestAttackTracedShellLeftZombie|TestAttackTracedThreadHangsWait|TestAttackTracedThreadHangsDetached|TestAttackTracedThreadShellRunsOn)$")
 	if err != nil || !strings.Contains(out, "--- PASS: TestSandboxEscapes") {
 		t.Fatalf("as %s: %v\n%s", sandboxUser, err, out)
 	}
@@ -1155,56 +1153,15 @@ func TestSandboxUnprivileged(t *testing.T) {
 	}
 }
 
-// runAsSandboxUser runs this test binary again, as sandboxUser, with
-// -test.count=1 -test.v and args, for up to timeout, and returns its
-// output and error. The copy it runs and the user's HOME live in a
-// directory of their own (the test binary's own directory is private to
-// root). It skips t where it cannot switch user: not root, or no such
-// user.
+// runAsSandboxUser runs this test binary again as sandboxUser
+// (internal/testuser), with AGENTPROC_STRESS passed on for make stress.
 func runAsSandboxUser(t *testing.T, timeout time.Duration, args ...string) (string, error) {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("already unprivileged: the tests above ran as such")
-	}
-	u, err := user.Lookup(sandboxUser)
-	if err != nil {
-		t.Skipf("no user %s (.ci/install-test-deps.sh creates it): %v", sandboxUser, err)
-	}
-	uid, _ := strconv.Atoi(u.Uid)
-	gid, _ := strconv.Atoi(u.Gid)
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir, err := os.MkdirTemp("", "agentproc-unpriv-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = os.RemoveAll(dir) })
-	home := filepath.Join(dir, "home")
-	bin := copyTestBinary(t, exe, dir)
-	if err := os.Mkdir(home, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	for _, p := range []string{dir, home} {
-		if err := os.Chmod(p, 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := os.Chown(home, uid, gid); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, append([]string{"-test.count=1", "-test.v"}, args...)...)
-	cmd.Dir = home
-	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + home, "TMPDIR=" + os.TempDir(), "LANG=C"}
+	var env []string
 	if v, ok := os.LookupEnv("AGENTPROC_STRESS"); ok {
-		cmd.Env = append(cmd.Env, "AGENTPROC_STRESS="+v) // make stress
+		env = append(env, "AGENTPROC_STRESS="+v) // make stress
 	}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}}
-	out, err := cmd.CombinedOutput()
-	return string(out), err
+	return testuser.Run(t, timeout, env, args...)
 }
 
 // TestSandboxKeepsTreeFeatures checks that a sandboxed tree keeps what an
@@ -1236,20 +1193,4 @@ func TestSandboxKeepsTreeFeatures(t *testing.T) {
 			t.Errorf("output %q: want the tree in its cgroup under %s and unable to leave it", out, parent)
 		}
 	})
-}
-
-// copyTestBinary copies the test binary exe into dir as agentproc.test,
-// mode 0755, for a user to whom the original's directory is closed, and
-// returns its path.
-func copyTestBinary(t *testing.T, exe, dir string) string {
-	t.Helper()
-	bin := filepath.Join(dir, "agentproc.test")
-	data, err := os.ReadFile(exe)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(bin, data, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	return bin
 }

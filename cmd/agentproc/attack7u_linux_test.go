@@ -1,14 +1,10 @@
 package main
 
 import (
-	"context"
 	"os"
-	"os/exec"
-	"os/user"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 	"unsafe"
@@ -16,6 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/agentproc/agentproc"
+	"github.com/agentproc/agentproc/internal/testuser"
 )
 
 // Tests of the seventh attack review (unprivileged and the surfaces):
@@ -69,17 +66,7 @@ func TestAttackServeHardenedPeerCount(t *testing.T) {
 	defer m.Close()
 	target := filepath.Join(outside, "f")
 	client := runMainEnv + "=1 " + socketEnv + "=" + shellQuote(sock) + " " + shellQuote(os.Args[0]) + " run -- " + shellQuote("echo x > "+shellQuote(target))
-	attack := func(command string, sb *agentproc.Sandbox) agentproc.Output {
-		t.Helper()
-		p, err := m.Start(ctx, agentproc.Request{Command: command, WorkDir: ws, Sandbox: sb})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := p.Wait(ctx); err != nil {
-			t.Fatal(err)
-		}
-		return p.Output()
-	}
+	attack := treeRunner(t, ctx, m, ws)
 	if out := attack(client, nil); out.Info.ExitCode == nil || *out.Info.ExitCode != 0 || !written(target) {
 		t.Fatalf("control: an unsandboxed tree's request: %s %q, want it run and the file written", out.Info.Reason, out.Text)
 	}
@@ -99,57 +86,18 @@ func TestAttackServeHardenedPeerCount(t *testing.T) {
 
 // sandboxUser is the useradd user the CI creates for unprivileged tests
 // (.ci/install-test-deps.sh).
-const sandboxUser = "agentproc-sandbox"
+const sandboxUser = testuser.Name
 
 // TestAttackServeHardenedPeerCountUnprivileged re-runs
 // TestAttackServeHardenedPeerCount as the unprivileged test user: as root
 // the tree's smaller capability bounding set gives it away, without root
 // nothing of the counts does.
 func TestAttackServeHardenedPeerCountUnprivileged(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("already unprivileged: TestAttackServeHardenedPeerCount ran as such")
-	}
-	u, err := user.Lookup(sandboxUser)
-	if err != nil {
-		t.Skipf("no user %s (.ci/install-test-deps.sh creates it): %v", sandboxUser, err)
-	}
-	uid, _ := strconv.Atoi(u.Uid)
-	gid, _ := strconv.Atoi(u.Gid)
-	// The binary and a home in a directory the user can reach (the test's
-	// own temp dirs are 0700).
-	dir, err := os.MkdirTemp("", "agentproc-unpriv-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = os.RemoveAll(dir) })
-	data, err := os.ReadFile(os.Args[0])
-	if err != nil {
-		t.Fatal(err)
-	}
-	bin, home := filepath.Join(dir, "agentproc.test"), filepath.Join(dir, "home")
-	if err := os.WriteFile(bin, data, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Mkdir(home, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Chmod(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Chown(home, uid, gid); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, "-test.count=1", "-test.v", "-test.run=^TestAttackServeHardenedPeerCount$")
-	cmd.Dir = home
-	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + home, "TMPDIR=" + os.TempDir(), "LANG=C"}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}}
-	out, err := cmd.CombinedOutput()
+	out, err := testuser.Run(t, 2*time.Minute, nil, "-test.run=^TestAttackServeHardenedPeerCount$")
 	if err != nil {
 		t.Fatalf("as %s: %v\n%s", sandboxUser, err, out)
 	}
-	if !strings.Contains(string(out), "--- PASS: TestAttackServeHardenedPeerCount ") {
+	if !strings.Contains(out, "--- PASS: TestAttackServeHardenedPeerCount ") {
 		t.Errorf("as %s: got no PASS line, want one\n%s", sandboxUser, out)
 	}
 }

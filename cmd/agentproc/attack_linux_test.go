@@ -74,17 +74,7 @@ func TestServeRefusesSandboxedPeer(t *testing.T) {
 	defer m.Close()
 	target := filepath.Join(outside, "f")
 	client := runMainEnv + "=1 " + shellQuote(env[0]) + " " + shellQuote(os.Args[0]) + " run -- " + shellQuote("echo x > "+shellQuote(target))
-	attack := func(command string, sb *agentproc.Sandbox) agentproc.Output {
-		t.Helper()
-		p, err := m.Start(ctx, agentproc.Request{Command: command, WorkDir: ws, Sandbox: sb})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := p.Wait(ctx); err != nil {
-			t.Fatal(err)
-		}
-		return p.Output()
-	}
+	attack := treeRunner(t, ctx, m, ws)
 	if out := attack(client, nil); out.Info.ExitCode == nil || *out.Info.ExitCode != 0 {
 		t.Fatalf("control: an unsandboxed tree's request: %s %q, want it run", out.Info.Reason, out.Text)
 	}
@@ -100,5 +90,23 @@ func TestServeRefusesSandboxedPeer(t *testing.T) {
 		if written(target) {
 			t.Errorf("%s: serve ran the sandboxed tree's command, want it refused", name)
 		}
+	}
+}
+
+// treeRunner returns a function that runs command in a tree of m in ws
+// (sandboxed by sb, or not when nil), waits for its end and returns its
+// output; it fails t if the tree cannot start or its end is not seen
+// before ctx ends.
+func treeRunner(t *testing.T, ctx context.Context, m *agentproc.Manager, ws string) func(command string, sb *agentproc.Sandbox) agentproc.Output {
+	return func(command string, sb *agentproc.Sandbox) agentproc.Output {
+		t.Helper()
+		p, err := m.Start(ctx, agentproc.Request{Command: command, WorkDir: ws, Sandbox: sb})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := p.Wait(ctx); err != nil {
+			t.Fatal(err)
+		}
+		return p.Output()
 	}
 }
