@@ -437,6 +437,26 @@ const (
 	sandboxSkipSeccomp
 )
 
+// withHiddenLinkTargets returns hide with the targets of the symbolic
+// links found in its directories added (hiddenLinkTargets), sorted, and
+// the map of those targets to their links, for the error that names one
+// inside write. A target that holds a writable directory (a link to the
+// home directory or to /) is left out: hiding it would take the work dir
+// away, and what lies there is no more the hidden directory's than any
+// readable file.
+func withHiddenLinkTargets(hide, write []string) ([]string, map[string]string) {
+	links := hiddenLinkTargets(hide)
+	for t := range links {
+		if slices.ContainsFunc(write, func(w string) bool { return within(w, t) }) {
+			delete(links, t)
+			continue
+		}
+		hide = append(hide, t)
+	}
+	slices.Sort(hide)
+	return slices.Compact(hide), links
+}
+
 // resolvePaths returns each of paths both cleaned as written and resolved
 // (resolvePath), sorted and without duplicates: for Hide and ReadOnly,
 // where covering both names only takes more away. A path that does not
@@ -527,13 +547,19 @@ func (m *Manager) sandboxPolicyFor(sb *Sandbox, dir, tmpParent string, dirChosen
 	if m.cfg.logDir != "" {
 		hide = append(hide, m.cfg.logDir)
 	}
-	pol.hide = resolvePaths(hide)
+	var links map[string]string
+	pol.hide, links = withHiddenLinkTargets(resolvePaths(hide), pol.write)
 	for _, h := range pol.hide {
 		for _, w := range pol.write {
-			if within(h, w) {
-				return nil, xerrors.Errorf("Sandbox.Hide %q lies inside the writable %q (Sandbox.Write, the work dir or the temp dir): "+
-					"a hidden path cannot be taken back from a writable directory: %w", h, w, ErrInvalidRequest)
+			if !within(h, w) {
+				continue
 			}
+			if link, ok := links[h]; ok {
+				return nil, xerrors.Errorf("the link %q in a hidden directory points to %q, inside the writable %q (Sandbox.Write, the work dir or the temp dir): "+
+					"a hidden path cannot be taken back from a writable directory; move the file or work elsewhere: %w", link, h, w, ErrInvalidRequest)
+			}
+			return nil, xerrors.Errorf("Sandbox.Hide %q lies inside the writable %q (Sandbox.Write, the work dir or the temp dir): "+
+				"a hidden path cannot be taken back from a writable directory: %w", h, w, ErrInvalidRequest)
 		}
 	}
 	pol.readOnly = resolvePaths(sb.ReadOnly)

@@ -1,0 +1,135 @@
+package agentproc_test
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agentproc/agentproc"
+)
+
+// Tests of the ninth attack review (unprivileged and the surfaces):
+// docs/sandbox-threats.md, "Ninth attack review (unprivileged and the
+// surfaces)".
+
+// TestAttackHiddenDirLinksOut: a dotfile manager (GNU stow into a
+// directory that exists already, as ~/.ssh does once ssh has written
+// known_hosts; chezmoi's and yadm's link modes) leaves the hidden
+// directory real and puts links to the files in it: ~/.ssh/id_ed25519 ->
+// ../dotfiles/ssh/id_ed25519. WorkspaceSandbox hid the directory and
+// every path below it, but the files themselves live at the links'
+// targets, which the policy never named: `cat ~/.ssh/id_ed25519` was
+// refused and `cat ~/dotfiles/ssh/id_ed25519` printed the key (the target
+// is found by readlink, which Landlock does not check, or by guessing the
+// usual place). The same for a link to a directory (gpg's
+// private-keys-v1.d). The control: without the sandbox both paths read
+// the key, and with it the path through the hidden directory is refused.
+// Runs as root and, through TestAttack9uUnprivileged, not.
+func TestAttackHiddenDirLinksOut(t *testing.T) {
+	requireSandbox(t)
+	home := t.TempDir()
+	t.Setenv("HOME", home)
+	ws := filepath.Join(home, "project")
+	dot := filepath.Join(home, "dotfiles")
+	for _, d := range []string{ws, filepath.Join(home, ".ssh"), filepath.Join(home, ".gnupg"),
+		filepath.Join(dot, "ssh"), filepath.Join(dot, "gnupg", "private-keys-v1.d")} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	files := map[string]string{
+		filepath.Join(dot, "ssh", "id_ed25519"):                      "LINKED-SSH-KEY",
+		filepath.Join(dot, "gnupg", "private-keys-v1.d", "ABCD.key"): "LINKED-GPG-KEY",
+		filepath.Join(home, ".ssh", "known_hosts"):                   "example.com ssh-ed25519 AAAA",
+	}
+	for p, s := range files {
+		if err := os.WriteFile(p, []byte(s+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	links := map[string]string{ // link -> target, relative as stow makes them
+		filepath.Join(home, ".ssh", "id_ed25519"):          "../dotfiles/ssh/id_ed25519",
+		filepath.Join(home, ".gnupg", "private-keys-v1.d"): "../dotfiles/gnupg/private-keys-v1.d",
+	}
+	for l, target := range links {
+		if err := os.Symlink(target, l); err != nil {
+			t.Fatal(err)
+		}
+	}
+	viaLink := []string{filepath.Join(home, ".ssh", "id_ed25519"), filepath.Join(home, ".gnupg", "private-keys-v1.d", "ABCD.key")}
+	atTarget := []string{filepath.Join(dot, "ssh", "id_ed25519"), filepath.Join(dot, "gnupg", "private-keys-v1.d", "ABCD.key")}
+	cat := func(paths []string) string {
+		var b strings.Builder
+		for _, p := range paths {
+			b.WriteString("cat " + shellQuote(p) + "; ")
+		}
+		return b.String() + "true"
+	}
+	plain := newManager(t, agentproc.WithRedaction(false))
+	ctl := runSandboxed(t, plain, agentproc.Request{Command: cat(append(slices.Clone(viaLink), atTarget...)), WorkDir: ws, Timeout: time.Minute})
+	if strings.Count(ctl.Text, "LINKED-SSH-KEY") != 2 || strings.Count(ctl.Text, "LINKED-GPG-KEY") != 2 {
+		t.Fatalf("control without the sandbox: got %q, want each key read twice", ctl.Text)
+	}
+	m := newManager(t, agentproc.WithRedaction(false), agentproc.WithSandbox(agentproc.WorkspaceSandbox(ws)))
+	through := runSandboxed(t, m, agentproc.Request{Command: cat(viaLink), WorkDir: ws, Timeout: time.Minute})
+	if strings.Contains(through.Text, "LINKED-") {
+		t.Fatalf("control: through the hidden directories got %q, want both refused", through.Text)
+	}
+	out := runSandboxed(t, m, agentproc.Request{Command: cat(atTarget), WorkDir: ws, Timeout: time.Minute})
+	if strings.Contains(out.Text, "LINKED-") {
+		t.Errorf("at the links' targets: got %q, want both refused (the files a hidden directory links to are hidden too)", out.Text)
+	}
+}
+
+// TestAttackHiddenDirLinkIntoWorkspace: where a link in a hidden directory
+// points into the writable work dir, the file cannot be hidden there; the
+// Start is refused with an error naming the link, as for a hidden path
+// inside Write, rather than run with the file readable.
+func TestAttackHiddenDirLinkIntoWorkspace(t *testing.T) {
+	requireSandbox(t)
+	home := t.TempDir()
+	t.Setenv("HOME", home)
+	ws := filepath.Join(home, "project")
+	if err := os.MkdirAll(filepath.Join(home, ".aws"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(ws, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(ws, "creds"), []byte("LINKED-AWS\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(home, ".aws", "credentials")
+	if err := os.Symlink("../project/creds", link); err != nil {
+		t.Fatal(err)
+	}
+	m := newManager(t, agentproc.WithSandbox(agentproc.WorkspaceSandbox(ws)))
+	p, err := m.Start(t.Context(), agentproc.Request{Command: "cat " + shellQuote(link), WorkDir: ws})
+	if err == nil {
+		mustWait(t, p)
+		t.Fatalf("Start: got a process (output %q), want ErrInvalidRequest naming the link", p.Output().Text)
+	}
+	if !errors.Is(err, agentproc.ErrInvalidRequest) || !strings.Contains(err.Error(), link) {
+		t.Errorf("Start: got %v, want ErrInvalidRequest naming %s", err, link)
+	}
+}
+
+// TestAttack9uUnprivileged re-runs this review's root-package tests as the
+// unprivileged test user, where the tree is held by Landlock and seccomp
+// alone.
+func TestAttack9uUnprivileged(t *testing.T) {
+	tests := []string{"TestAttackHiddenDirLinksOut", "TestAttackHiddenDirLinkIntoWorkspace"}
+	out, err := runAsSandboxUser(t, 5*time.Minute, "-test.run=^("+strings.Join(tests, "|")+")$")
+	if err != nil {
+		t.Fatalf("as %s: %v\n%s", sandboxUser, err, out)
+	}
+	for _, name := range tests {
+		if !strings.Contains(out, "--- PASS: "+name+" ") {
+			t.Errorf("as %s: got no PASS line for %s, want one\n%s", sandboxUser, name, out)
+		}
+	}
+}
