@@ -70,8 +70,8 @@ func resolvePath(p string) string {
 
 // hiddenWalkEntries bounds how many directory entries hiddenLinkTargets
 // reads below one hidden path, and hiddenWalkDepth how deep it goes: the
-// walk runs at every Start (the policy's key holds what it finds), and a
-// browser profile holds tens of thousands of files. A dotfile manager's
+// walk runs where a policy is resolved (once per policy, cachedPolicy),
+// and a browser profile holds tens of thousands of files. A dotfile manager's
 // links sit at the top of the directory they fill (~/.ssh/id_ed25519) or
 // one level down, which the walk reaches first.
 const (
