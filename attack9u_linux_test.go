@@ -2,6 +2,7 @@ package agentproc_test
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -118,11 +119,73 @@ func TestAttackHiddenDirLinkIntoWorkspace(t *testing.T) {
 	}
 }
 
+// agentConfigFiles are where coding agents and their editors keep the
+// tokens of the MCP servers they start (an env block or an Authorization
+// header per server: `claude mcp add github -e GITHUB_PERSONAL_ACCESS_TOKEN=…`
+// writes ~/.claude.json), model API keys, and the transcripts and prompt
+// histories of every session, which hold whatever secrets a tool printed
+// or a user pasted there. Relative to the home directory.
+var agentConfigFiles = []string{
+	".claude.json", ".claude.json.backup", ".claude/backups/.claude.json.backup.1",
+	".claude/settings.json", ".claude/settings.local.json", ".claude/history.jsonl",
+	".claude/projects/-home-u-other/0b6c.jsonl",
+	".cursor/mcp.json", ".codeium/windsurf/mcp_config.json", ".config/Claude/claude_desktop_config.json",
+	".gemini/settings.json", ".codex/config.toml", ".codex/history.jsonl", ".codex/sessions/2026/11/27/rollout.jsonl",
+	".local/share/opencode/auth.json", ".aider.conf.yml", ".continue/config.yaml", ".continue/config.json",
+	".config/Code/User/mcp.json",
+}
+
+// TestAttackAgentConfigSecrets: WorkspaceSandbox hid the coding agents'
+// credential files (~/.claude/.credentials.json, ~/.codex/auth.json) but not
+// the files beside them that hold other tokens: ~/.claude.json keeps the
+// env of every MCP server added with `claude mcp add -e` (a GitHub token,
+// a database URL) and, for an API-key login, primaryApiKey; Cursor's,
+// Windsurf's, Claude Desktop's, Gemini's and Codex's MCP settings do the
+// same; opencode, aider and Continue keep model API keys; and the
+// transcripts and prompt histories (~/.claude/projects, ~/.codex/sessions)
+// hold what every earlier session printed or was given, other projects'
+// included. A tree (the model's own command, under agentproc mcp inside
+// that very agent) read them all. The control reads them without the
+// sandbox. Runs as root and, through TestAttack9uUnprivileged, not.
+func TestAttackAgentConfigSecrets(t *testing.T) {
+	requireSandbox(t)
+	home := t.TempDir()
+	t.Setenv("HOME", home)
+	ws := filepath.Join(home, "project")
+	if err := os.MkdirAll(ws, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	var cmd strings.Builder
+	for i, rel := range agentConfigFiles {
+		p := filepath.Join(home, rel)
+		if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(fmt.Sprintf("AGENTCFG-%d\n", i)), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		cmd.WriteString("cat " + shellQuote(p) + "; ")
+	}
+	cmd.WriteString("true")
+	req := agentproc.Request{Command: cmd.String(), WorkDir: ws, Timeout: time.Minute}
+	plain := newManager(t, agentproc.WithRedaction(false))
+	if got, want := strings.Count(runSandboxed(t, plain, req).Text, "AGENTCFG-"), len(agentConfigFiles); got != want {
+		t.Fatalf("control without the sandbox: got %d files read, want %d", got, want)
+	}
+	m := newManager(t, agentproc.WithRedaction(false), agentproc.WithSandbox(agentproc.WorkspaceSandbox(ws)))
+	out := runSandboxed(t, m, req).Text
+	for i, rel := range agentConfigFiles {
+		if strings.Contains(out, fmt.Sprintf("AGENTCFG-%d\n", i)) {
+			t.Errorf("~/%s: got it read, want it hidden", rel)
+		}
+	}
+}
+
 // TestAttack9uUnprivileged re-runs this review's root-package tests as the
 // unprivileged test user, where the tree is held by Landlock and seccomp
 // alone.
 func TestAttack9uUnprivileged(t *testing.T) {
-	tests := []string{"TestAttackHiddenDirLinksOut", "TestAttackHiddenDirLinkIntoWorkspace"}
+	tests := []string{"TestAttackHiddenDirLinksOut", "TestAttackHiddenDirLinkIntoWorkspace", "TestAttackAgentConfigSecrets"}
 	out, err := runAsSandboxUser(t, 5*time.Minute, "-test.run=^("+strings.Join(tests, "|")+")$")
 	if err != nil {
 		t.Fatalf("as %s: %v\n%s", sandboxUser, err, out)

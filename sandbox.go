@@ -257,6 +257,16 @@ var credentialPaths = []string{
 	".bash_history", ".zsh_history", ".psql_history", ".mysql_history", ".rediscli_history",
 	// Password managers' ssh agents (TestAttackKeyringAndAgentSockets).
 	".1password", ".bitwarden-ssh-agent.sock",
+	// The coding agents' and their editors' other files (ninth attack
+	// review, TestAttackAgentConfigSecrets): the MCP servers' tokens
+	// (`claude mcp add -e` writes ~/.claude.json), model API keys, and the
+	// transcripts and prompt histories of every session.
+	".claude.json", ".claude.json.backup", ".claude/backups", ".claude/settings.json",
+	".claude/settings.local.json", ".claude/history.jsonl", ".claude/projects",
+	".cursor/mcp.json", ".codeium/windsurf/mcp_config.json", ".config/Claude/claude_desktop_config.json",
+	".gemini/settings.json", ".codex/config.toml", ".codex/history.jsonl", ".codex/sessions",
+	".local/share/opencode/auth.json", ".aider.conf.yml", ".continue/config.yaml", ".continue/config.json",
+	".config/Code/User/mcp.json",
 }
 
 // systemSecretPaths are hidden by WorkspaceSandbox as well: a root tree
