@@ -133,6 +133,14 @@ var agentConfigFiles = []string{
 	".gemini/settings.json", ".codex/config.toml", ".codex/history.jsonl", ".codex/sessions/2026/11/27/rollout.jsonl",
 	".local/share/opencode/auth.json", ".aider.conf.yml", ".continue/config.yaml", ".continue/config.json",
 	".config/Code/User/mcp.json",
+	// Histories of shells and interpreters the seventh review's list
+	// (bash, zsh, psql, mysql, redis-cli) left out: fish's, atuin's
+	// database and sync key, zsh's other usual names (zsh-newuser-install's
+	// ~/.histfile, prezto's ~/.zhistory), Python's, Node's, SQLite's, the
+	// MongoDB shells' and irb's.
+	".local/share/fish/fish_history", ".local/share/atuin/history.db", ".local/share/atuin/key",
+	".histfile", ".zhistory", ".python_history", ".node_repl_history", ".sqlite_history",
+	".dbshell", ".mongosh/mongosh_repl_history", ".irb_history",
 }
 
 // TestAttackAgentConfigSecrets: WorkspaceSandbox hid the coding agents'

@@ -267,6 +267,10 @@ var credentialPaths = []string{
 	".gemini/settings.json", ".codex/config.toml", ".codex/history.jsonl", ".codex/sessions",
 	".local/share/opencode/auth.json", ".aider.conf.yml", ".continue/config.yaml", ".continue/config.json",
 	".config/Code/User/mcp.json",
+	// More histories: fish's, atuin's (with its sync key), zsh's other
+	// usual names, Python's, Node's, SQLite's, the MongoDB shells', irb's.
+	".local/share/fish/fish_history", ".local/share/atuin", ".histfile", ".zhistory",
+	".python_history", ".node_repl_history", ".sqlite_history", ".dbshell", ".mongosh", ".irb_history",
 }
 
 // systemSecretPaths are hidden by WorkspaceSandbox as well: a root tree
