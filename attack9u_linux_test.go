@@ -189,6 +189,52 @@ func TestAttackAgentConfigSecrets(t *testing.T) {
 	}
 }
 
+// TestAttackWindowsHomeCredentials: under WSL, the Windows users' homes are
+// mounted at /mnt/c/Users/NAME, owned by and readable to the Linux user,
+// and hold the same user's credentials (~/.aws, ~/.ssh, ~/.kube, gh's and
+// gcloud's under AppData). WorkspaceSandbox hid the Linux home's only: a
+// tree read the Windows side's. The test makes such a tree under /mnt
+// (root: /mnt is root's); the control reads it without the sandbox.
+func TestAttackWindowsHomeCredentials(t *testing.T) {
+	requireSandbox(t)
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to make a Windows drive's tree under /mnt")
+	}
+	drive, err := os.MkdirTemp("/mnt", "agentproc-wsl-")
+	if err != nil {
+		t.Skipf("cannot make a drive under /mnt: %v", err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(drive) })
+	home := filepath.Join(drive, "Users", "alice")
+	files := []string{".aws/credentials", ".ssh/id_ed25519", ".kube/config", "AppData/Roaming/GitHub CLI/hosts.yml",
+		"AppData/Roaming/gcloud/credentials.db", ".claude/.credentials.json"}
+	var cmd strings.Builder
+	for i, rel := range files {
+		p := filepath.Join(home, rel)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(fmt.Sprintf("WINCRED-%d\n", i)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		cmd.WriteString("cat " + shellQuote(p) + "; ")
+	}
+	cmd.WriteString("true")
+	ws := t.TempDir()
+	req := agentproc.Request{Command: cmd.String(), WorkDir: ws, Timeout: time.Minute}
+	plain := newManager(t, agentproc.WithRedaction(false))
+	if got := strings.Count(runSandboxed(t, plain, req).Text, "WINCRED-"); got != len(files) {
+		t.Fatalf("control without the sandbox: got %d files read, want %d", got, len(files))
+	}
+	m := newManager(t, agentproc.WithRedaction(false), agentproc.WithSandbox(agentproc.WorkspaceSandbox(ws)))
+	out := runSandboxed(t, m, req).Text
+	for i, rel := range files {
+		if strings.Contains(out, fmt.Sprintf("WINCRED-%d\n", i)) {
+			t.Errorf("%s: got it read, want it hidden", filepath.Join(home, rel))
+		}
+	}
+}
+
 // TestAttack9uUnprivileged re-runs this review's root-package tests as the
 // unprivileged test user, where the tree is held by Landlock and seccomp
 // alone.

@@ -286,6 +286,45 @@ var systemSecretPaths = []string{"/etc/shadow", "/etc/gshadow", "/etc/sudoers", 
 	// (seventh attack review, TestAttackMountedSecrets).
 	"/run/secrets", "/var/run/secrets"}
 
+// windowsHomesGlob matches the Windows users' home directories that WSL
+// mounts (drvfs: /mnt/c/Users/NAME), readable and owned by the Linux user
+// there. Their credentials are the same user's: ~/.aws, ~/.ssh, ~/.kube
+// and the gh, gcloud and browsers' profiles under AppData (ninth attack
+// review, TestAttackWindowsHomeCredentials). Nothing matches elsewhere.
+const windowsHomesGlob = "/mnt/*/Users/*"
+
+// windowsHomeShared are the entries of C:\Users that are no one's home.
+var windowsHomeShared = []string{"All Users", "Default", "Default User", "Public", "desktop.ini"}
+
+// windowsCredentialPaths are, under a Windows home, where Windows programs
+// keep what credentialPaths names under a Unix one (which is hidden there
+// too: the Windows builds of ssh, the AWS CLI, kubectl and Docker use the
+// same names).
+var windowsCredentialPaths = []string{
+	"_netrc", "AppData/Roaming/GitHub CLI", "AppData/Roaming/gcloud", "AppData/Roaming/gnupg",
+	"AppData/Roaming/rclone", "AppData/Roaming/npm/etc/npmrc", "AppData/Roaming/Claude",
+	"AppData/Roaming/Code/User/mcp.json", "AppData/Roaming/Mozilla", "AppData/Local/Google/Chrome/User Data",
+	"AppData/Local/Microsoft/Edge/User Data", "AppData/Local/BraveSoftware",
+	"AppData/Roaming/Microsoft/Credentials", "AppData/Local/Microsoft/Credentials", "AppData/Roaming/Microsoft/Protect",
+	"AppData/Roaming/Microsoft/Windows/PowerShell/PSReadLine",
+}
+
+// windowsHomesCredentials returns the credential paths under every
+// Windows home windowsHomesGlob finds.
+func windowsHomesCredentials() []string {
+	homes, _ := filepath.Glob(windowsHomesGlob) // the pattern is this file's
+	var out []string
+	for _, h := range homes {
+		if slices.Contains(windowsHomeShared, filepath.Base(h)) {
+			continue
+		}
+		for _, p := range append(slices.Clone(credentialPaths), windowsCredentialPaths...) {
+			out = append(out, filepath.Join(h, filepath.FromSlash(p)))
+		}
+	}
+	return out
+}
+
 // WorkspaceSandbox is the usual policy for a model's commands in dir: write
 // dir and a private temp dir, read everything but the usual credential
 // paths (~/.ssh, ~/.aws, ~/.gnupg, ~/.config/gh, ~/.docker/config.json,
@@ -309,6 +348,7 @@ func WorkspaceSandbox(dir string) *Sandbox {
 			sb.Hide = append(sb.Hide, filepath.Join(home, p))
 		}
 	}
+	sb.Hide = append(sb.Hide, windowsHomesCredentials()...)
 	for _, p := range systemSecretPaths {
 		if !filepath.IsAbs(p) { // not on Windows
 			continue
