@@ -235,11 +235,65 @@ func TestAttackWindowsHomeCredentials(t *testing.T) {
 	}
 }
 
+// moreCredentialFiles are registry and version control credentials the
+// list missed, relative to the home directory: Helm's registry logins,
+// Subversion's cached passwords, s3fs's keys, WakaTime's API key. (Not
+// pip's, conda's, Bundler's or Helm's repository settings, which may hold
+// an index's password but which builds need, as ~/.m2/settings.xml.)
+var moreCredentialFiles = []string{
+	".config/helm/registry/config.json", ".subversion/auth/svn.simple/5f0c", ".passwd-s3fs", ".wakatime.cfg",
+}
+
+// TestAttackMoreCredentialFiles: the files above, and Podman's, Buildah's
+// and skopeo's registry logins, which `podman login` writes to
+// $XDG_RUNTIME_DIR/containers/auth.json (not the listed
+// ~/.config/containers/auth.json), were read by a tree. The control reads
+// them without the sandbox. Runs as root and, through
+// TestAttack9uUnprivileged, not.
+func TestAttackMoreCredentialFiles(t *testing.T) {
+	requireSandbox(t)
+	home, runtime := t.TempDir(), t.TempDir()
+	t.Setenv("HOME", home)
+	t.Setenv("XDG_RUNTIME_DIR", runtime)
+	ws := filepath.Join(home, "project")
+	if err := os.MkdirAll(ws, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	var paths []string
+	for _, rel := range moreCredentialFiles {
+		paths = append(paths, filepath.Join(home, rel))
+	}
+	paths = append(paths, filepath.Join(runtime, "containers", "auth.json"))
+	var cmd strings.Builder
+	for i, p := range paths {
+		if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(fmt.Sprintf("MORECRED-%d\n", i)), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		cmd.WriteString("cat " + shellQuote(p) + "; ")
+	}
+	cmd.WriteString("true")
+	req := agentproc.Request{Command: cmd.String(), WorkDir: ws, Timeout: time.Minute}
+	plain := newManager(t, agentproc.WithRedaction(false))
+	if got := strings.Count(runSandboxed(t, plain, req).Text, "MORECRED-"); got != len(paths) {
+		t.Fatalf("control without the sandbox: got %d files read, want %d", got, len(paths))
+	}
+	m := newManager(t, agentproc.WithRedaction(false), agentproc.WithSandbox(agentproc.WorkspaceSandbox(ws)))
+	out := runSandboxed(t, m, req).Text
+	for i, p := range paths {
+		if strings.Contains(out, fmt.Sprintf("MORECRED-%d\n", i)) {
+			t.Errorf("%s: got it read, want it hidden", p)
+		}
+	}
+}
+
 // TestAttack9uUnprivileged re-runs this review's root-package tests as the
 // unprivileged test user, where the tree is held by Landlock and seccomp
 // alone.
 func TestAttack9uUnprivileged(t *testing.T) {
-	tests := []string{"TestAttackHiddenDirLinksOut", "TestAttackHiddenDirLinkIntoWorkspace", "TestAttackAgentConfigSecrets"}
+	tests := []string{"TestAttackHiddenDirLinksOut", "TestAttackHiddenDirLinkIntoWorkspace", "TestAttackAgentConfigSecrets", "TestAttackMoreCredentialFiles"}
 	out, err := runAsSandboxUser(t, 5*time.Minute, "-test.run=^("+strings.Join(tests, "|")+")$")
 	if err != nil {
 		t.Fatalf("as %s: %v\n%s", sandboxUser, err, out)

@@ -271,6 +271,10 @@ var credentialPaths = []string{
 	// usual names, Python's, Node's, SQLite's, the MongoDB shells', irb's.
 	".local/share/fish/fish_history", ".local/share/atuin", ".histfile", ".zhistory",
 	".python_history", ".node_repl_history", ".sqlite_history", ".dbshell", ".mongosh", ".irb_history",
+	// Registry and version control logins (TestAttackMoreCredentialFiles;
+	// not pip.conf, .condarc, .bundle/config nor Helm's repositories.yaml,
+	// which builds need, as settings.xml above).
+	".config/helm/registry/config.json", ".subversion/auth", ".passwd-s3fs", ".wakatime.cfg",
 }
 
 // systemSecretPaths are hidden by WorkspaceSandbox as well: a root tree
@@ -349,6 +353,11 @@ func WorkspaceSandbox(dir string) *Sandbox {
 		}
 	}
 	sb.Hide = append(sb.Hide, windowsHomesCredentials()...)
+	// Podman's, Buildah's and skopeo's registry logins (`podman login`)
+	// default to the runtime dir, not ~/.config/containers/auth.json.
+	if rt := os.Getenv("XDG_RUNTIME_DIR"); filepath.IsAbs(rt) {
+		sb.Hide = append(sb.Hide, filepath.Join(rt, "containers", "auth.json"))
+	}
 	for _, p := range systemSecretPaths {
 		if !filepath.IsAbs(p) { // not on Windows
 			continue
