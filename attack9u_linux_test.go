@@ -1,10 +1,12 @@
 package agentproc_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -289,11 +291,95 @@ func TestAttackMoreCredentialFiles(t *testing.T) {
 	}
 }
 
+// leaseHolder takes a write lease on the file it is given, says so, and
+// holds it, ignoring the SIGIO that asks it to give the lease up.
+const leaseHolder = `#define _GNU_SOURCE
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <unistd.h>
+int main(int argc, char **argv) {
+	signal(SIGIO, SIG_IGN);
+	int fd = open(argv[1], O_RDONLY);
+	if (fd < 0) { perror("open"); return 1; }
+	if (fcntl(fd, F_SETLEASE, F_WRLCK) != 0) { perror("lease"); return 1; }
+	printf("lease held\n");
+	fflush(stdout);
+	for (;;) pause();
+}
+`
+
+// TestAttackLeaseStallsOpen: fcntl(F_SETLEASE) needs only to own the file,
+// and without root a tree owns every file of its user (as root, every file
+// it made). A write lease makes every other process's open(2) of the file
+// wait until the holder gives it up or the lease-break time passes (45 s
+// by default, /proc/sys/fs/lease-break-time), and the tree can take it
+// again at once: the agent's own reads and edits of the workspace, the
+// user's editor and git stalled on each open of the files the tree chose.
+// The control: the same program without the sandbox stalls an open; with
+// it the lease is refused and the open returns at once. The test's own
+// open stands for the agent's.
+func TestAttackLeaseStallsOpen(t *testing.T) {
+	requireSandbox(t)
+	if b, err := os.ReadFile("/proc/sys/fs/leases-enable"); err != nil || strings.TrimSpace(string(b)) != "1" {
+		t.Skip("file leases are off here")
+	}
+	bin := t.TempDir()
+	compileC(t, bin, "lease", leaseHolder)
+	for _, sandboxed := range []bool{false, true} {
+		ws := t.TempDir()
+		file := filepath.Join(ws, "main.go")
+		if err := os.WriteFile(file, []byte("package main\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		var opts []agentproc.Option
+		if sandboxed {
+			opts = append(opts, agentproc.WithSandbox(agentproc.WorkspaceSandbox(ws)))
+		}
+		m := newManager(t, opts...)
+		p := mustStart(t, m, agentproc.Request{Command: shellQuote(filepath.Join(bin, "lease")) + " " + shellQuote(file), WorkDir: ws, Timeout: time.Minute})
+		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+		line, err := p.WaitMatch(ctx, regexp.MustCompile(`lease`), agentproc.Plain)
+		cancel()
+		if err != nil {
+			t.Fatalf("sandboxed %v: no word from the lease holder: %v (output %q)", sandboxed, err, p.Output().Text)
+		}
+		// The open waits in the kernel; a goroutine bounds how long the
+		// test waits for it (the holder's exit ends the lease).
+		opened := make(chan time.Duration, 1)
+		start := time.Now()
+		go func() {
+			if f, err := os.Open(file); err == nil {
+				f.Close()
+			}
+			opened <- time.Since(start)
+		}()
+		var took time.Duration
+		select {
+		case took = <-opened:
+		case <-time.After(2 * time.Second):
+			took = -1
+		}
+		stopCtx, stopCancel := context.WithTimeout(t.Context(), 10*time.Second)
+		_, _ = p.Stop(stopCtx)
+		stopCancel()
+		if took < 0 {
+			<-opened // the holder is gone: the open returns
+		}
+		switch {
+		case !sandboxed && took >= 0:
+			t.Fatalf("control without the sandbox: the open returned in %v (holder said %q), want it held by the lease", took, line)
+		case sandboxed && took < 0:
+			t.Errorf("sandboxed: the open waited past 2 s on the tree's lease (holder said %q), want the lease refused", line)
+		}
+	}
+}
+
 // TestAttack9uUnprivileged re-runs this review's root-package tests as the
 // unprivileged test user, where the tree is held by Landlock and seccomp
 // alone.
 func TestAttack9uUnprivileged(t *testing.T) {
-	tests := []string{"TestAttackHiddenDirLinksOut", "TestAttackHiddenDirLinkIntoWorkspace", "TestAttackAgentConfigSecrets", "TestAttackMoreCredentialFiles"}
+	tests := []string{"TestAttackHiddenDirLinksOut", "TestAttackHiddenDirLinkIntoWorkspace", "TestAttackAgentConfigSecrets", "TestAttackMoreCredentialFiles", "TestAttackLeaseStallsOpen"}
 	out, err := runAsSandboxUser(t, 5*time.Minute, "-test.run=^("+strings.Join(tests, "|")+")$")
 	if err != nil {
 		t.Fatalf("as %s: %v\n%s", sandboxUser, err, out)

@@ -257,6 +257,7 @@ func SeccompFilter(rules SeccompRules) []unix.SockFilter {
 		{unix.SYS_SOCKET, "socket"}, {unix.SYS_SOCKETPAIR, "socket"},
 		{unix.SYS_IOCTL, "ioctl"}, {unix.SYS_PERSONALITY, "personality"},
 		{unix.SYS_PRLIMIT64, "prlimit"},
+		{unix.SYS_FCNTL, "fcntl"},
 	}
 	for _, nr := range append(slices.Clone(seccompRefusedCalls), seccompArchRefusedCalls...) {
 		calls = append(calls, seccompCall{nr, "deny"})
@@ -331,6 +332,16 @@ func SeccompFilter(rules SeccompRules) []unix.SockFilter {
 	a.arg(1)
 	a.jump(bpfJeq, unix.TIOCSTI, "deny", "")
 	a.jump(bpfJeq, unix.TIOCLINUX, "deny", "allow")
+
+	// fcntl(fd, cmd, arg): no lease (F_SETLEASE). A lease on a file the
+	// tree owns (without root, every file of the user) makes every other
+	// process's open of it wait for the lease-break time, 45 s by default,
+	// again at each new lease: the agent's own reads and edits of the
+	// workspace, the user's editor, git (ninth attack review,
+	// TestAttackLeaseStallsOpen). Nothing a tree runs needs one.
+	a.label("fcntl")
+	a.arg(1)
+	a.jump(bpfJeq, unix.F_SETLEASE, "deny", "allow")
 
 	a.label("personality")
 	a.arg(0)
