@@ -135,6 +135,13 @@ var agentConfigFiles = []string{
 	".gemini/settings.json", ".codex/config.toml", ".codex/history.jsonl", ".codex/sessions/2026/11/27/rollout.jsonl",
 	".local/share/opencode/auth.json", ".aider.conf.yml", ".continue/config.yaml", ".continue/config.json",
 	".config/Code/User/mcp.json",
+	// The editors' extension state (state.vscdb): Cursor keeps its access
+	// and refresh tokens there in the clear, VS Code its extensions'
+	// secrets where no keyring runs (the "basic" store, a fixed key), also
+	// under a remote or WSL VS Code server.
+	".config/Cursor/User/globalStorage/state.vscdb", ".config/Code/User/globalStorage/state.vscdb",
+	".config/Windsurf/User/globalStorage/state.vscdb", ".vscode-server/data/User/globalStorage/state.vscdb",
+	".cursor-server/data/User/globalStorage/state.vscdb",
 	// Histories of shells and interpreters the seventh review's list
 	// (bash, zsh, psql, mysql, redis-cli) left out: fish's, atuin's
 	// database and sync key, zsh's other usual names (zsh-newuser-install's

@@ -267,6 +267,10 @@ var credentialPaths = []string{
 	".gemini/settings.json", ".codex/config.toml", ".codex/history.jsonl", ".codex/sessions",
 	".local/share/opencode/auth.json", ".aider.conf.yml", ".continue/config.yaml", ".continue/config.json",
 	".config/Code/User/mcp.json",
+	// The editors' extension state: Cursor's tokens in the clear, VS
+	// Code's extension secrets where no keyring runs.
+	".config/Cursor/User/globalStorage", ".config/Code/User/globalStorage", ".config/Windsurf/User/globalStorage",
+	".vscode-server/data/User/globalStorage", ".cursor-server/data/User/globalStorage",
 	// More histories: fish's, atuin's (with its sync key), zsh's other
 	// usual names, Python's, Node's, SQLite's, the MongoDB shells', irb's.
 	".local/share/fish/fish_history", ".local/share/atuin", ".histfile", ".zhistory",
