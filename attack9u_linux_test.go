@@ -251,6 +251,10 @@ func TestAttackWindowsHomeCredentials(t *testing.T) {
 // an index's password but which builds need, as ~/.m2/settings.xml.)
 var moreCredentialFiles = []string{
 	".config/helm/registry/config.json", ".subversion/auth/svn.simple/5f0c", ".passwd-s3fs", ".wakatime.cfg",
+	// ML and platform tokens: Kaggle's, Modal's, Codeium's, Neon's, Expo's,
+	// go-jira's.
+	".kaggle/kaggle.json", ".modal.toml", ".codeium/config.json", ".config/neonctl/credentials.json",
+	".expo/state.json", ".jira.d/config.yml",
 }
 
 // TestAttackMoreCredentialFiles: the files above, and Podman's, Buildah's

@@ -279,6 +279,8 @@ var credentialPaths = []string{
 	// not pip.conf, .condarc, .bundle/config nor Helm's repositories.yaml,
 	// which builds need, as settings.xml above).
 	".config/helm/registry/config.json", ".subversion/auth", ".passwd-s3fs", ".wakatime.cfg",
+	".kaggle/kaggle.json", ".modal.toml", ".codeium/config.json", ".config/neonctl/credentials.json",
+	".expo/state.json", ".jira.d",
 }
 
 // systemSecretPaths are hidden by WorkspaceSandbox as well: a root tree
