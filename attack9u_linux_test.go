@@ -5,12 +5,16 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/agentproc/agentproc"
 )
@@ -386,11 +390,97 @@ func TestAttackLeaseStallsOpen(t *testing.T) {
 	}
 }
 
+// nester makes a chain of argv[2] nested directories named d in argv[1],
+// holding two descriptors at most, and prints the dir it started from.
+const nester = `#define _GNU_SOURCE
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+int main(int argc, char **argv) {
+	int n = atoi(argv[2]);
+	int fd = open(argv[1], O_RDONLY | O_DIRECTORY);
+	for (int i = 0; i < n; i++) {
+		if (mkdirat(fd, "d", 0700) != 0) { perror("mkdirat"); return 1; }
+		int next = openat(fd, "d", O_RDONLY | O_DIRECTORY);
+		if (next < 0) { perror("openat"); return 1; }
+		close(fd);
+		fd = next;
+	}
+	printf("nested %d in %s\n", n, argv[1]);
+	return 0;
+}
+`
+
+// TestAttackDeepTempDirOutlivesTree: a tree nests directories in its
+// private temp dir deeper than the host's descriptor limit (RLIMIT_NOFILE,
+// 20,000 here; the test lowers it to 1,024 so that 1,100 levels do). The
+// host removed the dir with os.RemoveAll, which holds a descriptor for
+// every level it descends: it ran out of descriptors (every other open,
+// accept, pipe and Start of the host failing meanwhile), gave up with
+// EMFILE, and the tree's files stayed in the temp parent after the tree
+// ended and after Close. The control: os.RemoveAll of the same chain made
+// by the test fails under the same limit.
+func TestAttackDeepTempDirOutlivesTree(t *testing.T) {
+	requireSandbox(t)
+	bin := t.TempDir()
+	compileC(t, bin, "nester", nester)
+	const limit, depth = 1024, 1100
+	var old unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &old); err != nil {
+		t.Fatal(err)
+	}
+	if old.Max < limit {
+		t.Skipf("hard descriptor limit %d is below %d", old.Max, limit)
+	}
+	lowered := old
+	lowered.Cur = limit
+	if err := unix.Setrlimit(unix.RLIMIT_NOFILE, &lowered); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = unix.Setrlimit(unix.RLIMIT_NOFILE, &old) })
+	control := t.TempDir()
+	if out, err := exec.Command(filepath.Join(bin, "nester"), control, strconv.Itoa(depth)).CombinedOutput(); err != nil {
+		t.Fatalf("control: nester: %v %s", err, out)
+	}
+	if err := os.RemoveAll(control); err == nil {
+		t.Fatalf("control: os.RemoveAll of %d levels under a limit of %d: got no error, want EMFILE", depth, limit)
+	}
+	ws := t.TempDir()
+	keep := filepath.Join(ws, "keep")
+	if err := os.WriteFile(keep, []byte("kept\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	m := agentproc.New(agentproc.WithSandbox(agentproc.WorkspaceSandbox(ws)))
+	// Links out of the temp dir, near the top and deep down, are removed,
+	// never followed: the workspace file stays.
+	cmd := shellQuote(filepath.Join(bin, "nester")) + ` "$TMPDIR" ` + strconv.Itoa(depth) + ` && ln -s "$PWD" "$TMPDIR/d/ws" && ` +
+		`cd "$TMPDIR" && for i in $(seq 40); do cd d; done && ln -s ` + shellQuote(keep) + ` link && ln -s ` + shellQuote(ws) + ` wsdir`
+	p := mustStart(t, m, agentproc.Request{Command: cmd, WorkDir: ws, Timeout: time.Minute})
+	mustWait(t, p)
+	out := p.Output().Text
+	tmp := strings.TrimSpace(strings.TrimPrefix(out, fmt.Sprintf("nested %d in ", depth)))
+	if !strings.HasPrefix(out, "nested ") || !filepath.IsAbs(tmp) {
+		m.Close()
+		t.Fatalf("tree: got %q, want the nesting done", out)
+	}
+	m.Close()
+	if _, err := os.Stat(keep); err != nil {
+		t.Errorf("after Close: the workspace file: got %v, want it kept (a link in the temp dir followed)", err)
+	}
+	if _, err := os.Lstat(tmp); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("after Close: the tree's temp dir %s: got %v, want it removed", tmp, err)
+		_ = unix.Setrlimit(unix.RLIMIT_NOFILE, &old)
+		_ = os.RemoveAll(tmp)
+	}
+}
+
 // TestAttack9uUnprivileged re-runs this review's root-package tests as the
 // unprivileged test user, where the tree is held by Landlock and seccomp
 // alone.
 func TestAttack9uUnprivileged(t *testing.T) {
-	tests := []string{"TestAttackHiddenDirLinksOut", "TestAttackHiddenDirLinkIntoWorkspace", "TestAttackAgentConfigSecrets", "TestAttackMoreCredentialFiles", "TestAttackLeaseStallsOpen"}
+	tests := []string{"TestAttackHiddenDirLinksOut", "TestAttackHiddenDirLinkIntoWorkspace", "TestAttackAgentConfigSecrets", "TestAttackMoreCredentialFiles", "TestAttackLeaseStallsOpen", "TestAttackDeepTempDirOutlivesTree"}
 	out, err := runAsSandboxUser(t, 5*time.Minute, "-test.run=^("+strings.Join(tests, "|")+")$")
 	if err != nil {
 		t.Fatalf("as %s: %v\n%s", sandboxUser, err, out)
