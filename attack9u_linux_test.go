@@ -259,6 +259,10 @@ var moreCredentialFiles = []string{
 	// go-jira's.
 	".kaggle/kaggle.json", ".modal.toml", ".codeium/config.json", ".config/neonctl/credentials.json",
 	".expo/state.json", ".jira.d/config.yml",
+	// Clouds' command lines: IBM's, Alibaba's, Tencent's, OpenStack's
+	// clouds.yaml and secure.yaml, OVH's, Vultr's.
+	".bluemix/config.json", ".aliyun/config.json", ".tccli/default.credential",
+	".config/openstack/clouds.yaml", ".config/openstack/secure.yaml", ".ovh.conf", ".vultr-cli.yaml",
 }
 
 // TestAttackMoreCredentialFiles: the files above, and Podman's, Buildah's

@@ -281,6 +281,8 @@ var credentialPaths = []string{
 	".config/helm/registry/config.json", ".subversion/auth", ".passwd-s3fs", ".wakatime.cfg",
 	".kaggle/kaggle.json", ".modal.toml", ".codeium/config.json", ".config/neonctl/credentials.json",
 	".expo/state.json", ".jira.d",
+	".bluemix", ".aliyun", ".tccli", ".config/openstack/clouds.yaml", ".config/openstack/secure.yaml",
+	".ovh.conf", ".vultr-cli.yaml",
 }
 
 // systemSecretPaths are hidden by WorkspaceSandbox as well: a root tree
