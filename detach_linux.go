@@ -363,7 +363,7 @@ func (m *Manager) startRunner(req Request, id, command, dir string, env []string
 		_ = runner.Process.Kill()
 		_ = runner.Wait()
 		if tmpDir != "" {
-			_ = os.RemoveAll(tmpDir) // killed, the runner did not
+			_ = removeTree(tmpDir) // killed, the runner did not
 		}
 		return fail("start "+m.cfg.shell[0]+" through the runner", xerrors.Errorf("no PID from the runner: %v", err))
 	}

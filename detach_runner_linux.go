@@ -89,7 +89,7 @@ func runDetached(argv []string) int {
 	}
 	removeTmp := func() {
 		if sbxTmp != "" {
-			_ = os.RemoveAll(sbxTmp)
+			_ = removeTree(sbxTmp)
 		}
 	}
 	r, w, err := os.Pipe()

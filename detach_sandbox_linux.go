@@ -60,7 +60,7 @@ func (m *Manager) prepareDetachedSandbox(sb *Sandbox, dir string, dirChosen, tty
 	}
 	fail := func(err error) (*sandboxRun, error) {
 		if tmp != "" {
-			_ = os.RemoveAll(tmp)
+			_ = removeTree(tmp)
 		}
 		return nil, err
 	}

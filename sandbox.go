@@ -257,6 +257,32 @@ var credentialPaths = []string{
 	".bash_history", ".zsh_history", ".psql_history", ".mysql_history", ".rediscli_history",
 	// Password managers' ssh agents (TestAttackKeyringAndAgentSockets).
 	".1password", ".bitwarden-ssh-agent.sock",
+	// The coding agents' and their editors' other files (ninth attack
+	// review, TestAttackAgentConfigSecrets): the MCP servers' tokens
+	// (`claude mcp add -e` writes ~/.claude.json), model API keys, and the
+	// transcripts and prompt histories of every session.
+	".claude.json", ".claude.json.backup", ".claude/backups", ".claude/settings.json",
+	".claude/settings.local.json", ".claude/history.jsonl", ".claude/projects",
+	".cursor/mcp.json", ".codeium/windsurf/mcp_config.json", ".config/Claude/claude_desktop_config.json",
+	".gemini/settings.json", ".codex/config.toml", ".codex/history.jsonl", ".codex/sessions",
+	".local/share/opencode/auth.json", ".aider.conf.yml", ".continue/config.yaml", ".continue/config.json",
+	".config/Code/User/mcp.json",
+	// The editors' extension state: Cursor's tokens in the clear, VS
+	// Code's extension secrets where no keyring runs.
+	".config/Cursor/User/globalStorage", ".config/Code/User/globalStorage", ".config/Windsurf/User/globalStorage",
+	".vscode-server/data/User/globalStorage", ".cursor-server/data/User/globalStorage",
+	// More histories: fish's, atuin's (with its sync key), zsh's other
+	// usual names, Python's, Node's, SQLite's, the MongoDB shells', irb's.
+	".local/share/fish/fish_history", ".local/share/atuin", ".histfile", ".zhistory",
+	".python_history", ".node_repl_history", ".sqlite_history", ".dbshell", ".mongosh", ".irb_history",
+	// Registry and version control logins (TestAttackMoreCredentialFiles;
+	// not pip.conf, .condarc, .bundle/config nor Helm's repositories.yaml,
+	// which builds need, as settings.xml above).
+	".config/helm/registry/config.json", ".subversion/auth", ".passwd-s3fs", ".wakatime.cfg",
+	".kaggle/kaggle.json", ".modal.toml", ".codeium/config.json", ".config/neonctl/credentials.json",
+	".expo/state.json", ".jira.d",
+	".bluemix", ".aliyun", ".tccli", ".config/openstack/clouds.yaml", ".config/openstack/secure.yaml",
+	".ovh.conf", ".vultr-cli.yaml",
 }
 
 // systemSecretPaths are hidden by WorkspaceSandbox as well: a root tree
@@ -275,6 +301,45 @@ var systemSecretPaths = []string{"/etc/shadow", "/etc/gshadow", "/etc/sudoers", 
 	// the host traces, command lines and strings a probe copies (ninth
 	// attack review, TestAttackRootReadsTraceBuffer).
 	"/sys/kernel/tracing", "/sys/kernel/debug",
+}
+
+// windowsHomesGlob matches the Windows users' home directories that WSL
+// mounts (drvfs: /mnt/c/Users/NAME), readable and owned by the Linux user
+// there. Their credentials are the same user's: ~/.aws, ~/.ssh, ~/.kube
+// and the gh, gcloud and browsers' profiles under AppData (ninth attack
+// review, TestAttackWindowsHomeCredentials). Nothing matches elsewhere.
+const windowsHomesGlob = "/mnt/*/Users/*"
+
+// windowsHomeShared are the entries of C:\Users that are no one's home.
+var windowsHomeShared = []string{"All Users", "Default", "Default User", "Public", "desktop.ini"}
+
+// windowsCredentialPaths are, under a Windows home, where Windows programs
+// keep what credentialPaths names under a Unix one (which is hidden there
+// too: the Windows builds of ssh, the AWS CLI, kubectl and Docker use the
+// same names).
+var windowsCredentialPaths = []string{
+	"_netrc", "AppData/Roaming/GitHub CLI", "AppData/Roaming/gcloud", "AppData/Roaming/gnupg",
+	"AppData/Roaming/rclone", "AppData/Roaming/npm/etc/npmrc", "AppData/Roaming/Claude",
+	"AppData/Roaming/Code/User/mcp.json", "AppData/Roaming/Mozilla", "AppData/Local/Google/Chrome/User Data",
+	"AppData/Local/Microsoft/Edge/User Data", "AppData/Local/BraveSoftware",
+	"AppData/Roaming/Microsoft/Credentials", "AppData/Local/Microsoft/Credentials", "AppData/Roaming/Microsoft/Protect",
+	"AppData/Roaming/Microsoft/Windows/PowerShell/PSReadLine",
+}
+
+// windowsHomesCredentials returns the credential paths under every
+// Windows home windowsHomesGlob finds.
+func windowsHomesCredentials() []string {
+	homes, _ := filepath.Glob(windowsHomesGlob) // the pattern is this file's
+	var out []string
+	for _, h := range homes {
+		if slices.Contains(windowsHomeShared, filepath.Base(h)) {
+			continue
+		}
+		for _, p := range append(slices.Clone(credentialPaths), windowsCredentialPaths...) {
+			out = append(out, filepath.Join(h, filepath.FromSlash(p)))
+		}
+	}
+	return out
 }
 
 // WorkspaceSandbox is the usual policy for a model's commands in dir: write
@@ -299,6 +364,12 @@ func WorkspaceSandbox(dir string) *Sandbox {
 		for _, p := range credentialPaths {
 			sb.Hide = append(sb.Hide, filepath.Join(home, p))
 		}
+	}
+	sb.Hide = append(sb.Hide, windowsHomesCredentials()...)
+	// Podman's, Buildah's and skopeo's registry logins (`podman login`)
+	// default to the runtime dir, not ~/.config/containers/auth.json.
+	if rt := os.Getenv("XDG_RUNTIME_DIR"); filepath.IsAbs(rt) {
+		sb.Hide = append(sb.Hide, filepath.Join(rt, "containers", "auth.json"))
 	}
 	for _, p := range systemSecretPaths {
 		if !filepath.IsAbs(p) { // not on Windows
@@ -442,6 +513,26 @@ const (
 	sandboxSkipSeccomp
 )
 
+// withHiddenLinkTargets returns hide with the targets of the symbolic
+// links found in its directories added (hiddenLinkTargets), sorted, and
+// the map of those targets to their links, for the error that names one
+// inside write. A target that holds a writable directory (a link to the
+// home directory or to /) is left out: hiding it would take the work dir
+// away, and what lies there is no more the hidden directory's than any
+// readable file.
+func withHiddenLinkTargets(hide, write []string) ([]string, map[string]string) {
+	links := hiddenLinkTargets(hide)
+	for t := range links {
+		if slices.ContainsFunc(write, func(w string) bool { return within(w, t) }) {
+			delete(links, t)
+			continue
+		}
+		hide = append(hide, t)
+	}
+	slices.Sort(hide)
+	return slices.Compact(hide), links
+}
+
 // resolvePaths returns each of paths both cleaned as written and resolved
 // (resolvePath), sorted and without duplicates: for Hide and ReadOnly,
 // where covering both names only takes more away. A path that does not
@@ -532,13 +623,19 @@ func (m *Manager) sandboxPolicyFor(sb *Sandbox, dir, tmpParent string, dirChosen
 	if m.cfg.logDir != "" {
 		hide = append(hide, m.cfg.logDir)
 	}
-	pol.hide = resolvePaths(hide)
+	var links map[string]string
+	pol.hide, links = withHiddenLinkTargets(resolvePaths(hide), pol.write)
 	for _, h := range pol.hide {
 		for _, w := range pol.write {
-			if within(h, w) {
-				return nil, xerrors.Errorf("Sandbox.Hide %q lies inside the writable %q (Sandbox.Write, the work dir or the temp dir): "+
-					"a hidden path cannot be taken back from a writable directory: %w", h, w, ErrInvalidRequest)
+			if !within(h, w) {
+				continue
 			}
+			if link, ok := links[h]; ok {
+				return nil, xerrors.Errorf("the link %q in a hidden directory points to %q, inside the writable %q (Sandbox.Write, the work dir or the temp dir): "+
+					"a hidden path cannot be taken back from a writable directory; move the file or work elsewhere: %w", link, h, w, ErrInvalidRequest)
+			}
+			return nil, xerrors.Errorf("Sandbox.Hide %q lies inside the writable %q (Sandbox.Write, the work dir or the temp dir): "+
+				"a hidden path cannot be taken back from a writable directory: %w", h, w, ErrInvalidRequest)
 		}
 	}
 	pol.readOnly = resolvePaths(sb.ReadOnly)

@@ -13,3 +13,7 @@ func resolvePath(p string) string {
 	}
 	return filepath.Clean(p)
 }
+
+// hiddenLinkTargets finds nothing on Windows, which has no sandbox (see
+// sandbox_resolve_unix.go).
+func hiddenLinkTargets([]string) map[string]string { return nil }

@@ -226,7 +226,7 @@ func (s *managerSandbox) dropTempDir(dir string, reuse bool) error {
 		}
 		dir = at
 	}
-	return os.RemoveAll(dir)
+	return removeTree(dir)
 }
 
 // close releases the built policies and removes the temp dirs' parent.
@@ -241,7 +241,7 @@ func (s *managerSandbox) close() {
 	}
 	s.refills.Wait()
 	if dir != "" {
-		_ = os.RemoveAll(dir)
+		_ = removeTree(dir)
 	}
 }
 

@@ -257,6 +257,7 @@ func SeccompFilter(rules SeccompRules) []unix.SockFilter {
 		{unix.SYS_SOCKET, "socket"}, {unix.SYS_SOCKETPAIR, "socket"},
 		{unix.SYS_IOCTL, "ioctl"}, {unix.SYS_PERSONALITY, "personality"},
 		{unix.SYS_PRLIMIT64, "prlimit"},
+		{unix.SYS_FCNTL, "fcntl"},
 	}
 	for _, nr := range append(slices.Clone(seccompRefusedCalls), seccompArchRefusedCalls...) {
 		calls = append(calls, seccompCall{nr, "deny"})
@@ -332,6 +333,7 @@ func SeccompFilter(rules SeccompRules) []unix.SockFilter {
 	a.jump(bpfJeq, unix.TIOCSTI, "deny", "")
 	a.jump(bpfJeq, unix.TIOCLINUX, "deny", "allow")
 
+	seccompFcntl(&a)
 	a.label("personality")
 	a.arg(0)
 	for i, p := range seccompPersonalities {
@@ -471,4 +473,16 @@ func SeccompInstall(prog []unix.SockFilter) error {
 		return xerrors.Errorf("seccomp: %w", errno)
 	}
 	return nil
+}
+
+// seccompFcntl emits the block of fcntl(fd, cmd, arg): no lease
+// (F_SETLEASE). A lease on a file the tree owns (without root, every file
+// of the user) makes every other process's open of it wait for the
+// lease-break time, 45 s by default, again at each new lease: the agent's
+// own reads and edits of the workspace, the user's editor, git (ninth
+// attack review, TestAttackLeaseStallsOpen). Nothing a tree runs needs one.
+func seccompFcntl(a *bpfAsm) {
+	a.label("fcntl")
+	a.arg(1)
+	a.jump(bpfJeq, unix.F_SETLEASE, "deny", "allow")
 }

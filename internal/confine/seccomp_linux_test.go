@@ -75,6 +75,7 @@ func TestSeccompFilter(t *testing.T) {
 	byArgs := map[uint32]bool{unix.SYS_SOCKET: true, unix.SYS_SOCKETPAIR: true, unix.SYS_IOCTL: true, unix.SYS_PERSONALITY: true,
 		unix.SYS_LISTEN: true, unix.SYS_SENDTO: true, unix.SYS_SENDMSG: true, unix.SYS_SENDMMSG: true, unix.SYS_SETSOCKOPT: true,
 		unix.SYS_OPENAT2: true, unix.SYS_PRLIMIT64: true}
+	byArgs[unix.SYS_FCNTL] = true // leases (ninth attack review)
 	for _, c := range append(slices.Clone(seccompModeCalls), seccompArchModeCalls...) {
 		byArgs[c.nr] = true
 	}
@@ -118,6 +119,12 @@ func TestSeccompFilter(t *testing.T) {
 			args             [6]uint64
 			none, ports, own uint32 // the verdict under each row
 		}{
+			// No file lease; every other fcntl.
+			{unix.SYS_FCNTL, a3(3, unix.F_SETLEASE, unix.F_WRLCK), secDeny, secDeny, secDeny},
+			{unix.SYS_FCNTL, a3(3, unix.F_SETLEASE|1<<32, unix.F_RDLCK), secDeny, secDeny, secDeny}, // the kernel reads an unsigned int
+			{unix.SYS_FCNTL, a3(3, unix.F_GETLEASE, 0), secAllow, secAllow, secAllow},
+			{unix.SYS_FCNTL, a3(3, unix.F_SETFL, unix.O_NONBLOCK), secAllow, secAllow, secAllow},
+			{unix.SYS_FCNTL, a3(3, unix.F_SETLK, 0), secAllow, secAllow, secAllow},
 			// Limits: the caller's set, another process's read only.
 			{unix.SYS_PRLIMIT64, [6]uint64{0, unix.RLIMIT_NOFILE, 0x7ffc00001000, 0}, secAllow, secAllow, secAllow},
 			{unix.SYS_PRLIMIT64, [6]uint64{1234, unix.RLIMIT_NOFILE, 0, 0x7ffc00001000}, secAllow, secAllow, secAllow},
