@@ -1144,7 +1144,13 @@ func (st *redactStage) write(p []byte) {
 			return
 		}
 		done := st.scan(st.edge, nc, false, false)
-		p = p[done-nc:]
+		if done < nc {
+			// A run of overlapping secrets starting in the carry
+			// goes on past the edge: scan it with the whole write.
+			p = append(slices.Clone(st.edge[done:nc]), p...)
+		} else {
+			p = p[done-nc:]
+		}
 	}
 	done := st.scan(p, len(p), true, false)
 	st.carry = append(st.carry, p[done:]...)
@@ -1201,6 +1207,14 @@ func (st *redactStage) writeShown(p []byte) {
 		st.dropHeldEscapes()
 	}
 }
+
+// redactRunHeld bounds, in windows, a run of overlapping secrets that a
+// stage holds back while a secret inside it may go on past what was
+// written (overlapping): longer runs are cut, and a secret crossing the
+// cut can show at most its part past the cut. Only a chain of secrets
+// each starting inside the one before reaches it, or a secret with a
+// period (where what follows the cut matches again).
+const redactRunHeld = 4
 
 // maxHeldEscapes bounds the escape sequences a shown stage holds back
 // between the bytes of what could begin a secret.
@@ -1259,7 +1273,9 @@ func (st *redactStage) flush() {
 // returns how much of it was emitted. atEnd says data ends where the
 // stream so far ends; then, unless final, a tail that could still begin a
 // pattern is held back (not emitted). Without atEnd, every match starting
-// before stopAt lies wholly in data, and scan returns at least stopAt.
+// before stopAt lies wholly in data, and scan returns at least stopAt,
+// unless a run of overlapping secrets (overlapping) starting before
+// stopAt may go on past data's end: it returns that run's start.
 // While scanShown runs, data is the text shown, and what is emitted is
 // the bytes it maps to (release, replace).
 func (st *redactStage) scan(data []byte, stopAt int, atEnd, final bool) int {
@@ -1316,11 +1332,17 @@ func (st *redactStage) scan(data []byte, stopAt int, atEnd, final bool) int {
 				return st.release(data, pos, h)
 			}
 		}
-		over, overEnd, open := s.overlapping(data, bestStart, bestEnd, st.over[:0])
+		over, overEnd, open := s.overlapping(data, bestStart, bestEnd, int32(best), st.over[:0])
 		st.over = over
-		if open && atEnd && !final {
+		if open && !final && len(data)-bestStart <= redactRunHeld*s.window {
 			// A secret that starts inside this match may go on past
-			// the end of data: the next write decides.
+			// the end of data: the next write decides, or, without
+			// atEnd, the rest of the write (a run of overlapping
+			// secrets longer than write's edge: tenth attack review,
+			// TestAttackRedactChainPastEdge). A longer run is cut
+			// here, not held: a secret with a period makes a run as
+			// long as the tree writes it, and holding it grew the
+			// carry, and the time to scan it again, with each write.
 			return st.release(data, pos, bestStart)
 		}
 		st.release(data, pos, bestStart)
@@ -1347,12 +1369,20 @@ func (st *redactStage) scan(data []byte, stopAt int, atEnd, final bool) int {
 // "SHARED99tail…" would show its tail: the ninth attack review, root),
 // each in turn, and returns them (appended to over), where the run of
 // them ends, and whether one may still complete past the end of data.
-// It walks the trie from each byte of the match, so it costs the
-// square of a match's length at most, paid only where a secret is found;
-// a form with line breaks inside (base64 or hex wrapped) is not followed.
-func (s *redactSet) overlapping(data []byte, start, end int, over []int32) ([]int32, int, bool) {
+// It walks the trie from each byte of the run that a secret starting
+// there could reach past the run's end from (the last maxLen-1), so it
+// costs a run's length times maxLen at most, paid only where a secret is
+// found; a form with line breaks inside (base64 or hex wrapped) is not
+// followed. Each secret is named once in a run, first (the matched
+// one, listed first by the caller) included: a secret with a period
+// ("00000000", "abababab") occurs at every period of a run of it, and
+// one name per occurrence made the output twelve times the input
+// (tenth attack review, TestAttackRedactPeriodicRun).
+func (s *redactSet) overlapping(data []byte, start, end int, first int32, over []int32) ([]int32, int, bool) {
 	open := false
 	for j := start + 1; j < end; j++ {
+		// A secret starting at or before end-maxLen ends by end.
+		j = max(j, end-s.maxLen+1)
 		node, k := int32(0), j
 		pat, patEnd := int32(-1), end
 		for ; k < len(data); k++ {
@@ -1369,7 +1399,9 @@ func (s *redactSet) overlapping(data []byte, start, end int, over []int32) ([]in
 			open = true
 		}
 		if pat >= 0 {
-			over = append(over, pat)
+			if pat != first && !slices.Contains(over, pat) {
+				over = append(over, pat)
+			}
 			end = patEnd
 		}
 	}
