@@ -90,7 +90,11 @@ const (
 // resolves to (ninth attack review, TestAttackHiddenDirLinksOut). The
 // walk reads directories breadth first, opens none through a link (a
 // directory swapped for one is not followed) and never a file, so a FIFO
-// cannot hold it.
+// cannot hold it. A target that is a system file any local user reads
+// (systemPublic) is left out: a virtualenv in a hidden directory
+// (gcloud's ~/.config/gcloud/virtenv) links bin/python3 to the system's,
+// and hiding that took the interpreter from every tree (tenth attack
+// review, TestAttackHiddenDirLinkToSystemFile).
 func hiddenLinkTargets(hide []string) map[string]string {
 	out := map[string]string{}
 	for _, h := range hide {
@@ -103,7 +107,7 @@ func hiddenLinkTargets(hide []string) map[string]string {
 					p := filepath.Join(dir, e.Name())
 					switch {
 					case e.Type()&os.ModeSymlink != 0:
-						if t := resolvePath(p); !slices.ContainsFunc(hide, func(d string) bool { return within(t, d) }) {
+						if t := resolvePath(p); !slices.ContainsFunc(hide, func(d string) bool { return within(t, d) }) && !systemPublic(t) {
 							out[t] = p
 						}
 					case e.IsDir():
@@ -133,4 +137,31 @@ func readDirNoFollow(dir string, budget *int) []os.DirEntry {
 	entries, _ := f.ReadDir(*budget)
 	*budget -= len(entries)
 	return entries
+}
+
+// systemPublic reports whether p is root's and readable by every local
+// user: p readable (a directory also searchable) by others, and every
+// directory above it searchable by others. No secret of the user's is
+// root's, and one of root's that anyone reads is kept from no one; a
+// dotfile repository under /root (0700) is not public.
+func systemPublic(p string) bool {
+	var st unix.Stat_t
+	if unix.Stat(p, &st) != nil || st.Uid != 0 {
+		return false
+	}
+	want := uint32(unix.S_IROTH)
+	if uint32(st.Mode)&unix.S_IFMT == unix.S_IFDIR {
+		want |= unix.S_IXOTH
+	}
+	if uint32(st.Mode)&want != want {
+		return false
+	}
+	for d := filepath.Dir(p); ; d = filepath.Dir(d) {
+		if unix.Stat(d, &st) != nil || uint32(st.Mode)&unix.S_IXOTH == 0 {
+			return false
+		}
+		if d == filepath.Dir(d) {
+			return true
+		}
+	}
 }
