@@ -1373,13 +1373,15 @@ func (st *redactStage) scan(data []byte, stopAt int, atEnd, final bool) int {
 // there could reach past the run's end from (the last maxLen-1), so it
 // costs a run's length times maxLen at most, paid only where a secret is
 // found; a form with line breaks inside (base64 or hex wrapped) is not
-// followed. Each secret is named once in a run, first (the matched
-// one, listed first by the caller) included: a secret with a period
+// followed. A secret already named in the run (first, the matched one,
+// included) is named again only where it starts after the last
+// occurrence named ends, as adjacent matches are: a secret with a period
 // ("00000000", "abababab") occurs at every period of a run of it, and
 // one name per occurrence made the output twelve times the input
 // (tenth attack review, TestAttackRedactPeriodicRun).
 func (s *redactSet) overlapping(data []byte, start, end int, first int32, over []int32) ([]int32, int, bool) {
 	open := false
+	named := end // where the last occurrence named ends
 	for j := start + 1; j < end; j++ {
 		// A secret starting at or before end-maxLen ends by end.
 		j = max(j, end-s.maxLen+1)
@@ -1399,8 +1401,9 @@ func (s *redactSet) overlapping(data []byte, start, end int, first int32, over [
 			open = true
 		}
 		if pat >= 0 {
-			if pat != first && !slices.Contains(over, pat) {
+			if j >= named || pat != first && !slices.Contains(over, pat) {
 				over = append(over, pat)
+				named = patEnd
 			}
 			end = patEnd
 		}
