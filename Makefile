@@ -37,7 +37,7 @@ stress:
 	i=0; while [ $$i -lt $$n ]; do yes >/dev/null & pids="$$pids $$!"; i=$$((i+1)); done; \
 	echo "stress: $$n CPU burners (PIDs$$pids) beside go test -race -count=$(STRESSCOUNT)"; \
 	start=$$(date +%s); \
-	AGENTPROC_STRESS=1 $(GO) test -race -count=$(STRESSCOUNT) -timeout 30m ./...; st=$$?; \
+	AGENTPROC_STRESS=1 $(GO) test -race -count=$(STRESSCOUNT) -timeout 60m ./...; st=$$?; \
 	echo "stress: go test exit $$st after $$(( $$(date +%s) - start ))s"; \
 	exit $$st
 
