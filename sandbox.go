@@ -301,6 +301,24 @@ var systemSecretPaths = []string{"/etc/shadow", "/etc/gshadow", "/etc/sudoers", 
 	// the host traces, command lines and strings a probe copies (ninth
 	// attack review, TestAttackRootReadsTraceBuffer).
 	"/sys/kernel/tracing", "/sys/kernel/debug",
+	// The copies the system keeps of the password files (shadow's "-"
+	// backups that useradd and passwd leave, Debian's daily
+	// /var/backups copies, pam_pwhistory's old hashes): the same hashes,
+	// root's 0640 or 0600, which a root tree owns (TestAttackSystemSecretCopies).
+	"/etc/shadow-", "/etc/gshadow-", "/var/backups/shadow.bak", "/var/backups/gshadow.bak",
+	"/etc/security/opasswd",
+	// Root's other usual 0600 secrets: Debian's MySQL maintenance password,
+	// VPN and PPP secrets, Wi-Fi and VPN connections' passwords, Red Hat's
+	// private TLS keys, mesh VPN node keys, CI runner tokens, cloud-init's
+	// user data, SSSD's bind passwords, Ceph's admin keyring, and the
+	// container engines' and etcd's state (a container's environment is
+	// in its config under /var/lib/docker).
+	"/etc/mysql/debian.cnf", "/etc/ipsec.secrets", "/etc/ipsec.d/private", "/etc/swanctl/private",
+	"/etc/ppp/chap-secrets", "/etc/ppp/pap-secrets", "/etc/openvpn",
+	"/etc/NetworkManager/system-connections", "/etc/wpa_supplicant", "/var/lib/iwd", "/etc/netplan",
+	"/etc/pki/tls/private", "/var/lib/tailscale", "/var/lib/zerotier-one", "/var/lib/netbird",
+	"/etc/gitlab-runner", "/etc/gitlab", "/var/lib/cloud", "/etc/sssd", "/etc/ceph",
+	"/var/lib/docker", "/var/lib/containerd", "/var/lib/rancher", "/var/lib/etcd",
 }
 
 // windowsHomesGlob matches the Windows users' home directories that WSL
