@@ -19,7 +19,7 @@ func TestAttackSystemSecretCopies(t *testing.T) {
 	requireRootSandbox(t)
 	var probe strings.Builder
 	var present []string
-	for _, p := range []string{"/etc/shadow-", "/etc/gshadow-", "/var/backups/shadow.bak", "/var/backups/gshadow.bak", "/etc/security/opasswd"} {
+	for _, p := range []string{"/etc/shadow-", "/etc/gshadow-", "/var/backups/shadow.bak", "/var/backups/gshadow.bak", "/etc/security/opasswd", "/var/log/btmp"} {
 		if st, err := os.Stat(p); err == nil && st.Mode().IsRegular() && st.Size() > 0 {
 			present = append(present, p)
 			probe.WriteString("cat " + shellQuote(p) + " >/dev/null 2>&1 && echo 'READ:" + p + "'; ")

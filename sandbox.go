@@ -307,6 +307,9 @@ var systemSecretPaths = []string{"/etc/shadow", "/etc/gshadow", "/etc/sudoers", 
 	// root's 0640 or 0600, which a root tree owns (TestAttackSystemSecretCopies).
 	"/etc/shadow-", "/etc/gshadow-", "/var/backups/shadow.bak", "/var/backups/gshadow.bak",
 	"/etc/security/opasswd",
+	// Failed logins, root's 0600 or 0660: a password typed at a login's
+	// user name prompt is kept there as the name.
+	"/var/log/btmp",
 	// Root's other usual 0600 secrets: Debian's MySQL maintenance password,
 	// VPN and PPP secrets, Wi-Fi and VPN connections' passwords, Red Hat's
 	// private TLS keys, mesh VPN node keys, CI runner tokens, cloud-init's
