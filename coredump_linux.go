@@ -164,7 +164,10 @@ func (h *treeHold) release(cmd *exec.Cmd) error {
 		var n int
 		n, err = unix.Poll(fds, treeHoldWaitMillis)
 		if err == nil && n == 1 {
-			return unix.Kill(h.pid, unix.SIGCONT)
+			if err = unix.Kill(h.pid, unix.SIGCONT); err == nil {
+				return nil
+			}
+			break
 		}
 		if err == nil {
 			err = unix.ETIMEDOUT
@@ -175,7 +178,7 @@ func (h *treeHold) release(cmd *exec.Cmd) error {
 	}
 	_ = cmd.Process.Kill()
 	_ = cmd.Wait()
-	return xerrors.Errorf("wait for the thread that started the tree to end: %w", err)
+	return xerrors.Errorf("let the tree go once the thread that started it ended: %w", err)
 }
 
 // traceAtExec reports whether a child may ask to be traced at its exec
