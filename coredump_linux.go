@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 	"golang.org/x/xerrors"
 
+	"github.com/agentproc/agentproc/internal/pidfd"
 	"github.com/agentproc/agentproc/internal/procfs"
 )
 
@@ -30,7 +31,10 @@ import (
 const treeCoreLimit = 1
 
 // startNoCore starts cmd on the calling thread, which the sandbox has
-// locked and confined, with the tree's RLIMIT_CORE at treeCoreLimit.
+// locked and confined, with the tree's RLIMIT_CORE at treeCoreLimit, and
+// returns the tree held stopped until this thread is gone: the caller,
+// on another thread, lets it go (treeHold.release). nil where nothing is
+// held.
 //
 // Resource limits belong to the process, not the thread (signal_struct), so
 // setting the limit on the forking thread would set the host's own, and
@@ -41,9 +45,9 @@ const treeCoreLimit = 1
 // another limit. The confined thread's seccomp filter refuses prlimit on
 // another process, so an unconfined thread of the host sets it; the detach
 // must come from the tracer, this thread.
-func startNoCore(cmd *exec.Cmd) error {
+func startNoCore(cmd *exec.Cmd) (*treeHold, error) {
 	if !traceAtExec() {
-		return cmd.Start() // the policy warns (noCoreLimitReason)
+		return nil, cmd.Start() // the policy warns (noCoreLimitReason)
 	}
 	if cmd.SysProcAttr == nil {
 		cmd.SysProcAttr = &syscall.SysProcAttr{}
@@ -51,21 +55,23 @@ func startNoCore(cmd *exec.Cmd) error {
 	cmd.SysProcAttr.Ptrace = true
 	defer func() { cmd.SysProcAttr.Ptrace = false }()
 	if err := cmd.Start(); err != nil {
-		return err
+		return nil, err
 	}
 	pid := cmd.Process.Pid
-	if err := setTreeCoreLimit(pid); err != nil {
+	hold, err := setTreeCoreLimit(pid)
+	if err != nil {
 		_ = cmd.Process.Kill()
 		_ = unix.PtraceDetach(pid)
 		_ = cmd.Wait()
-		return err
+		return nil, err
 	}
-	return nil
+	return hold, nil
 }
 
 // setTreeCoreLimit waits for the traced child pid to stop at its exec, sets
-// its core limit from another thread and detaches it.
-func setTreeCoreLimit(pid int) error {
+// its core limit from another thread and detaches it, held stopped
+// (treeHold) where the kernel can tell this thread's end.
+func setTreeCoreLimit(pid int) (*treeHold, error) {
 	var ws unix.WaitStatus
 	for {
 		// WNOWAIT is not used with a stop: a stop is reported once, and
@@ -75,12 +81,12 @@ func setTreeCoreLimit(pid int) error {
 			continue
 		}
 		if err != nil {
-			return xerrors.Errorf("wait for the tree's exec: %w", err)
+			return nil, xerrors.Errorf("wait for the tree's exec: %w", err)
 		}
 		break
 	}
 	if !ws.Stopped() {
-		return xerrors.Errorf("the tree did not stop at its exec: status %#x", uint32(ws))
+		return nil, xerrors.Errorf("the tree did not stop at its exec: status %#x", uint32(ws))
 	}
 	done := make(chan error, 1)
 	go func() {
@@ -88,13 +94,91 @@ func setTreeCoreLimit(pid int) error {
 		done <- unix.Prlimit(pid, unix.RLIMIT_CORE, &lim, nil)
 	}()
 	if err := <-done; err != nil {
-		return xerrors.Errorf("set the tree's core limit: %w", err)
+		return nil, xerrors.Errorf("set the tree's core limit: %w", err)
 	}
-	// Signal 0: the SIGTRAP of the exec stop is not delivered.
+	hold := holdTree(pid)
+	// Signal 0: the SIGTRAP of the exec stop is not delivered. A SIGSTOP
+	// that holdTree queued is taken next, before any instruction of the
+	// tree.
 	if err := unix.PtraceDetach(pid); err != nil {
-		return xerrors.Errorf("let the tree go: %w", err)
+		hold.close()
+		return nil, xerrors.Errorf("let the tree go: %w", err)
 	}
-	return nil
+	return hold, nil
+}
+
+// treeHold is a tree's leader stopped by SIGSTOP until the thread that
+// forked it has exited. That thread is in the tree's Landlock domain, and
+// a domain's scope lets its processes signal (and, where no capability
+// keeps them apart, trace) each other: between the detach and the
+// thread's end, which takes it through the rest of the Start and the Go
+// runtime's thread exit, the tree found it in /proc/$PPID/task and ended
+// the host with tgkill(host, thread, SIGKILL) (eleventh attack review,
+// TestAttackForkingThreadSignalled). Held, the tree runs no instruction
+// before the thread is gone.
+type treeHold struct {
+	pid    int
+	thread int // a pidfd of the forking thread (PIDFD_THREAD)
+}
+
+// holdTree queues a SIGSTOP for the traced, stopped child pid and opens a
+// pidfd of the calling thread that says when it exits. nil, and nothing
+// queued, where the kernel has no thread pidfds (before Linux 6.9, which
+// also predates Landlock's signal scope): the window stays open there.
+func holdTree(pid int) *treeHold {
+	fd, err := pidfd.OpenThread(unix.Gettid())
+	if err != nil {
+		return nil
+	}
+	if err := unix.Kill(pid, unix.SIGSTOP); err != nil {
+		_ = unix.Close(fd)
+		return nil
+	}
+	return &treeHold{pid: pid, thread: fd}
+}
+
+// close drops h's pidfd; the tree stays as it is.
+func (h *treeHold) close() {
+	if h != nil {
+		_ = unix.Close(h.thread)
+	}
+}
+
+// treeHoldWaitMillis bounds the wait for the forking thread's end, in
+// milliseconds: a thread exit is microseconds, a loaded machine's
+// scheduler can make it more.
+const treeHoldWaitMillis = 10_000
+
+// release waits, on a thread other than the forking one, until that
+// thread has exited, then continues the tree. Where it does not end in
+// time the tree is killed and reaped and the Start fails: a tree let go
+// beside its forking thread could reach the host.
+func (h *treeHold) release(cmd *exec.Cmd) error {
+	if h == nil {
+		return nil
+	}
+	defer h.close()
+	fds := []unix.PollFd{{Fd: int32(h.thread), Events: unix.POLLIN}}
+	var err error
+	for range 8 { // a signal may interrupt the wait (EINTR): a few more
+		var n int
+		n, err = unix.Poll(fds, treeHoldWaitMillis)
+		if err == nil && n == 1 {
+			if err = unix.Kill(h.pid, unix.SIGCONT); err == nil {
+				return nil
+			}
+			break
+		}
+		if err == nil {
+			err = unix.ETIMEDOUT
+		}
+		if err != unix.EINTR {
+			break
+		}
+	}
+	_ = cmd.Process.Kill()
+	_ = cmd.Wait()
+	return xerrors.Errorf("let the tree go once the thread that started it ended: %w", err)
 }
 
 // traceAtExec reports whether a child may ask to be traced at its exec

@@ -720,19 +720,24 @@ func (b *sandboxBuilt) start(cmd *exec.Cmd, s sandboxStart) error {
 	if s.step == nil && b.cache != nil {
 		if st != nil {
 			readyThreadStarts.Add(1)
-			err := st.spare.Do(func() error {
+			var held *treeHold
+			err := st.spare.Do(func() (err error) {
 				b.handListener(&st.lis, s.hosts)
-				err := startNoCore(cmd)
+				held, err = startNoCore(cmd)
 				holdNS(st.ns, s, err == nil)
 				st.ns = -1
 				return err
 			})
 			b.cache.makeReadyThread(b, lastCap, inCgroup)
-			return err
+			if err != nil {
+				return err
+			}
+			return held.release(cmd)
 		}
 		defer b.cache.makeReadyThread(b, lastCap, inCgroup)
 	}
-	return osthread.Throwaway(func() (err error) {
+	var held *treeHold
+	err := osthread.Throwaway(func() (err error) {
 		// The other step first: after the steps below this thread may no
 		// longer open files (Landlock) or make some system calls
 		// (seccomp); what its restore writes it has opened already.
@@ -758,10 +763,14 @@ func (b *sandboxBuilt) start(cmd *exec.Cmd, s sandboxStart) error {
 			holdNS(ns, s, false)
 			return err
 		}
-		err = startNoCore(cmd)
+		held, err = startNoCore(cmd)
 		holdNS(ns, s, err == nil)
 		return err
 	})
+	if err != nil {
+		return err
+	}
+	return held.release(cmd)
 }
 
 // forkFilter stacks confine.SeccompForkFilter on the calling thread, which

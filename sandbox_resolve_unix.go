@@ -79,6 +79,14 @@ const (
 	hiddenWalkDepth   = 4
 )
 
+// systemTrees are the directories a distribution's packages install
+// into, where systemPublic finds system files: /bin, /sbin and /lib* are
+// links into /usr where /usr is merged (resolvePath has followed them),
+// directories of their own where not; Nix's and Guix's stores and snaps
+// are read-only trees of packages. /etc and /opt are left out: a dotfile
+// repository or a secret may be put there by hand.
+var systemTrees = []string{"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/nix/store", "/gnu/store", "/snap"}
+
 // hiddenLinkTargets returns the symbolic links found below the hidden
 // paths hide (directories; files are skipped), each target resolved
 // (resolvePath) and mapped to its link, where the target lies outside
@@ -139,12 +147,21 @@ func readDirNoFollow(dir string, budget *int) []os.DirEntry {
 	return entries
 }
 
-// systemPublic reports whether p is root's and readable by every local
+// systemPublic reports whether p is a system file: under one of the
+// system's own trees (systemTrees), root's and readable by every local
 // user: p readable (a directory also searchable) by others, and every
 // directory above it searchable by others. No secret of the user's is
 // root's, and one of root's that anyone reads is kept from no one; a
-// dotfile repository under /root (0700) is not public.
+// dotfile repository under /root (0700) is not public. The trees matter
+// where the host runs as root, whose own files are all root's: a dotfile
+// repository cloned as root to /opt/dotfiles (files 0644, directories
+// 0755) and linked from /root/.aws is readable by every user and still
+// the host's secret (eleventh attack review,
+// TestAttackHiddenDirLinkToPublicDotfiles).
 func systemPublic(p string) bool {
+	if !slices.ContainsFunc(systemTrees, func(d string) bool { return within(p, d) }) {
+		return false
+	}
 	var st unix.Stat_t
 	if unix.Stat(p, &st) != nil || st.Uid != 0 {
 		return false

@@ -25,6 +25,11 @@ func Open(pid int) int {
 // needs one and reports why there is none.
 func OpenChild(pid int) (int, error) { return unix.PidfdOpen(pid, 0) }
 
+// OpenThread returns a pidfd for tid, a thread of the calling process
+// (PIDFD_THREAD, Linux 6.9): it polls readable once that thread has
+// exited, whatever the rest of the process does. It signals nothing.
+func OpenThread(tid int) (int, error) { return unix.PidfdOpen(tid, unix.PIDFD_THREAD) }
+
 // Pin opens a pidfd for pid and then calls check, which must look at the
 // process again: a PID reused before the pidfd was opened fails it. It
 // returns the pidfd (-1 when none could be had) and whether check passed;
