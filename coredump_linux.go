@@ -96,7 +96,10 @@ func setTreeCoreLimit(pid int) (*treeHold, error) {
 	if err := <-done; err != nil {
 		return nil, xerrors.Errorf("set the tree's core limit: %w", err)
 	}
-	hold := holdTree(pid)
+	var hold *treeHold
+	if !leaveTreeUID() {
+		hold = holdTree(pid)
+	}
 	// Signal 0: the SIGTRAP of the exec stop is not delivered. A SIGSTOP
 	// that holdTree queued is taken next, before any instruction of the
 	// tree.
@@ -119,6 +122,32 @@ func setTreeCoreLimit(pid int) (*treeHold, error) {
 type treeHold struct {
 	pid    int
 	thread int // a pidfd of the forking thread (PIDFD_THREAD)
+}
+
+// forkerUID is the uid a root host's forking thread takes before it lets
+// its tree go (leaveTreeUID): no account's, so that no process of the
+// machine shares it.
+const forkerUID = 0x7ffffffe
+
+// leaveTreeUID makes the calling thread, which forked a tree and shares
+// its Landlock domain, unreachable to it without holding the tree
+// (treeHold): for a root host, the thread alone (setresuid(2) is per
+// thread; the Go runtime's own Setuid changes every thread) takes
+// forkerUID as its real, effective and saved uid. The tree, uid 0 with no
+// capabilities, may then neither signal it (kill needs a uid in common or
+// CAP_KILL) nor trace it or read its /proc files (a uid in common or
+// CAP_SYS_PTRACE); the thread needs nothing of root's after the detach
+// and exits, never going back to the runtime's pool. It reports whether
+// it did: not for a host without root (it has no other uid to take: the
+// tree is held), nor where the call fails (a user namespace that does not
+// map forkerUID). The runtime's preemption signals to the thread are sent
+// by its other threads, root with CAP_KILL.
+func leaveTreeUID() bool {
+	if unix.Geteuid() != 0 {
+		return false
+	}
+	_, _, errno := unix.RawSyscall(unix.SYS_SETRESUID, forkerUID, forkerUID, forkerUID)
+	return errno == 0
 }
 
 // holdTree queues a SIGSTOP for the traced, stopped child pid and opens a
