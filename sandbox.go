@@ -283,6 +283,14 @@ var credentialPaths = []string{
 	".expo/state.json", ".jira.d",
 	".bluemix", ".aliyun", ".tccli", ".config/openstack/clouds.yaml", ".config/openstack/secure.yaml",
 	".ovh.conf", ".vultr-cli.yaml",
+	// Cryptocurrency wallets' keys at their tools' default places
+	// (eleventh attack review, TestAttackWalletKeys): Solana's CLI keypair
+	// and Sui's keystore and NEAR's credentials hold private keys in the
+	// clear; geth's and Foundry's keystores and Electrum's wallets hold
+	// them under a password a guess may open offline; Bitcoin Core's
+	// wallets are unencrypted unless the user chose otherwise.
+	".config/solana/id.json", ".sui/sui_config/sui.keystore", ".near-credentials",
+	".ethereum/keystore", ".foundry/keystores", ".bitcoin/wallets", ".bitcoin/wallet.dat", ".electrum/wallets",
 }
 
 // systemSecretPaths are hidden by WorkspaceSandbox as well: a root tree
@@ -342,13 +350,74 @@ func windowsHomesCredentials() []string {
 	return out
 }
 
+// krb5Conf is the Kerberos configuration whose presence says that the
+// default ticket cache may appear later.
+const krb5Conf = "/etc/krb5.conf"
+
+// kerberosCaches returns the user's Kerberos ticket caches kept in files:
+// KRB5CCNAME's (FILE:path or a bare path, DIR:path for a collection),
+// the built-in default /tmp/krb5cc_UID (MIT's and Heimdal's) where it
+// exists or Kerberos is configured, and sssd's /tmp/krb5cc_UID_XXXXXX that
+// exist now. A cache holds the ticket-granting ticket and its session
+// key: whoever reads it is the user to every Kerberised service until it
+// expires (eleventh attack review, TestAttackKerberosTicketCache). The
+// default is hidden only where it may be used, since without root a
+// hidden path in /tmp has every other entry of /tmp granted one by one
+// (what is made there later is then unreadable to the tree). KEYRING: and
+// KCM: caches are not files: keyctl is refused by the seccomp filter, and
+// the KCM daemon's socket is a pathname socket (docs/sandbox.md).
+func kerberosCaches() []string {
+	uid := os.Getuid()
+	if uid < 0 { // Windows
+		return nil
+	}
+	var out []string
+	if p := ccachePath(os.Getenv("KRB5CCNAME")); p != "" {
+		out = append(out, p)
+	}
+	def := "/tmp/krb5cc_" + strconv.Itoa(uid)
+	_, errDef := os.Lstat(def)
+	_, errConf := os.Stat(krb5Conf)
+	if errDef == nil || errConf == nil {
+		out = append(out, def)
+	}
+	sssd, _ := filepath.Glob(def + "_*") // the pattern is this file's
+	return append(out, sssd...)
+}
+
+// ccachePath is the file or directory a KRB5CCNAME value names, or "" for
+// a cache that is not one (KEYRING:, KCM:, MEMORY:) or a relative path.
+// DIR::path names one file of a collection; the collection is hidden.
+func ccachePath(name string) string {
+	if name == "" {
+		return ""
+	}
+	typ, rest, ok := strings.Cut(name, ":")
+	if !ok || strings.HasPrefix(name, "/") {
+		typ, rest = "FILE", name // a bare path is a file cache
+	}
+	switch typ {
+	case "FILE":
+	case "DIR":
+		if strings.HasPrefix(rest, ":") {
+			rest = filepath.Dir(rest[1:])
+		}
+	default:
+		return ""
+	}
+	if !filepath.IsAbs(rest) {
+		return ""
+	}
+	return filepath.Clean(rest)
+}
+
 // WorkspaceSandbox is the usual policy for a model's commands in dir: write
 // dir and a private temp dir, read everything but the usual credential
 // paths (~/.ssh, ~/.aws, ~/.gnupg, ~/.config/gh, ~/.docker/config.json,
 // ~/.netrc, ~/.git-credentials, ~/.kube, the coding agents' own tokens
 // such as ~/.claude/.credentials.json and ~/.codex/auth.json, ~/.pgpass
-// and more, listed in the README; the Manager's state dir is always
-// hidden), dir/.git read-only where the host can, no network,
+// and more, listed in the README, and the user's Kerberos ticket caches;
+// the Manager's state dir is always hidden), dir/.git read-only where the host can, no network,
 // secret-looking variables dropped, and fail-closed (BestEffort false).
 // dir is made absolute; commands should run in it (Request.WorkDir).
 func WorkspaceSandbox(dir string) *Sandbox {
@@ -366,6 +435,7 @@ func WorkspaceSandbox(dir string) *Sandbox {
 		}
 	}
 	sb.Hide = append(sb.Hide, windowsHomesCredentials()...)
+	sb.Hide = append(sb.Hide, kerberosCaches()...)
 	// Podman's, Buildah's and skopeo's registry logins (`podman login`)
 	// default to the runtime dir, not ~/.config/containers/auth.json.
 	if rt := os.Getenv("XDG_RUNTIME_DIR"); filepath.IsAbs(rt) {

@@ -1,0 +1,162 @@
+package agentproc_test
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agentproc/agentproc"
+)
+
+// Tests of the eleventh attack review (unprivileged and the surfaces):
+// docs/sandbox-threats.md, "Eleventh attack review (unprivileged and the
+// surfaces)".
+
+// TestAttackKerberosTicketCache: a Kerberos user's tickets live in a file
+// cache, by default /tmp/krb5cc_UID (MIT's and Heimdal's built-in
+// default_ccache_name), /tmp/krb5cc_UID_XXXXXX where sssd makes them, or
+// wherever KRB5CCNAME names (FILE:path, or DIR:path for a collection). The
+// cache holds the ticket-granting ticket and its session key: whoever
+// reads the file is the user to every Kerberised service (ssh with GSSAPI,
+// NFS, HTTP with SPNEGO, LDAP) until it expires, ten hours by default.
+// WorkspaceSandbox hid the host's keytab (/etc/krb5.keytab), not the
+// user's tickets: a tree read each of them. The control reads them without
+// the sandbox. Runs as root and, through TestAttack11uUnprivileged, not.
+func TestAttackKerberosTicketCache(t *testing.T) {
+	requireSandbox(t)
+	home := t.TempDir()
+	t.Setenv("HOME", home)
+	ws := filepath.Join(home, "project")
+	if err := os.MkdirAll(ws, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	caches := map[string]string{} // KRB5CCNAME -> the file it leads to
+	fileCC := filepath.Join(t.TempDir(), "krb5cc_file")
+	caches["FILE:"+fileCC] = fileCC
+	dirCC := t.TempDir()
+	caches["DIR:"+dirCC] = filepath.Join(dirCC, "tktABCDEF")
+	var defaults []string // made in /tmp, read under any KRB5CCNAME
+	def := fmt.Sprintf("/tmp/krb5cc_%d", os.Getuid())
+	if f, err := os.OpenFile(def, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600); err == nil {
+		_ = f.Close()
+		t.Cleanup(func() { _ = os.Remove(def) })
+		defaults = append(defaults, def)
+	} else if !errors.Is(err, fs.ErrExist) {
+		t.Fatal(err)
+	} else {
+		t.Logf("%s exists (a real ticket cache?): left alone, not tested", def)
+	}
+	sssd, err := os.CreateTemp("/tmp", fmt.Sprintf("krb5cc_%d_", os.Getuid()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = sssd.Close()
+	t.Cleanup(func() { _ = os.Remove(sssd.Name()) })
+	defaults = append(defaults, sssd.Name())
+	secret := func(p string) string { return "TICKET-" + filepath.Base(p) }
+	for _, p := range append(defaults, fileCC, caches["DIR:"+dirCC]) {
+		if err := os.WriteFile(p, []byte(secret(p)+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for name, cc := range caches {
+		t.Setenv("KRB5CCNAME", name)
+		paths := append([]string{cc}, defaults...)
+		var cmd strings.Builder
+		for _, p := range paths {
+			cmd.WriteString("cat " + shellQuote(p) + "; ")
+		}
+		cmd.WriteString("true")
+		req := agentproc.Request{Command: cmd.String(), WorkDir: ws, Timeout: time.Minute}
+		plain := newManager(t, agentproc.WithRedaction(false))
+		ctl := runSandboxed(t, plain, req).Text
+		for _, p := range paths {
+			if !strings.Contains(ctl, secret(p)) {
+				t.Fatalf("control without the sandbox: %s not read, output %q", p, ctl)
+			}
+		}
+		m := newManager(t, agentproc.WithRedaction(false), agentproc.WithSandbox(agentproc.WorkspaceSandbox(ws)))
+		out := runSandboxed(t, m, req).Text
+		for _, p := range paths {
+			if strings.Contains(out, secret(p)) {
+				t.Errorf("KRB5CCNAME=%s: %s: got it read, want it hidden", name, p)
+			}
+		}
+	}
+}
+
+// walletFiles are the cryptocurrency wallets' key files at their tools'
+// default places, relative to the home directory: Solana's CLI keypair
+// (solana-keygen new writes the private key in the clear; Anchor signs
+// with it), Sui's keystore (private keys, base64, in the clear), NEAR's
+// credentials (private keys in the clear), geth's and Foundry's keystores
+// (keys encrypted with a password, which a guess or a brute force opens
+// offline), Bitcoin Core's wallets (the descriptor wallets' dirs and the
+// legacy wallet.dat, unencrypted unless the user chose otherwise) and
+// Electrum's wallets.
+var walletFiles = []string{
+	".config/solana/id.json", ".sui/sui_config/sui.keystore", ".near-credentials/mainnet/alice.near.json",
+	".ethereum/keystore/UTC--2026-01-01T00-00-00.000Z--0123", ".foundry/keystores/deployer",
+	".bitcoin/wallets/default/wallet.dat", ".bitcoin/wallet.dat", ".electrum/wallets/default_wallet",
+}
+
+// TestAttackWalletKeys: the wallets above, whose keys move money, were
+// read by a tree under WorkspaceSandbox: a model working on a dApp (the
+// Solana, Sui and Ethereum tool chains keep their keys in the home
+// directory) printed the deployer's key to itself. The control reads them
+// without the sandbox. Runs as root and, through
+// TestAttack11uUnprivileged, not.
+func TestAttackWalletKeys(t *testing.T) {
+	requireSandbox(t)
+	home := t.TempDir()
+	t.Setenv("HOME", home)
+	ws := filepath.Join(home, "project")
+	if err := os.MkdirAll(ws, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	var cmd strings.Builder
+	for i, rel := range walletFiles {
+		p := filepath.Join(home, rel)
+		if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(fmt.Sprintf("WALLETKEY-%d\n", i)), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		cmd.WriteString("cat " + shellQuote(p) + "; ")
+	}
+	cmd.WriteString("true")
+	req := agentproc.Request{Command: cmd.String(), WorkDir: ws, Timeout: time.Minute}
+	plain := newManager(t, agentproc.WithRedaction(false))
+	if got := strings.Count(runSandboxed(t, plain, req).Text, "WALLETKEY-"); got != len(walletFiles) {
+		t.Fatalf("control without the sandbox: got %d files read, want %d", got, len(walletFiles))
+	}
+	m := newManager(t, agentproc.WithRedaction(false), agentproc.WithSandbox(agentproc.WorkspaceSandbox(ws)))
+	out := runSandboxed(t, m, req).Text
+	for i, rel := range walletFiles {
+		if strings.Contains(out, fmt.Sprintf("WALLETKEY-%d\n", i)) {
+			t.Errorf("~/%s: got it read, want it hidden", rel)
+		}
+	}
+}
+
+// TestAttack11uUnprivileged re-runs this review's root-package tests as
+// the unprivileged test user, where the tree is held by Landlock and
+// seccomp alone.
+func TestAttack11uUnprivileged(t *testing.T) {
+	tests := []string{"TestAttackKerberosTicketCache", "TestAttackWalletKeys"}
+	out, err := runAsSandboxUser(t, 2*time.Minute, "-test.run=^("+strings.Join(tests, "|")+")$")
+	if err != nil {
+		t.Fatalf("as %s: %v\n%s", sandboxUser, err, out)
+	}
+	for _, name := range tests {
+		if !strings.Contains(out, "--- PASS: "+name+" ") {
+			t.Errorf("as %s: got no PASS line for %s, want one\n%s", sandboxUser, name, out)
+		}
+	}
+}
