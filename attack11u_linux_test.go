@@ -5,12 +5,15 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"os/user"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/agentproc/agentproc"
+	"github.com/agentproc/agentproc/internal/testuser"
 )
 
 // Tests of the eleventh attack review (unprivileged and the surfaces):
@@ -112,6 +115,25 @@ var walletFiles = []string{
 // without the sandbox. Runs as root and, through
 // TestAttack11uUnprivileged, not.
 func TestAttackWalletKeys(t *testing.T) {
+	attackHomeFiles(t, walletFiles)
+}
+
+// TestAttackDevPlatformTokens: Coder's CLI session token
+// (~/.config/coderv2/session, written by `coder login`: the user's
+// workspaces and their terminals), Okta's management API token
+// (~/.okta/okta.yaml, the SDKs' and okta CLI's config) and the Twilio
+// CLI's API key and secret were read by a tree. The control reads them
+// without the sandbox. Runs as root and, through
+// TestAttack11uUnprivileged, not.
+func TestAttackDevPlatformTokens(t *testing.T) {
+	attackHomeFiles(t, []string{".config/coderv2/session", ".okta/okta.yaml", ".twilio-cli/config.json"})
+}
+
+// attackHomeFiles writes each of rels under a fresh home, checks that a
+// tree reads them all without the sandbox (the control) and none under
+// WorkspaceSandbox.
+func attackHomeFiles(t *testing.T, rels []string) {
+	t.Helper()
 	requireSandbox(t)
 	home := t.TempDir()
 	t.Setenv("HOME", home)
@@ -120,12 +142,12 @@ func TestAttackWalletKeys(t *testing.T) {
 		t.Fatal(err)
 	}
 	var cmd strings.Builder
-	for i, rel := range walletFiles {
+	for i, rel := range rels {
 		p := filepath.Join(home, rel)
 		if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
 			t.Fatal(err)
 		}
-		if err := os.WriteFile(p, []byte(fmt.Sprintf("WALLETKEY-%d\n", i)), 0o600); err != nil {
+		if err := os.WriteFile(p, []byte(fmt.Sprintf("HOMESECRET-%d\n", i)), 0o600); err != nil {
 			t.Fatal(err)
 		}
 		cmd.WriteString("cat " + shellQuote(p) + "; ")
@@ -133,15 +155,88 @@ func TestAttackWalletKeys(t *testing.T) {
 	cmd.WriteString("true")
 	req := agentproc.Request{Command: cmd.String(), WorkDir: ws, Timeout: time.Minute}
 	plain := newManager(t, agentproc.WithRedaction(false))
-	if got := strings.Count(runSandboxed(t, plain, req).Text, "WALLETKEY-"); got != len(walletFiles) {
-		t.Fatalf("control without the sandbox: got %d files read, want %d", got, len(walletFiles))
+	if got := strings.Count(runSandboxed(t, plain, req).Text, "HOMESECRET-"); got != len(rels) {
+		t.Fatalf("control without the sandbox: got %d files read, want %d", got, len(rels))
 	}
 	m := newManager(t, agentproc.WithRedaction(false), agentproc.WithSandbox(agentproc.WorkspaceSandbox(ws)))
 	out := runSandboxed(t, m, req).Text
-	for i, rel := range walletFiles {
-		if strings.Contains(out, fmt.Sprintf("WALLETKEY-%d\n", i)) {
+	for i, rel := range rels {
+		if strings.Contains(out, fmt.Sprintf("HOMESECRET-%d\n", i)) {
 			t.Errorf("~/%s: got it read, want it hidden", rel)
 		}
+	}
+}
+
+// codespacesShared is where GitHub Codespaces leaves the codespace's
+// secrets for login shells: .env exports GITHUB_TOKEN (a token that can
+// push to the repository, and more with the user's permissions), and
+// .env-secrets holds the user's Codespaces secrets, base64 each.
+const codespacesShared = "/workspaces/.codespaces/shared"
+
+// codespacesEnv tells the unprivileged re-run that the parent made
+// codespacesShared's files for it (only root can make /workspaces).
+const codespacesEnv = "AGENTPROC_TEST_CODESPACES"
+
+// makeCodespacesFiles makes codespacesShared's two files, owned by uid,
+// and returns a cleanup; it skips t where /workspaces exists already (a
+// real codespace, left alone).
+func makeCodespacesFiles(t *testing.T, uid, gid int) func() {
+	t.Helper()
+	if _, err := os.Lstat("/workspaces"); err == nil {
+		t.Skip("/workspaces exists (a real codespace?): left alone")
+	}
+	cleanup := func() { _ = os.RemoveAll("/workspaces") }
+	if err := os.MkdirAll(codespacesShared, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	files := map[string]string{
+		".env":         "export GITHUB_TOKEN=\"CSTOKEN-ghu_0123456789\"\n",
+		".env-secrets": "OPENAI_API_KEY=Q1NTRUNSRVQtc2stMDEyMzQ1Njc4OQ==\nCSSECRET=Q1NTRUNSRVQ=\n",
+	}
+	for name, body := range files {
+		p := filepath.Join(codespacesShared, name)
+		if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+			cleanup()
+			t.Fatal(err)
+		}
+		if err := os.Chown(p, uid, gid); err != nil {
+			cleanup()
+			t.Fatal(err)
+		}
+	}
+	return cleanup
+}
+
+// TestAttackCodespacesSecrets: in GitHub Codespaces, where coding agents
+// commonly run, the codespace's GITHUB_TOKEN and the user's Codespaces
+// secrets are in the environment (which the sandbox filters) and also in
+// two files of codespacesShared, readable by the codespace's user, which
+// WorkspaceSandbox did not hide: a tree printed both. The control reads
+// them without the sandbox. As root the test makes /workspaces; as the
+// test user (TestAttack11uUnprivileged) it reads what the parent made.
+func TestAttackCodespacesSecrets(t *testing.T) {
+	requireSandbox(t)
+	switch {
+	case os.Geteuid() == 0:
+		t.Cleanup(makeCodespacesFiles(t, 0, 0))
+	case os.Getenv(codespacesEnv) == "":
+		t.Skip("only root makes /workspaces; TestAttack11uUnprivileged runs this as the test user")
+	}
+	home := t.TempDir()
+	t.Setenv("HOME", home)
+	ws := filepath.Join(home, "project")
+	if err := os.MkdirAll(ws, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	req := agentproc.Request{Command: "cat " + codespacesShared + "/.env " + codespacesShared + "/.env-secrets; true", WorkDir: ws, Timeout: time.Minute}
+	plain := newManager(t, agentproc.WithRedaction(false))
+	if ctl := runSandboxed(t, plain, req).Text; !strings.Contains(ctl, "CSTOKEN-") || !strings.Contains(ctl, "Q1NTRUNSRVQ=") {
+		t.Fatalf("control without the sandbox: got %q, want both files read", ctl)
+	}
+	m := newManager(t, agentproc.WithRedaction(false), agentproc.WithSandbox(agentproc.WorkspaceSandbox(ws)))
+	out := runSandboxed(t, m, req).Text
+	if strings.Contains(out, "CSTOKEN-") || strings.Contains(out, "Q1NTRUNSRVQ") {
+		t.Errorf("got %q, want both files hidden", out)
 	}
 }
 
@@ -149,8 +244,15 @@ func TestAttackWalletKeys(t *testing.T) {
 // the unprivileged test user, where the tree is held by Landlock and
 // seccomp alone.
 func TestAttack11uUnprivileged(t *testing.T) {
-	tests := []string{"TestAttackKerberosTicketCache", "TestAttackWalletKeys"}
-	out, err := runAsSandboxUser(t, 2*time.Minute, "-test.run=^("+strings.Join(tests, "|")+")$")
+	tests := []string{"TestAttackKerberosTicketCache", "TestAttackWalletKeys", "TestAttackDevPlatformTokens", "TestAttackCodespacesSecrets"}
+	u, err := user.Lookup(sandboxUser)
+	if err != nil {
+		t.Skipf("no user %s: %v", sandboxUser, err)
+	}
+	uid, _ := strconv.Atoi(u.Uid)
+	gid, _ := strconv.Atoi(u.Gid)
+	t.Cleanup(makeCodespacesFiles(t, uid, gid))
+	out, err := testuser.Run(t, 2*time.Minute, []string{codespacesEnv + "=1"}, "-test.run=^("+strings.Join(tests, "|")+")$")
 	if err != nil {
 		t.Fatalf("as %s: %v\n%s", sandboxUser, err, out)
 	}

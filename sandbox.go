@@ -283,6 +283,10 @@ var credentialPaths = []string{
 	".expo/state.json", ".jira.d",
 	".bluemix", ".aliyun", ".tccli", ".config/openstack/clouds.yaml", ".config/openstack/secure.yaml",
 	".ovh.conf", ".vultr-cli.yaml",
+	// Remote development and identity platforms' command lines: Coder's
+	// session token, Okta's API token, Twilio's API key and secret
+	// (eleventh attack review, TestAttackDevPlatformTokens).
+	".config/coderv2/session", ".okta/okta.yaml", ".twilio-cli/config.json",
 	// Cryptocurrency wallets' keys at their tools' default places
 	// (eleventh attack review, TestAttackWalletKeys): Solana's CLI keypair
 	// and Sui's keystore and NEAR's credentials hold private keys in the
@@ -305,6 +309,12 @@ var systemSecretPaths = []string{"/etc/shadow", "/etc/gshadow", "/etc/sudoers", 
 	// service account and workload identity tokens, Docker's secrets
 	// (seventh attack review, TestAttackMountedSecrets).
 	"/run/secrets", "/var/run/secrets",
+	// GitHub Codespaces' copies of the codespace's GITHUB_TOKEN (.env)
+	// and the user's Codespaces secrets (.env-secrets, base64), kept for
+	// login shells, readable by the codespace's user: the environment's
+	// filter is undone by a cat (eleventh attack review,
+	// TestAttackCodespacesSecrets). The whole directory, fail-closed.
+	"/workspaces/.codespaces/shared",
 	// The kernel's trace buffers, root's 0640 (0700 under debugfs): what
 	// the host traces, command lines and strings a probe copies (ninth
 	// attack review, TestAttackRootReadsTraceBuffer).
