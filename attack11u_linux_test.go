@@ -167,6 +167,38 @@ func attackHomeFiles(t *testing.T, rels []string) {
 	}
 }
 
+// missedSecretNames are names that hold secrets in common use which the
+// environment's name rule passed: CREDS (GCP_CREDS, DOCKER_CREDS,
+// REGISTRY_CREDS), PW as a word after another (DB_PW, ADMIN_PW, SMTP_PW),
+// and a wallet's seed phrase (MNEMONIC: Hardhat's and Truffle's configs
+// read process.env.MNEMONIC; SEED_PHRASE).
+var missedSecretNames = []string{"GCP_CREDS", "docker_creds", "DB_PW", "ADMIN_PW", "MNEMONIC", "WALLET_MNEMONIC", "SEED_PHRASE"}
+
+// TestAttackEnvNamesMissed: the host's variables named as above reached
+// a sandboxed tree's environment, and, the redaction's default set being
+// chosen by the same rule, its output raw: `env` printed them. The
+// control: an innocent name passes, and a name the rule knows is dropped.
+// Runs as root and, through TestAttack11uUnprivileged, not.
+func TestAttackEnvNamesMissed(t *testing.T) {
+	requireSandbox(t)
+	ws := t.TempDir()
+	for i, name := range missedSecretNames {
+		t.Setenv(name, fmt.Sprintf("ENVSECRET-%d-q8Zx3", i))
+	}
+	t.Setenv("AGENTPROC_TEST_INNOCENT", "INNOCENT-VALUE")
+	t.Setenv("AGENTPROC_TEST_TOKEN", "ENVSECRET-known-q8Zx3")
+	m := newManager(t, agentproc.WithSandbox(agentproc.WorkspaceSandbox(ws)))
+	out := runSandboxed(t, m, agentproc.Request{Command: "env", WorkDir: ws, Timeout: time.Minute}).Text
+	if !strings.Contains(out, "INNOCENT-VALUE") || strings.Contains(out, "AGENTPROC_TEST_TOKEN") {
+		t.Fatalf("control: got %q, want the innocent name passed and the token's dropped", out)
+	}
+	for i, name := range missedSecretNames {
+		if strings.Contains(out, name+"=") || strings.Contains(out, fmt.Sprintf("ENVSECRET-%d-", i)) {
+			t.Errorf("%s: got it in the tree's environment, want it dropped", name)
+		}
+	}
+}
+
 // codespacesShared is where GitHub Codespaces leaves the codespace's
 // secrets for login shells: .env exports GITHUB_TOKEN (a token that can
 // push to the repository, and more with the user's permissions), and
@@ -244,7 +276,7 @@ func TestAttackCodespacesSecrets(t *testing.T) {
 // the unprivileged test user, where the tree is held by Landlock and
 // seccomp alone.
 func TestAttack11uUnprivileged(t *testing.T) {
-	tests := []string{"TestAttackKerberosTicketCache", "TestAttackWalletKeys", "TestAttackDevPlatformTokens", "TestAttackCodespacesSecrets"}
+	tests := []string{"TestAttackKerberosTicketCache", "TestAttackWalletKeys", "TestAttackDevPlatformTokens", "TestAttackCodespacesSecrets", "TestAttackEnvNamesMissed"}
 	u, err := user.Lookup(sandboxUser)
 	if err != nil {
 		t.Skipf("no user %s: %v", sandboxUser, err)

@@ -122,10 +122,11 @@ const (
 // SandboxEnv says what environment a sandboxed tree inherits. The host's
 // variables (after WithEnv's hook) are passed on except those whose name
 // looks like a secret: it contains TOKEN, SECRET, KEY, PASSWORD, PASSWD,
-// PASSPHRASE, CREDENTIAL, CONNECTION_STRING, AUTH (not AUTHOR but
-// AUTHORITY), PRIVATE, COOKIE or SESSION in any case; or it has PASS or
-// DSN as a word (between underscores: DB_PASS, SENTRY_DSN), or PWD or PAT
-// as a word after another (MYSQL_PWD, GITHUB_PAT; not PWD, OLDPWD, PATH);
+// PASSPHRASE, CREDENTIAL, CREDS, CONNECTION_STRING, AUTH (not AUTHOR but
+// AUTHORITY), PRIVATE, COOKIE, SESSION, JWT, BEARER, WEBHOOK, MNEMONIC or
+// SEED_PHRASE in any case; or it has PASS or DSN as a word (between
+// underscores: DB_PASS, SENTRY_DSN), or PWD, PAT or PW as a word after
+// another (MYSQL_PWD, GITHUB_PAT, DB_PW; not PWD, OLDPWD, PATH);
 // or it is one of SSH_AUTH_SOCK, DOCKER_HOST, DOCKER_CONFIG,
 // KUBECONFIG, GPG_AGENT_INFO, which name a socket or a file of credentials.
 // MarkerEnv and PWD are never dropped. Names are patterns only: a password
@@ -772,15 +773,19 @@ var secretNameParts = []string{
 	// A signed token, and a URL whose path is its credential
 	// (SLACK_WEBHOOK_URL, DISCORD_WEBHOOK).
 	"JWT", "BEARER", "WEBHOOK",
+	// Short for credentials (GCP_CREDS), and a wallet's seed phrase, which
+	// is its keys (Hardhat's and Truffle's MNEMONIC): eleventh attack
+	// review, TestAttackEnvNamesMissed.
+	"CREDS", "MNEMONIC", "SEED_PHRASE",
 }
 
 // secretWords make a name look like a secret as a whole word between
 // underscores only: as substrings they are in innocent names (PASSTHROUGH,
 // BYPASS). secretSuffixWords need a word before them too: PWD alone is the
-// shell's working directory and PAT is in no name alone.
+// shell's working directory and PAT and PW (DB_PW) are in no name alone.
 var (
 	secretWords       = []string{"PASS", "DSN"}
-	secretSuffixWords = []string{"PWD", "PAT"}
+	secretSuffixWords = []string{"PWD", "PAT", "PW"}
 )
 
 // secretNames are dropped by name: they point at a credential socket or file.
