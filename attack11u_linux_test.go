@@ -199,6 +199,41 @@ func TestAttackEnvNamesMissed(t *testing.T) {
 	}
 }
 
+// TestAttackHostPOSIXSharedMemory: POSIX shared memory and named
+// semaphores (shm_open, sem_open) are files in /dev/shm, a tmpfs every
+// user shares, checked by owner and mode alone. The review of System V IPC
+// (an IPC namespace as root; open without root) and of POSIX message
+// queues (no rule reaches the mqueue mount) left it out: a tree read the
+// host user's 0600 object (as root, root's), whatever the host keeps there
+// (a database's dynamic shared memory, a multiprocessing pool's arrays, a
+// browser's buffers). Trees could not create objects there already (no
+// write right). The control reads it without the sandbox. Runs as root
+// and, through TestAttack11uUnprivileged, not.
+func TestAttackHostPOSIXSharedMemory(t *testing.T) {
+	requireSandbox(t)
+	f, err := os.CreateTemp("/dev/shm", "agentproc-attack11u-")
+	if err != nil {
+		t.Skipf("no /dev/shm here: %v", err)
+	}
+	t.Cleanup(func() { _ = os.Remove(f.Name()) })
+	if _, err := f.WriteString("SHMSECRET-q8Zx3\n"); err != nil {
+		t.Fatal(err)
+	}
+	_ = f.Close()
+	ws := t.TempDir()
+	req := agentproc.Request{Command: "cat " + shellQuote(f.Name()) + "; true", WorkDir: ws, Timeout: time.Minute}
+	plain := newManager(t, agentproc.WithRedaction(false))
+	if ctl := runSandboxed(t, plain, req).Text; !strings.Contains(ctl, "SHMSECRET-") {
+		t.Fatalf("control without the sandbox: got %q, want the object read", ctl)
+	}
+	m := newManager(t, agentproc.WithRedaction(false), agentproc.WithSandbox(agentproc.WorkspaceSandbox(ws)))
+	// (Its name stays listable without root, as in any hidden directory:
+	// docs/sandbox.md.)
+	if out := runSandboxed(t, m, req).Text; strings.Contains(out, "SHMSECRET-") {
+		t.Errorf("got %q, want the host's object unreadable", out)
+	}
+}
+
 // codespacesShared is where GitHub Codespaces leaves the codespace's
 // secrets for login shells: .env exports GITHUB_TOKEN (a token that can
 // push to the repository, and more with the user's permissions), and
@@ -276,7 +311,7 @@ func TestAttackCodespacesSecrets(t *testing.T) {
 // the unprivileged test user, where the tree is held by Landlock and
 // seccomp alone.
 func TestAttack11uUnprivileged(t *testing.T) {
-	tests := []string{"TestAttackKerberosTicketCache", "TestAttackWalletKeys", "TestAttackDevPlatformTokens", "TestAttackCodespacesSecrets", "TestAttackEnvNamesMissed"}
+	tests := []string{"TestAttackKerberosTicketCache", "TestAttackWalletKeys", "TestAttackDevPlatformTokens", "TestAttackCodespacesSecrets", "TestAttackEnvNamesMissed", "TestAttackHostPOSIXSharedMemory"}
 	u, err := user.Lookup(sandboxUser)
 	if err != nil {
 		t.Skipf("no user %s: %v", sandboxUser, err)
