@@ -129,6 +129,20 @@ func TestAttackDevPlatformTokens(t *testing.T) {
 	attackHomeFiles(t, []string{".config/coderv2/session", ".okta/okta.yaml", ".twilio-cli/config.json"})
 }
 
+// TestAttackMoreAgentTokens: coding agents the ninth review's list did not
+// name keep their logins beside it: Qwen Code (a gemini-cli fork) its
+// OAuth tokens in ~/.qwen/oauth_creds.json and MCP servers' env in
+// ~/.qwen/settings.json, Amp its API key in
+// ~/.local/share/amp/secrets.json and its prompt history beside it, goose
+// its providers' keys in ~/.config/goose/secrets.yaml where no keyring
+// runs (containers, servers). A tree read each. The control reads them
+// without the sandbox. Runs as root and, through
+// TestAttack11uUnprivileged, not.
+func TestAttackMoreAgentTokens(t *testing.T) {
+	attackHomeFiles(t, []string{".qwen/oauth_creds.json", ".qwen/oauth_creds.json.bak", ".qwen/settings.json",
+		".local/share/amp/secrets.json", ".local/share/amp/history.jsonl", ".config/goose/secrets.yaml"})
+}
+
 // attackHomeFiles writes each of rels under a fresh home, checks that a
 // tree reads them all without the sandbox (the control) and none under
 // WorkspaceSandbox.
@@ -311,7 +325,7 @@ func TestAttackCodespacesSecrets(t *testing.T) {
 // the unprivileged test user, where the tree is held by Landlock and
 // seccomp alone.
 func TestAttack11uUnprivileged(t *testing.T) {
-	tests := []string{"TestAttackKerberosTicketCache", "TestAttackWalletKeys", "TestAttackDevPlatformTokens", "TestAttackCodespacesSecrets", "TestAttackEnvNamesMissed", "TestAttackHostPOSIXSharedMemory"}
+	tests := []string{"TestAttackKerberosTicketCache", "TestAttackWalletKeys", "TestAttackDevPlatformTokens", "TestAttackMoreAgentTokens", "TestAttackCodespacesSecrets", "TestAttackEnvNamesMissed", "TestAttackHostPOSIXSharedMemory"}
 	u, err := user.Lookup(sandboxUser)
 	if err != nil {
 		t.Skipf("no user %s: %v", sandboxUser, err)

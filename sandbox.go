@@ -288,6 +288,12 @@ var credentialPaths = []string{
 	// session token, Okta's API token, Twilio's API key and secret
 	// (eleventh attack review, TestAttackDevPlatformTokens).
 	".config/coderv2/session", ".okta/okta.yaml", ".twilio-cli/config.json",
+	// More coding agents' tokens (eleventh attack review,
+	// TestAttackMoreAgentTokens): Qwen Code's OAuth login (gemini-cli's
+	// layout, with its backup) and settings (MCP servers' env), Amp's API
+	// key and prompt history, goose's keys where no keyring runs.
+	".qwen/oauth_creds.json", ".qwen/oauth_creds.json.bak", ".qwen/settings.json",
+	".local/share/amp/secrets.json", ".local/share/amp/history.jsonl", ".config/goose/secrets.yaml",
 	// Cryptocurrency wallets' keys at their tools' default places
 	// (eleventh attack review, TestAttackWalletKeys): Solana's CLI keypair
 	// and Sui's keystore and NEAR's credentials hold private keys in the
