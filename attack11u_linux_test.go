@@ -1,6 +1,8 @@
 package agentproc_test
 
 import (
+	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -14,6 +16,7 @@ import (
 
 	"github.com/agentproc/agentproc"
 	"github.com/agentproc/agentproc/internal/testuser"
+	"github.com/agentproc/agentproc/llmtool"
 )
 
 // Tests of the eleventh attack review (unprivileged and the surfaces):
@@ -248,6 +251,47 @@ func TestAttackHostPOSIXSharedMemory(t *testing.T) {
 	}
 }
 
+// TestAttackToolWorkdirUnderDefaultSandbox: llmtool checks a model's
+// workdir against Options.Sandbox, since a work dir is writable to its
+// tree; with Options.Sandbox nil ("the Manager's default") it checked
+// nothing, and the Manager's WithSandbox(WorkspaceSandbox(ws)), the
+// natural way to confine a Toolbox's commands, then made any workdir the
+// model named writable: ~/.local/bin (first in PATH on Debian and Ubuntu:
+// a `git` there is what the agent runs next, unconfined), ~/.config/
+// systemd/user or ~/.config/autostart (run at the next login). httpapi
+// holds a workdir within the Manager's default already. The control: the
+// same call with workdir inside ws runs, and the tree cannot write outside
+// ws from there. Runs as root and, through TestAttack11uUnprivileged, not.
+func TestAttackToolWorkdirUnderDefaultSandbox(t *testing.T) {
+	requireSandbox(t)
+	home := t.TempDir()
+	t.Setenv("HOME", home)
+	ws, bin := filepath.Join(home, "project"), filepath.Join(home, ".local", "bin")
+	for _, d := range []string{ws, bin} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m := newManager(t, agentproc.WithSandbox(agentproc.WorkspaceSandbox(ws)))
+	tb := llmtool.New(m.Scope("model"), llmtool.Options{})
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	call := func(dir string) (string, error) {
+		args, _ := json.Marshal(map[string]any{"command": "printf '#!/bin/sh\\necho PWNED\\n' > git && echo WROTE", "workdir": dir})
+		return tb.Dispatch(ctx, "execute", args, nil)
+	}
+	if out, err := call(ws); err != nil || !strings.Contains(out, "WROTE") {
+		t.Fatalf("control: workdir inside the sandbox: got %v (%q), want the write done", err, out)
+	}
+	out, err := call(bin)
+	if _, serr := os.Stat(filepath.Join(bin, "git")); serr == nil {
+		t.Errorf("workdir %s: the tree wrote ~/.local/bin/git (%v, %q), want the call refused", bin, err, out)
+	}
+	if err == nil || !strings.Contains(err.Error(), "outside the sandbox") {
+		t.Errorf("workdir %s: got %v (%q), want an error saying it is outside the sandbox", bin, err, out)
+	}
+}
+
 // codespacesShared is where GitHub Codespaces leaves the codespace's
 // secrets for login shells: .env exports GITHUB_TOKEN (a token that can
 // push to the repository, and more with the user's permissions), and
@@ -325,7 +369,7 @@ func TestAttackCodespacesSecrets(t *testing.T) {
 // the unprivileged test user, where the tree is held by Landlock and
 // seccomp alone.
 func TestAttack11uUnprivileged(t *testing.T) {
-	tests := []string{"TestAttackKerberosTicketCache", "TestAttackWalletKeys", "TestAttackDevPlatformTokens", "TestAttackMoreAgentTokens", "TestAttackCodespacesSecrets", "TestAttackEnvNamesMissed", "TestAttackHostPOSIXSharedMemory"}
+	tests := []string{"TestAttackKerberosTicketCache", "TestAttackWalletKeys", "TestAttackDevPlatformTokens", "TestAttackMoreAgentTokens", "TestAttackCodespacesSecrets", "TestAttackEnvNamesMissed", "TestAttackHostPOSIXSharedMemory", "TestAttackToolWorkdirUnderDefaultSandbox"}
 	u, err := user.Lookup(sandboxUser)
 	if err != nil {
 		t.Skipf("no user %s: %v", sandboxUser, err)
