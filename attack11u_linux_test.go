@@ -292,6 +292,42 @@ func TestAttackToolWorkdirUnderDefaultSandbox(t *testing.T) {
 	}
 }
 
+// TestAttackReadOnlyLinkRefusesEveryStart: WorkspaceSandbox makes ws/.git
+// read-only, and a tree may make it where it does not exist (the Start
+// warns so; without root .git is writable anyway). A tree that made it a
+// link out of the workspace (`ln -s ~ .git`) had every later Start of the
+// policy refused, "Sandbox.ReadOnly … is not inside a writable
+// directory": the model's every command failed, from the next session
+// on, until a person removed the link. A link out of the writable dir it is named in is read-only
+// already (writes through it reach a target outside Write), so the Start
+// runs; the control shows the tree made the link, and the next tree
+// cannot write through it. Runs as root and, through
+// TestAttack11uUnprivileged, not.
+func TestAttackReadOnlyLinkRefusesEveryStart(t *testing.T) {
+	requireSandbox(t)
+	ws, outside := t.TempDir(), t.TempDir()
+	m := newManager(t, agentproc.WithSandbox(agentproc.WorkspaceSandbox(ws)))
+	made := runSandboxed(t, m, agentproc.Request{Command: "ln -s " + shellQuote(outside) + " .git && echo LINKED", WorkDir: ws, Timeout: time.Minute}).Text
+	if target, err := os.Readlink(filepath.Join(ws, ".git")); err != nil || target != outside || !strings.Contains(made, "LINKED") {
+		t.Fatalf("control: the tree's link: got %q, %v (output %q), want .git -> %s", target, err, made, outside)
+	}
+	// The next session (agentproc mcp started again, the agent restarted)
+	// resolves the policy afresh; the Manager that ran the tree may keep
+	// its resolved policy for a while.
+	next := newManager(t, agentproc.WithSandbox(agentproc.WorkspaceSandbox(ws)))
+	p, err := next.Start(t.Context(), agentproc.Request{Command: "echo x > .git/config; echo STARTED", WorkDir: ws, Timeout: time.Minute})
+	if err != nil {
+		t.Fatalf("the next Start: got %v, want it to run", err)
+	}
+	mustWait(t, p)
+	if out := p.Output().Text; !strings.Contains(out, "STARTED") {
+		t.Errorf("the next tree: got %q, want it to run", out)
+	}
+	if _, err := os.Stat(filepath.Join(outside, "config")); err == nil {
+		t.Errorf("the next tree wrote %s through the link, want it refused", filepath.Join(outside, "config"))
+	}
+}
+
 // codespacesShared is where GitHub Codespaces leaves the codespace's
 // secrets for login shells: .env exports GITHUB_TOKEN (a token that can
 // push to the repository, and more with the user's permissions), and
@@ -369,7 +405,7 @@ func TestAttackCodespacesSecrets(t *testing.T) {
 // the unprivileged test user, where the tree is held by Landlock and
 // seccomp alone.
 func TestAttack11uUnprivileged(t *testing.T) {
-	tests := []string{"TestAttackKerberosTicketCache", "TestAttackWalletKeys", "TestAttackDevPlatformTokens", "TestAttackMoreAgentTokens", "TestAttackCodespacesSecrets", "TestAttackEnvNamesMissed", "TestAttackHostPOSIXSharedMemory", "TestAttackToolWorkdirUnderDefaultSandbox"}
+	tests := []string{"TestAttackKerberosTicketCache", "TestAttackWalletKeys", "TestAttackDevPlatformTokens", "TestAttackMoreAgentTokens", "TestAttackCodespacesSecrets", "TestAttackEnvNamesMissed", "TestAttackHostPOSIXSharedMemory", "TestAttackToolWorkdirUnderDefaultSandbox", "TestAttackReadOnlyLinkRefusesEveryStart"}
 	u, err := user.Lookup(sandboxUser)
 	if err != nil {
 		t.Skipf("no user %s: %v", sandboxUser, err)

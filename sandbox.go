@@ -725,11 +725,9 @@ func (m *Manager) sandboxPolicyFor(sb *Sandbox, dir, tmpParent string, dirChosen
 				"a hidden path cannot be taken back from a writable directory: %w", h, w, ErrInvalidRequest)
 		}
 	}
-	pol.readOnly = resolvePaths(sb.ReadOnly)
-	for _, r := range sb.ReadOnly {
-		if !inResolved(resolvePath(r), pol.write) {
-			return nil, xerrors.Errorf("Sandbox.ReadOnly %q is not inside a writable directory: %w", r, ErrInvalidRequest)
-		}
+	var err error
+	if pol.readOnly, err = readOnlyPaths(sb.ReadOnly, pol.write); err != nil {
+		return nil, err
 	}
 	slices.Sort(pol.ports)
 	pol.ports = slices.Compact(pol.ports)
@@ -739,6 +737,41 @@ func (m *Manager) sandboxPolicyFor(sb *Sandbox, dir, tmpParent string, dirChosen
 	pol.skip = m.cfg.sandboxSkip
 	pol.key = pol.makeKey()
 	return pol, nil
+}
+
+// readOnlyPaths is resolvePaths of ro, each inside one of write
+// (resolved). A path
+// whose own entry lies in a writable dir but which is a link out of that
+// dir is left out: writes through it reach a target the tree may not
+// write, so it is read-only already, and nothing is bound at the target. A
+// tree may make such a link where a ReadOnly path does not exist (a
+// missing ws/.git; without root .git is writable), and refusing it made
+// every later Start of the policy fail (eleventh attack review,
+// TestAttackReadOnlyLinkRefusesEveryStart). A path outside every
+// writable dir is the caller's mistake, refused.
+func readOnlyPaths(ro, write []string) ([]string, error) {
+	in := func(p string) string {
+		for _, w := range write {
+			if within(p, w) {
+				return w
+			}
+		}
+		return ""
+	}
+	var out []string
+	for _, r := range ro {
+		res := resolvePath(r)
+		w := in(filepath.Join(resolvePath(filepath.Dir(r)), filepath.Base(r)))
+		switch {
+		case w != "" && !within(res, w):
+			continue // a link out of its writable dir
+		case w == "" && in(res) == "":
+			return nil, xerrors.Errorf("Sandbox.ReadOnly %q is not inside a writable directory: %w", r, ErrInvalidRequest)
+		}
+		out = append(out, filepath.Clean(r), res) // as resolvePaths
+	}
+	slices.Sort(out)
+	return slices.Compact(out), nil
 }
 
 // makeKey is a string that differs for every pair of policies the OS layer
