@@ -224,8 +224,9 @@ func TestAttackEnvNamesMissed(t *testing.T) {
 // host user's 0600 object (as root, root's), whatever the host keeps there
 // (a database's dynamic shared memory, a multiprocessing pool's arrays, a
 // browser's buffers). Trees could not create objects there already (no
-// write right). The control reads it without the sandbox. Runs as root
-// and, through TestAttack11uUnprivileged, not.
+// write right). The control reads it without the sandbox; a policy whose
+// Write holds /dev/shm keeps it whole. Runs as root and, through
+// TestAttack11uUnprivileged, not.
 func TestAttackHostPOSIXSharedMemory(t *testing.T) {
 	requireSandbox(t)
 	f, err := os.CreateTemp("/dev/shm", "agentproc-attack11u-")
@@ -248,6 +249,17 @@ func TestAttackHostPOSIXSharedMemory(t *testing.T) {
 	// docs/sandbox.md.)
 	if out := runSandboxed(t, m, req).Text; strings.Contains(out, "SHMSECRET-") {
 		t.Errorf("got %q, want the host's object unreadable", out)
+	}
+	// A policy that writes /dev/shm (for a browser, a multiprocessing
+	// pool) keeps it whole.
+	sb := agentproc.WorkspaceSandbox(ws)
+	sb.Write = append(sb.Write, "/dev/shm")
+	shm := newManager(t, agentproc.WithRedaction(false), agentproc.WithSandbox(sb))
+	own := filepath.Join("/dev/shm", "agentproc-attack11u-own-"+strconv.Itoa(os.Getpid()))
+	t.Cleanup(func() { _ = os.Remove(own) })
+	out := runSandboxed(t, shm, agentproc.Request{Command: "echo OWN > " + own + " && cat " + own + " " + shellQuote(f.Name()), WorkDir: ws, Timeout: time.Minute}).Text
+	if !strings.Contains(out, "OWN") || !strings.Contains(out, "SHMSECRET-") {
+		t.Errorf("with Write holding /dev/shm: got %q, want the tree's own object and the host's read", out)
 	}
 }
 

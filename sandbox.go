@@ -710,6 +710,7 @@ func (m *Manager) sandboxPolicyFor(sb *Sandbox, dir, tmpParent string, dirChosen
 	if m.cfg.logDir != "" {
 		hide = append(hide, m.cfg.logDir)
 	}
+	hide = append(hide, sharedMemoryHidden(pol)...)
 	var links map[string]string
 	pol.hide, links = withHiddenLinkTargets(resolvePaths(hide), pol.write)
 	for _, h := range pol.hide {
@@ -737,6 +738,26 @@ func (m *Manager) sandboxPolicyFor(sb *Sandbox, dir, tmpParent string, dirChosen
 	pol.skip = m.cfg.sandboxSkip
 	pol.key = pol.makeKey()
 	return pol, nil
+}
+
+// sharedMemoryDir holds the host's POSIX shared memory and semaphores
+// (shm_open, sem_open): files every user's processes make in one tmpfs,
+// checked by owner and mode alone.
+const sharedMemoryDir = "/dev/shm"
+
+// sharedMemoryHidden is sharedMemoryDir where pol reads everything and
+// writes nothing there: a tree of the host's user read the host's 0600
+// objects (root's, as root), and without a write right no tree could make
+// objects there anyway (eleventh attack review,
+// TestAttackHostPOSIXSharedMemory). A policy whose Write holds it (for a
+// browser or a multiprocessing pool) keeps it whole.
+func sharedMemoryHidden(pol *sandboxPolicy) []string {
+	if pol.read != nil || slices.ContainsFunc(pol.write, func(w string) bool {
+		return within(w, sharedMemoryDir) || within(sharedMemoryDir, w)
+	}) {
+		return nil
+	}
+	return []string{sharedMemoryDir}
 }
 
 // readOnlyPaths is resolvePaths of ro, each inside one of write

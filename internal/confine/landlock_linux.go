@@ -98,12 +98,8 @@ var devicePaths = []string{"/dev/null", "/dev/zero", "/dev/full", "/dev/tty", "/
 
 // HiddenDevices are hidden under every sandbox with Read nil: the
 // terminals of the host (a tree reading one steals its keystrokes) and the
-// Manager's own host-wide records; and /dev/shm, the host's POSIX shared
-// memory and semaphores, files checked by owner alone, which a tree of
-// the same user read (eleventh attack review,
-// TestAttackHostPOSIXSharedMemory). No tree could make objects there
-// (no write right), so hiding it takes nothing a tree had the use of.
-var HiddenDevices = []string{"/dev/pts", "/dev/ptmx", "/dev/console", "/dev/tty0", "/dev/vcs", "/dev/input", "/dev/mem", "/dev/kmem", "/dev/port", "/dev/shm"}
+// Manager's own host-wide records.
+var HiddenDevices = []string{"/dev/pts", "/dev/ptmx", "/dev/console", "/dev/tty0", "/dev/vcs", "/dev/input", "/dev/mem", "/dev/kmem", "/dev/port"}
 
 // HostDevices lists the device nodes below /dev that a tree with Read nil
 // may not open: every block device (a raw disk reads every hidden file on
