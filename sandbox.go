@@ -434,8 +434,9 @@ func ccachePath(name string) string {
 // ~/.netrc, ~/.git-credentials, ~/.kube, the coding agents' own tokens
 // such as ~/.claude/.credentials.json and ~/.codex/auth.json, ~/.pgpass
 // and more, listed in the README, and the user's Kerberos ticket caches;
-// the Manager's state dir is always hidden), dir/.git read-only where the host can, no network,
-// secret-looking variables dropped, and fail-closed (BestEffort false).
+// the Manager's state dir is always hidden), dir/.git read-only where the
+// host can, no network, secret-looking variables dropped, and fail-closed
+// (BestEffort false).
 // dir is made absolute; commands should run in it (Request.WorkDir).
 func WorkspaceSandbox(dir string) *Sandbox {
 	if abs, err := filepath.Abs(dir); err == nil {
@@ -761,15 +762,14 @@ func sharedMemoryHidden(pol *sandboxPolicy) []string {
 }
 
 // readOnlyPaths is resolvePaths of ro, each inside one of write
-// (resolved). A path
-// whose own entry lies in a writable dir but which is a link out of that
-// dir is left out: writes through it reach a target the tree may not
-// write, so it is read-only already, and nothing is bound at the target. A
-// tree may make such a link where a ReadOnly path does not exist (a
-// missing ws/.git; without root .git is writable), and refusing it made
-// every later Start of the policy fail (eleventh attack review,
-// TestAttackReadOnlyLinkRefusesEveryStart). A path outside every
-// writable dir is the caller's mistake, refused.
+// (resolved). A path whose own entry lies in a writable dir but which is a
+// link out of that dir is left out: writes through it reach a target the
+// tree may not write, so it is read-only already, and nothing is bound at
+// the target. A tree may make such a link where a ReadOnly path does not
+// exist (a missing ws/.git; without root .git is writable), and refusing
+// it made every later Start of the policy fail (eleventh attack review,
+// TestAttackReadOnlyLinkRefusesEveryStart). A path outside every writable
+// dir is the caller's mistake, refused.
 func readOnlyPaths(ro, write []string) ([]string, error) {
 	in := func(p string) string {
 		for _, w := range write {
