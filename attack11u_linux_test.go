@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"os/exec"
 	"os/user"
 	"path/filepath"
 	"strconv"
@@ -337,6 +338,54 @@ func TestAttackReadOnlyLinkRefusesEveryStart(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(outside, "config")); err == nil {
 		t.Errorf("the next tree wrote %s through the link, want it refused", filepath.Join(outside, "config"))
+	}
+}
+
+// TestAttackGitCredentialCache: `git config credential.helper cache` (the
+// usual helper on Linux, which GitHub's docs suggest) keeps the user's
+// HTTPS password or token in a daemon that answers on a pathname socket,
+// ~/.cache/git/credential/socket (~/.git-credential-cache/socket where that
+// directory exists), for its timeout. It was neither a hidden path nor a
+// door: a sandboxed tree ran `git credential-cache get` for github.com and
+// printed the cached token, as root and not. The control: the same
+// request from an unsandboxed tree gets it. As root the directories are
+// now hidden (covered whole, socket included); without root a pathname
+// socket stays reachable (docs/sandbox.md, "Pathname Unix sockets").
+func TestAttackGitCredentialCache(t *testing.T) {
+	requireSandbox(t)
+	if !isRoot() {
+		t.Skip("open: without root a hidden directory hides the files in it, not its pathname sockets (Landlock ABI 7 does not govern connect(2)): git's credential-cache daemon answers a tree")
+	}
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("no git here")
+	}
+	home := t.TempDir()
+	t.Setenv("HOME", home)
+	t.Setenv("XDG_CACHE_HOME", "")
+	ws := filepath.Join(home, "project")
+	if err := os.MkdirAll(ws, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	git := func(stdin string, args ...string) string {
+		t.Helper()
+		cmd := exec.Command("git", args...)
+		cmd.Stdin = strings.NewReader(stdin)
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("git %s: %v (%s)", strings.Join(args, " "), err, out)
+		}
+		return string(out)
+	}
+	git("protocol=https\nhost=github.com\nusername=u\npassword=GITCACHE-q8Zx3\n\n", "credential-cache", "--timeout=120", "store")
+	t.Cleanup(func() { _ = exec.Command("git", "credential-cache", "exit").Run() })
+	req := agentproc.Request{Command: `printf 'protocol=https\nhost=github.com\n\n' | git credential-cache get; true`, WorkDir: ws, Timeout: time.Minute}
+	plain := newManager(t, agentproc.WithRedaction(false))
+	if ctl := runSandboxed(t, plain, req).Text; !strings.Contains(ctl, "GITCACHE-") {
+		t.Fatalf("control without the sandbox: got %q, want the cached password", ctl)
+	}
+	m := newManager(t, agentproc.WithRedaction(false), agentproc.WithSandbox(agentproc.WorkspaceSandbox(ws)))
+	if out := runSandboxed(t, m, req).Text; strings.Contains(out, "GITCACHE-") {
+		t.Errorf("got %q, want the credential cache out of reach", out)
 	}
 }
 

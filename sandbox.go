@@ -294,6 +294,11 @@ var credentialPaths = []string{
 	// key and prompt history, goose's keys where no keyring runs.
 	".qwen/oauth_creds.json", ".qwen/oauth_creds.json.bak", ".qwen/settings.json",
 	".local/share/amp/secrets.json", ".local/share/amp/history.jsonl", ".config/goose/secrets.yaml",
+	// git's credential-cache daemon's socket directories: it answers the
+	// cached HTTPS password or token to any peer of the user (eleventh
+	// attack review, TestAttackGitCredentialCache); covered as root, a
+	// pathname socket reachable without (docs/sandbox.md).
+	".cache/git/credential", ".git-credential-cache",
 	// Cryptocurrency wallets' keys at their tools' default places
 	// (eleventh attack review, TestAttackWalletKeys): Solana's CLI keypair
 	// and Sui's keystore and NEAR's credentials hold private keys in the
