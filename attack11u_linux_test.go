@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"net"
 	"os"
 	"os/exec"
 	"os/user"
@@ -389,6 +390,65 @@ func TestAttackGitCredentialCache(t *testing.T) {
 	}
 }
 
+// TestAttackLocalVMKeys: Lima (`limactl`) and Colima, which run the
+// container engine of many Linux and macOS developers in a VM that mounts
+// the home directory, keep the VM's ssh private key at
+// ~/.lima/_config/user and ~/.colima/_lima/_config/user: a tree read both.
+// The control reads them without the sandbox. Runs as root and, through
+// TestAttack11uUnprivileged, not.
+func TestAttackLocalVMKeys(t *testing.T) {
+	attackHomeFiles(t, []string{".lima/_config/user", ".colima/_lima/_config/user"})
+}
+
+// TestAttackHomeEngineSockets: the container engines a user runs keep
+// their sockets in the home directory, where neither the door list nor
+// the credential list looked: Docker Desktop for Linux's
+// ~/.docker/desktop/docker.sock, Colima's ~/.colima/default/docker.sock
+// (a container that mounts / runs anything as root on the host's files),
+// and Lima's ssh ControlMaster ~/.lima/NAME/ssh.sock (commands in the VM,
+// which mounts the home). As root they are now covered (the directories
+// hidden whole); without root a pathname socket stays reachable. The
+// control: an unconfined tree connects to each.
+func TestAttackHomeEngineSockets(t *testing.T) {
+	requireSandbox(t)
+	if !isRoot() {
+		t.Skip("open: without root a hidden directory hides the files in it, not its pathname sockets (Landlock ABI 7 does not govern connect(2)): the engines' sockets in the home are reached")
+	}
+	home := t.TempDir()
+	t.Setenv("HOME", home)
+	ws := filepath.Join(home, "project")
+	if err := os.MkdirAll(ws, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	socks := []string{".docker/desktop/docker.sock", ".colima/default/docker.sock", ".lima/default/ssh.sock"}
+	var cmd strings.Builder
+	for i, rel := range socks {
+		sock := filepath.Join(home, rel)
+		if err := os.MkdirAll(filepath.Dir(sock), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		l, err := net.Listen("unix", sock)
+		if err != nil {
+			t.Fatal(err)
+		}
+		answer := fmt.Sprintf("FROM-ENGINE-%d\n", i)
+		serveEach(t, l, func(net.Conn) string { return answer })
+		cmd.WriteString(`perl -MIO::Socket::UNIX -e '$s = IO::Socket::UNIX->new(Peer => $ARGV[0]) or exit; print <$s>' ` + shellQuote(sock) + "; ")
+	}
+	cmd.WriteString("true")
+	req := agentproc.Request{Command: cmd.String(), WorkDir: ws, Timeout: time.Minute}
+	if got := strings.Count(runSandboxed(t, newManager(t), req).Text, "FROM-ENGINE-"); got != len(socks) {
+		t.Fatalf("control: an unconfined tree reached %d sockets, want %d", got, len(socks))
+	}
+	m := newManager(t, agentproc.WithSandbox(agentproc.WorkspaceSandbox(ws)), agentproc.WithRedaction(false))
+	out := runSandboxed(t, m, req).Text
+	for i, rel := range socks {
+		if strings.Contains(out, fmt.Sprintf("FROM-ENGINE-%d\n", i)) {
+			t.Errorf("a sandboxed tree connected to ~/%s, want it out of reach", rel)
+		}
+	}
+}
+
 // codespacesShared is where GitHub Codespaces leaves the codespace's
 // secrets for login shells: .env exports GITHUB_TOKEN (a token that can
 // push to the repository, and more with the user's permissions), and
@@ -466,7 +526,7 @@ func TestAttackCodespacesSecrets(t *testing.T) {
 // the unprivileged test user, where the tree is held by Landlock and
 // seccomp alone.
 func TestAttack11uUnprivileged(t *testing.T) {
-	tests := []string{"TestAttackKerberosTicketCache", "TestAttackWalletKeys", "TestAttackDevPlatformTokens", "TestAttackMoreAgentTokens", "TestAttackCodespacesSecrets", "TestAttackEnvNamesMissed", "TestAttackHostPOSIXSharedMemory", "TestAttackToolWorkdirUnderDefaultSandbox", "TestAttackReadOnlyLinkRefusesEveryStart"}
+	tests := []string{"TestAttackKerberosTicketCache", "TestAttackWalletKeys", "TestAttackDevPlatformTokens", "TestAttackMoreAgentTokens", "TestAttackLocalVMKeys", "TestAttackCodespacesSecrets", "TestAttackEnvNamesMissed", "TestAttackHostPOSIXSharedMemory", "TestAttackToolWorkdirUnderDefaultSandbox", "TestAttackReadOnlyLinkRefusesEveryStart"}
 	u, err := user.Lookup(sandboxUser)
 	if err != nil {
 		t.Skipf("no user %s: %v", sandboxUser, err)

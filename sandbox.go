@@ -299,6 +299,13 @@ var credentialPaths = []string{
 	// attack review, TestAttackGitCredentialCache); covered as root, a
 	// pathname socket reachable without (docs/sandbox.md).
 	".cache/git/credential", ".git-credential-cache",
+	// The container engines a user runs from the home directory: Docker
+	// Desktop for Linux's socket, Colima's and Lima's VMs (their sockets,
+	// ssh ControlMasters and the VMs' ssh keys; each VM mounts the home).
+	// The keys are hidden for both users, the sockets covered as root
+	// (eleventh attack review, TestAttackLocalVMKeys,
+	// TestAttackHomeEngineSockets).
+	".docker/desktop", ".colima", ".lima",
 	// Cryptocurrency wallets' keys at their tools' default places
 	// (eleventh attack review, TestAttackWalletKeys): Solana's CLI keypair
 	// and Sui's keystore and NEAR's credentials hold private keys in the
