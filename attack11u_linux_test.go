@@ -148,6 +148,21 @@ func TestAttackMoreAgentTokens(t *testing.T) {
 		".local/share/amp/secrets.json", ".local/share/amp/history.jsonl", ".config/goose/secrets.yaml"})
 }
 
+// TestAttackAgentIDEBridgeTokens: Claude Code's IDE integration (the VS
+// Code and JetBrains extensions, and editors that speak its protocol)
+// runs a WebSocket MCP server on loopback and writes its port and
+// authToken to ~/.claude/ide/PORT.lock; GitHub Copilot CLI's bridge does
+// the same in ~/.copilot/ide. With the token a client drives the editor's
+// tools (open files, diagnostics, and where the extension offers it, code
+// run in the editor's kernel). Claude Code's checkpoints keep the files it
+// edited, in every project, under ~/.claude/file-history (another
+// project's .env included). A tree read each. The control reads them
+// without the sandbox. Runs as root and, through
+// TestAttack11uUnprivileged, not.
+func TestAttackAgentIDEBridgeTokens(t *testing.T) {
+	attackHomeFiles(t, []string{".claude/ide/41234.lock", ".copilot/ide/41235.lock", ".claude/file-history/0f3c/1a2b@v1"})
+}
+
 // attackHomeFiles writes each of rels under a fresh home, checks that a
 // tree reads them all without the sandbox (the control) and none under
 // WorkspaceSandbox.
@@ -526,7 +541,7 @@ func TestAttackCodespacesSecrets(t *testing.T) {
 // the unprivileged test user, where the tree is held by Landlock and
 // seccomp alone.
 func TestAttack11uUnprivileged(t *testing.T) {
-	tests := []string{"TestAttackKerberosTicketCache", "TestAttackWalletKeys", "TestAttackDevPlatformTokens", "TestAttackMoreAgentTokens", "TestAttackLocalVMKeys", "TestAttackCodespacesSecrets", "TestAttackEnvNamesMissed", "TestAttackHostPOSIXSharedMemory", "TestAttackToolWorkdirUnderDefaultSandbox", "TestAttackReadOnlyLinkRefusesEveryStart"}
+	tests := []string{"TestAttackKerberosTicketCache", "TestAttackWalletKeys", "TestAttackDevPlatformTokens", "TestAttackMoreAgentTokens", "TestAttackLocalVMKeys", "TestAttackAgentIDEBridgeTokens", "TestAttackCodespacesSecrets", "TestAttackEnvNamesMissed", "TestAttackHostPOSIXSharedMemory", "TestAttackToolWorkdirUnderDefaultSandbox", "TestAttackReadOnlyLinkRefusesEveryStart"}
 	u, err := user.Lookup(sandboxUser)
 	if err != nil {
 		t.Skipf("no user %s: %v", sandboxUser, err)

@@ -294,6 +294,10 @@ var credentialPaths = []string{
 	// key and prompt history, goose's keys where no keyring runs.
 	".qwen/oauth_creds.json", ".qwen/oauth_creds.json.bak", ".qwen/settings.json",
 	".local/share/amp/secrets.json", ".local/share/amp/history.jsonl", ".config/goose/secrets.yaml",
+	// The agents' IDE bridges' auth tokens (Claude Code's and Copilot
+	// CLI's lock files) and Claude Code's checkpoints of the files it
+	// edited in every project (TestAttackAgentIDEBridgeTokens).
+	".claude/ide", ".copilot/ide", ".claude/file-history",
 	// git's credential-cache daemon's socket directories: it answers the
 	// cached HTTPS password or token to any peer of the user (eleventh
 	// attack review, TestAttackGitCredentialCache); covered as root, a
