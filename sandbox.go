@@ -122,10 +122,11 @@ const (
 // SandboxEnv says what environment a sandboxed tree inherits. The host's
 // variables (after WithEnv's hook) are passed on except those whose name
 // looks like a secret: it contains TOKEN, SECRET, KEY, PASSWORD, PASSWD,
-// PASSPHRASE, CREDENTIAL, CONNECTION_STRING, AUTH (not AUTHOR but
-// AUTHORITY), PRIVATE, COOKIE or SESSION in any case; or it has PASS or
-// DSN as a word (between underscores: DB_PASS, SENTRY_DSN), or PWD or PAT
-// as a word after another (MYSQL_PWD, GITHUB_PAT; not PWD, OLDPWD, PATH);
+// PASSPHRASE, CREDENTIAL, CREDS, CONNECTION_STRING, AUTH (not AUTHOR but
+// AUTHORITY), PRIVATE, COOKIE, SESSION, JWT, BEARER, WEBHOOK, MNEMONIC or
+// SEED_PHRASE in any case; or it has PASS or DSN as a word (between
+// underscores: DB_PASS, SENTRY_DSN), or PWD, PAT or PW as a word after
+// another (MYSQL_PWD, GITHUB_PAT, DB_PW; not PWD, OLDPWD, PATH);
 // or it is one of SSH_AUTH_SOCK, DOCKER_HOST, DOCKER_CONFIG,
 // KUBECONFIG, GPG_AGENT_INFO, which name a socket or a file of credentials.
 // MarkerEnv and PWD are never dropped. Names are patterns only: a password
@@ -283,6 +284,40 @@ var credentialPaths = []string{
 	".expo/state.json", ".jira.d",
 	".bluemix", ".aliyun", ".tccli", ".config/openstack/clouds.yaml", ".config/openstack/secure.yaml",
 	".ovh.conf", ".vultr-cli.yaml",
+	// Remote development and identity platforms' command lines: Coder's
+	// session token, Okta's API token, Twilio's API key and secret
+	// (eleventh attack review, TestAttackDevPlatformTokens).
+	".config/coderv2/session", ".okta/okta.yaml", ".twilio-cli/config.json",
+	// More coding agents' tokens (eleventh attack review,
+	// TestAttackMoreAgentTokens): Qwen Code's OAuth login (gemini-cli's
+	// layout, with its backup) and settings (MCP servers' env), Amp's API
+	// key and prompt history, goose's keys where no keyring runs.
+	".qwen/oauth_creds.json", ".qwen/oauth_creds.json.bak", ".qwen/settings.json",
+	".local/share/amp/secrets.json", ".local/share/amp/history.jsonl", ".config/goose/secrets.yaml",
+	// The agents' IDE bridges' auth tokens (Claude Code's and Copilot
+	// CLI's lock files) and Claude Code's checkpoints of the files it
+	// edited in every project (TestAttackAgentIDEBridgeTokens).
+	".claude/ide", ".copilot/ide", ".claude/file-history",
+	// git's credential-cache daemon's socket directories: it answers the
+	// cached HTTPS password or token to any peer of the user (eleventh
+	// attack review, TestAttackGitCredentialCache); covered as root, a
+	// pathname socket reachable without (docs/sandbox.md).
+	".cache/git/credential", ".git-credential-cache",
+	// The container engines a user runs from the home directory: Docker
+	// Desktop for Linux's socket, Colima's and Lima's VMs (their sockets,
+	// ssh ControlMasters and the VMs' ssh keys; each VM mounts the home).
+	// The keys are hidden for both users, the sockets covered as root
+	// (eleventh attack review, TestAttackLocalVMKeys,
+	// TestAttackHomeEngineSockets).
+	".docker/desktop", ".colima", ".lima",
+	// Cryptocurrency wallets' keys at their tools' default places
+	// (eleventh attack review, TestAttackWalletKeys): Solana's CLI keypair
+	// and Sui's keystore and NEAR's credentials hold private keys in the
+	// clear; geth's and Foundry's keystores and Electrum's wallets hold
+	// them under a password a guess may open offline; Bitcoin Core's
+	// wallets are unencrypted unless the user chose otherwise.
+	".config/solana/id.json", ".sui/sui_config/sui.keystore", ".near-credentials",
+	".ethereum/keystore", ".foundry/keystores", ".bitcoin/wallets", ".bitcoin/wallet.dat", ".electrum/wallets",
 }
 
 // systemSecretPaths are hidden by WorkspaceSandbox as well: a root tree
@@ -297,6 +332,12 @@ var systemSecretPaths = []string{"/etc/shadow", "/etc/gshadow", "/etc/sudoers", 
 	// service account and workload identity tokens, Docker's secrets
 	// (seventh attack review, TestAttackMountedSecrets).
 	"/run/secrets", "/var/run/secrets",
+	// GitHub Codespaces' copies of the codespace's GITHUB_TOKEN (.env)
+	// and the user's Codespaces secrets (.env-secrets, base64), kept for
+	// login shells, readable by the codespace's user: the environment's
+	// filter is undone by a cat (eleventh attack review,
+	// TestAttackCodespacesSecrets). The whole directory, fail-closed.
+	"/workspaces/.codespaces/shared",
 	// The kernel's trace buffers, root's 0640 (0700 under debugfs): what
 	// the host traces, command lines and strings a probe copies (ninth
 	// attack review, TestAttackRootReadsTraceBuffer).
@@ -363,14 +404,76 @@ func windowsHomesCredentials() []string {
 	return out
 }
 
+// krb5Conf is the Kerberos configuration whose presence says that the
+// default ticket cache may appear later.
+const krb5Conf = "/etc/krb5.conf"
+
+// kerberosCaches returns the user's Kerberos ticket caches kept in files:
+// KRB5CCNAME's (FILE:path or a bare path, DIR:path for a collection),
+// the built-in default /tmp/krb5cc_UID (MIT's and Heimdal's) where it
+// exists or Kerberos is configured, and sssd's /tmp/krb5cc_UID_XXXXXX that
+// exist now. A cache holds the ticket-granting ticket and its session
+// key: whoever reads it is the user to every Kerberised service until it
+// expires (eleventh attack review, TestAttackKerberosTicketCache). The
+// default is hidden only where it may be used, since without root a
+// hidden path in /tmp has every other entry of /tmp granted one by one
+// (what is made there later is then unreadable to the tree). KEYRING: and
+// KCM: caches are not files: keyctl is refused by the seccomp filter, and
+// the KCM daemon's socket is a pathname socket (docs/sandbox.md).
+func kerberosCaches() []string {
+	uid := os.Getuid()
+	if uid < 0 { // Windows
+		return nil
+	}
+	var out []string
+	if p := ccachePath(os.Getenv("KRB5CCNAME")); p != "" {
+		out = append(out, p)
+	}
+	def := "/tmp/krb5cc_" + strconv.Itoa(uid)
+	_, errDef := os.Lstat(def)
+	_, errConf := os.Stat(krb5Conf)
+	if errDef == nil || errConf == nil {
+		out = append(out, def)
+	}
+	sssd, _ := filepath.Glob(def + "_*") // the pattern is this file's
+	return append(out, sssd...)
+}
+
+// ccachePath is the file or directory a KRB5CCNAME value names, or "" for
+// a cache that is not one (KEYRING:, KCM:, MEMORY:) or a relative path.
+// DIR::path names one file of a collection; the collection is hidden.
+func ccachePath(name string) string {
+	if name == "" {
+		return ""
+	}
+	typ, rest, ok := strings.Cut(name, ":")
+	if !ok || strings.HasPrefix(name, "/") {
+		typ, rest = "FILE", name // a bare path is a file cache
+	}
+	switch typ {
+	case "FILE":
+	case "DIR":
+		if strings.HasPrefix(rest, ":") {
+			rest = filepath.Dir(rest[1:])
+		}
+	default:
+		return ""
+	}
+	if !filepath.IsAbs(rest) {
+		return ""
+	}
+	return filepath.Clean(rest)
+}
+
 // WorkspaceSandbox is the usual policy for a model's commands in dir: write
 // dir and a private temp dir, read everything but the usual credential
 // paths (~/.ssh, ~/.aws, ~/.gnupg, ~/.config/gh, ~/.docker/config.json,
 // ~/.netrc, ~/.git-credentials, ~/.kube, the coding agents' own tokens
 // such as ~/.claude/.credentials.json and ~/.codex/auth.json, ~/.pgpass
-// and more, listed in the README; the Manager's state dir is always
-// hidden), dir/.git read-only where the host can, no network,
-// secret-looking variables dropped, and fail-closed (BestEffort false).
+// and more, listed in the README, and the user's Kerberos ticket caches;
+// the Manager's state dir is always hidden), dir/.git read-only where the
+// host can, no network, secret-looking variables dropped, and fail-closed
+// (BestEffort false).
 // dir is made absolute; commands should run in it (Request.WorkDir).
 func WorkspaceSandbox(dir string) *Sandbox {
 	if abs, err := filepath.Abs(dir); err == nil {
@@ -387,6 +490,7 @@ func WorkspaceSandbox(dir string) *Sandbox {
 		}
 	}
 	sb.Hide = append(sb.Hide, windowsHomesCredentials()...)
+	sb.Hide = append(sb.Hide, kerberosCaches()...)
 	// Podman's, Buildah's and skopeo's registry logins (`podman login`)
 	// default to the runtime dir, not ~/.config/containers/auth.json.
 	if rt := os.Getenv("XDG_RUNTIME_DIR"); filepath.IsAbs(rt) {
@@ -644,6 +748,7 @@ func (m *Manager) sandboxPolicyFor(sb *Sandbox, dir, tmpParent string, dirChosen
 	if m.cfg.logDir != "" {
 		hide = append(hide, m.cfg.logDir)
 	}
+	hide = append(hide, sharedMemoryHidden(pol)...)
 	var links map[string]string
 	pol.hide, links = withHiddenLinkTargets(resolvePaths(hide), pol.write)
 	for _, h := range pol.hide {
@@ -659,11 +764,9 @@ func (m *Manager) sandboxPolicyFor(sb *Sandbox, dir, tmpParent string, dirChosen
 				"a hidden path cannot be taken back from a writable directory: %w", h, w, ErrInvalidRequest)
 		}
 	}
-	pol.readOnly = resolvePaths(sb.ReadOnly)
-	for _, r := range sb.ReadOnly {
-		if !inResolved(resolvePath(r), pol.write) {
-			return nil, xerrors.Errorf("Sandbox.ReadOnly %q is not inside a writable directory: %w", r, ErrInvalidRequest)
-		}
+	var err error
+	if pol.readOnly, err = readOnlyPaths(sb.ReadOnly, pol.write); err != nil {
+		return nil, err
 	}
 	slices.Sort(pol.ports)
 	pol.ports = slices.Compact(pol.ports)
@@ -673,6 +776,60 @@ func (m *Manager) sandboxPolicyFor(sb *Sandbox, dir, tmpParent string, dirChosen
 	pol.skip = m.cfg.sandboxSkip
 	pol.key = pol.makeKey()
 	return pol, nil
+}
+
+// sharedMemoryDir holds the host's POSIX shared memory and semaphores
+// (shm_open, sem_open): files every user's processes make in one tmpfs,
+// checked by owner and mode alone.
+const sharedMemoryDir = "/dev/shm"
+
+// sharedMemoryHidden is sharedMemoryDir where pol reads everything and
+// writes nothing there: a tree of the host's user read the host's 0600
+// objects (root's, as root), and without a write right no tree could make
+// objects there anyway (eleventh attack review,
+// TestAttackHostPOSIXSharedMemory). A policy whose Write holds it (for a
+// browser or a multiprocessing pool) keeps it whole.
+func sharedMemoryHidden(pol *sandboxPolicy) []string {
+	if pol.read != nil || slices.ContainsFunc(pol.write, func(w string) bool {
+		return within(w, sharedMemoryDir) || within(sharedMemoryDir, w)
+	}) {
+		return nil
+	}
+	return []string{sharedMemoryDir}
+}
+
+// readOnlyPaths is resolvePaths of ro, each inside one of write
+// (resolved). A path whose own entry lies in a writable dir but which is a
+// link out of that dir is left out: writes through it reach a target the
+// tree may not write, so it is read-only already, and nothing is bound at
+// the target. A tree may make such a link where a ReadOnly path does not
+// exist (a missing ws/.git; without root .git is writable), and refusing
+// it made every later Start of the policy fail (eleventh attack review,
+// TestAttackReadOnlyLinkRefusesEveryStart). A path outside every writable
+// dir is the caller's mistake, refused.
+func readOnlyPaths(ro, write []string) ([]string, error) {
+	in := func(p string) string {
+		for _, w := range write {
+			if within(p, w) {
+				return w
+			}
+		}
+		return ""
+	}
+	var out []string
+	for _, r := range ro {
+		res := resolvePath(r)
+		w := in(filepath.Join(resolvePath(filepath.Dir(r)), filepath.Base(r)))
+		switch {
+		case w != "" && !within(res, w):
+			continue // a link out of its writable dir
+		case w == "" && in(res) == "":
+			return nil, xerrors.Errorf("Sandbox.ReadOnly %q is not inside a writable directory: %w", r, ErrInvalidRequest)
+		}
+		out = append(out, filepath.Clean(r), res) // as resolvePaths
+	}
+	slices.Sort(out)
+	return slices.Compact(out), nil
 }
 
 // makeKey is a string that differs for every pair of policies the OS layer
@@ -713,15 +870,19 @@ var secretNameParts = []string{
 	// A signed token, and a URL whose path is its credential
 	// (SLACK_WEBHOOK_URL, DISCORD_WEBHOOK).
 	"JWT", "BEARER", "WEBHOOK",
+	// Short for credentials (GCP_CREDS), and a wallet's seed phrase, which
+	// is its keys (Hardhat's and Truffle's MNEMONIC): eleventh attack
+	// review, TestAttackEnvNamesMissed.
+	"CREDS", "MNEMONIC", "SEED_PHRASE",
 }
 
 // secretWords make a name look like a secret as a whole word between
 // underscores only: as substrings they are in innocent names (PASSTHROUGH,
 // BYPASS). secretSuffixWords need a word before them too: PWD alone is the
-// shell's working directory and PAT is in no name alone.
+// shell's working directory and PAT and PW (DB_PW) are in no name alone.
 var (
 	secretWords       = []string{"PASS", "DSN"}
-	secretSuffixWords = []string{"PWD", "PAT"}
+	secretSuffixWords = []string{"PWD", "PAT", "PW"}
 )
 
 // secretNames are dropped by name: they point at a credential socket or file.

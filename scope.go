@@ -27,6 +27,12 @@ func (m *Manager) Scope(owner string) *Scope {
 // Owner returns the owner this Scope is restricted to.
 func (s *Scope) Owner() string { return s.owner }
 
+// DefaultSandbox returns a copy of the Manager's default sandbox, nil
+// without one (Manager.DefaultSandbox): what a tool that lets its client
+// choose the work dir holds that dir within when the request names no
+// policy of its own.
+func (s *Scope) DefaultSandbox() *Sandbox { return s.m.DefaultSandbox() }
+
 // Start starts req stamped with the Scope's owner. See Manager.Start.
 func (s *Scope) Start(ctx context.Context, req Request) (*Process, error) {
 	p, _, err := s.m.startAttach(ctx, req, s.owner)

@@ -101,6 +101,14 @@ func (tb *Toolbox) execute(ctx context.Context, a executeArgs, progress Progress
 		timeout = ForegroundTimeout
 	}
 	sb := tb.opts.Sandbox
+	if sb == nil {
+		// The Manager's default confines the command then, and under it
+		// too the work dir is writable to its tree: a workdir the model
+		// chose freely (~/.local/bin, ~/.config/systemd/user) was
+		// written by a tree whose policy named only the workspace
+		// (eleventh attack review, TestAttackToolWorkdirUnderDefaultSandbox).
+		sb = tb.procs.DefaultSandbox()
+	}
 	if sb != nil && a.WorkDir != "" && !sb.NoDefaultWrite && !sb.InWrite(a.WorkDir) {
 		return "", xerrors.Errorf("workdir %q is outside the sandbox: use one of %s", a.WorkDir, strings.Join(sb.Write, ", "))
 	}

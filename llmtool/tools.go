@@ -69,7 +69,8 @@ type Options struct {
 	// execute's description tells the model what it may reach, so that it
 	// reads a denied access as the policy rather than a bug to work around.
 	// A workdir the model names must then lie inside Sandbox.Write. nil
-	// means the Manager's default, which the descriptions do not state.
+	// means the Manager's default (Scope.DefaultSandbox), which the
+	// descriptions do not state; a workdir must then lie inside its Write.
 	Sandbox *agentproc.Sandbox
 }
 
