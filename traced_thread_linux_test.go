@@ -1,10 +1,13 @@
 package agentproc_test
 
 import (
+	"context"
 	"errors"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -20,7 +23,8 @@ import (
 // has ended, an exited child of the host that is not its thread (a
 // CLONE_PARENT child, which makes the reaper of traced threads list the
 // threads), an exited traced thread, and an idle thread that leaves at
-// SIGUSR1 (tgkill) and whose ID is then free. Once the idle thread has
+// SIGUSR1 (tgkill) and whose ID is then free; it writes that thread's ID
+// to idle.tid before the other two. Once the idle thread has
 // gone the program exits.
 const tidReuseSource = `#define _GNU_SOURCE
 #include <sys/ptrace.h>
@@ -31,14 +35,18 @@ const tidReuseSource = `#define _GNU_SOURCE
 #include <stdio.h>
 #include <unistd.h>
 static char stack[1 << 16];
+static volatile long idleTID;
 static void leave(int sig) { (void)sig; syscall(SYS_exit, 0); }
 static int quick(void *arg) { (void)arg; return 0; }
-static void *idle(void *arg) { (void)arg; for (;;) pause(); return 0; }
+static void *idle(void *arg) { (void)arg; idleTID = syscall(SYS_gettid); for (;;) pause(); return 0; }
 static void *traced(void *arg) { (void)arg; ptrace(PTRACE_TRACEME, 0, 0, 0); return 0; }
 int main(void) {
 	pthread_t i, t;
 	signal(SIGUSR1, leave);
 	pthread_create(&i, 0, idle, 0);
+	while (!idleTID) sched_yield();
+	FILE *f = fopen("idle.tid", "w");
+	fprintf(f, "%ld\n", idleTID); fclose(f);
 	int c = clone(quick, stack + sizeof stack, CLONE_PARENT | SIGCHLD, 0);
 	pthread_create(&t, 0, traced, 0);
 	pthread_join(t, 0);
@@ -69,19 +77,19 @@ func TestAttackTracedTIDReused(t *testing.T) {
 	planted := make(chan *exec.Cmd, 1)
 	failed := make(chan error, 1)
 	stop := agentproc.WatchTracedListing(func(pid int, tids []int) {
-		for _, tid := range tids {
-			if threadState(pid, tid) != "S" {
-				continue // the traced zombie, or a thread in flight
-			}
-			once.Do(func() {
-				cmd, err := plantExitedChild(pid, tid)
-				if err != nil {
-					failed <- err
-					return
-				}
-				planted <- cmd
-			})
+		b, _ := os.ReadFile(filepath.Join(ws, "idle.tid"))
+		idle, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+		if idle == 0 || !slices.Contains(tids, idle) {
+			return
 		}
+		once.Do(func() {
+			cmd, err := plantExitedChild(pid, idle)
+			if err != nil {
+				failed <- err
+				return
+			}
+			planted <- cmd
+		})
 	})
 	defer stop()
 	m := newManager(t, agentproc.WithRedaction(false))
@@ -159,4 +167,56 @@ func until(d time.Duration, cond func() bool) bool {
 		time.Sleep(time.Millisecond)
 	}
 	return true
+}
+
+// tracedExecSource is tracedThreadSource followed by an execve: the exec
+// waits in the kernel (de_thread) until the exited traced thread is reaped.
+const tracedExecSource = `#include <sys/ptrace.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+static void *run(void *arg) {
+	(void)arg;
+	if (ptrace(PTRACE_TRACEME, 0, 0, 0) != 0) { perror("traceme"); exit(3); }
+	return 0;
+}
+int main(void) {
+	pthread_t th;
+	pthread_create(&th, 0, run, 0);
+	pthread_join(th, 0);
+	printf("thread traced and gone\n"); fflush(stdout);
+	execl("/bin/echo", "echo", "exec done", (char *)0);
+	perror("exec");
+	return 1;
+}`
+
+// TestAttackTracedThreadThenExec: a thread that asked the host to trace
+// it and exited, then an execve in the shell. The exec waits for the
+// traced zombie to be reaped, and the host reaped it only once the output
+// had ended, which the waiting shell never does: the command hung
+// "running" until its Timeout or a Stop (eighth attack review, noticed).
+// The host now asks at each SIGCHLD from the Start on, so the exec goes
+// ahead at the thread's exit. Sandboxed and not; each must end within 1 s.
+func TestAttackTracedThreadThenExec(t *testing.T) {
+	requireSandbox(t)
+	ws := t.TempDir()
+	compileC(t, ws, "tracexec", tracedExecSource, "-pthread")
+	m := newManager(t, agentproc.WithRedaction(false))
+	for _, sb := range []*agentproc.Sandbox{nil, agentproc.WorkspaceSandbox(ws)} {
+		p := mustStart(t, m, agentproc.Request{WorkDir: ws, Command: "exec ./tracexec", Sandbox: sb})
+		start := time.Now()
+		ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+		info, err := p.Wait(ctx)
+		cancel()
+		if err != nil {
+			t.Errorf("sandbox %v: Wait: got %v after %v (output %q), want the end within 1s", sb != nil, err, time.Since(start), p.Output().Text)
+			_, _ = p.Stop(testContext(t))
+			continue
+		}
+		if !strings.Contains(p.Output().Text, "exec done") {
+			t.Errorf("sandbox %v: output %q, want the exec's", sb != nil, p.Output().Text)
+		}
+		t.Logf("sandbox %v: %s, code %d, in %v", sb != nil, info.Reason, exitCode(info), time.Since(start))
+	}
 }
