@@ -19,14 +19,7 @@ import (
 // the first write ending one byte into the run.
 func TestAttackRedactChainPastEdge(t *testing.T) {
 	rnd := rand.New(rand.NewPCG(10, 1))
-	const alnum = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
-	word := func(n int) string {
-		b := make([]byte, n)
-		for i := range b {
-			b[i] = alnum[rnd.IntN(len(alnum))]
-		}
-		return string(b)
-	}
+	word := randomWords(rnd)
 	for k := 3; k <= 8; k++ {
 		for _, ov := range []int{1, 2, 4, 8} {
 			chain := word(16)

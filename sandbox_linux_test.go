@@ -1164,6 +1164,21 @@ func runAsSandboxUser(t *testing.T, timeout time.Duration, args ...string) (stri
 	return testuser.Run(t, timeout, env, args...)
 }
 
+// rerunAsSandboxUser runs the named tests of this binary again as
+// sandboxUser and fails t unless each passed (or, with skipOK, skipped).
+func rerunAsSandboxUser(t *testing.T, tests []string, skipOK bool) {
+	t.Helper()
+	out, err := runAsSandboxUser(t, 5*time.Minute, "-test.run=^("+strings.Join(tests, "|")+")$")
+	if err != nil {
+		t.Fatalf("as %s: %v\n%s", sandboxUser, err, out)
+	}
+	for _, name := range tests {
+		if !strings.Contains(out, "--- PASS: "+name+" ") && !(skipOK && strings.Contains(out, "--- SKIP: "+name+" ")) {
+			t.Errorf("as %s: got no PASS line for %s, want one\n%s", sandboxUser, name, out)
+		}
+	}
+}
+
 // TestSandboxKeepsTreeFeatures checks that a sandboxed tree keeps what an
 // unconfined one has: a terminal (TTY) that is its controlling terminal,
 // the marker, its own session, and a cgroup it cannot leave.

@@ -171,25 +171,8 @@ func until(d time.Duration, cond func() bool) bool {
 
 // tracedExecSource is tracedThreadSource followed by an execve: the exec
 // waits in the kernel (de_thread) until the exited traced thread is reaped.
-const tracedExecSource = `#include <sys/ptrace.h>
-#include <pthread.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <unistd.h>
-static void *run(void *arg) {
-	(void)arg;
-	if (ptrace(PTRACE_TRACEME, 0, 0, 0) != 0) { perror("traceme"); exit(3); }
-	return 0;
-}
-int main(void) {
-	pthread_t th;
-	pthread_create(&th, 0, run, 0);
-	pthread_join(th, 0);
-	printf("thread traced and gone\n"); fflush(stdout);
-	execl("/bin/echo", "echo", "exec done", (char *)0);
-	perror("exec");
-	return 1;
-}`
+var tracedExecSource = "#include <unistd.h>\n" + strings.Replace(tracedThreadSource, "fflush(stdout);",
+	"fflush(stdout);\n\texecl(\"/bin/echo\", \"echo\", \"exec done\", (char *)0);\n\tperror(\"exec\");", 1)
 
 // TestAttackTracedThreadThenExec: a thread that asked the host to trace
 // it and exited, then an execve in the shell. The exec waits for the
