@@ -39,8 +39,11 @@ func subscribeSIGCHLD() (<-chan struct{}, func()) {
 	if sigchld.done == nil && !signal.Ignored(syscall.SIGCHLD) {
 		if sigchld.c == nil {
 			sigchld.c = make(chan os.Signal, 1)
-			signal.Notify(sigchld.c, syscall.SIGCHLD)
 		}
+		// Again at each start, cheap once registered: a signal.Ignore
+		// since the last one cancelled it, and a signal.Reset after that
+		// lets it be made again.
+		signal.Notify(sigchld.c, syscall.SIGCHLD)
 		sigchld.done = make(chan struct{})
 		sigchld.subs = map[chan struct{}]struct{}{}
 		go broadcastSIGCHLD(sigchld.c, sigchld.done)
