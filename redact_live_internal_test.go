@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"math/rand/v2"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -372,6 +373,10 @@ func TestRedactLiveSetEveryMoment(t *testing.T) {
 					return
 				default:
 				}
+				// The readers yield at each round: spinning, two of them
+				// held both CPUs of a small machine from the writers, whose
+				// registers and merges set the test's length.
+				runtime.Gosched()
 				mu.Lock()
 				if len(registered) == 0 {
 					mu.Unlock()
