@@ -119,7 +119,9 @@ var tracedListedHook atomic.Pointer[func(pid int, tids []int)]
 // listed and each is asked about by its own ID, the same question first.
 func reapTracedTIDs(pid, named int) {
 	for named != 0 && named != pid && isThreadOf(pid, named) {
-		reapExited(named)
+		if !reapExited(named) {
+			return // not reaped after all: asking again would name it again
+		}
 		named = exitedInGroup(pid)
 	}
 	if named == 0 || named == pid {
@@ -176,12 +178,13 @@ func exitedID(id int) bool {
 }
 
 // reapExited reaps id, which the caller found exited and a thread of the
-// shell, without blocking.
-func reapExited(id int) {
+// shell, without blocking, and reports whether it did.
+func reapExited(id int) bool {
 	var st unix.WaitStatus
 	for {
-		if _, err := unix.Wait4(id, &st, unix.WALL|unix.WNOHANG, nil); err != unix.EINTR {
-			return
+		got, err := unix.Wait4(id, &st, unix.WALL|unix.WNOHANG, nil)
+		if err != unix.EINTR {
+			return err == nil && got == id
 		}
 	}
 }
