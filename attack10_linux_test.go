@@ -19,14 +19,7 @@ import (
 // the first write ending one byte into the run.
 func TestAttackRedactChainPastEdge(t *testing.T) {
 	rnd := rand.New(rand.NewPCG(10, 1))
-	const alnum = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
-	word := func(n int) string {
-		b := make([]byte, n)
-		for i := range b {
-			b[i] = alnum[rnd.IntN(len(alnum))]
-		}
-		return string(b)
-	}
+	word := randomWords(rnd)
 	for k := 3; k <= 8; k++ {
 		for _, ov := range []int{1, 2, 4, 8} {
 			chain := word(16)
@@ -64,7 +57,10 @@ func TestAttackRedactChainPastEdge(t *testing.T) {
 func TestAttackRedactPeriodicRun(t *testing.T) {
 	for _, secret := range []string{strings.Repeat("0", 32), strings.Repeat("ab", 16)} {
 		s := newRedactSet([]secretEntry{{"P", secret}})
-		in := strings.Repeat(secret, (64<<10)/len(secret))
+		// 16 KiB of the run, and 4 writes of 4 KiB below: the run's bound
+		// held back is four windows (124 bytes here), and one name per
+		// occurrence made 16 KiB 16,000 names before the fix.
+		in := strings.Repeat(secret, (16<<10)/len(secret))
 		for _, sizes := range [][]int{{1 << 20}, {4 << 10}, {1000, 7}} {
 			out, count := runRedact(s, []byte(in), sizes)
 			if strings.Contains(out, secret[:8]) {
@@ -76,11 +72,11 @@ func TestAttackRedactPeriodicRun(t *testing.T) {
 			}
 		}
 		r, out, _ := newTestRedactor(s)
-		for range 64 {
+		for range 4 {
 			r.write([]byte(in[:4<<10]))
 		}
 		if out.Len() == 0 {
-			t.Errorf("%q: got nothing out of 64 writes of 4 KiB before the stream's end, want the runs cut and sent", secret[:4])
+			t.Errorf("%q: got nothing out of 4 writes of 4 KiB before the stream's end, want the runs cut and sent", secret[:4])
 		}
 		r.flush()
 	}

@@ -148,15 +148,17 @@ func TestAttackRootUserManagerDoor(t *testing.T) {
 	t.Setenv("XDG_RUNTIME_DIR", "")
 	t.Setenv("DBUS_SESSION_BUS_ADDRESS", "")
 	ws := t.TempDir()
-	m := newManager(t, agentproc.WithSandbox(agentproc.WorkspaceSandbox(ws)))
-	plain := newManager(t)
+	// before's first Start is made before the doors, after's after.
+	before := newManager(t, agentproc.WithSandbox(agentproc.WorkspaceSandbox(ws)))
+	runSandboxed(t, before, agentproc.Request{Command: "true", WorkDir: ws})
 	run := "/run/user/" + strconv.Itoa(os.Getuid())
+	socks := map[string][]string{}
 	for _, p := range []string{run + "/systemd/private", run + "/bus", run + "/gnupg/S.gpg-agent"} {
-		if _, err := os.Lstat(p); err == nil {
-			continue // this host's own: left alone
-		}
-		requireDoorShut(t, plain, m, ws, p, []string{"/run/user", run, filepath.Dir(p)}, 0o700)
+		socks[p] = []string{"/run/user", run, filepath.Dir(p)}
 	}
+	made := makeDoors(t, socks, 0o700)
+	after := newManager(t, agentproc.WithSandbox(agentproc.WorkspaceSandbox(ws)))
+	probeDoors(t, ws, made, newManager(t), before, after)
 }
 
 // TestAttackDoorMadeWhileTreeWaits: as root a door (a root daemon's

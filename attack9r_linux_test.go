@@ -76,7 +76,10 @@ func TestAttackRecoveryKillsReusedGroup(t *testing.T) {
 	_, holdout, _ := start(`trap "" TERM; echo ready; exec sleep 300`)
 	writeRecord(t, dir, id, nil)
 
-	m := newManager(t, agentproc.WithStateDir(dir), agentproc.WithGracePeriod(5*time.Second))
+	// A grace period of 1 s, not the default 5 s, is enough: the victim
+	// takes the PID within milliseconds of the leader's reap, and the
+	// check below fails the test where the SIGKILL round came first.
+	m := newManager(t, agentproc.WithStateDir(dir), agentproc.WithGracePeriod(time.Second))
 	select {
 	case <-leaderReaped: // SIGTERMed by recovery, and reaped: its PID is free
 	case <-time.After(10 * time.Second):
@@ -91,6 +94,9 @@ func TestAttackRecoveryKillsReusedGroup(t *testing.T) {
 		}
 	}
 	victimFD := pinPIDs(t, []int{victim})[0]
+	if waitExited([]int{holdout}, 0) != 1 {
+		t.Fatal("the holdout got killed before the victim took the PID, want the victim in place within the grace period")
+	}
 	if _, err := m.Recovered(testContext(t)); err != nil {
 		t.Fatal(err)
 	}

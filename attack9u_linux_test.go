@@ -373,10 +373,17 @@ func TestAttackLeaseStallsOpen(t *testing.T) {
 			}
 			opened <- time.Since(start)
 		}()
+		// An open that no lease holds returns within a millisecond: the
+		// control's 500 ms shows the hold, and the sandboxed case gets
+		// 2 s, which it needs only where it fails.
+		bound := 2 * time.Second
+		if !sandboxed {
+			bound = 500 * time.Millisecond
+		}
 		var took time.Duration
 		select {
 		case took = <-opened:
-		case <-time.After(2 * time.Second):
+		case <-time.After(bound):
 			took = -1
 		}
 		stopCtx, stopCancel := context.WithTimeout(t.Context(), 10*time.Second)
@@ -387,7 +394,7 @@ func TestAttackLeaseStallsOpen(t *testing.T) {
 		}
 		switch {
 		case !sandboxed && took >= 0:
-			t.Fatalf("control without the sandbox: the open returned in %v (holder said %q), want it held by the lease", took, line)
+			t.Fatalf("control without the sandbox: the open returned in %v (holder said %q), want it held by the lease past %v", took, line, bound)
 		case sandboxed && took < 0:
 			t.Errorf("sandboxed: the open waited past 2 s on the tree's lease (holder said %q), want the lease refused", line)
 		}
@@ -485,13 +492,5 @@ func TestAttackDeepTempDirOutlivesTree(t *testing.T) {
 // alone.
 func TestAttack9uUnprivileged(t *testing.T) {
 	tests := []string{"TestAttackHiddenDirLinksOut", "TestAttackHiddenDirLinkIntoWorkspace", "TestAttackAgentConfigSecrets", "TestAttackMoreCredentialFiles", "TestAttackLeaseStallsOpen", "TestAttackDeepTempDirOutlivesTree"}
-	out, err := runAsSandboxUser(t, 5*time.Minute, "-test.run=^("+strings.Join(tests, "|")+")$")
-	if err != nil {
-		t.Fatalf("as %s: %v\n%s", sandboxUser, err, out)
-	}
-	for _, name := range tests {
-		if !strings.Contains(out, "--- PASS: "+name+" ") {
-			t.Errorf("as %s: got no PASS line for %s, want one\n%s", sandboxUser, name, out)
-		}
-	}
+	rerunAsSandboxUser(t, tests, false)
 }

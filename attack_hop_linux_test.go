@@ -391,15 +391,7 @@ func startIdle(t *testing.T, n int) {
 // TestAttackForkHopperOutlivesClose.
 func TestAttackHopperUnprivileged(t *testing.T) {
 	tests := []string{"TestAttackForkHopperOutlivesRecovery", "TestAttackForkHopperOutlivesHostDeath", "TestAttackForkHopperOutlivesDetached", "TestAttackForkHopperInStorm"}
-	out, err := runAsSandboxUser(t, 5*time.Minute, "-test.run=^("+strings.Join(tests, "|")+")$")
-	if err != nil {
-		t.Fatalf("as %s: %v\n%s", sandboxUser, err, out)
-	}
-	for _, name := range tests {
-		if !strings.Contains(out, "--- PASS: "+name+" ") {
-			t.Errorf("as %s: got no PASS line for %s, want one\n%s", sandboxUser, name, out)
-		}
-	}
+	rerunAsSandboxUser(t, tests, false)
 }
 
 // hopHostCmdEnv carries the command runHoppersHost starts, hopHostWSEnv

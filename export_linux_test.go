@@ -373,3 +373,11 @@ func WatchTracedThreads() (ended <-chan int, looks func(pid int) int, stop func(
 			tracedHook.Store(nil)
 		}
 }
+
+// WatchTracedListing calls f with the thread IDs the reaper of traced
+// threads reads from /proc/PID/task, before it asks about any of them
+// (traced_thread_linux.go). stop ends the watch.
+func WatchTracedListing(f func(pid int, tids []int)) (stop func()) {
+	tracedListedHook.Store(&f)
+	return func() { tracedListedHook.Store(nil) }
+}

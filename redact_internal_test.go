@@ -593,19 +593,25 @@ func TestRedactOverlappingSecrets(t *testing.T) {
 	}
 }
 
-// TestRedactOverlappingSecretsRandom: random pairs of secrets where the
-// second begins with the first's end, written in random sizes: neither
-// secret's own bytes (the first's head, the second's tail) are shown.
-func TestRedactOverlappingSecretsRandom(t *testing.T) {
-	rnd := rand.New(rand.NewPCG(9, 37))
+// randomWords returns a function that makes a word of n random letters
+// and digits from rnd, the secrets of the overlap tests.
+func randomWords(rnd *rand.Rand) func(n int) string {
 	const alnum = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
-	word := func(n int) string {
+	return func(n int) string {
 		b := make([]byte, n)
 		for i := range b {
 			b[i] = alnum[rnd.IntN(len(alnum))]
 		}
 		return string(b)
 	}
+}
+
+// TestRedactOverlappingSecretsRandom: random pairs of secrets where the
+// second begins with the first's end, written in random sizes: neither
+// secret's own bytes (the first's head, the second's tail) are shown.
+func TestRedactOverlappingSecretsRandom(t *testing.T) {
+	rnd := rand.New(rand.NewPCG(9, 37))
+	word := randomWords(rnd)
 	for range 300 {
 		head, shared, tail := word(6+rnd.IntN(10)), word(2+rnd.IntN(8)), word(6+rnd.IntN(10))
 		entries := []secretEntry{{"A", head + shared}, {"B", shared + tail}}
@@ -627,14 +633,7 @@ func TestRedactOverlappingSecretsRandom(t *testing.T) {
 // sizes: no byte of any of them is shown.
 func TestRedactOverlappingSecretsChain(t *testing.T) {
 	rnd := rand.New(rand.NewPCG(9, 38))
-	const alnum = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
-	word := func(n int) string {
-		b := make([]byte, n)
-		for i := range b {
-			b[i] = alnum[rnd.IntN(len(alnum))]
-		}
-		return string(b)
-	}
+	word := randomWords(rnd)
 	for range 1000 {
 		h, s1, s2, tl := word(6+rnd.IntN(10)), word(2+rnd.IntN(8)), word(2+rnd.IntN(8)), word(6+rnd.IntN(10))
 		m := word(max(0, 8-len(s1)-len(s2)) + rnd.IntN(4)) // B is a secret: 8 bytes or more

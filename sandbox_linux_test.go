@@ -1142,7 +1142,7 @@ const sandboxUser = testuser.Name
 func TestSandboxUnprivileged(t *testing.T) {
 	requireSandbox(t)
 	out, err := runAsSandboxUser(t, 5*time.Minute, "-test.short",
-		"-test.run=^(TestSandboxEscapes|TestSandboxMetadataOutsideWrite|TestSandboxAllows|TestSandboxPorts|TestSandboxFailClosed|TestSandboxHostNeverConfined|TestSandboxKeepsTreeFeatures|TestSandboxDetached|TestSandboxTempDirReused|TestSandboxTempDirsServeABurst|TestRecycleTempDir|TestSandboxLinksDoNotWiden|TestSandboxGrantAfterSwap|TestWorkDirDotDotAfterLink|TestSandboxHidesCredentials|TestMoreConfinedSandboxedPeer|TestSandboxInheritsNoDescriptors|TestAttackHeld|TestAttackTempDirOfAnotherTree|TestAttackTempDirOfAnotherTreeRead|TestAttackTempDirOfAnotherTreeWays|TestSandboxTempParentPlace|TestAttackTempDirFromNoDefaultWrite|TestAttackTempDirOfAnotherManager|TestAttackServeTokenFile|TestAttackLimitsOfAnotherProcess|TestAttackPOSIXMessageQueue|TestAttackDetachedRunnerEnvironment|TestAttackHostTerminal|TestSandboxSpareConfinedAhead|TestAttackUnixSocketInAnotherTreesTemp|TestAttackTempRootUnusable|TestAttackSocketInHiddenDir|TestAttackHostZombies|TestContainmentZombieLeaderKeepsMarker|TestAttackNonDumpableHidesMarker|TestAttackForkHopperOutlivesClose|TestAttackBrowserProfilesOutsideList|TestAttackPlatformTokensOutsideList|TestAttackSandboxEnvSetNotRedacted|TestSandboxNoCoreDump|TestAttackSecretsOutsideList|TestAttackTracedShellLeftZombie|TestAttackTracedThreadHangsWait|TestAttackTracedThreadHangsDetached|TestAttackTracedThreadShellRunsOn)$")
+		"-test.run=^(TestSandboxEscapes|TestSandboxMetadataOutsideWrite|TestSandboxAllows|TestSandboxPorts|TestSandboxFailClosed|TestSandboxHostNeverConfined|TestSandboxKeepsTreeFeatures|TestSandboxDetached|TestSandboxTempDirReused|TestSandboxTempDirsServeABurst|TestRecycleTempDir|TestSandboxLinksDoNotWiden|TestSandboxGrantAfterSwap|TestWorkDirDotDotAfterLink|TestSandboxHidesCredentials|TestMoreConfinedSandboxedPeer|TestSandboxInheritsNoDescriptors|TestAttackHeld|TestAttackTempDirOfAnotherTree|TestAttackTempDirOfAnotherTreeRead|TestAttackTempDirOfAnotherTreeWays|TestSandboxTempParentPlace|TestAttackTempDirFromNoDefaultWrite|TestAttackTempDirOfAnotherManager|TestAttackServeTokenFile|TestAttackLimitsOfAnotherProcess|TestAttackPOSIXMessageQueue|TestAttackDetachedRunnerEnvironment|TestAttackHostTerminal|TestSandboxSpareConfinedAhead|TestAttackUnixSocketInAnotherTreesTemp|TestAttackTempRootUnusable|TestAttackSocketInHiddenDir|TestAttackHostZombies|TestContainmentZombieLeaderKeepsMarker|TestAttackNonDumpableHidesMarker|TestAttackForkHopperOutlivesClose|TestAttackBrowserProfilesOutsideList|TestAttackPlatformTokensOutsideList|TestAttackSandboxEnvSetNotRedacted|TestSandboxNoCoreDump|TestAttackSecretsOutsideList|TestAttackTracedShellLeftZombie|TestAttackTracedThreadHangsWait|TestAttackTracedThreadHangsDetached|TestAttackTracedThreadShellRunsOn|TestAttackTracedThreadThenExec)$")
 	if err != nil || !strings.Contains(out, "--- PASS: TestSandboxEscapes") {
 		t.Fatalf("as %s: %v\n%s", sandboxUser, err, out)
 	}
@@ -1162,6 +1162,21 @@ func runAsSandboxUser(t *testing.T, timeout time.Duration, args ...string) (stri
 		env = append(env, "AGENTPROC_STRESS="+v) // make stress
 	}
 	return testuser.Run(t, timeout, env, args...)
+}
+
+// rerunAsSandboxUser runs the named tests of this binary again as
+// sandboxUser and fails t unless each passed (or, with skipOK, skipped).
+func rerunAsSandboxUser(t *testing.T, tests []string, skipOK bool) {
+	t.Helper()
+	out, err := runAsSandboxUser(t, 5*time.Minute, "-test.run=^("+strings.Join(tests, "|")+")$")
+	if err != nil {
+		t.Fatalf("as %s: %v\n%s", sandboxUser, err, out)
+	}
+	for _, name := range tests {
+		if !strings.Contains(out, "--- PASS: "+name+" ") && !(skipOK && strings.Contains(out, "--- SKIP: "+name+" ")) {
+			t.Errorf("as %s: got no PASS line for %s, want one\n%s", sandboxUser, name, out)
+		}
+	}
 }
 
 // TestSandboxKeepsTreeFeatures checks that a sandboxed tree keeps what an

@@ -20,49 +20,48 @@ import (
 // hung with it (eighth attack review, TestAttackTracedThreadHangsWait).
 // It runs until waited is closed; callers start it before the wait.
 //
-// It acts on events, never on a timer. Nothing happens before the output
-// has ended (the shell's descriptors are closed: it has exited, or a stop
-// killed the group, or it closed them and runs on). Then, and after each
-// SIGCHLD the host receives (subscribeSIGCHLD: the kernel sends one when a
-// traced thread exits), it asks the kernel, without reaping, which exited
-// child or tracee of the host the shell's process group holds (waitid
-// P_PGID with WNOWAIT: a thread shares its process's group). None: nothing
-// to do, as for a shell that runs on, or one whose exit is not yet
-// reported. The shell: the wait returns now, the usual exit, which has cost
-// a getpgid and a waitid and read nothing in /proc. Another: a traced
-// thread is a zombie, and the shell's threads are listed (/proc/PID/task)
-// and the host's exited tracees among them reaped. Neither the leader's
-// exit while a thread holds it back nor a thread's exit is an event a
-// pidfd reports before Linux 6.9, and a thread pidfd on a leader held
-// back reports nothing either (measured on 6.18): SIGCHLD is the event.
+// It acts on events, never on a timer: from the start, at each SIGCHLD
+// the host receives (subscribeSIGCHLD: the kernel sends one when a traced
+// thread exits) and once the output has ended (the shell's descriptors
+// are closed: it has exited, or a stop killed the group, or it closed them
+// and runs on), it asks the kernel, without reaping, which exited child or
+// tracee of the host the shell's process group holds (waitid P_PGID with
+// WNOWAIT: a thread shares its process's group). None: nothing to do, as
+// for a shell that runs on, or one whose exit is not yet reported. The
+// shell: the wait returns now, the usual exit, which has cost a getpgid
+// and a waitid and read nothing in /proc. Another: a traced thread is a
+// zombie, and reapTracedTIDs reaps it if it is a thread of the shell, or
+// else lists the shell's threads. It used to ask only from the output's
+// end, and a shell that exec'd after its traced thread had exited waited
+// in the kernel (de_thread) for the reap with its output open, until its
+// Timeout or a Stop (TestAttackTracedThreadThenExec). A running process
+// costs a question (1.2 µs) at each SIGCHLD of the program. Neither the
+// leader's exit while a thread holds it back nor a thread's exit is an
+// event a pidfd reports before Linux 6.9, and a thread pidfd on a leader
+// held back reports nothing either (measured on 6.18): SIGCHLD is the
+// event.
 func reapTracedThreads(pid int, outputEnded, waited <-chan struct{}) {
-	select {
-	case <-waited:
-		return
-	case <-outputEnded:
-	}
-	if h := tracedHook.Load(); h != nil {
-		(*h)(pid, false)
-	}
-	// The usual exit is reported by now, and needs no subscription.
-	if exitedInGroup(pid) == pid {
-		return
-	}
-	// Subscribed before the next question: a thread that exits after it
-	// is seen at the next signal.
+	// Subscribed before the first question: a thread that exits after it
+	// is seen at the next signal, one that exited before by the question.
 	chld, unsubscribe := subscribeSIGCHLD()
 	defer unsubscribe()
+	ended := outputEnded
 	for {
-		switch exitedInGroup(pid) {
+		switch named := exitedInGroup(pid); named {
 		case pid:
 			return // the wait has its report
 		case 0:
 		default:
-			reapTracedTIDs(pid)
+			reapTracedTIDs(pid, named)
 		}
 		select {
 		case <-waited:
 			return
+		case <-ended:
+			ended = nil
+			if h := tracedHook.Load(); h != nil {
+				(*h)(pid, false)
+			}
 		case <-chld:
 		}
 	}
@@ -95,9 +94,39 @@ func exitedInGroup(pid int) int {
 // threads.
 var tracedHook atomic.Pointer[func(pid int, look bool)]
 
+// tracedListedHook, when set (tests), is called with the thread IDs read
+// from /proc/PID/task before any of them is asked about: the window in
+// which a listed thread may exit and its ID be taken.
+var tracedListedHook atomic.Pointer[func(pid int, tids []int)]
+
 // reapTracedTIDs reaps, without blocking, the exited traced threads of pid
-// other than its main thread.
-func reapTracedTIDs(pid int) {
+// other than its main thread. named is the exited ID the question
+// (exitedInGroup) named, neither 0 nor pid.
+//
+// It reaps only an ID the kernel has just named as exited and unreaped
+// (waitid WNOWAIT), and only once that ID is found to be a thread of pid:
+// an unreaped zombie's ID cannot be handed to a new task, and pid's
+// reaper is the only waiter that reaps its threads, so the ID checked is
+// the ID reaped. A TID taken from the listing and waited for by number, as
+// this did before, could by then name a new child of the host that had
+// already exited (another Start's shell, after the thread exited and a PID
+// wrap-around), whose status the host would then have taken from its own
+// wait (tenth attack review, TestAttackTracedTIDReused). While the question
+// names a thread of pid it is reaped and the question asked again. Where
+// it names another ID (a zombie child of the host in the group that is not
+// pid's thread: a CLONE_PARENT child, left to its own wait) a traced
+// zombie may stand behind it, as waitid names one ID, so the threads are
+// listed and each is asked about by its own ID, the same question first.
+func reapTracedTIDs(pid, named int) {
+	for named != 0 && named != pid && isThreadOf(pid, named) {
+		if !reapExited(named) {
+			return // not reaped after all: asking again would name it again
+		}
+		named = exitedInGroup(pid)
+	}
+	if named == 0 || named == pid {
+		return
+	}
 	if h := tracedHook.Load(); h != nil {
 		(*h)(pid, true)
 	}
@@ -105,17 +134,57 @@ func reapTracedTIDs(pid int) {
 	if err != nil {
 		return
 	}
+	tids := make([]int, 0, len(tasks))
 	for _, e := range tasks {
-		tid, err := strconv.Atoi(e.Name())
-		if err != nil || tid == pid {
+		if tid, err := strconv.Atoi(e.Name()); err == nil && tid != pid {
+			tids = append(tids, tid)
+		}
+	}
+	if h := tracedListedHook.Load(); h != nil {
+		(*h)(pid, tids)
+	}
+	for _, tid := range tids {
+		// Asked first, checked second: the other order is the race
+		// above.
+		if exitedID(tid) && isThreadOf(pid, tid) {
+			reapExited(tid)
+		}
+	}
+}
+
+// isThreadOf reports whether tid is a thread of the process pid other
+// than its main one: /proc/PID/task/TID is found only for a thread of
+// pid's thread group, an exited traced thread included until it is
+// reaped.
+func isThreadOf(pid, tid int) bool {
+	if tid == pid {
+		return false
+	}
+	_, err := os.Lstat(procfs.PIDFile(pid, "task/"+strconv.Itoa(tid)))
+	return err == nil
+}
+
+// exitedID reports whether id is an exited child or tracee of the host not
+// yet reaped, leaving it so (WNOWAIT).
+func exitedID(id int) bool {
+	for {
+		var info unix.Siginfo
+		err := unix.Waitid(unix.P_PID, id, &info, unix.WEXITED|unix.WNOHANG|unix.WNOWAIT|unix.WALL, nil)
+		if err == unix.EINTR {
 			continue
 		}
-		var st unix.WaitStatus
-		for {
-			_, err := unix.Wait4(tid, &st, unix.WALL|unix.WNOHANG, nil)
-			if err != unix.EINTR {
-				break
-			}
+		return err == nil && info.Signo != 0 && int(siginfoPID(&info)) == id
+	}
+}
+
+// reapExited reaps id, which the caller found exited and a thread of the
+// shell, without blocking, and reports whether it did.
+func reapExited(id int) bool {
+	var st unix.WaitStatus
+	for {
+		got, err := unix.Wait4(id, &st, unix.WALL|unix.WNOHANG, nil)
+		if err != unix.EINTR {
+			return err == nil && got == id
 		}
 	}
 }
