@@ -20,32 +20,47 @@ import (
 // hung with it (eighth attack review, TestAttackTracedThreadHangsWait).
 // It runs until waited is closed; callers start it before the wait.
 //
-// It acts on events, never on a timer: from the start, at each SIGCHLD
-// the host receives (subscribeSIGCHLD: the kernel sends one when a traced
-// thread exits) and once the output has ended (the shell's descriptors
-// are closed: it has exited, or a stop killed the group, or it closed them
-// and runs on), it asks the kernel, without reaping, which exited child or
-// tracee of the host the shell's process group holds (waitid P_PGID with
-// WNOWAIT: a thread shares its process's group). None: nothing to do, as
-// for a shell that runs on, or one whose exit is not yet reported. The
-// shell: the wait returns now, the usual exit, which has cost a getpgid
-// and a waitid and read nothing in /proc. Another: a traced thread is a
-// zombie, and reapTracedTIDs reaps it if it is a thread of the shell, or
-// else lists the shell's threads. It used to ask only from the output's
-// end, and a shell that exec'd after its traced thread had exited waited
-// in the kernel (de_thread) for the reap with its output open, until its
-// Timeout or a Stop (TestAttackTracedThreadThenExec). A running process
-// costs a question (1.2 µs) at each SIGCHLD of the program. Neither the
-// leader's exit while a thread holds it back nor a thread's exit is an
-// event a pidfd reports before Linux 6.9, and a thread pidfd on a leader
-// held back reports nothing either (measured on 6.18): SIGCHLD is the
-// event.
+// It acts on events, never on a timer. Nothing happens before the output
+// has ended (the shell's descriptors are closed: it has exited, or a stop
+// killed the group, or it closed them and runs on). Then, and at each
+// SIGCHLD the host receives after it (subscribeSIGCHLD: the kernel sends
+// one when a traced thread exits), it asks the kernel, without reaping,
+// which exited child or tracee of the host the shell's process group holds
+// (waitid P_PGID with WNOWAIT: a thread shares its process's group). None:
+// nothing to do, as for a shell that runs on, or one whose exit is not yet
+// reported. The shell: the wait returns now, the usual exit, which has
+// cost a getpgid and a waitid and read nothing in /proc. Another: a traced
+// thread is a zombie, and reapTracedTIDs reaps it if it is a thread of the
+// shell, or else lists the shell's threads.
+//
+// Asking from the Start instead (the third mend) freed a shell that
+// exec'd after its traced thread had exited, which waits in the kernel
+// (de_thread) for the reap with its output open, until its Timeout or a
+// Stop (TestAttackTracedThreadThenExec, skipped as open). It made every
+// running process ask at every SIGCHLD of the program: with 1,000 idle
+// commands running, each short command's exit cost the host 2.0–2.5 ms
+// more CPU (docs/measurements.md), a cost that grows with what runs, for
+// a tree that only hangs itself; left out. Neither the leader's exit while
+// a thread holds it back nor a thread's exit is an event a pidfd reports
+// before Linux 6.9, and a thread pidfd on a leader held back reports
+// nothing either (measured on 6.18): SIGCHLD is the event.
 func reapTracedThreads(pid int, outputEnded, waited <-chan struct{}) {
-	// Subscribed before the first question: a thread that exits after it
-	// is seen at the next signal, one that exited before by the question.
+	select {
+	case <-waited:
+		return
+	case <-outputEnded:
+	}
+	if h := tracedHook.Load(); h != nil {
+		(*h)(pid, false)
+	}
+	// The usual exit is reported by now, and needs no subscription.
+	if exitedInGroup(pid) == pid {
+		return
+	}
+	// Subscribed before the next question: a thread that exits after it
+	// is seen at the next signal.
 	chld, unsubscribe := subscribeSIGCHLD()
 	defer unsubscribe()
-	ended := outputEnded
 	for {
 		switch named := exitedInGroup(pid); named {
 		case pid:
@@ -57,11 +72,6 @@ func reapTracedThreads(pid int, outputEnded, waited <-chan struct{}) {
 		select {
 		case <-waited:
 			return
-		case <-ended:
-			ended = nil
-			if h := tracedHook.Load(); h != nil {
-				(*h)(pid, false)
-			}
 		case <-chld:
 		}
 	}
