@@ -14,11 +14,12 @@ import (
 // only event for the second. Its broadcaster starts with its first
 // subscriber and ends with its last, so that a program with no process
 // waiting has no goroutine of it. The os/signal registration is made once
-// and kept: every running process subscribes (reapTracedThreads), and
+// and kept: a process whose output ended before its exit was reported
+// subscribes until it is (reapTracedThreads; a running process with its
+// output open does not: TestRunningProcessesAskNothingAtSIGCHLD), and
 // signal.Stop, which waits for the signal handler to be idle, cost 55 to
 // 100 µs each time the last subscriber left, against 1.5 µs for a
-// subscription with the registration kept (measured on 6.18, 2 CPUs):
-// each sequential Start would have paid it. os/signal hands each signal
+// subscription with the registration kept (measured on 6.18, 2 CPUs). os/signal hands each signal
 // to every channel notified for it, so another handler of SIGCHLD in the
 // program still sees every one; a program that ignores SIGCHLD
 // (signal.Ignore) is left so, and no event comes.
