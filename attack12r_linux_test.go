@@ -1,0 +1,200 @@
+package agentproc_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/agentproc/agentproc"
+)
+
+// Tests of the twelfth attack review (root): docs/sandbox-threats.md,
+// "Twelfth attack review (root)".
+
+func init() {
+	agentproc.RegisterHelper("sigiohost", helperSigioHost, false)
+}
+
+// Environment of the sigiohost helper: the probe to run, its work dir,
+// how many Starts, and whether they are sandboxed.
+const (
+	sigioProbeEnv   = "AGENTPROC_TEST_SIGIO_PROBE"
+	sigioWSEnv      = "AGENTPROC_TEST_SIGIO_WS"
+	sigioStartsEnv  = "AGENTPROC_TEST_SIGIO_STARTS"
+	sigioSandboxEnv = "AGENTPROC_TEST_SIGIO_SANDBOX"
+)
+
+// helperSigioHost is a host that runs the probe named in its environment
+// the given number of times, one Start after the other, sandboxed under
+// WorkspaceSandbox or not, and prints how many printed DONE. A tree that
+// reaches one of its threads with SIGKILL ends it before it prints.
+func helperSigioHost() int {
+	probe, ws := os.Getenv(sigioProbeEnv), os.Getenv(sigioWSEnv)
+	starts, err := strconv.Atoi(os.Getenv(sigioStartsEnv))
+	if err != nil {
+		fmt.Println("bad start count:", err)
+		return 2
+	}
+	var opts []agentproc.Option
+	if os.Getenv(sigioSandboxEnv) != "" {
+		opts = append(opts, agentproc.WithSandbox(agentproc.WorkspaceSandbox(ws)))
+	}
+	m := agentproc.New(opts...)
+	defer m.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	done := 0
+	for range starts {
+		p, err := m.Start(ctx, agentproc.Request{Command: "exec " + probe, WorkDir: ws, Timeout: time.Minute})
+		if err != nil {
+			fmt.Println("start:", err)
+			return 1
+		}
+		if _, err := p.Wait(ctx); err != nil {
+			fmt.Println("wait:", err)
+			return 1
+		}
+		if strings.HasPrefix(p.Output().Text, "DONE") {
+			done++
+		}
+	}
+	fmt.Printf("host: %d of %d probes done\n", done, starts)
+	return 0
+}
+
+// sigioProbe, run as a tree's leader, makes 64 pipes whose read ends ask
+// for a signal (its first argument, SIGKILL by default) on each write
+// (O_ASYNC, F_SETSIG), and 100 times lists its parent's threads
+// (/proc/$PPID/task), makes each thread the owner of one pipe
+// (F_SETOWN_EX with F_OWNER_TID) and writes to it, so that the kernel
+// sends that thread the signal. Static, so that it starts without the
+// loader's milliseconds.
+const sigioProbe = `#define _GNU_SOURCE
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+int main(int argc, char **argv) {
+	int sig = argc > 1 ? atoi(argv[1]) : SIGKILL;
+	int ppid = getppid(), rd[64], wr[64];
+	char path[64], buf[8192];
+	for (int i = 0; i < 64; i++) {
+		int p[2];
+		if (pipe2(p, O_NONBLOCK)) return 1;
+		fcntl(p[0], F_SETSIG, sig);
+		fcntl(p[0], F_SETFL, O_ASYNC | O_NONBLOCK);
+		rd[i] = p[0];
+		wr[i] = p[1];
+	}
+	snprintf(path, sizeof path, "/proc/%d/task", ppid);
+	for (int round = 0; round < 100; round++) {
+		int fd = open(path, O_RDONLY | O_DIRECTORY), n = 0;
+		long r;
+		while (fd >= 0 && (r = syscall(SYS_getdents64, fd, buf, sizeof buf)) > 0)
+			for (long off = 0; off < r;) {
+				unsigned short reclen = *(unsigned short *)(buf + off + 16);
+				int t = atoi(buf + off + 19);
+				if (t > 0 && n < 64) {
+					struct f_owner_ex o = {F_OWNER_TID, t};
+					fcntl(rd[n], F_SETOWN_EX, &o);
+					if (write(wr[n], "x", 1) < 0) {
+						char c;
+						while (read(rd[n], &c, 1) > 0) {
+						}
+					}
+					n++;
+				}
+				off += reclen;
+			}
+		if (fd >= 0) close(fd);
+	}
+	printf("DONE\n");
+	return 0;
+}
+`
+
+// runSigioHost runs the sigiohost helper with starts Starts of probe in
+// ws, sandboxed or not, and returns its output and exit error.
+func runSigioHost(t *testing.T, probe, ws string, starts int, sandboxed bool) (string, error) {
+	t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, exe)
+	cmd.Env = append(os.Environ(),
+		agentproc.HelperEnv+"="+agentproc.UseHelper("sigiohost"),
+		sigioProbeEnv+"="+probe,
+		sigioWSEnv+"="+ws,
+		sigioStartsEnv+"="+strconv.Itoa(starts))
+	if sandboxed {
+		cmd.Env = append(cmd.Env, sigioSandboxEnv+"=1")
+	}
+	out, err := cmd.CombinedOutput()
+	if ctx.Err() != nil {
+		t.Fatalf("the host did not end in time: %s", out)
+	}
+	return string(out), err
+}
+
+// killedBySIGKILL reports whether err is the exit of a process that
+// SIGKILL ended.
+func killedBySIGKILL(err error) bool {
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) {
+		return false
+	}
+	ws, ok := ee.Sys().(syscall.WaitStatus)
+	return ok && ws.Signaled() && ws.Signal() == syscall.SIGKILL
+}
+
+// TestAttackForkingThreadSIGIO: the eleventh review's fix for the thread
+// that forks a tree (it shares the tree's Landlock domain) was, as root,
+// to give that thread alone the uid 0x7ffffffe before the tree runs
+// (leaveTreeUID), since kill needs a uid in common or CAP_KILL. A signal
+// the kernel sends for a file's owner (F_SETOWN_EX with F_OWNER_TID, then
+// F_SETSIG and O_ASYNC: SIGIO, or any signal chosen, at each write) is
+// checked otherwise: sigio_perm lets an owner recorded with euid 0 signal
+// a thread of any uid, capabilities or not, and Landlock's
+// file_send_sigiotask hook allows it within one domain. A root tree that
+// made the forking thread the owner of a pipe with F_SETSIG(SIGKILL)
+// ended the host (exit 137) within the first dozen Starts here. The tree
+// is now held stopped until the thread is gone, as without root.
+func TestAttackForkingThreadSIGIO(t *testing.T) {
+	requireSandbox(t)
+	dir := t.TempDir()
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	compileC(t, dir, "probe", sigioProbe, "-O2", "-static")
+	probe := filepath.Join(dir, "probe")
+	ws := filepath.Join(dir, "ws")
+	if err := os.Mkdir(ws, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	// Control: unconfined, every thread of the host may be the owner, and
+	// the first Start ends the host.
+	if out, err := runSigioHost(t, probe, ws, 1, false); !killedBySIGKILL(err) {
+		t.Fatalf("control without the sandbox: got %v (%q), want the host killed by SIGKILL", err, out)
+	}
+	const starts = 60
+	out, err := runSigioHost(t, probe, ws, starts, true)
+	if killedBySIGKILL(err) {
+		t.Fatalf("a sandboxed tree ended its host with SIGKILL sent for a pipe it made the forking thread own: %q", out)
+	}
+	if want := fmt.Sprintf("host: %d of %d probes done", starts, starts); err != nil || !strings.Contains(out, want) {
+		t.Fatalf("sandboxed host: got %v, %q, want %q", err, out, want)
+	}
+}
