@@ -198,3 +198,20 @@ func TestAttackForkingThreadSIGIO(t *testing.T) {
 		t.Fatalf("sandboxed host: got %v, %q, want %q", err, out, want)
 	}
 }
+
+// TestAttack12rUnprivileged re-runs the twelfth review's tests that hold
+// without root as the unprivileged user: there sigio_perm allows the
+// owner's signal by the uid the tree shares with the host, and the hold
+// alone stands in the way.
+func TestAttack12rUnprivileged(t *testing.T) {
+	tests := []string{"TestAttackForkingThreadSIGIO"}
+	out, err := runAsSandboxUser(t, 2*time.Minute, "-test.run=^("+strings.Join(tests, "|")+")$")
+	if err != nil {
+		t.Fatalf("as %s: %v\n%s", sandboxUser, err, out)
+	}
+	for _, name := range tests {
+		if !strings.Contains(out, "--- PASS: "+name+" ") {
+			t.Errorf("as %s: got no PASS line for %s, want one\n%s", sandboxUser, name, out)
+		}
+	}
+}
