@@ -266,3 +266,54 @@ func TestAttackHiddenDirLinkToUsrLocal(t *testing.T) {
 		t.Errorf("the target of ~/.aws/credentials, a root-owned 0644 file under /usr/local/src: got %q, want it hidden", out.Text)
 	}
 }
+
+// TestAttackGitHooksPathInWorkspace: WorkspaceSandbox holds ws/.git
+// read-only as root so that a tree cannot write a hook the agent runs
+// unconfined at its next git ("ReadOnly made later or again" in
+// docs/sandbox-threats.md). A repository whose core.hooksPath names a
+// directory in the work dir (husky's .husky/_ since husky 5, or a plain
+// .githooks) keeps its hooks where the tree writes: the tree's
+// .githooks/pre-commit ran as root at the host's git commit, while its
+// write to .git/hooks was refused. Open: the hooks' directory is the
+// project's own, tracked and edited by the model as any file (husky's
+// stubs run .husky/pre-commit, one level up), so binding it read-only
+// takes a decision the review left to the lead.
+func TestAttackGitHooksPathInWorkspace(t *testing.T) {
+	if os.Getenv("ATK12R_RUN_OPEN") == "" {
+		t.Skip("open: a core.hooksPath inside the work dir (husky, .githooks) lets a tree write a hook the agent's next git commit runs unconfined (docs/sandbox-threats.md, twelfth attack review (root))")
+	}
+	requireRootSandbox(t)
+	gitPath, err := exec.LookPath("git")
+	if err != nil {
+		t.Skip("git is not installed")
+	}
+	dir := t.TempDir()
+	ws := filepath.Join(dir, "ws")
+	marker := filepath.Join(dir, "hook-ran")
+	git := func(args ...string) {
+		t.Helper()
+		cmd := exec.Command(gitPath, append([]string{"-C", ws, "-c", "user.name=a", "-c", "user.email=a@example.com"}, args...)...)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("git %v: %v\n%s", args, err, out)
+		}
+	}
+	if err := os.MkdirAll(filepath.Join(ws, ".githooks"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	git("init", "-q", ".")
+	git("config", "core.hooksPath", ".githooks")
+	m := newManager(t, agentproc.WithSandbox(agentproc.WorkspaceSandbox(ws)))
+	plant := "printf '#!/bin/sh\\ntouch " + shellQuote(marker) + "\\n' > %s && chmod +x %s && echo planted"
+	// Control: the protection in place: .git/hooks is read-only.
+	if out := runSandboxed(t, m, agentproc.Request{Command: fmt.Sprintf(plant, ".git/hooks/pre-commit", ".git/hooks/pre-commit") + "; true", WorkDir: ws}); strings.Contains(out.Text, "planted") {
+		t.Fatalf("control: a hook written to .git/hooks: got %q, want it refused", out.Text)
+	}
+	out := runSandboxed(t, m, agentproc.Request{Command: fmt.Sprintf(plant, ".githooks/pre-commit", ".githooks/pre-commit"), WorkDir: ws})
+	if !strings.Contains(out.Text, "planted") {
+		t.Fatalf("the tree could not write .githooks/pre-commit: %q", out.Text)
+	}
+	git("commit", "-q", "--allow-empty", "-m", "x")
+	if _, err := os.Stat(marker); err == nil {
+		t.Errorf("the host's git commit ran a hook a sandboxed tree wrote to the core.hooksPath in the work dir, want no hook of the tree's run")
+	}
+}
