@@ -96,9 +96,15 @@ func setTreeCoreLimit(pid int) (*treeHold, error) {
 	if err := <-done; err != nil {
 		return nil, xerrors.Errorf("set the tree's core limit: %w", err)
 	}
-	var hold *treeHold
-	if !leaveTreeUID() {
-		hold = holdTree(pid)
+	// The tree is held where the kernel can tell the thread's end, as
+	// root too: the uid leaveTreeUID takes keeps kill and ptrace away,
+	// but not a signal the kernel sends for a file's owner, which
+	// sigio_perm allows an owner recorded with euid 0 to send to a thread
+	// of any uid (TestAttackForkingThreadSIGIO). The uid is then the
+	// fallback where no hold can be made.
+	hold := holdTree(pid)
+	if hold == nil {
+		leaveTreeUID()
 	}
 	// Signal 0: the SIGTRAP of the exec stop is not delivered. A SIGSTOP
 	// that holdTree queued is taken next, before any instruction of the
@@ -130,8 +136,8 @@ type treeHold struct {
 const forkerUID = 0x7ffffffe
 
 // leaveTreeUID makes the calling thread, which forked a tree and shares
-// its Landlock domain, unreachable to it without holding the tree
-// (treeHold): for a root host, the thread alone (setresuid(2) is per
+// its Landlock domain, harder to reach from it where the tree cannot be
+// held (treeHold: a kernel without thread pidfds): for a root host, the thread alone (setresuid(2) is per
 // thread; the Go runtime's own Setuid changes every thread) takes
 // forkerUID as its real, effective and saved uid. The tree, uid 0 with no
 // capabilities, may then neither signal it (kill needs a uid in common or
@@ -141,7 +147,13 @@ const forkerUID = 0x7ffffffe
 // it did: not for a host without root (it has no other uid to take: the
 // tree is held), nor where the call fails (a user namespace that does not
 // map forkerUID). The runtime's preemption signals to the thread are sent
-// by its other threads, root with CAP_KILL.
+// by its other threads, root with CAP_KILL. It does not close the window:
+// a signal the kernel sends for a file the tree owns (F_SETOWN_EX naming
+// the thread, F_SETSIG) is allowed to an owner recorded with euid 0 for
+// a thread of any uid (sigio_perm), so it was not enough alone
+// (TestAttackForkingThreadSIGIO). Changing the euid also makes the host's
+// memory undumpable (commit_creds sets fs.suid_dumpable on the process's
+// mm), a second reason to take it only where no hold can be made.
 func leaveTreeUID() bool {
 	if unix.Geteuid() != 0 {
 		return false

@@ -84,8 +84,15 @@ const (
 // links into /usr where /usr is merged (resolvePath has followed them),
 // directories of their own where not; Nix's and Guix's stores and snaps
 // are read-only trees of packages. /etc and /opt are left out: a dotfile
-// repository or a secret may be put there by hand.
+// repository or a secret may be put there by hand. So is /usr/local
+// (handTrees), the administrator's own tree under /usr, where
+// /usr/local/src holds what they clone (twelfth attack review,
+// TestAttackHiddenDirLinkToUsrLocal).
 var systemTrees = []string{"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/nix/store", "/gnu/store", "/snap"}
+
+// handTrees are the directories inside systemTrees that are filled by
+// hand, not by packages: no file there counts as a system file.
+var handTrees = []string{"/usr/local"}
 
 // hiddenLinkTargets returns the symbolic links found below the hidden
 // paths hide (directories; files are skipped), each target resolved
@@ -159,7 +166,8 @@ func readDirNoFollow(dir string, budget *int) []os.DirEntry {
 // the host's secret (eleventh attack review,
 // TestAttackHiddenDirLinkToPublicDotfiles).
 func systemPublic(p string) bool {
-	if !slices.ContainsFunc(systemTrees, func(d string) bool { return within(p, d) }) {
+	under := func(d string) bool { return within(p, d) }
+	if !slices.ContainsFunc(systemTrees, under) || slices.ContainsFunc(handTrees, under) {
 		return false
 	}
 	var st unix.Stat_t
