@@ -1,7 +1,11 @@
 package agentproc_test
 
 import (
+	"fmt"
 	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -67,11 +71,151 @@ func TestAttackTreeHoldFailsOpen(t *testing.T) {
 	}
 }
 
+// siblingWatcher, run as a tree, spends argv[1] milliseconds looking for
+// another tree to wake or a thread of the host to reach: each round it
+// sends SIGCONT to every stopped process it finds in /proc but itself (a
+// tree held by treeHold, or one stopped by its own SIGSTOP), and signal 0
+// with tgkill to each thread of its parent, whose environ it also tries
+// to read. It prints what it saw and what it was allowed.
+const siblingWatcher = `#define _GNU_SOURCE
+#include <dirent.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+static long now_ms(void) {
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+int main(int argc, char **argv) {
+	long end = now_ms() + atol(argv[1]);
+	int self = getpid(), ppid = getppid(), stopped = 0, woke = 0, threads = 0, signalled = 0, environ = 0;
+	char path[96], buf[512];
+	while (now_ms() < end) {
+		DIR *d = opendir("/proc");
+		struct dirent *e;
+		while (d && (e = readdir(d))) {
+			int pid = atoi(e->d_name);
+			if (pid <= 0 || pid == self) continue;
+			snprintf(path, sizeof path, "/proc/%d/stat", pid);
+			int fd = open(path, O_RDONLY);
+			if (fd < 0) continue;
+			ssize_t n = read(fd, buf, sizeof buf - 1);
+			close(fd);
+			if (n <= 0) continue;
+			buf[n] = 0;
+			char *p = strrchr(buf, ')');
+			if (!p || p[1] != ' ' || p[2] != 'T') continue;
+			stopped++;
+			if (kill(pid, SIGCONT) == 0) woke++;
+		}
+		if (d) closedir(d);
+		snprintf(path, sizeof path, "/proc/%d/task", ppid);
+		d = opendir(path);
+		while (d && (e = readdir(d))) {
+			int tid = atoi(e->d_name);
+			if (tid <= 0) continue;
+			threads++;
+			if (syscall(SYS_tgkill, ppid, tid, 0) == 0) signalled++;
+			snprintf(path, sizeof path, "/proc/%d/task/%d/environ", ppid, tid);
+			int fd = open(path, O_RDONLY);
+			if (fd >= 0) {
+				if (read(fd, buf, sizeof buf) > 0) environ++;
+				close(fd);
+			}
+		}
+		if (d) closedir(d);
+	}
+	printf("stopped %d woke %d threads %d signalled %d environ %d\n", stopped, woke, threads, signalled, environ);
+	return 0;
+}
+`
+
+// TestAttackSiblingWakesHeldTree: the eleventh review holds an
+// unprivileged tree stopped until the thread that forked it is gone, and
+// continues it then (treeHold). A tree woken early, by anything but the
+// host, runs beside that thread. A sibling tree of the same policy, made
+// by the same Manager, ran a watcher that sent SIGCONT to every stopped
+// process it found in /proc while other Starts ran (their trees held for
+// the thread's exit), and to a tree stopped by its own SIGSTOP; it also
+// signalled and read the environ of every thread of the host, the next
+// Start's ready thread and each forking thread included. Held: each tree
+// has a Landlock domain of its own (its forking thread's), and the signal
+// scope and the ptrace rule refuse a sibling domain. The control is the
+// same watcher unconfined: it wakes the stopped tree and signals the
+// host's threads. Runs as root and, through TestAttack12uUnprivileged, not.
+func TestAttackSiblingWakesHeldTree(t *testing.T) {
+	requireSandbox(t)
+	dir := t.TempDir()
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	compileC(t, dir, "watcher", siblingWatcher, "-O2")
+	watcher := filepath.Join(dir, "watcher")
+	ws := filepath.Join(dir, "ws")
+	if err := os.Mkdir(ws, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	m := newManager(t, agentproc.WithSandbox(agentproc.WorkspaceSandbox(ws)))
+	victim := mustStart(t, m, agentproc.Request{Command: "kill -STOP $$; echo RESUMED", WorkDir: ws, Background: true})
+	stat := fmt.Sprintf("/proc/%d/stat", victim.Info().PID)
+	waitFor(t, func() bool {
+		b, _ := os.ReadFile(stat)
+		i := strings.LastIndexByte(string(b), ')')
+		return i > 0 && i+2 < len(b) && b[i+2] == 'T'
+	}, "the victim tree to stop itself")
+	w := mustStart(t, m, agentproc.Request{Command: "exec " + watcher + " 400", WorkDir: ws, Background: true})
+	for range 10 {
+		runSandboxed(t, m, agentproc.Request{Command: "true", WorkDir: ws, Timeout: time.Minute})
+	}
+	mustWait(t, w)
+	counts := watcherCounts(t, w.Output().Text)
+	t.Logf("sandboxed watcher: %s", strings.TrimSpace(w.Output().Text))
+	if counts["stopped"] == 0 {
+		t.Fatalf("the sandboxed watcher saw no stopped tree (%q), want at least the victim", w.Output().Text)
+	}
+	if counts["woke"] != 0 || counts["signalled"] != 0 || counts["environ"] != 0 {
+		t.Errorf("a sibling tree: got %q, want no tree woken, no thread of the host signalled or read", w.Output().Text)
+	}
+	if strings.Contains(victim.Output().Text, "RESUMED") {
+		t.Errorf("the stopped tree was continued by its sibling: got %q", victim.Output().Text)
+	}
+	plain := newManager(t)
+	ctl := runSandboxed(t, plain, agentproc.Request{Command: "exec " + watcher + " 50", WorkDir: ws, Timeout: time.Minute})
+	if c := watcherCounts(t, ctl.Text); c["woke"] == 0 || c["signalled"] == 0 {
+		t.Fatalf("control without the sandbox: got %q, want the stopped tree woken and the host's threads signalled", ctl.Text)
+	}
+	waitForOutput(t, victim, regexp.MustCompile("RESUMED"))
+}
+
+// watcherCounts parses siblingWatcher's line.
+func watcherCounts(t *testing.T, out string) map[string]int {
+	t.Helper()
+	f := strings.Fields(out)
+	if len(f) != 10 {
+		t.Fatalf("watcher: got %q, want its counts", out)
+	}
+	c := map[string]int{}
+	for i := 0; i < len(f); i += 2 {
+		n, err := strconv.Atoi(f[i+1])
+		if err != nil {
+			t.Fatalf("watcher: got %q, want its counts", out)
+		}
+		c[f[i]] = n
+	}
+	return c
+}
+
 // TestAttack12uUnprivileged runs this review's tests as the unprivileged
 // user, where the hold is the forking thread's only protection.
 func TestAttack12uUnprivileged(t *testing.T) {
 	requireSandbox(t)
-	tests := []string{"TestAttackTreeHoldFailsOpen"}
+	tests := []string{"TestAttackTreeHoldFailsOpen", "TestAttackSiblingWakesHeldTree"}
 	out, err := runAsSandboxUser(t, 2*time.Minute, "-test.run=^("+strings.Join(tests, "|")+")$")
 	if err != nil {
 		t.Fatalf("as %s: %v\n%s", sandboxUser, err, out)
