@@ -3,6 +3,7 @@ package agentproc_test
 import (
 	"fmt"
 	"os"
+	"os/user"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/agentproc/agentproc"
+	"github.com/agentproc/agentproc/internal/testuser"
 )
 
 // Tests of the twelfth attack review (unprivileged and the surfaces):
@@ -211,12 +213,117 @@ func watcherCounts(t *testing.T, out string) map[string]int {
 	return c
 }
 
+// boundHomeEnv names, for the unprivileged run of
+// TestAttackHiddenPathOtherMount, the directory that makeBoundHome made as
+// root: the test itself cannot mount.
+const boundHomeEnv = "AGENTPROC_TEST_BOUND_HOME"
+
+// makeBoundHome makes, as root, dir/home with a key in home/.ssh and a
+// project, owned by uid and gid, and binds home a second time at dir/alt
+// (beside it) and at dir/deep/alt (elsewhere), and returns dir. Cleanup
+// unmounts and removes them.
+func makeBoundHome(t *testing.T, uid, gid int) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "agentproc-bound-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	home := filepath.Join(dir, "home")
+	alts := []string{filepath.Join(dir, "alt"), filepath.Join(dir, "deep", "alt")}
+	t.Cleanup(func() {
+		for _, a := range alts {
+			_ = syscall.Unmount(a, syscall.MNT_DETACH)
+		}
+		_ = os.RemoveAll(dir)
+	})
+	for _, d := range append([]string{filepath.Join(home, ".ssh"), filepath.Join(home, "project")}, alts...) {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	key := filepath.Join(home, ".ssh", "id_ed25519")
+	if err := os.WriteFile(key, []byte("BOUND-HOME-KEY\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{dir, filepath.Join(dir, "deep")} {
+		if err := os.Chmod(p, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, p := range []string{home, filepath.Join(home, ".ssh"), key, filepath.Join(home, "project")} {
+		if err := os.Chown(p, uid, gid); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Chmod(filepath.Join(home, ".ssh"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range alts {
+		if err := syscall.Mount(home, a, "", syscall.MS_BIND, ""); err != nil {
+			t.Skipf("bind mount %s: %v", a, err)
+		}
+	}
+	return dir
+}
+
+// TestAttackHiddenPathOtherMount: a file system mounted twice shows each
+// file at two names: a home bound at /home from /data/home (a common
+// fstab line on servers), a directory bound a second time beside its own,
+// a btrfs top level mounted beside its subvolumes. WorkspaceSandbox hides
+// ~/.ssh by its name, and Landlock's rules are on inodes: without root the
+// grants (the siblings of each hidden path's ancestors) reached the key
+// through the other mount's parents (dir/deep/alt/.ssh), and where the
+// other mount was itself such a sibling (dir/alt beside dir/home), its
+// grant was on home's own inode, so the key was read by its first name
+// too; as root the cover is bound at the first name alone. The control
+// reads the key at each name without the sandbox. Runs as root and,
+// through TestAttack12uUnprivileged, not (root makes the mounts).
+func TestAttackHiddenPathOtherMount(t *testing.T) {
+	requireSandbox(t)
+	dir := os.Getenv(boundHomeEnv)
+	if dir == "" {
+		if os.Geteuid() != 0 {
+			t.Skip("the bind mounts need root: TestAttack12uUnprivileged makes them and runs this as " + sandboxUser)
+		}
+		dir = makeBoundHome(t, 0, 0)
+	}
+	home := filepath.Join(dir, "home")
+	t.Setenv("HOME", home)
+	ws := filepath.Join(home, "project")
+	names := []string{filepath.Join(home, ".ssh", "id_ed25519"), filepath.Join(dir, "alt", ".ssh", "id_ed25519"), filepath.Join(dir, "deep", "alt", ".ssh", "id_ed25519")}
+	cmd := ""
+	for _, n := range names {
+		cmd += "echo " + shellQuote(n) + ": $(cat " + shellQuote(n) + " 2>&1); "
+	}
+	plain := newManager(t, agentproc.WithRedaction(false))
+	if ctl := runSandboxed(t, plain, agentproc.Request{Command: cmd, WorkDir: ws, Timeout: time.Minute}).Text; strings.Count(ctl, "BOUND-HOME-KEY") != len(names) {
+		t.Fatalf("control without the sandbox: got %q, want the key read at each of its %d names", ctl, len(names))
+	}
+	m := newManager(t, agentproc.WithRedaction(false), agentproc.WithSandbox(agentproc.WorkspaceSandbox(ws)))
+	out := runSandboxed(t, m, agentproc.Request{Command: cmd + "echo PROJECT $(ls " + shellQuote(filepath.Join(dir, "alt", "project")) + " && echo listed)", WorkDir: ws, Timeout: time.Minute}).Text
+	for _, line := range strings.Split(out, "\n") {
+		if strings.Contains(line, "BOUND-HOME-KEY") {
+			t.Errorf("a hidden key read under the sandbox: %q", line)
+		}
+	}
+	if !strings.Contains(out, "listed") {
+		t.Errorf("the other mount's unhidden part: got %q, want it readable", out)
+	}
+}
+
 // TestAttack12uUnprivileged runs this review's tests as the unprivileged
 // user, where the hold is the forking thread's only protection.
 func TestAttack12uUnprivileged(t *testing.T) {
 	requireSandbox(t)
-	tests := []string{"TestAttackTreeHoldFailsOpen", "TestAttackSiblingWakesHeldTree"}
-	out, err := runAsSandboxUser(t, 2*time.Minute, "-test.run=^("+strings.Join(tests, "|")+")$")
+	tests := []string{"TestAttackTreeHoldFailsOpen", "TestAttackSiblingWakesHeldTree", "TestAttackHiddenPathOtherMount"}
+	u, err := user.Lookup(sandboxUser)
+	if err != nil {
+		t.Skipf("no user %s: %v", sandboxUser, err)
+	}
+	uid, _ := strconv.Atoi(u.Uid)
+	gid, _ := strconv.Atoi(u.Gid)
+	dir := makeBoundHome(t, uid, gid)
+	out, err := testuser.Run(t, 2*time.Minute, []string{boundHomeEnv + "=" + dir}, "-test.run=^("+strings.Join(tests, "|")+")$")
 	if err != nil {
 		t.Fatalf("as %s: %v\n%s", sandboxUser, err, out)
 	}

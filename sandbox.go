@@ -751,6 +751,11 @@ func (m *Manager) sandboxPolicyFor(sb *Sandbox, dir, tmpParent string, dirChosen
 	hide = append(hide, sharedMemoryHidden(pol)...)
 	var links map[string]string
 	pol.hide, links = withHiddenLinkTargets(resolvePaths(hide), pol.write)
+	if aliases := hiddenMountAliases(pol.hide); len(aliases) > 0 {
+		pol.hide = append(pol.hide, aliases...)
+		slices.Sort(pol.hide)
+		pol.hide = slices.Compact(pol.hide)
+	}
 	for _, h := range pol.hide {
 		for _, w := range pol.write {
 			if !within(h, w) {
