@@ -311,11 +311,70 @@ func TestAttackHiddenPathOtherMount(t *testing.T) {
 	}
 }
 
+// editorBuildFiles are the extension state and MCP settings of VS Code's
+// other builds and packages, each a file a tree should not read: a token
+// in state.vscdb (Cursor's in the clear, VS Code's extension secrets under
+// a fixed key where no keyring runs), a server's env block in mcp.json.
+var editorBuildFiles = []string{
+	".config/Code - Insiders/User/globalStorage/state.vscdb", ".config/Code - Insiders/User/mcp.json",
+	".config/VSCodium/User/globalStorage/state.vscdb", ".config/VSCodium/User/mcp.json",
+	".config/Code - OSS/User/globalStorage/state.vscdb", ".config/Code - OSS/User/mcp.json",
+	".var/app/com.visualstudio.code/config/Code/User/globalStorage/state.vscdb",
+	".var/app/com.visualstudio.code/config/Code/User/mcp.json",
+	".var/app/com.vscodium.codium/config/VSCodium/User/globalStorage/state.vscdb",
+	".var/app/com.vscodium.codium/config/VSCodium/User/mcp.json",
+	".vscode-server-insiders/data/User/globalStorage/state.vscdb",
+	".vscodium-server/data/User/globalStorage/state.vscdb",
+	".windsurf-server/data/User/globalStorage/state.vscdb",
+}
+
+// TestAttackEditorBuildsSecrets: the ninth review hid VS Code's, Cursor's
+// and Windsurf's extension state (User/globalStorage) and VS Code's
+// mcp.json, by the stable build's paths. The same editor's other builds
+// and packages keep the same files under their own names: VS Code
+// Insiders, VSCodium, a distribution's Code - OSS, Flathub's VS Code and
+// VSCodium (under ~/.var/app), and the Insiders, VSCodium and Windsurf
+// remote servers. A tree read each. The control reads them without the
+// sandbox. Runs as root and, through TestAttack12uUnprivileged, not.
+func TestAttackEditorBuildsSecrets(t *testing.T) {
+	requireSandbox(t)
+	home := t.TempDir()
+	t.Setenv("HOME", home)
+	ws := filepath.Join(home, "project")
+	if err := os.MkdirAll(ws, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	var cmd strings.Builder
+	for i, rel := range editorBuildFiles {
+		p := filepath.Join(home, rel)
+		if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(fmt.Sprintf("EDITORSECRET-%d\n", i)), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		cmd.WriteString("cat " + shellQuote(p) + "; ")
+	}
+	cmd.WriteString("true")
+	req := agentproc.Request{Command: cmd.String(), WorkDir: ws, Timeout: time.Minute}
+	plain := newManager(t, agentproc.WithRedaction(false))
+	if got, want := strings.Count(runSandboxed(t, plain, req).Text, "EDITORSECRET-"), len(editorBuildFiles); got != want {
+		t.Fatalf("control without the sandbox: got %d files read, want %d", got, want)
+	}
+	m := newManager(t, agentproc.WithRedaction(false), agentproc.WithSandbox(agentproc.WorkspaceSandbox(ws)))
+	out := runSandboxed(t, m, req).Text
+	for i, rel := range editorBuildFiles {
+		if strings.Contains(out, fmt.Sprintf("EDITORSECRET-%d\n", i)) {
+			t.Errorf("~/%s: got it read, want it hidden", rel)
+		}
+	}
+}
+
 // TestAttack12uUnprivileged runs this review's tests as the unprivileged
 // user, where the hold is the forking thread's only protection.
 func TestAttack12uUnprivileged(t *testing.T) {
 	requireSandbox(t)
-	tests := []string{"TestAttackTreeHoldFailsOpen", "TestAttackSiblingWakesHeldTree", "TestAttackHiddenPathOtherMount"}
+	tests := []string{"TestAttackTreeHoldFailsOpen", "TestAttackSiblingWakesHeldTree", "TestAttackHiddenPathOtherMount", "TestAttackEditorBuildsSecrets"}
 	u, err := user.Lookup(sandboxUser)
 	if err != nil {
 		t.Skipf("no user %s: %v", sandboxUser, err)
