@@ -101,8 +101,13 @@ func setTreeCoreLimit(pid int) (*treeHold, error) {
 	// but not a signal the kernel sends for a file's owner, which
 	// sigio_perm allows an owner recorded with euid 0 to send to a thread
 	// of any uid (TestAttackForkingThreadSIGIO). The uid is then the
-	// fallback where no hold can be made.
-	hold := holdTree(pid)
+	// fallback where no hold can be made (a kernel without thread
+	// pidfds); any other failure to hold fails the Start
+	// (TestAttackTreeHoldFailsOpen).
+	hold, err := holdTree(pid)
+	if err != nil {
+		return nil, err
+	}
 	if hold == nil {
 		leaveTreeUID()
 	}
@@ -166,17 +171,31 @@ func leaveTreeUID() bool {
 // pidfd of the calling thread that says when it exits. nil, and nothing
 // queued, where the kernel has no thread pidfds (before Linux 6.9, which
 // also predates Landlock's signal scope): the window stays open there.
-func holdTree(pid int) *treeHold {
-	fd, err := pidfd.OpenThread(unix.Gettid())
+// Any other failure is an error, and the Start fails: a pidfd that could
+// not be had for want of a descriptor (EMFILE, a host near its limit) or
+// memory let the tree run beside its forking thread unheld, as on an old
+// kernel, with nothing said (twelfth attack review,
+// TestAttackTreeHoldFailsOpen).
+func holdTree(pid int) (*treeHold, error) {
+	fd, err := openThreadPidfd(unix.Gettid())
+	if errors.Is(err, unix.EINVAL) || errors.Is(err, unix.ENOSYS) {
+		// EINVAL: PIDFD_THREAD is unknown (before 6.9); ENOSYS: no
+		// pidfd_open at all (before 5.3).
+		return nil, nil
+	}
 	if err != nil {
-		return nil
+		return nil, xerrors.Errorf("open a pidfd of the thread that forked the tree, to hold the tree until it ends: %w", err)
 	}
 	if err := unix.Kill(pid, unix.SIGSTOP); err != nil {
 		_ = unix.Close(fd)
-		return nil
+		return nil, xerrors.Errorf("stop the tree until the thread that forked it ends: %w", err)
 	}
-	return &treeHold{pid: pid, thread: fd}
+	return &treeHold{pid: pid, thread: fd}, nil
 }
+
+// openThreadPidfd is pidfd.OpenThread; a test may replace it, before the
+// Manager that uses it is made, to have it fail.
+var openThreadPidfd = pidfd.OpenThread
 
 // close drops h's pidfd; the tree stays as it is.
 func (h *treeHold) close() {

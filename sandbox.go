@@ -272,6 +272,19 @@ var credentialPaths = []string{
 	// Code's extension secrets where no keyring runs.
 	".config/Cursor/User/globalStorage", ".config/Code/User/globalStorage", ".config/Windsurf/User/globalStorage",
 	".vscode-server/data/User/globalStorage", ".cursor-server/data/User/globalStorage",
+	// The same editor's other builds and packages, which keep the same
+	// files under their own names (twelfth attack review,
+	// TestAttackEditorBuildsSecrets): Insiders, VSCodium, Code - OSS,
+	// Flathub's VS Code and VSCodium, and their remote servers.
+	".config/Code - Insiders/User/globalStorage", ".config/Code - Insiders/User/mcp.json",
+	".config/VSCodium/User/globalStorage", ".config/VSCodium/User/mcp.json",
+	".config/Code - OSS/User/globalStorage", ".config/Code - OSS/User/mcp.json",
+	".var/app/com.visualstudio.code/config/Code/User/globalStorage",
+	".var/app/com.visualstudio.code/config/Code/User/mcp.json",
+	".var/app/com.vscodium.codium/config/VSCodium/User/globalStorage",
+	".var/app/com.vscodium.codium/config/VSCodium/User/mcp.json",
+	".vscode-server-insiders/data/User/globalStorage", ".vscodium-server/data/User/globalStorage",
+	".windsurf-server/data/User/globalStorage",
 	// More histories: fish's, atuin's (with its sync key), zsh's other
 	// usual names, Python's, Node's, SQLite's, the MongoDB shells', irb's.
 	".local/share/fish/fish_history", ".local/share/atuin", ".histfile", ".zhistory",
@@ -751,6 +764,11 @@ func (m *Manager) sandboxPolicyFor(sb *Sandbox, dir, tmpParent string, dirChosen
 	hide = append(hide, sharedMemoryHidden(pol)...)
 	var links map[string]string
 	pol.hide, links = withHiddenLinkTargets(resolvePaths(hide), pol.write)
+	if aliases := hiddenMountAliases(pol.hide); len(aliases) > 0 {
+		pol.hide = append(pol.hide, aliases...)
+		slices.Sort(pol.hide)
+		pol.hide = slices.Compact(pol.hide)
+	}
 	for _, h := range pol.hide {
 		for _, w := range pol.write {
 			if !within(h, w) {

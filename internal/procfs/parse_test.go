@@ -62,8 +62,9 @@ func TestParseStatEnv(t *testing.T) {
 	}
 }
 
-// TestParseMountinfo reads the fields both users take (the sandbox's
-// read-only mounts, cgroup's hierarchies), unescapes paths, and skips
+// TestParseMountinfo reads the fields its users take (the sandbox's
+// read-only mounts and hidden paths' other names, cgroup's hierarchies),
+// unescapes paths, and skips
 // lines without the separator or cut short.
 func TestParseMountinfo(t *testing.T) {
 	t.Parallel()
@@ -77,10 +78,10 @@ func TestParseMountinfo(t *testing.T) {
 	var got []Mount
 	ParseMountinfo([]byte(data), func(m Mount) { got = append(got, m) })
 	want := []Mount{
-		{Root: "/", Point: "/", Options: "rw,relatime", FSType: "ext4", Super: "rw"},
-		{Root: "/", Point: "/sys/fs/cgroup", Options: "ro,nosuid,nodev", FSType: "cgroup2", Super: "rw,nsdelegate"},
-		{Root: "/sub", Point: "/sys/fs/cgroup/cpu,cpuacct", Options: "rw", FSType: "cgroup", Super: "rw,cpu,cpuacct"},
-		{Root: "/", Point: "/mnt/a b", Options: "ro", FSType: "tmpfs"},
+		{Dev: "8:1", Root: "/", Point: "/", Options: "rw,relatime", FSType: "ext4", Super: "rw"},
+		{Dev: "0:26", Root: "/", Point: "/sys/fs/cgroup", Options: "ro,nosuid,nodev", FSType: "cgroup2", Super: "rw,nsdelegate"},
+		{Dev: "0:27", Root: "/sub", Point: "/sys/fs/cgroup/cpu,cpuacct", Options: "rw", FSType: "cgroup", Super: "rw,cpu,cpuacct"},
+		{Dev: "0:30", Root: "/", Point: "/mnt/a b", Options: "ro", FSType: "tmpfs"},
 	}
 	if len(got) != len(want) {
 		t.Fatalf("got %d mounts %+v, want %d", len(got), got, len(want))
