@@ -3,7 +3,10 @@ package agentproc_test
 import (
 	"os"
 	"strings"
+	"syscall"
 	"testing"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/agentproc/agentproc"
 )
@@ -40,5 +43,30 @@ func TestAttackSystemSecretCopies(t *testing.T) {
 		if strings.Contains(out.Text, "READ:"+p+"\n") {
 			t.Errorf("a tree sandboxed as root read %s, want it hidden", p)
 		}
+	}
+}
+
+// TestSandboxUIDFallbackKeepsHostDumpable: where the tree cannot be held
+// (no thread pidfds: pretended here), a root host's forking thread takes
+// another uid, and changing a thread's euid makes the whole process's
+// memory undumpable (commit_creds): the host lost its core dumps and its
+// /proc files' owner checks for good after its first such Start. The
+// thread sets the host's dumpable flag back. Root only: without root no
+// uid is taken.
+func TestSandboxUIDFallbackKeepsHostDumpable(t *testing.T) {
+	requireRootSandbox(t)
+	before, err := unix.PrctlRetInt(unix.PR_GET_DUMPABLE, 0, 0, 0, 0)
+	if err != nil || before != 1 {
+		t.Skipf("this process is not dumpable to start with (%d, %v)", before, err)
+	}
+	ws := t.TempDir()
+	m := newManager(t, agentproc.WithSandbox(agentproc.WorkspaceSandbox(ws)))
+	restore := agentproc.FailThreadPidfd(syscall.EINVAL)
+	defer restore()
+	for range 3 { // the throwaway thread, then ready threads
+		mustWait(t, mustStart(t, m, agentproc.Request{Command: "true", WorkDir: ws}))
+	}
+	if after, err := unix.PrctlRetInt(unix.PR_GET_DUMPABLE, 0, 0, 0, 0); err != nil || after != 1 {
+		t.Errorf("host dumpable after three Starts on the uid fallback: got %d (%v), want 1", after, err)
 	}
 }

@@ -33,13 +33,10 @@ import (
 // case, where the tree runs; and the real pidfd, after the failures, where
 // the Start runs held: the failures left the Manager usable. Both paths
 // (the throwaway first thread and the ready thread of later Starts) are
-// taken. Unprivileged only: as root the thread takes another uid and
-// nothing is held.
+// taken. As root and, through TestAttack12uUnprivileged, not (as root
+// the tree is held too since the twelfth review's SIGIO route).
 func TestAttackTreeHoldFailsOpen(t *testing.T) {
 	requireSandbox(t)
-	if os.Geteuid() == 0 {
-		t.Skip("as root the forking thread takes forkerUID rather than holding the tree: TestAttack12uUnprivileged runs this as " + sandboxUser)
-	}
 	ws := t.TempDir()
 	m := newManager(t, agentproc.WithSandbox(agentproc.WorkspaceSandbox(ws)))
 	run := func() (string, error) {

@@ -158,13 +158,20 @@ const forkerUID = 0x7ffffffe
 // a thread of any uid (sigio_perm), so it was not enough alone
 // (TestAttackForkingThreadSIGIO). Changing the euid also makes the host's
 // memory undumpable (commit_creds sets fs.suid_dumpable on the process's
-// mm), a second reason to take it only where no hold can be made.
+// mm, shared by every thread), so the thread sets back what the host had:
+// the tree may still not trace it, by the uid alone.
 func leaveTreeUID() bool {
 	if unix.Geteuid() != 0 {
 		return false
 	}
-	_, _, errno := unix.RawSyscall(unix.SYS_SETRESUID, forkerUID, forkerUID, forkerUID)
-	return errno == 0
+	dumpable, _ := unix.PrctlRetInt(unix.PR_GET_DUMPABLE, 0, 0, 0, 0)
+	if _, _, errno := unix.RawSyscall(unix.SYS_SETRESUID, forkerUID, forkerUID, forkerUID); errno != 0 {
+		return false
+	}
+	if dumpable == 1 {
+		_ = unix.Prctl(unix.PR_SET_DUMPABLE, 1, 0, 0, 0)
+	}
+	return true
 }
 
 // holdTree queues a SIGSTOP for the traced, stopped child pid and opens a
