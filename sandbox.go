@@ -408,6 +408,14 @@ func windowsHomesCredentials() []string {
 // default ticket cache may appear later.
 const krb5Conf = "/etc/krb5.conf"
 
+// krb5CacheDir is where MIT's and Heimdal's built-in default ticket
+// cache and sssd's caches are made. A variable only so that
+// TestAttackKerberosTicketCache makes its caches in a directory of its
+// own: one at /tmp/krb5cc_UID, even for a moment, is hidden from every
+// policy resolved meanwhile, and a policy whose Write holds /tmp refuses
+// its Start then ("Sandbox.Hide … lies inside the writable …").
+var krb5CacheDir = "/tmp"
+
 // kerberosCaches returns the user's Kerberos ticket caches kept in files:
 // KRB5CCNAME's (FILE:path or a bare path, DIR:path for a collection),
 // the built-in default /tmp/krb5cc_UID (MIT's and Heimdal's) where it
@@ -429,7 +437,7 @@ func kerberosCaches() []string {
 	if p := ccachePath(os.Getenv("KRB5CCNAME")); p != "" {
 		out = append(out, p)
 	}
-	def := "/tmp/krb5cc_" + strconv.Itoa(uid)
+	def := filepath.Join(krb5CacheDir, "krb5cc_"+strconv.Itoa(uid))
 	_, errDef := os.Lstat(def)
 	_, errConf := os.Stat(krb5Conf)
 	if errDef == nil || errConf == nil {
