@@ -808,13 +808,17 @@ func sharedMemoryHidden(pol *sandboxPolicy) []string {
 
 // readOnlyPaths is resolvePaths of ro, each inside one of write
 // (resolved). A path whose own entry lies in a writable dir but which is a
-// link out of that dir is left out: writes through it reach a target the
-// tree may not write, so it is read-only already, and nothing is bound at
-// the target. A tree may make such a link where a ReadOnly path does not
-// exist (a missing ws/.git; without root .git is writable), and refusing
-// it made every later Start of the policy fail (eleventh attack review,
-// TestAttackReadOnlyLinkRefusesEveryStart). A path outside every writable
-// dir is the caller's mistake, refused.
+// link out of that dir is kept as that entry alone, not its target:
+// writes through it reach a target the tree may not write, so it is
+// read-only already, and nothing is bound at the target. A tree may make
+// such a link where a ReadOnly path does not exist (a missing ws/.git;
+// without root .git is writable), and refusing it made every later Start
+// of the policy fail (eleventh attack review,
+// TestAttackReadOnlyLinkRefusesEveryStart). The entry stays in the
+// policy, where the mount layer leaves a link alone but warns of it and
+// watches it as a missing path, so that a directory a tree swaps in for
+// the link is protected (TestReadOnlyLinkSwappedForDir). A path outside
+// every writable dir is the caller's mistake, refused.
 func readOnlyPaths(ro, write []string) ([]string, error) {
 	in := func(p string) string {
 		for _, w := range write {
@@ -827,10 +831,12 @@ func readOnlyPaths(ro, write []string) ([]string, error) {
 	var out []string
 	for _, r := range ro {
 		res := resolvePath(r)
-		w := in(filepath.Join(resolvePath(filepath.Dir(r)), filepath.Base(r)))
+		entry := filepath.Join(resolvePath(filepath.Dir(r)), filepath.Base(r))
+		w := in(entry)
 		switch {
 		case w != "" && !within(res, w):
-			continue // a link out of its writable dir
+			out = append(out, filepath.Clean(r), entry) // a link out of its writable dir
+			continue
 		case w == "" && in(res) == "":
 			return nil, xerrors.Errorf("Sandbox.ReadOnly %q is not inside a writable directory: %w", r, ErrInvalidRequest)
 		}
