@@ -634,6 +634,7 @@ type sandboxPolicy struct {
 	tmpParent                   string // holds the private temp dirs; "" without
 	key                         string
 	skip                        uint32 // sandboxSkip* bits, for benchmarks only
+	unwatched                   bool   // the hidden-link walk could not be watched: resolve at each Start
 }
 
 // The mechanisms a benchmark can leave out to measure each one's share
@@ -652,9 +653,9 @@ const (
 // inside write. A target that holds a writable directory (a link to the
 // home directory or to /) is left out: hiding it would take the work dir
 // away, and what lies there is no more the hidden directory's than any
-// readable file.
-func withHiddenLinkTargets(hide, write []string) ([]string, map[string]string) {
-	links := hiddenLinkTargets(hide)
+// readable file. watch is hiddenLinkTargets'.
+func withHiddenLinkTargets(hide, write []string, watch func(string) bool) ([]string, map[string]string, bool) {
+	links, watched := hiddenLinkTargets(hide, watch)
 	for t := range links {
 		if slices.ContainsFunc(write, func(w string) bool { return within(w, t) }) {
 			delete(links, t)
@@ -663,7 +664,7 @@ func withHiddenLinkTargets(hide, write []string) ([]string, map[string]string) {
 		hide = append(hide, t)
 	}
 	slices.Sort(hide)
-	return slices.Compact(hide), links
+	return slices.Compact(hide), links, watched
 }
 
 // resolvePaths returns each of paths both cleaned as written and resolved
@@ -713,6 +714,13 @@ func within(p, dir string) bool {
 // the base policy its check saw: a directory the tree swapped for a link
 // after the check resolves outside and is refused with the check's error.
 func (m *Manager) sandboxPolicyFor(sb *Sandbox, dir, tmpParent string, dirChosen, tty bool) (*sandboxPolicy, error) {
+	return m.resolvePolicy(sb, dir, tmpParent, dirChosen, tty, nil)
+}
+
+// resolvePolicy is sandboxPolicyFor with the hidden-link walk watched
+// (hiddenLinkTargets' watch; nil: not); pol.unwatched says where it could
+// not be.
+func (m *Manager) resolvePolicy(sb *Sandbox, dir, tmpParent string, dirChosen, tty bool, watch func(string) bool) (*sandboxPolicy, error) {
 	pol := &sandboxPolicy{
 		network:    sb.network(),
 		ports:      slices.Clone(sb.AllowPorts),
@@ -758,7 +766,9 @@ func (m *Manager) sandboxPolicyFor(sb *Sandbox, dir, tmpParent string, dirChosen
 	}
 	hide = append(hide, sharedMemoryHidden(pol)...)
 	var links map[string]string
-	pol.hide, links = withHiddenLinkTargets(resolvePaths(hide), pol.write)
+	var watched bool
+	pol.hide, links, watched = withHiddenLinkTargets(resolvePaths(hide), pol.write, watch)
+	pol.unwatched = !watched
 	for _, h := range pol.hide {
 		for _, w := range pol.write {
 			if !within(h, w) {
