@@ -9,8 +9,8 @@ import (
 // TestHideWatchKeepsPolicy checks what hideWatch costs a Start: a policy
 // is resolved once while nothing in its hidden directories changes, or
 // only files are made there (a busy hidden directory), and again once a
-// link or a directory is made in one, or a missing hidden directory
-// appears. Run as root and, through TestMend4Unprivileged, not: without
+// link or a directory is made in one (or a link renamed over one), a
+// missing hidden directory appears, or one is removed and made again. Run as root and, through TestMend4Unprivileged, not: without
 // root a hidden directory the host may not read (WorkspaceSandbox names
 // root's /etc/ssl/private) could not be watched and made every Start
 // resolve its policy again.
@@ -55,6 +55,19 @@ func TestHideWatchKeepsPolicy(t *testing.T) {
 		{"a link made in a hidden directory", func() error { return os.Symlink(ws, filepath.Join(aws, "credentials")) }},
 		{"a directory made in a hidden directory", func() error { return os.Mkdir(filepath.Join(aws, "sso"), 0o700) }},
 		{"a missing hidden directory made", func() error { return os.Mkdir(filepath.Join(home, ".kube"), 0o700) }},
+		{"a link renamed over a hidden directory's link", func() error {
+			tmp := filepath.Join(home, "new-link")
+			if err := os.Symlink(home, tmp); err != nil {
+				return err
+			}
+			return os.Rename(tmp, filepath.Join(aws, "credentials"))
+		}},
+		{"a hidden directory removed and made again", func() error {
+			if err := os.RemoveAll(aws); err != nil {
+				return err
+			}
+			return os.Mkdir(aws, 0o700)
+		}},
 	}
 	prev := first
 	for _, s := range steps {
