@@ -137,6 +137,7 @@ func (w *hideWatch) changed() (keys []string, all bool) {
 					keys = append(keys, ks...)
 				}
 				delete(w.keys, ev.Wd)
+				delete(w.dirs, ev.Wd)
 			default:
 				keys = append(keys, byName[name]...)
 				delete(byName, name)
