@@ -3,9 +3,7 @@ package agentproc_test
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io/fs"
 	"net"
 	"os"
 	"os/exec"
@@ -48,24 +46,20 @@ func TestAttackKerberosTicketCache(t *testing.T) {
 	caches["FILE:"+fileCC] = fileCC
 	dirCC := t.TempDir()
 	caches["DIR:"+dirCC] = filepath.Join(dirCC, "tktABCDEF")
-	var defaults []string // made in /tmp, read under any KRB5CCNAME
-	def := fmt.Sprintf("/tmp/krb5cc_%d", os.Getuid())
-	if f, err := os.OpenFile(def, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600); err == nil {
-		_ = f.Close()
-		t.Cleanup(func() { _ = os.Remove(def) })
-		defaults = append(defaults, def)
-	} else if !errors.Is(err, fs.ErrExist) {
-		t.Fatal(err)
-	} else {
-		t.Logf("%s exists (a real ticket cache?): left alone, not tested", def)
-	}
-	sssd, err := os.CreateTemp("/tmp", fmt.Sprintf("krb5cc_%d_", os.Getuid()))
+	// The default and sssd's caches are made in a directory of the test's
+	// own that stands for /tmp (SetKerberosCacheDir): made in the real
+	// /tmp, they were hidden from policies other tests resolved meanwhile,
+	// and a policy whose Write held /tmp refused its Start. They are read
+	// under any KRB5CCNAME.
+	tmp := t.TempDir()
+	agentproc.SetKerberosCacheDir(t, tmp)
+	def := filepath.Join(tmp, fmt.Sprintf("krb5cc_%d", os.Getuid()))
+	sssd, err := os.CreateTemp(tmp, fmt.Sprintf("krb5cc_%d_", os.Getuid()))
 	if err != nil {
 		t.Fatal(err)
 	}
 	_ = sssd.Close()
-	t.Cleanup(func() { _ = os.Remove(sssd.Name()) })
-	defaults = append(defaults, sssd.Name())
+	defaults := []string{def, sssd.Name()}
 	secret := func(p string) string { return "TICKET-" + filepath.Base(p) }
 	for _, p := range append(defaults, fileCC, caches["DIR:"+dirCC]) {
 		if err := os.WriteFile(p, []byte(secret(p)+"\n"), 0o600); err != nil {

@@ -71,3 +71,12 @@ func (w *WarnSink) Lines() []string {
 	defer w.mu.Unlock()
 	return append([]string(nil), w.lines...)
 }
+
+// SetKerberosCacheDir moves where kerberosCaches looks for the default
+// and sssd's ticket caches (/tmp) to dir until the test ends, so that a
+// test's caches are not seen by other tests' policies.
+func SetKerberosCacheDir(t interface{ Cleanup(func()) }, dir string) {
+	old := krb5CacheDir
+	krb5CacheDir = dir
+	t.Cleanup(func() { krb5CacheDir = old })
+}

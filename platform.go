@@ -212,6 +212,13 @@ import (
 //     kernel resolves it at an open, the one place the sandbox resolves
 //     paths (sandbox_resolve_unix.go; sandbox_resolve_windows.go, where
 //     there is no sandbox, keeps Narrow's and InWrite's answers meaningful).
+//   - hideWatch (a zero value ready, close to release) tells the policy
+//     cache which resolved policies a link made in a hidden directory
+//     since their walk has made stale: watch(key, dir) before the walk
+//     reads dir, changed() at each Start (one read that finds nothing
+//     when nothing changed), reset() when the cache starts over
+//     (sandbox_hidewatch_linux.go; watching nothing in
+//     sandbox_hidewatch_other.go).
 //   - moreConfined(pid) implements MoreConfined (sandbox_peer_linux.go;
 //     ErrUnsupported in sandbox_peer_nonlinux.go).
 //   - makeHostsListener() opens NetworkHosts' proxy listener inside the
@@ -355,6 +362,10 @@ var (
 	_ func() func()                                                     = sandboxThreadUser
 	_ func(string) (string, bool)                                       = recycleTempDir
 	_ func(string) string                                               = resolvePath
+	_ func(*hideWatch, string, string) bool                             = (*hideWatch).watch
+	_ func(*hideWatch) ([]string, bool)                                 = (*hideWatch).changed
+	_ func(*hideWatch)                                                  = (*hideWatch).reset
+	_ func(*hideWatch)                                                  = (*hideWatch).close
 	_ func(int) (string, error)                                         = moreConfined
 	_ func() (hostsListener, error)                                     = makeHostsListener
 

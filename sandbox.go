@@ -421,6 +421,14 @@ func windowsHomesCredentials() []string {
 // default ticket cache may appear later.
 const krb5Conf = "/etc/krb5.conf"
 
+// krb5CacheDir is where MIT's and Heimdal's built-in default ticket
+// cache and sssd's caches are made. A variable only so that
+// TestAttackKerberosTicketCache makes its caches in a directory of its
+// own: one at /tmp/krb5cc_UID, even for a moment, is hidden from every
+// policy resolved meanwhile, and a policy whose Write holds /tmp refuses
+// its Start then ("Sandbox.Hide … lies inside the writable …").
+var krb5CacheDir = "/tmp"
+
 // kerberosCaches returns the user's Kerberos ticket caches kept in files:
 // KRB5CCNAME's (FILE:path or a bare path, DIR:path for a collection),
 // the built-in default /tmp/krb5cc_UID (MIT's and Heimdal's) where it
@@ -442,7 +450,7 @@ func kerberosCaches() []string {
 	if p := ccachePath(os.Getenv("KRB5CCNAME")); p != "" {
 		out = append(out, p)
 	}
-	def := "/tmp/krb5cc_" + strconv.Itoa(uid)
+	def := filepath.Join(krb5CacheDir, "krb5cc_"+strconv.Itoa(uid))
 	_, errDef := os.Lstat(def)
 	_, errConf := os.Stat(krb5Conf)
 	if errDef == nil || errConf == nil {
@@ -639,6 +647,7 @@ type sandboxPolicy struct {
 	tmpParent                   string // holds the private temp dirs; "" without
 	key                         string
 	skip                        uint32 // sandboxSkip* bits, for benchmarks only
+	unwatched                   bool   // the hidden-link walk could not be watched: resolve at each Start
 }
 
 // The mechanisms a benchmark can leave out to measure each one's share
@@ -657,9 +666,9 @@ const (
 // inside write. A target that holds a writable directory (a link to the
 // home directory or to /) is left out: hiding it would take the work dir
 // away, and what lies there is no more the hidden directory's than any
-// readable file.
-func withHiddenLinkTargets(hide, write []string) ([]string, map[string]string) {
-	links := hiddenLinkTargets(hide)
+// readable file. watch is hiddenLinkTargets'.
+func withHiddenLinkTargets(hide, write []string, watch func(string) bool) ([]string, map[string]string, bool) {
+	links, watched := hiddenLinkTargets(hide, watch)
 	for t := range links {
 		if slices.ContainsFunc(write, func(w string) bool { return within(w, t) }) {
 			delete(links, t)
@@ -668,7 +677,7 @@ func withHiddenLinkTargets(hide, write []string) ([]string, map[string]string) {
 		hide = append(hide, t)
 	}
 	slices.Sort(hide)
-	return slices.Compact(hide), links
+	return slices.Compact(hide), links, watched
 }
 
 // resolvePaths returns each of paths both cleaned as written and resolved
@@ -718,6 +727,13 @@ func within(p, dir string) bool {
 // the base policy its check saw: a directory the tree swapped for a link
 // after the check resolves outside and is refused with the check's error.
 func (m *Manager) sandboxPolicyFor(sb *Sandbox, dir, tmpParent string, dirChosen, tty bool) (*sandboxPolicy, error) {
+	return m.resolvePolicy(sb, dir, tmpParent, dirChosen, tty, nil)
+}
+
+// resolvePolicy is sandboxPolicyFor with the hidden-link walk watched
+// (hiddenLinkTargets' watch; nil: not); pol.unwatched says where it could
+// not be.
+func (m *Manager) resolvePolicy(sb *Sandbox, dir, tmpParent string, dirChosen, tty bool, watch func(string) bool) (*sandboxPolicy, error) {
 	pol := &sandboxPolicy{
 		network:    sb.network(),
 		ports:      slices.Clone(sb.AllowPorts),
@@ -763,7 +779,9 @@ func (m *Manager) sandboxPolicyFor(sb *Sandbox, dir, tmpParent string, dirChosen
 	}
 	hide = append(hide, sharedMemoryHidden(pol)...)
 	var links map[string]string
-	pol.hide, links = withHiddenLinkTargets(resolvePaths(hide), pol.write)
+	var watched bool
+	pol.hide, links, watched = withHiddenLinkTargets(resolvePaths(hide), pol.write, watch)
+	pol.unwatched = !watched
 	if aliases := hiddenMountAliases(pol.hide); len(aliases) > 0 {
 		pol.hide = append(pol.hide, aliases...)
 		slices.Sort(pol.hide)
@@ -818,13 +836,17 @@ func sharedMemoryHidden(pol *sandboxPolicy) []string {
 
 // readOnlyPaths is resolvePaths of ro, each inside one of write
 // (resolved). A path whose own entry lies in a writable dir but which is a
-// link out of that dir is left out: writes through it reach a target the
-// tree may not write, so it is read-only already, and nothing is bound at
-// the target. A tree may make such a link where a ReadOnly path does not
-// exist (a missing ws/.git; without root .git is writable), and refusing
-// it made every later Start of the policy fail (eleventh attack review,
-// TestAttackReadOnlyLinkRefusesEveryStart). A path outside every writable
-// dir is the caller's mistake, refused.
+// link out of that dir is kept as that entry alone, not its target:
+// writes through it reach a target the tree may not write, so it is
+// read-only already, and nothing is bound at the target. A tree may make
+// such a link where a ReadOnly path does not exist (a missing ws/.git;
+// without root .git is writable), and refusing it made every later Start
+// of the policy fail (eleventh attack review,
+// TestAttackReadOnlyLinkRefusesEveryStart). The entry stays in the
+// policy, where the mount layer leaves a link alone but warns of it and
+// watches it as a missing path, so that a directory a tree swaps in for
+// the link is protected (TestReadOnlyLinkSwappedForDir). A path outside
+// every writable dir is the caller's mistake, refused.
 func readOnlyPaths(ro, write []string) ([]string, error) {
 	in := func(p string) string {
 		for _, w := range write {
@@ -837,10 +859,12 @@ func readOnlyPaths(ro, write []string) ([]string, error) {
 	var out []string
 	for _, r := range ro {
 		res := resolvePath(r)
-		w := in(filepath.Join(resolvePath(filepath.Dir(r)), filepath.Base(r)))
+		entry := filepath.Join(resolvePath(filepath.Dir(r)), filepath.Base(r))
+		w := in(entry)
 		switch {
 		case w != "" && !within(res, w):
-			continue // a link out of its writable dir
+			out = append(out, filepath.Clean(r), entry) // a link out of its writable dir
+			continue
 		case w == "" && in(res) == "":
 			return nil, xerrors.Errorf("Sandbox.ReadOnly %q is not inside a writable directory: %w", r, ErrInvalidRequest)
 		}

@@ -538,6 +538,10 @@ func (c *sandboxCache) buildMountns(b *sandboxBuilt, pol *sandboxPolicy, hidden,
 		b.missing = append(b.missing, unenforced{field: "ReadOnly", soft: true,
 			reason: p + " does not exist: the tree may create it, and it is protected from the next Start on"})
 	}
+	for _, p := range b.watch.LinkedReadOnly() {
+		b.missing = append(b.missing, unenforced{field: "ReadOnly", soft: true,
+			reason: p + " is a link out of its writable directory, left alone: the tree may replace it, and what it puts there is protected from the next Start on"})
+	}
 	return hide, nil
 }
 

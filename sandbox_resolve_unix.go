@@ -109,15 +109,22 @@ var handTrees = []string{"/usr/local"}
 // (systemPublic) is left out: a virtualenv in a hidden directory
 // (gcloud's ~/.config/gcloud/virtenv) links bin/python3 to the system's,
 // and hiding that took the interpreter from every tree (tenth attack
-// review, TestAttackHiddenDirLinkToSystemFile).
-func hiddenLinkTargets(hide []string) map[string]string {
+// review, TestAttackHiddenDirLinkToSystemFile). watch, if not nil, is
+// called with each directory before it is read (and each hidden path, the
+// top of a walk), so that a link made there after the read is seen
+// (hideWatch); ok is false where one could not be watched.
+func hiddenLinkTargets(hide []string, watch func(dir string) bool) (links map[string]string, ok bool) {
 	out := map[string]string{}
+	ok = true
 	for _, h := range hide {
 		budget := hiddenWalkEntries
 		level := []string{h}
 		for depth := 0; depth < hiddenWalkDepth && len(level) > 0 && budget > 0; depth++ {
 			var next []string
 			for _, dir := range level {
+				if watch != nil && !watch(dir) {
+					ok = false
+				}
 				for _, e := range readDirNoFollow(dir, &budget) {
 					p := filepath.Join(dir, e.Name())
 					switch {
@@ -133,7 +140,7 @@ func hiddenLinkTargets(hide []string) map[string]string {
 			level = next
 		}
 	}
-	return out
+	return out, ok
 }
 
 // readDirNoFollow returns up to *budget entries of the directory dir,

@@ -47,9 +47,14 @@ type managerSandbox struct {
 	// the paths costs a lstat per path component, a few hundred
 	// microseconds for WorkspaceSandbox's list, on every Start otherwise.
 	// A link changed later is thus not followed again, as the built
-	// ruleset would not be either.
+	// ruleset would not be either, but for a link or directory made in a
+	// hidden directory (or a missing hidden path made), which hides
+	// watches: that policy is resolved again.
 	polMu    sync.Mutex
 	policies map[string]*sandboxPolicy
+	// hides tells which cached policies a link made in a hidden
+	// directory since their walk has made stale (hideWatch).
+	hides hideWatch
 }
 
 // maxCachedPolicies bounds the policy cache; a server whose requests use
@@ -60,22 +65,40 @@ const maxCachedPolicies = 256
 func (m *Manager) cachedPolicy(sb *Sandbox, dir, parent string, dirChosen, tty bool) (*sandboxPolicy, error) {
 	raw := rawPolicyKey(sb, dir, parent, dirChosen, tty)
 	s := &m.sandbox
+	// A link made in a hidden directory after a policy's walk: that
+	// policy is resolved again, and the link's target hidden from this
+	// Start on (TestHiddenDirLinkAddedLater). Nothing changed: one read
+	// that finds nothing.
+	stale, all := s.hides.changed()
 	s.polMu.Lock()
+	if all {
+		s.policies = nil
+	}
+	for _, k := range stale {
+		delete(s.policies, k)
+	}
 	pol := s.policies[raw]
 	s.polMu.Unlock()
 	if pol != nil {
 		return pol, nil
 	}
-	pol, err := m.sandboxPolicyFor(sb, dir, parent, dirChosen, tty)
-	if err != nil {
-		return nil, err
+	pol, err := m.resolvePolicy(sb, dir, parent, dirChosen, tty, func(d string) bool { return s.hides.watch(raw, d) })
+	if err != nil || pol.unwatched {
+		return pol, err // not kept where a change could go unseen
 	}
 	s.polMu.Lock()
-	if s.policies == nil || len(s.policies) >= maxCachedPolicies {
+	defer s.polMu.Unlock()
+	switch {
+	case s.policies == nil:
 		s.policies = map[string]*sandboxPolicy{}
+	case len(s.policies) >= maxCachedPolicies:
+		// Start over, the watch's registrations too; this policy is
+		// resolved (and registered) again at its next Start.
+		s.policies = nil
+		s.hides.reset()
+		return pol, nil
 	}
 	s.policies[raw] = pol
-	s.polMu.Unlock()
 	return pol, nil
 }
 
@@ -232,6 +255,7 @@ func (s *managerSandbox) dropTempDir(dir string, reuse bool) error {
 // close releases the built policies and removes the temp dirs' parent.
 func (s *managerSandbox) close() {
 	s.cache.close()
+	s.hides.close()
 	s.tmpMu.Lock()
 	dir, user := s.tmpParent, s.threadUser
 	s.tmpParent, s.tmpErr, s.threadUser = "", ErrClosed, nil

@@ -148,8 +148,10 @@ func WithLogger(l slog.Logger) Option {
 // WithSandbox makes sb the operator's policy: every start runs under it,
 // and a start request's sandbox can only narrow it. Without it the
 // Manager's default (agentproc.WithSandbox) is the operator's policy; nil
-// here means none even when the Manager has one (a client's sandbox then
-// applies as given, and requests without one run unconfined).
+// here means no operator's policy even when the Manager has one: a
+// client's sandbox then applies as given, and a request without one runs
+// under the Manager's default (unconfined where it has none), its work dir
+// held within that default's Write as with any operator's policy.
 func WithSandbox(sb *agentproc.Sandbox) Option {
 	sb = sb.Clone()
 	return optionFunc(func(c *config) { c.sandbox, c.sandboxSet = sb, true })

@@ -98,9 +98,20 @@ func (h *handler) sandboxFromRequest(req StartRequest, areq *agentproc.Request) 
 // narrowSandbox is the one check of a start's policy, for both profiles:
 // want (nil: none asked for) held within base, the operator's, and the
 // work dir inside base's Write, both compared resolved through links
-// (agentproc.Sandbox.Narrow, InWrite). The result, nil without base, also
-// has Start hold the work dir within base where it grants it.
+// (agentproc.Sandbox.Narrow, InWrite). Without base or want it is the
+// Manager's default, the policy such a start gets. The result, nil
+// without a policy, also has Start hold the work dir within base where it
+// grants it.
 func (h *handler) narrowSandbox(base, want *agentproc.Sandbox, workDir string) (*agentproc.Sandbox, *Error) {
+	if base == nil && want == nil {
+		// WithSandbox(nil) with a start that asks for no policy: the tree
+		// still gets the Manager's default (Request.Sandbox nil), and
+		// under it too the work dir is writable to the tree, so the work
+		// dir is held within the policy the tree actually gets, as
+		// llmtool does (eleventh attack review, "Noticed, left alone";
+		// TestNilSandboxHoldsWorkDirInManagerDefault).
+		base = h.m.DefaultSandbox()
+	}
 	sb, err := base.Narrow(want)
 	if err != nil {
 		status := http.StatusBadRequest

@@ -144,3 +144,54 @@ func TestCoderProfileAppliesSandbox(t *testing.T) {
 		})
 	}
 }
+
+// TestNilSandboxHoldsWorkDirInManagerDefault: WithSandbox(nil) leaves the
+// handler without an operator's policy, but a start that asks for none
+// still runs under the Manager's default, and under it the work dir is
+// writable to its tree. A client's work dir outside that default's Write
+// (or through a link out of it) was taken and written (eleventh attack
+// review, "Noticed, left alone"); it is now refused with 403 in both
+// profiles. The controls: a work dir inside the workspace runs and writes
+// there.
+func TestNilSandboxHoldsWorkDirInManagerDefault(t *testing.T) {
+	requireSandbox(t)
+	t.Parallel()
+	ws, outside := linkedWorkspace(t)
+	mopts := []agentproc.Option{agentproc.WithSandbox(agentproc.WorkspaceSandbox(ws))}
+	refused := []string{outside, filepath.Join(ws, "link"), filepath.Join(ws, "link", "sub")}
+
+	t.Run("default profile", func(t *testing.T) {
+		s := newTestServer(t, mopts, nil, httpapi.WithSandbox(nil))
+		id := start(t, s.client(), httpapi.StartRequest{Command: "echo x > f1", WorkDir: ws})
+		if _, err := s.client().Output(testContext(t), id, httpapi.OutputOptions{Wait: true}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := os.Stat(filepath.Join(ws, "f1")); err != nil {
+			t.Fatalf("control: %v, want the write in the workspace to land", err)
+		}
+		for _, dir := range refused {
+			r := s.raw(t, "POST", "/start", `{"command":"echo x > f","workdir":"`+dir+`"}`)
+			obj := wantError(t, r, http.StatusForbidden)
+			if d, _ := obj["detail"].(string); !strings.Contains(d, "workdir") {
+				t.Errorf("workdir %s: detail %q, want it to name the workdir", dir, d)
+			}
+		}
+		if got := s.m.List(); len(got) != 1 {
+			t.Errorf("got %d processes, want 1 (the control's)", len(got))
+		}
+	})
+	t.Run("Coder profile", func(t *testing.T) {
+		a := newCoderAgentWith(t, mopts, httpapi.WithSandbox(nil))
+		out := a.waitExit(a.mustStart(cStartRequest{Command: "echo x > f2", WorkDir: ws}, ""))
+		if _, err := os.Stat(filepath.Join(ws, "f2")); err != nil {
+			t.Fatalf("control: %v (output %q), want the write in the workspace to land", err, out.Output)
+		}
+		for _, dir := range refused {
+			code, resp, e := a.start(cStartRequest{Command: "echo x > f", WorkDir: dir}, "")
+			if code != http.StatusForbidden || !strings.Contains(e.Detail, "workdir") {
+				t.Errorf("workdir %s: %d %+v %+v, want 403 naming the workdir", dir, code, resp, e)
+			}
+		}
+	})
+	wantNothingIn(t, outside)
+}

@@ -220,11 +220,16 @@ func (v *MountView) Changed() bool {
 // paths.
 type MountWatch struct {
 	missing []string
-	paths   []string    // every path of the spec, for the live repair to watch again
-	dirs    *DirWatcher // nil: look up every missing path
-	regs    []dirReg    // what dirs holds for w, dropped by close
-	stale   atomic.Bool
-	live    *liveView // the live repair's view (Live); guarded by dirs.mu
+	// links are the ReadOnly paths that were symbolic links when the
+	// namespace was made: a link is never bound (nor followed), so a
+	// directory or file put in its place later is unprotected as a
+	// missing path is, and watched as one.
+	links []string
+	paths []string    // every path of the spec, for the live repair to watch again
+	dirs  *DirWatcher // nil: look up every missing path
+	regs  []dirReg    // what dirs holds for w, dropped by close
+	stale atomic.Bool
+	live  *liveView // the live repair's view (Live); guarded by dirs.mu
 }
 
 // dirReg is one name watched for in one directory.
@@ -264,10 +269,12 @@ func NewMountWatch(spec MountSpec, dirs *DirWatcher) *MountWatch {
 	// A Write directory made later must be bound writable too, or it would
 	// stay read-only in the view.
 	w.paths = slices.Concat(spec.ReadOnly, spec.Hide, spec.Write)
-	for _, p := range w.paths {
+	for i, p := range w.paths {
 		var st unix.Stat_t
 		if unix.Lstat(p, &st) != nil {
 			w.missing = append(w.missing, p)
+		} else if i < len(spec.ReadOnly) && st.Mode&unix.S_IFMT == unix.S_IFLNK {
+			w.links = append(w.links, p)
 		}
 	}
 	if dirs != nil && dirs.add(w) {
@@ -295,7 +302,7 @@ func (d *DirWatcher) add(w *MountWatch) bool {
 	if d.ino < 0 {
 		return false
 	}
-	for _, p := range w.missing {
+	for _, p := range slices.Concat(w.missing, w.links) {
 		if _, ok := d.watchLocked(w, p); !ok {
 			d.dropLocked(w)
 			return false
@@ -344,7 +351,8 @@ func (d *DirWatcher) rewatch(w *MountWatch, lv *liveView) (blind []unwatched, ok
 	var missing []string
 	for _, p := range w.paths {
 		var st unix.Stat_t
-		if unix.Lstat(p, &st) != nil {
+		if err := unix.Lstat(p, &st); err != nil ||
+			(st.Mode&unix.S_IFMT == unix.S_IFLNK && slices.Contains(w.links, p)) {
 			missing = append(missing, p)
 		}
 	}
@@ -500,8 +508,22 @@ func (w *MountWatch) Changed(v *MountView) bool {
 			return true
 		}
 	}
+	for _, p := range w.links {
+		var st unix.Stat_t
+		if unix.Lstat(p, &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFLNK {
+			w.stale.Store(true)
+			return true
+		}
+	}
 	return false
 }
+
+// LinkedReadOnly is the ReadOnly paths that were symbolic links when the
+// namespace was made, left alone (writes through one reach a target
+// outside the writable directory): a tree may replace one with a
+// directory, which the namespace then does not protect until the watch
+// sees it (as a missing path made).
+func (w *MountWatch) LinkedReadOnly() []string { return slices.Clone(w.links) }
 
 // MissingReadOnly is the ReadOnly paths that did not exist when the
 // namespace was made, which it cannot protect: a tree may create them.
