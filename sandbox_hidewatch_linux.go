@@ -152,7 +152,7 @@ func (w *hideWatch) changed() (keys []string, all bool) {
 	}
 	w.mu.Unlock()
 	for _, e := range made {
-		if e.isDir || linkOrGone(e.path) {
+		if e.isDir || isLink(e.path) {
 			w.mu.Lock()
 			keys = append(keys, w.keys[e.wd][anyName]...)
 			delete(w.keys[e.wd], anyName)
@@ -170,14 +170,14 @@ type madeEntry struct {
 	isDir bool
 }
 
-// linkOrGone reports whether p is a link, or gone already (and may have
-// been one).
-func linkOrGone(p string) bool {
+// isLink reports whether p is a link now. An entry already gone needs no
+// resolve: nothing links from there any more, and one made again at that
+// name, or renamed to another, is an event of its own. Counting it made
+// every Start beside a browser resolve its policy again (a profile's
+// SQLite journals are made and removed many times a second).
+func isLink(p string) bool {
 	var st unix.Stat_t
-	if unix.Lstat(p, &st) != nil {
-		return true
-	}
-	return st.Mode&unix.S_IFMT == unix.S_IFLNK
+	return unix.Lstat(p, &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFLNK
 }
 
 // reset forgets every registration (the policy cache started over); the
