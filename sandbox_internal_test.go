@@ -2,6 +2,7 @@ package agentproc
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -58,6 +59,7 @@ func TestSandboxValidate(t *testing.T) {
 		{Sandbox{Network: NetworkPorts, AllowPorts: []int{0}}, "Sandbox.AllowPorts[0]"},
 		{Sandbox{Env: SandboxEnv{Keep: []string{"A=B"}}}, "Sandbox.Env.Keep[0]"},
 		{Sandbox{Env: SandboxEnv{Set: map[string]string{"": "x"}}}, "Sandbox.Env.Set"},
+		{Sandbox{Hide: make([]string, maxSandboxPaths+1)}, "Sandbox.Hide has 1025 paths"},
 	} {
 		err := c.sb.Validate()
 		if !errors.Is(err, ErrInvalidRequest) || !strings.Contains(err.Error(), c.field) {
@@ -69,6 +71,13 @@ func TestSandboxValidate(t *testing.T) {
 	}
 	if err := WorkspaceSandbox(abs("w")).Validate(); err != nil {
 		t.Errorf("WorkspaceSandbox: %v, want valid", err)
+	}
+	full := &Sandbox{Hide: make([]string, maxSandboxPaths)}
+	for i := range full.Hide {
+		full.Hide[i] = abs(fmt.Sprintf("h%d", i))
+	}
+	if err := full.Validate(); err != nil {
+		t.Errorf("a Hide of %d paths: %v, want valid", maxSandboxPaths, err)
 	}
 }
 
