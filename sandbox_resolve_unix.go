@@ -112,11 +112,18 @@ var handTrees = []string{"/usr/local"}
 // review, TestAttackHiddenDirLinkToSystemFile). watch, if not nil, is
 // called with each directory before it is read (and each hidden path, the
 // top of a walk), so that a link made there after the read is seen
-// (hideWatch); ok is false where one could not be watched.
-func hiddenLinkTargets(hide []string, watch func(dir string) bool) (links map[string]string, ok bool) {
+// (hideWatch); watched is false where one could not be watched. It also
+// lists the hidden regular files, the hidden paths themselves and the
+// files the walk reads, that have other hard links (hardLinked), for the
+// Start's warnings.
+func hiddenLinkTargets(hide []string, watch func(dir string) bool) hiddenWalk {
 	out := map[string]string{}
-	ok = true
+	ok := true
+	var linked []string
 	for _, h := range hide {
+		if hardLinked(h) {
+			linked = append(linked, h)
+		}
 		budget := hiddenWalkEntries
 		level := []string{h}
 		for depth := 0; depth < hiddenWalkDepth && len(level) > 0 && budget > 0; depth++ {
@@ -134,13 +141,28 @@ func hiddenLinkTargets(hide []string, watch func(dir string) bool) (links map[st
 						}
 					case e.IsDir():
 						next = append(next, p)
+					case e.Type().IsRegular() && hardLinked(p):
+						linked = append(linked, p)
 					}
 				}
 			}
 			level = next
 		}
 	}
-	return out, ok
+	slices.Sort(linked)
+	return hiddenWalk{links: out, linked: slices.Compact(linked), watched: ok}
+}
+
+// hardLinked reports whether p is a regular file with more than one hard
+// link (not followed through a link): its other names, made outside the
+// hidden path by the host's user or a backup tool (rsnapshot and
+// rsync --link-dest link unchanged files across snapshots), are not
+// hidden, as a hidden path is hidden by name (a cover mount as root) and
+// by the grants around it (Landlock, whose rules are on inodes), and the
+// kernel says how many names a file has, not where they are.
+func hardLinked(p string) bool {
+	var st unix.Stat_t
+	return unix.Lstat(p, &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFREG && st.Nlink > 1
 }
 
 // readDirNoFollow returns up to *budget entries of the directory dir,

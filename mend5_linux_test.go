@@ -1,0 +1,88 @@
+package agentproc_test
+
+import (
+	"os"
+	"os/user"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agentproc/agentproc"
+	"github.com/agentproc/agentproc/internal/testuser"
+)
+
+// Tests of the fifth mend: docs/sandbox-threats.md, "Fifth mend".
+
+// TestHiddenFileHardLinkWarned: a hidden file with a second hard link
+// outside the hidden path (`ln ~/.ssh/id_ed25519 ~/backup/`, a backup tool
+// that links unchanged files across snapshots) is read through the other
+// name, as root (the cover is bound at the hidden name) and not (Landlock's
+// rules are on inodes, and the other name's directory is granted). The
+// other name cannot be found cheaply, but the file's link count says it
+// exists: each Start of the policy now names the hidden file in its
+// warnings, a hidden path itself (~/.netrc) and a file in a hidden
+// directory alike, and no file with one link. The control: the tree reads
+// the key through the backup's name, so the warning names a real gap.
+// Runs as root and, through TestMend5Unprivileged, not.
+func TestHiddenFileHardLinkWarned(t *testing.T) {
+	requireSandbox(t)
+	home := t.TempDir()
+	t.Setenv("HOME", home)
+	ws := filepath.Join(home, "project")
+	ssh := filepath.Join(home, ".ssh")
+	backup := filepath.Join(home, "backup")
+	for _, d := range []string{ws, ssh, backup} {
+		if err := os.Mkdir(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	key, netrc, config := filepath.Join(ssh, "id_ed25519"), filepath.Join(home, ".netrc"), filepath.Join(ssh, "config")
+	for p, s := range map[string]string{key: "LINKED-SSH-KEY", netrc: "LINKED-NETRC", config: "Host *"} {
+		if err := os.WriteFile(p, []byte(s+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, p := range []string{key, netrc} {
+		if err := os.Link(p, filepath.Join(backup, filepath.Base(p))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m := newManager(t, agentproc.WithRedaction(false), agentproc.WithSandbox(agentproc.WorkspaceSandbox(ws)))
+	req := agentproc.Request{Command: "cat " + shellQuote(filepath.Join(backup, "id_ed25519")) + "; cat " + shellQuote(key) + "; true",
+		WorkDir: ws, Timeout: time.Minute}
+	for i := range 2 { // the policy resolved, then kept: each Start warns
+		p := mustStart(t, m, req)
+		info := mustWait(t, p)
+		w := strings.Join(info.Warnings, "\n")
+		for _, f := range []string{key, netrc} {
+			if n := strings.Count(w, "the file "+`"`+f+`"`+" has other hard links"); n != 1 {
+				t.Errorf("Start %d: got %d warnings naming %s, want 1 (warnings %q)", i, n, f, w)
+			}
+		}
+		if strings.Contains(w, config) || strings.Contains(w, backup) {
+			t.Errorf("Start %d: warnings %q name a file with one link or the other name, want neither", i, w)
+		}
+		if i == 0 && strings.Count(p.Output().Text, "LINKED-SSH-KEY") != 1 {
+			t.Errorf("control: got %q, want the key read through the backup's name only", p.Output().Text)
+		}
+	}
+}
+
+// TestMend5Unprivileged re-runs the fifth mend's tests as the
+// unprivileged test user.
+func TestMend5Unprivileged(t *testing.T) {
+	tests := []string{"TestHiddenFileHardLinkWarned"}
+	if _, err := user.Lookup(sandboxUser); err != nil {
+		t.Skipf("no user %s: %v", sandboxUser, err)
+	}
+	out, err := testuser.Run(t, time.Minute, nil, "-test.run=^("+strings.Join(tests, "|")+")$")
+	if err != nil {
+		t.Fatalf("as %s: %v\n%s", sandboxUser, err, out)
+	}
+	for _, name := range tests {
+		if !strings.Contains(out, "--- PASS: "+name+" ") {
+			t.Errorf("as %s: got no PASS line for %s, want one\n%s", sandboxUser, name, out)
+		}
+	}
+}
