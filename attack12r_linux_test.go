@@ -228,43 +228,7 @@ func TestAttack12rUnprivileged(t *testing.T) {
 // out) passed the rule, and the credentials were read at the target.
 func TestAttackHiddenDirLinkToUsrLocal(t *testing.T) {
 	requireRootSandbox(t)
-	if st, err := os.Stat("/usr/local/src"); err != nil || !st.IsDir() {
-		t.Skip("no /usr/local/src here")
-	}
-	home := t.TempDir()
-	t.Setenv("HOME", home)
-	ws := filepath.Join(home, "project")
-	repo, err := os.MkdirTemp("/usr/local/src", "dotfiles")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = os.RemoveAll(repo) })
-	target := filepath.Join(repo, "aws", "credentials")
-	for _, d := range []string{ws, filepath.Join(home, ".aws"), filepath.Dir(target)} {
-		if err := os.MkdirAll(d, 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for _, d := range []string{repo, filepath.Dir(target)} {
-		if err := os.Chmod(d, 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := os.WriteFile(target, []byte("aws_secret_access_key = USR-LOCAL-DOTFILE-SECRET\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Symlink(target, filepath.Join(home, ".aws", "credentials")); err != nil {
-		t.Fatal(err)
-	}
-	cmd := "cat " + shellQuote(target) + "; true"
-	plain := newManager(t, agentproc.WithRedaction(false))
-	if ctl := runSandboxed(t, plain, agentproc.Request{Command: cmd, WorkDir: ws, Timeout: time.Minute}); !strings.Contains(ctl.Text, "USR-LOCAL-DOTFILE-SECRET") {
-		t.Fatalf("control without the sandbox: got %q, want the credentials read", ctl.Text)
-	}
-	m := newManager(t, agentproc.WithRedaction(false), agentproc.WithSandbox(agentproc.WorkspaceSandbox(ws)))
-	if out := runSandboxed(t, m, agentproc.Request{Command: cmd, WorkDir: ws, Timeout: time.Minute}); strings.Contains(out.Text, "USR-LOCAL-DOTFILE-SECRET") {
-		t.Errorf("the target of ~/.aws/credentials, a root-owned 0644 file under /usr/local/src: got %q, want it hidden", out.Text)
-	}
+	wantHandTreeLinkHidden(t, "/usr/local/src")
 }
 
 // TestAttackGitHooksPathInWorkspace: WorkspaceSandbox holds ws/.git

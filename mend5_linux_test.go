@@ -86,3 +86,60 @@ func TestMend5Unprivileged(t *testing.T) {
 		}
 	}
 }
+
+// TestHiddenDirLinkToUsrSrc: /usr/src counted as a system tree (kernel
+// headers are put there by packages), but container images keep their
+// application there (`WORKDIR /usr/src/app`, as the official Node.js and
+// Python images' documentation shows), root's files and world-readable:
+// a hidden directory's link into such an application's config passed the
+// system-file rule and was read at its target. /usr/src is now filled by
+// hand (handTrees), like /usr/local (TestAttackHiddenDirLinkToUsrLocal).
+func TestHiddenDirLinkToUsrSrc(t *testing.T) {
+	requireRootSandbox(t)
+	wantHandTreeLinkHidden(t, "/usr/src")
+}
+
+// wantHandTreeLinkHidden checks that a root-owned, world-readable file in
+// a new directory under parent (a tree filled by hand), linked from
+// ~/.aws, is hidden from a WorkspaceSandbox tree as root: the control
+// reads it without the sandbox.
+func wantHandTreeLinkHidden(t *testing.T, parent string) {
+	t.Helper()
+	if st, err := os.Stat(parent); err != nil || !st.IsDir() {
+		t.Skipf("no %s here", parent)
+	}
+	home := t.TempDir()
+	t.Setenv("HOME", home)
+	ws := filepath.Join(home, "project")
+	repo, err := os.MkdirTemp(parent, "dotfiles")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(repo) })
+	target := filepath.Join(repo, "aws", "credentials")
+	for _, d := range []string{ws, filepath.Join(home, ".aws"), filepath.Dir(target)} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, d := range []string{repo, filepath.Dir(target)} {
+		if err := os.Chmod(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(target, []byte("aws_secret_access_key = HAND-TREE-DOTFILE-SECRET\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(target, filepath.Join(home, ".aws", "credentials")); err != nil {
+		t.Fatal(err)
+	}
+	cmd := "cat " + shellQuote(target) + "; true"
+	plain := newManager(t, agentproc.WithRedaction(false))
+	if ctl := runSandboxed(t, plain, agentproc.Request{Command: cmd, WorkDir: ws, Timeout: time.Minute}); !strings.Contains(ctl.Text, "HAND-TREE-DOTFILE-SECRET") {
+		t.Fatalf("control without the sandbox: got %q, want the credentials read", ctl.Text)
+	}
+	m := newManager(t, agentproc.WithRedaction(false), agentproc.WithSandbox(agentproc.WorkspaceSandbox(ws)))
+	if out := runSandboxed(t, m, agentproc.Request{Command: cmd, WorkDir: ws, Timeout: time.Minute}); strings.Contains(out.Text, "HAND-TREE-DOTFILE-SECRET") {
+		t.Errorf("the target of ~/.aws/credentials, a root-owned 0644 file under %s: got %q, want it hidden", parent, out.Text)
+	}
+}

@@ -84,15 +84,19 @@ const (
 // links into /usr where /usr is merged (resolvePath has followed them),
 // directories of their own where not; Nix's and Guix's stores and snaps
 // are read-only trees of packages. /etc and /opt are left out: a dotfile
-// repository or a secret may be put there by hand. So is /usr/local
+// repository or a secret may be put there by hand. So are /usr/local
 // (handTrees), the administrator's own tree under /usr, where
 // /usr/local/src holds what they clone (twelfth attack review,
-// TestAttackHiddenDirLinkToUsrLocal).
+// TestAttackHiddenDirLinkToUsrLocal), and /usr/src, where container
+// images keep their application (`WORKDIR /usr/src/app`) and its config
+// (fifth mend, TestHiddenDirLinkToUsrSrc).
 var systemTrees = []string{"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/nix/store", "/gnu/store", "/snap"}
 
 // handTrees are the directories inside systemTrees that are filled by
-// hand, not by packages: no file there counts as a system file.
-var handTrees = []string{"/usr/local"}
+// hand, not by packages: no file there counts as a system file. /usr/src
+// also holds kernel headers, put by packages; a hidden directory's link
+// to them is hidden, which costs a tree little.
+var handTrees = []string{"/usr/local", "/usr/src"}
 
 // hiddenLinkTargets returns the symbolic links found below the hidden
 // paths hide (directories; files are skipped), each target resolved
