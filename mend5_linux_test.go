@@ -4,9 +4,14 @@ import (
 	"os"
 	"os/user"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/agentproc/agentproc"
 	"github.com/agentproc/agentproc/internal/testuser"
@@ -141,5 +146,101 @@ func wantHandTreeLinkHidden(t *testing.T, parent string) {
 	m := newManager(t, agentproc.WithRedaction(false), agentproc.WithSandbox(agentproc.WorkspaceSandbox(ws)))
 	if out := runSandboxed(t, m, agentproc.Request{Command: cmd, WorkDir: ws, Timeout: time.Minute}); strings.Contains(out.Text, "HAND-TREE-DOTFILE-SECRET") {
 		t.Errorf("the target of ~/.aws/credentials, a root-owned 0644 file under %s: got %q, want it hidden", parent, out.Text)
+	}
+}
+
+// systemSecretCopies are the copies the system keeps of the password
+// files, which WorkspaceSandbox hides (TestAttackSystemSecretCopies).
+var systemSecretCopies = []string{"/etc/shadow-", "/etc/gshadow-", "/var/backups/shadow.bak", "/var/backups/gshadow.bak",
+	"/etc/security/opasswd", "/var/log/btmp"}
+
+// secretCopiesFixtureEnv tells TestAttackSystemSecretCopies that it runs
+// in a mount namespace of its own, to make the copies the host lacks.
+const secretCopiesFixtureEnv = "AGENTPROC_TEST_SECRET_COPIES_FIXTURE"
+
+// TestSystemSecretCopiesFixture: TestAttackSystemSecretCopies skipped
+// where the host keeps none of the password files' copies, and checked
+// only those it keeps: the rule that hides the others was proved nowhere
+// (the last session's read). It runs here again in a mount namespace of
+// its own, where each copy the host lacks is made (an overlay on its
+// nearest directory) and each one it keeps empty is covered by a file
+// with content (a bind), root's and 0600, so that every copy is read by
+// the unconfined control and none by the sandboxed tree; the copies the
+// host keeps with content are its real files, checked as before. The
+// host's file systems are not changed: the namespace's mounts are private
+// and end with it.
+func TestSystemSecretCopiesFixture(t *testing.T) {
+	requireRootSandbox(t)
+	if os.Getenv(secretCopiesFixtureEnv) != "" {
+		t.Skip("inside the fixture's namespace: TestAttackSystemSecretCopies runs")
+	}
+	rerun(t, syscall.CLONE_NEWNS, "^TestAttackSystemSecretCopies$", []string{"TestAttackSystemSecretCopies"}, secretCopiesFixtureEnv+"=1")
+}
+
+// makeSecretCopyFixtures makes, in this process's own mount namespace
+// (private from here on), each of paths that is missing or empty: missing
+// ones in an overlay of their nearest existing directory, whose upper
+// layer is a tmpfs, empty ones covered by a bind of a file there. The
+// overlays come first: one made after a bind above it would hide it.
+func makeSecretCopyFixtures(t *testing.T, paths []string) {
+	t.Helper()
+	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
+		t.Fatalf("making the namespace's mounts private: %v", err)
+	}
+	scratch, err := os.MkdirTemp("", "secret-copies-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Mount("tmpfs", scratch, "tmpfs", 0, "mode=0700"); err != nil {
+		t.Fatal(err)
+	}
+	var mounted []string
+	t.Cleanup(func() {
+		for _, m := range slices.Backward(mounted) {
+			_ = unix.Unmount(m, unix.MNT_DETACH)
+		}
+		_ = unix.Unmount(scratch, unix.MNT_DETACH)
+		_ = os.Remove(scratch)
+	})
+	content := []byte("fixture:$6$not-a-real-hash:19000:0:99999:7:::\n")
+	var empty []string
+	for i, p := range paths {
+		st, err := os.Stat(p)
+		if err == nil {
+			if st.Mode().IsRegular() && st.Size() == 0 {
+				empty = append(empty, p)
+			}
+			continue
+		}
+		dir := filepath.Dir(p)
+		for _, err := os.Stat(dir); err != nil; _, err = os.Stat(dir) {
+			dir = filepath.Dir(dir)
+		}
+		up, work := filepath.Join(scratch, "up"+strconv.Itoa(i)), filepath.Join(scratch, "work"+strconv.Itoa(i))
+		for _, d := range []string{up, work} {
+			if err := os.Mkdir(d, 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := unix.Mount("overlay", dir, "overlay", 0, "lowerdir="+dir+",upperdir="+up+",workdir="+work); err != nil {
+			t.Fatalf("an overlay on %s for %s: %v", dir, p, err)
+		}
+		mounted = append(mounted, dir)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, content, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i, p := range empty {
+		f := filepath.Join(scratch, "file"+strconv.Itoa(i))
+		if err := os.WriteFile(f, content, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := unix.Mount(f, p, "", unix.MS_BIND, ""); err != nil {
+			t.Fatalf("a bind on %s: %v", p, err)
+		}
+		mounted = append(mounted, p)
 	}
 }
