@@ -109,16 +109,7 @@ int main(void) {
 // Now the tree is held stopped until the thread is gone.
 func TestAttackForkingThreadSignalled(t *testing.T) {
 	requireSandbox(t)
-	dir := t.TempDir()
-	if err := os.Chmod(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	compileC(t, dir, "probe", threadProbe, "-O2", "-static")
-	probe := filepath.Join(dir, "probe")
-	ws := filepath.Join(dir, "ws")
-	if err := os.Mkdir(ws, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	probe, ws := staticProbe(t, threadProbe)
 	plain := newManager(t)
 	if ctl := runSandboxed(t, plain, agentproc.Request{Command: "exec " + probe, WorkDir: ws, Timeout: time.Minute}); !strings.HasPrefix(ctl.Text, "HIT") {
 		t.Fatalf("control without the sandbox: got %q, want a thread of the host signalled", ctl.Text)
@@ -138,6 +129,7 @@ func TestAttackForkingThreadSignalled(t *testing.T) {
 	if len(hits) > 0 {
 		t.Errorf("a thread of the host took a sandboxed tree's signal in %d of %d Starts (%s), want none", len(hits), starts, strings.Join(hits, "; "))
 	}
+	wantLingeringThreadMissed(t, probe, ws)
 }
 
 // TestAttack11rUnprivileged re-runs the eleventh review's tests that hold

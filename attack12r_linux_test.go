@@ -30,6 +30,10 @@ const (
 	sigioWSEnv      = "AGENTPROC_TEST_SIGIO_WS"
 	sigioStartsEnv  = "AGENTPROC_TEST_SIGIO_STARTS"
 	sigioSandboxEnv = "AGENTPROC_TEST_SIGIO_SANDBOX"
+	// The fifth mend's: each forking thread lingers this long (a
+	// time.Duration) after it lets its tree go, and no tree is held.
+	sigioLingerEnv = "AGENTPROC_TEST_SIGIO_LINGER"
+	sigioNoHoldEnv = "AGENTPROC_TEST_SIGIO_NOHOLD"
 )
 
 // helperSigioHost is a host that runs the probe named in its environment
@@ -42,6 +46,12 @@ func helperSigioHost() int {
 	if err != nil {
 		fmt.Println("bad start count:", err)
 		return 2
+	}
+	if d, err := time.ParseDuration(os.Getenv(sigioLingerEnv)); err == nil {
+		defer agentproc.LingerForkingThread(d)()
+	}
+	if os.Getenv(sigioNoHoldEnv) != "" {
+		defer agentproc.FailThreadPidfd(syscall.EINVAL)()
 	}
 	var opts []agentproc.Option
 	if os.Getenv(sigioSandboxEnv) != "" {
@@ -126,8 +136,9 @@ int main(int argc, char **argv) {
 `
 
 // runSigioHost runs the sigiohost helper with starts Starts of probe in
-// ws, sandboxed or not, and returns its output and exit error.
-func runSigioHost(t *testing.T, probe, ws string, starts int, sandboxed bool) (string, error) {
+// ws, sandboxed or not, with env added, and returns its output and exit
+// error.
+func runSigioHost(t *testing.T, probe, ws string, starts int, sandboxed bool, env ...string) (string, error) {
 	t.Helper()
 	exe, err := os.Executable()
 	if err != nil {
@@ -144,6 +155,7 @@ func runSigioHost(t *testing.T, probe, ws string, starts int, sandboxed bool) (s
 	if sandboxed {
 		cmd.Env = append(cmd.Env, sigioSandboxEnv+"=1")
 	}
+	cmd.Env = append(cmd.Env, env...)
 	out, err := cmd.CombinedOutput()
 	if ctx.Err() != nil {
 		t.Fatalf("the host did not end in time: %s", out)
@@ -176,16 +188,7 @@ func killedBySIGKILL(err error) bool {
 // held stopped until the thread is gone, as without root.
 func TestAttackForkingThreadSIGIO(t *testing.T) {
 	requireSandbox(t)
-	dir := t.TempDir()
-	if err := os.Chmod(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	compileC(t, dir, "probe", sigioProbe, "-O2", "-static")
-	probe := filepath.Join(dir, "probe")
-	ws := filepath.Join(dir, "ws")
-	if err := os.Mkdir(ws, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	probe, ws := staticProbe(t, sigioProbe)
 	// Control: unconfined, every thread of the host may be the owner, and
 	// the first Start ends the host.
 	if out, err := runSigioHost(t, probe, ws, 1, false); !killedBySIGKILL(err) {

@@ -77,7 +77,7 @@ func TestHiddenFileHardLinkWarned(t *testing.T) {
 // TestMend5Unprivileged re-runs the fifth mend's tests as the
 // unprivileged test user.
 func TestMend5Unprivileged(t *testing.T) {
-	tests := []string{"TestHiddenFileHardLinkWarned"}
+	tests := []string{"TestHiddenFileHardLinkWarned", "TestForkingThreadLingerHeld"}
 	if _, err := user.Lookup(sandboxUser); err != nil {
 		t.Skipf("no user %s: %v", sandboxUser, err)
 	}
@@ -243,4 +243,82 @@ func makeSecretCopyFixtures(t *testing.T, paths []string) {
 		}
 		mounted = append(mounted, p)
 	}
+}
+
+// forkerLingerTime is how long TestForkingThreadLingerHeld's forking
+// threads live on after they let their tree go: a tree's shell and the
+// static probe start in a few milliseconds, and the probe's rounds take
+// microseconds, so the window is open for the whole probe.
+const forkerLingerTime = 200 * time.Millisecond
+
+// TestForkingThreadLingerHeld: the forking-thread tests
+// (TestAttackForkingThreadSIGIO, TestAttackForkingThreadSignalled) sample
+// a race of microseconds, the thread's exit after the tree is let go, over
+// 40 or 60 Starts, and could pass with the hold broken where the machine
+// happened to be fast (the last session's read). Here each forking thread
+// lingers 200 ms before it ends (a test hook), so that one Start decides:
+// two Starts, the first on a throwaway thread and the second on a ready
+// one. The control: with no hold (the pidfd refused as on a kernel before
+// 6.9), the first Start's tree ends its host with SIGKILL, sent for a pipe
+// it made the lingering thread own; held, both probes finish and the host
+// lives. As root (where the fallback uid switch stands without the hold)
+// and, through TestMend5Unprivileged, not.
+func TestForkingThreadLingerHeld(t *testing.T) {
+	requireSandbox(t)
+	probe, ws := staticProbe(t, sigioProbe)
+	linger := sigioLingerEnv + "=" + forkerLingerTime.String()
+	if out, err := runSigioHost(t, probe, ws, 1, true, linger, sigioNoHoldEnv+"=1"); !killedBySIGKILL(err) {
+		t.Fatalf("control, sandboxed without the hold: got %v (%q), want the host killed by SIGKILL", err, out)
+	}
+	out, err := runSigioHost(t, probe, ws, 2, true, linger)
+	if killedBySIGKILL(err) {
+		t.Fatalf("a held tree ended its host with SIGKILL while its forking thread lingered: %q", out)
+	}
+	if want := "host: 2 of 2 probes done"; err != nil || !strings.Contains(out, want) {
+		t.Fatalf("sandboxed host: got %v, %q, want %q", err, out, want)
+	}
+}
+
+// wantLingeringThreadMissed runs threadProbe (TestAttackForkingThreadSignalled)
+// once more with each forking thread lingering after it lets its tree go
+// (forkerLingerTime), so that one Start decides what 40 sampled: the
+// probe must miss it. The control, without root: with no hold (the pidfd
+// refused as on a kernel before 6.9) the probe signals the lingering
+// thread. As root the fallback uid switch refuses tgkill without the
+// hold, so the control there is TestForkingThreadLingerHeld's.
+func wantLingeringThreadMissed(t *testing.T, probe, ws string) {
+	t.Helper()
+	defer agentproc.LingerForkingThread(forkerLingerTime)()
+	req := agentproc.Request{Command: "exec " + probe, WorkDir: ws, Timeout: time.Minute}
+	if !isRoot() {
+		unheld := agentproc.FailThreadPidfd(syscall.EINVAL)
+		ctl := runSandboxed(t, newManager(t, agentproc.WithSandbox(agentproc.WorkspaceSandbox(ws))), req)
+		unheld()
+		if !strings.HasPrefix(ctl.Text, "HIT") {
+			t.Fatalf("control, sandboxed without the hold, the thread lingering: got %q, want HIT", ctl.Text)
+		}
+	}
+	m := newManager(t, agentproc.WithSandbox(agentproc.WorkspaceSandbox(ws)))
+	for i := range 2 { // a throwaway thread, then a ready one
+		if out := runSandboxed(t, m, req); !strings.HasPrefix(out.Text, "MISS") {
+			t.Errorf("Start %d, the forking thread lingering %v: got %q, want MISS", i, forkerLingerTime, out.Text)
+		}
+	}
+}
+
+// staticProbe compiles the C program src, static, into a directory every
+// user may search, and returns it with a work dir beside it: a probe a
+// tree of either user runs as its leader.
+func staticProbe(t *testing.T, src string) (probe, ws string) {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	compileC(t, dir, "probe", src, "-O2", "-static")
+	ws = filepath.Join(dir, "ws")
+	if err := os.Mkdir(ws, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return filepath.Join(dir, "probe"), ws
 }
