@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/agentproc/agentproc/internal/pathset"
 )
 
 // maxLinks is how many symbolic links resolvePath follows in one path
@@ -124,6 +126,7 @@ func hiddenLinkTargets(hide []string, watch func(dir string) bool) hiddenWalk {
 	out := map[string]string{}
 	ok := true
 	var linked []string
+	hidden := pathset.New(hide)
 	for _, h := range hide {
 		if hardLinked(h) {
 			linked = append(linked, h)
@@ -140,7 +143,7 @@ func hiddenLinkTargets(hide []string, watch func(dir string) bool) hiddenWalk {
 					p := filepath.Join(dir, e.Name())
 					switch {
 					case e.Type()&os.ModeSymlink != 0:
-						if t := resolvePath(p); !slices.ContainsFunc(hide, func(d string) bool { return within(t, d) }) && !systemPublic(t) {
+						if t := resolvePath(p); !hidden.Covers(t) && !systemPublic(t) {
 							out[t] = p
 						}
 					case e.IsDir():
