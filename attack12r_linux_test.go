@@ -231,7 +231,7 @@ func TestAttack12rUnprivileged(t *testing.T) {
 // out) passed the rule, and the credentials were read at the target.
 func TestAttackHiddenDirLinkToUsrLocal(t *testing.T) {
 	requireRootSandbox(t)
-	wantHandTreeLinkHidden(t, "/usr/local/src")
+	wantRootDotfileLinkHidden(t, "/usr/local/src")
 }
 
 // TestAttackGitHooksPathInWorkspace: WorkspaceSandbox holds ws/.git

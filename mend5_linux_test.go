@@ -2,7 +2,6 @@ package agentproc_test
 
 import (
 	"os"
-	"os/user"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -14,7 +13,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/agentproc/agentproc"
-	"github.com/agentproc/agentproc/internal/testuser"
 )
 
 // Tests of the fifth mend: docs/sandbox-threats.md, "Fifth mend".
@@ -77,19 +75,7 @@ func TestHiddenFileHardLinkWarned(t *testing.T) {
 // TestMend5Unprivileged re-runs the fifth mend's tests as the
 // unprivileged test user.
 func TestMend5Unprivileged(t *testing.T) {
-	tests := []string{"TestHiddenFileHardLinkWarned", "TestForkingThreadLingerHeld"}
-	if _, err := user.Lookup(sandboxUser); err != nil {
-		t.Skipf("no user %s: %v", sandboxUser, err)
-	}
-	out, err := testuser.Run(t, time.Minute, nil, "-test.run=^("+strings.Join(tests, "|")+")$")
-	if err != nil {
-		t.Fatalf("as %s: %v\n%s", sandboxUser, err, out)
-	}
-	for _, name := range tests {
-		if !strings.Contains(out, "--- PASS: "+name+" ") {
-			t.Errorf("as %s: got no PASS line for %s, want one\n%s", sandboxUser, name, out)
-		}
-	}
+	rerunAsSandboxUser(t, []string{"TestHiddenFileHardLinkWarned", "TestForkingThreadLingerHeld"}, false)
 }
 
 // TestHiddenDirLinkToUsrSrc: /usr/src counted as a system tree (kernel
@@ -101,14 +87,15 @@ func TestMend5Unprivileged(t *testing.T) {
 // hand (handTrees), like /usr/local (TestAttackHiddenDirLinkToUsrLocal).
 func TestHiddenDirLinkToUsrSrc(t *testing.T) {
 	requireRootSandbox(t)
-	wantHandTreeLinkHidden(t, "/usr/src")
+	wantRootDotfileLinkHidden(t, "/usr/src")
 }
 
-// wantHandTreeLinkHidden checks that a root-owned, world-readable file in
-// a new directory under parent (a tree filled by hand), linked from
-// ~/.aws, is hidden from a WorkspaceSandbox tree as root: the control
-// reads it without the sandbox.
-func wantHandTreeLinkHidden(t *testing.T, parent string) {
+// wantRootDotfileLinkHidden checks that a root-owned, world-readable file
+// in a new directory under parent (a dotfile repository cloned as root
+// where no package puts files), linked from ~/.aws, is hidden from a
+// WorkspaceSandbox tree as root: the control reads it without the
+// sandbox.
+func wantRootDotfileLinkHidden(t *testing.T, parent string) {
 	t.Helper()
 	if st, err := os.Stat(parent); err != nil || !st.IsDir() {
 		t.Skipf("no %s here", parent)
