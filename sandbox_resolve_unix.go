@@ -123,10 +123,17 @@ var handTrees = []string{"/usr/local", "/usr/src"}
 // files the walk reads, that have other hard links (hardLinked), for the
 // Start's warnings.
 func hiddenLinkTargets(hide []string, watch func(dir string) bool) hiddenWalk {
+	return hiddenLinkTargetsIn(pathset.New(hide), hide, watch)
+}
+
+// hiddenLinkTargetsIn is hiddenLinkTargets with hide's set made by the
+// caller: a link's target is looked up in it by the target's depth, not
+// compared with every hidden path (quadratic in a long Hide list of
+// directories full of links; fifth mend, TestHiddenLinkWalkLinear).
+func hiddenLinkTargetsIn(hidden *pathset.Set, hide []string, watch func(dir string) bool) hiddenWalk {
 	out := map[string]string{}
 	ok := true
 	var linked []string
-	hidden := pathset.New(hide)
 	for _, h := range hide {
 		if hardLinked(h) {
 			linked = append(linked, h)
