@@ -17,19 +17,28 @@ import (
 // old hashes): a tree sandboxed as root, which owns them, read the
 // password hashes from /etc/shadow- (eleventh review, the lead's). The
 // host's real files are used, read only; their bytes never reach the log:
-// each read only prints a token. Skips where none of them exists.
+// each read only prints a token. It skips where none of them exists;
+// TestSystemSecretCopiesFixture runs it where each copy the host lacks (or
+// has empty) is made in a mount namespace of its own.
 func TestAttackSystemSecretCopies(t *testing.T) {
 	requireRootSandbox(t)
+	fixture := os.Getenv(secretCopiesFixtureEnv) != ""
+	if fixture {
+		makeSecretCopyFixtures(t, systemSecretCopies)
+	}
 	var probe strings.Builder
 	var present []string
-	for _, p := range []string{"/etc/shadow-", "/etc/gshadow-", "/var/backups/shadow.bak", "/var/backups/gshadow.bak", "/etc/security/opasswd", "/var/log/btmp"} {
+	for _, p := range systemSecretCopies {
 		if st, err := os.Stat(p); err == nil && st.Mode().IsRegular() && st.Size() > 0 {
 			present = append(present, p)
 			probe.WriteString("cat " + shellQuote(p) + " >/dev/null 2>&1 && echo 'READ:" + p + "'; ")
 		}
 	}
-	if len(present) == 0 {
-		t.Skip("none of the password files' copies exists here")
+	switch {
+	case fixture && len(present) != len(systemSecretCopies):
+		t.Fatalf("the fixture: got %q, want every one of %q", present, systemSecretCopies)
+	case len(present) == 0:
+		t.Skip("none of the password files' copies exists here (TestSystemSecretCopiesFixture makes them)")
 	}
 	probe.WriteString("true")
 	ws := t.TempDir()

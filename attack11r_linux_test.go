@@ -2,7 +2,6 @@ package agentproc_test
 
 import (
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -25,40 +24,9 @@ import (
 // system's own trees, not any file of root's.
 func TestAttackHiddenDirLinkToPublicDotfiles(t *testing.T) {
 	requireRootSandbox(t)
-	home := t.TempDir()
-	t.Setenv("HOME", home)
-	ws := filepath.Join(home, "project")
 	// The repository sits where every user may search: /tmp is 1777, the
 	// repository's directories 0755 and its files 0644, as a clone is.
-	repo, err := os.MkdirTemp("", "dotfiles")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = os.RemoveAll(repo) })
-	target := filepath.Join(repo, "aws", "credentials")
-	for _, d := range []string{ws, filepath.Join(home, ".aws"), filepath.Dir(target)} {
-		if err := os.MkdirAll(d, 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := os.Chmod(repo, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(target, []byte("aws_secret_access_key = PUBLIC-DOTFILE-SECRET\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Symlink(target, filepath.Join(home, ".aws", "credentials")); err != nil {
-		t.Fatal(err)
-	}
-	cmd := "cat " + shellQuote(target) + "; true"
-	plain := newManager(t, agentproc.WithRedaction(false))
-	if ctl := runSandboxed(t, plain, agentproc.Request{Command: cmd, WorkDir: ws, Timeout: time.Minute}); !strings.Contains(ctl.Text, "PUBLIC-DOTFILE-SECRET") {
-		t.Fatalf("control without the sandbox: got %q, want the credentials read", ctl.Text)
-	}
-	m := newManager(t, agentproc.WithRedaction(false), agentproc.WithSandbox(agentproc.WorkspaceSandbox(ws)))
-	if out := runSandboxed(t, m, agentproc.Request{Command: cmd, WorkDir: ws, Timeout: time.Minute}); strings.Contains(out.Text, "PUBLIC-DOTFILE-SECRET") {
-		t.Errorf("the target of ~/.aws/credentials, a root-owned 0644 file outside the system's trees: got %q, want it hidden", out.Text)
-	}
+	wantRootDotfileLinkHidden(t, os.TempDir())
 }
 
 // threadProbe, run as a tree's leader, lists its parent's threads
@@ -109,16 +77,7 @@ int main(void) {
 // Now the tree is held stopped until the thread is gone.
 func TestAttackForkingThreadSignalled(t *testing.T) {
 	requireSandbox(t)
-	dir := t.TempDir()
-	if err := os.Chmod(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	compileC(t, dir, "probe", threadProbe, "-O2", "-static")
-	probe := filepath.Join(dir, "probe")
-	ws := filepath.Join(dir, "ws")
-	if err := os.Mkdir(ws, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	probe, ws := staticProbe(t, threadProbe)
 	plain := newManager(t)
 	if ctl := runSandboxed(t, plain, agentproc.Request{Command: "exec " + probe, WorkDir: ws, Timeout: time.Minute}); !strings.HasPrefix(ctl.Text, "HIT") {
 		t.Fatalf("control without the sandbox: got %q, want a thread of the host signalled", ctl.Text)
@@ -138,6 +97,7 @@ func TestAttackForkingThreadSignalled(t *testing.T) {
 	if len(hits) > 0 {
 		t.Errorf("a thread of the host took a sandboxed tree's signal in %d of %d Starts (%s), want none", len(hits), starts, strings.Join(hits, "; "))
 	}
+	wantLingeringThreadMissed(t, probe, ws)
 }
 
 // TestAttack11rUnprivileged re-runs the eleventh review's tests that hold

@@ -30,6 +30,10 @@ const (
 	sigioWSEnv      = "AGENTPROC_TEST_SIGIO_WS"
 	sigioStartsEnv  = "AGENTPROC_TEST_SIGIO_STARTS"
 	sigioSandboxEnv = "AGENTPROC_TEST_SIGIO_SANDBOX"
+	// The fifth mend's: each forking thread lingers this long (a
+	// time.Duration) after it lets its tree go, and no tree is held.
+	sigioLingerEnv = "AGENTPROC_TEST_SIGIO_LINGER"
+	sigioNoHoldEnv = "AGENTPROC_TEST_SIGIO_NOHOLD"
 )
 
 // helperSigioHost is a host that runs the probe named in its environment
@@ -42,6 +46,12 @@ func helperSigioHost() int {
 	if err != nil {
 		fmt.Println("bad start count:", err)
 		return 2
+	}
+	if d, err := time.ParseDuration(os.Getenv(sigioLingerEnv)); err == nil {
+		defer agentproc.LingerForkingThread(d)()
+	}
+	if os.Getenv(sigioNoHoldEnv) != "" {
+		defer agentproc.FailThreadPidfd(syscall.EINVAL)()
 	}
 	var opts []agentproc.Option
 	if os.Getenv(sigioSandboxEnv) != "" {
@@ -126,8 +136,9 @@ int main(int argc, char **argv) {
 `
 
 // runSigioHost runs the sigiohost helper with starts Starts of probe in
-// ws, sandboxed or not, and returns its output and exit error.
-func runSigioHost(t *testing.T, probe, ws string, starts int, sandboxed bool) (string, error) {
+// ws, sandboxed or not, with env added, and returns its output and exit
+// error.
+func runSigioHost(t *testing.T, probe, ws string, starts int, sandboxed bool, env ...string) (string, error) {
 	t.Helper()
 	exe, err := os.Executable()
 	if err != nil {
@@ -144,6 +155,7 @@ func runSigioHost(t *testing.T, probe, ws string, starts int, sandboxed bool) (s
 	if sandboxed {
 		cmd.Env = append(cmd.Env, sigioSandboxEnv+"=1")
 	}
+	cmd.Env = append(cmd.Env, env...)
 	out, err := cmd.CombinedOutput()
 	if ctx.Err() != nil {
 		t.Fatalf("the host did not end in time: %s", out)
@@ -176,16 +188,7 @@ func killedBySIGKILL(err error) bool {
 // held stopped until the thread is gone, as without root.
 func TestAttackForkingThreadSIGIO(t *testing.T) {
 	requireSandbox(t)
-	dir := t.TempDir()
-	if err := os.Chmod(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	compileC(t, dir, "probe", sigioProbe, "-O2", "-static")
-	probe := filepath.Join(dir, "probe")
-	ws := filepath.Join(dir, "ws")
-	if err := os.Mkdir(ws, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	probe, ws := staticProbe(t, sigioProbe)
 	// Control: unconfined, every thread of the host may be the owner, and
 	// the first Start ends the host.
 	if out, err := runSigioHost(t, probe, ws, 1, false); !killedBySIGKILL(err) {
@@ -228,43 +231,7 @@ func TestAttack12rUnprivileged(t *testing.T) {
 // out) passed the rule, and the credentials were read at the target.
 func TestAttackHiddenDirLinkToUsrLocal(t *testing.T) {
 	requireRootSandbox(t)
-	if st, err := os.Stat("/usr/local/src"); err != nil || !st.IsDir() {
-		t.Skip("no /usr/local/src here")
-	}
-	home := t.TempDir()
-	t.Setenv("HOME", home)
-	ws := filepath.Join(home, "project")
-	repo, err := os.MkdirTemp("/usr/local/src", "dotfiles")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = os.RemoveAll(repo) })
-	target := filepath.Join(repo, "aws", "credentials")
-	for _, d := range []string{ws, filepath.Join(home, ".aws"), filepath.Dir(target)} {
-		if err := os.MkdirAll(d, 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for _, d := range []string{repo, filepath.Dir(target)} {
-		if err := os.Chmod(d, 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := os.WriteFile(target, []byte("aws_secret_access_key = USR-LOCAL-DOTFILE-SECRET\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Symlink(target, filepath.Join(home, ".aws", "credentials")); err != nil {
-		t.Fatal(err)
-	}
-	cmd := "cat " + shellQuote(target) + "; true"
-	plain := newManager(t, agentproc.WithRedaction(false))
-	if ctl := runSandboxed(t, plain, agentproc.Request{Command: cmd, WorkDir: ws, Timeout: time.Minute}); !strings.Contains(ctl.Text, "USR-LOCAL-DOTFILE-SECRET") {
-		t.Fatalf("control without the sandbox: got %q, want the credentials read", ctl.Text)
-	}
-	m := newManager(t, agentproc.WithRedaction(false), agentproc.WithSandbox(agentproc.WorkspaceSandbox(ws)))
-	if out := runSandboxed(t, m, agentproc.Request{Command: cmd, WorkDir: ws, Timeout: time.Minute}); strings.Contains(out.Text, "USR-LOCAL-DOTFILE-SECRET") {
-		t.Errorf("the target of ~/.aws/credentials, a root-owned 0644 file under /usr/local/src: got %q, want it hidden", out.Text)
-	}
+	wantRootDotfileLinkHidden(t, "/usr/local/src")
 }
 
 // TestAttackGitHooksPathInWorkspace: WorkspaceSandbox holds ws/.git

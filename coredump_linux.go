@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -65,8 +66,19 @@ func startNoCore(cmd *exec.Cmd) (*treeHold, error) {
 		_ = cmd.Wait()
 		return nil, err
 	}
+	if f := forkerLinger.Load(); f != nil {
+		(*f)()
+	}
 	return hold, nil
 }
+
+// forkerLinger, when a test sets it, runs on the forking thread after the
+// tree is let go (held or not) and before the thread goes on to its end:
+// it widens the window the hold must cover from the microseconds of a
+// thread's exit to what the test chooses, so that one Start proves the
+// hold where 40 or 60 sampled the race (TestForkingThreadLingerHeld). nil
+// in use.
+var forkerLinger atomic.Pointer[func()]
 
 // setTreeCoreLimit waits for the traced child pid to stop at its exec, sets
 // its core limit from another thread and detaches it, held stopped

@@ -657,8 +657,9 @@ type sandboxPolicy struct {
 	shell                       string // the shell's resolved path, for a non-nil Read
 	tmpParent                   string // holds the private temp dirs; "" without
 	key                         string
-	skip                        uint32 // sandboxSkip* bits, for benchmarks only
-	unwatched                   bool   // the hidden-link walk could not be watched: resolve at each Start
+	skip                        uint32   // sandboxSkip* bits, for benchmarks only
+	unwatched                   bool     // the hidden-link walk could not be watched: resolve at each Start
+	hardLinked                  []string // hidden regular files with other hard links: a warning each
 }
 
 // The mechanisms a benchmark can leave out to measure each one's share
@@ -678,17 +679,24 @@ const (
 // home directory or to /) is left out: hiding it would take the work dir
 // away, and what lies there is no more the hidden directory's than any
 // readable file. watch is hiddenLinkTargets'.
-func withHiddenLinkTargets(hide, write []string, watch func(string) bool) ([]string, map[string]string, bool) {
-	links, watched := hiddenLinkTargets(hide, watch)
-	for t := range links {
+func withHiddenLinkTargets(hide, write []string, watch func(string) bool) ([]string, hiddenWalk) {
+	walk := hiddenLinkTargets(hide, watch)
+	for t := range walk.links {
 		if slices.ContainsFunc(write, func(w string) bool { return within(w, t) }) {
-			delete(links, t)
+			delete(walk.links, t)
 			continue
 		}
 		hide = append(hide, t)
 	}
 	slices.Sort(hide)
-	return slices.Compact(hide), links, watched
+	return slices.Compact(hide), walk
+}
+
+// hiddenWalk is what hiddenLinkTargets found below the hidden paths.
+type hiddenWalk struct {
+	links   map[string]string // each link's resolved target, to its link
+	linked  []string          // hidden regular files with other hard links, sorted
+	watched bool              // every directory read was watched
 }
 
 // resolvePaths returns each of paths both cleaned as written and resolved
@@ -789,10 +797,9 @@ func (m *Manager) resolvePolicy(sb *Sandbox, dir, tmpParent string, dirChosen, t
 		hide = append(hide, m.cfg.logDir)
 	}
 	hide = append(hide, sharedMemoryHidden(pol)...)
-	var links map[string]string
-	var watched bool
-	pol.hide, links, watched = withHiddenLinkTargets(resolvePaths(hide), pol.write, watch)
-	pol.unwatched = !watched
+	var walk hiddenWalk
+	pol.hide, walk = withHiddenLinkTargets(resolvePaths(hide), pol.write, watch)
+	pol.unwatched, pol.hardLinked = !walk.watched, walk.linked
 	if aliases := hiddenMountAliases(pol.hide); len(aliases) > 0 {
 		pol.hide = append(pol.hide, aliases...)
 		slices.Sort(pol.hide)
@@ -803,7 +810,7 @@ func (m *Manager) resolvePolicy(sb *Sandbox, dir, tmpParent string, dirChosen, t
 			if !within(h, w) {
 				continue
 			}
-			if link, ok := links[h]; ok {
+			if link, ok := walk.links[h]; ok {
 				return nil, xerrors.Errorf("the link %q in a hidden directory points to %q, inside the writable %q (Sandbox.Write, the work dir or the temp dir): "+
 					"a hidden path cannot be taken back from a writable directory; move the file or work elsewhere: %w", link, h, w, ErrInvalidRequest)
 			}
@@ -1062,6 +1069,12 @@ func checkUnenforced(pol *sandboxPolicy, missing []unenforced) ([]string, error)
 			return nil, xerrors.Errorf("%s: %w", u, ErrUnsupported)
 		}
 		warnings = append(warnings, "sandbox: not enforced: "+u.String())
+	}
+	// Found once per policy, by the hidden-link walk (hardLinked); the
+	// other names are not known, so only this one is given.
+	for _, p := range pol.hardLinked {
+		warnings = append(warnings, "sandbox: Sandbox.Hide: the file "+strconv.Quote(p)+
+			" has other hard links, which are not hidden: a tree may read it through another name")
 	}
 	return warnings, nil
 }

@@ -4,6 +4,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/agentproc/agentproc/internal/inotifytest"
 )
 
 // TestHideWatchKeepsPolicy checks what hideWatch costs a Start: a policy
@@ -94,5 +96,33 @@ func TestHideWatchKeepsPolicy(t *testing.T) {
 			t.Errorf("%s, then nothing: got the policy resolved again, want it kept", s.what)
 		}
 		prev = next
+	}
+}
+
+// TestHideWatchOverflow checks that a hideWatch whose queue overflowed
+// resolves every cached policy again: the events lost may have been a
+// link made in any hidden directory.
+func TestHideWatchOverflow(t *testing.T) {
+	home := t.TempDir()
+	t.Setenv("HOME", home)
+	ws := filepath.Join(home, "project")
+	if err := os.Mkdir(ws, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	m := New()
+	t.Cleanup(func() { _ = m.Close() })
+	sb := WorkspaceSandbox(ws)
+	first, err := m.cachedPolicy(sb, ws, "", true, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Events on a directory no policy names fill the Manager's queue.
+	inotifytest.Overflow(t, m.sandbox.hides.ino, t.TempDir())
+	again, err := m.cachedPolicy(sb, ws, "", true, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again == first {
+		t.Error("after an overflow: got the policy kept, want it resolved again")
 	}
 }

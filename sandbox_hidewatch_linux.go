@@ -4,9 +4,10 @@ import (
 	"path/filepath"
 	"slices"
 	"sync"
-	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/agentproc/agentproc/internal/confine"
 )
 
 // hideWatch tells a Manager's policy cache (cachedPolicy) when a resolved
@@ -112,41 +113,22 @@ func (w *hideWatch) changed() (keys []string, all bool) {
 		return nil, false
 	}
 	var made []madeEntry
-	var buf [4096]byte
-	for {
-		n, err := unix.Read(w.ino, buf[:])
-		if err == unix.EINTR {
-			continue
-		}
-		if err != nil || n <= 0 {
-			break // EAGAIN: nothing more
-		}
-		for off := 0; off+unix.SizeofInotifyEvent <= n; {
-			ev := (*unix.InotifyEvent)(unsafe.Pointer(&buf[off]))
-			name := ""
-			if ev.Len > 0 {
-				raw := buf[off+unix.SizeofInotifyEvent : off+unix.SizeofInotifyEvent+int(ev.Len)]
-				name = string(raw[:max(0, slices.Index(raw, 0))])
+	all = confine.ReadInotify(w.ino, func(mask uint32, wd int32, name string) {
+		byName := w.keys[wd]
+		if mask&(unix.IN_IGNORED|unix.IN_DELETE_SELF|unix.IN_MOVE_SELF) != 0 { // the directory went
+			for _, ks := range byName {
+				keys = append(keys, ks...)
 			}
-			off += unix.SizeofInotifyEvent + int(ev.Len)
-			switch byName := w.keys[ev.Wd]; {
-			case ev.Mask&unix.IN_Q_OVERFLOW != 0:
-				all = true
-			case ev.Mask&(unix.IN_IGNORED|unix.IN_DELETE_SELF|unix.IN_MOVE_SELF) != 0: // the directory went
-				for _, ks := range byName {
-					keys = append(keys, ks...)
-				}
-				delete(w.keys, ev.Wd)
-				delete(w.dirs, ev.Wd)
-			default:
-				keys = append(keys, byName[name]...)
-				delete(byName, name)
-				if len(byName[anyName]) > 0 {
-					made = append(made, madeEntry{ev.Wd, filepath.Join(w.dirs[ev.Wd], name), ev.Mask&unix.IN_ISDIR != 0})
-				}
-			}
+			delete(w.keys, wd)
+			delete(w.dirs, wd)
+			return
 		}
-	}
+		keys = append(keys, byName[name]...)
+		delete(byName, name)
+		if len(byName[anyName]) > 0 {
+			made = append(made, madeEntry{wd, filepath.Join(w.dirs[wd], name), mask&unix.IN_ISDIR != 0})
+		}
+	})
 	if all {
 		w.keys, w.dirs = nil, nil
 	}

@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/agentproc/agentproc/internal/pathset"
 )
 
 // maxLinks is how many symbolic links resolvePath follows in one path
@@ -84,15 +86,19 @@ const (
 // links into /usr where /usr is merged (resolvePath has followed them),
 // directories of their own where not; Nix's and Guix's stores and snaps
 // are read-only trees of packages. /etc and /opt are left out: a dotfile
-// repository or a secret may be put there by hand. So is /usr/local
+// repository or a secret may be put there by hand. So are /usr/local
 // (handTrees), the administrator's own tree under /usr, where
 // /usr/local/src holds what they clone (twelfth attack review,
-// TestAttackHiddenDirLinkToUsrLocal).
+// TestAttackHiddenDirLinkToUsrLocal), and /usr/src, where container
+// images keep their application (`WORKDIR /usr/src/app`) and its config
+// (fifth mend, TestHiddenDirLinkToUsrSrc).
 var systemTrees = []string{"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/nix/store", "/gnu/store", "/snap"}
 
 // handTrees are the directories inside systemTrees that are filled by
-// hand, not by packages: no file there counts as a system file.
-var handTrees = []string{"/usr/local"}
+// hand, not by packages: no file there counts as a system file. /usr/src
+// also holds kernel headers, put by packages; a hidden directory's link
+// to them is hidden, which costs a tree little.
+var handTrees = []string{"/usr/local", "/usr/src"}
 
 // hiddenLinkTargets returns the symbolic links found below the hidden
 // paths hide (directories; files are skipped), each target resolved
@@ -112,11 +118,26 @@ var handTrees = []string{"/usr/local"}
 // review, TestAttackHiddenDirLinkToSystemFile). watch, if not nil, is
 // called with each directory before it is read (and each hidden path, the
 // top of a walk), so that a link made there after the read is seen
-// (hideWatch); ok is false where one could not be watched.
-func hiddenLinkTargets(hide []string, watch func(dir string) bool) (links map[string]string, ok bool) {
+// (hideWatch); watched is false where one could not be watched. It also
+// lists the hidden regular files, the hidden paths themselves and the
+// files the walk reads, that have other hard links (hardLinked), for the
+// Start's warnings.
+func hiddenLinkTargets(hide []string, watch func(dir string) bool) hiddenWalk {
+	return hiddenLinkTargetsIn(pathset.New(hide), hide, watch)
+}
+
+// hiddenLinkTargetsIn is hiddenLinkTargets with hide's set made by the
+// caller: a link's target is looked up in it by the target's depth, not
+// compared with every hidden path (quadratic in a long Hide list of
+// directories full of links; fifth mend, TestHiddenLinkWalkLinear).
+func hiddenLinkTargetsIn(hidden *pathset.Set, hide []string, watch func(dir string) bool) hiddenWalk {
 	out := map[string]string{}
-	ok = true
+	ok := true
+	var linked []string
 	for _, h := range hide {
+		if hardLinked(h) {
+			linked = append(linked, h)
+		}
 		budget := hiddenWalkEntries
 		level := []string{h}
 		for depth := 0; depth < hiddenWalkDepth && len(level) > 0 && budget > 0; depth++ {
@@ -129,18 +150,33 @@ func hiddenLinkTargets(hide []string, watch func(dir string) bool) (links map[st
 					p := filepath.Join(dir, e.Name())
 					switch {
 					case e.Type()&os.ModeSymlink != 0:
-						if t := resolvePath(p); !slices.ContainsFunc(hide, func(d string) bool { return within(t, d) }) && !systemPublic(t) {
+						if t := resolvePath(p); !hidden.Covers(t) && !systemPublic(t) {
 							out[t] = p
 						}
 					case e.IsDir():
 						next = append(next, p)
+					case e.Type().IsRegular() && hardLinked(p):
+						linked = append(linked, p)
 					}
 				}
 			}
 			level = next
 		}
 	}
-	return out, ok
+	slices.Sort(linked)
+	return hiddenWalk{links: out, linked: slices.Compact(linked), watched: ok}
+}
+
+// hardLinked reports whether p is a regular file with more than one hard
+// link (not followed through a link): its other names, made outside the
+// hidden path by the host's user or a backup tool (rsnapshot and
+// rsync --link-dest link unchanged files across snapshots), are not
+// hidden, as a hidden path is hidden by name (a cover mount as root) and
+// by the grants around it (Landlock, whose rules are on inodes), and the
+// kernel says how many names a file has, not where they are.
+func hardLinked(p string) bool {
+	var st unix.Stat_t
+	return unix.Lstat(p, &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFREG && st.Nlink > 1
 }
 
 // readDirNoFollow returns up to *budget entries of the directory dir,

@@ -16,4 +16,4 @@ func resolvePath(p string) string {
 
 // hiddenLinkTargets finds nothing on Windows, which has no sandbox (see
 // sandbox_resolve_unix.go).
-func hiddenLinkTargets([]string, func(string) bool) (map[string]string, bool) { return nil, true }
+func hiddenLinkTargets([]string, func(string) bool) hiddenWalk { return hiddenWalk{watched: true} }

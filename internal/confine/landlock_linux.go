@@ -11,6 +11,7 @@ import (
 	"golang.org/x/sys/unix"
 	"golang.org/x/xerrors"
 
+	"github.com/agentproc/agentproc/internal/pathset"
 	"github.com/agentproc/agentproc/internal/procfs"
 )
 
@@ -220,26 +221,30 @@ func landlockGrants(r Rules, abi int) map[string]uint64 {
 	for _, d := range devicePaths {
 		grants[d] |= llDevRights & all
 	}
+	return landlockExpand(grants, pathset.New(r.Hide))
+}
+
+// landlockExpand is landlockGrants' last step: each grant expanded around
+// the hidden paths (llExpand).
+func landlockExpand(grants map[string]uint64, hide *pathset.Set) map[string]uint64 {
 	out := map[string]uint64{}
 	add := func(p string, r uint64) { out[p] |= r }
 	for p, rights := range grants {
-		llExpand(p, rights, r.Hide, add)
+		llExpand(p, rights, hide, add)
 	}
 	return out
 }
 
 // llExpand adds the grant of r on p, leaving out what hide names below p.
-func llExpand(p string, r uint64, hide []string, add func(string, uint64)) {
-	above := false
-	for _, h := range hide {
-		if within(p, h) {
-			return // p itself is hidden
-		}
-		if within(h, p) {
-			above = true
-		}
+// Each visit costs lookups by p's depth (pathset), not a comparison with
+// each hidden path: a Hide list of 1,024 paths whose parents hold
+// thousands of entries made this quadratic (fifth mend,
+// TestLandlockGrantsLinear).
+func llExpand(p string, r uint64, hide *pathset.Set, add func(string, uint64)) {
+	if hide.Covers(p) {
+		return // p itself is hidden
 	}
-	if !above {
+	if !hide.Above(p) {
 		add(p, r)
 		return
 	}

@@ -5,10 +5,14 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/agentproc/agentproc/internal/pathset"
 )
 
 // TestOpenGrantFollowsNoLink checks that the descriptor a Landlock rule is
@@ -174,5 +178,45 @@ func TestLandlockSharedGrantsOwnDirMadeAfter(t *testing.T) {
 	if got["first"] || !got["second"] {
 		t.Errorf("after %d own-dir rules, write in the first dir added, in the last: got %v, %v, want false, true (the ruleset made again)",
 			landlockSharedOwnMax, got["first"], got["second"])
+	}
+}
+
+// TestLandlockGrantsLinear bounds, by counting, what a long Hide list
+// costs the grants: each entry visited around the hidden paths is looked
+// up by its depth, not compared with every hidden path. A directory of
+// 1,024 entries, 64 or 512 of them hidden: the lookups are the same for
+// both lists (the entries visited are the same), and a few per entry. A
+// scan of the list at each entry, as before, made them grow with the list
+// (8 times here).
+func TestLandlockGrantsLinear(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	var hidden []string
+	for i := range 512 {
+		h := filepath.Join(dir, "h"+strconv.Itoa(i))
+		if err := os.Mkdir(h, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		hidden = append(hidden, h)
+		if err := os.WriteFile(filepath.Join(dir, "f"+strconv.Itoa(i)), nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	probes := func(n int) (int, int) {
+		set := pathset.New(hidden[:n])
+		grants := landlockExpand(map[string]uint64{dir: llReadRights}, set)
+		return set.Probes(), len(grants)
+	}
+	small, smallGrants := probes(64)
+	large, largeGrants := probes(512)
+	depth := strings.Count(dir, "/") + 1
+	if bound := 1024 * (depth + 2); small > bound || large > bound {
+		t.Errorf("lookups for 1,024 entries: got %d (64 hidden) and %d (512 hidden), want at most %d each (the depth, %d, and two)", small, large, bound, depth)
+	}
+	if large > small+small/8 {
+		t.Errorf("lookups: got %d with 512 hidden paths against %d with 64, want about the same", large, small)
+	}
+	if smallGrants != 1+1024-64 || largeGrants != 1+1024-512 {
+		t.Errorf("grants: got %d and %d, want the directory and each entry but the hidden (%d and %d)", smallGrants, largeGrants, 1+1024-64, 1+1024-512)
 	}
 }

@@ -7,7 +7,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"unsafe"
 
 	"github.com/coder/quartz"
 	"golang.org/x/sys/unix"
@@ -409,44 +408,28 @@ func (d *DirWatcher) read(poke bool) {
 			d.rep.poke()
 		}
 	}()
-	var buf [4096]byte
-	for {
-		n, err := unix.Read(d.ino, buf[:])
-		if err == unix.EINTR {
-			continue
-		}
-		if err != nil || n <= 0 {
-			return // EAGAIN: nothing more
-		}
-		for off := 0; off+unix.SizeofInotifyEvent <= n; {
-			ev := (*unix.InotifyEvent)(unsafe.Pointer(&buf[off]))
-			name := ""
-			if ev.Len > 0 {
-				raw := buf[off+unix.SizeofInotifyEvent : off+unix.SizeofInotifyEvent+int(ev.Len)]
-				name = string(raw[:max(0, slices.Index(raw, 0))])
+	mark := func(hit []*MountWatch) {
+		for _, w := range hit {
+			w.stale.Store(true)
+			if w.live != nil {
+				w.live.pending.Store(true)
+				woke = true
 			}
-			off += unix.SizeofInotifyEvent + int(ev.Len)
-			var hit []*MountWatch
-			switch {
-			case ev.Mask&unix.IN_Q_OVERFLOW != 0: // events lost: any may matter
-				for _, byName := range d.names {
-					for _, ws := range byName {
-						hit = append(hit, ws...)
-					}
-				}
-			case ev.Mask&(unix.IN_IGNORED|unix.IN_DELETE_SELF|unix.IN_MOVE_SELF) != 0: // the directory went
-				for _, ws := range d.names[ev.Wd] {
-					hit = append(hit, ws...)
-				}
-			default:
-				hit = d.names[ev.Wd][name]
+		}
+	}
+	overflow := ReadInotify(d.ino, func(mask uint32, wd int32, name string) {
+		if mask&(unix.IN_IGNORED|unix.IN_DELETE_SELF|unix.IN_MOVE_SELF) != 0 { // the directory went
+			for _, ws := range d.names[wd] {
+				mark(ws)
 			}
-			for _, w := range hit {
-				w.stale.Store(true)
-				if w.live != nil {
-					w.live.pending.Store(true)
-					woke = true
-				}
+			return
+		}
+		mark(d.names[wd][name])
+	})
+	if overflow { // events lost: any may matter
+		for _, byName := range d.names {
+			for _, ws := range byName {
+				mark(ws)
 			}
 		}
 	}
