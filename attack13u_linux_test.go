@@ -1,0 +1,170 @@
+package agentproc_test
+
+import (
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/agentproc/agentproc"
+	"github.com/agentproc/agentproc/internal/testuser"
+)
+
+// Tests of the thirteenth attack review (unprivileged and the surfaces):
+// docs/sandbox-threats.md, "Thirteenth attack review (unprivileged and
+// the surfaces)".
+
+// btrfsHomeEnv names, for the unprivileged run of
+// TestAttackHiddenPathBtrfsSubvolume, the directory that makeBtrfsHome
+// made as root: the test itself cannot mount.
+const btrfsHomeEnv = "AGENTPROC_TEST_BTRFS_HOME"
+
+// makeBtrfsHome makes, as root, a btrfs file system in a file, with a
+// subvolume "home" holding a key in .ssh and a project, owned by uid and
+// gid; mounts its top level at dir/top and the subvolume at dir/home (the
+// layout of Fedora's and openSUSE's default install, where / and /home
+// are subvolumes of one file system, with the top level mounted for
+// snapshots), and returns dir. It skips where btrfs or its tools are
+// missing. Cleanup unmounts and removes them.
+func makeBtrfsHome(t *testing.T, uid, gid int) string {
+	t.Helper()
+	if fs, err := os.ReadFile("/proc/filesystems"); err != nil || !strings.Contains(string(fs), "\tbtrfs\n") {
+		t.Skip("the kernel has no btrfs")
+	}
+	for _, tool := range []string{"mkfs.btrfs", "btrfs"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("%s (btrfs-progs) is needed to make the file system: %v", tool, err)
+		}
+	}
+	dir, err := os.MkdirTemp("", "agentproc-btrfs-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	img, top, home := filepath.Join(dir, "img"), filepath.Join(dir, "top"), filepath.Join(dir, "home")
+	t.Cleanup(func() {
+		for _, p := range []string{home, top} {
+			_ = syscall.Unmount(p, syscall.MNT_DETACH)
+		}
+		_ = os.RemoveAll(dir)
+	})
+	run := func(name string, args ...string) {
+		t.Helper()
+		if out, err := exec.Command(name, args...).CombinedOutput(); err != nil {
+			t.Skipf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
+		}
+	}
+	for _, d := range []string{top, home} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	// A sparse file: mkfs writes a few MiB of it.
+	if err := os.WriteFile(img, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(img, 256<<20); err != nil {
+		t.Fatal(err)
+	}
+	run("mkfs.btrfs", "-q", img)
+	run("mount", "-o", "loop", img, top)
+	run("btrfs", "-q", "subvolume", "create", filepath.Join(top, "home"))
+	sub := filepath.Join(top, "home")
+	for _, d := range []string{filepath.Join(sub, ".ssh"), filepath.Join(sub, "project")} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	key := filepath.Join(sub, ".ssh", "id_ed25519")
+	if err := os.WriteFile(key, []byte("BTRFS-HOME-KEY\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{sub, filepath.Join(sub, ".ssh"), key, filepath.Join(sub, "project")} {
+		if err := os.Chown(p, uid, gid); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Chmod(filepath.Join(sub, ".ssh"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	run("mount", "-o", "loop,subvol=home", img, home)
+	return dir
+}
+
+// TestAttackHiddenPathBtrfsSubvolume: the twelfth review hid a hidden
+// path's other names on a file system mounted twice
+// (hiddenMountAliases), finding the path's mounts in mountinfo by the
+// device its stat reports. On btrfs that is not the device mountinfo
+// shows: each subvolume has a device number of its own (st_dev), and
+// mountinfo names the file system's (0:39 in mountinfo, 0:40 for the top
+// level's files and 0:41 for the subvolume's here), so no other name was
+// found. With the top level mounted beside the home subvolume (Fedora's
+// and openSUSE's layout, the top level mounted for snapshots), the key
+// hidden at ~/.ssh was read at top/home/.ssh, as root and not. The
+// control reads the key at both names without the sandbox. Runs as root
+// and, through TestAttack13uUnprivileged, not (root makes the mounts).
+func TestAttackHiddenPathBtrfsSubvolume(t *testing.T) {
+	requireSandbox(t)
+	dir := os.Getenv(btrfsHomeEnv)
+	if dir == "" {
+		if os.Geteuid() != 0 {
+			t.Skip("the mounts need root: TestAttack13uUnprivileged makes them and runs this as " + sandboxUser)
+		}
+		dir = makeBtrfsHome(t, 0, 0)
+	}
+	home := filepath.Join(dir, "home")
+	t.Setenv("HOME", home)
+	ws := filepath.Join(home, "project")
+	names := []string{filepath.Join(home, ".ssh", "id_ed25519"), filepath.Join(dir, "top", "home", ".ssh", "id_ed25519")}
+	cmd := ""
+	for _, n := range names {
+		cmd += "echo " + shellQuote(n) + ": $(cat " + shellQuote(n) + " 2>&1); "
+	}
+	plain := newManager(t, agentproc.WithRedaction(false))
+	if ctl := runSandboxed(t, plain, agentproc.Request{Command: cmd, WorkDir: ws, Timeout: time.Minute}).Text; strings.Count(ctl, "BTRFS-HOME-KEY") != len(names) {
+		t.Fatalf("control without the sandbox: got %q, want the key read at each of its %d names", ctl, len(names))
+	}
+	m := newManager(t, agentproc.WithRedaction(false), agentproc.WithSandbox(agentproc.WorkspaceSandbox(ws)))
+	out := runSandboxed(t, m, agentproc.Request{Command: cmd + "echo PROJECT $(ls -d " + shellQuote(filepath.Join(dir, "top", "home", "project")) + " && echo listed)", WorkDir: ws, Timeout: time.Minute}).Text
+	for _, line := range strings.Split(out, "\n") {
+		if strings.Contains(line, "BTRFS-HOME-KEY") {
+			t.Errorf("a hidden key read under the sandbox: %q", line)
+		}
+	}
+	if !strings.Contains(out, "listed") {
+		t.Errorf("the other mount's unhidden part: got %q, want it readable", out)
+	}
+}
+
+// TestAttack13uUnprivileged runs this review's tests as the unprivileged
+// user, with the mounts made here as root.
+func TestAttack13uUnprivileged(t *testing.T) {
+	requireSandbox(t)
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to run the tests as " + sandboxUser)
+	}
+	tests := []string{"TestAttackHiddenPathBtrfsSubvolume"}
+	u, err := user.Lookup(sandboxUser)
+	if err != nil {
+		t.Skipf("no user %s: %v", sandboxUser, err)
+	}
+	uid, _ := strconv.Atoi(u.Uid)
+	gid, _ := strconv.Atoi(u.Gid)
+	dir := makeBtrfsHome(t, uid, gid)
+	out, err := testuser.Run(t, 2*time.Minute, []string{btrfsHomeEnv + "=" + dir}, "-test.run=^("+strings.Join(tests, "|")+")$")
+	if err != nil {
+		t.Fatalf("as %s: %v\n%s", sandboxUser, err, out)
+	}
+	for _, name := range tests {
+		if !strings.Contains(out, "--- PASS: "+name+" ") {
+			t.Errorf("as %s: got no PASS line for %s, want one\n%s", sandboxUser, name, out)
+		}
+	}
+}
