@@ -150,15 +150,18 @@ func TestAttack13uUnprivileged(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root to run the tests as " + sandboxUser)
 	}
-	tests := []string{"TestAttackHiddenPathBtrfsSubvolume"}
+	tests := []string{"TestAttackHiddenPathBtrfsSubvolume", "TestAttackHiddenDirPartBoundElsewhere"}
 	u, err := user.Lookup(sandboxUser)
 	if err != nil {
 		t.Skipf("no user %s: %v", sandboxUser, err)
 	}
 	uid, _ := strconv.Atoi(u.Uid)
 	gid, _ := strconv.Atoi(u.Gid)
-	dir := makeBtrfsHome(t, uid, gid)
-	out, err := testuser.Run(t, 2*time.Minute, []string{btrfsHomeEnv + "=" + dir}, "-test.run=^("+strings.Join(tests, "|")+")$")
+	env := []string{partBoundEnv + "=" + makePartBoundHome(t, uid, gid)}
+	if _, err := exec.LookPath("mkfs.btrfs"); err == nil {
+		env = append(env, btrfsHomeEnv+"="+makeBtrfsHome(t, uid, gid))
+	}
+	out, err := testuser.Run(t, 2*time.Minute, env, "-test.run=^("+strings.Join(tests, "|")+")$")
 	if err != nil {
 		t.Fatalf("as %s: %v\n%s", sandboxUser, err, out)
 	}
@@ -166,5 +169,100 @@ func TestAttack13uUnprivileged(t *testing.T) {
 		if !strings.Contains(out, "--- PASS: "+name+" ") {
 			t.Errorf("as %s: got no PASS line for %s, want one\n%s", sandboxUser, name, out)
 		}
+	}
+}
+
+// partBoundEnv names, for the unprivileged run of
+// TestAttackHiddenDirPartBoundElsewhere, the directory that
+// makePartBoundHome made as root.
+const partBoundEnv = "AGENTPROC_TEST_PART_BOUND"
+
+// makePartBoundHome makes, as root, dir/home with a key in
+// home/.gnupg/private-keys-v1.d and a project, owned by uid and gid, binds
+// home/.gnupg/private-keys-v1.d a second time at dir/keys, and returns
+// dir. Cleanup unmounts and removes them.
+func makePartBoundHome(t *testing.T, uid, gid int) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "agentproc-partbound-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	home := filepath.Join(dir, "home")
+	keys := filepath.Join(home, ".gnupg", "private-keys-v1.d")
+	alt := filepath.Join(dir, "keys")
+	t.Cleanup(func() {
+		_ = syscall.Unmount(alt, syscall.MNT_DETACH)
+		_ = os.RemoveAll(dir)
+	})
+	for _, d := range []string{keys, filepath.Join(home, "project"), alt} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	key := filepath.Join(keys, "A1B2.key")
+	if err := os.WriteFile(key, []byte("PART-BOUND-KEY\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{home, filepath.Join(home, ".gnupg"), keys, key, filepath.Join(home, "project")} {
+		if err := os.Chown(p, uid, gid); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, p := range []string{filepath.Join(home, ".gnupg"), keys} {
+		if err := os.Chmod(p, 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := syscall.Mount(keys, alt, "", syscall.MS_BIND, ""); err != nil {
+		t.Skipf("bind mount %s: %v", alt, err)
+	}
+	return dir
+}
+
+// TestAttackHiddenDirPartBoundElsewhere: the twelfth review hid a hidden
+// path's other names through a second mount of its file system, looking
+// only at mounts whose root holds the hidden path (a home bound twice). A
+// mount of a directory inside a hidden one (~/.gnupg/private-keys-v1.d
+// bound at dir/keys, as a backup, a chroot or a container's volume set
+// up by hand does) is another name of part of it, and was missed:
+// without root dir/keys, an entry of a directory above the hidden path,
+// was granted whole, and the grant, on the bound directory's inode, also
+// opened it at its first name; as root the cover is bound at ~/.gnupg
+// alone. The key was read at both names. The control reads it at both
+// without the sandbox. Runs as root and, through TestAttack13uUnprivileged,
+// not (root makes the mount).
+func TestAttackHiddenDirPartBoundElsewhere(t *testing.T) {
+	requireSandbox(t)
+	dir := os.Getenv(partBoundEnv)
+	if dir == "" {
+		if os.Geteuid() != 0 {
+			t.Skip("the bind mount needs root: TestAttack13uUnprivileged makes it and runs this as " + sandboxUser)
+		}
+		dir = makePartBoundHome(t, 0, 0)
+	}
+	home := filepath.Join(dir, "home")
+	t.Setenv("HOME", home)
+	ws := filepath.Join(home, "project")
+	names := []string{filepath.Join(home, ".gnupg", "private-keys-v1.d", "A1B2.key"), filepath.Join(dir, "keys", "A1B2.key")}
+	cmd := ""
+	for _, n := range names {
+		cmd += "echo " + shellQuote(n) + ": $(cat " + shellQuote(n) + " 2>&1); "
+	}
+	plain := newManager(t, agentproc.WithRedaction(false))
+	if ctl := runSandboxed(t, plain, agentproc.Request{Command: cmd, WorkDir: ws, Timeout: time.Minute}).Text; strings.Count(ctl, "PART-BOUND-KEY") != len(names) {
+		t.Fatalf("control without the sandbox: got %q, want the key read at each of its %d names", ctl, len(names))
+	}
+	m := newManager(t, agentproc.WithRedaction(false), agentproc.WithSandbox(agentproc.WorkspaceSandbox(ws)))
+	out := runSandboxed(t, m, agentproc.Request{Command: cmd + "echo PROJECT $(ls -d " + shellQuote(ws) + " && echo listed)", WorkDir: ws, Timeout: time.Minute}).Text
+	for _, line := range strings.Split(out, "\n") {
+		if strings.Contains(line, "PART-BOUND-KEY") {
+			t.Errorf("a hidden key read under the sandbox: %q", line)
+		}
+	}
+	if !strings.Contains(out, "listed") {
+		t.Errorf("the work dir: got %q, want it readable", out)
 	}
 }

@@ -64,19 +64,46 @@ func hiddenMountAliases(hide []string) []string {
 		}
 		rel := filepath.Join(all[own].Root, strings.TrimPrefix(h, all[own].Point))
 		for _, i := range byDev[all[own].Dev] {
-			mt := all[i]
-			if i == own || !within(rel, mt.Root) {
+			if i == own {
 				continue
 			}
-			alias := filepath.Join(mt.Point, strings.TrimPrefix(rel, mt.Root))
-			var ast unix.Statx_t
-			if alias != h && unix.Statx(unix.AT_FDCWD, alias, unix.AT_SYMLINK_NOFOLLOW, unix.STATX_INO, &ast) == nil &&
-				ast.Dev_major == st.Dev_major && ast.Dev_minor == st.Dev_minor && ast.Ino == st.Ino {
+			if alias, ok := mountAlias(h, rel, &st, all[i]); ok && !slices.ContainsFunc(hide, func(d string) bool { return within(alias, d) }) {
 				out = append(out, alias)
 			}
 		}
 	}
 	return out
+}
+
+// mountAlias returns the name through mt of the hidden path h (whose
+// statx is st, and rel its path within its file system), or of the part
+// of it that mt shows: a mount whose root holds rel shows h below its
+// point, and one whose root lies inside rel (a directory inside a hidden
+// ~/.gnupg bound elsewhere) shows part of h at its point, which is then
+// hidden whole. Without the second, the other mount's point was granted
+// whole without root, and the grant, on the bound directory's inode,
+// opened it at its first name too (thirteenth attack review,
+// TestAttackHiddenDirPartBoundElsewhere). A name is taken only where it
+// is the same inode as the path it stands for.
+func mountAlias(h, rel string, st *unix.Statx_t, mt procfs.Mount) (string, bool) {
+	var alias, first string
+	switch {
+	case within(rel, mt.Root):
+		alias, first = filepath.Join(mt.Point, strings.TrimPrefix(rel, mt.Root)), h
+	case within(mt.Root, rel):
+		alias, first = mt.Point, filepath.Join(h, strings.TrimPrefix(mt.Root, rel))
+	default:
+		return "", false
+	}
+	var ast unix.Statx_t
+	if alias == h || unix.Statx(unix.AT_FDCWD, alias, unix.AT_SYMLINK_NOFOLLOW, unix.STATX_INO, &ast) != nil {
+		return "", false
+	}
+	want := *st
+	if first != h && unix.Statx(unix.AT_FDCWD, first, unix.AT_SYMLINK_NOFOLLOW, unix.STATX_INO, &want) != nil {
+		return "", false
+	}
+	return alias, ast.Dev_major == want.Dev_major && ast.Dev_minor == want.Dev_minor && ast.Ino == want.Ino
 }
 
 // ownMount returns the index in all of the mount h (whose statx is st) is
