@@ -150,7 +150,7 @@ func TestAttack13uUnprivileged(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root to run the tests as " + sandboxUser)
 	}
-	tests := []string{"TestAttackHiddenPathBtrfsSubvolume", "TestAttackHiddenDirPartBoundElsewhere"}
+	tests := []string{"TestAttackHiddenPathBtrfsSubvolume", "TestAttackHiddenDirPartBoundElsewhere", "TestAttackMoreEngineKeys", "TestAttackMoreLoginFiles"}
 	u, err := user.Lookup(sandboxUser)
 	if err != nil {
 		t.Skipf("no user %s: %v", sandboxUser, err)
@@ -265,4 +265,43 @@ func TestAttackHiddenDirPartBoundElsewhere(t *testing.T) {
 	if !strings.Contains(out, "listed") {
 		t.Errorf("the work dir: got %q, want it readable", out)
 	}
+}
+
+// TestAttackMoreEngineKeys: the eleventh review hid the container engines'
+// VMs that a user runs from the home (Docker Desktop's, Colima's, Lima's
+// ~/.lima). Others keep the same keys elsewhere: Rancher Desktop on Linux
+// runs Lima with its home at ~/.local/share/rancher-desktop/lima (the VM's
+// ssh key _config/user; the VM mounts the home), podman machine keeps one
+// ssh key for all its VMs at ~/.local/share/containers/podman/machine/machine
+// (its connections log in as core and as root), and a Docker context for a
+// remote engine keeps the TLS client key the CLI copied in at
+// ~/.docker/contexts/tls/HASH/docker/key.pem (a remote dockerd is root on
+// its host). A tree read each. The control reads them without the
+// sandbox. Runs as root and, through TestAttack13uUnprivileged, not.
+func TestAttackMoreEngineKeys(t *testing.T) {
+	attackHomeFiles(t, []string{
+		".local/share/rancher-desktop/lima/_config/user",
+		".local/share/containers/podman/machine/machine",
+		".docker/contexts/tls/5f2e3b1c/docker/key.pem",
+	})
+}
+
+// TestAttackMoreLoginFiles: logins kept in the home by tools the list did
+// not name: Teleport's tsh (~/.tsh: the user's private key and the
+// certificates that reach every node, cluster and database the role
+// allows), MySQL's login paths (~/.mylogin.cnf, `mysql_config_editor`'s
+// passwords, obfuscated with a key kept in the same file; ~/.my.cnf was
+// listed), uv's credential store (`uv auth login`, plaintext), Poetry's
+// (auth.toml, where no keyring runs) and Argo CD's CLI token (either of its
+// config paths). A tree read each. The control reads them without the
+// sandbox. Runs as root and, through TestAttack13uUnprivileged, not.
+func TestAttackMoreLoginFiles(t *testing.T) {
+	attackHomeFiles(t, []string{
+		".tsh/keys/teleport.example.com/alice",
+		".mylogin.cnf",
+		".local/share/uv/credentials/credentials.toml",
+		".config/pypoetry/auth.toml",
+		".config/argocd/config",
+		".argocd/config",
+	})
 }

@@ -331,6 +331,17 @@ var credentialPaths = []string{
 	// wallets are unencrypted unless the user chose otherwise.
 	".config/solana/id.json", ".sui/sui_config/sui.keystore", ".near-credentials",
 	".ethereum/keystore", ".foundry/keystores", ".bitcoin/wallets", ".bitcoin/wallet.dat", ".electrum/wallets",
+	// The other engines' VM keys and a remote engine's TLS key
+	// (thirteenth attack review, TestAttackMoreEngineKeys): Rancher
+	// Desktop's Lima home on Linux, podman machine's one key for all its
+	// VMs (its connections log in as root too), the Docker contexts' TLS
+	// material (a remote dockerd is root on its host).
+	".local/share/rancher-desktop/lima", ".local/share/containers/podman/machine", ".docker/contexts/tls",
+	// More logins (TestAttackMoreLoginFiles): Teleport's keys and
+	// certificates, MySQL's obfuscated login paths, uv's and Poetry's
+	// index passwords, Argo CD's CLI token at either of its paths.
+	".tsh", ".mylogin.cnf", ".local/share/uv/credentials", ".config/pypoetry/auth.toml",
+	".config/argocd/config", ".argocd/config",
 }
 
 // systemSecretPaths are hidden by WorkspaceSandbox as well: a root tree
