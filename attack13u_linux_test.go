@@ -150,7 +150,7 @@ func TestAttack13uUnprivileged(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root to run the tests as " + sandboxUser)
 	}
-	tests := []string{"TestAttackHiddenPathBtrfsSubvolume", "TestAttackHiddenDirPartBoundElsewhere", "TestAttackMoreEngineKeys", "TestAttackMoreLoginFiles"}
+	tests := []string{"TestAttackHiddenPathBtrfsSubvolume", "TestAttackHiddenDirPartBoundElsewhere", "TestAttackMoreEngineKeys", "TestAttackMoreLoginFiles", "TestAttackHideWatchGrowsWithoutBound"}
 	u, err := user.Lookup(sandboxUser)
 	if err != nil {
 		t.Skipf("no user %s: %v", sandboxUser, err)
@@ -304,4 +304,82 @@ func TestAttackMoreLoginFiles(t *testing.T) {
 		".config/argocd/config",
 		".argocd/config",
 	})
+}
+
+// inotifyWatches counts the inotify watches this process holds, from
+// /proc/self/fdinfo.
+func inotifyWatches(t *testing.T) int {
+	t.Helper()
+	fds, err := os.ReadDir("/proc/self/fdinfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, fd := range fds {
+		b, err := os.ReadFile(filepath.Join("/proc/self/fdinfo", fd.Name()))
+		if err == nil {
+			n += strings.Count(string(b), "inotify wd:")
+		}
+	}
+	return n
+}
+
+// TestAttackHideWatchGrowsWithoutBound: hideWatch (fourth mend) watches
+// each directory the hidden-link walk reads, for every policy a Manager
+// resolves, and never let a watch go: not when the policy cache started
+// over, nor for a policy it did not keep (a Start refused, or one that
+// could not be watched). An httpapi client names the hidden paths
+// (Sandbox.Hide, up to 1,024, each walked to 256 entries): each request
+// with new directories (a tree can make 260,000 in its work dir) left the
+// host holding up to 262,000 more watches, each pinning its inode in
+// kernel memory, until the user's fs.inotify.max_user_watches (8,192 to
+// about a million, by the machine's memory) was spent: then every other
+// program of the user (an editor's or a build's file watcher, a tree's
+// `npm run dev`) failed to watch (ENOSPC) for as long as the server ran.
+// The control: the requests run, and the first adds watches. Runs as root
+// and, through TestAttack13uUnprivileged, not.
+func TestAttackHideWatchGrowsWithoutBound(t *testing.T) {
+	requireSandbox(t)
+	home := t.TempDir()
+	t.Setenv("HOME", home)
+	ws := filepath.Join(home, "project")
+	const groups, perGroup, subdirs = 3, 12, 150
+	for g := range groups {
+		for i := range perGroup {
+			for j := range subdirs {
+				if err := os.MkdirAll(filepath.Join(home, "data", strconv.Itoa(g), strconv.Itoa(i), strconv.Itoa(j)), 0o700); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+	}
+	if err := os.MkdirAll(ws, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	base := agentproc.WorkspaceSandbox(ws)
+	m := newManager(t, agentproc.WithSandbox(base))
+	before := inotifyWatches(t)
+	var after []int
+	for g := range groups {
+		var hide []string
+		for i := range perGroup {
+			hide = append(hide, filepath.Join(home, "data", strconv.Itoa(g), strconv.Itoa(i)))
+		}
+		sb, err := base.Narrow(&agentproc.Sandbox{Hide: hide})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if out := runSandboxed(t, m, agentproc.Request{Command: "echo ran", WorkDir: ws, Sandbox: sb, Timeout: time.Minute}).Text; !strings.Contains(out, "ran") {
+			t.Fatalf("request %d: got %q, want it run", g, out)
+		}
+		after = append(after, inotifyWatches(t)-before)
+	}
+	if after[0] < perGroup*subdirs {
+		t.Fatalf("control: got %d watches after the first request, want at least the %d directories it hid", after[0], perGroup*subdirs)
+	}
+	t.Logf("watches held after each request: %v", after)
+	// The bound: the Manager holds at most maxHideWatches (4,096) of them.
+	if last := after[len(after)-1]; last > 4096 {
+		t.Errorf("watches held after each of %d requests: got %v, want at most 4096", groups, after)
+	}
 }

@@ -29,7 +29,23 @@ type hideWatch struct {
 	// directory the walk read.
 	keys map[int32]map[string][]string
 	dirs map[int32]string // the watched directory, to look up an entry
+	// full is set when a watch was refused at maxHideWatches; gen counts
+	// the resets, so that a policy resolved across one is not kept.
+	full bool
+	gen  uint64
 }
+
+// maxHideWatches bounds the watches one Manager holds. Each pins its
+// directory's inode in kernel memory and counts against the user's
+// fs.inotify.max_user_watches (8,192 on a small machine), which every
+// other program of the user shares: an httpapi client naming new hidden
+// directories at each request (Sandbox.Hide, 1,024 walked to 256 entries
+// each) had the host hold 3,200 more watches a request, never let go,
+// until the user's editors and builds could watch nothing (thirteenth
+// attack review, TestAttackHideWatchGrowsWithoutBound). WorkspaceSandbox
+// takes a few hundred. At the bound a policy is not kept (as where the
+// kernel's limits refuse a watch) and the cache starts over (cachedPolicy).
+const maxHideWatches = 4096
 
 // anyName registers a policy for every entry made in a directory.
 const anyName = "\x00"
@@ -66,6 +82,10 @@ func (w *hideWatch) watch(key, p string) bool {
 	for {
 		wd, err := unix.InotifyAddWatch(w.ino, p, hideWatchEvents)
 		switch {
+		case err == nil && w.dirs[int32(wd)] == "" && len(w.dirs) >= maxHideWatches:
+			_, _ = unix.InotifyRmWatch(w.ino, uint32(wd))
+			w.full = true
+			return false
 		case err == nil:
 			w.addLocked(int32(wd), p, name, key)
 			return true
@@ -180,12 +200,38 @@ func isLink(p string) bool {
 	return unix.Lstat(p, &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFLNK
 }
 
-// reset forgets every registration (the policy cache started over); the
-// kernel's watches stay, few and shared.
+// reset forgets every registration (the policy cache started over) and
+// lets the kernel's watches go: kept, they would count against
+// maxHideWatches and the user's limit with nothing depending on them. The
+// caller holds the cache's lock, so that no policy resolved meanwhile is
+// kept without its registrations (generation); inotify_rm_watch touches
+// no disk.
 func (w *hideWatch) reset() {
 	w.mu.Lock()
-	w.keys, w.dirs = nil, nil
-	w.mu.Unlock()
+	defer w.mu.Unlock()
+	if w.made && w.ino >= 0 {
+		for wd := range w.dirs {
+			_, _ = unix.InotifyRmWatch(w.ino, uint32(wd))
+		}
+	}
+	w.keys, w.dirs, w.full = nil, nil, false
+	w.gen++
+}
+
+// filled reports whether a watch was refused at maxHideWatches since the
+// last reset.
+func (w *hideWatch) filled() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.full
+}
+
+// generation counts the resets: a policy whose registrations a reset
+// dropped while it was resolved is not kept.
+func (w *hideWatch) generation() uint64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.gen
 }
 
 // close releases the instance (the Manager's Close).

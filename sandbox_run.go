@@ -82,13 +82,28 @@ func (m *Manager) cachedPolicy(sb *Sandbox, dir, parent string, dirChosen, tty b
 	if pol != nil {
 		return pol, nil
 	}
+	gen := s.hides.generation()
 	pol, err := m.resolvePolicy(sb, dir, parent, dirChosen, tty, func(d string) bool { return s.hides.watch(raw, d) })
 	if err != nil || pol.unwatched {
+		if s.hides.filled() {
+			// The Manager's watches are at their bound
+			// (maxHideWatches): start over, as when the cache is full,
+			// rather than resolve every later policy at each Start.
+			s.polMu.Lock()
+			s.policies = nil
+			s.hides.reset()
+			s.polMu.Unlock()
+		}
 		return pol, err // not kept where a change could go unseen
 	}
 	s.polMu.Lock()
 	defer s.polMu.Unlock()
 	switch {
+	case s.hides.generation() != gen:
+		// A reset (another Start's start-over) dropped this policy's
+		// registrations while it was resolved: kept, it would miss a
+		// change.
+		return pol, nil
 	case s.policies == nil:
 		s.policies = map[string]*sandboxPolicy{}
 	case len(s.policies) >= maxCachedPolicies:
