@@ -1,0 +1,148 @@
+package agentproc_test
+
+import (
+	"os"
+	"os/user"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/agentproc/agentproc"
+	"github.com/agentproc/agentproc/internal/testuser"
+)
+
+// partMountEnv names, for the unprivileged re-run, the directory root
+// made with makePartMounts.
+const partMountEnv = "AGENTPROC_ATK13R_PART_MOUNTS"
+
+// makePartMounts makes, as root, dir/home with a hidden ~/.ssh holding a
+// key in a subdirectory (keys/id_ed25519) and a ~/.netrc, owned by uid and
+// gid, and binds a part of each elsewhere: ~/.ssh/keys at dir/keys and
+// ~/.netrc at dir/netrc, mounts whose root is inside a hidden path rather
+// than one showing the whole of it; and binds dir/vault (a token) into
+// ~/.ssh/vault, a mount inside a hidden directory whose file system shows
+// the same files elsewhere. Cleanup unmounts and removes them.
+func makePartMounts(t *testing.T, uid, gid int) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "agentproc-part-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	home := filepath.Join(dir, "home")
+	binds := [][2]string{{filepath.Join(home, ".ssh", "keys"), filepath.Join(dir, "keys")}, {filepath.Join(home, ".netrc"), filepath.Join(dir, "netrc")},
+		{filepath.Join(dir, "vault"), filepath.Join(home, ".ssh", "vault")}}
+	t.Cleanup(func() {
+		for _, b := range binds {
+			_ = syscall.Unmount(b[1], syscall.MNT_DETACH)
+		}
+		_ = os.RemoveAll(dir)
+	})
+	for _, d := range []string{filepath.Join(home, ".ssh", "keys"), filepath.Join(home, ".ssh", "vault"), filepath.Join(home, "project"), filepath.Join(dir, "keys"), filepath.Join(dir, "vault")} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	files := map[string]string{
+		filepath.Join(home, ".ssh", "keys", "id_ed25519"): "PART-MOUNT-KEY\n",
+		filepath.Join(home, ".netrc"):                     "machine example.com password PART-MOUNT-NETRC\n",
+		filepath.Join(dir, "netrc"):                       "",
+		filepath.Join(dir, "vault", "token"):              "PART-MOUNT-VAULT\n",
+	}
+	for p, s := range files {
+		if err := os.WriteFile(p, []byte(s), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{home, filepath.Join(home, ".ssh"), filepath.Join(home, ".ssh", "keys"), filepath.Join(home, ".ssh", "keys", "id_ed25519"), filepath.Join(home, ".netrc"), filepath.Join(home, "project"), filepath.Join(dir, "vault"), filepath.Join(dir, "vault", "token")} {
+		if err := os.Chown(p, uid, gid); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Chmod(filepath.Join(home, ".ssh"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range binds {
+		if err := syscall.Mount(b[0], b[1], "", syscall.MS_BIND, ""); err != nil {
+			t.Skipf("bind mount %s: %v", b[1], err)
+		}
+	}
+	return dir
+}
+
+// TestAttackHiddenPathPartMounted: the twelfth review hid a hidden path's
+// other names where its file system is mounted twice, but only at mounts
+// that show the whole hidden path (a mount whose root is the hidden path
+// or above it). A mount whose root lies inside a hidden directory, or is a
+// hidden file (a bind of ~/.ssh/keys or of ~/.netrc elsewhere: a
+// container's or a backup job's view, an fstab bind of one directory),
+// shows part of it under another name, and a tree read the key and the
+// password there: as root the cover is bound at the hidden name alone,
+// and without root the other mount's point is a granted sibling. The
+// control reads both without the sandbox. Runs as root and, through
+// TestAttack13rUnprivileged, not.
+func TestAttackHiddenPathPartMounted(t *testing.T) {
+	requireSandbox(t)
+	dir := os.Getenv(partMountEnv)
+	if dir == "" {
+		if os.Geteuid() != 0 {
+			t.Skip("the bind mounts need root: TestAttack13rUnprivileged makes them and runs this as " + sandboxUser)
+		}
+		dir = makePartMounts(t, 0, 0)
+	}
+	home := filepath.Join(dir, "home")
+	t.Setenv("HOME", home)
+	ws := filepath.Join(home, "project")
+	names := []string{filepath.Join(home, ".ssh", "keys", "id_ed25519"), filepath.Join(dir, "keys", "id_ed25519"), filepath.Join(home, ".netrc"), filepath.Join(dir, "netrc"),
+		filepath.Join(home, ".ssh", "vault", "token"), filepath.Join(dir, "vault", "token")}
+	cmd := ""
+	for _, n := range names {
+		cmd += "echo " + shellQuote(n) + ": $(cat " + shellQuote(n) + " 2>&1); "
+	}
+	req := agentproc.Request{Command: cmd + "echo HOME $(ls " + shellQuote(dir) + " && echo listed)", WorkDir: ws, Timeout: time.Minute}
+	plain := newManager(t, agentproc.WithRedaction(false))
+	if ctl := runSandboxed(t, plain, req).Text; strings.Count(ctl, "PART-MOUNT-") != len(names) {
+		t.Fatalf("control without the sandbox: got %q, want the secrets read at each of their %d names", ctl, len(names))
+	}
+	m := newManager(t, agentproc.WithRedaction(false), agentproc.WithSandbox(agentproc.WorkspaceSandbox(ws)))
+	out := runSandboxed(t, m, req).Text
+	for _, line := range strings.Split(out, "\n") {
+		if strings.Contains(line, "PART-MOUNT-") {
+			t.Errorf("a hidden secret read under the sandbox: %q", line)
+		}
+	}
+	if !strings.Contains(out, "listed") {
+		t.Errorf("the directory above the mounts: got %q, want it listable", out)
+	}
+}
+
+// TestAttack13rUnprivileged re-runs this review's tests that need mounts
+// made by root as the unprivileged user, Landlock and seccomp alone.
+func TestAttack13rUnprivileged(t *testing.T) {
+	requireSandbox(t)
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to make the mounts and switch users")
+	}
+	tests := []string{"TestAttackHiddenPathPartMounted"}
+	u, err := user.Lookup(sandboxUser)
+	if err != nil {
+		t.Skipf("no user %s: %v", sandboxUser, err)
+	}
+	uid, _ := strconv.Atoi(u.Uid)
+	gid, _ := strconv.Atoi(u.Gid)
+	dir := makePartMounts(t, uid, gid)
+	out, err := testuser.Run(t, 2*time.Minute, []string{partMountEnv + "=" + dir}, "-test.run=^("+strings.Join(tests, "|")+")$")
+	if err != nil {
+		t.Fatalf("as %s: %v\n%s", sandboxUser, err, out)
+	}
+	for _, name := range tests {
+		if !strings.Contains(out, "--- PASS: "+name+" ") {
+			t.Errorf("as %s: got no PASS line for %s, want one\n%s", sandboxUser, name, out)
+		}
+	}
+}
