@@ -146,3 +146,29 @@ func TestAttack13rUnprivileged(t *testing.T) {
 		}
 	}
 }
+
+// TestAttackSystemdVarlinkDoors: the door list covers D-Bus, systemd's
+// private socket and the varlink sockets directly in /run/systemd
+// (io.systemd.*), not those systemd's services keep in directories of
+// their own. systemd-machined's /run/systemd/machine/io.systemd.Machine
+// (socket-activated where systemd-container is installed) serves a root
+// peer without polkit: io.systemd.Machine.Open opens a shell or runs a
+// command in a machine, the host (".host") among them, outside every
+// sandbox, and io.systemd.MachineImage clones and removes images.
+// systemd-resolved's /run/systemd/resolve/io.systemd.Resolve (mode 0666)
+// resolves any name the tree sends, a channel off the host for a
+// NetworkNone tree (nscd's socket is covered for that reason), and its
+// io.systemd.Resolve.Monitor streams every name the host looks up to a
+// root peer. The control reaches each unconfined; each is now covered
+// (hostDoors).
+func TestAttackSystemdVarlinkDoors(t *testing.T) {
+	requireRootSandbox(t)
+	ws := t.TempDir()
+	socks := map[string][]string{
+		"/run/systemd/machine/io.systemd.Machine":         {"/run/systemd/machine"},
+		"/run/systemd/machine/io.systemd.MachineImage":    {"/run/systemd/machine"},
+		"/run/systemd/resolve/io.systemd.Resolve":         {"/run/systemd/resolve"},
+		"/run/systemd/resolve/io.systemd.Resolve.Monitor": {"/run/systemd/resolve"},
+	}
+	requireDoorsShut(t, ws, socks)
+}

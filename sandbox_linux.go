@@ -1181,6 +1181,14 @@ func hostDoors() []string {
 		// The X server's sockets: a peer of the display's uid types into
 		// the user's terminal (TestAttackDesktopDoors).
 		"/tmp/.X11-unix",
+		// systemd's services that keep their varlink sockets in a
+		// directory of their own (thirteenth attack review,
+		// TestAttackSystemdVarlinkDoors): machined's Open runs a shell or
+		// a command on the host (".host") for a root peer, resolved
+		// resolves any name for any peer (a way out for NetworkNone, as
+		// nscd) and streams the host's lookups to a root one. resolved's
+		// directory also holds the resolv.conf files: its sockets only.
+		"/run/systemd/machine", "/run/systemd/resolve/io.systemd.Resolve", "/run/systemd/resolve/io.systemd.Resolve.Monitor",
 	}
 	if m, err := filepath.Glob("/run/systemd/io.systemd.*"); err == nil {
 		cands = append(cands, m...)
