@@ -216,7 +216,8 @@ import (
 //     cache which resolved policies a link made in a hidden directory
 //     since their walk has made stale: watch(key, dir) before the walk
 //     reads dir, changed() at each Start (one read that finds nothing
-//     when nothing changed), reset() when the cache starts over
+//     when nothing changed), reset() when the cache starts over,
+//     generation(), which moves whenever changed() drops a registration
 //     (sandbox_hidewatch_linux.go; watching nothing in
 //     sandbox_hidewatch_other.go).
 //   - moreConfined(pid) implements MoreConfined (sandbox_peer_linux.go;
@@ -365,6 +366,7 @@ var (
 	_ func(*hideWatch, string, string) bool                             = (*hideWatch).watch
 	_ func(*hideWatch) ([]string, bool)                                 = (*hideWatch).changed
 	_ func(*hideWatch)                                                  = (*hideWatch).reset
+	_ func(*hideWatch) uint64                                           = (*hideWatch).generation
 	_ func(*hideWatch)                                                  = (*hideWatch).close
 	_ func(int) (string, error)                                         = moreConfined
 	_ func() (hostsListener, error)                                     = makeHostsListener

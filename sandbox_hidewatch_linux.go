@@ -29,6 +29,8 @@ type hideWatch struct {
 	// directory the walk read.
 	keys map[int32]map[string][]string
 	dirs map[int32]string // the watched directory, to look up an entry
+	// gen counts the drains that found a policy stale (generation).
+	gen uint64
 }
 
 // anyName registers a policy for every entry made in a directory.
@@ -150,17 +152,35 @@ func (w *hideWatch) changed() (keys []string, all bool) {
 	if all {
 		w.keys, w.dirs = nil, nil
 	}
+	// The generation moves with the registrations dropped, under the one
+	// lock: a resolve that reads it after this drain finds it moved.
+	if len(keys) > 0 || all {
+		w.gen++
+	}
 	w.mu.Unlock()
 	for _, e := range made {
 		if e.isDir || isLink(e.path) {
 			w.mu.Lock()
-			keys = append(keys, w.keys[e.wd][anyName]...)
-			delete(w.keys[e.wd], anyName)
+			if ks := w.keys[e.wd][anyName]; len(ks) > 0 {
+				keys = append(keys, ks...)
+				delete(w.keys[e.wd], anyName)
+				w.gen++
+			}
 			w.mu.Unlock()
 		}
 	}
 	slices.Sort(keys)
 	return slices.Compact(keys), all
+}
+
+// generation changes whenever changed drops a policy's registration: a
+// policy resolved across such a drain may have lost its registration to
+// it, and the drain's caller could not drop a policy not yet kept
+// (cachedPolicy does not keep it then).
+func (w *hideWatch) generation() uint64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.gen
 }
 
 // madeEntry is an entry made in a directory the walk read.
