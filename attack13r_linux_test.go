@@ -172,3 +172,92 @@ func TestAttackSystemdVarlinkDoors(t *testing.T) {
 	}
 	requireDoorsShut(t, ws, socks)
 }
+
+// makeHostFiles writes each file of files (path: contents, mode 0600,
+// or 0644 where the name ends in passwd) that this host lacks, making the
+// directories above it where missing; the files and directories it made
+// are removed at cleanup, a file this host has is left alone. It returns
+// the files it made.
+func makeHostFiles(t *testing.T, files map[string]string) []string {
+	t.Helper()
+	var made []string
+	for p, s := range files {
+		if _, err := os.Lstat(p); err == nil {
+			continue // this host's own: left alone
+		}
+		top := ""
+		for d := filepath.Dir(p); d != "/"; d = filepath.Dir(d) {
+			if _, err := os.Lstat(d); err == nil {
+				break
+			}
+			top = d
+		}
+		if top != "" {
+			if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = os.RemoveAll(top) })
+		}
+		mode := os.FileMode(0o600)
+		if strings.HasSuffix(p, "passwd") {
+			mode = 0o644
+		}
+		if err := os.WriteFile(p, []byte(s), mode); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = os.Remove(p) })
+		made = append(made, p)
+	}
+	return made
+}
+
+// TestAttackKerberosDaemonsAndSSSD: WorkspaceSandbox hides root's
+// Kerberos keytab and ticket caches in files, and SSSD's configuration,
+// not the daemons that hold the same credentials, nor SSSD's state. As
+// root a tree reached sssd-kcm's socket (/run/.heim_org.h5l.kcm-socket,
+// the default ticket cache, KCM:, of Fedora and RHEL, which answers each
+// peer with its uid's tickets: root's), gssproxy's (which initiates
+// Kerberos contexts for a uid-0 peer with the machine's keytab,
+// /etc/krb5.keytab, itself hidden) and read, as their owner, SSSD's
+// caches (/var/lib/sss/db: a domain user's cached password hash where
+// cache_credentials is on, the same class as /etc/shadow), KCM's
+// database and the master key that opens it (/var/lib/sss/secrets: every
+// user's tickets) and gssproxy's per-uid ticket caches
+// (/var/lib/gssproxy/clients). The control reaches and reads each
+// unconfined; SSSD's public name cache (/var/lib/sss/mc) stays readable
+// under the sandbox, which the tree's own user lookups need.
+func TestAttackKerberosDaemonsAndSSSD(t *testing.T) {
+	requireRootSandbox(t)
+	ws := t.TempDir()
+	files := makeHostFiles(t, map[string]string{
+		"/var/lib/sss/db/cache_example.com.ldb": "SSSD-CACHED-HASH\n",
+		"/var/lib/sss/secrets/.secrets.mkey":    "SSSD-KCM-MKEY\n",
+		"/var/lib/sss/secrets/secrets.ldb":      "SSSD-KCM-TICKETS\n",
+		"/var/lib/gssproxy/clients/krb5cc_0":    "GSSPROXY-TICKET\n",
+		"/var/lib/sss/mc/passwd":                "SSSD-PUBLIC-NAMES\n",
+	})
+	socks := map[string][]string{
+		"/run/.heim_org.h5l.kcm-socket":  nil,
+		"/run/gssproxy.sock":             nil,
+		"/var/lib/gssproxy/default.sock": {"/var/lib/gssproxy"},
+	}
+	requireDoorsShut(t, ws, socks)
+	var probe strings.Builder
+	for _, p := range files {
+		probe.WriteString("cat " + shellQuote(p) + " 2>/dev/null; ")
+	}
+	probe.WriteString("true")
+	req := agentproc.Request{Command: probe.String(), WorkDir: ws, Timeout: time.Minute}
+	control := runSandboxed(t, newManager(t, agentproc.WithRedaction(false)), req).Text
+	out := runSandboxed(t, newManager(t, agentproc.WithRedaction(false), agentproc.WithSandbox(agentproc.WorkspaceSandbox(ws))), req).Text
+	for _, p := range files {
+		want, _ := os.ReadFile(p)
+		if !strings.Contains(control, string(want)) {
+			t.Errorf("control: %s not read without the sandbox (output %q)", p, control)
+		}
+		public := strings.HasPrefix(p, "/var/lib/sss/mc/")
+		if got := strings.Contains(out, string(want)); got != public {
+			t.Errorf("%s under the sandbox: read %v, want %v", p, got, public)
+		}
+	}
+}

@@ -1189,6 +1189,13 @@ func hostDoors() []string {
 		// nscd) and streams the host's lookups to a root one. resolved's
 		// directory also holds the resolv.conf files: its sockets only.
 		"/run/systemd/machine", "/run/systemd/resolve/io.systemd.Resolve", "/run/systemd/resolve/io.systemd.Resolve.Monitor",
+		// The Kerberos daemons that answer a peer by its uid (thirteenth
+		// attack review, TestAttackKerberosDaemonsAndSSSD): sssd-kcm hands
+		// a root peer root's tickets (KCM:, Fedora's and RHEL's default
+		// cache), gssproxy initiates contexts with the machine's keytab,
+		// itself hidden. (Its /var/lib/gssproxy socket is hidden with
+		// its directory, systemSecretPaths.)
+		"/run/.heim_org.h5l.kcm-socket", "/run/gssproxy.sock",
 	}
 	if m, err := filepath.Glob("/run/systemd/io.systemd.*"); err == nil {
 		cands = append(cands, m...)
