@@ -218,8 +218,9 @@ import (
 //     reads dir, changed() at each Start (one read that finds nothing
 //     when nothing changed), reset() when the cache starts over (the
 //     watches let go), filled() once a watch was refused at the bound,
-//     generation() counting the resets (sandbox_hidewatch_linux.go;
-//     watching nothing in
+//     generation(), which moves whenever changed() drops a registration
+//     or reset() drops them all (sandbox_hidewatch_linux.go; watching
+//     nothing in
 //     sandbox_hidewatch_other.go).
 //   - moreConfined(pid) implements MoreConfined (sandbox_peer_linux.go;
 //     ErrUnsupported in sandbox_peer_nonlinux.go).

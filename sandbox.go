@@ -387,6 +387,13 @@ var systemSecretPaths = []string{"/etc/shadow", "/etc/gshadow", "/etc/sudoers", 
 	"/etc/pki/tls/private", "/var/lib/tailscale", "/var/lib/zerotier-one", "/var/lib/netbird",
 	"/etc/gitlab-runner", "/etc/gitlab", "/var/lib/cloud", "/etc/sssd", "/etc/ceph",
 	"/var/lib/docker", "/var/lib/containerd", "/var/lib/rancher", "/var/lib/etcd",
+	// SSSD's caches (a domain user's cached password hash, the class of
+	// /etc/shadow), sssd-kcm's database of every user's Kerberos tickets
+	// with the key that opens it, and gssproxy's per-uid ticket caches
+	// beside its socket; not /var/lib/sss/mc, the public name cache a
+	// tree's own user lookups read (thirteenth attack review,
+	// TestAttackKerberosDaemonsAndSSSD).
+	"/var/lib/sss/db", "/var/lib/sss/secrets", "/var/lib/gssproxy",
 }
 
 // windowsHomesGlob matches the Windows users' home directories that WSL
@@ -451,7 +458,8 @@ var krb5CacheDir = "/tmp"
 // hidden path in /tmp has every other entry of /tmp granted one by one
 // (what is made there later is then unreadable to the tree). KEYRING: and
 // KCM: caches are not files: keyctl is refused by the seccomp filter, and
-// the KCM daemon's socket is a pathname socket (docs/sandbox.md).
+// the KCM daemon's socket is a pathname socket (docs/sandbox.md), a door
+// as root (hostDoors).
 func kerberosCaches() []string {
 	uid := os.Getuid()
 	if uid < 0 { // Windows

@@ -29,10 +29,11 @@ type hideWatch struct {
 	// directory the walk read.
 	keys map[int32]map[string][]string
 	dirs map[int32]string // the watched directory, to look up an entry
-	// full is set when a watch was refused at maxHideWatches; gen counts
-	// the resets, so that a policy resolved across one is not kept.
-	full bool
+	// gen counts the drains that found a policy stale and the resets
+	// (generation); full is set when a watch was refused at
+	// maxHideWatches (filled).
 	gen  uint64
+	full bool
 }
 
 // maxHideWatches bounds the watches one Manager holds. Each pins its
@@ -45,7 +46,7 @@ type hideWatch struct {
 // attack review, TestAttackHideWatchGrowsWithoutBound). WorkspaceSandbox
 // takes a few hundred. At the bound a policy is not kept (as where the
 // kernel's limits refuse a watch) and the cache starts over (cachedPolicy).
-const maxHideWatches = 4096
+var maxHideWatches = 4096 // a variable for tests (SetMaxHideWatches)
 
 // anyName registers a policy for every entry made in a directory.
 const anyName = "\x00"
@@ -168,19 +169,39 @@ func (w *hideWatch) changed() (keys []string, all bool) {
 		}
 	}
 	if all {
-		w.keys, w.dirs = nil, nil
+		// The kernel's watches stay: dirs keeps counting them
+		// (maxHideWatches) and reset lets them go.
+		w.keys = nil
+	}
+	// The generation moves with the registrations dropped, under the one
+	// lock: a resolve that reads it after this drain finds it moved.
+	if len(keys) > 0 || all {
+		w.gen++
 	}
 	w.mu.Unlock()
 	for _, e := range made {
 		if e.isDir || isLink(e.path) {
 			w.mu.Lock()
-			keys = append(keys, w.keys[e.wd][anyName]...)
-			delete(w.keys[e.wd], anyName)
+			if ks := w.keys[e.wd][anyName]; len(ks) > 0 {
+				keys = append(keys, ks...)
+				delete(w.keys[e.wd], anyName)
+				w.gen++
+			}
 			w.mu.Unlock()
 		}
 	}
 	slices.Sort(keys)
 	return slices.Compact(keys), all
+}
+
+// generation changes whenever changed drops a policy's registration, or
+// reset drops them all: a policy resolved across such a drain may have
+// lost its registration to it, and the drain's caller could not drop a
+// policy not yet kept (cachedPolicy does not keep it then).
+func (w *hideWatch) generation() uint64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.gen
 }
 
 // madeEntry is an entry made in a directory the walk read.
@@ -224,14 +245,6 @@ func (w *hideWatch) filled() bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.full
-}
-
-// generation counts the resets: a policy whose registrations a reset
-// dropped while it was resolved is not kept.
-func (w *hideWatch) generation() uint64 {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.gen
 }
 
 // close releases the instance (the Manager's Close).

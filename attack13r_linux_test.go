@@ -1,0 +1,263 @@
+package agentproc_test
+
+import (
+	"os"
+	"os/user"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/agentproc/agentproc"
+	"github.com/agentproc/agentproc/internal/testuser"
+)
+
+// partMountEnv names, for the unprivileged re-run, the directory root
+// made with makePartMounts.
+const partMountEnv = "AGENTPROC_ATK13R_PART_MOUNTS"
+
+// makePartMounts makes, as root, dir/home with a hidden ~/.ssh holding a
+// key in a subdirectory (keys/id_ed25519) and a ~/.netrc, owned by uid and
+// gid, and binds a part of each elsewhere: ~/.ssh/keys at dir/keys and
+// ~/.netrc at dir/netrc, mounts whose root is inside a hidden path rather
+// than one showing the whole of it; and binds dir/vault (a token) into
+// ~/.ssh/vault, a mount inside a hidden directory whose file system shows
+// the same files elsewhere. Cleanup unmounts and removes them.
+func makePartMounts(t *testing.T, uid, gid int) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "agentproc-part-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	home := filepath.Join(dir, "home")
+	binds := [][2]string{{filepath.Join(home, ".ssh", "keys"), filepath.Join(dir, "keys")}, {filepath.Join(home, ".netrc"), filepath.Join(dir, "netrc")},
+		{filepath.Join(dir, "vault"), filepath.Join(home, ".ssh", "vault")}}
+	t.Cleanup(func() {
+		for _, b := range binds {
+			_ = syscall.Unmount(b[1], syscall.MNT_DETACH)
+		}
+		_ = os.RemoveAll(dir)
+	})
+	for _, d := range []string{filepath.Join(home, ".ssh", "keys"), filepath.Join(home, ".ssh", "vault"), filepath.Join(home, "project"), filepath.Join(dir, "keys"), filepath.Join(dir, "vault")} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	files := map[string]string{
+		filepath.Join(home, ".ssh", "keys", "id_ed25519"): "PART-MOUNT-KEY\n",
+		filepath.Join(home, ".netrc"):                     "machine example.com password PART-MOUNT-NETRC\n",
+		filepath.Join(dir, "netrc"):                       "",
+		filepath.Join(dir, "vault", "token"):              "PART-MOUNT-VAULT\n",
+	}
+	for p, s := range files {
+		if err := os.WriteFile(p, []byte(s), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{home, filepath.Join(home, ".ssh"), filepath.Join(home, ".ssh", "keys"), filepath.Join(home, ".ssh", "keys", "id_ed25519"), filepath.Join(home, ".netrc"), filepath.Join(home, "project"), filepath.Join(dir, "vault"), filepath.Join(dir, "vault", "token")} {
+		if err := os.Chown(p, uid, gid); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Chmod(filepath.Join(home, ".ssh"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range binds {
+		if err := syscall.Mount(b[0], b[1], "", syscall.MS_BIND, ""); err != nil {
+			t.Skipf("bind mount %s: %v", b[1], err)
+		}
+	}
+	return dir
+}
+
+// TestAttackHiddenPathPartMounted: the twelfth review hid a hidden path's
+// other names where its file system is mounted twice, but only at mounts
+// that show the whole hidden path (a mount whose root is the hidden path
+// or above it). A mount whose root lies inside a hidden directory, or is a
+// hidden file (a bind of ~/.ssh/keys or of ~/.netrc elsewhere: a
+// container's or a backup job's view, an fstab bind of one directory),
+// shows part of it under another name, and a tree read the key and the
+// password there: as root the cover is bound at the hidden name alone,
+// and without root the other mount's point is a granted sibling. The
+// control reads both without the sandbox. Runs as root and, through
+// TestAttack13rUnprivileged, not.
+func TestAttackHiddenPathPartMounted(t *testing.T) {
+	requireSandbox(t)
+	dir := os.Getenv(partMountEnv)
+	if dir == "" {
+		if os.Geteuid() != 0 {
+			t.Skip("the bind mounts need root: TestAttack13rUnprivileged makes them and runs this as " + sandboxUser)
+		}
+		dir = makePartMounts(t, 0, 0)
+	}
+	home := filepath.Join(dir, "home")
+	t.Setenv("HOME", home)
+	ws := filepath.Join(home, "project")
+	names := []string{filepath.Join(home, ".ssh", "keys", "id_ed25519"), filepath.Join(dir, "keys", "id_ed25519"), filepath.Join(home, ".netrc"), filepath.Join(dir, "netrc"),
+		filepath.Join(home, ".ssh", "vault", "token"), filepath.Join(dir, "vault", "token")}
+	cmd := ""
+	for _, n := range names {
+		cmd += "echo " + shellQuote(n) + ": $(cat " + shellQuote(n) + " 2>&1); "
+	}
+	req := agentproc.Request{Command: cmd + "echo HOME $(ls " + shellQuote(dir) + " && echo listed)", WorkDir: ws, Timeout: time.Minute}
+	plain := newManager(t, agentproc.WithRedaction(false))
+	if ctl := runSandboxed(t, plain, req).Text; strings.Count(ctl, "PART-MOUNT-") != len(names) {
+		t.Fatalf("control without the sandbox: got %q, want the secrets read at each of their %d names", ctl, len(names))
+	}
+	m := newManager(t, agentproc.WithRedaction(false), agentproc.WithSandbox(agentproc.WorkspaceSandbox(ws)))
+	out := runSandboxed(t, m, req).Text
+	for _, line := range strings.Split(out, "\n") {
+		if strings.Contains(line, "PART-MOUNT-") {
+			t.Errorf("a hidden secret read under the sandbox: %q", line)
+		}
+	}
+	if !strings.Contains(out, "listed") {
+		t.Errorf("the directory above the mounts: got %q, want it listable", out)
+	}
+}
+
+// TestAttack13rUnprivileged re-runs this review's tests that need mounts
+// made by root as the unprivileged user, Landlock and seccomp alone.
+func TestAttack13rUnprivileged(t *testing.T) {
+	requireSandbox(t)
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to make the mounts and switch users")
+	}
+	tests := []string{"TestAttackHiddenPathPartMounted"}
+	u, err := user.Lookup(sandboxUser)
+	if err != nil {
+		t.Skipf("no user %s: %v", sandboxUser, err)
+	}
+	uid, _ := strconv.Atoi(u.Uid)
+	gid, _ := strconv.Atoi(u.Gid)
+	dir := makePartMounts(t, uid, gid)
+	out, err := testuser.Run(t, 2*time.Minute, []string{partMountEnv + "=" + dir}, "-test.run=^("+strings.Join(tests, "|")+")$")
+	if err != nil {
+		t.Fatalf("as %s: %v\n%s", sandboxUser, err, out)
+	}
+	for _, name := range tests {
+		if !strings.Contains(out, "--- PASS: "+name+" ") {
+			t.Errorf("as %s: got no PASS line for %s, want one\n%s", sandboxUser, name, out)
+		}
+	}
+}
+
+// TestAttackSystemdVarlinkDoors: the door list covers D-Bus, systemd's
+// private socket and the varlink sockets directly in /run/systemd
+// (io.systemd.*), not those systemd's services keep in directories of
+// their own. systemd-machined's /run/systemd/machine/io.systemd.Machine
+// (socket-activated where systemd-container is installed) serves a root
+// peer without polkit: io.systemd.Machine.Open opens a shell or runs a
+// command in a machine, the host (".host") among them, outside every
+// sandbox, and io.systemd.MachineImage clones and removes images.
+// systemd-resolved's /run/systemd/resolve/io.systemd.Resolve (mode 0666)
+// resolves any name the tree sends, a channel off the host for a
+// NetworkNone tree (nscd's socket is covered for that reason), and its
+// io.systemd.Resolve.Monitor streams every name the host looks up to a
+// root peer. The control reaches each unconfined; each is now covered
+// (hostDoors).
+func TestAttackSystemdVarlinkDoors(t *testing.T) {
+	requireRootSandbox(t)
+	ws := t.TempDir()
+	socks := map[string][]string{
+		"/run/systemd/machine/io.systemd.Machine":         {"/run/systemd/machine"},
+		"/run/systemd/machine/io.systemd.MachineImage":    {"/run/systemd/machine"},
+		"/run/systemd/resolve/io.systemd.Resolve":         {"/run/systemd/resolve"},
+		"/run/systemd/resolve/io.systemd.Resolve.Monitor": {"/run/systemd/resolve"},
+	}
+	requireDoorsShut(t, ws, socks)
+}
+
+// makeHostFiles writes each file of files (path: contents, mode 0600,
+// or 0644 where the name ends in passwd) that this host lacks, making the
+// directories above it where missing; the files and directories it made
+// are removed at cleanup, a file this host has is left alone. It returns
+// the files it made.
+func makeHostFiles(t *testing.T, files map[string]string) []string {
+	t.Helper()
+	var made []string
+	for p, s := range files {
+		if _, err := os.Lstat(p); err == nil {
+			continue // this host's own: left alone
+		}
+		top := ""
+		for d := filepath.Dir(p); d != "/"; d = filepath.Dir(d) {
+			if _, err := os.Lstat(d); err == nil {
+				break
+			}
+			top = d
+		}
+		if top != "" {
+			if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = os.RemoveAll(top) })
+		}
+		mode := os.FileMode(0o600)
+		if strings.HasSuffix(p, "passwd") {
+			mode = 0o644
+		}
+		if err := os.WriteFile(p, []byte(s), mode); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = os.Remove(p) })
+		made = append(made, p)
+	}
+	return made
+}
+
+// TestAttackKerberosDaemonsAndSSSD: WorkspaceSandbox hides root's
+// Kerberos keytab and ticket caches in files, and SSSD's configuration,
+// not the daemons that hold the same credentials, nor SSSD's state. As
+// root a tree reached sssd-kcm's socket (/run/.heim_org.h5l.kcm-socket,
+// the default ticket cache, KCM:, of Fedora and RHEL, which answers each
+// peer with its uid's tickets: root's), gssproxy's (which initiates
+// Kerberos contexts for a uid-0 peer with the machine's keytab,
+// /etc/krb5.keytab, itself hidden) and read, as their owner, SSSD's
+// caches (/var/lib/sss/db: a domain user's cached password hash where
+// cache_credentials is on, the same class as /etc/shadow), KCM's
+// database and the master key that opens it (/var/lib/sss/secrets: every
+// user's tickets) and gssproxy's per-uid ticket caches
+// (/var/lib/gssproxy/clients). The control reaches and reads each
+// unconfined; SSSD's public name cache (/var/lib/sss/mc) stays readable
+// under the sandbox, which the tree's own user lookups need.
+func TestAttackKerberosDaemonsAndSSSD(t *testing.T) {
+	requireRootSandbox(t)
+	ws := t.TempDir()
+	files := makeHostFiles(t, map[string]string{
+		"/var/lib/sss/db/cache_example.com.ldb": "SSSD-CACHED-HASH\n",
+		"/var/lib/sss/secrets/.secrets.mkey":    "SSSD-KCM-MKEY\n",
+		"/var/lib/sss/secrets/secrets.ldb":      "SSSD-KCM-TICKETS\n",
+		"/var/lib/gssproxy/clients/krb5cc_0":    "GSSPROXY-TICKET\n",
+		"/var/lib/sss/mc/passwd":                "SSSD-PUBLIC-NAMES\n",
+	})
+	socks := map[string][]string{
+		"/run/.heim_org.h5l.kcm-socket":  nil,
+		"/run/gssproxy.sock":             nil,
+		"/var/lib/gssproxy/default.sock": {"/var/lib/gssproxy"},
+	}
+	requireDoorsShut(t, ws, socks)
+	var probe strings.Builder
+	for _, p := range files {
+		probe.WriteString("cat " + shellQuote(p) + " 2>/dev/null; ")
+	}
+	probe.WriteString("true")
+	req := agentproc.Request{Command: probe.String(), WorkDir: ws, Timeout: time.Minute}
+	control := runSandboxed(t, newManager(t, agentproc.WithRedaction(false)), req).Text
+	out := runSandboxed(t, newManager(t, agentproc.WithRedaction(false), agentproc.WithSandbox(agentproc.WorkspaceSandbox(ws))), req).Text
+	for _, p := range files {
+		want, _ := os.ReadFile(p)
+		if !strings.Contains(control, string(want)) {
+			t.Errorf("control: %s not read without the sandbox (output %q)", p, control)
+		}
+		public := strings.HasPrefix(p, "/var/lib/sss/mc/")
+		if got := strings.Contains(out, string(want)); got != public {
+			t.Errorf("%s under the sandbox: read %v, want %v", p, got, public)
+		}
+	}
+}
