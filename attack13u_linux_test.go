@@ -150,7 +150,7 @@ func TestAttack13uUnprivileged(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root to run the tests as " + sandboxUser)
 	}
-	tests := []string{"TestAttackHiddenPathBtrfsSubvolume", "TestAttackHiddenDirPartBoundElsewhere", "TestAttackMoreEngineKeys", "TestAttackMoreLoginFiles", "TestAttackHideWatchGrowsWithoutBound"}
+	tests := []string{"TestAttackHiddenPathBtrfsSubvolume", "TestAttackHiddenDirPartBoundElsewhere", "TestAttackMoreEngineKeys", "TestAttackMoreLoginFiles", "TestAttackHideWatchGrowsWithoutBound", "TestAttackHiddenFileSwappedForLink"}
 	u, err := user.Lookup(sandboxUser)
 	if err != nil {
 		t.Skipf("no user %s: %v", sandboxUser, err)
@@ -387,5 +387,55 @@ func TestAttackHideWatchGrowsWithoutBound(t *testing.T) {
 		if n > bound {
 			t.Errorf("watches held after request %d of %d: got %d (%v), want at most %d", i+1, groups, n, after, bound)
 		}
+	}
+}
+
+// TestAttackHiddenFileSwappedForLink: the fourth mend has a Manager
+// resolve a policy again when a link or a directory is made in a hidden
+// directory, or a hidden directory is moved or removed, after the policy
+// was resolved (a dotfile manager run while an agent works). A hidden
+// path that is a file had no watch at all: a dotfile manager adopting it
+// (`mv ~/.docker/config.json ~/dotfiles/docker/` and a link back, as
+// `stow --adopt` or `chezmoi add --follow` leave it) moved the secret to
+// a place the policy did not hide, and the link at the hidden name kept
+// nothing from the next tree: it read the file at its new place, through
+// the Manager's kept policy, until the server restarted. The control: the
+// first tree cannot read the file at its hidden name, and an unconfined
+// tree reads it at the new place. Runs as root and, through
+// TestAttack13uUnprivileged, not.
+func TestAttackHiddenFileSwappedForLink(t *testing.T) {
+	requireSandbox(t)
+	home := t.TempDir()
+	t.Setenv("HOME", home)
+	ws := filepath.Join(home, "project")
+	dot := filepath.Join(home, "dotfiles", "docker")
+	hidden := filepath.Join(home, ".docker", "config.json")
+	moved := filepath.Join(dot, "config.json")
+	for _, d := range []string{ws, filepath.Dir(hidden), dot} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(hidden, []byte("SWAPPED-DOCKER-AUTH\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	req := agentproc.Request{Command: "cat " + shellQuote(hidden) + " " + shellQuote(moved) + "; true", WorkDir: ws, Timeout: time.Minute}
+	m := newManager(t, agentproc.WithRedaction(false), agentproc.WithSandbox(agentproc.WorkspaceSandbox(ws)))
+	if out := runSandboxed(t, m, req).Text; strings.Contains(out, "SWAPPED-DOCKER-AUTH") {
+		t.Fatalf("control: the first tree read the hidden file: %q", out)
+	}
+	// The dotfile manager adopts the file, after the first Start.
+	if err := os.Rename(hidden, moved); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(moved, hidden); err != nil {
+		t.Fatal(err)
+	}
+	plain := newManager(t, agentproc.WithRedaction(false))
+	if out := runSandboxed(t, plain, req).Text; strings.Count(out, "SWAPPED-DOCKER-AUTH") != 2 {
+		t.Fatalf("control: unconfined, got %q, want the file read at both names", out)
+	}
+	if out := runSandboxed(t, m, req).Text; strings.Contains(out, "SWAPPED-DOCKER-AUTH") {
+		t.Errorf("the next tree read the hidden file, moved and linked back after the first Start: %q", out)
 	}
 }
