@@ -48,8 +48,13 @@ type hideWatch struct {
 // kernel's limits refuse a watch) and the cache starts over (cachedPolicy).
 var maxHideWatches = 4096 // a variable for tests (SetMaxHideWatches)
 
-// anyName registers a policy for every entry made in a directory.
-const anyName = "\x00"
+// anyName registers a policy for every entry made in a directory; a name
+// after linkOnly, for a link or a directory made at that name (a hidden
+// file's).
+const (
+	anyName  = "\x00"
+	linkOnly = "\x01"
+)
 
 // hideWatchEvents are the changes a walk's answer may depend on: an entry
 // made or renamed in, or the directory itself gone or moved.
@@ -57,11 +62,11 @@ const hideWatchEvents = unix.IN_CREATE | unix.IN_MOVED_TO | unix.IN_DELETE_SELF 
 	unix.IN_ONLYDIR | unix.IN_DONT_FOLLOW
 
 // watch registers key's dependence on the directory p, about to be read
-// by the walk: on every entry made in it, or, where p is missing or not a
-// directory (a hidden file), on an entry made at p's name, through the
-// nearest existing directory above it. It reports false
-// where it could not watch (inotify's limits): the caller does not keep
-// the policy then.
+// by the walk: on every entry made in it, or, where p is missing, on p
+// appearing, through the nearest existing directory above it, and where
+// p is a file (a hidden file), on a link or directory made at its name.
+// It reports false where it could not watch (inotify's limits): the
+// caller does not keep the policy then.
 func (w *hideWatch) watch(key, p string) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -95,13 +100,17 @@ func (w *hideWatch) watch(key, p string) bool {
 			// without root): the walk reads nothing there either, and
 			// neither may the tree.
 			return true
+		case err == unix.ENOTDIR && name == anyName:
+			// A hidden file: nothing below it to walk, but a link made
+			// at its name (a dotfile manager adopting it: the file moved
+			// into a repository, a link left in its place) moves it
+			// where the policy does not hide it (thirteenth attack
+			// review, TestAttackHiddenFileSwappedForLink). A file made
+			// there is not (~/.claude.json and the histories are
+			// rewritten by a rename all the time): a lstat, no resolve.
+			p, name = filepath.Dir(p), linkOnly+filepath.Base(p)
 		case (err == unix.ENOENT || err == unix.ENOTDIR) && p != "/":
 			// Gone since the walk looked, or missing: the name above.
-			// A hidden file too: nothing below it to walk, but a link
-			// made at its name (a dotfile manager adopting it: the file
-			// moved into a repository, a link left in its place) moves
-			// it where the policy does not hide it (thirteenth attack
-			// review, TestAttackHiddenFileSwappedForLink).
 			p, name = filepath.Dir(p), filepath.Base(p)
 		default:
 			return false
@@ -165,7 +174,7 @@ func (w *hideWatch) changed() (keys []string, all bool) {
 			default:
 				keys = append(keys, byName[name]...)
 				delete(byName, name)
-				if len(byName[anyName]) > 0 {
+				if len(byName[anyName]) > 0 || len(byName[linkOnly+name]) > 0 {
 					made = append(made, madeEntry{ev.Wd, filepath.Join(w.dirs[ev.Wd], name), ev.Mask&unix.IN_ISDIR != 0})
 				}
 			}
@@ -185,10 +194,12 @@ func (w *hideWatch) changed() (keys []string, all bool) {
 	for _, e := range made {
 		if e.isDir || isLink(e.path) {
 			w.mu.Lock()
-			if ks := w.keys[e.wd][anyName]; len(ks) > 0 {
-				keys = append(keys, ks...)
-				delete(w.keys[e.wd], anyName)
-				w.gen++
+			for _, n := range []string{anyName, linkOnly + filepath.Base(e.path)} {
+				if ks := w.keys[e.wd][n]; len(ks) > 0 {
+					keys = append(keys, ks...)
+					delete(w.keys[e.wd], n)
+					w.gen++
+				}
 			}
 			w.mu.Unlock()
 		}
