@@ -261,3 +261,24 @@ func TestAttackKerberosDaemonsAndSSSD(t *testing.T) {
 		}
 	}
 }
+
+// TestAttackAnsibleControlSockets: Ansible runs ssh with ControlMaster=auto
+// and ControlPersist=60s by default, its masters' sockets in
+// ~/.ansible/cp; the seventh review covered ssh's /tmp/ssh-* control
+// paths, not these. For a minute after each playbook (for as long as one
+// runs) a peer of the user's uid that connects to one runs a command on
+// the managed host as Ansible's remote user (`ssh -S SOCKET host cmd`),
+// no key needed: as root a tree reached it. The control reaches it
+// unconfined; it is now in the credential list, covered as root.
+func TestAttackAnsibleControlSockets(t *testing.T) {
+	requireRootSandbox(t)
+	home := t.TempDir()
+	t.Setenv("HOME", home)
+	ws := filepath.Join(home, "project")
+	if err := os.Mkdir(ws, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	cp := filepath.Join(home, ".ansible", "cp")
+	socks := map[string][]string{filepath.Join(cp, "8a1d3c5e7f"): {filepath.Join(home, ".ansible"), cp}}
+	requireDoorsShut(t, ws, socks)
+}

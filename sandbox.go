@@ -258,6 +258,10 @@ var credentialPaths = []string{
 	".bash_history", ".zsh_history", ".psql_history", ".mysql_history", ".rediscli_history",
 	// Password managers' ssh agents (TestAttackKeyringAndAgentSockets).
 	".1password", ".bitwarden-ssh-agent.sock",
+	// Ansible's ssh control masters (ControlPersist=60s by default): a
+	// peer that connects runs commands on the managed hosts (thirteenth
+	// attack review, TestAttackAnsibleControlSockets).
+	".ansible/cp",
 	// The coding agents' and their editors' other files (ninth attack
 	// review, TestAttackAgentConfigSecrets): the MCP servers' tokens
 	// (`claude mcp add -e` writes ~/.claude.json), model API keys, and the
