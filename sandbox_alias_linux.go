@@ -3,7 +3,6 @@ package agentproc
 import (
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 
 	"golang.org/x/sys/unix"
@@ -26,7 +25,9 @@ import (
 // a hidden directory: ~/.ssh/keys bound elsewhere) is such a name too, the
 // whole mount hidden; so is the other mount of a file system mounted
 // inside a hidden directory (thirteenth attack review,
-// TestAttackHiddenPathPartMounted). Only file systems mounted more than
+// TestAttackHiddenPathPartMounted), and a btrfs subvolume's files under
+// the file system's top level mounted elsewhere
+// (TestAttackHiddenPathBtrfsTopLevel). Only file systems mounted more than
 // once are looked at, and a name is taken only where it is the same
 // inode, so a host without such mounts pays one read of mountinfo (about
 // 64 µs here), once per policy: the Manager keeps the resolved policy
@@ -36,8 +37,12 @@ func hiddenMountAliases(hide []string) []string {
 	if err != nil {
 		return nil
 	}
+	var all []procfs.Mount
 	byDev := map[string][]procfs.Mount{}
-	procfs.ParseMountinfo(data, func(mt procfs.Mount) { byDev[mt.Dev] = append(byDev[mt.Dev], mt) })
+	procfs.ParseMountinfo(data, func(mt procfs.Mount) {
+		all = append(all, mt)
+		byDev[mt.Dev] = append(byDev[mt.Dev], mt)
+	})
 	// The mounts of the file systems mounted more than once: a path
 	// neither inside nor above any of them has no other name, and costs
 	// no stat.
@@ -58,10 +63,10 @@ func hiddenMountAliases(hide []string) []string {
 		// h itself, on its own file system; then each shared mount
 		// whose point lies inside h, which shows a part of the hidden
 		// directory that its other mounts show elsewhere.
-		out = append(out, mountAliasesOf(h, byDev)...)
+		out = append(out, mountAliasesOf(h, all, byDev)...)
 		for _, mt := range shared {
 			if mt.Point != h && within(mt.Point, h) {
-				out = append(out, mountAliasesOf(mt.Point, byDev)...)
+				out = append(out, mountAliasesOf(mt.Point, all, byDev)...)
 			}
 		}
 	}
@@ -69,34 +74,37 @@ func hiddenMountAliases(hide []string) []string {
 }
 
 // mountAliasesOf returns the names that p, an existing path, has at the
-// other mounts of its file system (byDev, from mountinfo): the same inode
-// under a mount that shows p or a directory above it, and the point of
-// each mount whose root lies inside p (that mount shows nothing but p's
-// contents). A mount inside p itself is p's already.
-func mountAliasesOf(p string, byDev map[string][]procfs.Mount) []string {
+// other mounts of its file system (all and byDev, from mountinfo): the
+// same inode under a mount that shows p or a directory above it, and the
+// point of each mount whose root lies inside p (that mount shows nothing
+// but p's contents). A mount inside p itself is p's already. p's own
+// mount is found by its path, not by the device p's stat reports: a btrfs
+// subvolume's files report a device of their own, which is not the one
+// mountinfo gives its mounts (TestAttackHiddenPathBtrfsTopLevel).
+func mountAliasesOf(p string, all []procfs.Mount, byDev map[string][]procfs.Mount) []string {
 	var st unix.Stat_t
 	if unix.Lstat(p, &st) != nil {
 		return nil // nothing there to have another name
 	}
-	mounts := byDev[strconv.FormatUint(uint64(unix.Major(st.Dev)), 10)+":"+strconv.FormatUint(uint64(unix.Minor(st.Dev)), 10)]
-	if len(mounts) < 2 {
-		return nil
-	}
 	// p's own mount: the deepest whose point holds p; of two at one
 	// point, the later (on top).
 	own := -1
-	for i, mt := range mounts {
-		if within(p, mt.Point) && (own < 0 || len(mt.Point) >= len(mounts[own].Point)) {
+	for i, mt := range all {
+		if within(p, mt.Point) && (own < 0 || len(mt.Point) >= len(all[own].Point)) {
 			own = i
 		}
 	}
 	if own < 0 {
 		return nil
 	}
-	rel := filepath.Join(mounts[own].Root, strings.TrimPrefix(p, mounts[own].Point))
+	mounts := byDev[all[own].Dev]
+	if len(mounts) < 2 {
+		return nil
+	}
+	rel := filepath.Join(all[own].Root, strings.TrimPrefix(p, all[own].Point))
 	var out []string
-	for i, mt := range mounts {
-		if i == own || within(mt.Point, p) {
+	for _, mt := range mounts {
+		if mt == all[own] || within(mt.Point, p) {
 			continue
 		}
 		// alias is p's name under mt, or, where mt's root lies inside p,
