@@ -401,3 +401,41 @@ func TestAttackHiddenPathBtrfsTopLevel(t *testing.T) {
 		t.Errorf("the top level's unhidden part: got %q, want it readable", out)
 	}
 }
+
+// TestAttackSystemSnapshots: the eleventh review hid the copies the
+// system keeps of the password files (/etc/shadow-, Debian's
+// /var/backups), not the file system snapshots that keep every file of
+// the root file system: snapper's /.snapshots/N/snapshot (openSUSE's
+// default on btrfs, taken at each package change) and Timeshift's
+// /timeshift/snapshots/DATE/localhost (Linux Mint's default, where the
+// system disk holds them) each hold /etc/shadow, the host's ssh keys and
+// the rest of systemSecretPaths, root's 0600 or 0640, which a root tree
+// owns: it read them. The control reads them without the sandbox.
+func TestAttackSystemSnapshots(t *testing.T) {
+	requireRootSandbox(t)
+	files := makeHostFiles(t, map[string]string{
+		"/.snapshots/1/snapshot/etc/shadow":                             "SNAPPER-SHADOW\n",
+		"/timeshift/snapshots/2026-11-28_07-00-00/localhost/etc/shadow": "TIMESHIFT-SHADOW\n",
+	})
+	if len(files) == 0 {
+		t.Skip("this host has its own snapshots at both paths: left alone")
+	}
+	var probe strings.Builder
+	for _, p := range files {
+		probe.WriteString("cat " + shellQuote(p) + " 2>/dev/null; ")
+	}
+	probe.WriteString("true")
+	ws := t.TempDir()
+	req := agentproc.Request{Command: probe.String(), WorkDir: ws, Timeout: time.Minute}
+	control := runSandboxed(t, newManager(t, agentproc.WithRedaction(false)), req).Text
+	out := runSandboxed(t, newManager(t, agentproc.WithRedaction(false), agentproc.WithSandbox(agentproc.WorkspaceSandbox(ws))), req).Text
+	for _, p := range files {
+		want, _ := os.ReadFile(p)
+		if !strings.Contains(control, string(want)) {
+			t.Errorf("control: %s not read without the sandbox (output %q)", p, control)
+		}
+		if strings.Contains(out, string(want)) {
+			t.Errorf("a tree sandboxed as root read %s, want it hidden", p)
+		}
+	}
+}

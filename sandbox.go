@@ -387,6 +387,11 @@ var systemSecretPaths = []string{"/etc/shadow", "/etc/gshadow", "/etc/sudoers", 
 	// tree's own user lookups read (thirteenth attack review,
 	// TestAttackKerberosDaemonsAndSSSD).
 	"/var/lib/sss/db", "/var/lib/sss/secrets", "/var/lib/gssproxy",
+	// The root file system's snapshots, each a copy of every file above:
+	// snapper's (openSUSE's default on btrfs) and Timeshift's (Linux
+	// Mint's, where the system disk holds them) (thirteenth attack
+	// review, TestAttackSystemSnapshots).
+	"/.snapshots", "/timeshift",
 }
 
 // windowsHomesGlob matches the Windows users' home directories that WSL
