@@ -439,3 +439,47 @@ func TestAttackSystemSnapshots(t *testing.T) {
 		}
 	}
 }
+
+// TestAttackSystemdCredentials: systemd passes services their secrets as
+// credentials (LoadCredential=, SetCredentialEncrypted=), files readable
+// by the unit's user "and the superuser": a root tree is the owner of a
+// root service's /run/credentials/UNIT (every running service's
+// passwords and keys, in the clear) and of the system's own
+// (/run/credentials/@system: what a VM or container manager passed in,
+// root's password and authorized keys among them), of the credential
+// stores (/etc/credstore, /run/credstore and their .encrypted twins) and
+// of the host key that decrypts the encrypted ones where no TPM binds
+// them (/var/lib/systemd/credential.secret): it read them. The control
+// reads them without the sandbox.
+func TestAttackSystemdCredentials(t *testing.T) {
+	requireRootSandbox(t)
+	files := makeHostFiles(t, map[string]string{
+		"/run/credentials/agentproc-atk13r.service/db-password":   "CRED-SERVICE\n",
+		"/run/credentials/@system/passwd.plaintext-password.root": "CRED-SYSTEM\n",
+		"/etc/credstore/agentproc-atk13r-token":                   "CRED-STORE\n",
+		"/run/credstore/agentproc-atk13r-token":                   "CRED-RUNSTORE\n",
+		"/etc/credstore.encrypted/agentproc-atk13r-token":         "CRED-ENCRYPTED\n",
+		"/var/lib/systemd/credential.secret":                      "CRED-HOST-KEY\n",
+	})
+	if len(files) == 0 {
+		t.Skip("this host has its own credentials at each path: left alone")
+	}
+	var probe strings.Builder
+	for _, p := range files {
+		probe.WriteString("cat " + shellQuote(p) + " 2>/dev/null; ")
+	}
+	probe.WriteString("true")
+	ws := t.TempDir()
+	req := agentproc.Request{Command: probe.String(), WorkDir: ws, Timeout: time.Minute}
+	control := runSandboxed(t, newManager(t, agentproc.WithRedaction(false)), req).Text
+	out := runSandboxed(t, newManager(t, agentproc.WithRedaction(false), agentproc.WithSandbox(agentproc.WorkspaceSandbox(ws))), req).Text
+	for _, p := range files {
+		want, _ := os.ReadFile(p)
+		if !strings.Contains(control, string(want)) {
+			t.Errorf("control: %s not read without the sandbox (output %q)", p, control)
+		}
+		if strings.Contains(out, string(want)) {
+			t.Errorf("a tree sandboxed as root read %s, want it hidden", p)
+		}
+	}
+}

@@ -392,6 +392,12 @@ var systemSecretPaths = []string{"/etc/shadow", "/etc/gshadow", "/etc/sudoers", 
 	// Mint's, where the system disk holds them) (thirteenth attack
 	// review, TestAttackSystemSnapshots).
 	"/.snapshots", "/timeshift",
+	// systemd's credentials: each running root service's, in the clear,
+	// and the system's own, the credential stores, and the host key that
+	// decrypts the encrypted ones where no TPM binds them (thirteenth
+	// attack review, TestAttackSystemdCredentials).
+	"/run/credentials", "/etc/credstore", "/etc/credstore.encrypted", "/run/credstore",
+	"/run/credstore.encrypted", "/var/lib/systemd/credential.secret",
 }
 
 // windowsHomesGlob matches the Windows users' home directories that WSL
