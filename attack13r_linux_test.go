@@ -1,10 +1,13 @@
 package agentproc_test
 
 import (
+	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"os/user"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -132,7 +135,7 @@ func TestAttack13rUnprivileged(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root to make the mounts and switch users")
 	}
-	tests := []string{"TestAttackHiddenPathPartMounted", "TestAttackHiddenPathBtrfsTopLevel"}
+	tests := []string{"TestAttackHiddenPathPartMounted", "TestAttackHiddenPathBtrfsTopLevel", "TestAttackServerMailAndBackupSecrets"}
 	u, err := user.Lookup(sandboxUser)
 	if err != nil {
 		t.Skipf("no user %s: %v", sandboxUser, err)
@@ -480,6 +483,70 @@ func TestAttackSystemdCredentials(t *testing.T) {
 		}
 		if strings.Contains(out, string(want)) {
 			t.Errorf("a tree sandboxed as root read %s, want it hidden", p)
+		}
+	}
+}
+
+// TestAttackServerMailAndBackupSecrets: secrets a server's root keeps
+// that neither list named. In the home: acme.sh's (installed as root by
+// its own script, ~/.acme.sh/account.conf holds the DNS provider's API
+// token that proves any of the account's names, with the ACME account
+// key), msmtp's and fetchmail's mail passwords. In the system (as root,
+// the owner): Postfix's relay password map (/etc/postfix/sasl_passwd, and
+// the .db or .lmdb it is compiled to: a SendGrid or Gmail app password),
+// msmtp's and sSMTP's system configs, ddclient's DNS password, Samba's
+// private store (secrets.tdb: a winbind member's machine account
+// password; passdb.tdb: users' NT hashes), a Kerberos KDC's stash and
+// database (every principal's keys), and borgmatic's configs (the
+// backup repository's passphrase). A tree read each. The control reads
+// them without the sandbox. The home part re-runs as agentproc-sandbox
+// (TestAttack13rUnprivileged).
+func TestAttackServerMailAndBackupSecrets(t *testing.T) {
+	requireSandbox(t)
+	home := t.TempDir()
+	t.Setenv("HOME", home)
+	ws := filepath.Join(home, "project")
+	if err := os.Mkdir(ws, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	secrets := map[string]string{}
+	for i, rel := range []string{".acme.sh/account.conf", ".msmtprc", ".fetchmailrc"} {
+		secrets[filepath.Join(home, rel)] = fmt.Sprintf("SERVER-SECRET-HOME-%d\n", i)
+	}
+	for p, s := range secrets {
+		if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(s), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	files := slices.Collect(maps.Keys(secrets))
+	if os.Geteuid() == 0 {
+		system := map[string]string{}
+		for i, p := range []string{"/etc/postfix/sasl_passwd", "/etc/postfix/sasl_passwd.db", "/etc/postfix/sasl_passwd.lmdb",
+			"/etc/msmtprc", "/etc/ssmtp/ssmtp.conf", "/etc/ddclient.conf", "/etc/ddclient/ddclient.conf",
+			"/var/lib/samba/private/secrets.tdb", "/etc/krb5kdc/stash", "/var/kerberos/krb5kdc/principal",
+			"/var/lib/krb5kdc/principal", "/etc/borgmatic/config.yaml", "/etc/borgmatic.d/home.yaml"} {
+			system[p] = fmt.Sprintf("SERVER-SECRET-SYSTEM-%d\n", i)
+		}
+		files = append(files, makeHostFiles(t, system)...)
+	}
+	var probe strings.Builder
+	for _, p := range files {
+		probe.WriteString("cat " + shellQuote(p) + " 2>/dev/null; ")
+	}
+	probe.WriteString("true")
+	req := agentproc.Request{Command: probe.String(), WorkDir: ws, Timeout: time.Minute}
+	control := runSandboxed(t, newManager(t, agentproc.WithRedaction(false)), req).Text
+	out := runSandboxed(t, newManager(t, agentproc.WithRedaction(false), agentproc.WithSandbox(agentproc.WorkspaceSandbox(ws))), req).Text
+	for _, p := range files {
+		want, _ := os.ReadFile(p)
+		if !strings.Contains(control, string(want)) {
+			t.Errorf("control: %s not read without the sandbox (output %q)", p, control)
+		}
+		if strings.Contains(out, string(want)) {
+			t.Errorf("%s: got it read under the sandbox, want it hidden", p)
 		}
 	}
 }

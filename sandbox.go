@@ -234,6 +234,10 @@ var credentialPaths = []string{
 	".sentryclirc", ".terraformrc", ".config/stripe/config.toml", ".jfrog",
 	// Databases.
 	".pgpass", ".my.cnf",
+	// A server's certificates and mail (thirteenth attack review,
+	// TestAttackServerMailAndBackupSecrets): acme.sh's DNS API token and
+	// account key, msmtp's and fetchmail's passwords.
+	".acme.sh", ".msmtprc", ".fetchmailrc",
 	// The coding agents' and model hubs' own tokens.
 	".claude/.credentials.json", ".codex/auth.json", ".gemini/oauth_creds.json",
 	".config/github-copilot/hosts.json", ".config/github-copilot/apps.json",
@@ -398,6 +402,13 @@ var systemSecretPaths = []string{"/etc/shadow", "/etc/gshadow", "/etc/sudoers", 
 	// attack review, TestAttackSystemdCredentials).
 	"/run/credentials", "/etc/credstore", "/etc/credstore.encrypted", "/run/credstore",
 	"/run/credstore.encrypted", "/var/lib/systemd/credential.secret",
+	// A server's relay and DNS passwords, Samba's private store (a
+	// winbind member's machine password, users' NT hashes), a Kerberos
+	// KDC's stash and database, borgmatic's repository passphrases
+	// (TestAttackServerMailAndBackupSecrets).
+	"/etc/postfix/sasl_passwd", "/etc/postfix/sasl_passwd.db", "/etc/postfix/sasl_passwd.lmdb",
+	"/etc/msmtprc", "/etc/ssmtp", "/etc/ddclient.conf", "/etc/ddclient", "/var/lib/samba/private",
+	"/etc/krb5kdc", "/var/kerberos/krb5kdc", "/var/lib/krb5kdc", "/etc/borgmatic", "/etc/borgmatic.d",
 }
 
 // windowsHomesGlob matches the Windows users' home directories that WSL
