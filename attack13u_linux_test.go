@@ -19,19 +19,19 @@ import (
 // docs/sandbox-threats.md, "Thirteenth attack review (unprivileged and
 // the surfaces)".
 
-// btrfsHomeEnv names, for the unprivileged run of
-// TestAttackHiddenPathBtrfsSubvolume, the directory that makeBtrfsHome
+// btrfsSubvolEnv names, for the unprivileged run of
+// TestAttackHiddenPathBtrfsSubvolume, the directory that makeBtrfsSubvolHome
 // made as root: the test itself cannot mount.
-const btrfsHomeEnv = "AGENTPROC_TEST_BTRFS_HOME"
+const btrfsSubvolEnv = "AGENTPROC_TEST_BTRFS_SUBVOL"
 
-// makeBtrfsHome makes, as root, a btrfs file system in a file, with a
+// makeBtrfsSubvolHome makes, as root, a btrfs file system in a file, with a
 // subvolume "home" holding a key in .ssh and a project, owned by uid and
 // gid; mounts its top level at dir/top and the subvolume at dir/home (the
 // layout of Fedora's and openSUSE's default install, where / and /home
 // are subvolumes of one file system, with the top level mounted for
 // snapshots), and returns dir. It skips where btrfs or its tools are
 // missing. Cleanup unmounts and removes them.
-func makeBtrfsHome(t *testing.T, uid, gid int) string {
+func makeBtrfsSubvolHome(t *testing.T, uid, gid int) string {
 	t.Helper()
 	if fs, err := os.ReadFile("/proc/filesystems"); err != nil || !strings.Contains(string(fs), "\tbtrfs\n") {
 		t.Skip("the kernel has no btrfs")
@@ -112,12 +112,12 @@ func makeBtrfsHome(t *testing.T, uid, gid int) string {
 // and, through TestAttack13uUnprivileged, not (root makes the mounts).
 func TestAttackHiddenPathBtrfsSubvolume(t *testing.T) {
 	requireSandbox(t)
-	dir := os.Getenv(btrfsHomeEnv)
+	dir := os.Getenv(btrfsSubvolEnv)
 	if dir == "" {
 		if os.Geteuid() != 0 {
 			t.Skip("the mounts need root: TestAttack13uUnprivileged makes them and runs this as " + sandboxUser)
 		}
-		dir = makeBtrfsHome(t, 0, 0)
+		dir = makeBtrfsSubvolHome(t, 0, 0)
 	}
 	home := filepath.Join(dir, "home")
 	t.Setenv("HOME", home)
@@ -159,7 +159,7 @@ func TestAttack13uUnprivileged(t *testing.T) {
 	gid, _ := strconv.Atoi(u.Gid)
 	env := []string{partBoundEnv + "=" + makePartBoundHome(t, uid, gid)}
 	if _, err := exec.LookPath("mkfs.btrfs"); err == nil {
-		env = append(env, btrfsHomeEnv+"="+makeBtrfsHome(t, uid, gid))
+		env = append(env, btrfsSubvolEnv+"="+makeBtrfsSubvolHome(t, uid, gid))
 	}
 	out, err := testuser.Run(t, 2*time.Minute, env, "-test.run=^("+strings.Join(tests, "|")+")$")
 	if err != nil {

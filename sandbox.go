@@ -234,6 +234,10 @@ var credentialPaths = []string{
 	".sentryclirc", ".terraformrc", ".config/stripe/config.toml", ".jfrog",
 	// Databases.
 	".pgpass", ".my.cnf",
+	// A server's certificates and mail (thirteenth attack review,
+	// TestAttackServerMailAndBackupSecrets): acme.sh's DNS API token and
+	// account key, msmtp's and fetchmail's passwords.
+	".acme.sh", ".msmtprc", ".fetchmailrc",
 	// The coding agents' and model hubs' own tokens.
 	".claude/.credentials.json", ".codex/auth.json", ".gemini/oauth_creds.json",
 	".config/github-copilot/hosts.json", ".config/github-copilot/apps.json",
@@ -258,6 +262,10 @@ var credentialPaths = []string{
 	".bash_history", ".zsh_history", ".psql_history", ".mysql_history", ".rediscli_history",
 	// Password managers' ssh agents (TestAttackKeyringAndAgentSockets).
 	".1password", ".bitwarden-ssh-agent.sock",
+	// Ansible's ssh control masters (ControlPersist=60s by default): a
+	// peer that connects runs commands on the managed hosts (thirteenth
+	// attack review, TestAttackAnsibleControlSockets).
+	".ansible/cp",
 	// The coding agents' and their editors' other files (ninth attack
 	// review, TestAttackAgentConfigSecrets): the MCP servers' tokens
 	// (`claude mcp add -e` writes ~/.claude.json), model API keys, and the
@@ -394,6 +402,24 @@ var systemSecretPaths = []string{"/etc/shadow", "/etc/gshadow", "/etc/sudoers", 
 	// tree's own user lookups read (thirteenth attack review,
 	// TestAttackKerberosDaemonsAndSSSD).
 	"/var/lib/sss/db", "/var/lib/sss/secrets", "/var/lib/gssproxy",
+	// The root file system's snapshots, each a copy of every file above:
+	// snapper's (openSUSE's default on btrfs) and Timeshift's (Linux
+	// Mint's, where the system disk holds them) (thirteenth attack
+	// review, TestAttackSystemSnapshots).
+	"/.snapshots", "/timeshift",
+	// systemd's credentials: each running root service's, in the clear,
+	// and the system's own, the credential stores, and the host key that
+	// decrypts the encrypted ones where no TPM binds them (thirteenth
+	// attack review, TestAttackSystemdCredentials).
+	"/run/credentials", "/etc/credstore", "/etc/credstore.encrypted", "/run/credstore",
+	"/run/credstore.encrypted", "/var/lib/systemd/credential.secret",
+	// A server's relay and DNS passwords, Samba's private store (a
+	// winbind member's machine password, users' NT hashes), a Kerberos
+	// KDC's stash and database, borgmatic's repository passphrases
+	// (TestAttackServerMailAndBackupSecrets).
+	"/etc/postfix/sasl_passwd", "/etc/postfix/sasl_passwd.db", "/etc/postfix/sasl_passwd.lmdb",
+	"/etc/msmtprc", "/etc/ssmtp", "/etc/ddclient.conf", "/etc/ddclient", "/var/lib/samba/private",
+	"/etc/krb5kdc", "/var/kerberos/krb5kdc", "/var/lib/krb5kdc", "/etc/borgmatic", "/etc/borgmatic.d",
 }
 
 // windowsHomesGlob matches the Windows users' home directories that WSL

@@ -3,7 +3,6 @@ package agentproc
 import (
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 
 	"golang.org/x/sys/unix"
@@ -26,7 +25,9 @@ import (
 // a hidden directory: ~/.ssh/keys bound elsewhere) is such a name too, the
 // whole mount hidden; so is the other mount of a file system mounted
 // inside a hidden directory (thirteenth attack review,
-// TestAttackHiddenPathPartMounted). Only file systems mounted more than
+// TestAttackHiddenPathPartMounted), and a btrfs subvolume's files under
+// the file system's top level mounted elsewhere
+// (TestAttackHiddenPathBtrfsTopLevel). Only file systems mounted more than
 // once are looked at, and a name is taken only where it is the same
 // inode, so a host without such mounts pays one read of mountinfo (about
 // 64 µs here), once per policy: the Manager keeps the resolved policy
@@ -36,8 +37,12 @@ func hiddenMountAliases(hide []string) []string {
 	if err != nil {
 		return nil
 	}
+	var all []procfs.Mount
 	byDev := map[string][]procfs.Mount{}
-	procfs.ParseMountinfo(data, func(mt procfs.Mount) { byDev[mt.Dev] = append(byDev[mt.Dev], mt) })
+	procfs.ParseMountinfo(data, func(mt procfs.Mount) {
+		all = append(all, mt)
+		byDev[mt.Dev] = append(byDev[mt.Dev], mt)
+	})
 	// The mounts of the file systems mounted more than once: a path
 	// neither inside nor above any of them has no other name, and costs
 	// no stat.
@@ -58,10 +63,10 @@ func hiddenMountAliases(hide []string) []string {
 		// h itself, on its own file system; then each shared mount
 		// whose point lies inside h, which shows a part of the hidden
 		// directory that its other mounts show elsewhere.
-		out = append(out, mountAliasesOf(h, byDev)...)
+		out = append(out, mountAliasesOf(h, all, byDev)...)
 		for _, mt := range shared {
 			if mt.Point != h && within(mt.Point, h) {
-				out = append(out, mountAliasesOf(mt.Point, byDev)...)
+				out = append(out, mountAliasesOf(mt.Point, all, byDev)...)
 			}
 		}
 	}
@@ -69,23 +74,37 @@ func hiddenMountAliases(hide []string) []string {
 }
 
 // mountAliasesOf returns the names that p, an existing path, has at the
-// other mounts of its file system (byDev, from mountinfo): the same inode
-// under a mount that shows p or a directory above it, and the point of
-// each mount whose root lies inside p (that mount shows nothing but p's
-// contents). A mount inside p itself is p's already.
-func mountAliasesOf(p string, byDev map[string][]procfs.Mount) []string {
-	var st unix.Statx_t
-	if unix.Statx(unix.AT_FDCWD, p, unix.AT_SYMLINK_NOFOLLOW, unix.STATX_INO|unix.STATX_MNT_ID, &st) != nil {
+// other mounts of its file system (all and byDev, from mountinfo): the
+// same inode under a mount that shows p or a directory above it, and the
+// point of each mount whose root lies inside p (that mount shows nothing
+// but p's contents). A mount inside p itself is p's already. p's own
+// mount is found by its path, not by the device p's stat reports: a btrfs
+// subvolume's files report a device of their own, which is not the one
+// mountinfo gives its mounts (TestAttackHiddenPathBtrfsTopLevel).
+func mountAliasesOf(p string, all []procfs.Mount, byDev map[string][]procfs.Mount) []string {
+	var st unix.Stat_t
+	if unix.Lstat(p, &st) != nil {
 		return nil // nothing there to have another name
 	}
-	mounts, own := ownMount(byDev, p, &st)
-	if own < 0 || len(mounts) < 2 {
+	// p's own mount: the deepest whose point holds p; of two at one
+	// point, the later (on top).
+	own := -1
+	for i, mt := range all {
+		if within(p, mt.Point) && (own < 0 || len(mt.Point) >= len(all[own].Point)) {
+			own = i
+		}
+	}
+	if own < 0 {
 		return nil
 	}
-	rel := filepath.Join(mounts[own].Root, strings.TrimPrefix(p, mounts[own].Point))
+	mounts := byDev[all[own].Dev]
+	if len(mounts) < 2 {
+		return nil
+	}
+	rel := filepath.Join(all[own].Root, strings.TrimPrefix(p, all[own].Point))
 	var out []string
-	for i, mt := range mounts {
-		if i == own || within(mt.Point, p) {
+	for _, mt := range mounts {
+		if mt == all[own] || within(mt.Point, p) {
 			continue
 		}
 		// alias is p's name under mt, or, where mt's root lies inside p,
@@ -99,44 +118,11 @@ func mountAliasesOf(p string, byDev map[string][]procfs.Mount) []string {
 		default:
 			continue
 		}
-		var ast unix.Statx_t
+		var ast unix.Stat_t
 		sst := st
-		if alias != p && unix.Statx(unix.AT_FDCWD, alias, unix.AT_SYMLINK_NOFOLLOW, unix.STATX_INO, &ast) == nil &&
-			(same == p || unix.Statx(unix.AT_FDCWD, same, unix.AT_SYMLINK_NOFOLLOW, unix.STATX_INO, &sst) == nil) &&
-			ast.Dev_major == sst.Dev_major && ast.Dev_minor == sst.Dev_minor && ast.Ino == sst.Ino {
+		if alias != p && unix.Lstat(alias, &ast) == nil && (same == p || unix.Lstat(same, &sst) == nil) && ast.Dev == sst.Dev && ast.Ino == sst.Ino {
 			out = append(out, alias)
 		}
 	}
 	return out
-}
-
-// ownMount returns the mounts of p's file system (byDev, from mountinfo)
-// and the index among them of the one p (whose statx is st) is seen
-// through, or -1. The mount is found by its ID, not by the device st
-// names: on btrfs each subvolume has a device number of its own, which
-// mountinfo does not show (it names the file system's), so a hidden
-// ~/.ssh in a home subvolume mounted a second time at the top level
-// (Fedora's layout) had no mount found and its other name stayed readable
-// (thirteenth attack review, TestAttackHiddenPathBtrfsSubvolume). Where
-// statx gives no mount ID (before Linux 5.8) it is the deepest mount of
-// st's device whose point holds p; of two at one point, the later (on
-// top).
-func ownMount(byDev map[string][]procfs.Mount, p string, st *unix.Statx_t) ([]procfs.Mount, int) {
-	if st.Mask&unix.STATX_MNT_ID != 0 {
-		id := strconv.FormatUint(st.Mnt_id, 10)
-		for _, mounts := range byDev {
-			if i := slices.IndexFunc(mounts, func(mt procfs.Mount) bool { return mt.ID == id }); i >= 0 {
-				return mounts, i
-			}
-		}
-		return nil, -1
-	}
-	mounts := byDev[strconv.FormatUint(uint64(st.Dev_major), 10)+":"+strconv.FormatUint(uint64(st.Dev_minor), 10)]
-	own := -1
-	for i, mt := range mounts {
-		if within(p, mt.Point) && (own < 0 || len(mt.Point) >= len(mounts[own].Point)) {
-			own = i
-		}
-	}
-	return mounts, own
 }

@@ -263,7 +263,6 @@ func StatusField(status []byte, name string) ([]byte, bool) {
 // Mount is one line of a mountinfo file (/proc/PID/mountinfo), its paths
 // unescaped.
 type Mount struct {
-	ID      string // the mount's ID, as statx's STATX_MNT_ID gives it
 	Dev     string // the file system's device, MAJ:MIN
 	Root    string // the path within the file system that the mount shows
 	Point   string // where it is mounted
@@ -298,7 +297,7 @@ func ParseMountinfo(data []byte, fn func(Mount)) {
 		if len(fields) < 5 || len(after) < 1 {
 			continue
 		}
-		m := Mount{ID: fields[0], Dev: fields[2], Root: unescapeMountinfo(fields[3]), Point: unescapeMountinfo(fields[4]), FSType: after[0]}
+		m := Mount{Dev: fields[2], Root: unescapeMountinfo(fields[3]), Point: unescapeMountinfo(fields[4]), FSType: after[0]}
 		if len(fields) > 5 {
 			m.Options = fields[5]
 		}
