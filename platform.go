@@ -216,8 +216,11 @@ import (
 //     cache which resolved policies a link made in a hidden directory
 //     since their walk has made stale: watch(key, dir) before the walk
 //     reads dir, changed() at each Start (one read that finds nothing
-//     when nothing changed), reset() when the cache starts over
-//     (sandbox_hidewatch_linux.go; watching nothing in
+//     when nothing changed), reset() when the cache starts over (the
+//     watches let go), filled() once a watch was refused at the bound,
+//     generation(), which moves whenever changed() drops a registration
+//     or reset() drops them all (sandbox_hidewatch_linux.go; watching
+//     nothing in
 //     sandbox_hidewatch_other.go).
 //   - moreConfined(pid) implements MoreConfined (sandbox_peer_linux.go;
 //     ErrUnsupported in sandbox_peer_nonlinux.go).
@@ -365,6 +368,8 @@ var (
 	_ func(*hideWatch, string, string) bool                             = (*hideWatch).watch
 	_ func(*hideWatch) ([]string, bool)                                 = (*hideWatch).changed
 	_ func(*hideWatch)                                                  = (*hideWatch).reset
+	_ func(*hideWatch) bool                                             = (*hideWatch).filled
+	_ func(*hideWatch) uint64                                           = (*hideWatch).generation
 	_ func(*hideWatch)                                                  = (*hideWatch).close
 	_ func(int) (string, error)                                         = moreConfined
 	_ func() (hostsListener, error)                                     = makeHostsListener

@@ -234,6 +234,10 @@ var credentialPaths = []string{
 	".sentryclirc", ".terraformrc", ".config/stripe/config.toml", ".jfrog",
 	// Databases.
 	".pgpass", ".my.cnf",
+	// A server's certificates and mail (thirteenth attack review,
+	// TestAttackServerMailAndBackupSecrets): acme.sh's DNS API token and
+	// account key, msmtp's and fetchmail's passwords.
+	".acme.sh", ".msmtprc", ".fetchmailrc",
 	// The coding agents' and model hubs' own tokens.
 	".claude/.credentials.json", ".codex/auth.json", ".gemini/oauth_creds.json",
 	".config/github-copilot/hosts.json", ".config/github-copilot/apps.json",
@@ -258,6 +262,10 @@ var credentialPaths = []string{
 	".bash_history", ".zsh_history", ".psql_history", ".mysql_history", ".rediscli_history",
 	// Password managers' ssh agents (TestAttackKeyringAndAgentSockets).
 	".1password", ".bitwarden-ssh-agent.sock",
+	// Ansible's ssh control masters (ControlPersist=60s by default): a
+	// peer that connects runs commands on the managed hosts (thirteenth
+	// attack review, TestAttackAnsibleControlSockets).
+	".ansible/cp",
 	// The coding agents' and their editors' other files (ninth attack
 	// review, TestAttackAgentConfigSecrets): the MCP servers' tokens
 	// (`claude mcp add -e` writes ~/.claude.json), model API keys, and the
@@ -331,6 +339,17 @@ var credentialPaths = []string{
 	// wallets are unencrypted unless the user chose otherwise.
 	".config/solana/id.json", ".sui/sui_config/sui.keystore", ".near-credentials",
 	".ethereum/keystore", ".foundry/keystores", ".bitcoin/wallets", ".bitcoin/wallet.dat", ".electrum/wallets",
+	// The other engines' VM keys and a remote engine's TLS key
+	// (thirteenth attack review, TestAttackMoreEngineKeys): Rancher
+	// Desktop's Lima home on Linux, podman machine's one key for all its
+	// VMs (its connections log in as root too), the Docker contexts' TLS
+	// material (a remote dockerd is root on its host).
+	".local/share/rancher-desktop/lima", ".local/share/containers/podman/machine", ".docker/contexts/tls",
+	// More logins (TestAttackMoreLoginFiles): Teleport's keys and
+	// certificates, MySQL's obfuscated login paths, uv's and Poetry's
+	// index passwords, Argo CD's CLI token at either of its paths.
+	".tsh", ".mylogin.cnf", ".local/share/uv/credentials", ".config/pypoetry/auth.toml",
+	".config/argocd/config", ".argocd/config",
 }
 
 // systemSecretPaths are hidden by WorkspaceSandbox as well: a root tree
@@ -376,6 +395,31 @@ var systemSecretPaths = []string{"/etc/shadow", "/etc/gshadow", "/etc/sudoers", 
 	"/etc/pki/tls/private", "/var/lib/tailscale", "/var/lib/zerotier-one", "/var/lib/netbird",
 	"/etc/gitlab-runner", "/etc/gitlab", "/var/lib/cloud", "/etc/sssd", "/etc/ceph",
 	"/var/lib/docker", "/var/lib/containerd", "/var/lib/rancher", "/var/lib/etcd",
+	// SSSD's caches (a domain user's cached password hash, the class of
+	// /etc/shadow), sssd-kcm's database of every user's Kerberos tickets
+	// with the key that opens it, and gssproxy's per-uid ticket caches
+	// beside its socket; not /var/lib/sss/mc, the public name cache a
+	// tree's own user lookups read (thirteenth attack review,
+	// TestAttackKerberosDaemonsAndSSSD).
+	"/var/lib/sss/db", "/var/lib/sss/secrets", "/var/lib/gssproxy",
+	// The root file system's snapshots, each a copy of every file above:
+	// snapper's (openSUSE's default on btrfs) and Timeshift's (Linux
+	// Mint's, where the system disk holds them) (thirteenth attack
+	// review, TestAttackSystemSnapshots).
+	"/.snapshots", "/timeshift",
+	// systemd's credentials: each running root service's, in the clear,
+	// and the system's own, the credential stores, and the host key that
+	// decrypts the encrypted ones where no TPM binds them (thirteenth
+	// attack review, TestAttackSystemdCredentials).
+	"/run/credentials", "/etc/credstore", "/etc/credstore.encrypted", "/run/credstore",
+	"/run/credstore.encrypted", "/var/lib/systemd/credential.secret",
+	// A server's relay and DNS passwords, Samba's private store (a
+	// winbind member's machine password, users' NT hashes), a Kerberos
+	// KDC's stash and database, borgmatic's repository passphrases
+	// (TestAttackServerMailAndBackupSecrets).
+	"/etc/postfix/sasl_passwd", "/etc/postfix/sasl_passwd.db", "/etc/postfix/sasl_passwd.lmdb",
+	"/etc/msmtprc", "/etc/ssmtp", "/etc/ddclient.conf", "/etc/ddclient", "/var/lib/samba/private",
+	"/etc/krb5kdc", "/var/kerberos/krb5kdc", "/var/lib/krb5kdc", "/etc/borgmatic", "/etc/borgmatic.d",
 }
 
 // windowsHomesGlob matches the Windows users' home directories that WSL
@@ -440,7 +484,8 @@ var krb5CacheDir = "/tmp"
 // hidden path in /tmp has every other entry of /tmp granted one by one
 // (what is made there later is then unreadable to the tree). KEYRING: and
 // KCM: caches are not files: keyctl is refused by the seccomp filter, and
-// the KCM daemon's socket is a pathname socket (docs/sandbox.md).
+// the KCM daemon's socket is a pathname socket (docs/sandbox.md), a door
+// as root (hostDoors).
 func kerberosCaches() []string {
 	uid := os.Getuid()
 	if uid < 0 { // Windows

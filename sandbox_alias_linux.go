@@ -3,7 +3,6 @@ package agentproc
 import (
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 
 	"golang.org/x/sys/unix"
@@ -22,62 +21,107 @@ import (
 // own ancestor, and ~/.ssh was read by its first name too; as root the
 // cover is bound at the named path alone (twelfth attack review,
 // TestAttackHiddenPathOtherMount). Hiding the other names as well closes
-// both. Only file systems mounted more than once are looked at, and a
-// name is taken only where it is the same inode, so a host without
-// such mounts pays one read of mountinfo (about 64 µs here), once per
-// policy: the Manager keeps the resolved policy (cachedPolicy), and a
-// mount made after that is not seen while it does.
+// both. A mount that shows only a part of a hidden path (its root inside
+// a hidden directory: ~/.ssh/keys bound elsewhere) is such a name too, the
+// whole mount hidden; so is the other mount of a file system mounted
+// inside a hidden directory (thirteenth attack review,
+// TestAttackHiddenPathPartMounted), and a btrfs subvolume's files under
+// the file system's top level mounted elsewhere
+// (TestAttackHiddenPathBtrfsTopLevel). Only file systems mounted more than
+// once are looked at, and a name is taken only where it is the same
+// inode, so a host without such mounts pays one read of mountinfo (about
+// 64 µs here), once per policy: the Manager keeps the resolved policy
+// (cachedPolicy), and a mount made after that is not seen while it does.
 func hiddenMountAliases(hide []string) []string {
 	data, err := procfs.ReadSelf("mountinfo")
 	if err != nil {
 		return nil
 	}
+	var all []procfs.Mount
 	byDev := map[string][]procfs.Mount{}
-	procfs.ParseMountinfo(data, func(mt procfs.Mount) { byDev[mt.Dev] = append(byDev[mt.Dev], mt) })
-	// The points of the file systems mounted more than once: a path
-	// outside all of them has no other name, and costs no stat.
-	var points []string
+	procfs.ParseMountinfo(data, func(mt procfs.Mount) {
+		all = append(all, mt)
+		byDev[mt.Dev] = append(byDev[mt.Dev], mt)
+	})
+	// The mounts of the file systems mounted more than once: a path
+	// neither inside nor above any of them has no other name, and costs
+	// no stat.
+	var shared []procfs.Mount
 	for _, mounts := range byDev {
-		for _, mt := range mounts {
-			if len(mounts) > 1 {
-				points = append(points, mt.Point)
-			}
+		if len(mounts) > 1 {
+			shared = append(shared, mounts...)
 		}
 	}
-	if len(points) == 0 {
+	if len(shared) == 0 {
 		return nil
 	}
 	var out []string
 	for _, h := range hide {
-		var st unix.Stat_t
-		if !slices.ContainsFunc(points, func(p string) bool { return within(h, p) }) || unix.Lstat(h, &st) != nil {
-			continue // nothing there to have another name
-		}
-		mounts := byDev[strconv.FormatUint(uint64(unix.Major(st.Dev)), 10)+":"+strconv.FormatUint(uint64(unix.Minor(st.Dev)), 10)]
-		if len(mounts) < 2 {
+		if !slices.ContainsFunc(shared, func(mt procfs.Mount) bool { return within(h, mt.Point) || within(mt.Point, h) }) {
 			continue
 		}
-		// h's own mount: the deepest whose point holds h; of two at one
-		// point, the later (on top).
-		own := -1
-		for i, mt := range mounts {
-			if within(h, mt.Point) && (own < 0 || len(mt.Point) >= len(mounts[own].Point)) {
-				own = i
+		// h itself, on its own file system; then each shared mount
+		// whose point lies inside h, which shows a part of the hidden
+		// directory that its other mounts show elsewhere.
+		out = append(out, mountAliasesOf(h, all, byDev)...)
+		for _, mt := range shared {
+			if mt.Point != h && within(mt.Point, h) {
+				out = append(out, mountAliasesOf(mt.Point, all, byDev)...)
 			}
 		}
-		if own < 0 {
+	}
+	return out
+}
+
+// mountAliasesOf returns the names that p, an existing path, has at the
+// other mounts of its file system (all and byDev, from mountinfo): the
+// same inode under a mount that shows p or a directory above it, and the
+// point of each mount whose root lies inside p (that mount shows nothing
+// but p's contents). A mount inside p itself is p's already. p's own
+// mount is found by its path, not by the device p's stat reports: a btrfs
+// subvolume's files report a device of their own, which is not the one
+// mountinfo gives its mounts (TestAttackHiddenPathBtrfsTopLevel).
+func mountAliasesOf(p string, all []procfs.Mount, byDev map[string][]procfs.Mount) []string {
+	var st unix.Stat_t
+	if unix.Lstat(p, &st) != nil {
+		return nil // nothing there to have another name
+	}
+	// p's own mount: the deepest whose point holds p; of two at one
+	// point, the later (on top).
+	own := -1
+	for i, mt := range all {
+		if within(p, mt.Point) && (own < 0 || len(mt.Point) >= len(all[own].Point)) {
+			own = i
+		}
+	}
+	if own < 0 {
+		return nil
+	}
+	mounts := byDev[all[own].Dev]
+	if len(mounts) < 2 {
+		return nil
+	}
+	rel := filepath.Join(all[own].Root, strings.TrimPrefix(p, all[own].Point))
+	var out []string
+	for _, mt := range mounts {
+		if mt == all[own] || within(mt.Point, p) {
 			continue
 		}
-		rel := filepath.Join(mounts[own].Root, strings.TrimPrefix(h, mounts[own].Point))
-		for i, mt := range mounts {
-			if i == own || !within(rel, mt.Root) {
-				continue
-			}
-			alias := filepath.Join(mt.Point, strings.TrimPrefix(rel, mt.Root))
-			var ast unix.Stat_t
-			if alias != h && unix.Lstat(alias, &ast) == nil && ast.Dev == st.Dev && ast.Ino == st.Ino {
-				out = append(out, alias)
-			}
+		// alias is p's name under mt, or, where mt's root lies inside p,
+		// mt's point, compared with the same place under p.
+		var alias, same string
+		switch {
+		case within(rel, mt.Root):
+			alias, same = filepath.Join(mt.Point, strings.TrimPrefix(rel, mt.Root)), p
+		case within(mt.Root, rel):
+			alias, same = mt.Point, filepath.Join(p, strings.TrimPrefix(mt.Root, rel))
+		default:
+			continue
+		}
+		var ast unix.Stat_t
+		sst := st
+		if alias != p && unix.Lstat(alias, &ast) == nil && (same == p || unix.Lstat(same, &sst) == nil) && ast.Dev == sst.Dev && ast.Ino == sst.Ino {
+			out = append(out, alias)
 		}
 	}
 	return out

@@ -30,10 +30,32 @@ type hideWatch struct {
 	// directory the walk read.
 	keys map[int32]map[string][]string
 	dirs map[int32]string // the watched directory, to look up an entry
+	// gen counts the drains that found a policy stale and the resets
+	// (generation); full is set when a watch was refused at
+	// maxHideWatches (filled).
+	gen  uint64
+	full bool
 }
 
-// anyName registers a policy for every entry made in a directory.
-const anyName = "\x00"
+// maxHideWatches bounds the watches one Manager holds. Each pins its
+// directory's inode in kernel memory and counts against the user's
+// fs.inotify.max_user_watches (8,192 on a small machine), which every
+// other program of the user shares: an httpapi client naming new hidden
+// directories at each request (Sandbox.Hide, 1,024 walked to 256 entries
+// each) had the host hold 3,200 more watches a request, never let go,
+// until the user's editors and builds could watch nothing (thirteenth
+// attack review, TestAttackHideWatchGrowsWithoutBound). WorkspaceSandbox
+// takes a few hundred. At the bound a policy is not kept (as where the
+// kernel's limits refuse a watch) and the cache starts over (cachedPolicy).
+var maxHideWatches = 4096 // a variable for tests (SetMaxHideWatches)
+
+// anyName registers a policy for every entry made in a directory; a name
+// after linkOnly, for a link or a directory made at that name (a hidden
+// file's).
+const (
+	anyName  = "\x00"
+	linkOnly = "\x01"
+)
 
 // hideWatchEvents are the changes a walk's answer may depend on: an entry
 // made or renamed in, or the directory itself gone or moved.
@@ -42,10 +64,10 @@ const hideWatchEvents = unix.IN_CREATE | unix.IN_MOVED_TO | unix.IN_DELETE_SELF 
 
 // watch registers key's dependence on the directory p, about to be read
 // by the walk: on every entry made in it, or, where p is missing, on p
-// appearing, through the nearest existing directory above it. A p that is
-// not a directory (a hidden file, a link) needs nothing. It reports false
-// where it could not watch (inotify's limits): the caller does not keep
-// the policy then.
+// appearing, through the nearest existing directory above it, and where
+// p is a file (a hidden file), on a link or directory made at its name.
+// It reports false where it could not watch (inotify's limits): the
+// caller does not keep the policy then.
 func (w *hideWatch) watch(key, p string) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -67,16 +89,27 @@ func (w *hideWatch) watch(key, p string) bool {
 	for {
 		wd, err := unix.InotifyAddWatch(w.ino, p, hideWatchEvents)
 		switch {
+		case err == nil && w.dirs[int32(wd)] == "" && len(w.dirs) >= maxHideWatches:
+			_, _ = unix.InotifyRmWatch(w.ino, uint32(wd))
+			w.full = true
+			return false
 		case err == nil:
 			w.addLocked(int32(wd), p, name, key)
 			return true
-		case err == unix.ENOTDIR && name == anyName:
-			return true // a hidden file or link: nothing below it to walk
 		case err == unix.EACCES:
 			// Not the host's to read (a root-only /etc/ssl/private
 			// without root): the walk reads nothing there either, and
 			// neither may the tree.
 			return true
+		case err == unix.ENOTDIR && name == anyName:
+			// A hidden file: nothing below it to walk, but a link made
+			// at its name (a dotfile manager adopting it: the file moved
+			// into a repository, a link left in its place) moves it
+			// where the policy does not hide it (thirteenth attack
+			// review, TestAttackHiddenFileSwappedForLink). A file made
+			// there is not (~/.claude.json and the histories are
+			// rewritten by a rename all the time): a lstat, no resolve.
+			p, name = filepath.Dir(p), linkOnly+filepath.Base(p)
 		case (err == unix.ENOENT || err == unix.ENOTDIR) && p != "/":
 			// Gone since the walk looked, or missing: the name above.
 			p, name = filepath.Dir(p), filepath.Base(p)
@@ -125,24 +158,46 @@ func (w *hideWatch) changed() (keys []string, all bool) {
 		}
 		keys = append(keys, byName[name]...)
 		delete(byName, name)
-		if len(byName[anyName]) > 0 {
+		if len(byName[anyName]) > 0 || len(byName[linkOnly+name]) > 0 {
 			made = append(made, madeEntry{wd, filepath.Join(w.dirs[wd], name), mask&unix.IN_ISDIR != 0})
 		}
 	})
 	if all {
-		w.keys, w.dirs = nil, nil
+		// The kernel's watches stay: dirs keeps counting them
+		// (maxHideWatches) and reset lets them go.
+		w.keys = nil
+	}
+	// The generation moves with the registrations dropped, under the one
+	// lock: a resolve that reads it after this drain finds it moved.
+	if len(keys) > 0 || all {
+		w.gen++
 	}
 	w.mu.Unlock()
 	for _, e := range made {
 		if e.isDir || isLink(e.path) {
 			w.mu.Lock()
-			keys = append(keys, w.keys[e.wd][anyName]...)
-			delete(w.keys[e.wd], anyName)
+			for _, n := range []string{anyName, linkOnly + filepath.Base(e.path)} {
+				if ks := w.keys[e.wd][n]; len(ks) > 0 {
+					keys = append(keys, ks...)
+					delete(w.keys[e.wd], n)
+					w.gen++
+				}
+			}
 			w.mu.Unlock()
 		}
 	}
 	slices.Sort(keys)
 	return slices.Compact(keys), all
+}
+
+// generation changes whenever changed drops a policy's registration, or
+// reset drops them all: a policy resolved across such a drain may have
+// lost its registration to it, and the drain's caller could not drop a
+// policy not yet kept (cachedPolicy does not keep it then).
+func (w *hideWatch) generation() uint64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.gen
 }
 
 // madeEntry is an entry made in a directory the walk read.
@@ -162,12 +217,30 @@ func isLink(p string) bool {
 	return unix.Lstat(p, &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFLNK
 }
 
-// reset forgets every registration (the policy cache started over); the
-// kernel's watches stay, few and shared.
+// reset forgets every registration (the policy cache started over) and
+// lets the kernel's watches go: kept, they would count against
+// maxHideWatches and the user's limit with nothing depending on them. The
+// caller holds the cache's lock, so that no policy resolved meanwhile is
+// kept without its registrations (generation); inotify_rm_watch touches
+// no disk.
 func (w *hideWatch) reset() {
 	w.mu.Lock()
-	w.keys, w.dirs = nil, nil
-	w.mu.Unlock()
+	defer w.mu.Unlock()
+	if w.made && w.ino >= 0 {
+		for wd := range w.dirs {
+			_, _ = unix.InotifyRmWatch(w.ino, uint32(wd))
+		}
+	}
+	w.keys, w.dirs, w.full = nil, nil, false
+	w.gen++
+}
+
+// filled reports whether a watch was refused at maxHideWatches since the
+// last reset.
+func (w *hideWatch) filled() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.full
 }
 
 // close releases the instance (the Manager's Close).

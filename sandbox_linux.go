@@ -1181,6 +1181,21 @@ func hostDoors() []string {
 		// The X server's sockets: a peer of the display's uid types into
 		// the user's terminal (TestAttackDesktopDoors).
 		"/tmp/.X11-unix",
+		// systemd's services that keep their varlink sockets in a
+		// directory of their own (thirteenth attack review,
+		// TestAttackSystemdVarlinkDoors): machined's Open runs a shell or
+		// a command on the host (".host") for a root peer, resolved
+		// resolves any name for any peer (a way out for NetworkNone, as
+		// nscd) and streams the host's lookups to a root one. resolved's
+		// directory also holds the resolv.conf files: its sockets only.
+		"/run/systemd/machine", "/run/systemd/resolve/io.systemd.Resolve", "/run/systemd/resolve/io.systemd.Resolve.Monitor",
+		// The Kerberos daemons that answer a peer by its uid (thirteenth
+		// attack review, TestAttackKerberosDaemonsAndSSSD): sssd-kcm hands
+		// a root peer root's tickets (KCM:, Fedora's and RHEL's default
+		// cache), gssproxy initiates contexts with the machine's keytab,
+		// itself hidden. (Its /var/lib/gssproxy socket is hidden with
+		// its directory, systemSecretPaths.)
+		"/run/.heim_org.h5l.kcm-socket", "/run/gssproxy.sock",
 	}
 	if m, err := filepath.Glob("/run/systemd/io.systemd.*"); err == nil {
 		cands = append(cands, m...)

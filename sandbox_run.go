@@ -57,6 +57,10 @@ type managerSandbox struct {
 	hides hideWatch
 }
 
+// afterPolicyResolve, if not nil, runs after cachedPolicy resolves a
+// policy and before it keeps it (tests: a change drained meanwhile).
+var afterPolicyResolve func()
+
 // maxCachedPolicies bounds the policy cache; a server whose requests use
 // ever new work dirs starts over when it is full.
 const maxCachedPolicies = 256
@@ -82,13 +86,35 @@ func (m *Manager) cachedPolicy(sb *Sandbox, dir, parent string, dirChosen, tty b
 	if pol != nil {
 		return pol, nil
 	}
+	// A change a concurrent Start drains while this one resolves (after
+	// the walk registered a directory, before the policy is kept) drops
+	// the registration with it, and would leave this policy kept stale,
+	// and unwatched there, for the cache's life: a change seen since
+	// gen keeps it out of the cache, resolved again at its next Start.
+	gen := s.hides.generation()
 	pol, err := m.resolvePolicy(sb, dir, parent, dirChosen, tty, func(d string) bool { return s.hides.watch(raw, d) })
+	if afterPolicyResolve != nil {
+		afterPolicyResolve()
+	}
 	if err != nil || pol.unwatched {
+		if s.hides.filled() {
+			// The Manager's watches are at their bound
+			// (maxHideWatches): start over, as when the cache is full,
+			// rather than resolve every later policy at each Start.
+			s.polMu.Lock()
+			s.policies = nil
+			s.hides.reset()
+			s.polMu.Unlock()
+		}
 		return pol, err // not kept where a change could go unseen
 	}
 	s.polMu.Lock()
 	defer s.polMu.Unlock()
 	switch {
+	case s.hides.generation() != gen:
+		// A drain or a reset (another Start's start-over) dropped
+		// this policy's registrations while it was resolved.
+		return pol, nil
 	case s.policies == nil:
 		s.policies = map[string]*sandboxPolicy{}
 	case len(s.policies) >= maxCachedPolicies:
