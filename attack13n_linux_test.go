@@ -1,0 +1,72 @@
+package agentproc_test
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agentproc/agentproc"
+)
+
+// Tests of the thirteenth attack review (the proxy and secrets through
+// output): docs/sandbox-threats.md, "Thirteenth attack review (the proxy
+// and redaction)".
+
+// attack13nSecret is a secret the trees of these tests hold in their
+// environment (API_TOKEN), which every stream redacts.
+const attack13nSecret = "s3cr3tT0kenValue42xyz"
+
+// TestAttackWorkDirCarriesSecret: a work dir with ".." is resolved
+// through the links on its way (resolveWorkDir: the kernel applies ".."
+// to a link's target), so Info.WorkDir and Start's errors named the
+// directory a link the tree made leads to: text the tree wrote, in no
+// stream the redactor reads. A tree holding a secret makes a directory
+// and a file named by it and links to them; a later request whose work
+// dir goes through the link (as a model may pick any path inside the
+// workspace, which Sandbox.InWrite allows) showed the raw secret in
+// Info.WorkDir (httpapi's "workdir") and in Start's error (llmtool's and
+// MCP's result: "could not start the command: work dir ...: stat
+// WS/SECRET/s/u: not a directory"). The control: the tree holds the
+// secret (its output shows it redacted) and the work dir is the
+// directory it named (pwd -P shows it, redacted).
+func TestAttackWorkDirCarriesSecret(t *testing.T) {
+	requireSandbox(t)
+	ws := t.TempDir()
+	m := newManager(t)
+	sb := agentproc.WorkspaceSandbox(ws)
+	req := func(command, dir string) agentproc.Request {
+		return agentproc.Request{Command: command, WorkDir: dir, Sandbox: sb, Timeout: time.Minute,
+			Env: map[string]string{"API_TOKEN": attack13nSecret}}
+	}
+	p := mustStart(t, m, req(`printf 'token %s\n' "$API_TOKEN"; mkdir -p "$API_TOKEN/x" && ln -s "$API_TOKEN/x" d && `+
+		`printf x > "$API_TOKEN.f" && ln -s "$API_TOKEN.f/s/t" f`, ws))
+	mustWait(t, p)
+	if got := p.Output().Text; !strings.Contains(got, "token [redacted:API_TOKEN]") {
+		t.Fatalf("control: output got %q, want the secret redacted (the tree holds it)", got)
+	}
+	dir := ws + "/d/.."
+	if !sb.InWrite(dir) {
+		t.Fatalf("control: InWrite(%q) got false, want true (the link leads inside the workspace)", dir)
+	}
+	p = mustStart(t, m, req("pwd -P", dir))
+	info := mustWait(t, p)
+	if got, want := strings.TrimSpace(p.Output().Text), filepath.Join(ws, "[redacted:API_TOKEN]"); got != want {
+		t.Errorf("control: pwd -P got %q, want %q (the directory the tree named)", got, want)
+	}
+	if strings.Contains(info.WorkDir, attack13nSecret) {
+		t.Errorf("Info.WorkDir: got %q, want the secret redacted", info.WorkDir)
+	}
+	_, err := m.Start(testContext(t), req("true", ws+"/f/../u"))
+	if !errors.Is(err, agentproc.ErrInvalidRequest) {
+		t.Fatalf("control: Start in a work dir under a file: got %v, want ErrInvalidRequest", err)
+	}
+	if strings.Contains(err.Error(), attack13nSecret) {
+		t.Errorf("Start's error: got %q, want no secret (only the work dir as the caller named it)", err)
+	}
+	if _, err := os.Lstat(filepath.Join(ws, attack13nSecret+".f")); err != nil {
+		t.Errorf("control: the tree's file: %v", err)
+	}
+}
