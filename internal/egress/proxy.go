@@ -134,6 +134,12 @@ type Listener struct {
 	p   *Proxy
 	ln  net.Listener
 	pol Policy
+	// ctx ends at Close: the lookups and dials of its connections derive
+	// from it, so that Close, which waits for their goroutines, does not
+	// wait for a dial a tree left in flight (up to DialTimeout; thirteenth
+	// attack review, TestAttackCloseWaitsForDial).
+	ctx    context.Context
+	cancel context.CancelFunc
 
 	mu      sync.Mutex
 	conns   map[net.Conn]struct{}
@@ -169,9 +175,11 @@ func (c *counter) done() {
 // takes ln over (closing the Listener closes ln).
 func (p *Proxy) Serve(ln net.Listener, pol Policy) (*Listener, error) {
 	l := &Listener{p: p, ln: ln, pol: pol, conns: map[net.Conn]struct{}{}, clients: counter{bound: p.maxConns}}
+	l.ctx, l.cancel = context.WithCancel(context.Background())
 	p.mu.Lock()
 	if p.closed {
 		p.mu.Unlock()
+		l.cancel()
 		_ = ln.Close()
 		return nil, ErrClosed
 	}
@@ -185,10 +193,11 @@ func (p *Proxy) Serve(ln net.Listener, pol Policy) (*Listener, error) {
 // Addr is the listener's address.
 func (l *Listener) Addr() net.Addr { return l.ln.Addr() }
 
-// Close stops the listener, closes its connections and waits for their
-// goroutines.
+// Close stops the listener, ends its lookups and dials in flight, closes
+// its connections and waits for their goroutines.
 func (l *Listener) Close() error {
 	err := l.ln.Close()
+	l.cancel()
 	l.mu.Lock()
 	l.closed = true
 	conns := make([]net.Conn, 0, len(l.conns))
@@ -333,7 +342,7 @@ func (l *Listener) connect(t Target) (net.Conn, *refusal) {
 		}
 		return nil, &refusal{op: "connect", rule: rule}
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), l.p.dialTimeout)
+	ctx, cancel := context.WithTimeout(l.ctx, l.p.dialTimeout)
 	defer cancel()
 	var addrs []netip.Addr
 	if a, ok := t.Addr(); ok {
