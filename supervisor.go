@@ -173,11 +173,6 @@ func (m *Manager) spawn(req Request, owner, command, dir string, seq uint64, war
 	})
 	// Before the proxy serves: its denials name what the tree asked for.
 	p.redact = m.redactionFor(p, req, env)
-	// A work dir with ".." was resolved through links a tree may have
-	// made (resolveWorkDir), so Info shows it redacted, as the tree's
-	// output and denials are (thirteenth attack review,
-	// TestAttackWorkDirCarriesSecret). p is not listed yet: no lock.
-	p.state.info.WorkDir = p.redact.redactString(dir)
 	if t.sbx != nil {
 		if err := t.sbx.serveHosts(p); err != nil {
 			// The tree cannot reach its proxy: it would run without the
