@@ -302,3 +302,26 @@ func TestDenialRedactedBeforeEscaped(t *testing.T) {
 		}
 	}
 }
+
+// TestAttackPrivateAddressOnAnotherPort: an IP or CIDR entry is the only
+// way to a private address, and it names its ports: "10.0.0.7:5432" lets
+// a tree reach a database there. The address filter asked only whether
+// some entry contained the address, whatever its port, so a listed name
+// that resolves to it (a record the tree's side controls, or rebinding)
+// reached 10.0.0.7 on 443 and 80 as well. The control: the entry's own
+// port is dialled, and an entry without a port lets the name reach it.
+func TestAttackPrivateAddressOnAnotherPort(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, "10.0.0.7:5432", "private.test")
+	raw(t, h, "CONNECT private.test:443 HTTP/1.1\r\n\r\n")
+	wantDenial(t, h, "resolve", "private.test:443", "resolves to a private address")
+	raw(t, h, "CONNECT 10.0.0.7:5432 HTTP/1.1\r\n\r\n")
+	if d := h.net.dials(); len(d) != 1 || d[0] != "10.0.0.7:5432" {
+		t.Errorf("dials: got %q, want only the control's [10.0.0.7:5432]", d)
+	}
+	open := newHarness(t, "10.0.0.7", "private.test")
+	raw(t, open, "CONNECT private.test:443 HTTP/1.1\r\n\r\n")
+	if d := open.net.dials(); len(d) != 1 || d[0] != "10.0.0.7:443" {
+		t.Errorf("control: with 10.0.0.7 listed on its default ports, dials got %q, want [10.0.0.7:443]", d)
+	}
+}

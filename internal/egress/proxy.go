@@ -408,8 +408,9 @@ func (l *Listener) connect(t Target) (net.Conn, *refusal) {
 	}
 	var ok []netip.Addr
 	firstRule := ""
+	onPort := l.pol.List.onPort(t.Port)
 	for _, a := range addrs {
-		if r := l.p.filter.Check(a, l.pol.List); r != "" {
+		if r := l.p.filter.Check(a, onPort); r != "" {
 			if firstRule == "" {
 				firstRule = r
 			}
