@@ -70,3 +70,10 @@ func TestAttackWorkDirCarriesSecret(t *testing.T) {
 		t.Errorf("control: the tree's file: %v", err)
 	}
 }
+
+// TestAttack13nUnprivileged re-runs this review's root-package tests as the
+// unprivileged test user, where the tree is held by Landlock and seccomp
+// alone.
+func TestAttack13nUnprivileged(t *testing.T) {
+	rerunAsSandboxUser(t, []string{"TestAttackWorkDirCarriesSecret"}, false)
+}
