@@ -181,7 +181,9 @@ func proxyEnv(port int) map[string]string {
 func (h *hostsRun) serve(p *Process) error {
 	ln := h.ln
 	h.ln = nil // Serve takes it over, even when it fails
-	lis, err := h.proxy.Serve(ln, egress.Policy{List: h.list, Deny: func(d egress.Denial) {
+	// Redacted in the proxy too, before it escapes what the tree sent:
+	// a secret's escaped form is one no redaction matches.
+	lis, err := h.proxy.Serve(ln, egress.Policy{List: h.list, Redact: p.redact.redactHost, Deny: func(d egress.Denial) {
 		p.addDenial(Denial{Kind: "network", Op: d.Op, Target: d.Target, Rule: d.Rule})
 	}})
 	if err != nil {

@@ -423,7 +423,7 @@ func (m *Manager) newProcess(req Request, id, owner, command, dir string, seq ui
 		state: handleState{info: Info{
 			ID:         id,
 			Command:    command,
-			WorkDir:    dir,
+			WorkDir:    m.shownWorkDir(req, dir),
 			Owner:      owner,
 			Background: req.Background,
 			Warnings:   warnings,

@@ -909,6 +909,22 @@ func (rd redaction) redactHost(s string) string {
 	return s
 }
 
+// shownWorkDir is dir, the work dir of a process started with req, as
+// Info and the state record show it: redacted as output is, with every
+// secret of the Manager and of the requests started so far (req's are
+// registered before its spawn). A work dir with ".." is resolved through
+// links a tree may have made (resolveWorkDir), so it can carry text the
+// tree wrote, a directory named by a secret (thirteenth attack review,
+// TestAttackWorkDirCarriesSecret); any other is the caller's or the
+// operator's string, shown as it is (the redaction costs 4 to 14 µs with
+// secrets, measured, which a Start without ".." does not pay).
+func (m *Manager) shownWorkDir(req Request, dir string) string {
+	if m.cfg.noRedaction || !hasDotDot(req.WorkDir) {
+		return dir
+	}
+	return redaction{sets: [2]*redactSet{m.redact}, live: &m.started.sets}.redactString(dir)
+}
+
 // redactEntriesFor returns every secret redacted in the output of a
 // process started with req, for a detached process's runner; nil when
 // redaction is off or there is none.

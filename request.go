@@ -2,6 +2,8 @@ package agentproc
 
 import (
 	"context"
+	"errors"
+	"io/fs"
 	"maps"
 	"os"
 	"path/filepath"
@@ -258,6 +260,14 @@ func (m *Manager) resolveWorkDir(dir string) (string, error) {
 			abs = resolvePath(dir)
 		}
 		st, err := os.Stat(abs)
+		// The errors name dir, the caller's, and never abs: with ".." it is
+		// where the tree's links lead, text the tree wrote that no
+		// redaction has seen (thirteenth attack review,
+		// TestAttackWorkDirCarriesSecret).
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err
+		}
 		switch {
 		case err != nil && os.IsNotExist(err):
 			return "", xerrors.Errorf("work dir %q does not exist: %w", dir, ErrInvalidRequest)

@@ -815,7 +815,9 @@ func (m *Manager) resolvePolicy(sb *Sandbox, dir, tmpParent string, dirChosen, t
 		if dir != "" {
 			r := resolvePath(dir)
 			if sb.bound != nil && dirChosen && !inResolved(r, sb.bound) {
-				return nil, xerrors.Errorf("work dir %q is not inside the base policy's Write: %w", dir, ErrSandboxLoosened)
+				// Not named: dir may be resolved through the tree's links
+				// (heldWithin).
+				return nil, xerrors.Errorf("the work dir resolves elsewhere since the check and is not inside the base policy's Write: %w", ErrSandboxLoosened)
 			}
 			pol.write = append(pol.write, r)
 		}

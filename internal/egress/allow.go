@@ -336,6 +336,24 @@ func (l *List) ports() []uint16 {
 	return slices.Compact(out)
 }
 
+// onPort is the list of l's entries that allow port: what the address
+// filter may take as naming a private address for a target on that port.
+// An entry "10.0.0.7:5432" names the address for 5432 alone; taken for
+// any port, a listed name resolving there reached 10.0.0.7:443 too
+// (thirteenth attack review, TestAttackPrivateAddressOnAnotherPort).
+func (l *List) onPort(port uint16) *List {
+	if l == nil {
+		return nil
+	}
+	out := &List{}
+	for _, e := range l.entries {
+		if slices.Contains(e.ports, port) {
+			out.entries = append(out.entries, e)
+		}
+	}
+	return out
+}
+
 // NamesPrivate reports whether an IP or CIDR entry contains a, which lets
 // the filter pass a private-range address.
 func (l *List) NamesPrivate(a netip.Addr) bool {
