@@ -497,8 +497,13 @@ func (c *sandboxCache) buildMountns(b *sandboxBuilt, pol *sandboxPolicy, hidden,
 	if err != nil {
 		return nil, xerrors.Errorf("mount namespace: %w", err)
 	}
+	// The doors join here, after the policy's own other names were
+	// looked for: theirs are looked for now (a door's directory mounted
+	// a second time, TestAttackDoorOtherMount), one more read of
+	// mountinfo per build.
+	doors := hostDoors()
 	spec := confine.MountSpec{Write: pol.write, ReadOnly: pol.readOnly, Empty: empty,
-		Hide: append(append(slices.Clone(mountHidden), confine.HiddenDevices...), hostDoors()...)}
+		Hide: slices.Concat(mountHidden, confine.HiddenDevices, doors, hiddenMountAliases(doors))}
 	// What is missing is listed before the namespace is made: a path
 	// made in between is then found by the next Start.
 	var dirs *confine.DirWatcher
