@@ -29,7 +29,7 @@ type hideWatch struct {
 	// directory the walk read.
 	keys map[int32]map[string][]string
 	dirs map[int32]string // the watched directory, to look up an entry
-	// gen counts the drains that found a policy stale (generation).
+	// gen counts the drains that dropped a registration (generation).
 	gen uint64
 }
 

@@ -1198,9 +1198,9 @@ func hostDoors() []string {
 		// attack review, TestAttackKerberosDaemonsAndSSSD): sssd-kcm hands
 		// a root peer root's tickets (KCM:, Fedora's and RHEL's default
 		// cache), gssproxy initiates contexts with the machine's keytab,
-		// itself hidden. (Its /var/lib/gssproxy socket is hidden with
-		// its directory, systemSecretPaths.)
-		"/run/.heim_org.h5l.kcm-socket", "/run/gssproxy.sock",
+		// itself hidden. (WorkspaceSandbox hides /var/lib/gssproxy whole,
+		// its ticket caches with it: systemSecretPaths.)
+		"/run/.heim_org.h5l.kcm-socket", "/run/gssproxy.sock", "/var/lib/gssproxy/default.sock",
 	}
 	if m, err := filepath.Glob("/run/systemd/io.systemd.*"); err == nil {
 		cands = append(cands, m...)
