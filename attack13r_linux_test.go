@@ -550,3 +550,31 @@ func TestAttackServerMailAndBackupSecrets(t *testing.T) {
 		}
 	}
 }
+
+// TestAttackDoorOtherMount: the doors (hostDoors) join the mount spec
+// when the namespace is built, after hiddenMountAliases has looked for the
+// hidden paths' other names, so a door's directory mounted a second time
+// (fail2ban's /run/fail2ban bound elsewhere; a /var/run that is a bind of
+// /run rather than a link; a container given the host's /run at a second
+// path) was reachable at the other name: fail2ban runs a command a client
+// sets as a jail's action, as root. The control reaches the socket at
+// both names unconfined; the sandboxed tree at neither.
+func TestAttackDoorOtherMount(t *testing.T) {
+	requireRootSandbox(t)
+	ws := t.TempDir()
+	sock := "/run/fail2ban/fail2ban.sock"
+	made := makeDoors(t, map[string][]string{sock: {"/run/fail2ban"}}, 0o755)
+	if len(made) == 0 {
+		t.Skip("this host runs fail2ban: its socket is left alone")
+	}
+	alt := filepath.Join(t.TempDir(), "alt")
+	if err := os.Mkdir(alt, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mount("/run/fail2ban", alt, "", syscall.MS_BIND, ""); err != nil {
+		t.Skipf("bind mount: %v", err)
+	}
+	t.Cleanup(func() { _ = syscall.Unmount(alt, syscall.MNT_DETACH) })
+	m := newManager(t, agentproc.WithSandbox(agentproc.WorkspaceSandbox(ws)))
+	probeDoors(t, ws, []string{sock, filepath.Join(alt, "fail2ban.sock")}, newManager(t), m)
+}

@@ -497,8 +497,13 @@ func (c *sandboxCache) buildMountns(b *sandboxBuilt, pol *sandboxPolicy, hidden,
 	if err != nil {
 		return nil, xerrors.Errorf("mount namespace: %w", err)
 	}
+	// The doors join here, after the policy's own other names were
+	// looked for: theirs are looked for now (a door's directory mounted
+	// a second time, TestAttackDoorOtherMount), one more read of
+	// mountinfo per build.
+	doors := hostDoors()
 	spec := confine.MountSpec{Write: pol.write, ReadOnly: pol.readOnly, Empty: empty,
-		Hide: append(append(slices.Clone(mountHidden), confine.HiddenDevices...), hostDoors()...)}
+		Hide: slices.Concat(mountHidden, confine.HiddenDevices, doors, hiddenMountAliases(doors))}
 	// What is missing is listed before the namespace is made: a path
 	// made in between is then found by the next Start.
 	var dirs *confine.DirWatcher
@@ -1193,9 +1198,9 @@ func hostDoors() []string {
 		// attack review, TestAttackKerberosDaemonsAndSSSD): sssd-kcm hands
 		// a root peer root's tickets (KCM:, Fedora's and RHEL's default
 		// cache), gssproxy initiates contexts with the machine's keytab,
-		// itself hidden. (Its /var/lib/gssproxy socket is hidden with
-		// its directory, systemSecretPaths.)
-		"/run/.heim_org.h5l.kcm-socket", "/run/gssproxy.sock",
+		// itself hidden. (WorkspaceSandbox hides /var/lib/gssproxy whole,
+		// its ticket caches with it: systemSecretPaths.)
+		"/run/.heim_org.h5l.kcm-socket", "/run/gssproxy.sock", "/var/lib/gssproxy/default.sock",
 	}
 	if m, err := filepath.Glob("/run/systemd/io.systemd.*"); err == nil {
 		cands = append(cands, m...)
