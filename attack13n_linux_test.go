@@ -75,45 +75,44 @@ func TestAttackWorkDirCarriesSecret(t *testing.T) {
 }
 
 // TestAttackDenialFromOutsideTheTree: without root a NetworkHosts
-// tree's proxy listener is on the host's 127.0.0.1, and nothing checks
-// who connects to it: Landlock holds each tree to its own listener's port,
-// but a tree of the same Manager with the host's network (another
-// owner's, under a NetworkHost policy) or any other process on the
-// machine reaches it. Its requests are the tree's: a CONNECT to
-// exfil.example:443 became a denial in the tree's Info, which llmtool
-// prints to that tree's model as the sandbox's words, "add
-// `exfil.example:443` to allow_hosts" (run through agentproc: mallory's
-// NetworkHost tree found alice's port in `ss -ltn`). Open: telling the
-// tree's connections from others' without root needs the peer's identity
-// on a TCP socket (its cgroup through sock_diag, or a token in the proxy
-// variables that every client must send), not built in the time
-// (docs/sandbox-threats.md, thirteenth attack review). As root the
-// listener is in the trees' own network namespace, which the host's
-// processes do not reach: the test holds there. The control: the tree's
-// own CONNECT is a denial.
+// tree's proxy listener is on the host's 127.0.0.1, which a tree of the
+// same Manager with the host's network (another owner's, under a
+// NetworkHost policy) or any other process on the machine reaches.
+// Its requests were the tree's: a CONNECT to exfil.example:443 became a
+// denial in the tree's Info, which llmtool prints to that tree's model as
+// the sandbox's words, "add `exfil.example:443` to allow_hosts" (run
+// through agentproc: mallory's NetworkHost tree found alice's port in
+// `ss -ltn`). Fixed: the tree's proxy variables carry a token of its
+// own, which the listener requires (407 without it) and which the tree's
+// output shows redacted. As root the listener is in the trees' own
+// network namespace, which the host's processes do not reach. The
+// controls: the tree's own CONNECT with the token is a denial, and the
+// outsider's CONNECT reached the listener (its 407).
 func TestAttackDenialFromOutsideTheTree(t *testing.T) {
 	requireHosts(t)
-	if os.Geteuid() != 0 && os.Getenv("ATK13N_RUN_OPEN") == "" {
-		t.Skip("open: without root a NetworkHosts tree's listener takes connections from any process of the machine, whose denials the tree's model reads (docs/sandbox-threats.md, thirteenth attack review)")
-	}
 	m := newManager(t)
 	sb := hostsSandbox(t, "allowed.example")
-	req := hostsRequest(t, sb, `echo "proxy $HTTPS_PROXY"; exec 3<>/dev/tcp/127.0.0.1/${HTTPS_PROXY##*:}; `+
-		`printf 'CONNECT own.example:443 HTTP/1.1\r\n\r\n' >&3; head -c 12 <&3; echo; read x`)
+	req := hostsRequest(t, sb, `echo "proxy $HTTPS_PROXY"; `+shellProxyAuth+`exec 3<>/dev/tcp/127.0.0.1/${HTTPS_PROXY##*:}; `+
+		`printf 'CONNECT own.example:443 HTTP/1.1\r\nProxy-Authorization: Basic %s\r\n\r\n' "$auth" >&3; head -c 12 <&3; echo; read x`)
 	req.Command = "bash -c " + shellQuote(req.Command)
 	req.Stdin = true
 	p := mustStart(t, m, req)
 	defer func() { _, _ = p.Stop(testContext(t)) }()
 	waitForOutput(t, p, regexp.MustCompile(`HTTP/1.1 403`))
-	port := regexp.MustCompile(`proxy http://127\.0\.0\.1:(\d+)`).FindStringSubmatch(p.Output().Text)
+	text := p.Output().Text
+	port := regexp.MustCompile(`proxy http://agentproc:\[redacted:AGENTPROC_PROXY_TOKEN\]@127\.0\.0\.1:(\d+)`).FindStringSubmatch(text)
 	if port == nil {
-		t.Fatalf("control: no proxy address in %q", p.Output().Text)
+		t.Fatalf("output %q: want the proxy address with its token redacted", text)
 	}
+	status := ""
 	if c, err := net.DialTimeout("tcp", "127.0.0.1:"+port[1], 2*time.Second); err == nil {
 		_ = c.SetDeadline(time.Now().Add(testTimeout))
 		_, _ = io.WriteString(c, "CONNECT exfil.example:443 HTTP/1.1\r\n\r\n")
-		_, _ = io.ReadAll(c)
+		b, _ := io.ReadAll(c)
+		status, _, _ = strings.Cut(string(b), "\r\n")
 		_ = c.Close()
+	} else if os.Geteuid() != 0 {
+		t.Fatalf("control: the listener from outside the tree: %v, want it reached", err)
 	}
 	var targets []string
 	for _, d := range p.Info().Denials {
@@ -125,12 +124,14 @@ func TestAttackDenialFromOutsideTheTree(t *testing.T) {
 	if strings.Contains(strings.Join(targets, " "), "exfil.example") {
 		t.Errorf("denials %q: a process outside the tree wrote one into the tree's Info, want only the tree's", targets)
 	}
+	if os.Geteuid() != 0 && status != "HTTP/1.1 407 Proxy Authentication Required" {
+		t.Errorf("the outsider's CONNECT: got %q, want a 407", status)
+	}
 }
 
 // TestAttack13nUnprivileged re-runs this review's root-package tests as the
 // unprivileged test user, where the tree is held by Landlock and seccomp
 // alone.
 func TestAttack13nUnprivileged(t *testing.T) {
-	rerunAsSandboxUser(t, []string{"TestAttackWorkDirCarriesSecret"}, false)
-	rerunAsSandboxUser(t, []string{"TestAttackDenialFromOutsideTheTree"}, true) // open there: skipped
+	rerunAsSandboxUser(t, []string{"TestAttackWorkDirCarriesSecret", "TestAttackDenialFromOutsideTheTree"}, false)
 }

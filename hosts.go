@@ -1,6 +1,7 @@
 package agentproc
 
 import (
+	"crypto/rand"
 	"net"
 	"os/exec"
 	"slices"
@@ -134,14 +135,35 @@ func (h *hostsProxy) close() {
 	}
 }
 
-// hostsRun is one NetworkHosts Start's part: its list, the listener the
-// starting thread made, and once served, the proxy's listener.
+// hostsRun is one NetworkHosts Start's part: its list, its token, the
+// listener the starting thread made, and once served, the proxy's
+// listener.
 type hostsRun struct {
 	list  *egress.List
 	proxy *egress.Proxy
-	ln    net.Listener // the listener made for the tree, nil until made and after it is served
-	port  int
-	lis   *egress.Listener
+	// token is the tree's secret in its proxy variables, which its
+	// listener requires of every connection (egress.Policy.Token): without
+	// root the listener is on the host's loopback, where any process of
+	// the machine reaches it (thirteenth attack review,
+	// TestAttackDenialFromOutsideTheTree). 128 random bits.
+	token string
+	// tokenSet redacts the token in the tree's output: the tree's alone,
+	// since no other stream is given it (redactWithToken).
+	tokenSet *redactSet
+	ln       net.Listener // the listener made for the tree, nil until made and after it is served
+	port     int
+	lis      *egress.Listener
+}
+
+// proxyTokenName is the name a redacted proxy token reads as.
+const proxyTokenName = "AGENTPROC_PROXY_TOKEN"
+
+// newHostsRun returns the part of a Start with list on proxy, with a
+// token of its own.
+func newHostsRun(list *egress.List, proxy *egress.Proxy) *hostsRun {
+	token := rand.Text()
+	return &hostsRun{list: list, proxy: proxy, token: token,
+		tokenSet: newRedactSet([]secretEntry{{name: proxyTokenName, value: token}})}
 }
 
 // hostsListener is a tree's proxy listener, made on its starting thread
@@ -164,17 +186,33 @@ func (l *hostsListener) close() {
 // cmd's proxy variables at it.
 func (h *hostsRun) adopt(cmd *exec.Cmd, l hostsListener) {
 	h.ln, h.port = l.ln, l.port
-	cmd.Env = mergeEnv(cmd.Env, proxyEnv(l.port))
+	cmd.Env = mergeEnv(cmd.Env, proxyEnv(l.port, h.token))
 }
 
-// proxyEnv are the variables that point a tree at its listener.
-func proxyEnv(port int) map[string]string {
-	u := "http://127.0.0.1:" + strconv.Itoa(port)
+// proxyEnv are the variables that point a tree at its listener, with its
+// token as the password: HTTP clients send it as Proxy-Authorization
+// (curl, git, Go, npm and pip do, TestSandboxHostsRealClients), SOCKS5
+// clients, which ALL_PROXY serves, by username and password.
+func proxyEnv(port int, token string) map[string]string {
+	hostPort := egress.ProxyUser + ":" + token + "@127.0.0.1:" + strconv.Itoa(port)
 	env := map[string]string{"NO_PROXY": "", "no_proxy": ""}
-	for _, k := range []string{"HTTPS_PROXY", "HTTP_PROXY", "ALL_PROXY"} {
+	for k, u := range map[string]string{"HTTPS_PROXY": "http://" + hostPort, "HTTP_PROXY": "http://" + hostPort,
+		"ALL_PROXY": "socks5h://" + hostPort} {
 		env[k], env[strings.ToLower(k)] = u, u
 	}
 	return env
+}
+
+// redactWithToken is rd with the token's set added, for the tree's
+// output and what its proxy reports; counted in p's Info.Redactions. The
+// token is redacted even when the Manager's redaction is off: it is the
+// library's secret, not the caller's.
+func (h *hostsRun) redactWithToken(rd redaction, p *Process) redaction {
+	rd.sets[1] = h.tokenSet
+	if rd.count == nil {
+		rd.count = &p.state.redactions
+	}
+	return rd
 }
 
 // serve hands the listener to the proxy, reporting p's denials.
@@ -183,7 +221,7 @@ func (h *hostsRun) serve(p *Process) error {
 	h.ln = nil // Serve takes it over, even when it fails
 	// Redacted in the proxy too, before it escapes what the tree sent:
 	// a secret's escaped form is one no redaction matches.
-	lis, err := h.proxy.Serve(ln, egress.Policy{List: h.list, Redact: p.redact.redactHost, Deny: func(d egress.Denial) {
+	lis, err := h.proxy.Serve(ln, egress.Policy{List: h.list, Token: h.token, Redact: p.redact.redactHost, Deny: func(d egress.Denial) {
 		p.addDenial(Denial{Kind: "network", Op: d.Op, Target: d.Target, Rule: d.Rule})
 	}})
 	if err != nil {
@@ -280,6 +318,14 @@ func DenialHint(d Denial) string {
 		return "add `" + d.Target + "` to allow_hosts"
 	}
 	return "none: the proxy does not relay this request"
+}
+
+// redactHostsToken is rd with r's proxy token added, if r has one.
+func (r *sandboxRun) redactHostsToken(rd redaction, p *Process) redaction {
+	if r == nil || r.hosts == nil {
+		return rd
+	}
+	return r.hosts.redactWithToken(rd, p)
 }
 
 // serveHosts serves r's proxy listener for p, if r has one.

@@ -4,10 +4,12 @@ import (
 	"bufio"
 	"context"
 	"crypto/tls"
+	"encoding/base64"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -48,8 +50,27 @@ func init() {
 	}, false)
 }
 
-// proxyAddr is the tree's proxy, from its environment.
-func proxyAddr() string { return strings.TrimPrefix(os.Getenv("HTTPS_PROXY"), "http://") }
+// proxyURL is the tree's proxy, from its environment.
+func proxyURL() *url.URL {
+	u, err := url.Parse(os.Getenv("HTTPS_PROXY"))
+	if err != nil {
+		return &url.URL{}
+	}
+	return u
+}
+
+// proxyAddr is the tree's proxy's address.
+func proxyAddr() string { return proxyURL().Host }
+
+// proxyAuthLine is the header line that carries the tree's proxy token.
+func proxyAuthLine() string {
+	return "Proxy-Authorization: Basic " + base64.StdEncoding.EncodeToString([]byte(proxyURL().User.String())) + "\r\n"
+}
+
+// shellProxyAuth sets $auth, in a tree's shell, to the Basic credentials
+// of its proxy variables, for a request written by hand:
+// printf 'CONNECT h:443 HTTP/1.1\r\nProxy-Authorization: Basic %s\r\n\r\n' "$auth".
+const shellProxyAuth = `a=${HTTPS_PROXY#http://}; auth=$(printf %s "${a%@*}" | base64 -w0); `
 
 // hostsProbeRun tries one thing; nil means it got through.
 func hostsProbeRun(kind, arg string) error {
@@ -183,17 +204,25 @@ func hostsProbeRun(kind, arg string) error {
 		}
 		defer c.Close()
 		_ = c.SetDeadline(time.Now().Add(10 * time.Second))
-		msg := []byte{5, 1, 0, 5, byte(cmd), 0, 3, byte(len(allowedHost))}
+		// Username and password (RFC 1929): the proxy's token.
+		user := proxyURL().User
+		pass, _ := user.Password()
+		msg := []byte{5, 1, 2, 1, byte(len(user.Username()))}
+		msg = append(append(msg, user.Username()...), byte(len(pass)))
+		msg = append(append(msg, pass...), 5, byte(cmd), 0, 3, byte(len(allowedHost)))
 		msg = append(append(msg, allowedHost...), 1, 187)
 		if _, err := c.Write(msg); err != nil {
 			return err
 		}
-		reply := make([]byte, 12)
+		reply := make([]byte, 14) // method, authentication, request
 		if _, err := io.ReadFull(c, reply); err != nil {
 			return err
 		}
-		if reply[3] != 0 {
-			return fmt.Errorf("socks5 reply %d", reply[3])
+		if reply[1] != 2 || reply[3] != 0 {
+			return fmt.Errorf("socks5 authentication: method %d, status %d", reply[1], reply[3])
+		}
+		if reply[5] != 0 {
+			return fmt.Errorf("socks5 reply %d", reply[5])
 		}
 		return nil
 	case "keepalive":
@@ -207,7 +236,7 @@ func hostsProbeRun(kind, arg string) error {
 		_ = c.SetDeadline(time.Now().Add(10 * time.Second))
 		br := bufio.NewReader(c)
 		for _, h := range []string{allowedHost, arg} {
-			if _, err := io.WriteString(c, "GET http://"+h+"/ HTTP/1.1\r\nHost: "+h+"\r\n\r\n"); err != nil {
+			if _, err := io.WriteString(c, "GET http://"+h+"/ HTTP/1.1\r\nHost: "+h+"\r\n"+proxyAuthLine()+"\r\n"); err != nil {
 				return err
 			}
 			resp, err := http.ReadResponse(br, nil)
@@ -229,7 +258,7 @@ func proxyConnect(target string) (net.Conn, *bufio.Reader, error) {
 		return nil, nil, err
 	}
 	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
-	if _, err := io.WriteString(c, "CONNECT "+target+" HTTP/1.1\r\nHost: "+target+"\r\n\r\n"); err != nil {
+	if _, err := io.WriteString(c, "CONNECT "+target+" HTTP/1.1\r\nHost: "+target+"\r\n"+proxyAuthLine()+"\r\n"); err != nil {
 		c.Close()
 		return nil, nil, err
 	}
@@ -368,8 +397,8 @@ func TestSandboxHostsBypasses(t *testing.T) {
 		{name: "direct loopback", attempt: "probe tcp:127.0.0.1:" + hport},
 		{name: "metadata address", attempt: curl + "http://169.254.169.254/latest/meta-data/", rule: "not in AllowHosts",
 			control: curl + "https://" + allowedHost + "/", sandboxed: true},
-		{name: "SOCKS to a denied port", attempt: curl + "--socks5-hostname \"${ALL_PROXY#http://}\" https://" + allowedHost + ":8443/",
-			rule: "port not allowed", control: curl + "--socks5-hostname \"${ALL_PROXY#http://}\" https://" + allowedHost + "/", sandboxed: true},
+		{name: "SOCKS to a denied port", attempt: curl + "-x \"$ALL_PROXY\" https://" + allowedHost + ":8443/",
+			rule: "port not allowed", control: curl + "-x \"$ALL_PROXY\" https://" + allowedHost + "/", sandboxed: true},
 		{name: "CONNECT to a denied port", attempt: curl + "-p http://" + allowedHost + ":8080/", rule: "port not allowed",
 			control: curl + "-p http://" + allowedHost + "/", sandboxed: true},
 		{name: "Host header differs", attempt: curl + "-H 'Host: " + refusedHost + "' http://" + allowedHost + "/",

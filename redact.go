@@ -173,7 +173,10 @@ func appendEnvSecret(out []secretEntry, name, value string) []secretEntry {
 }
 
 // urlPassword returns the password of value read as a URL with
-// credentials (scheme://user:password@host...), or "".
+// credentials (scheme://user:password@host...), or, for a URL whose user
+// comes alone and looks like a token (userLooksToken), that user
+// (https://TOKEN@github.com/owner/repo.git, a form GitHub documents;
+// noticed by the thirteenth attack review); else "".
 func urlPassword(value string) string {
 	if !strings.Contains(value, "://") || !strings.Contains(value, "@") {
 		return "" // cheap: most values are not such URLs
@@ -182,8 +185,38 @@ func urlPassword(value string) string {
 	if err != nil || u.User == nil {
 		return ""
 	}
-	pw, _ := u.User.Password()
-	return pw
+	if pw, ok := u.User.Password(); ok {
+		return pw
+	}
+	if user := u.User.Username(); userLooksToken(user) {
+		return user
+	}
+	return ""
+}
+
+// userLooksToken reports whether a URL's user, given without a password,
+// is taken for a token rather than a name: 20 bytes or more of letters,
+// digits, '_' and '-' with both a letter and a digit (ghp_..., glpat-...,
+// a hex or base64url key). A login name ("git", "deploy",
+// "first.last") is left alone: redacting it would blank that text in
+// every stream.
+func userLooksToken(user string) bool {
+	if len(user) < 20 {
+		return false
+	}
+	letter, digit := false, false
+	for _, c := range []byte(user) {
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z':
+			letter = true
+		case c >= '0' && c <= '9':
+			digit = true
+		case c == '_' || c == '-':
+		default:
+			return false
+		}
+	}
+	return letter && digit
 }
 
 func secretAcceptable(name, value string) bool {

@@ -59,3 +59,28 @@ printf '5 '; printf '%s' "$V" | sed 's/./&\n/g' | tr '\n' '\000'; echo`,
 		t.Errorf("Output(Plain): got %q, want %q", plain, want)
 	}
 }
+
+// TestRedactAttackURLUserToken: a token given as a URL's user alone
+// (https://TOKEN@github.com/owner/repo.git) under a name the rule does not
+// take (REPO_URL) was shown raw (noticed by the thirteenth attack
+// review). It is redacted now when it looks like a token; a login name as
+// the user ("git") and a short user are left as they are (the controls).
+// Not parallel: it sets the test process's environment.
+func TestRedactAttackURLUserToken(t *testing.T) {
+	const token = "ghp_9aB7cD5eF3gH1iJ0kL2mN4oP6qR8sT0uV2wX"
+	t.Setenv("AGENTPROC_TEST_REPO_URL", "https://"+token+"@github.com/owner/repo.git")
+	cmd := `printf '%s\n' "$AGENTPROC_TEST_REPO_URL" "$MIRROR_URL" "$SSH_URL"`
+	p := mustStart(t, newManager(t), agentproc.Request{
+		Command: cmd, Env: map[string]string{
+			"MIRROR_URL": "https://glpat-x1y2z3w4v5u6t7s8r9q0@gitlab.example/g/r.git",
+			"SSH_URL":    "ssh://git@github.com/owner/repo.git",
+		},
+	})
+	mustWait(t, p)
+	want := "https://[redacted:AGENTPROC_TEST_REPO_URL]@github.com/owner/repo.git\n" +
+		"https://[redacted:MIRROR_URL]@gitlab.example/g/r.git\n" +
+		"ssh://git@github.com/owner/repo.git\n"
+	if got := p.Output().Text; got != want {
+		t.Errorf("output: got %q, want %q", got, want)
+	}
+}

@@ -172,7 +172,7 @@ func (m *Manager) spawn(req Request, owner, command, dir string, seq uint64, war
 		cmd: t.cmd, sys: t.sys, ctr: t.ctr, rec: t.rec, log: t.log, sbx: t.sbx,
 	})
 	// Before the proxy serves: its denials name what the tree asked for.
-	p.redact = m.redactionFor(p, req, env)
+	p.redact = t.sbx.redactHostsToken(m.redactionFor(p, req, env), p)
 	if t.sbx != nil {
 		if err := t.sbx.serveHosts(p); err != nil {
 			// The tree cannot reach its proxy: it would run without the

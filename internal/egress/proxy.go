@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/subtle"
+	"encoding/base64"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -62,7 +64,21 @@ type Policy struct {
 	// holds (reportable), which would hide a secret from a redaction run
 	// after it.
 	Redact func(string) string
+	// Token, if not empty, is the secret a client must present before
+	// anything it asks is served or reported: an HTTP client in a
+	// Proxy-Authorization header ("Basic", user "agentproc", the token as
+	// the password), a SOCKS5 client by username and password (RFC 1929)
+	// with the same two. A listener on the host's loopback is reachable
+	// by every process of the machine, and a denial is reported to the
+	// tree's model as its own; a connection without the token is refused
+	// (407, or a SOCKS authentication failure) and reported nowhere
+	// (thirteenth attack review, "denials from outside the tree"). Empty
+	// means no check, for a listener only its tree can reach.
+	Token string
 }
+
+// ProxyUser is the user name that goes with Policy.Token.
+const ProxyUser = "agentproc"
 
 // Proxy relays connections for its listeners. The zero value is not
 // usable: use New; call Close.
@@ -140,6 +156,9 @@ type Listener struct {
 	p   *Proxy
 	ln  net.Listener
 	pol Policy
+	// auth is "agentproc:" and the token, as a client presents it
+	// decoded; nil when the policy has no token.
+	auth []byte
 	// ctx ends at Close: the lookups and dials of its connections derive
 	// from it, so that Close, which waits for their goroutines, does not
 	// wait for a dial a tree left in flight (up to DialTimeout; thirteenth
@@ -181,6 +200,9 @@ func (c *counter) done() {
 // takes ln over (closing the Listener closes ln).
 func (p *Proxy) Serve(ln net.Listener, pol Policy) (*Listener, error) {
 	l := &Listener{p: p, ln: ln, pol: pol, conns: map[net.Conn]struct{}{}, clients: counter{bound: p.maxConns}}
+	if pol.Token != "" {
+		l.auth = []byte(ProxyUser + ":" + pol.Token)
+	}
 	l.ctx, l.cancel = context.WithCancel(context.Background())
 	p.mu.Lock()
 	if p.closed {
@@ -344,9 +366,39 @@ func (l *Listener) serve(c net.Conn) {
 	case first[0] >= 'A' && first[0] <= 'Z':
 		l.httpProxy(c, br)
 	default:
-		// SOCKS4 and anything else: nothing this proxy relays.
+		// SOCKS4 and anything else: nothing this proxy relays. Reported
+		// though it cannot carry the token: its denial holds no text of the
+		// client's (the target is the listener's own address), so one from
+		// outside the tree can add only this fixed line to its report.
 		l.deny("connect", c.LocalAddr().String(), RuleUnknownProtocol)
 	}
+}
+
+// authorized reports whether the decoded credentials cred are the
+// listener's, comparing in constant time (the token's length aside,
+// which is fixed); always true without a token.
+func (l *Listener) authorized(cred []byte) bool {
+	return l.auth == nil || subtle.ConstantTimeCompare(cred, l.auth) == 1
+}
+
+// httpAuthorized reports whether one of a request's Proxy-Authorization
+// headers carries the listener's credentials.
+func (l *Listener) httpAuthorized(h http.Header) bool {
+	if l.auth == nil {
+		return true
+	}
+	ok := false
+	for _, v := range h.Values("Proxy-Authorization") {
+		scheme, b64, _ := strings.Cut(strings.TrimSpace(v), " ")
+		if !strings.EqualFold(scheme, "Basic") {
+			continue
+		}
+		cred, err := base64.StdEncoding.DecodeString(strings.TrimSpace(b64))
+		if err == nil && l.authorized(cred) {
+			ok = true
+		}
+	}
+	return ok
 }
 
 // defaultHeadTimeout bounds how long a client may take to send its
@@ -445,6 +497,7 @@ func (l *Listener) connect(t Target) (net.Conn, *refusal) {
 			if !l.track(c) {
 				return nil, &refusal{op: "connect", err: ErrClosed}
 			}
+			boundUpstreamRecv(c)
 			return c, nil
 		}
 		lastErr = err
@@ -516,6 +569,13 @@ func (l *Listener) httpProxy(c net.Conn, br *bufio.Reader) {
 	req, hosts, err := readHead(br)
 	if err != nil {
 		writeStatus(c, "400 Bad Request", "agentproc proxy: "+err.Error())
+		return
+	}
+	if !l.httpAuthorized(req.Header) {
+		// A client that sends credentials only when asked (libcurl's
+		// "any" method, which git uses) asks again on a new connection.
+		_, _ = io.WriteString(c, "HTTP/1.1 407 Proxy Authentication Required\r\nProxy-Authenticate: Basic realm=\"agentproc\"\r\n"+
+			"Connection: close\r\nContent-Length: 0\r\n\r\n")
 		return
 	}
 	if req.Method == http.MethodConnect {
@@ -899,8 +959,9 @@ func (r *reader) vec(lenBytes int) ([]byte, bool) {
 	return r.bytes(n)
 }
 
-// socks serves a SOCKS5 client (RFC 1928), without authentication, CONNECT
-// only.
+// socks serves a SOCKS5 client (RFC 1928), CONNECT only: with no
+// authentication, or with the listener's token as a username and password
+// (RFC 1929) when it has one.
 func (l *Listener) socks(c net.Conn, br *bufio.Reader) {
 	hdr := make([]byte, 2)
 	if _, err := io.ReadFull(br, hdr); err != nil {
@@ -910,11 +971,18 @@ func (l *Listener) socks(c net.Conn, br *bufio.Reader) {
 	if _, err := io.ReadFull(br, methods); err != nil {
 		return
 	}
-	if !slices.Contains(methods, 0) {
+	method := byte(0) // no authentication
+	if l.auth != nil {
+		method = 2 // username and password
+	}
+	if !slices.Contains(methods, method) {
 		_, _ = c.Write([]byte{5, 0xff})
 		return
 	}
-	if _, err := c.Write([]byte{5, 0}); err != nil {
+	if _, err := c.Write([]byte{5, method}); err != nil {
+		return
+	}
+	if l.auth != nil && !l.socksAuthorized(c, br) {
 		return
 	}
 	req := make([]byte, 4)
@@ -976,6 +1044,38 @@ func (l *Listener) socks(c net.Conn, br *bufio.Reader) {
 	_ = c.SetReadDeadline(time.Time{})
 	socksReply(c, 0)
 	l.tunnel(c, br, up, t)
+}
+
+// socksAuthorized reads a SOCKS5 username and password (RFC 1929) and
+// answers it: success only for the listener's credentials.
+func (l *Listener) socksAuthorized(c net.Conn, br *bufio.Reader) bool {
+	field := func() ([]byte, bool) {
+		n, err := br.ReadByte()
+		if err != nil {
+			return nil, false
+		}
+		b := make([]byte, n)
+		_, err = io.ReadFull(br, b)
+		return b, err == nil
+	}
+	ver, err := br.ReadByte()
+	if err != nil || ver != 1 {
+		return false
+	}
+	user, ok := field()
+	if !ok {
+		return false
+	}
+	pass, ok := field()
+	if !ok {
+		return false
+	}
+	if !l.authorized(slices.Concat(user, []byte(":"), pass)) {
+		_, _ = c.Write([]byte{1, 1})
+		return false
+	}
+	_, err = c.Write([]byte{1, 0})
+	return err == nil
 }
 
 func socksReply(c net.Conn, code byte) {

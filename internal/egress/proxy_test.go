@@ -89,6 +89,13 @@ func newHarness(t *testing.T, list ...string) *harness {
 // newHarnessNames is newHarness with names resolving as extra says too.
 func newHarnessNames(t *testing.T, extra map[string][]netip.Addr, list ...string) *harness {
 	t.Helper()
+	return newHarnessToken(t, extra, "", list...)
+}
+
+// newHarnessToken is newHarnessNames with a listener that requires token
+// (Policy.Token; none when empty).
+func newHarnessToken(t *testing.T, extra map[string][]netip.Addr, token string, list ...string) *harness {
+	t.Helper()
 	plain := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintf(w, "origin %s %s host=%s", r.Method, r.URL.Path, r.Host)
 	}))
@@ -131,7 +138,7 @@ func newHarnessNames(t *testing.T, extra map[string][]netip.Addr, list ...string
 		t.Fatal(err)
 	}
 	h := &harness{net: fn, addr: ln.Addr().String()}
-	if _, err := p.Serve(ln, Policy{List: l, Deny: func(d Denial) {
+	if _, err := p.Serve(ln, Policy{List: l, Token: token, Deny: func(d Denial) {
 		h.mu.Lock()
 		h.denials = append(h.denials, d)
 		h.mu.Unlock()
