@@ -30,13 +30,19 @@ import (
 // 0.3 MiB of heap a connection within 3 s, so MaxConns (256) stalled
 // tunnels hold about 1 GiB of the host's for one tree, and several trees
 // at once more (autotuning grows the buffer towards tcp_rmem's maximum,
-// 32 MiB here, on a path with a larger bandwidth-delay product). Fixed:
-// the upstream connection's receive buffer is fixed at 1 MiB
-// (boundUpstreamRecv), so a stalled tunnel holds at most that; checked
-// in the queues and, exactly, in each upstream socket's SO_RCVBUF. The
-// relay buffer's part (256 KiB a stalled tunnel) is left as it was. The
+// 32 MiB here, on a path with a larger bandwidth-delay product). Open:
+// the sixth mend fixed each upstream connection's receive buffer at
+// 1 MiB, which the lead took back at the merge: it capped one download at
+// about half its buffer a round trip (5–10 MiB/s at 100 ms), and where
+// net.core.rmem_max is the stock 208 KiB the kernel caps SO_RCVBUF at
+// twice that, 2 MiB/s at 100 ms: a sandbox that slows package installs
+// is one agents turn off. The test checks the queues and each upstream
+// socket's SO_RCVBUF against 1 MiB a connection. The
 // control: the same tunnel relays to a client that reads.
 func TestAttackStalledTunnelsHoldHostMemory(t *testing.T) {
+	if os.Getenv("ATK13N_RUN_OPEN") == "" {
+		t.Skip("open: a tree's stalled tunnels make the proxy hold the host's memory (each connection's receive queue, grown by autotuning, and a relay buffer), outside the tree's cgroup; a fixed SO_RCVBUF bounds it but caps a download at its window a round trip, and net.core.rmem_max (208 KiB on a stock kernel) caps the buffer itself (docs/sandbox-threats.md, sixth mend)")
+	}
 	origin, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

@@ -497,7 +497,6 @@ func (l *Listener) connect(t Target) (net.Conn, *refusal) {
 			if !l.track(c) {
 				return nil, &refusal{op: "connect", err: ErrClosed}
 			}
-			boundUpstreamRecv(c)
 			return c, nil
 		}
 		lastErr = err

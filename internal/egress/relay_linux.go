@@ -40,32 +40,6 @@ func boundClientSend(c net.Conn) {
 	_ = tc.SetWriteBuffer(clientSendBuf)
 }
 
-// upstreamRecvBuf is the receive buffer boundUpstreamRecv asks for on a
-// tunnel's connection to its target (the kernel doubles it: 1 MiB).
-const upstreamRecvBuf = 512 << 10
-
-// boundUpstreamRecv fixes the receive buffer of up, the connection to the
-// target, at upstreamRecvBuf. The proxy reads the target only as fast as
-// the client takes what it writes, so a client that stops reading leaves
-// the target's data in up's receive queue: the host's memory, outside the
-// tree's cgroup and its Limits.Memory. Left to autotuning, that buffer
-// grows towards net.ipv4.tcp_rmem's maximum (32 MiB on the machine
-// measured) on a path with a large bandwidth-delay product, and to
-// 2–4 MiB from a loopback origin, for each of a listener's MaxConns
-// connections (thirteenth attack review,
-// TestAttackStalledTunnelsHoldHostMemory). Fixed, a stalled tunnel holds
-// at most about 1 MiB of queue. TCP_WINDOW_CLAMP, which would leave
-// autotuning on under a bound, was tried and measured no bound at all on
-// this kernel (queues of 1.3–2.1 MiB under a 1 MiB clamp). The cost: one
-// connection's download is bounded at its window a round trip, about
-// 0.5–1 MiB (25–50 MiB/s at 20 ms, 5–10 MiB/s at 100 ms); on the loopback
-// and near mirrors it is not reached (BenchmarkProxyDownload).
-func boundUpstreamRecv(up net.Conn) {
-	if tc, ok := up.(*net.TCPConn); ok {
-		_ = tc.SetReadBuffer(upstreamRecvBuf)
-	}
-}
-
 // copyConnOS reads src's socket itself, through its RawConn, so that a
 // buffer is taken from the pool only once the socket is readable and
 // goes back on EAGAIN: the runtime's poller does the waiting. A src that

@@ -12,7 +12,3 @@ func copyConnOS(dst, src net.Conn) { _, _ = io.Copy(dst, src) }
 // boundClientSend is Linux's only: the effect it is for was measured
 // there (relay_linux.go).
 func boundClientSend(net.Conn) {}
-
-// boundUpstreamRecv is Linux's only: the bound was measured there
-// (relay_linux.go).
-func boundUpstreamRecv(net.Conn) {}
