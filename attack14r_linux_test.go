@@ -1,6 +1,7 @@
 package agentproc_test
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -74,6 +75,76 @@ func TestAttackHiddenPathOverlayLayer(t *testing.T) {
 	for line := range strings.Lines(out) {
 		if strings.Contains(line, "OVERLAY-") {
 			t.Errorf("a hidden key was read through an overlay: got %q, want it refused at every name", strings.TrimSpace(line))
+		}
+	}
+}
+
+// TestAttackRootRunnerDoors: daemons that run what a root peer asks,
+// whose sockets hostDoors did not list, so a root tree connected: the Nix
+// daemon (root is a trusted user by default, and a trusted client's
+// options, post-build-hook among them, run its command as root outside
+// the build sandbox), Salt's master and minion IPC sockets (a job
+// published there runs cmd.run on the minions, the host among them),
+// NGINX Unit's control socket (an application started as the user its
+// configuration names) and root's PM2 daemon (its RPC socket starts any
+// command). The sockets are stand-ins made where this host lacks them;
+// the control reaches each unconfined.
+func TestAttackRootRunnerDoors(t *testing.T) {
+	requireRootSandbox(t)
+	ws := t.TempDir()
+	home := t.TempDir()
+	t.Setenv("HOME", home)
+	pm2 := filepath.Join(home, ".pm2")
+	requireDoorsShut(t, ws, map[string][]string{
+		"/nix/var/nix/daemon-socket/socket": {"/nix", "/nix/var", "/nix/var/nix", "/nix/var/nix/daemon-socket"},
+		"/run/salt/master/publish_pull.ipc": {"/run/salt", "/run/salt/master"},
+		"/run/salt/minion/minion_event.ipc": {"/run/salt", "/run/salt/minion"},
+		"/run/control.unit.sock":            nil,
+		filepath.Join(pm2, "rpc.sock"):      {pm2},
+		filepath.Join(pm2, "pub.sock"):      {pm2},
+	})
+}
+
+// TestAttackRootDaemonSecrets: the state root's daemons and agents keep
+// in root's 0600 files, at places systemSecretPaths did not list, which a
+// root tree owns and read: APT's repository passwords and Ubuntu Pro's
+// token, snapd's state and device key, cloud-init's unredacted instance
+// data, Azure's and AWS SSM's agents' secrets, Salt's, Puppet's and
+// Chef's keys, NixOS's decrypted secrets and sops-nix's key, root's
+// podman logins and storage, libvirt's secrets, CUPS's printer URIs and
+// key, LDAP bind passwords, davfs2's and rsyncd's passwords, Proxmox's
+// private keys. Stand-ins are made where this host lacks them; the
+// control reads each unconfined.
+func TestAttackRootDaemonSecrets(t *testing.T) {
+	requireRootSandbox(t)
+	ws := t.TempDir()
+	system := map[string]string{}
+	for i, p := range []string{"/etc/apt/auth.conf", "/etc/apt/auth.conf.d/90ubuntu-advantage", "/var/lib/ubuntu-advantage/private/machine-token.json",
+		"/var/lib/snapd/state.json", "/var/lib/snapd/device/private-keys-v1/key", "/run/cloud-init/instance-data-sensitive.json",
+		"/run/cloud-init/combined-cloud-config.json", "/var/lib/waagent/ovf-env.xml", "/var/lib/amazon/ssm/Vault/Store/RegistrationKey",
+		"/etc/salt/pki/minion/minion.pem", "/etc/puppetlabs/puppet/ssl/private_keys/host.pem", "/var/lib/puppet/ssl/private_keys/host.pem",
+		"/etc/chef/client.pem", "/run/agenix/token", "/run/agenix.d/1/token", "/run/keys/deploy", "/var/lib/sops-nix/key.txt",
+		"/etc/containers/auth.json", "/run/containers/0/auth.json", "/var/lib/containers/storage/overlay-containers/c/userdata/config.json",
+		"/etc/libvirt/secrets/0a81f5b2.base64", "/etc/cups/printers.conf", "/etc/cups/ssl/server.key", "/etc/ldap.secret",
+		"/etc/libnss-ldap.secret", "/etc/pam_ldap.secret", "/etc/davfs2/secrets", "/etc/rsyncd.secrets", "/etc/pve/priv/authkey.key"} {
+		system[p] = fmt.Sprintf("ROOT-DAEMON-SECRET-%d\n", i)
+	}
+	files := makeHostFiles(t, system)
+	var probe strings.Builder
+	for _, p := range files {
+		probe.WriteString("cat " + shellQuote(p) + " 2>/dev/null; ")
+	}
+	probe.WriteString("true")
+	req := agentproc.Request{Command: probe.String(), WorkDir: ws, Timeout: time.Minute}
+	control := runSandboxed(t, newManager(t, agentproc.WithRedaction(false)), req).Text
+	out := runSandboxed(t, newManager(t, agentproc.WithRedaction(false), agentproc.WithSandbox(agentproc.WorkspaceSandbox(ws))), req).Text
+	for _, p := range files {
+		want := system[p]
+		if !strings.Contains(control, want) {
+			t.Errorf("control: %s not read without the sandbox (output %q)", p, control)
+		}
+		if strings.Contains(out, want) {
+			t.Errorf("%s: got it read under the sandbox, want it hidden", p)
 		}
 	}
 }

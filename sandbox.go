@@ -420,6 +420,27 @@ var systemSecretPaths = []string{"/etc/shadow", "/etc/gshadow", "/etc/sudoers", 
 	"/etc/postfix/sasl_passwd", "/etc/postfix/sasl_passwd.db", "/etc/postfix/sasl_passwd.lmdb",
 	"/etc/msmtprc", "/etc/ssmtp", "/etc/ddclient.conf", "/etc/ddclient", "/var/lib/samba/private",
 	"/etc/krb5kdc", "/var/kerberos/krb5kdc", "/var/lib/krb5kdc", "/etc/borgmatic", "/etc/borgmatic.d",
+	// The state of the daemons and agents a server runs as root
+	// (fourteenth attack review, TestAttackRootDaemonSecrets): APT's
+	// repository passwords (Ubuntu Pro's token among them) and Ubuntu
+	// Pro's machine token, snapd's state (the store's macaroons) and
+	// device keys, cloud-init's unredacted instance data in /run, the
+	// cloud agents' (Azure's provisioning data with the admin password
+	// and custom data, AWS SSM's registration key), the configuration
+	// agents' keys (Salt, Puppet, Chef), NixOS's decrypted secrets
+	// (agenix, NixOps' /run/keys) and sops-nix's age key, root's
+	// podman registry logins and storage, libvirt's secrets, CUPS's
+	// printer URIs and key, LDAP bind passwords, davfs2's and rsyncd's
+	// passwords, and Proxmox's private cluster keys.
+	"/etc/apt/auth.conf", "/etc/apt/auth.conf.d", "/var/lib/ubuntu-advantage/private",
+	"/var/lib/snapd/state.json", "/var/lib/snapd/device", "/run/cloud-init/instance-data-sensitive.json",
+	"/run/cloud-init/combined-cloud-config.json", "/var/lib/waagent", "/var/lib/amazon/ssm",
+	"/etc/salt/pki", "/etc/puppetlabs/puppet/ssl", "/var/lib/puppet/ssl", "/etc/chef",
+	"/run/agenix", "/run/agenix.d", "/run/keys", "/var/lib/sops-nix",
+	"/etc/containers/auth.json", "/run/containers/0/auth.json", "/var/lib/containers",
+	"/etc/libvirt/secrets", "/etc/cups/printers.conf", "/etc/cups/ssl",
+	"/etc/ldap.secret", "/etc/libnss-ldap.secret", "/etc/pam_ldap.secret",
+	"/etc/davfs2/secrets", "/etc/rsyncd.secrets", "/etc/pve/priv",
 }
 
 // windowsHomesGlob matches the Windows users' home directories that WSL
