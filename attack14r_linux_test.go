@@ -148,3 +148,53 @@ func TestAttackRootDaemonSecrets(t *testing.T) {
 		}
 	}
 }
+
+// TestAttackHiddenPathOverlayLayerName: the reverse of
+// TestAttackHiddenPathOverlayLayer. Where the home itself is on an
+// overlay (Ubuntu's overlayroot and live systems, Raspberry Pi OS's
+// overlay file system: the root an overlay of a read-only disk mounted
+// at /media/root-ro or /rofs), a hidden path's files are also at their
+// place in the layers: the lower disk's copy, and the upper layer's for
+// a file written since. A root tree read both there. The control reads
+// each unconfined.
+func TestAttackHiddenPathOverlayLayerName(t *testing.T) {
+	requireRootSandbox(t)
+	dir := t.TempDir()
+	lower, upper, root := filepath.Join(dir, "ro"), filepath.Join(dir, "rw", "upper"), filepath.Join(dir, "root")
+	for _, d := range []string{filepath.Join(lower, "home", ".ssh"), filepath.Join(lower, "home", "project"), upper, filepath.Join(dir, "rw", "work"), root} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(lower, "home", ".ssh", "id_ed25519"), []byte("OVERLAY-LOWER-KEY\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mount("overlay", root, "overlay", 0, "lowerdir="+lower+",upperdir="+upper+",workdir="+filepath.Join(dir, "rw", "work")); err != nil {
+		t.Skipf("overlay mount: %v", err)
+	}
+	t.Cleanup(func() { _ = syscall.Unmount(root, syscall.MNT_DETACH) })
+	home := filepath.Join(root, "home")
+	// A key written since the overlay was mounted lands in the upper layer.
+	if err := os.WriteFile(filepath.Join(home, ".ssh", "id_rsa"), []byte("OVERLAY-UPPER-KEY\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("HOME", home)
+	ws := filepath.Join(home, "project")
+	names := []string{filepath.Join(home, ".ssh", "id_ed25519"), filepath.Join(lower, "home", ".ssh", "id_ed25519"),
+		filepath.Join(home, ".ssh", "id_rsa"), filepath.Join(upper, "home", ".ssh", "id_rsa")}
+	cmd := ""
+	for _, n := range names {
+		cmd += "echo " + shellQuote(n) + ": $(cat " + shellQuote(n) + " 2>&1); "
+	}
+	req := agentproc.Request{Command: cmd, WorkDir: ws, Timeout: time.Minute}
+	if ctl := runSandboxed(t, newManager(t, agentproc.WithRedaction(false)), req).Text; strings.Count(ctl, "OVERLAY-") != len(names) {
+		t.Fatalf("control without the sandbox: got %q, want the keys read at each of their %d names", ctl, len(names))
+	}
+	m := newManager(t, agentproc.WithRedaction(false), agentproc.WithSandbox(agentproc.WorkspaceSandbox(ws)))
+	out := runSandboxed(t, m, req).Text
+	for line := range strings.Lines(out) {
+		if strings.Contains(line, "OVERLAY-") {
+			t.Errorf("a hidden key was read in an overlay's layer: got %q, want it refused at every name", strings.TrimSpace(line))
+		}
+	}
+}

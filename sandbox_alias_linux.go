@@ -139,20 +139,26 @@ func mountAliasesOf(p string, all []procfs.Mount, byDev map[string][]procfs.Moun
 // (fourteenth attack review, TestAttackHiddenPathOverlayLayer). A hidden
 // path inside a layer is hidden at its place under the point, if it shows
 // there; a layer inside a hidden directory shows only hidden files, and
-// the whole point is hidden. A layer is resolved through its links and
+// the whole point is hidden; and a hidden path on the overlay is hidden at
+// its place in each layer (TestAttackHiddenPathOverlayLayerName). A layer is resolved through its links and
 // taken only if its name is absolute: the kernel keeps the names as the
 // mounter gave them, and a relative one is relative to a working
 // directory this process cannot know. A host without overlays pays
 // nothing.
 func overlayAliases(hide []string, overlays []procfs.Mount) []string {
 	var out []string
+	// The containers of one image share its lower layers: each is
+	// resolved once.
+	resolved := map[string]string{}
 	for _, mt := range overlays {
 		for _, layer := range procfs.OverlayLayers(mt.Super) {
 			if !filepath.IsAbs(layer) {
 				continue
 			}
-			if r, err := filepath.EvalSymlinks(layer); err == nil {
+			if r, ok := resolved[layer]; ok {
 				layer = r
+			} else if r, err := filepath.EvalSymlinks(layer); err == nil {
+				resolved[layer], layer = r, r
 			}
 			for _, h := range hide {
 				var alias string
@@ -161,6 +167,11 @@ func overlayAliases(hide []string, overlays []procfs.Mount) []string {
 					alias = filepath.Join(mt.Point, strings.TrimPrefix(h, layer))
 				case within(layer, h):
 					alias = mt.Point
+				case within(h, mt.Point):
+					// h is on the overlay (an overlayroot's or a live
+					// system's root): its files are at their place in
+					// the layers too, the lower disk's and the upper's.
+					alias = filepath.Join(layer, strings.TrimPrefix(h, mt.Point))
 				default:
 					continue
 				}
