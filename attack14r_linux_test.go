@@ -198,3 +198,53 @@ func TestAttackHiddenPathOverlayLayerName(t *testing.T) {
 		}
 	}
 }
+
+// TestAttackFstabCredentialsFile: mount.cifs keeps an fstab share's
+// password in a credentials file the fstab line names (credentials=), at
+// a place of the administrator's choosing (/root/.smbcredentials,
+// /etc/cifs-creds), root's 0600; so do s3fs (passwd_file=) and sshfs
+// (IdentityFile=). No list names such places, and a root tree, their
+// owner, read them. The table here is a stand-in naming files in a temp
+// dir; the control reads each unconfined.
+func TestAttackFstabCredentialsFile(t *testing.T) {
+	requireRootSandbox(t)
+	ws, dir := t.TempDir(), t.TempDir()
+	secrets := map[string]string{filepath.Join(dir, "smbcredentials"): "username=svc\npassword=FSTAB-CIFS-SECRET\n",
+		filepath.Join(dir, "cifs-short"): "password=FSTAB-CRED-SECRET\n", filepath.Join(dir, "passwd-s3fs"): "bucket:FSTAB-S3FS-SECRET\n",
+		filepath.Join(dir, "id_sshfs"): "FSTAB-SSHFS-KEY\n"}
+	for p, s := range secrets {
+		if err := os.WriteFile(p, []byte(s), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fstab := filepath.Join(dir, "fstab")
+	table := "# <file system> <mount point> <type> <options> <dump> <pass>\n" +
+		"UUID=0a1b / ext4 errors=remount-ro 0 1\n" +
+		"//nas/share /mnt/nas cifs credentials=" + filepath.Join(dir, "smbcredentials") + ",uid=1000,iocharset=utf8 0 0\n" +
+		"//nas/other /mnt/other cifs uid=1000,cred=" + filepath.Join(dir, "cifs-short") + " 0 0\n" +
+		"s3fs#bucket /mnt/s3 fuse _netdev,passwd_file=" + filepath.Join(dir, "passwd-s3fs") + " 0 0\n" +
+		"svc@host:/srv /mnt/srv fuse.sshfs IdentityFile=" + filepath.Join(dir, "id_sshfs") + ",allow_other 0 0\n"
+	if err := os.WriteFile(fstab, []byte(table), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	agentproc.SetFstabPath(t, fstab)
+	var probe strings.Builder
+	for p := range secrets {
+		probe.WriteString("cat " + shellQuote(p) + " 2>/dev/null; ")
+	}
+	probe.WriteString("cat " + shellQuote(fstab) + " >/dev/null && echo TABLE-READ")
+	req := agentproc.Request{Command: probe.String(), WorkDir: ws, Timeout: time.Minute}
+	control := runSandboxed(t, newManager(t, agentproc.WithRedaction(false)), req).Text
+	out := runSandboxed(t, newManager(t, agentproc.WithRedaction(false), agentproc.WithSandbox(agentproc.WorkspaceSandbox(ws))), req).Text
+	for p, s := range secrets {
+		if !strings.Contains(control, s) {
+			t.Errorf("control: %s not read without the sandbox (output %q)", p, control)
+		}
+		if strings.Contains(out, s) {
+			t.Errorf("%s: got it read under the sandbox, want it hidden", p)
+		}
+	}
+	if !strings.Contains(out, "TABLE-READ") {
+		t.Errorf("the table itself: got %q, want it readable (mount and findmnt read it)", out)
+	}
+}

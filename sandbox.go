@@ -552,6 +552,46 @@ func ccachePath(name string) string {
 	return filepath.Clean(rest)
 }
 
+// fstabPath is the file system table fstabCredentialFiles reads. A
+// variable only so that TestAttackFstabCredentialsFile reads one of its
+// own.
+var fstabPath = "/etc/fstab"
+
+// fstabCredentialOptions are the mount options whose value names a file
+// of secrets: mount.cifs's credentials file (and its short form), s3fs's
+// password file, sshfs's ssh key.
+var fstabCredentialOptions = []string{"credentials=", "cred=", "passwd_file=", "IdentityFile="}
+
+// fstabCredentialFiles returns the files that the file system table names
+// as a mount's credentials, where the name is absolute: mount.cifs's
+// documentation has the password of an fstab share kept in such a file,
+// root's 0600, at a place of the administrator's choosing
+// (/root/.smbcredentials, /etc/cifs-creds), which a root tree owns and
+// read (fourteenth attack review, TestAttackFstabCredentialsFile). The
+// table itself is everyone's to read (a password put inline in it is not
+// the sandbox's to keep). A name with an escape (\040) is read as written.
+func fstabCredentialFiles() []string {
+	data, err := os.ReadFile(fstabPath)
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for line := range strings.Lines(string(data)) {
+		fields := strings.Fields(line)
+		if len(fields) < 4 || strings.HasPrefix(fields[0], "#") {
+			continue
+		}
+		for opt := range strings.SplitSeq(fields[3], ",") {
+			for _, key := range fstabCredentialOptions {
+				if v, ok := strings.CutPrefix(opt, key); ok && filepath.IsAbs(v) {
+					out = append(out, filepath.Clean(v))
+				}
+			}
+		}
+	}
+	return out
+}
+
 // WorkspaceSandbox is the usual policy for a model's commands in dir: write
 // dir and a private temp dir, read everything but the usual credential
 // paths (~/.ssh, ~/.aws, ~/.gnupg, ~/.config/gh, ~/.docker/config.json,
@@ -583,6 +623,7 @@ func WorkspaceSandbox(dir string) *Sandbox {
 	if rt := os.Getenv("XDG_RUNTIME_DIR"); filepath.IsAbs(rt) {
 		sb.Hide = append(sb.Hide, filepath.Join(rt, "containers", "auth.json"))
 	}
+	sb.Hide = append(sb.Hide, fstabCredentialFiles()...)
 	for _, p := range systemSecretPaths {
 		if !filepath.IsAbs(p) { // not on Windows
 			continue
