@@ -3,14 +3,48 @@ package agentproc_test
 import (
 	"fmt"
 	"os"
+	"os/user"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/agentproc/agentproc"
+	"github.com/agentproc/agentproc/internal/testuser"
 )
+
+// overlayHomeEnv and overlayNamesEnv carry, for the unprivileged re-run,
+// the home makeOverlayHome made and its secrets' names (a line each).
+const (
+	overlayHomeEnv  = "AGENTPROC_ATK14R_OVERLAY_HOME"
+	overlayNamesEnv = "AGENTPROC_ATK14R_OVERLAY_NAMES"
+)
+
+// TestAttack14rUnprivileged re-runs the overlay test as the unprivileged
+// user, Landlock and seccomp alone, with the mounts made by root.
+func TestAttack14rUnprivileged(t *testing.T) {
+	requireSandbox(t)
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to make the mounts and switch users")
+	}
+	u, err := user.Lookup(sandboxUser)
+	if err != nil {
+		t.Skipf("no user %s: %v", sandboxUser, err)
+	}
+	uid, _ := strconv.Atoi(u.Uid)
+	gid, _ := strconv.Atoi(u.Gid)
+	home, names := makeOverlayHome(t, uid, gid)
+	name := "TestAttackHiddenPathOverlayLayer"
+	out, err := testuser.Run(t, 2*time.Minute, []string{overlayHomeEnv + "=" + home, overlayNamesEnv + "=" + strings.Join(names, "\n")}, "-test.run=^"+name+"$")
+	if err != nil {
+		t.Fatalf("as %s: %v\n%s", sandboxUser, err, out)
+	}
+	if !strings.Contains(out, "--- PASS: "+name+" ") {
+		t.Errorf("as %s: got no PASS line for %s, want one\n%s", sandboxUser, name, out)
+	}
+}
 
 // makeOverlayHome makes, as root, dir/home with a hidden ~/.ssh (a key at
 // .ssh/id_ed25519 and another at .ssh/keys/id_rsa) and two overlays
@@ -18,10 +52,18 @@ import (
 // "dir/extra layer" (a space, escaped \040 in mountinfo) and the home
 // itself, with an upper layer; and dir/keyview, whose lower layers are
 // ~/.ssh/keys (a layer inside a hidden directory) and an empty one. It
-// returns the home and the secrets' names; Cleanup unmounts both.
-func makeOverlayHome(t *testing.T) (home string, names []string) {
+// returns the home and the secrets' names; Cleanup unmounts both. The
+// home and its files are uid's and gid's.
+func makeOverlayHome(t *testing.T, uid, gid int) (home string, names []string) {
 	t.Helper()
-	dir := t.TempDir()
+	dir, err := os.MkdirTemp("", "agentproc-overlay-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
 	home = filepath.Join(dir, "home")
 	extra := filepath.Join(dir, "extra layer")
 	merged, keyview := filepath.Join(dir, "merged"), filepath.Join(dir, "keyview")
@@ -32,6 +74,12 @@ func makeOverlayHome(t *testing.T) (home string, names []string) {
 	}
 	for p, s := range map[string]string{filepath.Join(home, ".ssh", "id_ed25519"): "OVERLAY-KEY\n", filepath.Join(home, ".ssh", "keys", "id_rsa"): "OVERLAY-LAYER-KEY\n"} {
 		if err := os.WriteFile(p, []byte(s), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, p := range []string{home, filepath.Join(home, ".ssh"), filepath.Join(home, ".ssh", "keys"), filepath.Join(home, ".ssh", "id_ed25519"),
+		filepath.Join(home, ".ssh", "keys", "id_rsa"), filepath.Join(home, "project")} {
+		if err := os.Chown(p, uid, gid); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -58,8 +106,14 @@ func makeOverlayHome(t *testing.T) (home string, names []string) {
 // there as root; so did an overlay whose layer is a directory inside
 // ~/.ssh. The control reads each name unconfined.
 func TestAttackHiddenPathOverlayLayer(t *testing.T) {
-	requireRootSandbox(t)
-	home, names := makeOverlayHome(t)
+	requireSandbox(t)
+	home, names := os.Getenv(overlayHomeEnv), strings.Split(os.Getenv(overlayNamesEnv), "\n")
+	if home == "" {
+		if os.Geteuid() != 0 {
+			t.Skip("the overlay mounts need root: TestAttack14rUnprivileged makes them and runs this as " + sandboxUser)
+		}
+		home, names = makeOverlayHome(t, 0, 0)
+	}
 	t.Setenv("HOME", home)
 	ws := filepath.Join(home, "project")
 	cmd := ""
