@@ -49,3 +49,24 @@ func BenchmarkOverlayAliases(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkOverlayAliasesContainerRoot measures the search inside a
+// container, whose root is an overlay naming the host's layer
+// directories, absent here, with every hidden path on it: 20 layers, 200
+// hidden paths.
+func BenchmarkOverlayAliasesContainerRoot(b *testing.B) {
+	var layers []string
+	for i := range 20 {
+		layers = append(layers, fmt.Sprintf("/var/lib/docker/overlay2/l/ABSENT%02d", i))
+	}
+	root := procfs.Mount{Point: "/", FSType: "overlay", Super: "rw,lowerdir=" + strings.Join(layers, ":") + ",upperdir=/var/lib/docker/overlay2/x/diff,workdir=/w"}
+	var hide []string
+	for i := range 200 {
+		hide = append(hide, fmt.Sprintf("/home/u/.hidden-%d", i))
+	}
+	for b.Loop() {
+		if got := overlayAliases(hide, []procfs.Mount{root}); len(got) != 0 {
+			b.Fatalf("got %q, want no aliases", got)
+		}
+	}
+}

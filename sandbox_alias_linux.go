@@ -155,10 +155,16 @@ func overlayAliases(hide []string, overlays []procfs.Mount) []string {
 			if !filepath.IsAbs(layer) {
 				continue
 			}
-			if r, ok := resolved[layer]; ok {
-				layer = r
-			} else if r, err := filepath.EvalSymlinks(layer); err == nil {
-				resolved[layer], layer = r, r
+			r, ok := resolved[layer]
+			if !ok {
+				// A layer not on show here (a container's root overlay
+				// names the host's layer directories) has no names here:
+				// skipped, not looked up once per hidden path.
+				r, _ = filepath.EvalSymlinks(layer)
+				resolved[layer] = r
+			}
+			if layer = r; layer == "" {
+				continue
 			}
 			for _, h := range hide {
 				var alias string
