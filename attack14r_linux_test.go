@@ -18,11 +18,13 @@ import (
 // overlayHomeEnv and overlayNamesEnv carry, for the unprivileged re-run,
 // the home makeOverlayHome made and its secrets' names (a line each).
 const (
-	overlayHomeEnv  = "AGENTPROC_ATK14R_OVERLAY_HOME"
-	overlayNamesEnv = "AGENTPROC_ATK14R_OVERLAY_NAMES"
+	overlayHomeEnv      = "AGENTPROC_ATK14R_OVERLAY_HOME"
+	overlayNamesEnv     = "AGENTPROC_ATK14R_OVERLAY_NAMES"
+	overlayRootEnv      = "AGENTPROC_ATK14R_OVERLAY_ROOT"
+	overlayRootNamesEnv = "AGENTPROC_ATK14R_OVERLAY_ROOT_NAMES"
 )
 
-// TestAttack14rUnprivileged re-runs the overlay test as the unprivileged
+// TestAttack14rUnprivileged re-runs the overlay tests as the unprivileged
 // user, Landlock and seccomp alone, with the mounts made by root.
 func TestAttack14rUnprivileged(t *testing.T) {
 	requireSandbox(t)
@@ -36,13 +38,17 @@ func TestAttack14rUnprivileged(t *testing.T) {
 	uid, _ := strconv.Atoi(u.Uid)
 	gid, _ := strconv.Atoi(u.Gid)
 	home, names := makeOverlayHome(t, uid, gid)
-	name := "TestAttackHiddenPathOverlayLayer"
-	out, err := testuser.Run(t, 2*time.Minute, []string{overlayHomeEnv + "=" + home, overlayNamesEnv + "=" + strings.Join(names, "\n")}, "-test.run=^"+name+"$")
+	root, rootNames := makeOverlayRoot(t, uid, gid)
+	tests := []string{"TestAttackHiddenPathOverlayLayer", "TestAttackHiddenPathOverlayLayerName"}
+	out, err := testuser.Run(t, 2*time.Minute, []string{overlayHomeEnv + "=" + home, overlayNamesEnv + "=" + strings.Join(names, "\n"),
+		overlayRootEnv + "=" + root, overlayRootNamesEnv + "=" + strings.Join(rootNames, "\n")}, "-test.run=^("+strings.Join(tests, "|")+")$")
 	if err != nil {
 		t.Fatalf("as %s: %v\n%s", sandboxUser, err, out)
 	}
-	if !strings.Contains(out, "--- PASS: "+name+" ") {
-		t.Errorf("as %s: got no PASS line for %s, want one\n%s", sandboxUser, name, out)
+	for _, name := range tests {
+		if !strings.Contains(out, "--- PASS: "+name+" ") {
+			t.Errorf("as %s: got no PASS line for %s, want one\n%s", sandboxUser, name, out)
+		}
 	}
 }
 
@@ -203,17 +209,22 @@ func TestAttackRootDaemonSecrets(t *testing.T) {
 	}
 }
 
-// TestAttackHiddenPathOverlayLayerName: the reverse of
-// TestAttackHiddenPathOverlayLayer. Where the home itself is on an
-// overlay (Ubuntu's overlayroot and live systems, Raspberry Pi OS's
-// overlay file system: the root an overlay of a read-only disk mounted
-// at /media/root-ro or /rofs), a hidden path's files are also at their
-// place in the layers: the lower disk's copy, and the upper layer's for
-// a file written since. A root tree read both there. The control reads
-// each unconfined.
-func TestAttackHiddenPathOverlayLayerName(t *testing.T) {
-	requireRootSandbox(t)
-	dir := t.TempDir()
+// makeOverlayRoot makes, as root, an overlay at dir/root of a read-only
+// lower layer dir/ro holding home/.ssh/id_ed25519 and home/project, with
+// an upper layer dir/rw/upper, and writes a second key, home/.ssh/id_rsa,
+// through the overlay (so into the upper layer); the home's files are
+// uid's and gid's. It returns the home on the overlay and the keys' names,
+// each at the overlay and in its layer; Cleanup unmounts it.
+func makeOverlayRoot(t *testing.T, uid, gid int) (home string, names []string) {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "agentproc-overlayroot-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
 	lower, upper, root := filepath.Join(dir, "ro"), filepath.Join(dir, "rw", "upper"), filepath.Join(dir, "root")
 	for _, d := range []string{filepath.Join(lower, "home", ".ssh"), filepath.Join(lower, "home", "project"), upper, filepath.Join(dir, "rw", "work"), root} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
@@ -223,19 +234,47 @@ func TestAttackHiddenPathOverlayLayerName(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(lower, "home", ".ssh", "id_ed25519"), []byte("OVERLAY-LOWER-KEY\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	for _, p := range []string{filepath.Join(lower, "home"), filepath.Join(lower, "home", ".ssh"), filepath.Join(lower, "home", ".ssh", "id_ed25519"), filepath.Join(lower, "home", "project")} {
+		if err := os.Chown(p, uid, gid); err != nil {
+			t.Fatal(err)
+		}
+	}
 	if err := syscall.Mount("overlay", root, "overlay", 0, "lowerdir="+lower+",upperdir="+upper+",workdir="+filepath.Join(dir, "rw", "work")); err != nil {
 		t.Skipf("overlay mount: %v", err)
 	}
 	t.Cleanup(func() { _ = syscall.Unmount(root, syscall.MNT_DETACH) })
-	home := filepath.Join(root, "home")
+	home = filepath.Join(root, "home")
 	// A key written since the overlay was mounted lands in the upper layer.
-	if err := os.WriteFile(filepath.Join(home, ".ssh", "id_rsa"), []byte("OVERLAY-UPPER-KEY\n"), 0o600); err != nil {
+	key := filepath.Join(home, ".ssh", "id_rsa")
+	if err := os.WriteFile(key, []byte("OVERLAY-UPPER-KEY\n"), 0o600); err != nil {
 		t.Fatal(err)
+	}
+	if err := os.Chown(key, uid, gid); err != nil {
+		t.Fatal(err)
+	}
+	return home, []string{filepath.Join(home, ".ssh", "id_ed25519"), filepath.Join(lower, "home", ".ssh", "id_ed25519"),
+		filepath.Join(home, ".ssh", "id_rsa"), filepath.Join(upper, "home", ".ssh", "id_rsa")}
+}
+
+// TestAttackHiddenPathOverlayLayerName: the reverse of
+// TestAttackHiddenPathOverlayLayer. Where the home itself is on an
+// overlay (Ubuntu's overlayroot and live systems, Raspberry Pi OS's
+// overlay file system: the root an overlay of a read-only disk mounted
+// at /media/root-ro or /rofs), a hidden path's files are also at their
+// place in the layers: the lower disk's copy, and the upper layer's for
+// a file written since. A root tree read both there. The control reads
+// each unconfined.
+func TestAttackHiddenPathOverlayLayerName(t *testing.T) {
+	requireSandbox(t)
+	home, names := os.Getenv(overlayRootEnv), strings.Split(os.Getenv(overlayRootNamesEnv), "\n")
+	if home == "" {
+		if os.Geteuid() != 0 {
+			t.Skip("the overlay mount needs root: TestAttack14rUnprivileged makes it and runs this as " + sandboxUser)
+		}
+		home, names = makeOverlayRoot(t, 0, 0)
 	}
 	t.Setenv("HOME", home)
 	ws := filepath.Join(home, "project")
-	names := []string{filepath.Join(home, ".ssh", "id_ed25519"), filepath.Join(lower, "home", ".ssh", "id_ed25519"),
-		filepath.Join(home, ".ssh", "id_rsa"), filepath.Join(upper, "home", ".ssh", "id_rsa")}
 	cmd := ""
 	for _, n := range names {
 		cmd += "echo " + shellQuote(n) + ": $(cat " + shellQuote(n) + " 2>&1); "
