@@ -147,7 +147,8 @@ func TestAttackHiddenPathOverlayLayer(t *testing.T) {
 // published there runs cmd.run on the minions, the host among them),
 // NGINX Unit's control socket (an application started as the user its
 // configuration names) and root's PM2 daemon (its RPC socket starts any
-// command). The sockets are stand-ins made where this host lacks them;
+// command), and Dovecot's doveadm server (every user's mail, for a root
+// peer). The sockets are stand-ins made where this host lacks them;
 // the control reaches each unconfined.
 func TestAttackRootRunnerDoors(t *testing.T) {
 	requireRootSandbox(t)
@@ -160,6 +161,7 @@ func TestAttackRootRunnerDoors(t *testing.T) {
 		"/run/salt/master/publish_pull.ipc": {"/run/salt", "/run/salt/master"},
 		"/run/salt/minion/minion_event.ipc": {"/run/salt", "/run/salt/minion"},
 		"/run/control.unit.sock":            nil,
+		"/run/dovecot/doveadm-server":       {"/run/dovecot"},
 		filepath.Join(pm2, "rpc.sock"):      {pm2},
 		filepath.Join(pm2, "pub.sock"):      {pm2},
 	})

@@ -1208,9 +1208,10 @@ func hostDoors() []string {
 		// outside any sandbox; Salt's master and minion IPC sockets
 		// publish a job (cmd.run) to the minions, the host among them;
 		// NGINX Unit's control socket starts an application as the user
-		// its configuration names.
+		// its configuration names. And Dovecot's doveadm server, root's
+		// 0600, which reads and changes every user's mail for a root peer.
 		"/nix/var/nix/daemon-socket", "/run/salt", "/var/run/salt",
-		"/run/control.unit.sock", "/var/run/control.unit.sock",
+		"/run/control.unit.sock", "/var/run/control.unit.sock", "/run/dovecot", "/var/run/dovecot",
 	}
 	if m, err := filepath.Glob("/run/systemd/io.systemd.*"); err == nil {
 		cands = append(cands, m...)
