@@ -420,6 +420,27 @@ var systemSecretPaths = []string{"/etc/shadow", "/etc/gshadow", "/etc/sudoers", 
 	"/etc/postfix/sasl_passwd", "/etc/postfix/sasl_passwd.db", "/etc/postfix/sasl_passwd.lmdb",
 	"/etc/msmtprc", "/etc/ssmtp", "/etc/ddclient.conf", "/etc/ddclient", "/var/lib/samba/private",
 	"/etc/krb5kdc", "/var/kerberos/krb5kdc", "/var/lib/krb5kdc", "/etc/borgmatic", "/etc/borgmatic.d",
+	// The state of the daemons and agents a server runs as root
+	// (fourteenth attack review, TestAttackRootDaemonSecrets): APT's
+	// repository passwords (Ubuntu Pro's token among them) and Ubuntu
+	// Pro's machine token, snapd's state (the store's macaroons) and
+	// device keys, cloud-init's unredacted instance data in /run, the
+	// cloud agents' (Azure's provisioning data with the admin password
+	// and custom data, AWS SSM's registration key), the configuration
+	// agents' keys (Salt, Puppet, Chef), NixOS's decrypted secrets
+	// (agenix, NixOps' /run/keys) and sops-nix's age key, root's
+	// podman registry logins and storage, libvirt's secrets, CUPS's
+	// printer URIs and key, LDAP bind passwords, davfs2's and rsyncd's
+	// passwords, and Proxmox's private cluster keys.
+	"/etc/apt/auth.conf", "/etc/apt/auth.conf.d", "/var/lib/ubuntu-advantage/private",
+	"/var/lib/snapd/state.json", "/var/lib/snapd/device", "/run/cloud-init/instance-data-sensitive.json",
+	"/run/cloud-init/combined-cloud-config.json", "/var/lib/waagent", "/var/lib/amazon/ssm",
+	"/etc/salt/pki", "/etc/puppetlabs/puppet/ssl", "/var/lib/puppet/ssl", "/etc/chef",
+	"/run/agenix", "/run/agenix.d", "/run/keys", "/var/lib/sops-nix",
+	"/etc/containers/auth.json", "/run/containers/0/auth.json", "/var/lib/containers",
+	"/etc/libvirt/secrets", "/etc/cups/printers.conf", "/etc/cups/ssl",
+	"/etc/ldap.secret", "/etc/libnss-ldap.secret", "/etc/pam_ldap.secret",
+	"/etc/davfs2/secrets", "/etc/rsyncd.secrets", "/etc/pve/priv",
 }
 
 // windowsHomesGlob matches the Windows users' home directories that WSL
@@ -531,6 +552,46 @@ func ccachePath(name string) string {
 	return filepath.Clean(rest)
 }
 
+// fstabPath is the file system table fstabCredentialFiles reads. A
+// variable only so that TestAttackFstabCredentialsFile reads one of its
+// own.
+var fstabPath = "/etc/fstab"
+
+// fstabCredentialOptions are the mount options whose value names a file
+// of secrets: mount.cifs's credentials file (and its short form), s3fs's
+// password file, sshfs's ssh key.
+var fstabCredentialOptions = []string{"credentials=", "cred=", "passwd_file=", "IdentityFile="}
+
+// fstabCredentialFiles returns the files that the file system table names
+// as a mount's credentials, where the name is absolute: mount.cifs's
+// documentation has the password of an fstab share kept in such a file,
+// root's 0600, at a place of the administrator's choosing
+// (/root/.smbcredentials, /etc/cifs-creds), which a root tree owns and
+// read (fourteenth attack review, TestAttackFstabCredentialsFile). The
+// table itself is everyone's to read (a password put inline in it is not
+// the sandbox's to keep). A name with an escape (\040) is read as written.
+func fstabCredentialFiles() []string {
+	data, err := os.ReadFile(fstabPath)
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for line := range strings.Lines(string(data)) {
+		fields := strings.Fields(line)
+		if len(fields) < 4 || strings.HasPrefix(fields[0], "#") {
+			continue
+		}
+		for opt := range strings.SplitSeq(fields[3], ",") {
+			for _, key := range fstabCredentialOptions {
+				if v, ok := strings.CutPrefix(opt, key); ok && filepath.IsAbs(v) {
+					out = append(out, filepath.Clean(v))
+				}
+			}
+		}
+	}
+	return out
+}
+
 // WorkspaceSandbox is the usual policy for a model's commands in dir: write
 // dir and a private temp dir, read everything but the usual credential
 // paths (~/.ssh, ~/.aws, ~/.gnupg, ~/.config/gh, ~/.docker/config.json,
@@ -562,6 +623,7 @@ func WorkspaceSandbox(dir string) *Sandbox {
 	if rt := os.Getenv("XDG_RUNTIME_DIR"); filepath.IsAbs(rt) {
 		sb.Hide = append(sb.Hide, filepath.Join(rt, "containers", "auth.json"))
 	}
+	sb.Hide = append(sb.Hide, fstabCredentialFiles()...)
 	for _, p := range systemSecretPaths {
 		if !filepath.IsAbs(p) { // not on Windows
 			continue
@@ -777,7 +839,11 @@ func within(p, dir string) bool {
 	if strings.HasSuffix(dir, string(filepath.Separator)) { // a root: / or C:\
 		return strings.HasPrefix(p, dir)
 	}
-	return p == dir || strings.HasPrefix(p, dir+string(filepath.Separator))
+	// Compared in place rather than against dir plus a separator: the
+	// hidden-path and mount-alias searches call this in loops over every
+	// hidden path, where the concatenation's allocation was most of the
+	// time (fourteenth attack review, BenchmarkOverlayAliases).
+	return strings.HasPrefix(p, dir) && (len(p) == len(dir) || p[len(dir)] == filepath.Separator)
 }
 
 // sandboxPolicyFor makes the policy for sb, a request in dir, with the

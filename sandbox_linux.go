@@ -1201,6 +1201,17 @@ func hostDoors() []string {
 		// itself hidden. (WorkspaceSandbox hides /var/lib/gssproxy whole,
 		// its ticket caches with it: systemSecretPaths.)
 		"/run/.heim_org.h5l.kcm-socket", "/run/gssproxy.sock", "/var/lib/gssproxy/default.sock",
+		// Daemons that run what a root peer asks, as root or as any user
+		// it names (fourteenth attack review, TestAttackRootRunnerDoors):
+		// the Nix daemon takes root as a trusted user, whose options
+		// (post-build-hook, sandbox) run a command of the client's
+		// outside any sandbox; Salt's master and minion IPC sockets
+		// publish a job (cmd.run) to the minions, the host among them;
+		// NGINX Unit's control socket starts an application as the user
+		// its configuration names. And Dovecot's doveadm server, root's
+		// 0600, which reads and changes every user's mail for a root peer.
+		"/nix/var/nix/daemon-socket", "/run/salt", "/var/run/salt",
+		"/run/control.unit.sock", "/var/run/control.unit.sock", "/run/dovecot", "/var/run/dovecot",
 	}
 	if m, err := filepath.Glob("/run/systemd/io.systemd.*"); err == nil {
 		cands = append(cands, m...)
@@ -1218,6 +1229,11 @@ func hostDoors() []string {
 		if m, err := filepath.Glob(filepath.Join(dir, "ssh-*")); err == nil {
 			cands = append(cands, m...)
 		}
+	}
+	// PM2's daemon starts any command its RPC socket is sent, as the
+	// home's user (TestAttackRootRunnerDoors).
+	if h := env("HOME"); h != "" {
+		cands = append(cands, filepath.Join(h, ".pm2", "rpc.sock"), filepath.Join(h, ".pm2", "pub.sock"))
 	}
 	if h, ok := strings.CutPrefix(env("DOCKER_HOST"), "unix://"); ok {
 		cands = append(cands, h)

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -326,4 +327,52 @@ func unescapeMountinfo(s string) string {
 		b.WriteByte(s[i])
 	}
 	return b.String()
+}
+
+// OverlayLayers returns the directories an overlay mount (FSType
+// "overlay") shows merged at its point: its upper layer and each lower
+// and data-only layer, as the mounter named them, from the superblock's
+// options (super). The kernel escapes each option's value (a comma, an
+// equals sign, white space and a backslash in octal, \054), and within
+// the legacy lowerdir= list a colon in a path is written \: (so \134: after
+// the kernel's escape) while a bare colon separates layers ("::" before
+// the data-only ones). The workdir is the overlay's scratch space, not
+// shown, and is left out. A name may be relative to the mounter's working
+// directory or pass through links; the caller resolves it.
+func OverlayLayers(super string) []string {
+	var out []string
+	for opt := range strings.SplitSeq(super, ",") {
+		key, val, ok := strings.Cut(opt, "=")
+		if !ok {
+			continue
+		}
+		val = unescapeMountinfo(val)
+		switch key {
+		case "upperdir", "lowerdir+", "datadir+":
+			out = append(out, val)
+		case "lowerdir":
+			out = append(out, splitLowerdir(val)...)
+		}
+	}
+	return slices.DeleteFunc(out, func(s string) bool { return s == "" })
+}
+
+// splitLowerdir splits a legacy lowerdir= list at each colon that is not
+// escaped with a backslash, and undoes the escape in each layer's name.
+func splitLowerdir(s string) []string {
+	var out []string
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		switch {
+		case s[i] == '\\' && i+1 < len(s):
+			i++
+			b.WriteByte(s[i])
+		case s[i] == ':':
+			out = append(out, b.String())
+			b.Reset()
+		default:
+			b.WriteByte(s[i])
+		}
+	}
+	return append(out, b.String())
 }
