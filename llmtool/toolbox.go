@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"regexp/syntax"
 	"strings"
 	"time"
 
@@ -506,6 +507,16 @@ func (tb *Toolbox) process(id string) (*agentproc.Process, error) {
 	return p, nil
 }
 
+// maxPatternInsts bounds the program a model's pattern compiles to. The
+// host matches it against output, at a cost of the text's length times the
+// program's size (regexp is linear in the text, not in the pattern): a
+// 260 KB alternation made each KiB of output cost the host 1.6 s, in a match
+// the tool call's 30 s cannot stop (fourteenth attack review,
+// TestAttackPatternCostsHostCPU). WaitMatch bounds its lines' work by the
+// program's size itself; this bound keeps promptMatch's, and tells the
+// model at once. A usual pattern compiles to under 100 instructions.
+const maxPatternInsts = 1000
+
 // compile compiles an optional regular expression parameter.
 func compile(param, expr string) (*regexp.Regexp, error) {
 	if expr == "" {
@@ -514,6 +525,12 @@ func compile(param, expr string) (*regexp.Regexp, error) {
 	re, err := regexp.Compile(expr)
 	if err != nil {
 		return nil, xerrors.Errorf("%s is not a valid regular expression: %v", param, err)
+	}
+	// regexp.Compile parsed it already, so this cannot fail.
+	parsed, _ := syntax.Parse(expr, syntax.Perl)
+	if prog, err := syntax.Compile(parsed.Simplify()); err != nil || len(prog.Inst) > maxPatternInsts {
+		return nil, xerrors.Errorf("%s is too large a regular expression: at most %d instructions once compiled; "+
+			"match a shorter part of the line", param, maxPatternInsts)
 	}
 	return re, nil
 }

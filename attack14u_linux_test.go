@@ -1,0 +1,108 @@
+package agentproc_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agentproc/agentproc"
+	"github.com/agentproc/agentproc/llmtool"
+)
+
+// Tests of the fourteenth attack review (unprivileged and the surfaces):
+// docs/sandbox-threats.md, "Fourteenth attack review (unprivileged and
+// the surfaces)".
+
+// costlyPattern returns an alternation of n branches, each a different
+// character class and "x", so that the parser can neither merge nor
+// factor them: every branch's thread stays alive at every byte of a line
+// of "a"s, and the match costs the line's length times n.
+func costlyPattern(n int) string {
+	var b strings.Builder
+	b.WriteString("(?:")
+	for i := range n {
+		if i > 0 {
+			b.WriteByte('|')
+		}
+		fmt.Fprintf(&b, `[^\x{%x}]x`, 0x4e00+i)
+	}
+	b.WriteByte(')')
+	return b.String()
+}
+
+// longLineThenMatch prints a line of n "a"s, then "zx" (which the costly
+// pattern matches), then stays alive, as a server does.
+func longLineThenMatch(n int) string {
+	return fmt.Sprintf("head -c %d /dev/zero | tr '\\0' a; echo; echo zx; exec sleep 60", n)
+}
+
+// TestAttackPatternCostsHostCPU: WaitMatch's pattern is often a model's
+// (llmtool's process_wait and process_output, `agentproc mcp`) or an HTTP
+// client's (httpapi's wait_for), matched by the host against a tree's
+// output. Go's regexp is linear in the text, but times the pattern's
+// program: a 260 KB alternation of 20,000 branches (which regexp takes)
+// made each KiB of a line cost the host about 1.6 s of CPU, in one
+// MatchString that no ctx interrupts, so the tool call's "at most 30
+// seconds" did not hold and a tree's 1 MiB line held a host CPU for half
+// an hour. The control: the pattern matches the short line, and one
+// match of 256 bytes of the long line costs what the review measured.
+func TestAttackPatternCostsHostCPU(t *testing.T) {
+	t.Parallel()
+	// 5,000 branches (65 KB) and a 16 KiB line keep the test short: the
+	// line costs about 6.5 s unbounded, 0.4 ms a byte.
+	re := regexp.MustCompile(costlyPattern(5000))
+	start := time.Now()
+	if re.MatchString(strings.Repeat("a", 256)) {
+		t.Fatal("control: the pattern matched a line of a's, want no match")
+	}
+	if cost := time.Since(start); cost < 20*time.Millisecond {
+		t.Fatalf("control: matching 256 bytes took %v, want the review's cost (about 0.1 s)", cost)
+	}
+	m := newManager(t)
+	p := mustStart(t, m, agentproc.Request{Command: longLineThenMatch(16 << 10)})
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	start = time.Now()
+	line, err := p.WaitMatch(ctx, re)
+	if took := time.Since(start); err != nil || line != "zx" || took > 2*time.Second {
+		t.Fatalf("WaitMatch past a 16 KiB line: got %q, %v after %v, want \"zx\" within 2 s (the long line not matched)", line, err, took)
+	}
+}
+
+// TestAttackPatternCostsHostCPUThroughTool is the same attack through
+// llmtool's process_wait, the model's own call: the pattern is refused at
+// once with a message that says why, where it held the host for seconds a
+// KiB (and promptMatch would have matched the unfinished line as well).
+// The control: a usual pattern finds the line through the same call.
+func TestAttackPatternCostsHostCPUThroughTool(t *testing.T) {
+	t.Parallel()
+	m := newManager(t)
+	tb := llmtool.New(m.Scope("model"), llmtool.Options{})
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	out, err := tb.Dispatch(ctx, "execute", json.RawMessage(fmt.Sprintf(`{"command": %q, "run_in_background": true}`, longLineThenMatch(4096))), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := regexp.MustCompile(`[0-9a-f]{8}-[0-9a-f-]{27}`).FindString(out)
+	if id == "" {
+		t.Fatalf("no process ID in %q", out)
+	}
+	wait := func(pattern string) (string, error, time.Duration) {
+		args, _ := json.Marshal(map[string]any{"process_id": id, "pattern": pattern, "timeout": 5})
+		start := time.Now()
+		out, err := tb.Dispatch(ctx, "process_wait", args, nil)
+		return out, err, time.Since(start)
+	}
+	if out, err, _ := wait(`^z+x$`); err != nil || !strings.Contains(out, "zx") {
+		t.Fatalf("control: process_wait for ^z+x$: got %v (%q), want the line found", err, out)
+	}
+	out, err, took := wait(costlyPattern(20000))
+	if err == nil || !strings.Contains(err.Error(), "too large") || took > 2*time.Second {
+		t.Fatalf("process_wait with a 260 KB pattern: got %v (%.200q) after %v, want it refused as too large at once", err, out, took)
+	}
+}
