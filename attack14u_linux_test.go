@@ -4,12 +4,16 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
 	"regexp"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/agentproc/agentproc"
+	"github.com/agentproc/agentproc/httpapi"
 	"github.com/agentproc/agentproc/llmtool"
 )
 
@@ -52,15 +56,16 @@ func longLineThenMatch(n int) string {
 // match of 256 bytes of the long line costs what the review measured.
 func TestAttackPatternCostsHostCPU(t *testing.T) {
 	t.Parallel()
-	// 5,000 branches (65 KB) and a 16 KiB line keep the test short: the
-	// line costs about 6.5 s unbounded, 0.4 ms a byte.
-	re := regexp.MustCompile(costlyPattern(5000))
+	// 2,000 branches (26 KB, 6,000 instructions) and a 16 KiB line keep
+	// the test short: the line costs about 3 s unbounded without -race
+	// (0.2 ms a byte), minutes with it.
+	re := regexp.MustCompile(costlyPattern(2000))
 	start := time.Now()
 	if re.MatchString(strings.Repeat("a", 256)) {
 		t.Fatal("control: the pattern matched a line of a's, want no match")
 	}
-	if cost := time.Since(start); cost < 20*time.Millisecond {
-		t.Fatalf("control: matching 256 bytes took %v, want the review's cost (about 0.1 s)", cost)
+	if cost := time.Since(start); cost < 10*time.Millisecond {
+		t.Fatalf("control: matching 256 bytes took %v, want the review's cost (about 50 ms)", cost)
 	}
 	m := newManager(t)
 	p := mustStart(t, m, agentproc.Request{Command: longLineThenMatch(16 << 10)})
@@ -101,8 +106,36 @@ func TestAttackPatternCostsHostCPUThroughTool(t *testing.T) {
 	if out, err, _ := wait(`^z+x$`); err != nil || !strings.Contains(out, "zx") {
 		t.Fatalf("control: process_wait for ^z+x$: got %v (%q), want the line found", err, out)
 	}
-	out, err, took := wait(costlyPattern(20000))
+	out, err, took := wait(costlyPattern(2000))
 	if err == nil || !strings.Contains(err.Error(), "too large") || took > 2*time.Second {
-		t.Fatalf("process_wait with a 260 KB pattern: got %v (%.200q) after %v, want it refused as too large at once", err, out, took)
+		t.Fatalf("process_wait with a 26 KB pattern: got %v (%.200q) after %v, want it refused as too large at once", err, out, took)
+	}
+}
+
+// TestAttackPatternCostsHostCPUThroughHTTP is the same attack through
+// httpapi's wait_for, an HTTP client's: refused with a 400 that says why.
+// WaitMatch's own bound would end the wait within a few seconds of its
+// timeout, but each such wait held a host CPU all the while. The control:
+// a usual pattern finds the line through the same route.
+func TestAttackPatternCostsHostCPUThroughHTTP(t *testing.T) {
+	t.Parallel()
+	m := newManager(t)
+	p := mustStart(t, m, agentproc.Request{Command: longLineThenMatch(4096)})
+	h := httpapi.NewHandler(m)
+	get := func(pattern string) (*httptest.ResponseRecorder, time.Duration) {
+		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+		defer cancel()
+		r := httptest.NewRequestWithContext(ctx, http.MethodGet, "/"+p.ID()+"/output?timeout=5s&wait_for="+url.QueryEscape(pattern), nil)
+		w := httptest.NewRecorder()
+		start := time.Now()
+		h.ServeHTTP(w, r)
+		return w, time.Since(start)
+	}
+	if w, _ := get(`^z+x$`); w.Code != http.StatusOK || !strings.Contains(w.Body.String(), `"match":"zx"`) {
+		t.Fatalf("control: wait_for=^z+x$: got %d %.300s, want the line matched", w.Code, w.Body.String())
+	}
+	w, took := get(costlyPattern(2000))
+	if w.Code != http.StatusBadRequest || !strings.Contains(w.Body.String(), "too large") || took > 2*time.Second {
+		t.Fatalf("wait_for with a 26 KB pattern: got %d %.200s after %v, want 400 \"too large\" at once", w.Code, w.Body.String(), took)
 	}
 }

@@ -3,11 +3,12 @@ package agentproc
 import (
 	"context"
 	"regexp"
-	"regexp/syntax"
 	"strings"
 	"time"
 
 	"golang.org/x/xerrors"
+
+	"github.com/agentproc/agentproc/internal/pattern"
 )
 
 // maxMatchLineBytes bounds the line WaitMatch assembles across writes. A
@@ -16,16 +17,15 @@ import (
 const maxMatchLineBytes = 1 << 20
 
 // maxMatchWork bounds the work one line's match costs, counted as the
-// line's length times the pattern's program size (its instructions). Go's
-// regexp is linear in the text, but the factor is the program: each byte
-// advances up to one thread per instruction, about 50 ns each here. A
-// caller's pattern is often a model's or an HTTP client's (llmtool's and
-// httpapi's wait_for), and a 260 KB alternation (60,000 instructions) made
-// one 4 KiB line cost the host 6.5 s and a 1 MiB line half an hour, in a
-// match no ctx can stop (fourteenth attack review,
-// TestAttackPatternCostsHostCPU). At this bound a line costs at most about
-// 3 s, and a pattern of up to 64 instructions (most are under 50) still
-// matches lines up to maxMatchLineBytes.
+// line's length times the pattern's program size (pattern.Size): Go's
+// regexp is linear in the text, times the program. A caller's pattern is
+// often a model's or an HTTP client's (llmtool's process_wait, httpapi's
+// wait_for; both refuse one over pattern.MaxInsts), and a 260 KB
+// alternation (60,000 instructions) made one 4 KiB line cost the host
+// 6.5 s and a 1 MiB line half an hour, in a match no ctx can stop
+// (fourteenth attack review, TestAttackPatternCostsHostCPU). At this bound
+// a line costs at most about 3 s, and a pattern of up to 64 instructions
+// (most are under 50) still matches lines up to maxMatchLineBytes.
 const maxMatchWork = 64 * maxMatchLineBytes
 
 // Read returns the retained output from offset on, without blocking.
@@ -183,26 +183,7 @@ type lineMatcher struct {
 // newLineMatcher returns a matcher of lines against re whose work per line
 // is bounded by maxMatchWork.
 func newLineMatcher(re *regexp.Regexp, plain bool) lineMatcher {
-	return lineMatcher{re: re, plain: plain, maxLine: maxMatchWork / programSize(re)}
-}
-
-// programSize is the number of instructions re compiles to, at least 1.
-// regexp keeps its program to itself, so the source is compiled again
-// (microseconds for a usual pattern, 0.1 s for a 260 KB one, once per
-// WaitMatch); a source only POSIX syntax takes is parsed so.
-func programSize(re *regexp.Regexp) int {
-	parsed, err := syntax.Parse(re.String(), syntax.Perl)
-	if err != nil {
-		parsed, err = syntax.Parse(re.String(), syntax.POSIX)
-	}
-	if err != nil {
-		return maxMatchWork // not seen: match nothing longer than a byte
-	}
-	prog, err := syntax.Compile(parsed.Simplify())
-	if err != nil || len(prog.Inst) == 0 {
-		return maxMatchWork
-	}
-	return len(prog.Inst)
+	return lineMatcher{re: re, plain: plain, maxLine: maxMatchWork / max(1, min(pattern.Size(re), maxMatchWork))}
 }
 
 // feed scans c and returns the first complete line that matches. It

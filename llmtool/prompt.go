@@ -55,7 +55,7 @@ func atPrompt(waitCtx context.Context) bool {
 
 // maxPromptBytes bounds the unfinished line promptMatch matches: a prompt
 // is short, and the match's cost is the line's length times the pattern's
-// program (maxPatternInsts), so a line of the whole retained output would
+// program (at most pattern.MaxInsts), so a line of the whole retained output would
 // cost the host seconds (fourteenth attack review).
 const maxPromptBytes = 4096
 

@@ -7,13 +7,13 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
-	"regexp/syntax"
 	"strings"
 	"time"
 
 	"golang.org/x/xerrors"
 
 	"github.com/agentproc/agentproc"
+	"github.com/agentproc/agentproc/internal/pattern"
 )
 
 // Toolbox dispatches tool calls to the processes of one owner, such as one
@@ -507,17 +507,11 @@ func (tb *Toolbox) process(id string) (*agentproc.Process, error) {
 	return p, nil
 }
 
-// maxPatternInsts bounds the program a model's pattern compiles to. The
-// host matches it against output, at a cost of the text's length times the
-// program's size (regexp is linear in the text, not in the pattern): a
-// 260 KB alternation made each KiB of output cost the host 1.6 s, in a match
-// the tool call's 30 s cannot stop (fourteenth attack review,
-// TestAttackPatternCostsHostCPU). WaitMatch bounds its lines' work by the
-// program's size itself; this bound keeps promptMatch's, and tells the
-// model at once. A usual pattern compiles to under 100 instructions.
-const maxPatternInsts = 1000
-
-// compile compiles an optional regular expression parameter.
+// compile compiles an optional regular expression parameter. A pattern
+// whose program is larger than pattern.MaxInsts is refused: the host
+// matches it against output at a cost of the text's length times the
+// program, in a match the call's timeout cannot stop (fourteenth attack
+// review, TestAttackPatternCostsHostCPUThroughTool).
 func compile(param, expr string) (*regexp.Regexp, error) {
 	if expr == "" {
 		return nil, nil
@@ -526,11 +520,8 @@ func compile(param, expr string) (*regexp.Regexp, error) {
 	if err != nil {
 		return nil, xerrors.Errorf("%s is not a valid regular expression: %v", param, err)
 	}
-	// regexp.Compile parsed it already, so this cannot fail.
-	parsed, _ := syntax.Parse(expr, syntax.Perl)
-	if prog, err := syntax.Compile(parsed.Simplify()); err != nil || len(prog.Inst) > maxPatternInsts {
-		return nil, xerrors.Errorf("%s is too large a regular expression: at most %d instructions once compiled; "+
-			"match a shorter part of the line", param, maxPatternInsts)
+	if err := pattern.Check(re); err != nil {
+		return nil, xerrors.Errorf("%s is %w", param, err)
 	}
 	return re, nil
 }
