@@ -3,6 +3,7 @@ package agentproc_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -137,5 +138,36 @@ func TestAttackPatternCostsHostCPUThroughHTTP(t *testing.T) {
 	w, took := get(costlyPattern(2000))
 	if w.Code != http.StatusBadRequest || !strings.Contains(w.Body.String(), "too large") || took > 2*time.Second {
 		t.Fatalf("wait_for with a 26 KB pattern: got %d %.200s after %v, want 400 \"too large\" at once", w.Code, w.Body.String(), took)
+	}
+}
+
+// TestAttackReadyMatchCostsHostCPU: Request.Ready.Match (httpapi's
+// ready.match, a client's) is matched by the host against every line of
+// the process's output for its whole life, with no wait's limit: the
+// pattern attack of TestAttackPatternCostsHostCPU held a host CPU for as
+// long as the tree printed, and Manager.Close waited for the match in
+// progress. Start refuses such a pattern now, as the surfaces do. The
+// control: a usual ready pattern makes the process ready.
+func TestAttackReadyMatchCostsHostCPU(t *testing.T) {
+	t.Parallel()
+	m := newManager(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	events := m.Subscribe(ctx)
+	p := mustStart(t, m, agentproc.Request{Command: "echo server up; exec sleep 60", Ready: &agentproc.ReadyCheck{Match: `^server up$`}})
+	for e := range events {
+		if e.Type == agentproc.EventReady && e.ID == p.ID() {
+			break
+		}
+	}
+	if !p.Info().Ready {
+		t.Fatalf("control: a usual ready pattern: got %+v, want the process ready", p.Info())
+	}
+	q, err := m.Start(ctx, agentproc.Request{Command: longLineThenMatch(4096), Ready: &agentproc.ReadyCheck{Match: costlyPattern(2000)}})
+	if err == nil {
+		_, _ = q.Stop(ctx)
+	}
+	if !errors.Is(err, agentproc.ErrInvalidRequest) || !strings.Contains(fmt.Sprint(err), "too large") {
+		t.Fatalf("Start with a 26 KB ready pattern: got %v, want ErrInvalidRequest saying it is too large", err)
 	}
 }
