@@ -171,3 +171,38 @@ func TestAttackReadyMatchCostsHostCPU(t *testing.T) {
 		t.Fatalf("Start with a 26 KB ready pattern: got %v, want ErrInvalidRequest saying it is too large", err)
 	}
 }
+
+// TestAttackPlainTextQuadratic: PlainText renders a tree's output for the
+// host (llmtool renders every result it returns, WaitMatch's Plain lines,
+// the ready check's, httpapi's plain=true), and a cursor move or an erase
+// cost up to the line's length however short its sequence: a line of
+// 256 KiB followed by "\x1b[999999D\x1b[999999C" pairs, "\x1b[1K"s, or,
+// after a "\r", runes of another width than those they overwrite, made
+// 0.5 MiB of a tree's output cost the host 48 s to render, with no limit
+// of the tree's to count it. The control: each sequence acts on a short
+// line as a terminal does.
+func TestAttackPlainTextQuadratic(t *testing.T) {
+	t.Parallel()
+	for in, want := range map[string]string{
+		"abc\x1b[2Dx":                  "axc",
+		"abc\x1b[1K":                   "   ",
+		"abc\ré":                       "ébc",
+		"abcd\x1b[3D\x1b[1Cx\x1b[99C!": "abxd!",
+	} {
+		if got := agentproc.PlainText(in); got != want {
+			t.Errorf("control: PlainText(%q): got %q, want %q", in, got, want)
+		}
+	}
+	line := strings.Repeat("a", 256<<10)
+	for name, in := range map[string]string{
+		"cursor moves":    line + strings.Repeat("\x1b[999999D\x1b[999999C", 4000),
+		"erase before":    line + strings.Repeat("\x1b[1K", 16000),
+		"wider overwrite": line + "\r" + strings.Repeat("é", 64<<10),
+	} {
+		start := time.Now()
+		out := agentproc.PlainText(in)
+		if took := time.Since(start); took > time.Second || len(out) < len(line) {
+			t.Errorf("%s: PlainText of %d KiB took %v (%d bytes out), want under 1 s and the line kept", name, len(in)>>10, took, len(out))
+		}
+	}
+}
