@@ -24,7 +24,8 @@ const maxMatchLineBytes = 1 << 20
 // alternation (60,000 instructions) made one 4 KiB line cost the host
 // 6.5 s and a 1 MiB line half an hour, in a match no ctx can stop
 // (fourteenth attack review, TestAttackPatternCostsHostCPU). At this bound
-// a line costs at most about 3 s, and a pattern of up to 64 instructions
+// a line costs at most about 3 s on an idle machine (a loaded one takes
+// several times that), and a pattern of up to 64 instructions
 // (most are under 50) still matches lines up to maxMatchLineBytes.
 const maxMatchWork = 64 * maxMatchLineBytes
 
