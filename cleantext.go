@@ -21,8 +21,13 @@ import "github.com/agentproc/agentproc/internal/termtext"
 // so the result is never longer than the input with invalid bytes replaced
 // (for valid UTF-8: never longer than s). Sequences that move between lines
 // (cursor up, scroll regions, full-screen programs) are removed without
-// being acted on. PlainText returns s itself, without allocating, when
-// there is nothing to change. It is safe for concurrent use.
+// being acted on. The work of acting on the line is bounded by the input's
+// length (four cursor steps a byte): past that, which no terminal program's
+// output comes near, cursor and erase sequences are removed without being
+// acted on and text is appended rather than overwriting runes of another
+// width, so a render is linear in s whatever a process prints. PlainText
+// returns s itself, without allocating, when there is nothing to change.
+// It is safe for concurrent use.
 func PlainText(s string) string {
 	return termtext.Render(s)
 }

@@ -7,14 +7,18 @@ import (
 	"sync"
 
 	"golang.org/x/xerrors"
+
+	"github.com/agentproc/agentproc/internal/pattern"
 )
 
 // ReadyCheck says when a process counts as ready (Request.Ready). With
 // Match empty, the process is ready when its tree listens on Port (0: on any
 // port; see Process.Ports). With Match set, it is ready when a line of its
 // output, rendered by PlainText, matches the regular expression; a non-zero
-// Port then also counts, whichever comes first. An invalid Match or a Port
-// outside 0-65535 is ErrInvalidRequest, and a check that needs ports on a
+// Port then also counts, whichever comes first. An invalid Match, one that
+// compiles to more than 1,000 instructions (the host matches it against
+// every line for the process's life, at the program's size times the
+// line's length), or a Port outside 0-65535 is ErrInvalidRequest, and a check that needs ports on a
 // platform without Process.Ports is ErrUnsupported: Start fails and starts
 // nothing.
 //
@@ -34,8 +38,15 @@ func (r *ReadyCheck) validate(ports func() error) error {
 		return xerrors.Errorf("ready port %d: %w", r.Port, ErrInvalidRequest)
 	}
 	if r.Match != "" {
-		if _, err := regexp.Compile(r.Match); err != nil {
+		re, err := regexp.Compile(r.Match)
+		if err != nil {
 			return xerrors.Errorf("ready match %q: %v: %w", r.Match, err, ErrInvalidRequest)
+		}
+		// A client's pattern (httpapi's ready.match) ran for the whole
+		// life of the process, each line costing the host up to a few
+		// seconds (fourteenth attack review, TestAttackReadyMatchCostsHostCPU).
+		if err := pattern.Check(re); err != nil {
+			return xerrors.Errorf("ready match: %v: %w", err, ErrInvalidRequest)
 		}
 	}
 	if r.Match == "" || r.Port != 0 {

@@ -141,7 +141,8 @@ type Request struct {
 //  3. Env: keys and values (validateEnv); then WithSecrets and Secrets
 //     (Manager.validateRedaction, redact.go).
 //  4. Timeout: not negative (validateTimeout, timeout.go).
-//  5. Ready: port range, Match compiles, ports supported here
+//  5. Ready: port range, Match compiles (to at most pattern.MaxInsts
+//     instructions), ports supported here
 //     (ReadyCheck.validate, observe.go).
 //  6. Watchdog: IdleTimeout, IdleInteractive, MaxOutput (validateWatchdog,
 //     watchdog.go).

@@ -7,12 +7,27 @@ import (
 	"time"
 
 	"golang.org/x/xerrors"
+
+	"github.com/agentproc/agentproc/internal/pattern"
 )
 
 // maxMatchLineBytes bounds the line WaitMatch assembles across writes. A
 // follower that keeps up with a child writing one endless line would
 // otherwise hold all of it; a longer line is skipped, never matched.
 const maxMatchLineBytes = 1 << 20
+
+// maxMatchWork bounds the work one line's match costs, counted as the
+// line's length times the pattern's program size (pattern.Size): Go's
+// regexp is linear in the text, times the program. A caller's pattern is
+// often a model's or an HTTP client's (llmtool's process_wait, httpapi's
+// wait_for; both refuse one over pattern.MaxInsts), and a 260 KB
+// alternation (60,000 instructions) made one 4 KiB line cost the host
+// 6.5 s and a 1 MiB line half an hour, in a match no ctx can stop
+// (fourteenth attack review, TestAttackPatternCostsHostCPU). At this bound
+// a line costs at most about 3 s on an idle machine (a loaded one takes
+// several times that), and a pattern of up to 64 instructions
+// (most are under 50) still matches lines up to maxMatchLineBytes.
+const maxMatchWork = 64 * maxMatchLineBytes
 
 // Read returns the retained output from offset on, without blocking.
 // Offsets are absolute: offset 0 is the first byte the process ever wrote.
@@ -101,8 +116,13 @@ func (p *Process) WaitOutput(ctx context.Context, offset int64) (Chunk, error) {
 // A line is complete when its newline has been written, or when the process
 // has exited. A line whose start was dropped from the middle of long output
 // is never matched, nor is a line that had to be assembled from more than
-// 1 MiB of reads (a long line that arrives within one read, possible with
-// a large head, is still matched). WaitMatch returns
+// 1 MiB of reads, nor a line whose length times re's program size (its
+// compiled instructions) passes 64 MiB: a pattern of up to 64
+// instructions matches lines of up to 1 MiB assembled from reads and
+// longer ones that arrive within one read (possible with a large head), a
+// pattern of 6,400 instructions lines of up to 10 KiB, so that one line's
+// match, which nothing can interrupt, costs at most a few seconds. ctx is
+// checked between lines. WaitMatch returns
 // ErrExited if the process exits without a matching line, and ctx.Err() if
 // ctx ends first. A nil re is ErrInvalidRequest.
 //
@@ -113,14 +133,18 @@ func (p *Process) WaitMatch(ctx context.Context, re *regexp.Regexp, opts ...Outp
 	if re == nil {
 		return "", xerrors.Errorf("nil regexp: %w", ErrInvalidRequest)
 	}
-	lm := lineMatcher{re: re, plain: outputOptionsOf(opts).plain}
+	lm := newLineMatcher(re, outputOptionsOf(opts).plain)
 	var offset int64
 	for {
 		c, err := p.buf.waitRead(ctx, offset)
 		if err != nil {
 			return "", err
 		}
-		if line, ok := lm.feed(c); ok {
+		line, ok, err := lm.feed(ctx, c)
+		if err != nil {
+			return "", err
+		}
+		if ok {
 			return line, nil
 		}
 		offset = c.Next
@@ -146,6 +170,9 @@ func validateOffset(offset int64) error {
 type lineMatcher struct {
 	re    *regexp.Regexp
 	plain bool // match and return lines rendered by PlainText
+	// maxLine is the longest line matched (maxMatchWork), and the most
+	// partial holds.
+	maxLine int
 	// partial is the start of the current line when it began in an earlier
 	// chunk.
 	partial strings.Builder
@@ -154,8 +181,15 @@ type lineMatcher struct {
 	skip bool
 }
 
-// feed scans c and returns the first complete line that matches.
-func (l *lineMatcher) feed(c Chunk) (string, bool) {
+// newLineMatcher returns a matcher of lines against re whose work per line
+// is bounded by maxMatchWork.
+func newLineMatcher(re *regexp.Regexp, plain bool) lineMatcher {
+	return lineMatcher{re: re, plain: plain, maxLine: maxMatchWork / max(1, min(pattern.Size(re), maxMatchWork))}
+}
+
+// feed scans c and returns the first complete line that matches. It
+// returns ctx.Err() when ctx has ended between two lines.
+func (l *lineMatcher) feed(ctx context.Context, c Chunk) (string, bool, error) {
 	if c.Omitted > 0 {
 		// The bytes before the gap and the line the gap cuts into are one
 		// line whose middle is gone; matching its halves could report a
@@ -180,19 +214,22 @@ func (l *lineMatcher) feed(c Chunk) (string, bool) {
 			line = l.partial.String()
 			l.partial.Reset()
 		}
+		if err := ctx.Err(); err != nil {
+			return "", false, err
+		}
 		if m, ok := l.match(line); ok {
-			return m, true
+			return m, true, nil
 		}
 	}
 	if !l.skip && data != "" {
-		if l.partial.Len()+len(data) > maxMatchLineBytes {
+		if l.partial.Len()+len(data) > min(maxMatchLineBytes, l.maxLine) {
 			l.partial.Reset()
 			l.skip = true
 		} else {
 			l.partial.WriteString(data)
 		}
 	}
-	return "", false
+	return "", false, nil
 }
 
 // finish treats the unfinished last line as complete: the process has
@@ -209,6 +246,9 @@ func (l *lineMatcher) finish() (string, bool) {
 // match returns the line as WaitMatch reports it (without "\r", rendered
 // with plain) and whether it matches.
 func (l *lineMatcher) match(line string) (string, bool) {
+	if len(line) > l.maxLine {
+		return "", false
+	}
 	line = strings.TrimSuffix(line, "\r")
 	if l.plain {
 		line = PlainText(line)

@@ -26,7 +26,8 @@
 //	                           "awaiting_input"}
 //	     ?wait=true        block until the process exits (at most the
 //	                       server's cap, WithMaxWait)
-//	     ?wait_for=REGEX   block until a line of output matches (RE2 syntax)
+//	     ?wait_for=REGEX   block until a line of output matches (RE2 syntax,
+//	                       at most 1,000 instructions once compiled)
 //	     ?wait_port=N      block until the process's tree listens on port N
 //	                       (0: any port); "port" is the socket found
 //	     ?plain=true       terminal-clean text (agentproc.PlainText); wait_for

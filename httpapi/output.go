@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/agentproc/agentproc"
+	"github.com/agentproc/agentproc/internal/pattern"
 )
 
 // writeHeadroom is how long past the end of a blocking wait the connection's
@@ -55,6 +56,11 @@ func parseOutputQuery(q url.Values, maxWait time.Duration) (outputQuery, *Error)
 		re, err := regexp.Compile(v)
 		if err != nil {
 			return bad("wait_for", v, "not a regular expression: "+err.Error())
+		}
+		// The host matches it against output at the program's size
+		// times the text's length (fourteenth attack review).
+		if err := pattern.Check(re); err != nil {
+			return bad("wait_for", v, err.Error())
 		}
 		if oq.wait {
 			// Sequencing the two waits in one request would hide which

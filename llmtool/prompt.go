@@ -53,6 +53,12 @@ func atPrompt(waitCtx context.Context) bool {
 	return errors.Is(context.Cause(waitCtx), errAwaitingInput)
 }
 
+// maxPromptBytes bounds the unfinished line promptMatch matches: a prompt
+// is short, and the match's cost is the line's length times the pattern's
+// program (at most pattern.MaxInsts), so a line of the whole retained output would
+// cost the host seconds (fourteenth attack review).
+const maxPromptBytes = 4096
+
 // promptMatch returns the last, unfinished line of p's output after offset,
 // rendered as plain text, if re matches it: WaitMatch sees complete lines
 // only, and a prompt ("Password: ", "Continue? [y/N] ") has no newline
@@ -63,6 +69,9 @@ func promptMatch(p *agentproc.Process, offset int64, re *regexp.Regexp) string {
 		return ""
 	}
 	line := text[strings.LastIndexByte(text, '\n')+1:]
+	if len(line) > maxPromptBytes {
+		return "" // not a prompt; and its match would cost the host
+	}
 	line = agentproc.PlainText(line)
 	if re.MatchString(line) {
 		return line

@@ -13,6 +13,7 @@ import (
 	"golang.org/x/xerrors"
 
 	"github.com/agentproc/agentproc"
+	"github.com/agentproc/agentproc/internal/pattern"
 )
 
 // Toolbox dispatches tool calls to the processes of one owner, such as one
@@ -506,7 +507,11 @@ func (tb *Toolbox) process(id string) (*agentproc.Process, error) {
 	return p, nil
 }
 
-// compile compiles an optional regular expression parameter.
+// compile compiles an optional regular expression parameter. A pattern
+// whose program is larger than pattern.MaxInsts is refused: the host
+// matches it against output at a cost of the text's length times the
+// program, in a match the call's timeout cannot stop (fourteenth attack
+// review, TestAttackPatternCostsHostCPUThroughTool).
 func compile(param, expr string) (*regexp.Regexp, error) {
 	if expr == "" {
 		return nil, nil
@@ -514,6 +519,9 @@ func compile(param, expr string) (*regexp.Regexp, error) {
 	re, err := regexp.Compile(expr)
 	if err != nil {
 		return nil, xerrors.Errorf("%s is not a valid regular expression: %v", param, err)
+	}
+	if err := pattern.Check(re); err != nil {
+		return nil, xerrors.Errorf("%s is %w", param, err)
 	}
 	return re, nil
 }

@@ -55,7 +55,22 @@ type plainRenderer struct {
 	// erasedUntil is the end of the part of the input in which
 	// skipErased found no eraseLine to skip to.
 	erasedUntil int
+	// work is what is left of the render's budget for moving the cursor,
+	// erasing before it and shifting the line's tail (moveBudget).
+	work int
 }
+
+// moveBudget is the cursor work (runes stepped over, bytes blanked or
+// shifted) a render may do per byte of its input. Each such step is
+// bounded by the line, not by the sequence, so a line of 256 KiB followed
+// by "\x1b[999999D\x1b[999999C" pairs cost the host a line's length per
+// 20 bytes of input: 0.5 MiB of a tree's output took 48 s to render, and
+// llmtool renders every result it returns (fourteenth attack review,
+// TestAttackPlainTextQuadratic). Past the budget, cursor and erase
+// sequences are dropped as colours are, and text is appended where it
+// would have overwritten runes of another width: terminal output moves
+// the cursor a few columns at a time and never comes near it.
+const moveBudget = 4
 
 const (
 	esc = 0x1b
@@ -70,6 +85,7 @@ func (r *plainRenderer) render(s string) string {
 	// One line of a terminal is rarely wider than 256 columns; growing
 	// the line from nothing took four or five allocations per call.
 	r.line = make([]byte, 0, min(len(s), 256))
+	r.work = moveBudget*len(s) + 4096
 	for i := 0; i < len(s); {
 		if j := printableEnd(s, i); j > i {
 			r.write(s[i:j])
@@ -245,6 +261,9 @@ func (r *plainRenderer) csi(s string, i int) int {
 		// their parameters.
 		return i + 1
 	}
+	if r.work <= 0 {
+		return i + 1 // the budget is spent: dropped (moveBudget)
+	}
 	n := firstParam(params)
 	switch final {
 	case 'K': // erase in line
@@ -255,6 +274,7 @@ func (r *plainRenderer) csi(s string, i int) int {
 			// Blank every cell up to and including the cursor's: one
 			// space per rune, so the line never grows.
 			end := r.forward(r.cur, 1)
+			r.work -= end
 			at := utf8.RuneCount(r.line[:r.cur])
 			r.line = slices.Replace(r.line, 0, end, []byte(strings.Repeat(" ", utf8.RuneCount(r.line[:end])))...)
 			r.cur = at // every cell before it is one byte now
@@ -372,6 +392,14 @@ func (r *plainRenderer) write(text string) {
 		}
 		_, newSize := utf8.DecodeRuneInString(text)
 		_, oldSize := utf8.DecodeRune(r.line[r.cur:])
+		if newSize != oldSize {
+			// The tail shifts: charged, and past the budget the
+			// rest is appended instead (moveBudget).
+			if r.work -= len(r.line) - r.cur; r.work <= 0 {
+				r.cur = len(r.line)
+				continue
+			}
+		}
 		r.line = slices.Replace(r.line, r.cur, r.cur+oldSize, []byte(text[:newSize])...)
 		r.cur += newSize
 		text = text[newSize:]
@@ -383,6 +411,7 @@ func (r *plainRenderer) forward(off, n int) int {
 	for ; n > 0 && off < len(r.line); n-- {
 		_, size := utf8.DecodeRune(r.line[off:])
 		off += size
+		r.work--
 	}
 	return off
 }
@@ -392,6 +421,7 @@ func (r *plainRenderer) back(off, n int) int {
 	for ; n > 0 && off > 0; n-- {
 		_, size := utf8.DecodeLastRune(r.line[:off])
 		off -= size
+		r.work--
 	}
 	return off
 }
