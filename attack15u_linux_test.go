@@ -60,5 +60,5 @@ func TestAttackProxyTokenThroughAnotherTree(t *testing.T) {
 // unprivileged test user, where the tree is held by Landlock and seccomp
 // alone and the proxy's listener is on the host's loopback.
 func TestAttack15uUnprivileged(t *testing.T) {
-	rerunAsSandboxUser(t, []string{"TestAttackProxyTokenThroughAnotherTree"}, false)
+	rerunAsSandboxUser(t, []string{"TestAttackProxyTokenThroughAnotherTree", "TestAttackHideWatchInstanceRefusedOnce"}, false)
 }
