@@ -1,6 +1,7 @@
 package agentproc_test
 
 import (
+	"net"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -56,9 +57,32 @@ func TestAttackProxyTokenThroughAnotherTree(t *testing.T) {
 	}
 }
 
+// TestAttackProxyListenerAfterTreeEnded (held): a tree's proxy listener,
+// on the host's loopback without root, is closed by the time Wait
+// returns, so its token, however it leaked, opens nothing once the tree
+// has ended. The control: the tree's output names the listener's port.
+// Runs as the unprivileged test user, through TestAttack15uUnprivileged
+// (as root the listener is in the tree's own network namespace).
+func TestAttackProxyListenerAfterTreeEnded(t *testing.T) {
+	requireHosts(t)
+	if os.Geteuid() == 0 {
+		t.Skip("the listener is on the host's loopback without root alone (TestAttack15uUnprivileged)")
+	}
+	m := newManager(t)
+	out := runSandboxed(t, m, hostsRequest(t, hostsSandbox(t, "allowed.example"), `echo "proxy $HTTPS_PROXY"`)).Text
+	port := regexp.MustCompile(`proxy http://agentproc:\[redacted:AGENTPROC_PROXY_TOKEN\]@127\.0\.0\.1:(\d+)`).FindStringSubmatch(out)
+	if port == nil {
+		t.Fatalf("control: output %q, want the proxy's address", out)
+	}
+	if c, err := net.DialTimeout("tcp", "127.0.0.1:"+port[1], 2*time.Second); err == nil {
+		_ = c.Close()
+		t.Errorf("the ended tree's listener on port %s: got a connection, want it closed", port[1])
+	}
+}
+
 // TestAttack15uUnprivileged re-runs this review's tests as the
 // unprivileged test user, where the tree is held by Landlock and seccomp
 // alone and the proxy's listener is on the host's loopback.
 func TestAttack15uUnprivileged(t *testing.T) {
-	rerunAsSandboxUser(t, []string{"TestAttackProxyTokenThroughAnotherTree", "TestAttackHideWatchInstanceRefusedOnce"}, false)
+	rerunAsSandboxUser(t, []string{"TestAttackProxyTokenThroughAnotherTree", "TestAttackHideWatchInstanceRefusedOnce", "TestAttackProxyListenerAfterTreeEnded"}, false)
 }
