@@ -147,8 +147,12 @@ type hostsRun struct {
 	// the machine reaches it (thirteenth attack review,
 	// TestAttackDenialFromOutsideTheTree). 128 random bits.
 	token string
-	// tokenSet redacts the token in the tree's output: the tree's alone,
-	// since no other stream is given it (redactWithToken).
+	// tokenSet redacts the token in the tree's output, even with the
+	// Manager's redaction off (redactWithToken). With it on, the token is
+	// also in the Manager's set of started secrets (newHostsRun), which
+	// every stream redacts: the tree can hand its token to another tree
+	// without its own output, in a file of the work dir they share
+	// (fifteenth attack review, TestAttackProxyTokenThroughAnotherTree).
 	tokenSet *redactSet
 	ln       net.Listener // the listener made for the tree, nil until made and after it is served
 	port     int
@@ -159,11 +163,17 @@ type hostsRun struct {
 const proxyTokenName = "AGENTPROC_PROXY_TOKEN"
 
 // newHostsRun returns the part of a Start with list on proxy, with a
-// token of its own.
-func newHostsRun(list *egress.List, proxy *egress.Proxy) *hostsRun {
+// token of its own, registered with m's started secrets before the tree
+// exists (registerSecrets' rule). Each NetworkHosts Start adds one entry
+// to that set, as a request with one secret does: the set's rebuild is
+// O(sqrt n) of its entries (startedSecrets.register).
+func (m *Manager) newHostsRun(list *egress.List, proxy *egress.Proxy) *hostsRun {
 	token := rand.Text()
-	return &hostsRun{list: list, proxy: proxy, token: token,
-		tokenSet: newRedactSet([]secretEntry{{name: proxyTokenName, value: token}})}
+	entry := secretEntry{name: proxyTokenName, value: token}
+	if !m.cfg.noRedaction {
+		m.started.register([]secretEntry{entry})
+	}
+	return &hostsRun{list: list, proxy: proxy, token: token, tokenSet: newRedactSet([]secretEntry{entry})}
 }
 
 // hostsListener is a tree's proxy listener, made on its starting thread

@@ -23,8 +23,8 @@ import (
 // is resolved again. The zero value is ready; close releases it.
 type hideWatch struct {
 	mu   sync.Mutex
-	made bool // ino has been made (or failed, or closed)
-	ino  int  // -1: failed or closed
+	made bool // ino has been made (or closed); a failed make is tried again
+	ino  int  // -1: closed
 	// keys holds, by watch descriptor, the policies (rawPolicyKey) that
 	// depend on a name in that directory; anyName for every entry of a
 	// directory the walk read.
@@ -72,12 +72,18 @@ func (w *hideWatch) watch(key, p string) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if !w.made {
-		w.made = true
+		// A refusal (EMFILE, the user's fs.inotify.max_user_instances
+		// spent, by a tree of the same user without root among others)
+		// is tried again at the next watch: taken as the answer, it had
+		// every later Start resolve its policy again for the Manager's
+		// life (fifteenth attack review,
+		// TestAttackHideWatchInstanceRefusedOnce). close marks the
+		// instance gone with made set and ino -1.
 		ino, err := unix.InotifyInit1(unix.IN_NONBLOCK | unix.IN_CLOEXEC)
 		if err != nil {
-			ino = -1
+			return false
 		}
-		w.ino = ino
+		w.made, w.ino = true, ino
 	}
 	if w.ino < 0 {
 		return false

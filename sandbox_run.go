@@ -390,7 +390,7 @@ func (m *Manager) prepareSandbox(sb *Sandbox, dir string, dirChosen, tty bool) (
 			run.finish(m, true) // nothing ran in it
 			return nil, err
 		}
-		run.hosts = newHostsRun(pol.hosts, proxy)
+		run.hosts = m.newHostsRun(pol.hosts, proxy)
 	}
 	return run, nil
 }
