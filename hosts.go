@@ -109,19 +109,45 @@ type hostsProxy struct {
 	mu     sync.Mutex
 	p      *egress.Proxy
 	closed bool
+	// token is the secret every tree's proxy variables carry, which each
+	// listener requires of every connection (egress.Policy.Token): without
+	// root a listener is on the host's loopback, where any process of the
+	// machine reaches it (thirteenth attack review,
+	// TestAttackDenialFromOutsideTheTree). 128 random bits, made with the
+	// proxy. One for the Manager, not one a tree: a tree reaches no other
+	// tree's listener anyway (without root Landlock holds it to its own
+	// port, as root its namespace has no other), so a token a tree only
+	// keeps outsiders out; and a tree can hand its token to another tree's
+	// output through a file of the work dir they share (fifteenth attack
+	// review, TestAttackProxyTokenThroughAnotherTree), so it is one of
+	// the Manager's started secrets, which every stream redacts: one entry
+	// for the Manager's life, where a token a tree added one a Start to a
+	// set that never shrinks, each later Start's registration costing
+	// more (docs/measurements.md, BenchmarkRedactRegister).
+	token    string
+	tokenSet *redactSet // the token alone: a tree's output, redaction off or not
 }
 
-func (h *hostsProxy) get(m *Manager) (*egress.Proxy, error) {
+// get returns the Manager's proxy and its token, making them (and
+// registering the token with m's started secrets, before any tree has
+// it) at the first call.
+func (h *hostsProxy) get(m *Manager) (*egress.Proxy, string, *redactSet, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.closed {
-		return nil, ErrClosed
+		return nil, "", nil, ErrClosed
 	}
 	if h.p == nil {
 		clock := m.cfg.clock
 		h.p = egress.New(egress.Config{AddrFilter: &egress.AddrFilter{Now: func() time.Time { return clock.Now("agentproc", "egress") }}})
+		h.token = rand.Text()
+		entry := secretEntry{name: proxyTokenName, value: h.token}
+		if !m.cfg.noRedaction {
+			m.started.register([]secretEntry{entry})
+		}
+		h.tokenSet = newRedactSet([]secretEntry{entry})
 	}
-	return h.p, nil
+	return h.p, h.token, h.tokenSet, nil
 }
 
 // close ends the proxy and every listener; after it no Start makes one.
@@ -141,18 +167,11 @@ func (h *hostsProxy) close() {
 type hostsRun struct {
 	list  *egress.List
 	proxy *egress.Proxy
-	// token is the tree's secret in its proxy variables, which its
-	// listener requires of every connection (egress.Policy.Token): without
-	// root the listener is on the host's loopback, where any process of
-	// the machine reaches it (thirteenth attack review,
-	// TestAttackDenialFromOutsideTheTree). 128 random bits.
+	// token is the Manager's proxy token (hostsProxy.token), which the
+	// tree's proxy variables carry and its listener requires.
 	token string
 	// tokenSet redacts the token in the tree's output, even with the
-	// Manager's redaction off (redactWithToken). With it on, the token is
-	// also in the Manager's set of started secrets (newHostsRun), which
-	// every stream redacts: the tree can hand its token to another tree
-	// without its own output, in a file of the work dir they share
-	// (fifteenth attack review, TestAttackProxyTokenThroughAnotherTree).
+	// Manager's redaction off (redactWithToken).
 	tokenSet *redactSet
 	ln       net.Listener // the listener made for the tree, nil until made and after it is served
 	port     int
@@ -162,18 +181,13 @@ type hostsRun struct {
 // proxyTokenName is the name a redacted proxy token reads as.
 const proxyTokenName = "AGENTPROC_PROXY_TOKEN"
 
-// newHostsRun returns the part of a Start with list on proxy, with a
-// token of its own, registered with m's started secrets before the tree
-// exists (registerSecrets' rule). Each NetworkHosts Start adds one entry
-// to that set, as a request with one secret does: the set's rebuild is
-// O(sqrt n) of its entries (startedSecrets.register).
-func (m *Manager) newHostsRun(list *egress.List, proxy *egress.Proxy) *hostsRun {
-	token := rand.Text()
-	entry := secretEntry{name: proxyTokenName, value: token}
-	if !m.cfg.noRedaction {
-		m.started.register([]secretEntry{entry})
+// newHostsRun returns the part of a Start with list on m's proxy.
+func (m *Manager) newHostsRun(list *egress.List) (*hostsRun, error) {
+	proxy, token, set, err := m.hosts.get(m)
+	if err != nil {
+		return nil, err
 	}
-	return &hostsRun{list: list, proxy: proxy, token: token, tokenSet: newRedactSet([]secretEntry{entry})}
+	return &hostsRun{list: list, proxy: proxy, token: token, tokenSet: set}, nil
 }
 
 // hostsListener is a tree's proxy listener, made on its starting thread

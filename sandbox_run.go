@@ -385,12 +385,12 @@ func (m *Manager) prepareSandbox(sb *Sandbox, dir string, dirChosen, tty bool) (
 	}
 	run.info = &info
 	if pol.hosts != nil {
-		proxy, err := m.hosts.get(m)
+		hosts, err := m.newHostsRun(pol.hosts)
 		if err != nil {
 			run.finish(m, true) // nothing ran in it
 			return nil, err
 		}
-		run.hosts = m.newHostsRun(pol.hosts, proxy)
+		run.hosts = hosts
 	}
 	return run, nil
 }
