@@ -48,8 +48,25 @@ func TestPeakOfChildAndReapedDescendant(t *testing.T) {
 
 // runPeak runs script under sh as a child watched by l, from Mark to Done,
 // and returns the peak l reads for it; marked, if given, runs right after
-// the Mark. The child has 10 s.
+// the Mark. The child has 10 s. Where the kernel dropped records meanwhile
+// (ENOBUFS: a machine busy with other exits, as make stress's CPU burners
+// and parallel packages make it), the peak is rightly unknown, and the
+// child is run again, up to three times in all: a peak unknown with no
+// loss is returned as it is.
 func runPeak(t *testing.T, l *Listener, script string, marked ...func()) (int64, bool) {
+	t.Helper()
+	for try := 1; ; try++ {
+		peak, ok, lost := runPeakOnce(t, l, script, marked...)
+		if ok || !lost || try == 3 {
+			return peak, ok
+		}
+		t.Logf("%q: records lost during the run (try %d), running it again", script, try)
+	}
+}
+
+// runPeakOnce is one run of runPeak; lost reports that l's epoch ended
+// during it.
+func runPeakOnce(t *testing.T, l *Listener, script string, marked ...func()) (peak int64, ok, lost bool) {
 	t.Helper()
 	m := l.Mark()
 	defer l.Done()
@@ -66,7 +83,11 @@ func runPeak(t *testing.T, l *Listener, script string, marked ...func()) (int64,
 	if err := cmd.Wait(); err != nil {
 		t.Fatalf("%q: %v", script, err)
 	}
-	return l.Peak(cmd.Process.Pid, m)
+	peak, ok = l.Peak(cmd.Process.Pid, m)
+	l.mu.Lock()
+	lost = l.epoch != m.epoch
+	l.mu.Unlock()
+	return peak, ok, lost
 }
 
 // TestFold checks how records become a child's peak, without the kernel:
