@@ -1,0 +1,150 @@
+package agentproc_test
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agentproc/agentproc"
+)
+
+// requireHiddenFromRoot checks that an unconfined tree reads each file of
+// secrets (path to content) and a tree of WorkspaceSandbox(ws) none, with
+// the Manager made after the files (the policy is resolved at its first
+// Start).
+func requireHiddenFromRoot(t *testing.T, ws string, secrets map[string]string) {
+	t.Helper()
+	var probe strings.Builder
+	for p := range secrets {
+		probe.WriteString("cat " + shellQuote(p) + " 2>/dev/null; ")
+	}
+	probe.WriteString("true")
+	req := agentproc.Request{Command: probe.String(), WorkDir: ws, Timeout: time.Minute}
+	control := runSandboxed(t, newManager(t, agentproc.WithRedaction(false)), req).Text
+	out := runSandboxed(t, newManager(t, agentproc.WithRedaction(false), agentproc.WithSandbox(agentproc.WorkspaceSandbox(ws))), req).Text
+	for p, s := range secrets {
+		if !strings.Contains(control, s) {
+			t.Errorf("control: %s not read without the sandbox (output %q)", p, control)
+		}
+		if strings.Contains(out, s) {
+			t.Errorf("%s: got it read under the sandbox, want it hidden", p)
+		}
+	}
+}
+
+// TestAttackFstabCredentialForms: the credentials files of /etc/fstab
+// that fstabCredentialFiles did not take: a name with fstab's octal
+// escape for a space (\040, which mount undoes), ssh's option in another
+// case (ssh's keywords are case-insensitive: sshfs's identityfile=),
+// gocryptfs's passfile=, mount.ceph's secretfile=, eCryptfs's
+// passphrase_passwd_file= inside key=, and rclone's config= (its remotes'
+// tokens). Each is root's 0600, which a root tree owns and read.
+func TestAttackFstabCredentialForms(t *testing.T) {
+	requireRootSandbox(t)
+	ws, dir := t.TempDir(), t.TempDir()
+	name := func(s string) string { return filepath.Join(dir, s) }
+	secrets := map[string]string{name("smb creds"): "password=FSTAB-SPACE-SECRET\n",
+		name("id_lower"): "FSTAB-LOWERCASE-SSH-KEY\n", name("gocryptfs.pass"): "FSTAB-GOCRYPTFS-SECRET\n",
+		name("ceph.secret"): "FSTAB-CEPH-SECRET\n", name("ecryptfs.pass"): "passphrase_passwd=FSTAB-ECRYPTFS-SECRET\n",
+		name("rclone.conf"): "[s3]\nsecret_access_key = FSTAB-RCLONE-SECRET\n"}
+	for p, s := range secrets {
+		if err := os.WriteFile(p, []byte(s), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	esc := strings.ReplaceAll(name("smb creds"), " ", `\040`)
+	table := "UUID=0a1b / ext4 errors=remount-ro 0 1\n" +
+		"//nas/share /mnt/nas cifs credentials=" + esc + ",uid=1000 0 0\n" +
+		"svc@host:/srv /mnt/srv fuse.sshfs identityfile=" + name("id_lower") + ",allow_other 0 0\n" +
+		"/srv/cipher /srv/plain fuse./usr/bin/gocryptfs nofail,allow_other,passfile=" + name("gocryptfs.pass") + " 0 0\n" +
+		"mon1:6789:/ /mnt/ceph ceph name=admin,secretfile=" + name("ceph.secret") + ",_netdev 0 0\n" +
+		"/srv/private /srv/private ecryptfs key=passphrase:passphrase_passwd_file=" + name("ecryptfs.pass") + ",ecryptfs_cipher=aes 0 0\n" +
+		"s3:bucket /mnt/s3 rclone rw,noauto,_netdev,args2env,config=" + name("rclone.conf") + " 0 0\n"
+	fstab := name("fstab")
+	if err := os.WriteFile(fstab, []byte(table), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	agentproc.SetFstabPath(t, fstab)
+	requireHiddenFromRoot(t, ws, secrets)
+}
+
+// TestAttackDiskKeyFiles: the key files of encrypted disks. /etc/crypttab
+// names each LUKS volume's key file (its third field: /root/keyfile,
+// /etc/luks-keys/data.key, at the administrator's choice) and TrueCrypt's
+// (tcrypt-keyfile=); systemd-cryptsetup looks for a volume without one in
+// /etc/cryptsetup-keys.d and /run/cryptsetup-keys.d. Root's 0400 or 0600,
+// which a root tree owns and read: a disk's key.
+func TestAttackDiskKeyFiles(t *testing.T) {
+	requireRootSandbox(t)
+	ws, dir := t.TempDir(), t.TempDir()
+	name := func(s string) string { return filepath.Join(dir, s) }
+	secrets := map[string]string{name("data.key"): "CRYPTTAB-LUKS-KEY\n", name("tc.key"): "CRYPTTAB-TCRYPT-KEY\n"}
+	for p, s := range secrets {
+		if err := os.WriteFile(p, []byte(s), 0o400); err != nil {
+			t.Fatal(err)
+		}
+	}
+	table := "# <target> <source> <key file> <options>\n" +
+		"cryptswap /dev/sda3 /dev/urandom swap,cipher=aes-xts-plain64\n" +
+		"data UUID=0a1b " + name("data.key") + " luks,discard\n" +
+		"home UUID=2c3d none luks\n" +
+		"tc /dev/sdb1 - tcrypt,tcrypt-keyfile=" + name("tc.key") + "\n"
+	crypttab := name("crypttab")
+	if err := os.WriteFile(crypttab, []byte(table), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	agentproc.SetCrypttabPath(t, crypttab)
+	system := map[string]string{}
+	for i, p := range []string{"/etc/cryptsetup-keys.d/backup.key", "/run/cryptsetup-keys.d/media.key"} {
+		system[p] = fmt.Sprintf("CRYPTSETUP-KEYS-D-%d\n", i)
+	}
+	for _, p := range makeHostFiles(t, system) {
+		secrets[p] = system[p]
+	}
+	requireHiddenFromRoot(t, ws, secrets)
+}
+
+// TestAttackRootRunnerDoors15: more daemons that run a root peer's
+// command outside the sandbox: the Guix daemon (the Nix daemon's
+// sibling: a fixed-output derivation's builder reaches the network, and
+// a root client is its administrator), k0s's and MicroK8s's containerd
+// (a privileged container with the host's disk), and supervisord's
+// socket at its sample configuration's place, /tmp/supervisor.sock
+// (the seventh review listed /run/supervisor.sock). Stand-ins where this
+// host lacks them; the control reaches each unconfined.
+func TestAttackRootRunnerDoors15(t *testing.T) {
+	requireRootSandbox(t)
+	ws := t.TempDir()
+	requireDoorsShut(t, ws, map[string][]string{
+		"/var/guix/daemon-socket/socket":                {"/var/guix", "/var/guix/daemon-socket"},
+		"/run/k0s/containerd.sock":                      {"/run/k0s"},
+		"/var/snap/microk8s/common/run/containerd.sock": {"/var/snap", "/var/snap/microk8s", "/var/snap/microk8s/common", "/var/snap/microk8s/common/run"},
+		"/tmp/supervisor.sock":                          nil,
+	})
+}
+
+// TestAttackRootClusterSecrets: the secrets of the Kubernetes
+// distributions and package managers the earlier lists missed, root's
+// 0600 (or the group's 0660), which a root tree owns and read:
+// MicroK8s's credentials (an admin kubeconfig and token list) and its
+// certificates' keys (the cluster CA's), k0s's state (its PKI and admin
+// kubeconfig), Guix's store signing key (substitutes other hosts trust),
+// and the Nix daemon's netrc (a binary cache's password).
+func TestAttackRootClusterSecrets(t *testing.T) {
+	requireRootSandbox(t)
+	ws := t.TempDir()
+	system := map[string]string{}
+	for i, p := range []string{"/var/snap/microk8s/current/credentials/client.config",
+		"/var/snap/microk8s/current/certs/ca.key", "/var/lib/k0s/pki/admin.conf",
+		"/etc/guix/signing-key.sec", "/etc/nix/netrc"} {
+		system[p] = fmt.Sprintf("ROOT-CLUSTER-SECRET-%d\n", i)
+	}
+	secrets := map[string]string{}
+	for _, p := range makeHostFiles(t, system) {
+		secrets[p] = system[p]
+	}
+	requireHiddenFromRoot(t, ws, secrets)
+}
