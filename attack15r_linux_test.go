@@ -3,12 +3,16 @@ package agentproc_test
 import (
 	"fmt"
 	"os"
+	"os/user"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/agentproc/agentproc"
+	"github.com/agentproc/agentproc/internal/testuser"
 )
 
 // requireHiddenFromRoot checks that an unconfined tree reads each file of
@@ -147,4 +151,120 @@ func TestAttackRootClusterSecrets(t *testing.T) {
 		secrets[p] = system[p]
 	}
 	requireHiddenFromRoot(t, ws, secrets)
+}
+
+// chainHomeEnv and chainNamesEnv carry, for the unprivileged re-run, the
+// home makeChainHome made and its key's names (a line each).
+const (
+	chainHomeEnv  = "AGENTPROC_ATK15R_CHAIN_HOME"
+	chainNamesEnv = "AGENTPROC_ATK15R_CHAIN_NAMES"
+)
+
+// TestAttack15rUnprivileged re-runs TestAttackHiddenPathBindThenOverlay
+// as the unprivileged user, Landlock and seccomp alone, with the mounts
+// made by root.
+func TestAttack15rUnprivileged(t *testing.T) {
+	requireSandbox(t)
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to make the mounts and switch users")
+	}
+	u, err := user.Lookup(sandboxUser)
+	if err != nil {
+		t.Skipf("no user %s: %v", sandboxUser, err)
+	}
+	uid, _ := strconv.Atoi(u.Uid)
+	gid, _ := strconv.Atoi(u.Gid)
+	home, names := makeChainHome(t, uid, gid)
+	const test = "TestAttackHiddenPathBindThenOverlay"
+	out, err := testuser.Run(t, 2*time.Minute, []string{chainHomeEnv + "=" + home, chainNamesEnv + "=" + strings.Join(names, "\n")},
+		"-test.run=^"+test+"$")
+	if err != nil {
+		t.Fatalf("as %s: %v\n%s", sandboxUser, err, out)
+	}
+	if !strings.Contains(out, "--- PASS: "+test+" ") {
+		t.Errorf("as %s: got no PASS line for %s, want one\n%s", sandboxUser, test, out)
+	}
+}
+
+// makeChainHome makes, as root, dir/home with a hidden key at
+// .ssh/id_ed25519, uid's and gid's, and shows it at other names through
+// chains of a bind and an overlay: the home bound at dir/bind and that
+// bind an overlay's lower layer at dir/merged; an overlay of the home at
+// dir/merged2 and that point bound at dir/rebind. It returns the home and
+// the key's names; Cleanup unmounts them.
+func makeChainHome(t *testing.T, uid, gid int) (home string, names []string) {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "agentproc-chain-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	name := func(s ...string) string { return filepath.Join(append([]string{dir}, s...)...) }
+	home = name("home")
+	for _, d := range []string{filepath.Join(home, ".ssh"), filepath.Join(home, "project"), name("bind"), name("upper"), name("work"),
+		name("merged"), name("upper2"), name("work2"), name("merged2"), name("rebind")} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	key := filepath.Join(home, ".ssh", "id_ed25519")
+	if err := os.WriteFile(key, []byte("CHAIN-KEY\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{home, filepath.Join(home, ".ssh"), key, filepath.Join(home, "project")} {
+		if err := os.Chown(p, uid, gid); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mount := func(src, point, fstype string, flags uintptr, data string) {
+		if err := syscall.Mount(src, point, fstype, flags, data); err != nil {
+			t.Skipf("mount at %s: %v", point, err)
+		}
+		t.Cleanup(func() { _ = syscall.Unmount(point, syscall.MNT_DETACH) })
+	}
+	mount(home, name("bind"), "", syscall.MS_BIND, "")
+	mount("overlay", name("merged"), "overlay", 0, "lowerdir="+name("bind")+",upperdir="+name("upper")+",workdir="+name("work"))
+	mount("overlay", name("merged2"), "overlay", 0, "lowerdir="+home+",upperdir="+name("upper2")+",workdir="+name("work2"))
+	mount(name("merged2"), name("rebind"), "", syscall.MS_BIND, "")
+	return home, []string{name("bind", ".ssh", "id_ed25519"), name("merged", ".ssh", "id_ed25519"),
+		name("merged2", ".ssh", "id_ed25519"), name("rebind", ".ssh", "id_ed25519")}
+}
+
+// TestAttackHiddenPathBindThenOverlay: a hidden path's other names were
+// looked for one mechanism at a time: binds of its own file system
+// (mountAliasesOf) and overlays with a layer on or in it
+// (overlayAliases), each from the hidden paths as named. A chain of the
+// two was not followed: the home bound elsewhere (a toolbox's or a
+// chroot's /home) and that bind an overlay's lower layer showed ~/.ssh at
+// the overlay's point. An overlay over the home bound elsewhere held
+// (one superblock's inodes at both points). The control reads each name
+// unconfined. Runs as root and, through TestAttack15rUnprivileged, not.
+func TestAttackHiddenPathBindThenOverlay(t *testing.T) {
+	requireSandbox(t)
+	home, names := os.Getenv(chainHomeEnv), strings.Split(os.Getenv(chainNamesEnv), "\n")
+	if home == "" {
+		if os.Geteuid() != 0 {
+			t.Skip("the mounts need root: TestAttack15rUnprivileged makes them and runs this as " + sandboxUser)
+		}
+		home, names = makeChainHome(t, 0, 0)
+	}
+	t.Setenv("HOME", home)
+	ws := filepath.Join(home, "project")
+	cmd := ""
+	for _, n := range names {
+		cmd += "echo " + shellQuote(n) + ": $(cat " + shellQuote(n) + " 2>&1); "
+	}
+	req := agentproc.Request{Command: cmd, WorkDir: ws, Timeout: time.Minute}
+	if ctl := runSandboxed(t, newManager(t, agentproc.WithRedaction(false)), req).Text; strings.Count(ctl, "CHAIN-KEY") != len(names) {
+		t.Fatalf("control without the sandbox: got %q, want the key read at each of its %d names", ctl, len(names))
+	}
+	out := runSandboxed(t, newManager(t, agentproc.WithRedaction(false), agentproc.WithSandbox(agentproc.WorkspaceSandbox(ws))), req).Text
+	for line := range strings.Lines(out) {
+		if strings.Contains(line, "CHAIN-KEY") {
+			t.Errorf("a hidden key was read through a bind and an overlay: got %q, want it refused at every name", strings.TrimSpace(line))
+		}
+	}
 }

@@ -46,7 +46,21 @@ func hiddenMountAliases(hide []string) []string {
 			overlays = append(overlays, mt)
 		}
 	})
-	out := overlayAliases(hide, overlays)
+	out := bindAliases(hide, all, byDev)
+	// An overlay's layer may be a hidden path's other name rather than
+	// the name hidden: the home bound elsewhere (a toolbox's or a
+	// chroot's /home) and that bind an overlay's lower layer showed ~/.ssh
+	// at the overlay's point (fifteenth attack review,
+	// TestAttackHiddenPathBindThenOverlay). The reverse, an overlay's
+	// point bound elsewhere, needs nothing more: both names are one
+	// superblock's inodes, which Landlock's rules hold.
+	return append(out, overlayAliases(slices.Concat(hide, out), overlays)...)
+}
+
+// bindAliases returns the names that the paths in hide have at the other
+// mounts of their file systems (all and byDev, from mountinfo), the
+// mounts inside each included.
+func bindAliases(hide []string, all []procfs.Mount, byDev map[string][]procfs.Mount) []string {
 	// The mounts of the file systems mounted more than once: a path
 	// neither inside nor above any of them has no other name, and costs
 	// no stat.
@@ -57,8 +71,9 @@ func hiddenMountAliases(hide []string) []string {
 		}
 	}
 	if len(shared) == 0 {
-		return out
+		return nil
 	}
+	var out []string
 	for _, h := range hide {
 		if !slices.ContainsFunc(shared, func(mt procfs.Mount) bool { return within(h, mt.Point) || within(mt.Point, h) }) {
 			continue
