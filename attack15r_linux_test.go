@@ -190,7 +190,8 @@ func TestAttack15rUnprivileged(t *testing.T) {
 // .ssh/id_ed25519, uid's and gid's, and shows it at other names through
 // chains of a bind and an overlay: the home bound at dir/bind and that
 // bind an overlay's lower layer at dir/merged; an overlay of the home at
-// dir/merged2 and that point bound at dir/rebind. It returns the home and
+// dir/merged2, that point bound at dir/rebind, and the bind another
+// overlay's lower layer at dir/merged3. It returns the home and
 // the key's names; Cleanup unmounts them.
 func makeChainHome(t *testing.T, uid, gid int) (home string, names []string) {
 	t.Helper()
@@ -205,7 +206,7 @@ func makeChainHome(t *testing.T, uid, gid int) (home string, names []string) {
 	name := func(s ...string) string { return filepath.Join(append([]string{dir}, s...)...) }
 	home = name("home")
 	for _, d := range []string{filepath.Join(home, ".ssh"), filepath.Join(home, "project"), name("bind"), name("upper"), name("work"),
-		name("merged"), name("upper2"), name("work2"), name("merged2"), name("rebind")} {
+		name("merged"), name("upper2"), name("work2"), name("merged2"), name("rebind"), name("upper3"), name("work3"), name("merged3")} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			t.Fatal(err)
 		}
@@ -229,8 +230,9 @@ func makeChainHome(t *testing.T, uid, gid int) (home string, names []string) {
 	mount("overlay", name("merged"), "overlay", 0, "lowerdir="+name("bind")+",upperdir="+name("upper")+",workdir="+name("work"))
 	mount("overlay", name("merged2"), "overlay", 0, "lowerdir="+home+",upperdir="+name("upper2")+",workdir="+name("work2"))
 	mount(name("merged2"), name("rebind"), "", syscall.MS_BIND, "")
+	mount("overlay", name("merged3"), "overlay", 0, "lowerdir="+name("rebind")+",upperdir="+name("upper3")+",workdir="+name("work3"))
 	return home, []string{name("bind", ".ssh", "id_ed25519"), name("merged", ".ssh", "id_ed25519"),
-		name("merged2", ".ssh", "id_ed25519"), name("rebind", ".ssh", "id_ed25519")}
+		name("merged2", ".ssh", "id_ed25519"), name("rebind", ".ssh", "id_ed25519"), name("merged3", ".ssh", "id_ed25519")}
 }
 
 // TestAttackHiddenPathBindThenOverlay: a hidden path's other names were
@@ -239,7 +241,8 @@ func makeChainHome(t *testing.T, uid, gid int) (home string, names []string) {
 // (overlayAliases), each from the hidden paths as named. A chain of the
 // two was not followed: the home bound elsewhere (a toolbox's or a
 // chroot's /home) and that bind an overlay's lower layer showed ~/.ssh at
-// the overlay's point. An overlay over the home bound elsewhere held
+// the overlay's point; so did an overlay of the home, bound elsewhere and
+// the bind another overlay's layer. The bind of an overlay itself held
 // (one superblock's inodes at both points). The control reads each name
 // unconfined. Runs as root and, through TestAttack15rUnprivileged, not.
 func TestAttackHiddenPathBindThenOverlay(t *testing.T) {
