@@ -45,7 +45,9 @@ func requireHiddenFromRoot(t *testing.T, ws string, secrets map[string]string) {
 // case (ssh's keywords are case-insensitive: sshfs's identityfile=),
 // gocryptfs's passfile=, mount.ceph's secretfile=, eCryptfs's
 // passphrase_passwd_file= inside key=, and rclone's config= (its remotes'
-// tokens). Each is root's 0600, which a root tree owns and read.
+// tokens). Each is root's 0600, which a root tree owns and read. A name
+// through a link held already (the target read by its own name is
+// refused).
 func TestAttackFstabCredentialForms(t *testing.T) {
 	requireRootSandbox(t)
 	ws, dir := t.TempDir(), t.TempDir()
@@ -59,9 +61,18 @@ func TestAttackFstabCredentialForms(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// A name through a link (held before: a hidden path is resolved).
+	secrets[name("linked-target")] = "password=FSTAB-LINKED-SECRET\n"
+	if err := os.WriteFile(name("linked-target"), []byte(secrets[name("linked-target")]), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(name("linked-target"), name("creds-link")); err != nil {
+		t.Fatal(err)
+	}
 	esc := strings.ReplaceAll(name("smb creds"), " ", `\040`)
 	table := "UUID=0a1b / ext4 errors=remount-ro 0 1\n" +
 		"//nas/share /mnt/nas cifs credentials=" + esc + ",uid=1000 0 0\n" +
+		"//nas/linked /mnt/linked cifs credentials=" + name("creds-link") + " 0 0\n" +
 		"svc@host:/srv /mnt/srv fuse.sshfs identityfile=" + name("id_lower") + ",allow_other 0 0\n" +
 		"/srv/cipher /srv/plain fuse./usr/bin/gocryptfs nofail,allow_other,passfile=" + name("gocryptfs.pass") + " 0 0\n" +
 		"mon1:6789:/ /mnt/ceph ceph name=admin,secretfile=" + name("ceph.secret") + ",_netdev 0 0\n" +
