@@ -9,3 +9,11 @@ func SetCrypttabPath(t *testing.T, p string) {
 	crypttabPath = p
 	t.Cleanup(func() { crypttabPath = old })
 }
+
+// SetMountTableGlobs has WorkspaceSandbox read the mount units that units
+// matches and the autofs maps that maps matches until t ends.
+func SetMountTableGlobs(t *testing.T, units, maps string) {
+	oldUnits, oldMaps := mountUnitGlob, autofsMapGlob
+	mountUnitGlob, autofsMapGlob = units, maps
+	t.Cleanup(func() { mountUnitGlob, autofsMapGlob = oldUnits, oldMaps })
+}

@@ -282,3 +282,32 @@ func TestAttackHiddenPathBindThenOverlay(t *testing.T) {
 		}
 	}
 }
+
+// TestAttackMountUnitAndAutofsCredentials: the other tables that name a
+// mount's credentials file as fstab does: systemd's .mount units
+// (Options=credentials=...) and autofs maps (-fstype=cifs,credentials=...).
+// Root's 0600, which a root tree owns and read.
+func TestAttackMountUnitAndAutofsCredentials(t *testing.T) {
+	requireRootSandbox(t)
+	ws, dir := t.TempDir(), t.TempDir()
+	name := func(s string) string { return filepath.Join(dir, s) }
+	secrets := map[string]string{name("unit-creds"): "password=UNIT-CIFS-SECRET\n", name("unit-s3fs"): "bucket:UNIT-S3FS-SECRET\n",
+		name("autofs-creds"): "password=AUTOFS-CIFS-SECRET\n"}
+	for p, s := range secrets {
+		if err := os.WriteFile(p, []byte(s), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for p, s := range map[string]string{
+		name("mnt-nas.mount"): "[Unit]\nDescription=NAS\n\n[Mount]\nWhat=//nas/share\nWhere=/mnt/nas\nType=cifs\nOptions=uid=1000,credentials=" + name("unit-creds") + "\n",
+		name("mnt-s3.mount"):  "[Mount]\nWhat=bucket\nWhere=/mnt/s3\nType=fuse.s3fs\nOptions = _netdev,passwd_file=" + name("unit-s3fs") + "\n",
+		name("auto.master"):   "/mnt/smb " + name("auto.smb") + " --timeout=60\n",
+		name("auto.smb"):      "# key options location\nshare -fstype=cifs,rw,credentials=" + name("autofs-creds") + " ://nas/share\n",
+	} {
+		if err := os.WriteFile(p, []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	agentproc.SetMountTableGlobs(t, name("*.mount"), name("auto.*"))
+	requireHiddenFromRoot(t, ws, secrets)
+}

@@ -573,6 +573,15 @@ var fstabPath = "/etc/fstab"
 // own.
 var crypttabPath = "/etc/crypttab"
 
+// mountUnitGlob and autofsMapGlob match the other tables that name a
+// mount's credentials file: systemd's mount units and autofs's maps.
+// Variables only so that TestAttackMountUnitAndAutofsCredentials reads
+// its own.
+var (
+	mountUnitGlob = "/etc/systemd/system/*.mount"
+	autofsMapGlob = "/etc/auto.*"
+)
+
 // fstabCredentialOptions are the mount options whose value names a file
 // of secrets: mount.cifs's credentials file (and its short form), s3fs's
 // password file, sshfs's ssh key, gocryptfs's password file, mount.ceph's
@@ -599,15 +608,63 @@ var fstabCredentialOptions = []string{"credentials=", "cred=", "passwd_file=", "
 func fstabCredentialFiles() []string {
 	var out []string
 	for _, fields := range tableRows(fstabPath, 4) {
-		for opt := range strings.SplitSeq(procfs.Unescape(fields[3]), ",") {
-			for part := range strings.SplitSeq(opt, ":") {
-				for _, key := range fstabCredentialOptions {
-					if key == "config=" && !strings.Contains(fields[2], "rclone") {
-						continue // another file system's config= need not be a secret
-					}
-					if len(part) > len(key) && strings.EqualFold(part[:len(key)], key) && filepath.IsAbs(part[len(key):]) {
-						out = append(out, filepath.Clean(part[len(key):]))
-					}
+		out = append(out, credentialOptionFiles(procfs.Unescape(fields[3]), fields[2])...)
+	}
+	return append(out, otherMountTableCredentialFiles()...)
+}
+
+// otherMountTableCredentialFiles returns the credentials files that
+// systemd's mount units (Options=, with Type=) and autofs's maps (a
+// field -OPTIONS, with fstype= among them) name, as fstabCredentialFiles
+// takes fstab's (fifteenth attack review,
+// TestAttackMountUnitAndAutofsCredentials). A few small files read per
+// WorkspaceSandbox call where they exist; a glob of each place where not.
+func otherMountTableCredentialFiles() []string {
+	var out []string
+	units, _ := filepath.Glob(mountUnitGlob) // the pattern is this file's
+	for _, unit := range units {
+		var fstype string
+		var opts []string
+		for _, fields := range tableRows(unit, 1) {
+			key, val, ok := strings.Cut(strings.Join(fields, " "), "=")
+			switch key = strings.TrimSpace(key); {
+			case !ok:
+			case key == "Type":
+				fstype = strings.TrimSpace(val)
+			case key == "Options":
+				opts = append(opts, strings.TrimSpace(val))
+			}
+		}
+		for _, o := range opts {
+			out = append(out, credentialOptionFiles(o, fstype)...)
+		}
+	}
+	maps, _ := filepath.Glob(autofsMapGlob) // the pattern is this file's
+	for _, m := range maps {
+		for _, fields := range tableRows(m, 2) {
+			for _, f := range fields {
+				if o, ok := strings.CutPrefix(f, "-"); ok {
+					out = append(out, credentialOptionFiles(o, o)...) // o holds fstype= where it is set
+				}
+			}
+		}
+	}
+	return out
+}
+
+// credentialOptionFiles returns the absolute files that the mount options
+// opts (comma-separated, escapes undone) name as credentials
+// (fstabCredentialOptions); fstype says whether config= is rclone's.
+func credentialOptionFiles(opts, fstype string) []string {
+	var out []string
+	for opt := range strings.SplitSeq(opts, ",") {
+		for part := range strings.SplitSeq(opt, ":") {
+			for _, key := range fstabCredentialOptions {
+				if key == "config=" && !strings.Contains(fstype, "rclone") {
+					continue // another file system's config= need not be a secret
+				}
+				if len(part) > len(key) && strings.EqualFold(part[:len(key)], key) && filepath.IsAbs(part[len(key):]) {
+					out = append(out, filepath.Clean(part[len(key):]))
 				}
 			}
 		}
