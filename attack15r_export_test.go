@@ -17,3 +17,11 @@ func SetMountTableGlobs(t *testing.T, units, maps string) {
 	mountUnitGlob, autofsMapGlob = units, maps
 	t.Cleanup(func() { mountUnitGlob, autofsMapGlob = oldUnits, oldMaps })
 }
+
+// SetNixConfPath has WorkspaceSandbox read p as the Nix daemon's
+// configuration until t ends.
+func SetNixConfPath(t *testing.T, p string) {
+	old := nixConfPath
+	nixConfPath = p
+	t.Cleanup(func() { nixConfPath = old })
+}

@@ -311,3 +311,29 @@ func TestAttackMountUnitAndAutofsCredentials(t *testing.T) {
 	agentproc.SetMountTableGlobs(t, name("*.mount"), name("auto.*"))
 	requireHiddenFromRoot(t, ws, secrets)
 }
+
+// TestAttackNixConfSecretFiles: the Nix daemon's configuration names its
+// binary cache's signing keys (secret-key-files, a list) and its netrc
+// (netrc-file) at the administrator's choice of place. A signing key
+// signs store paths that every host trusting the cache substitutes and
+// runs. Root's 0600, which a root tree owns and read.
+func TestAttackNixConfSecretFiles(t *testing.T) {
+	requireRootSandbox(t)
+	ws, dir := t.TempDir(), t.TempDir()
+	name := func(s string) string { return filepath.Join(dir, s) }
+	secrets := map[string]string{name("cache-priv-key.pem"): "cache.example.org-1:NIX-SIGNING-KEY\n",
+		name("old-key.sec"): "cache.example.org-0:NIX-OLD-SIGNING-KEY\n", name("netrc"): "machine cache password NIX-NETRC-SECRET\n"}
+	for p, s := range secrets {
+		if err := os.WriteFile(p, []byte(s), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	conf := "# nix.conf\nexperimental-features = nix-command flakes\n" +
+		"secret-key-files = " + name("cache-priv-key.pem") + " " + name("old-key.sec") + "\n" +
+		"netrc-file=" + name("netrc") + "\n"
+	if err := os.WriteFile(name("nix.conf"), []byte(conf), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	agentproc.SetNixConfPath(t, name("nix.conf"))
+	requireHiddenFromRoot(t, ws, secrets)
+}

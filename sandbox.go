@@ -573,6 +573,11 @@ var fstabPath = "/etc/fstab"
 // own.
 var crypttabPath = "/etc/crypttab"
 
+// nixConfPath is the Nix daemon's configuration nixConfSecretFiles
+// reads. A variable only so that TestAttackNixConfSecretFiles reads one
+// of its own.
+var nixConfPath = "/etc/nix/nix.conf"
+
 // mountUnitGlob and autofsMapGlob match the other tables that name a
 // mount's credentials file: systemd's mount units and autofs's maps.
 // Variables only so that TestAttackMountUnitAndAutofsCredentials reads
@@ -672,6 +677,31 @@ func credentialOptionFiles(opts, fstype string) []string {
 	return out
 }
 
+// nixConfSecretFiles returns the files that the Nix daemon's
+// configuration names as its binary cache's signing keys
+// (secret-key-files, a list) and its netrc (netrc-file): a signing key
+// signs store paths that every host trusting the cache substitutes and
+// runs; root's 0600 at the administrator's choice of place, which a root
+// tree owns and read (fifteenth attack review,
+// TestAttackNixConfSecretFiles). /etc/nix/netrc, the default, is in
+// systemSecretPaths. The configuration itself stays readable, as fstab
+// does (on NixOS it is a store path, everyone's to read).
+func nixConfSecretFiles() []string {
+	var out []string
+	for _, fields := range tableRows(nixConfPath, 1) {
+		key, val, ok := strings.Cut(strings.Join(fields, " "), "=")
+		if key = strings.TrimSpace(key); !ok || (key != "secret-key-files" && key != "netrc-file") {
+			continue
+		}
+		for _, f := range strings.Fields(val) {
+			if filepath.IsAbs(f) {
+				out = append(out, filepath.Clean(f))
+			}
+		}
+	}
+	return out
+}
+
 // crypttabKeyFiles returns the key files that the table of encrypted
 // block devices names: each volume's third field where it is an absolute
 // file outside /dev (not none, -, /dev/urandom for swap, or a key on
@@ -751,6 +781,7 @@ func WorkspaceSandbox(dir string) *Sandbox {
 	}
 	sb.Hide = append(sb.Hide, fstabCredentialFiles()...)
 	sb.Hide = append(sb.Hide, crypttabKeyFiles()...)
+	sb.Hide = append(sb.Hide, nixConfSecretFiles()...)
 	for _, p := range systemSecretPaths {
 		if !filepath.IsAbs(p) { // not on Windows
 			continue
