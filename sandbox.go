@@ -12,6 +12,7 @@ import (
 	"golang.org/x/xerrors"
 
 	"github.com/agentproc/agentproc/internal/egress"
+	"github.com/agentproc/agentproc/internal/procfs"
 )
 
 // Sandbox is what a confined tree may reach: which files it may read and
@@ -441,6 +442,16 @@ var systemSecretPaths = []string{"/etc/shadow", "/etc/gshadow", "/etc/sudoers", 
 	"/etc/libvirt/secrets", "/etc/cups/printers.conf", "/etc/cups/ssl",
 	"/etc/ldap.secret", "/etc/libnss-ldap.secret", "/etc/pam_ldap.secret",
 	"/etc/davfs2/secrets", "/etc/rsyncd.secrets", "/etc/pve/priv",
+	// Disks' key files where systemd-cryptsetup looks for a volume's key
+	// that /etc/crypttab does not name (crypttabKeyFiles reads the named
+	// ones); MicroK8s's credentials (an admin kubeconfig, the token list)
+	// and certificates' keys (the cluster CA's), k0s's state (its PKI,
+	// admin kubeconfig, etcd and containerd), Guix's store signing key
+	// (substitutes other hosts trust), and the Nix daemon's netrc (a
+	// binary cache's password) (fifteenth attack review,
+	// TestAttackDiskKeyFiles, TestAttackRootClusterSecrets).
+	"/etc/cryptsetup-keys.d", "/run/cryptsetup-keys.d", "/var/snap/microk8s/current/credentials",
+	"/var/snap/microk8s/current/certs", "/var/lib/k0s", "/etc/guix/signing-key.sec", "/etc/nix/netrc",
 }
 
 // windowsHomesGlob matches the Windows users' home directories that WSL
@@ -557,10 +568,35 @@ func ccachePath(name string) string {
 // own.
 var fstabPath = "/etc/fstab"
 
+// crypttabPath is the table of encrypted block devices crypttabKeyFiles
+// reads. A variable only so that TestAttackDiskKeyFiles reads one of its
+// own.
+var crypttabPath = "/etc/crypttab"
+
+// nixConfPath is the Nix daemon's configuration nixConfSecretFiles
+// reads. A variable only so that TestAttackNixConfSecretFiles reads one
+// of its own.
+var nixConfPath = "/etc/nix/nix.conf"
+
+// mountUnitGlob and autofsMapGlob match the other tables that name a
+// mount's credentials file: systemd's mount units and autofs's maps.
+// Variables only so that TestAttackMountUnitAndAutofsCredentials reads
+// its own.
+var (
+	mountUnitGlob = "/etc/systemd/system/*.mount"
+	autofsMapGlob = "/etc/auto.*"
+)
+
 // fstabCredentialOptions are the mount options whose value names a file
 // of secrets: mount.cifs's credentials file (and its short form), s3fs's
-// password file, sshfs's ssh key.
-var fstabCredentialOptions = []string{"credentials=", "cred=", "passwd_file=", "IdentityFile="}
+// password file, sshfs's ssh key, gocryptfs's password file, mount.ceph's
+// secret, eCryptfs's passphrase file (inside key=passphrase:...), and
+// rclone's configuration (its remotes' tokens; rclone's fstab helper
+// passes config= to `rclone mount`). Compared without regard to case: ssh's
+// keywords are case-insensitive, so sshfs takes identityfile= as well
+// (fifteenth attack review, TestAttackFstabCredentialForms).
+var fstabCredentialOptions = []string{"credentials=", "cred=", "passwd_file=", "IdentityFile=", "passfile=",
+	"secretfile=", "passphrase_passwd_file=", "config="}
 
 // fstabCredentialFiles returns the files that the file system table names
 // as a mount's credentials, where the name is absolute: mount.cifs's
@@ -569,25 +605,145 @@ var fstabCredentialOptions = []string{"credentials=", "cred=", "passwd_file=", "
 // (/root/.smbcredentials, /etc/cifs-creds), which a root tree owns and
 // read (fourteenth attack review, TestAttackFstabCredentialsFile). The
 // table itself is everyone's to read (a password put inline in it is not
-// the sandbox's to keep). A name with an escape (\040) is read as written.
+// the sandbox's to keep). The options field is read as mount reads it: its
+// octal escapes (\040 for a space) undone, each option, and each
+// colon-separated part of one (eCryptfs's key=passphrase:NAME=FILE),
+// matched without regard to case. Hiding a file that merely looks like
+// one costs nothing but its reading.
 func fstabCredentialFiles() []string {
-	data, err := os.ReadFile(fstabPath)
-	if err != nil {
-		return nil
-	}
 	var out []string
-	for line := range strings.Lines(string(data)) {
-		fields := strings.Fields(line)
-		if len(fields) < 4 || strings.HasPrefix(fields[0], "#") {
-			continue
+	for _, fields := range tableRows(fstabPath, 4) {
+		out = append(out, credentialOptionFiles(procfs.Unescape(fields[3]), fields[2])...)
+	}
+	return append(out, otherMountTableCredentialFiles()...)
+}
+
+// otherMountTableCredentialFiles returns the credentials files that
+// systemd's mount units (Options=, with Type=) and autofs's maps (a
+// field -OPTIONS, with fstype= among them) name, as fstabCredentialFiles
+// takes fstab's (fifteenth attack review,
+// TestAttackMountUnitAndAutofsCredentials). A few small files read per
+// WorkspaceSandbox call where they exist; a glob of each place where not.
+func otherMountTableCredentialFiles() []string {
+	var out []string
+	units, _ := filepath.Glob(mountUnitGlob) // the pattern is this file's
+	for _, unit := range units {
+		var fstype string
+		var opts []string
+		for _, fields := range tableRows(unit, 1) {
+			key, val, ok := strings.Cut(strings.Join(fields, " "), "=")
+			switch key = strings.TrimSpace(key); {
+			case !ok:
+			case key == "Type":
+				fstype = strings.TrimSpace(val)
+			case key == "Options":
+				opts = append(opts, strings.TrimSpace(val))
+			}
 		}
-		for opt := range strings.SplitSeq(fields[3], ",") {
-			for _, key := range fstabCredentialOptions {
-				if v, ok := strings.CutPrefix(opt, key); ok && filepath.IsAbs(v) {
-					out = append(out, filepath.Clean(v))
+		for _, o := range opts {
+			out = append(out, credentialOptionFiles(o, fstype)...)
+		}
+	}
+	maps, _ := filepath.Glob(autofsMapGlob) // the pattern is this file's
+	for _, m := range maps {
+		for _, fields := range tableRows(m, 2) {
+			for _, f := range fields {
+				if o, ok := strings.CutPrefix(f, "-"); ok {
+					out = append(out, credentialOptionFiles(o, o)...) // o holds fstype= where it is set
 				}
 			}
 		}
+	}
+	return out
+}
+
+// credentialOptionFiles returns the absolute files that the mount options
+// opts (comma-separated, escapes undone) name as credentials
+// (fstabCredentialOptions); fstype says whether config= is rclone's.
+func credentialOptionFiles(opts, fstype string) []string {
+	var out []string
+	for opt := range strings.SplitSeq(opts, ",") {
+		for part := range strings.SplitSeq(opt, ":") {
+			for _, key := range fstabCredentialOptions {
+				if key == "config=" && !strings.Contains(fstype, "rclone") {
+					continue // another file system's config= need not be a secret
+				}
+				if len(part) > len(key) && strings.EqualFold(part[:len(key)], key) && filepath.IsAbs(part[len(key):]) {
+					out = append(out, filepath.Clean(part[len(key):]))
+				}
+			}
+		}
+	}
+	return out
+}
+
+// nixConfSecretFiles returns the files that the Nix daemon's
+// configuration names as its binary cache's signing keys
+// (secret-key-files, a list) and its netrc (netrc-file): a signing key
+// signs store paths that every host trusting the cache substitutes and
+// runs; root's 0600 at the administrator's choice of place, which a root
+// tree owns and read (fifteenth attack review,
+// TestAttackNixConfSecretFiles). /etc/nix/netrc, the default, is in
+// systemSecretPaths. The configuration itself stays readable, as fstab
+// does (on NixOS it is a store path, everyone's to read).
+func nixConfSecretFiles() []string {
+	var out []string
+	for _, fields := range tableRows(nixConfPath, 1) {
+		key, val, ok := strings.Cut(strings.Join(fields, " "), "=")
+		if key = strings.TrimSpace(key); !ok || (key != "secret-key-files" && key != "netrc-file") {
+			continue
+		}
+		for _, f := range strings.Fields(val) {
+			if filepath.IsAbs(f) {
+				out = append(out, filepath.Clean(f))
+			}
+		}
+	}
+	return out
+}
+
+// crypttabKeyFiles returns the key files that the table of encrypted
+// block devices names: each volume's third field where it is an absolute
+// file outside /dev (not none, -, /dev/urandom for swap, or a key on
+// another device, NAME:DEVICE), and TrueCrypt's tcrypt-keyfile= options.
+// Each is a disk's key, root's 0400 or 0600, at a place of the
+// administrator's choosing (/root/keyfile, /etc/luks-keys), which a root
+// tree owns and read (fifteenth attack review, TestAttackDiskKeyFiles).
+// systemd-cryptsetup's default places, /etc/cryptsetup-keys.d and
+// /run/cryptsetup-keys.d, are in systemSecretPaths.
+func crypttabKeyFiles() []string {
+	var out []string
+	for _, fields := range tableRows(crypttabPath, 3) {
+		if key := procfs.Unescape(fields[2]); filepath.IsAbs(key) && !strings.Contains(key, ":") && !within(filepath.Clean(key), "/dev") {
+			out = append(out, filepath.Clean(key))
+		}
+		if len(fields) < 4 {
+			continue
+		}
+		for opt := range strings.SplitSeq(procfs.Unescape(fields[3]), ",") {
+			if v, ok := strings.CutPrefix(opt, "tcrypt-keyfile="); ok && filepath.IsAbs(v) {
+				out = append(out, filepath.Clean(v))
+			}
+		}
+	}
+	return out
+}
+
+// tableRows returns the rows of the table at path (fstab's and crypttab's
+// form: whitespace-separated fields, # comments) with at least min
+// fields; none where it cannot be read.
+func tableRows(path string, min int) [][]string {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil
+	}
+	var out [][]string
+	for line := range strings.Lines(string(data)) {
+		fields := strings.Fields(line)
+		if len(fields) < min || strings.HasPrefix(fields[0], "#") {
+			continue
+		}
+		out = append(out, fields)
 	}
 	return out
 }
@@ -624,6 +780,8 @@ func WorkspaceSandbox(dir string) *Sandbox {
 		sb.Hide = append(sb.Hide, filepath.Join(rt, "containers", "auth.json"))
 	}
 	sb.Hide = append(sb.Hide, fstabCredentialFiles()...)
+	sb.Hide = append(sb.Hide, crypttabKeyFiles()...)
+	sb.Hide = append(sb.Hide, nixConfSecretFiles()...)
 	for _, p := range systemSecretPaths {
 		if !filepath.IsAbs(p) { // not on Windows
 			continue

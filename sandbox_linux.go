@@ -1212,6 +1212,13 @@ func hostDoors() []string {
 		// 0600, which reads and changes every user's mail for a root peer.
 		"/nix/var/nix/daemon-socket", "/run/salt", "/var/run/salt",
 		"/run/control.unit.sock", "/var/run/control.unit.sock", "/run/dovecot", "/var/run/dovecot",
+		// More of the same (fifteenth attack review,
+		// TestAttackRootRunnerDoors15): the Guix daemon, the Nix daemon's
+		// sibling (a fixed-output derivation's builder reaches the
+		// network); k0s's and MicroK8s's containerd (a privileged
+		// container with the host's disk); supervisord's socket where its
+		// sample configuration puts it.
+		"/var/guix/daemon-socket", "/run/k0s", "/var/snap/microk8s/common/run", "/tmp/supervisor.sock",
 	}
 	if m, err := filepath.Glob("/run/systemd/io.systemd.*"); err == nil {
 		cands = append(cands, m...)

@@ -309,6 +309,11 @@ func ParseMountinfo(data []byte, fn func(Mount)) {
 	}
 }
 
+// Unescape undoes the octal escapes (\040 for a space) that mountinfo
+// uses in paths, and that /etc/fstab and /etc/crypttab use the same way
+// (fstab(5); getmntent undoes them).
+func Unescape(s string) string { return unescapeMountinfo(s) }
+
 // unescapeMountinfo undoes the octal escapes (\040 for a space) that
 // mountinfo uses in paths.
 func unescapeMountinfo(s string) string {
