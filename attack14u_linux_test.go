@@ -98,16 +98,16 @@ func TestAttackPatternCostsHostCPUThroughTool(t *testing.T) {
 	if id == "" {
 		t.Fatalf("no process ID in %q", out)
 	}
-	wait := func(pattern string) (string, error, time.Duration) {
+	wait := func(pattern string) (string, time.Duration, error) {
 		args, _ := json.Marshal(map[string]any{"process_id": id, "pattern": pattern, "timeout": 5})
 		start := time.Now()
 		out, err := tb.Dispatch(ctx, "process_wait", args, nil)
-		return out, err, time.Since(start)
+		return out, time.Since(start), err
 	}
-	if out, err, _ := wait(`^z+x$`); err != nil || !strings.Contains(out, "zx") {
+	if out, _, err := wait(`^z+x$`); err != nil || !strings.Contains(out, "zx") {
 		t.Fatalf("control: process_wait for ^z+x$: got %v (%q), want the line found", err, out)
 	}
-	out, err, took := wait(costlyPattern(2000))
+	out, took, err := wait(costlyPattern(2000))
 	if err == nil || !strings.Contains(err.Error(), "too large") || took > 2*time.Second {
 		t.Fatalf("process_wait with a 26 KB pattern: got %v (%.200q) after %v, want it refused as too large at once", err, out, took)
 	}
