@@ -60,6 +60,10 @@ type Manager struct {
 	// started is the set of the secrets of every request m has started,
 	// which every stream of m redacts too (redact.go).
 	started startedSecrets
+	// owned is, per owner, the set of the secret-looking Env values of
+	// the requests that owner has started, which the owner's streams
+	// redact (redact_owner.go).
+	owned ownerSecrets
 }
 
 // exitRecord is one entry of Manager.exitOrder.
@@ -199,6 +203,7 @@ func (m *Manager) Shutdown(ctx context.Context) error {
 		// supervised; waiting on wg covers them too.
 		m.wg.Wait()
 		m.started.wait() // no Start runs: no merge starts after this
+		m.owned.wait()
 		// Every supervisor has published its exit by now. The clean-up is
 		// done here, not after the select, so that a Shutdown whose ctx
 		// ended still finishes it once the killed processes are gone.
@@ -341,7 +346,19 @@ func (m *Manager) startAttach(ctx context.Context, req Request, owner string) (*
 	m.wg.Add(1)
 	m.mu.Unlock()
 
-	p, run, err := m.spawn(req, owner, command, dir, seq, warnings)
+	// Before the process exists, as registerSecrets; refused past the
+	// owner's bound, after the slot is taken, so that the one undo below
+	// gives it back.
+	release, err := m.holdOwnerSecrets(req, owner)
+	var p *Process
+	var run func()
+	if err == nil {
+		if p, run, err = m.spawn(req, owner, command, dir, seq, warnings); err != nil {
+			release()
+		} else {
+			p.releaseSecrets = release
+		}
+	}
 	if err != nil {
 		m.mu.Lock()
 		m.running--
@@ -371,6 +388,9 @@ func (m *Manager) startAttach(ctx context.Context, req Request, owner string) (*
 // registerExit is called once by each process's supervisor, with its exit time,
 // just before the exit is published in Info.
 func (m *Manager) registerExit(p *Process, at time.Time) {
+	if p.releaseSecrets != nil {
+		p.releaseSecrets() // the owner's set may let its Env secrets go now
+	}
 	m.mu.Lock()
 	m.running--
 	m.exitOrder = append(m.exitOrder, exitRecord{p, at})

@@ -208,6 +208,10 @@ type Process struct {
 	id    string
 	owner string
 	seq   uint64 // start order, for List
+	// releaseSecrets lets the owner's set of started Env secrets go of
+	// this process's (holdOwnerSecrets) at its exit; nil when it holds
+	// none (recovered).
+	releaseSecrets func()
 
 	// What callers read and write; each synchronises itself.
 	buf    *outputBuffer
@@ -423,7 +427,7 @@ func (m *Manager) newProcess(req Request, id, owner, command, dir string, seq ui
 		state: handleState{info: Info{
 			ID:         id,
 			Command:    command,
-			WorkDir:    m.shownWorkDir(req, dir),
+			WorkDir:    m.shownWorkDir(req, owner, dir),
 			Owner:      owner,
 			Background: req.Background,
 			Warnings:   warnings,

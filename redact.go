@@ -228,12 +228,13 @@ func secretAcceptable(name, value string) bool {
 func hostSecrets() []secretEntry { return envSecrets(os.Environ()) }
 
 // requestSecrets is what one Request adds to the Manager's set: its
-// Secrets, and, unless they are off, the secret-looking values of its Env
-// and of its sandbox's Env.Set (set is the Sandbox the request runs under's,
-// nil without one): both reach the tree's environment, where `env` prints
-// them (fifth attack review: Env.Set's were not redacted).
+// Secrets, and, unless they are off, the secret-looking values of its
+// sandbox's Env.Set (set is the Sandbox the request runs under's, nil
+// without one), which reach the tree's environment, where `env` prints
+// them (fifth attack review: Env.Set's were not redacted). Those of its
+// Env, which reach it too, go to its owner's set (envOwnerSecrets).
 func requestSecrets(req Request, set map[string]string, envDefaults bool) []secretEntry {
-	if len(req.Secrets) == 0 && (!envDefaults || len(req.Env) == 0 && len(set) == 0) {
+	if len(req.Secrets) == 0 && (!envDefaults || len(set) == 0) {
 		return nil
 	}
 	var out []secretEntry
@@ -241,10 +242,8 @@ func requestSecrets(req Request, set map[string]string, envDefaults bool) []secr
 		out = append(out, secretEntry{k, req.Secrets[k]})
 	}
 	if envDefaults {
-		for _, env := range []map[string]string{set, req.Env} {
-			for _, k := range slices.Sorted(maps.Keys(env)) {
-				out = appendEnvSecret(out, k, env[k])
-			}
+		for _, k := range slices.Sorted(maps.Keys(set)) {
+			out = appendEnvSecret(out, k, set[k])
 		}
 	}
 	return out
@@ -703,11 +702,26 @@ func (s *redactSet) pendingFrom(data []byte, from int, prev []byte) int {
 // counted in count. For a Manager's process the fixed set is the
 // Manager's (host and WithSecrets) and live is startedSecrets.sets: the
 // secrets of every request the Manager has started, its own included.
-// A detached process's runner has one fixed set and no live one.
+// owner, when set, is read as live is, after it: for a Manager's
+// process, the set of its owner's started requests' Env secrets
+// (ownerSecrets). A detached process's runner has one fixed set and no
+// live one.
 type redaction struct {
 	sets  [2]*redactSet
 	live  *atomic.Pointer[liveSets]
+	owner *atomic.Pointer[liveSets]
 	count *atomic.Int64
+}
+
+// lives returns rd's live pointers that are set, live first.
+func (rd redaction) lives() []*atomic.Pointer[liveSets] {
+	var out []*atomic.Pointer[liveSets]
+	for _, l := range []*atomic.Pointer[liveSets]{rd.live, rd.owner} {
+		if l != nil {
+			out = append(out, l)
+		}
+	}
+	return out
 }
 
 // liveSets is what startedSecrets holds at one time, in two sets so that
@@ -740,6 +754,15 @@ type startedSecrets struct {
 	// mergeHook, when set (tests, before the first register), is called
 	// by each merge before it builds its set.
 	mergeHook func()
+	// An owner's set (ownerSecrets) is bounded and lets entries go
+	// (hold): bytes is the entries' value bytes, holds how many running
+	// processes carry each, used when each was last held (a count of
+	// holds, useSeq), gen how many times entries were let go.
+	bytes  int
+	holds  map[secretEntry]int
+	used   map[secretEntry]uint64
+	useSeq uint64
+	gen    uint64
 }
 
 // register adds entries to the sets before the process that holds them
@@ -761,6 +784,12 @@ func (ss *startedSecrets) register(entries []secretEntry) {
 	}
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
+	ss.addLocked(entries)
+}
+
+// addLocked adds the entries not yet known and stores a new recent set
+// when there were any.
+func (ss *startedSecrets) addLocked(entries []secretEntry) {
 	added := false
 	for _, e := range entries {
 		if ss.known[e] {
@@ -771,6 +800,7 @@ func (ss *startedSecrets) register(entries []secretEntry) {
 		}
 		ss.known[e] = true
 		ss.entries = append(ss.entries, e)
+		ss.bytes += len(e.value)
 		added = true
 	}
 	if !added {
@@ -799,8 +829,8 @@ func (ss *startedSecrets) startMergeLocked() {
 	// entries only grows by append: its first n elements are never
 	// written again, so the merge reads them without mu.
 	n := len(ss.entries)
-	upto := ss.entries[:n:n]
-	ss.merges.Go(func() { ss.merge(upto) })
+	upto, gen := ss.entries[:n:n], ss.gen
+	ss.merges.Go(func() { ss.merge(upto, gen) })
 }
 
 // merge builds a base set of entries, the first len(entries) registered,
@@ -812,13 +842,22 @@ func (ss *startedSecrets) startMergeLocked() {
 // registration rebuilds the recent set of the entries not in this base;
 // until then a stream matches those twice, which is harmless. Building a
 // recent set here would cost every Start waiting on mu meanwhile.
-func (ss *startedSecrets) merge(entries []secretEntry) {
+//
+// gen is ss.gen when the merge started: when an owner's set let entries
+// go meanwhile (letGoLocked), entries holds some of them and the set
+// stored then holds every entry left, so the merge stores nothing.
+func (ss *startedSecrets) merge(entries []secretEntry, gen uint64) {
 	if ss.mergeHook != nil {
 		ss.mergeHook()
 	}
 	base := newRedactSet(slices.Clone(entries))
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
+	if ss.gen != gen {
+		ss.merging = false
+		ss.startMergeLocked()
+		return
+	}
 	recent := ss.sets.Load().recent
 	if len(ss.entries) == len(entries) {
 		recent = nil // all in the base: a stream runs one set's stages
@@ -857,10 +896,12 @@ func (m *Manager) redactionFor(p *Process, req Request, env []string) redaction 
 		return redaction{}
 	}
 	// req's own secrets were registered before its process existed
-	// (registerSecrets); a recovered process has none this Manager knows.
+	// (registerSecrets, holdOwnerSecrets); a recovered process has none
+	// this Manager knows. The owner's set is read after the Manager's.
 	return redaction{
 		sets:  [2]*redactSet{m.redact},
 		live:  &m.started.sets,
+		owner: m.ownerLive(p.owner),
 		count: &p.state.redactions,
 	}
 }
@@ -886,11 +927,16 @@ func (m *Manager) processSecrets(req Request, env []string) []secretEntry {
 	if m.cfg.envHook == nil || len(env) == 0 {
 		return out
 	}
+	// Neither the host's values nor req.Env's (its owner's set has those)
+	// are the hook's.
 	host := map[string]bool{}
 	if m.redact != nil {
 		for _, e := range m.redact.entries {
 			host[e.value] = true
 		}
+	}
+	for _, e := range envOwnerSecrets(req) {
+		host[e.value] = true
 	}
 	for _, e := range envSecrets(env) {
 		if !host[e.value] {
@@ -904,11 +950,15 @@ func (m *Manager) processSecrets(req Request, env []string) []secretEntry {
 // Info other than its output (a denial's target). Not counted in
 // Info.Redactions, which counts the output's.
 func (rd redaction) redactString(s string) string {
-	if rd.sets == [2]*redactSet{} && (rd.live == nil || rd.live.Load() == nil) {
+	empty := rd.sets == [2]*redactSet{}
+	for _, lp := range rd.lives() {
+		empty = empty && lp.Load() == nil
+	}
+	if empty {
 		return s
 	}
 	var b strings.Builder
-	r := redaction{sets: rd.sets, live: rd.live, count: new(atomic.Int64)}.newRedactor(func(p []byte) { b.Write(p) })
+	r := redaction{sets: rd.sets, live: rd.live, owner: rd.owner, count: new(atomic.Int64)}.newRedactor(func(p []byte) { b.Write(p) })
 	r.write([]byte(s))
 	r.flush()
 	return b.String()
@@ -921,8 +971,8 @@ func (rd redaction) redactString(s string) string {
 func (rd redaction) redactHost(s string) string {
 	s = rd.redactString(s)
 	sets := rd.sets[:]
-	if rd.live != nil {
-		if l := rd.live.Load(); l != nil {
+	for _, lp := range rd.lives() {
+		if l := lp.Load(); l != nil {
 			sets = append(sets, l.recent, l.base)
 		}
 	}
@@ -942,20 +992,21 @@ func (rd redaction) redactHost(s string) string {
 	return s
 }
 
-// shownWorkDir is dir, the work dir of a process started with req, as
-// Info and the state record show it: redacted as output is, with every
-// secret of the Manager and of the requests started so far (req's are
+// shownWorkDir is dir, the work dir of a process started with req by
+// owner, as Info and the state record show it: redacted as output is,
+// with every secret of the Manager, of the requests started so far and
+// of owner's started set (req's are
 // registered before its spawn). A work dir with ".." is resolved through
 // links a tree may have made (resolveWorkDir), so it can carry text the
 // tree wrote, a directory named by a secret (thirteenth attack review,
 // TestAttackWorkDirCarriesSecret); any other is the caller's or the
 // operator's string, shown as it is (the redaction costs 4 to 14 µs with
 // secrets, measured, which a Start without ".." does not pay).
-func (m *Manager) shownWorkDir(req Request, dir string) string {
+func (m *Manager) shownWorkDir(req Request, owner, dir string) string {
 	if m.cfg.noRedaction || !hasDotDot(req.WorkDir) {
 		return dir
 	}
-	return redaction{sets: [2]*redactSet{m.redact}, live: &m.started.sets}.redactString(dir)
+	return redaction{sets: [2]*redactSet{m.redact}, live: &m.started.sets, owner: m.ownerLive(owner)}.redactString(dir)
 }
 
 // redactEntriesFor returns every secret redacted in the output of a
@@ -969,7 +1020,8 @@ func (m *Manager) redactEntriesFor(req Request, env []string) []secretEntry {
 	if m.redact != nil {
 		out = append(out, m.redact.entries...)
 	}
-	return append(out, m.processSecrets(req, env)...)
+	out = append(out, m.processSecrets(req, env)...)
+	return append(out, envOwnerSecrets(req)...)
 }
 
 // wireSecret is a secret as the host hands it to a detached process's
@@ -1021,11 +1073,11 @@ func decodeSecrets(data []byte) (*redactSet, error) {
 type redactor struct {
 	stages []*redactStage
 	emit   func([]byte)
-	// live is redaction.live; liveSets the sets the last six stages
-	// (the live stages: three for recent, then three for base) apply,
-	// a nil set's stages passing everything through.
-	live     *atomic.Pointer[liveSets]
-	liveSets liveSets
+	// lives is redaction.lives; liveSets[k] the sets the k-th group of
+	// six live stages after the fixed ones (three for recent, then three
+	// for base) applies, a nil set's stages passing everything through.
+	lives    []*atomic.Pointer[liveSets]
+	liveSets []liveSets
 	// plain says no byte the stages see during this write is hidden
 	// from a terminal (hiddenIndex): neither the write's nor any held
 	// back. The shown stages then pass what they get: looked for once
@@ -1035,19 +1087,20 @@ type redactor struct {
 
 // newRedactor returns a redactor writing to emit.
 func (rd redaction) newRedactor(emit func([]byte)) *redactor {
-	r := &redactor{emit: emit, live: rd.live}
+	r := &redactor{emit: emit, lives: rd.lives()}
 	next := emit
 	sets := rd.sets[:]
-	if rd.live != nil {
-		if l := rd.live.Load(); l != nil {
-			r.liveSets = *l
+	// The live stages come last and always exist, passing through while
+	// their set is nil.
+	r.liveSets = make([]liveSets, len(r.lives))
+	for k, lp := range r.lives {
+		if l := lp.Load(); l != nil {
+			r.liveSets[k] = *l
 		}
-		// The live stages come last and always exist, passing through
-		// while their set is nil.
-		sets = append(sets, r.liveSets.recent, r.liveSets.base)
+		sets = append(sets, r.liveSets[k].recent, r.liveSets[k].base)
 	}
 	for i := len(sets) - 1; i >= 0; i-- {
-		if sets[i] == nil && (rd.live == nil || i < len(rd.sets)) {
+		if sets[i] == nil && i < len(rd.sets) {
 			continue
 		}
 		// The shown stages come second: what the raw stage replaced
@@ -1075,9 +1128,9 @@ func (r *redactor) write(p []byte) {
 		r.emit(p)
 		return
 	}
-	if r.live != nil {
-		if l := r.live.Load(); l != nil && *l != r.liveSets {
-			r.useLiveSets(*l)
+	for k, lp := range r.lives {
+		if l := lp.Load(); l != nil && *l != r.liveSets[k] {
+			r.useLiveSets(k, *l)
 		}
 	}
 	r.plain = hiddenIndex(p) == len(p)
@@ -1107,10 +1160,16 @@ func (r *redactor) write(p []byte) {
 // Bytes already emitted are not judged again: a set is stored before
 // the process holding its new secrets exists, so none of them can carry
 // one (registerSecrets).
-func (r *redactor) useLiveSets(l liveSets) {
-	live := r.stages[len(r.stages)-6:]
+//
+// An owner's set that let entries go (letGoLocked) stores a base of
+// fewer entries and no recent set: the recent stages release what they
+// hold into the base's, which hold every entry left, and what the base's
+// stages hold of an entry let go they release as they rejudge it.
+func (r *redactor) useLiveSets(k int, l liveSets) {
+	at := len(r.stages) - 6*(len(r.lives)-k)
+	live := r.stages[at : at+6]
 	recent, base := live[:3], live[3:]
-	if l.base != r.liveSets.base {
+	if l.base != r.liveSets[k].base {
 		for _, st := range base {
 			st.set, st.rejudge = l.base, st.shown
 		}
@@ -1120,7 +1179,7 @@ func (r *redactor) useLiveSets(l liveSets) {
 			}
 		}
 	}
-	if l.recent != r.liveSets.recent {
+	if l.recent != r.liveSets[k].recent {
 		for _, st := range recent {
 			if st.set == nil {
 				// Its phase is as old as its last set (pass).
@@ -1129,7 +1188,7 @@ func (r *redactor) useLiveSets(l liveSets) {
 			st.set, st.rejudge = l.recent, st.shown
 		}
 	}
-	r.liveSets = l
+	r.liveSets[k] = l
 }
 
 // Write is write as an io.Writer; it never fails.

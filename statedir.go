@@ -204,7 +204,7 @@ func (s *stateDir) newRecord(m *Manager, id, owner, command, dir string, req Req
 		ID:         id,
 		Owner:      owner,
 		Command:    command,
-		WorkDir:    m.shownWorkDir(req, dir),
+		WorkDir:    m.shownWorkDir(req, owner, dir),
 		Key:        req.Key,
 		Background: req.Background,
 		Warnings:   warnings,
