@@ -48,18 +48,18 @@ func TestRedactOwnerSetLetsOldestGo(t *testing.T) {
 	m := newManager(t)
 	agentproc.SetOwnerSecretBound(m, 3, 1<<20)
 	a := m.Scope("alice")
-	secrets := []string{"s1FirstTokenAAAA1", "s2HeldTokenBBBB2", "s3ThirdTokenCCCC3", "s4FourthTokenDDD4"}
+	secrets := []string{"s1HeldTokenAAAA1", "s2SecondTokenBBB2", "s3ThirdTokenCCCC3", "s4FourthTokenDDD4"}
 	start := func(i int, command string) *agentproc.Process {
 		return mustStart(t, a, agentproc.Request{Env: map[string]string{"API_TOKEN": secrets[i]}, Command: command, Stdin: true})
 	}
-	mustWait(t, start(0, "true"))
-	held := start(1, "read line") // runs until its stdin ends: it holds s2
+	held := start(0, "read line") // runs until its stdin ends: it holds s1
 	t.Cleanup(func() { _, _ = held.Stop(testContext(t)) })
+	mustWait(t, start(1, "true"))
 	mustWait(t, start(2, "true"))
-	mustWait(t, start(3, "true")) // four past a bound of three: s1 goes
+	mustWait(t, start(3, "true")) // four past a bound of three: s2 goes, s1 is held
 	check := mustStart(t, a, agentproc.Request{Command: "echo " + strings.Join(secrets, " ")})
 	mustWait(t, check)
-	want := secrets[0] + " [redacted:API_TOKEN] [redacted:API_TOKEN] [redacted:API_TOKEN]"
+	want := "[redacted:API_TOKEN] " + secrets[1] + " [redacted:API_TOKEN] [redacted:API_TOKEN]"
 	if got := strings.TrimSpace(check.Output().Text); got != want {
 		t.Errorf("the owner's output got %q, want %q: the oldest secret no running process carries let go, the held one kept", got, want)
 	}
