@@ -73,6 +73,7 @@ func TestAttackEnvSecretsGrowEveryStream(t *testing.T) {
 		}
 	}
 	third := heap() - min(before, heap())
+	t.Logf("heap grown after the first Start %d KiB, after the third %d KiB", first>>10, third>>10)
 	if third > first+first/2 {
 		t.Errorf("the heap grew %d KiB after the first Start and %d KiB after the third, want the third within half again of the first: the owner's set is bounded",
 			first>>10, third>>10)

@@ -112,3 +112,39 @@ func BenchmarkRedactRegister(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkRedactRegisterOwner is BenchmarkRedactRegister for the Env
+// secrets of one owner's n Starts since the seventh mend: each held in
+// the owner's set (MaxOwnerSecrets, MaxOwnerSecretBytes) and released at
+// once, as by a process that exits before the next Start. Past the bound
+// the set lets go of a quarter and rebuilds its base, so a Start with
+// 1,000 earlier secrets pays for at most MaxOwnerSecrets of them; the
+// Manager-wide register above paid for all of them.
+func BenchmarkRedactRegisterOwner(b *testing.B) {
+	for _, n := range []int{1, 10, 100, 1000} {
+		entries := liveBenchSecrets(n)
+		b.Run(fmt.Sprintf("secrets=%d", n), func(b *testing.B) {
+			var slowest time.Duration
+			var took []time.Duration
+			for b.Loop() {
+				var ss startedSecrets
+				for _, e := range entries {
+					t0 := time.Now()
+					release, err := ss.hold([]secretEntry{e}, MaxOwnerSecrets, MaxOwnerSecretBytes)
+					d := time.Since(t0)
+					if err != nil {
+						b.Fatal(err)
+					}
+					release()
+					slowest = max(slowest, d)
+					took = append(took, d)
+				}
+				ss.wait()
+			}
+			slices.Sort(took)
+			b.ReportMetric(float64(took[len(took)/2].Nanoseconds())/1e3, "median-us")
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/secret")
+			b.ReportMetric(float64(slowest.Microseconds())/1e3, "max-ms")
+		})
+	}
+}
