@@ -19,7 +19,7 @@ import (
 // and redaction)".
 
 // attack13nSecret is a secret the trees of these tests hold in their
-// environment (API_TOKEN), which every stream redacts.
+// environment (API_TOKEN), which every stream of their owner redacts.
 const attack13nSecret = "s3cr3tT0kenValue42xyz"
 
 // TestAttackWorkDirCarriesSecret: a work dir with ".." is resolved

@@ -122,8 +122,12 @@ type Request struct {
 	// not put in the process's environment. The rules on names and
 	// values are WithSecrets'; a map breaking them is ErrInvalidRequest.
 	// The values of Env whose names look like secrets are redacted too,
-	// in the same way. Ignored under WithRedaction(false). nil, the
-	// default, adds nothing.
+	// but in the output of the processes of this request's owner only
+	// (Scope), in a set bounded by MaxOwnerSecrets and
+	// MaxOwnerSecretBytes that lets the oldest go which no running
+	// process carries; a Start whose Env values and those of the owner's
+	// running processes pass a bound is ErrInvalidRequest. Ignored under
+	// WithRedaction(false). nil, the default, adds nothing.
 	Secrets map[string]string
 }
 
