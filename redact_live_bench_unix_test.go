@@ -36,7 +36,9 @@ func liveBenchSecrets(n int) []secretEntry {
 // live1, the same set read through the Manager's live sets (registered
 // at once, so in one set: fixed against live1 is the per-write load of
 // the live sets); live, registered one at a time, as Starts do (a base
-// and a recent set, both scanned).
+// and a recent set, both scanned); live+owner, live beside the empty set
+// of the process's owner (the seventh mend's six more stages, passing
+// bytes on).
 func BenchmarkRedactLiveSecrets(b *testing.B) {
 	line := "2026-11-27T01:23:45Z INFO request id=4f3c2a1b9e path=/api/v1/items?page=3 status=200 bytes=5123 dur=12ms user=alice\n"
 	data := []byte(strings.Repeat(line, (1<<20)/len(line)))
@@ -54,13 +56,15 @@ func BenchmarkRedactLiveSecrets(b *testing.B) {
 		}
 		all := newRedactSet(entries)
 		for _, write := range []int{256 << 10, 64} {
-			for _, kind := range []string{"fixed", "live1", "live"} {
+			for _, kind := range []string{"fixed", "live1", "live", "live+owner"} {
 				rd := redaction{sets: [2]*redactSet{all}, count: new(atomic.Int64)}
 				switch kind {
 				case "live1":
 					rd = redaction{live: &atOnce.sets, count: rd.count}
 				case "live":
 					rd = redaction{live: &oneByOne.sets, count: rd.count}
+				case "live+owner":
+					rd = redaction{live: &oneByOne.sets, owner: new(atomic.Pointer[liveSets]), count: rd.count}
 				}
 				b.Run(fmt.Sprintf("secrets=%d/write=%d/%s", n, write, kind), func(b *testing.B) {
 					r := rd.newRedactor(func([]byte) {})
