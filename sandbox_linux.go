@@ -502,6 +502,9 @@ func (c *sandboxCache) buildMountns(b *sandboxBuilt, pol *sandboxPolicy, hidden,
 	// a second time, TestAttackDoorOtherMount), one more read of
 	// mountinfo per build.
 	doors := hostDoors()
+	if pol.network != NetworkHost {
+		doors = append(doors, logDoors...)
+	}
 	spec := confine.MountSpec{Write: pol.write, ReadOnly: pol.readOnly, Empty: empty,
 		Hide: slices.Concat(mountHidden, confine.HiddenDevices, doors, hiddenMountAliases(doors))}
 	// What is missing is listed before the namespace is made: a path
@@ -1139,6 +1142,17 @@ func (c *sandboxCache) makeReadyThread(b *sandboxBuilt, lastCap int, inCgroup bo
 	})
 	c.readyThreads[b] = st
 }
+
+// logDoors are the host's log sockets: syslog's /dev/log and journald's
+// directory (its native, stream and /dev/log sockets, the socket it
+// forwards to a syslog daemon through, its varlink). A line written
+// there leaves the host wherever the host forwards its logs (rsyslog's
+// "*.* @@logs:514", systemd-journal-upload, a Fluent Bit or Vector
+// agent), so as root they are covered for every network but NetworkHost,
+// whose tree has the network anyway (sixteenth attack review,
+// TestAttackLogSocketsCarryOff). A program in such a tree that logs
+// there gets ECONNREFUSED or ENOENT, as on a host without a log daemon.
+var logDoors = []string{"/dev/log", "/run/systemd/journal"}
 
 // hostDoors are the pathname Unix sockets, and the directories that hold
 // them, through which a tree could act as the host's user outside the

@@ -1,0 +1,199 @@
+package agentproc_test
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agentproc/agentproc"
+)
+
+// logSendEnv tells the "logsend" helper the log sockets to write to, one
+// a line, each as KIND:PATH (unixgram for syslog's and journald's
+// datagram sockets, unix for journald's stream socket).
+const logSendEnv = "AGENTPROC_TEST_LOGSEND"
+
+// logLine is what the "logsend" helper writes to each socket: a syslog
+// line (a forwarder sends it to its log server as it is).
+const logLine = "<13>agentproc-atk16r: LEFT-THE-TREE"
+
+func init() {
+	// logsend writes logLine to each socket logSendEnv names and prints
+	// "sent PATH" or "denied PATH: ERR" for each.
+	agentproc.RegisterHelper("logsend", helperLogSend, false)
+}
+
+func helperLogSend() int {
+	for spec := range strings.SplitSeq(os.Getenv(logSendEnv), "\n") {
+		kind, p, _ := strings.Cut(spec, ":")
+		c, err := net.DialTimeout(kind, p, 5*time.Second)
+		if err == nil {
+			_, err = c.Write([]byte(logLine + "\n"))
+			err = errors.Join(err, c.Close())
+		}
+		if err != nil {
+			fmt.Printf("denied %s: %v\n", p, err)
+			continue
+		}
+		fmt.Printf("sent %s\n", p)
+	}
+	return 0
+}
+
+// logSocket is a stand-in for one of the host's log sockets: what a tree
+// writes there is what a forwarding syslog daemon or journal uploader
+// carries off the host.
+type logSocket struct {
+	kind, path string
+	gram       *net.UnixConn
+	stream     *net.UnixListener
+}
+
+// listenLogSocket listens on p (kind unixgram or unix) where this host
+// has nothing, making the directories of dirs that are missing; all are
+// removed at cleanup. It returns nil where p exists (the host's own: left
+// alone).
+func listenLogSocket(t *testing.T, kind, p string, dirs []string) *logSocket {
+	t.Helper()
+	if _, err := os.Lstat(p); err == nil {
+		return nil
+	}
+	for _, dir := range dirs {
+		if _, err := os.Lstat(dir); err == nil {
+			continue
+		}
+		if err := os.Mkdir(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = os.Remove(dir) })
+	}
+	s := &logSocket{kind: kind, path: p}
+	addr := &net.UnixAddr{Name: p, Net: kind}
+	var err error
+	if kind == "unixgram" {
+		s.gram, err = net.ListenUnixgram(kind, addr)
+	} else {
+		s.stream, err = net.ListenUnix(kind, addr)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(p, 0o666); err != nil { // as journald's and rsyslog's are
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if s.gram != nil {
+			_ = s.gram.Close()
+		} else {
+			_ = s.stream.Close()
+		}
+		_ = os.Remove(p)
+	})
+	return s
+}
+
+// received returns what reached s since the last call. Called after the
+// tree's Wait: a datagram is queued by the sender's write, a stream
+// connection sits in the backlog with its data, so a deadline of a few
+// milliseconds only ends the read of what is already there.
+func (s *logSocket) received(t *testing.T) string {
+	t.Helper()
+	var got strings.Builder
+	buf := make([]byte, 4096)
+	if s.gram != nil {
+		for {
+			_ = s.gram.SetReadDeadline(time.Now().Add(5 * time.Millisecond))
+			n, err := s.gram.Read(buf)
+			if err != nil {
+				return got.String()
+			}
+			got.Write(buf[:n])
+		}
+	}
+	for {
+		_ = s.stream.SetDeadline(time.Now().Add(5 * time.Millisecond))
+		c, err := s.stream.Accept()
+		if err != nil {
+			return got.String()
+		}
+		_ = c.SetReadDeadline(time.Now().Add(time.Second))
+		for {
+			n, err := c.Read(buf)
+			got.Write(buf[:n])
+			if err != nil {
+				break
+			}
+		}
+		_ = c.Close()
+	}
+}
+
+// TestAttackLogSocketsCarryOff: a NetworkNone tree (root) writes a line
+// to the host's syslog socket (/dev/log) and to journald's (the native
+// and the stream socket, and the syslog socket journald forwards to a
+// syslog daemon through). Where the host forwards its logs (rsyslog's
+// "*.* @@logs:514", systemd-journal-upload, a Fluent Bit or Vector
+// agent, the rule on most managed fleets) that line leaves the host: a
+// way out for a tree that has no network. Stand-ins here: this host runs
+// neither syslog nor journald.
+func TestAttackLogSocketsCarryOff(t *testing.T) {
+	requireRootSandbox(t)
+	ws := t.TempDir()
+	journal := []string{"/run/systemd", "/run/systemd/journal"}
+	var socks []*logSocket
+	for _, s := range []*logSocket{
+		listenLogSocket(t, "unixgram", "/dev/log", nil),
+		listenLogSocket(t, "unixgram", "/run/systemd/journal/socket", journal),
+		listenLogSocket(t, "unixgram", "/run/systemd/journal/dev-log", journal),
+		listenLogSocket(t, "unixgram", "/run/systemd/journal/syslog", journal),
+		listenLogSocket(t, "unix", "/run/systemd/journal/stdout", journal),
+	} {
+		if s != nil {
+			socks = append(socks, s)
+		}
+	}
+	if len(socks) == 0 {
+		t.Skip("this host has its own log sockets: not replaced")
+	}
+	var specs []string
+	for _, s := range socks {
+		specs = append(specs, s.kind+":"+s.path)
+	}
+	req := helperRequest(t, "logsend")
+	req.Env[logSendEnv] = strings.Join(specs, "\n")
+	req.WorkDir = ws
+
+	out := runSandboxed(t, newManager(t), req).Text
+	for _, s := range socks {
+		if got := s.received(t); !strings.Contains(got, logLine) {
+			t.Fatalf("control: %s without the sandbox: got %q (tree said %q), want the line", s.path, got, out)
+		}
+	}
+	// One Manager, a policy per request, as a server's clients narrow it.
+	// NetworkLoopback, NetworkPorts and NetworkHosts take the same cover
+	// (any network but NetworkHost); left out for the test's time, a
+	// resolve each.
+	m := newManager(t)
+	sb := agentproc.WorkspaceSandbox(ws) // NetworkNone
+	req.Sandbox = sb
+	out = runSandboxed(t, m, req).Text
+	for _, s := range socks {
+		if got := s.received(t); got != "" || !strings.Contains(out, "denied "+s.path+": ") {
+			t.Errorf("NetworkNone: %s got %q (tree said %q), want nothing and the write refused", s.path, got, out)
+		}
+	}
+	// NetworkHost gives the tree the network: its logs are its own.
+	sb = agentproc.WorkspaceSandbox(ws)
+	sb.Network = agentproc.NetworkHost
+	req.Sandbox = sb
+	runSandboxed(t, m, req)
+	for _, s := range socks {
+		if got := s.received(t); !strings.Contains(got, logLine) {
+			t.Errorf("NetworkHost: %s got %q, want the line (the tree has the network)", s.path, got)
+		}
+	}
+}
