@@ -5,11 +5,16 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/agentproc/agentproc"
+	"github.com/agentproc/agentproc/internal/testuser"
 )
 
 // logSendEnv tells the "logsend" helper the log sockets to write to, one
@@ -195,5 +200,120 @@ func TestAttackLogSocketsCarryOff(t *testing.T) {
 		if got := s.received(t); !strings.Contains(got, logLine) {
 			t.Errorf("NetworkHost: %s got %q, want the line (the tree has the network)", s.path, got)
 		}
+	}
+}
+
+// TestAttackHiddenPathFUSEView: a FUSE file system that shows a
+// directory elsewhere (bindfs, as Vagrant's and many a container setup's
+// uid mapping uses: bindfs /data/home /home) shows a hidden path at a
+// second name whose inodes are the FUSE file system's, served by a daemon
+// that reads the first name unconfined. Neither a bind's device match nor
+// Landlock's rules on the hidden inodes reach them. Both directions: the
+// home shown elsewhere (the key read at the view), and the home itself a
+// view (the key read at the source). TestAttack16rUnprivileged runs it
+// again as the unprivileged user, on a view root makes.
+func TestAttackHiddenPathFUSEView(t *testing.T) {
+	requireSandbox(t)
+	src, view := os.Getenv(fuseSrcEnv), os.Getenv(fuseViewEnv)
+	if src == "" {
+		if os.Geteuid() != 0 {
+			t.Skip("the FUSE mount needs root: TestAttack16rUnprivileged makes it and runs this as " + sandboxUser)
+		}
+		src, view = makeFUSEView(t, 0, 0)
+	}
+	for _, c := range []struct{ home, other string }{{src, view}, {view, src}} {
+		t.Setenv("HOME", c.home)
+		ws := filepath.Join(c.home, "project")
+		names := []string{filepath.Join(c.home, ".ssh", "id_ed25519"), filepath.Join(c.other, ".ssh", "id_ed25519")}
+		cmd := ""
+		for _, n := range names {
+			cmd += "echo " + shellQuote(n) + ": $(cat " + shellQuote(n) + " 2>&1); "
+		}
+		req := agentproc.Request{Command: cmd, WorkDir: ws, Timeout: time.Minute}
+		if ctl := runSandboxed(t, newManager(t, agentproc.WithRedaction(false)), req).Text; strings.Count(ctl, "FUSE-VIEW-KEY") != len(names) {
+			t.Fatalf("control, home %s: got %q, want the key read at both names", c.home, ctl)
+		}
+		out := runSandboxed(t, newManager(t, agentproc.WithRedaction(false), agentproc.WithSandbox(agentproc.WorkspaceSandbox(ws))), req).Text
+		for line := range strings.Lines(out) {
+			if strings.Contains(line, "FUSE-VIEW-KEY") {
+				t.Errorf("home %s: a hidden key was read through a FUSE view: got %q, want it refused at both names", c.home, strings.TrimSpace(line))
+			}
+		}
+	}
+}
+
+// fuseSrcEnv and fuseViewEnv carry, for the unprivileged re-run, the
+// home makeFUSEView made and its view.
+const (
+	fuseSrcEnv  = "AGENTPROC_ATK16R_FUSE_SRC"
+	fuseViewEnv = "AGENTPROC_ATK16R_FUSE_VIEW"
+)
+
+// makeFUSEView makes, as root, a home (src) with a key at
+// .ssh/id_ed25519 and a project directory, uid's and gid's, and shows it
+// at view with bindfs; Cleanup unmounts it. It skips t without bindfs.
+func makeFUSEView(t *testing.T, uid, gid int) (src, view string) {
+	t.Helper()
+	bindfs, err := exec.LookPath("bindfs")
+	if err != nil {
+		t.Skip("needs bindfs (the bindfs package)")
+	}
+	// Not t.TempDir: the unprivileged re-run must reach it, and the
+	// test's own directory is root's 0700.
+	dir, err := os.MkdirTemp("", "agentproc-fuse-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	src, view = filepath.Join(dir, "src"), filepath.Join(dir, "view")
+	key := filepath.Join(src, ".ssh", "id_ed25519")
+	for _, d := range []string{filepath.Join(src, ".ssh"), filepath.Join(src, "project"), view} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(key, []byte("FUSE-VIEW-KEY\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{src, filepath.Join(src, ".ssh"), filepath.Join(src, "project"), key, view} {
+		if err := os.Chown(p, uid, gid); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if out, err := exec.Command(bindfs, src, view).CombinedOutput(); err != nil {
+		t.Skipf("bindfs %s %s: %v: %s", src, view, err, out)
+	}
+	t.Cleanup(func() {
+		if out, err := exec.Command("fusermount", "-u", view).CombinedOutput(); err != nil {
+			t.Errorf("fusermount -u %s: %v: %s", view, err, out)
+		}
+	})
+	return src, view
+}
+
+// TestAttack16rUnprivileged re-runs TestAttackHiddenPathFUSEView as the
+// unprivileged user, Landlock and seccomp alone, on a view root makes.
+func TestAttack16rUnprivileged(t *testing.T) {
+	requireSandbox(t)
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to mount the view and switch users")
+	}
+	u, err := user.Lookup(sandboxUser)
+	if err != nil {
+		t.Skipf("no user %s: %v", sandboxUser, err)
+	}
+	uid, _ := strconv.Atoi(u.Uid)
+	gid, _ := strconv.Atoi(u.Gid)
+	src, view := makeFUSEView(t, uid, gid)
+	const test = "TestAttackHiddenPathFUSEView"
+	out, err := testuser.Run(t, time.Minute, []string{fuseSrcEnv + "=" + src, fuseViewEnv + "=" + view}, "-test.run=^"+test+"$")
+	if err != nil {
+		t.Fatalf("as %s: %v\n%s", sandboxUser, err, out)
+	}
+	if !strings.Contains(out, "--- PASS: "+test+" ") {
+		t.Errorf("as %s: got no PASS line for %s, want one\n%s", sandboxUser, test, out)
 	}
 }
