@@ -54,6 +54,7 @@ func helperLogSend() int {
 // carries off the host.
 type logSocket struct {
 	kind, path string
+	name       string // what the tree writes to: path, or a link to it
 	gram       *net.UnixConn
 	stream     *net.UnixListener
 }
@@ -76,7 +77,7 @@ func listenLogSocket(t *testing.T, kind, p string, dirs []string) *logSocket {
 		}
 		t.Cleanup(func() { _ = os.Remove(dir) })
 	}
-	s := &logSocket{kind: kind, path: p}
+	s := &logSocket{kind: kind, path: p, name: p}
 	addr := &net.UnixAddr{Name: p, Net: kind}
 	var err error
 	if kind == "unixgram" {
@@ -149,9 +150,20 @@ func TestAttackLogSocketsCarryOff(t *testing.T) {
 	requireRootSandbox(t)
 	ws := t.TempDir()
 	journal := []string{"/run/systemd", "/run/systemd/journal"}
+	// /dev/log as a link to a syslog daemon's socket elsewhere (on
+	// systemd hosts it links to journald's dev-log).
+	var devLog *logSocket
+	if _, err := os.Lstat("/dev/log"); err != nil {
+		devLog = listenLogSocket(t, "unixgram", "/run/agentproc-atk16r-syslog/log", []string{"/run/agentproc-atk16r-syslog"})
+		if err := os.Symlink(devLog.path, "/dev/log"); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = os.Remove("/dev/log") })
+		devLog.name = "/dev/log"
+	}
 	var socks []*logSocket
 	for _, s := range []*logSocket{
-		listenLogSocket(t, "unixgram", "/dev/log", nil),
+		devLog,
 		listenLogSocket(t, "unixgram", "/run/systemd/journal/socket", journal),
 		listenLogSocket(t, "unixgram", "/run/systemd/journal/dev-log", journal),
 		listenLogSocket(t, "unixgram", "/run/systemd/journal/syslog", journal),
@@ -166,7 +178,7 @@ func TestAttackLogSocketsCarryOff(t *testing.T) {
 	}
 	var specs []string
 	for _, s := range socks {
-		specs = append(specs, s.kind+":"+s.path)
+		specs = append(specs, s.kind+":"+s.name)
 	}
 	req := helperRequest(t, "logsend")
 	req.Env[logSendEnv] = strings.Join(specs, "\n")
@@ -187,8 +199,8 @@ func TestAttackLogSocketsCarryOff(t *testing.T) {
 	req.Sandbox = sb
 	out = runSandboxed(t, m, req).Text
 	for _, s := range socks {
-		if got := s.received(t); got != "" || !strings.Contains(out, "denied "+s.path+": ") {
-			t.Errorf("NetworkNone: %s got %q (tree said %q), want nothing and the write refused", s.path, got, out)
+		if got := s.received(t); got != "" || !strings.Contains(out, "denied "+s.name+": ") {
+			t.Errorf("NetworkNone: %s got %q (tree said %q), want nothing and the write refused", s.name, got, out)
 		}
 	}
 	// NetworkHost gives the tree the network: its logs are its own.

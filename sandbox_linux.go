@@ -503,7 +503,9 @@ func (c *sandboxCache) buildMountns(b *sandboxBuilt, pol *sandboxPolicy, hidden,
 	// mountinfo per build.
 	doors := hostDoors()
 	if pol.network != NetworkHost {
-		doors = append(doors, logDoors...)
+		// Resolved as the doors are: /dev/log is a link to journald's
+		// socket on systemd hosts, to a syslog daemon's elsewhere.
+		doors = append(doors, resolvePaths(logDoors)...)
 	}
 	spec := confine.MountSpec{Write: pol.write, ReadOnly: pol.readOnly, Empty: empty,
 		Hide: slices.Concat(mountHidden, confine.HiddenDevices, doors, hiddenMountAliases(doors))}
