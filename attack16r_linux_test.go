@@ -329,3 +329,19 @@ func TestAttack16rUnprivileged(t *testing.T) {
 		t.Errorf("as %s: got no PASS line for %s, want one\n%s", sandboxUser, test, out)
 	}
 }
+
+// TestAttackNameServiceDoors: the name services that ask a directory
+// server for what they are not sure of, each through a socket any uid may
+// use: sssd's NSS responder (mode 0666), winbindd's pipe and nslcd's
+// socket. A NetworkNone tree's `getent passwd CHOSEN` sends CHOSEN to
+// the domain's server (an LDAP filter, an RPC), as nscd's and resolved's
+// sockets did before they were listed (TestAttackRootDaemonDoors,
+// TestAttackSystemdVarlinkDoors). Stand-ins: none of these runs here.
+func TestAttackNameServiceDoors(t *testing.T) {
+	requireRootSandbox(t)
+	requireDoorsShut(t, t.TempDir(), map[string][]string{
+		"/var/lib/sss/pipes/nss":   {"/var/lib/sss", "/var/lib/sss/pipes"},
+		"/run/samba/winbindd/pipe": {"/run/samba", "/run/samba/winbindd"},
+		"/run/nslcd/socket":        {"/run/nslcd"},
+	})
+}

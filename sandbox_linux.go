@@ -505,7 +505,7 @@ func (c *sandboxCache) buildMountns(b *sandboxBuilt, pol *sandboxPolicy, hidden,
 	if pol.network != NetworkHost {
 		// Resolved as the doors are: /dev/log is a link to journald's
 		// socket on systemd hosts, to a syslog daemon's elsewhere.
-		doors = append(doors, resolvePaths(logDoors)...)
+		doors = append(doors, resolvePaths(networkDoors)...)
 	}
 	spec := confine.MountSpec{Write: pol.write, ReadOnly: pol.readOnly, Empty: empty,
 		Hide: slices.Concat(mountHidden, confine.HiddenDevices, doors, hiddenMountAliases(doors))}
@@ -1145,16 +1145,23 @@ func (c *sandboxCache) makeReadyThread(b *sandboxBuilt, lastCap int, inCgroup bo
 	c.readyThreads[b] = st
 }
 
-// logDoors are the host's log sockets: syslog's /dev/log and journald's
+// networkDoors are the sockets through which what a tree writes leaves
+// the host without the tree's network, covered as root for every network
+// but NetworkHost, whose tree has the network anyway (sixteenth attack
+// review). The host's log sockets: syslog's /dev/log and journald's
 // directory (its native, stream and /dev/log sockets, the socket it
-// forwards to a syslog daemon through, its varlink). A line written
-// there leaves the host wherever the host forwards its logs (rsyslog's
-// "*.* @@logs:514", systemd-journal-upload, a Fluent Bit or Vector
-// agent), so as root they are covered for every network but NetworkHost,
-// whose tree has the network anyway (sixteenth attack review,
-// TestAttackLogSocketsCarryOff). A program in such a tree that logs
-// there gets ECONNREFUSED or ENOENT, as on a host without a log daemon.
-var logDoors = []string{"/dev/log", "/run/systemd/journal"}
+// forwards to a syslog daemon through, its varlink); a line written there
+// leaves the host wherever the host forwards its logs (rsyslog's
+// "*.* @@logs:514", systemd-journal-upload, a Fluent Bit or Vector agent;
+// TestAttackLogSocketsCarryOff). And the name services that ask a
+// directory server, any uid's to use: sssd's responders, winbindd's pipe,
+// nslcd's socket; a lookup of a chosen name sends it to the domain's
+// server, as nscd's (hostDoors) did (TestAttackNameServiceDoors). A
+// program in such a tree that logs gets ENOENT or ECONNREFUSED, as on a
+// host without a log daemon, and a name sssd has not cached stays a
+// number (its public cache, /var/lib/sss/mc, is still read).
+var networkDoors = []string{"/dev/log", "/run/systemd/journal",
+	"/var/lib/sss/pipes", "/run/samba/winbindd", "/var/run/samba/winbindd", "/run/nslcd", "/var/run/nslcd"}
 
 // hostDoors are the pathname Unix sockets, and the directories that hold
 // them, through which a tree could act as the host's user outside the
