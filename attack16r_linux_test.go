@@ -345,3 +345,20 @@ func TestAttackNameServiceDoors(t *testing.T) {
 		"/run/nslcd/socket":        {"/run/nslcd"},
 	})
 }
+
+// TestAttackWirelessControlDoors: wpa_supplicant's and hostapd's control
+// sockets (ctrl_interface=/run/wpa_supplicant, Debian's and Ubuntu's
+// wpa_supplicant under NetworkManager among them; hostapd's
+// /run/hostapd) take any command from a peer that may connect, root as
+// their owner: a NetworkNone tree adds a network and enables it (the
+// host joins the tree's access point, or leaves its own), and SET of a
+// global such as pkcs11_module_path names a library the daemon loads as
+// root for the next EAP-TLS network (the class of CVE-2024-5290, there
+// through D-Bus). Stand-ins: neither runs here.
+func TestAttackWirelessControlDoors(t *testing.T) {
+	requireRootSandbox(t)
+	requireDoorsShut(t, t.TempDir(), map[string][]string{
+		"/run/wpa_supplicant/wlan0": {"/run/wpa_supplicant"},
+		"/run/hostapd/wlan0":        {"/run/hostapd"},
+	})
+}

@@ -1242,6 +1242,13 @@ func hostDoors() []string {
 		// container with the host's disk); supervisord's socket where its
 		// sample configuration puts it.
 		"/var/guix/daemon-socket", "/run/k0s", "/var/snap/microk8s/common/run", "/tmp/supervisor.sock",
+		// The Wi-Fi daemons' control sockets (sixteenth attack review,
+		// TestAttackWirelessControlDoors): wpa_supplicant and hostapd take
+		// any command from a peer that may connect, root as their owner:
+		// a network added and enabled (the host joins another access
+		// point), a global such as pkcs11_module_path set (a library the
+		// daemon loads as root).
+		"/run/wpa_supplicant", "/var/run/wpa_supplicant", "/run/hostapd", "/var/run/hostapd",
 	}
 	if m, err := filepath.Glob("/run/systemd/io.systemd.*"); err == nil {
 		cands = append(cands, m...)
