@@ -362,3 +362,22 @@ func TestAttackWirelessControlDoors(t *testing.T) {
 		"/run/hostapd/wlan0":        {"/run/hostapd"},
 	})
 }
+
+// TestAttackRootServiceControlDoors: servers' control sockets that serve
+// a root peer as their administrator and change what the host does on
+// the network: HAProxy's admin socket (Debian's stock haproxy.cfg:
+// /run/haproxy/admin.sock, "level admin"; "set server B/S addr" sends the
+// host's users' traffic elsewhere), strongSwan's VICI and stroke sockets
+// (load and start a tunnel: the host's routes), dhcpcd's (release,
+// rebind: the host off its network). Stand-ins: none runs here.
+func TestAttackRootServiceControlDoors(t *testing.T) {
+	requireRootSandbox(t)
+	requireDoorsShut(t, t.TempDir(), map[string][]string{
+		"/run/haproxy/admin.sock":     {"/run/haproxy"},
+		"/run/charon.vici":            nil,
+		"/run/charon.ctl":             nil,
+		"/run/strongswan/charon.vici": {"/run/strongswan"},
+		"/run/dhcpcd/sock":            {"/run/dhcpcd"},
+		"/run/dhcpcd.sock":            nil,
+	})
+}

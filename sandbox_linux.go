@@ -1249,6 +1249,15 @@ func hostDoors() []string {
 		// point), a global such as pkcs11_module_path set (a library the
 		// daemon loads as root).
 		"/run/wpa_supplicant", "/var/run/wpa_supplicant", "/run/hostapd", "/var/run/hostapd",
+		// Servers' control sockets that serve a root peer as their
+		// administrator and change what the host does on the network
+		// (TestAttackRootServiceControlDoors): HAProxy's admin socket
+		// (Debian's stock configuration; a server's address changed sends
+		// the host's users' traffic elsewhere), strongSwan's VICI and
+		// stroke sockets (a tunnel loaded and started), dhcpcd's (the
+		// host's lease released).
+		"/run/haproxy", "/var/run/haproxy", "/run/charon.vici", "/var/run/charon.vici", "/run/charon.ctl",
+		"/var/run/charon.ctl", "/run/strongswan", "/run/dhcpcd", "/run/dhcpcd.sock", "/var/run/dhcpcd.sock",
 	}
 	if m, err := filepath.Glob("/run/systemd/io.systemd.*"); err == nil {
 		cands = append(cands, m...)
