@@ -381,3 +381,21 @@ func TestAttackRootServiceControlDoors(t *testing.T) {
 		"/run/dhcpcd.sock":            nil,
 	})
 }
+
+// TestAttackEndpointAgentDoors: osquery's extension socket, which fleets
+// of managed hosts run (osqueryd's /var/osquery/osquery.em, Fleet's
+// orbit's /opt/orbit/orbit-osquery.em, Kolide's launcher's under
+// /var/kolide-k2), takes a Thrift query call from a peer that may
+// connect, root as its owner: SQL that osqueryd runs as root, whose
+// tables read files as root, outside the tree's view (augeas, yara), and
+// reach the network (curl), for a NetworkNone tree. The
+// directories also hold the agents' enrollment secrets. Stand-ins: none
+// runs here.
+func TestAttackEndpointAgentDoors(t *testing.T) {
+	requireRootSandbox(t)
+	requireDoorsShut(t, t.TempDir(), map[string][]string{
+		"/var/osquery/osquery.em":                         {"/var/osquery"},
+		"/opt/orbit/orbit-osquery.em":                     {"/opt/orbit"},
+		"/var/kolide-k2/k2device.kolide.com/osquery.sock": {"/var/kolide-k2", "/var/kolide-k2/k2device.kolide.com"},
+	})
+}

@@ -1258,6 +1258,12 @@ func hostDoors() []string {
 		// host's lease released).
 		"/run/haproxy", "/var/run/haproxy", "/run/charon.vici", "/var/run/charon.vici", "/run/charon.ctl",
 		"/var/run/charon.ctl", "/run/strongswan", "/run/dhcpcd", "/run/dhcpcd.sock", "/var/run/dhcpcd.sock",
+		// osquery's extension socket (TestAttackEndpointAgentDoors): SQL
+		// run as root for any peer that may connect, root as its owner,
+		// whose tables read files as root (augeas, yara) and reach the
+		// network (curl). The directories, osqueryd's, Fleet's orbit's and
+		// Kolide's launcher's, also hold their enrollment secrets.
+		"/var/osquery", "/opt/orbit", "/var/kolide-k2",
 	}
 	if m, err := filepath.Glob("/run/systemd/io.systemd.*"); err == nil {
 		cands = append(cands, m...)
