@@ -399,3 +399,24 @@ func TestAttackEndpointAgentDoors(t *testing.T) {
 		"/var/kolide-k2/k2device.kolide.com/osquery.sock": {"/var/kolide-k2", "/var/kolide-k2/k2device.kolide.com"},
 	})
 }
+
+// TestAttackRootAgentSecrets: the identities of the agents a server runs
+// as root, root's 0600, which a root tree owns and read: a Cloudflare
+// Tunnel's credentials (`cloudflared service install` keeps them in
+// /etc/cloudflared: whoever holds them serves the tunnel's hostnames), a
+// Teleport node's keys and certificates and its join token (the node's
+// identity to the cluster), and a Wazuh or OSSEC agent's key (the agent's
+// identity to its manager).
+func TestAttackRootAgentSecrets(t *testing.T) {
+	requireRootSandbox(t)
+	system := map[string]string{}
+	for i, p := range []string{"/etc/cloudflared/6d2b-tunnel.json", "/var/lib/teleport/proc/host.key",
+		"/etc/teleport.yaml", "/var/ossec/etc/client.keys"} {
+		system[p] = fmt.Sprintf("ROOT-AGENT-SECRET-%d\n", i)
+	}
+	secrets := map[string]string{}
+	for _, p := range makeHostFiles(t, system) {
+		secrets[p] = system[p]
+	}
+	requireHiddenFromRoot(t, t.TempDir(), secrets)
+}
