@@ -65,8 +65,12 @@ func TestAttackEnvSecretsGrowEveryStream(t *testing.T) {
 	before = heap()
 	var first uint64
 	for i := range 3 {
-		if took := start(values(n, size)); took > time.Second {
-			t.Errorf("Start %d with %d secret-looking values of %d bytes took %v, want under 1 s", i+1, n, size, took)
+		// The bound on the time is loose: under -race beside make
+		// stress's CPU burners one Start of 40,000 bytes of secrets took
+		// 1.01 s (the registration's forms and trie); the heap below is
+		// what tells a bounded set from a growing one.
+		if took := start(values(n, size)); took > 5*time.Second {
+			t.Errorf("Start %d with %d secret-looking values of %d bytes took %v, want under 5 s", i+1, n, size, took)
 		}
 		if i == 0 {
 			first = heap() - min(before, heap())

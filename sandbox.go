@@ -452,6 +452,11 @@ var systemSecretPaths = []string{"/etc/shadow", "/etc/gshadow", "/etc/sudoers", 
 	// TestAttackDiskKeyFiles, TestAttackRootClusterSecrets).
 	"/etc/cryptsetup-keys.d", "/run/cryptsetup-keys.d", "/var/snap/microk8s/current/credentials",
 	"/var/snap/microk8s/current/certs", "/var/lib/k0s", "/etc/guix/signing-key.sec", "/etc/nix/netrc",
+	// The identities of agents a server runs as root (sixteenth attack
+	// review, TestAttackRootAgentSecrets): a Cloudflare Tunnel's
+	// credentials (whoever holds them serves its hostnames), a Teleport
+	// node's keys and join token, a Wazuh or OSSEC agent's key.
+	"/etc/cloudflared", "/var/lib/teleport", "/etc/teleport.yaml", "/var/ossec/etc/client.keys",
 }
 
 // windowsHomesGlob matches the Windows users' home directories that WSL

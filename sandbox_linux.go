@@ -502,6 +502,11 @@ func (c *sandboxCache) buildMountns(b *sandboxBuilt, pol *sandboxPolicy, hidden,
 	// a second time, TestAttackDoorOtherMount), one more read of
 	// mountinfo per build.
 	doors := hostDoors()
+	if pol.network != NetworkHost {
+		// Resolved as the doors are: /dev/log is a link to journald's
+		// socket on systemd hosts, to a syslog daemon's elsewhere.
+		doors = append(doors, resolvePaths(networkDoors)...)
+	}
 	spec := confine.MountSpec{Write: pol.write, ReadOnly: pol.readOnly, Empty: empty,
 		Hide: slices.Concat(mountHidden, confine.HiddenDevices, doors, hiddenMountAliases(doors))}
 	// What is missing is listed before the namespace is made: a path
@@ -1140,6 +1145,24 @@ func (c *sandboxCache) makeReadyThread(b *sandboxBuilt, lastCap int, inCgroup bo
 	c.readyThreads[b] = st
 }
 
+// networkDoors are the sockets through which what a tree writes leaves
+// the host without the tree's network, covered as root for every network
+// but NetworkHost, whose tree has the network anyway (sixteenth attack
+// review). The host's log sockets: syslog's /dev/log and journald's
+// directory (its native, stream and /dev/log sockets, the socket it
+// forwards to a syslog daemon through, its varlink); a line written there
+// leaves the host wherever the host forwards its logs (rsyslog's
+// "*.* @@logs:514", systemd-journal-upload, a Fluent Bit or Vector agent;
+// TestAttackLogSocketsCarryOff). And the name services that ask a
+// directory server, any uid's to use: sssd's responders, winbindd's pipe,
+// nslcd's socket; a lookup of a chosen name sends it to the domain's
+// server, as nscd's (hostDoors) did (TestAttackNameServiceDoors). A
+// program in such a tree that logs gets ENOENT or ECONNREFUSED, as on a
+// host without a log daemon, and a name sssd has not cached stays a
+// number (its public cache, /var/lib/sss/mc, is still read).
+var networkDoors = []string{"/dev/log", "/run/systemd/journal",
+	"/var/lib/sss/pipes", "/run/samba/winbindd", "/var/run/samba/winbindd", "/run/nslcd", "/var/run/nslcd"}
+
 // hostDoors are the pathname Unix sockets, and the directories that hold
 // them, through which a tree could act as the host's user outside the
 // sandbox: credential agents and container engines, agentproc's own serve
@@ -1219,6 +1242,28 @@ func hostDoors() []string {
 		// container with the host's disk); supervisord's socket where its
 		// sample configuration puts it.
 		"/var/guix/daemon-socket", "/run/k0s", "/var/snap/microk8s/common/run", "/tmp/supervisor.sock",
+		// The Wi-Fi daemons' control sockets (sixteenth attack review,
+		// TestAttackWirelessControlDoors): wpa_supplicant and hostapd take
+		// any command from a peer that may connect, root as their owner:
+		// a network added and enabled (the host joins another access
+		// point), a global such as pkcs11_module_path set (a library the
+		// daemon loads as root).
+		"/run/wpa_supplicant", "/var/run/wpa_supplicant", "/run/hostapd", "/var/run/hostapd",
+		// Servers' control sockets that serve a root peer as their
+		// administrator and change what the host does on the network
+		// (TestAttackRootServiceControlDoors): HAProxy's admin socket
+		// (Debian's stock configuration; a server's address changed sends
+		// the host's users' traffic elsewhere), strongSwan's VICI and
+		// stroke sockets (a tunnel loaded and started), dhcpcd's (the
+		// host's lease released).
+		"/run/haproxy", "/var/run/haproxy", "/run/charon.vici", "/var/run/charon.vici", "/run/charon.ctl",
+		"/var/run/charon.ctl", "/run/strongswan", "/run/dhcpcd", "/run/dhcpcd.sock", "/var/run/dhcpcd.sock",
+		// osquery's extension socket (TestAttackEndpointAgentDoors): SQL
+		// run as root for any peer that may connect, root as its owner,
+		// whose tables read files as root (augeas, yara) and reach the
+		// network (curl). The directories, osqueryd's, Fleet's orbit's and
+		// Kolide's launcher's, also hold their enrollment secrets.
+		"/var/osquery", "/opt/orbit", "/var/kolide-k2",
 	}
 	if m, err := filepath.Glob("/run/systemd/io.systemd.*"); err == nil {
 		cands = append(cands, m...)

@@ -39,6 +39,9 @@ command -v zsh >/dev/null 2>&1 || need+=(zsh)
 # mkfs.btrfs for the hidden paths' other names on a btrfs subvolume
 # (TestAttackHiddenPathBtrfsTopLevel, TestAttackHiddenPathBtrfsSubvolume).
 command -v mkfs.btrfs >/dev/null 2>&1 || need+=(btrfs-progs)
+# bindfs for a hidden path seen through a FUSE view of the home
+# (TestAttackHiddenPathFUSEView, TestAttack16rUnprivileged).
+command -v bindfs >/dev/null 2>&1 || need+=(bindfs)
 # groff for the manual page agentproc man prints (TestManPage renders it).
 command -v groff >/dev/null 2>&1 || need+=(groff-base)
 # QEMU and cpio for the cgroup v2 limit tests in a VM (make test-cgroup-vm).

@@ -269,6 +269,7 @@ type Mount struct {
 	Point   string // where it is mounted
 	Options string // the per-mount options ("rw,nosuid"); empty if missing
 	FSType  string // after the " - " separator
+	Source  string // the mount's source as the mounter gave it (a device, a directory, "none"); empty if missing
 	Super   string // the superblock's options; empty if missing
 }
 
@@ -301,6 +302,9 @@ func ParseMountinfo(data []byte, fn func(Mount)) {
 		m := Mount{Dev: fields[2], Root: unescapeMountinfo(fields[3]), Point: unescapeMountinfo(fields[4]), FSType: after[0]}
 		if len(fields) > 5 {
 			m.Options = fields[5]
+		}
+		if len(after) > 1 {
+			m.Source = unescapeMountinfo(after[1])
 		}
 		if len(after) > 2 {
 			m.Super = after[2]

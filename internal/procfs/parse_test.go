@@ -63,7 +63,8 @@ func TestParseStatEnv(t *testing.T) {
 }
 
 // TestParseMountinfo reads the fields its users take (the sandbox's
-// read-only mounts and hidden paths' other names, cgroup's hierarchies),
+// read-only mounts and hidden paths' other names, a FUSE view's source,
+// cgroup's hierarchies),
 // unescapes paths, and skips
 // lines without the separator or cut short.
 func TestParseMountinfo(t *testing.T) {
@@ -74,14 +75,16 @@ func TestParseMountinfo(t *testing.T) {
 40 22 0:30 / /mnt/a\040b ro - tmpfs
 41 22 0:31 / /cut rw
 42 22 0:32 /
+43 22 0:33 / /home rw - fuse /data/my\040home rw,user_id=0
 `
 	var got []Mount
 	ParseMountinfo([]byte(data), func(m Mount) { got = append(got, m) })
 	want := []Mount{
-		{Dev: "8:1", Root: "/", Point: "/", Options: "rw,relatime", FSType: "ext4", Super: "rw"},
-		{Dev: "0:26", Root: "/", Point: "/sys/fs/cgroup", Options: "ro,nosuid,nodev", FSType: "cgroup2", Super: "rw,nsdelegate"},
-		{Dev: "0:27", Root: "/sub", Point: "/sys/fs/cgroup/cpu,cpuacct", Options: "rw", FSType: "cgroup", Super: "rw,cpu,cpuacct"},
+		{Dev: "8:1", Root: "/", Point: "/", Options: "rw,relatime", FSType: "ext4", Source: "/dev/sda1", Super: "rw"},
+		{Dev: "0:26", Root: "/", Point: "/sys/fs/cgroup", Options: "ro,nosuid,nodev", FSType: "cgroup2", Source: "cgroup2", Super: "rw,nsdelegate"},
+		{Dev: "0:27", Root: "/sub", Point: "/sys/fs/cgroup/cpu,cpuacct", Options: "rw", FSType: "cgroup", Source: "cgroup", Super: "rw,cpu,cpuacct"},
 		{Dev: "0:30", Root: "/", Point: "/mnt/a b", Options: "ro", FSType: "tmpfs"},
+		{Dev: "0:33", Root: "/", Point: "/home", Options: "rw", FSType: "fuse", Source: "/data/my home", Super: "rw,user_id=0"},
 	}
 	if len(got) != len(want) {
 		t.Fatalf("got %d mounts %+v, want %d", len(got), got, len(want))
