@@ -189,3 +189,30 @@ func TestAttackUnauthenticatedConnsHoldListener(t *testing.T) {
 		t.Errorf("control: a CONNECT past MaxConns idle connections on a listener without a token: got %q, want it refused", got)
 	}
 }
+
+// TestServeRefusesNegativeBounds: a negative AuthTimeout or UnreadBudget
+// is a caller's mistake, refused by name rather than read as "none".
+func TestServeRefusesNegativeBounds(t *testing.T) {
+	t.Parallel()
+	list, err := ParseList([]string{"allowed.test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := New(Config{})
+	t.Cleanup(func() { _ = p.Close() })
+	for _, pol := range []Policy{{List: list, AuthTimeout: -time.Second}, {List: list, UnreadBudget: -1}} {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		l, err := p.Serve(ln, pol)
+		if err == nil {
+			_ = l.Close()
+			t.Errorf("Serve(AuthTimeout %v, UnreadBudget %d): got no error, want one", pol.AuthTimeout, pol.UnreadBudget)
+			continue
+		}
+		if !strings.Contains(err.Error(), "AuthTimeout") || !strings.Contains(err.Error(), "UnreadBudget") {
+			t.Errorf("Serve: got %q, want it to name the fields", err)
+		}
+	}
+}
