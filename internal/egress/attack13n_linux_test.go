@@ -5,6 +5,7 @@ package egress
 // seventh mend: Linux's only, as the bound is (relay_linux.go).
 
 import (
+	"bufio"
 	"context"
 	"fmt"
 	"io"
@@ -182,11 +183,161 @@ func TestAttackStalledTunnelsHoldHostMemory(t *testing.T) {
 	}
 }
 
+// TestAttackStalledUploadsHoldHostMemory: the other direction of a
+// stalled tunnel. A tree sends without end to a listed host that reads
+// nothing: the proxy holds what the tree sent in its receive queue from
+// the client and what it wrote in its send queue to the host (up to
+// tcp_wmem's maximum), the host's memory as well. The same account counts
+// both (writeGuarded; a closed tunnel's upstream is reset, so that its
+// unsent bytes do not stay as an orphan's), so the proxy's queues of 8
+// such tunnels stay within the budget and the largest queue. The control:
+// the tunnels the account keeps do hold the host's memory (more than
+// 2 MiB queued).
+func TestAttackStalledUploadsHoldHostMemory(t *testing.T) {
+	t.Parallel()
+	const budget, stall, conns = 12 << 20, 200 * time.Millisecond, 8
+	var wg sync.WaitGroup
+	defer wg.Wait() // last: the proxy's and the origin's Close end them
+	origin, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = origin.Close() }()
+	var mu sync.Mutex
+	var held []net.Conn // the origin's side: open, never read
+	defer func() {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range held {
+			_ = c.Close()
+		}
+	}()
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			c, err := origin.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			held = append(held, c)
+			mu.Unlock()
+		}
+	}()
+	fn := &fakeNet{names: map[string][]netip.Addr{"allowed.test": {originAddr}}}
+	list, err := ParseList([]string{"allowed.test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := New(Config{Resolver: fn, StallTimeout: stall, Dial: func(ctx context.Context, network, _ string) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, network, origin.Addr().String())
+	}, AddrFilter: &AddrFilter{LocalAddrs: func() ([]netip.Addr, error) { return nil, nil }}})
+	defer func() { _ = p.Close() }()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	denied := make(chan struct{}, conns)
+	l, err := p.Serve(ln, Policy{List: list, UnreadBudget: budget, Deny: func(d Denial) {
+		if d.Rule == RuleUnread(budget) {
+			denied <- struct{}{}
+		}
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = l.Close() }()
+	_, listenPort, _ := net.SplitHostPort(ln.Addr().String())
+	_, originPort, _ := net.SplitHostPort(origin.Addr().String())
+	chunk := make([]byte, 256<<10) // zeros: not a TLS record nor an HTTP request, raw bytes
+	for range conns {
+		c, err := net.DialTimeout("tcp", ln.Addr().String(), testDeadline)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = c.Close() }()
+		_ = c.SetDeadline(time.Now().Add(testDeadline))
+		br := bufio.NewReader(c)
+		if _, err := io.WriteString(c, "CONNECT allowed.test:443 HTTP/1.1\r\n\r\n"); err != nil {
+			t.Fatal(err)
+		}
+		if line, err := br.ReadString('\n'); err != nil || !strings.Contains(line, " 200 ") {
+			t.Fatalf("CONNECT: got %q, %v; want 200", line, err)
+		}
+		_, _ = br.ReadString('\n')
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				if _, err := c.Write(chunk); err != nil {
+					return
+				}
+			}
+		}()
+	}
+	// proxyHeld is what the proxy's sockets hold for these tunnels: the
+	// receive queues of the connections it accepted and the send queues of
+	// those it dialled.
+	proxyHeld := func() (sum, largest int64) {
+		b, err := os.ReadFile("/proc/net/tcp")
+		if err != nil {
+			t.Skipf("no /proc/net/tcp: %v", err)
+		}
+		lp, _ := strconv.Atoi(listenPort)
+		op, _ := strconv.Atoi(originPort)
+		for _, line := range strings.Split(string(b), "\n")[1:] {
+			f := strings.Fields(line)
+			if len(f) < 5 {
+				continue
+			}
+			tx, rx, _ := strings.Cut(f[4], ":")
+			var q string
+			switch {
+			case strings.HasSuffix(f[1], fmt.Sprintf(":%04X", lp)):
+				q = rx
+			case strings.HasSuffix(f[2], fmt.Sprintf(":%04X", op)):
+				q = tx
+			default:
+				continue
+			}
+			n, _ := strconv.ParseInt(q, 16, 64)
+			sum += n
+			largest = max(largest, n)
+		}
+		return sum, largest
+	}
+	select {
+	case <-denied:
+	case <-time.After(2 * time.Second):
+	}
+	<-time.After(2 * stall)
+	deadline := time.Now().Add(time.Second)
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	most := int64(0)
+	for time.Now().Before(deadline) {
+		sum, largest := proxyHeld()
+		most = max(most, sum)
+		if sum > budget+largest {
+			t.Fatalf("%d stalled uploads: the proxy's queues hold %d KiB, want at most the budget and the largest queue, %d KiB", conns, sum>>10, (budget+largest)>>10)
+		}
+		<-tick.C
+	}
+	if len(denied) == 0 {
+		t.Errorf("denials: got none with rule %q, want one for each tunnel closed", RuleUnread(budget))
+	}
+	if most < 2<<20 {
+		t.Errorf("control: the proxy's queues held at most %d KiB, want more than 2 MiB (the uploads stalled)", most>>10)
+	}
+}
+
 // TestMend7Unprivileged re-runs the seventh mend's proxy tests as the
 // unprivileged test user: the proxy runs in the Manager's process, which
 // has no root there, and its sockets' memory and limits are that user's.
 func TestMend7Unprivileged(t *testing.T) {
-	tests := []string{"TestAttackStalledTunnelsHoldHostMemory", "TestAttackUnauthenticatedConnsHoldListener"}
+	tests := []string{"TestAttackStalledTunnelsHoldHostMemory", "TestAttackStalledUploadsHoldHostMemory", "TestAttackUnauthenticatedConnsHoldListener"}
 	out, err := testuser.Run(t, time.Minute, nil, "-test.run=^("+strings.Join(tests, "|")+")$")
 	if err != nil {
 		t.Fatalf("as %s: %v\n%s", testuser.Name, err, out)

@@ -811,6 +811,12 @@ func (l *Listener) stallGuard(c, up net.Conn, t Target) *stallGuard {
 	g := &stallGuard{share: stallShare{acct: &l.unread}, timeout: l.p.stall}
 	g.over = func() {
 		l.deny("connect", t.String(), RuleUnread(l.pol.UnreadBudget))
+		// Reset, not closed: a closed socket keeps what it had not sent
+		// (an orphan, until the kernel gives up on the host), the memory
+		// the budget is for.
+		if tc, ok := up.(*net.TCPConn); ok {
+			_ = tc.SetLinger(0)
+		}
 		_ = up.Close()
 		_ = c.Close()
 	}

@@ -99,7 +99,9 @@ var errOverBudget = errors.New("egress: unread budget passed")
 
 // writeGuarded writes b to dst. With a guard, each write carries its
 // deadline; when one expires, the relay's share of the account is set to
-// what it still holds plus what src's socket holds unread, and the relay
+// what it still holds plus what src's socket holds unread and dst's holds
+// unsent (the host's memory in both: the tree's stall keeps all three),
+// and the relay
 // ends (g.over) if that passes the budget. The write's deadline is wall
 // time, as the kernel's poller keeps it, not the Manager's clock: a mock
 // clock would set it in the past.
@@ -119,7 +121,7 @@ func writeGuarded(dst net.Conn, src syscall.RawConn, b []byte, g *stallGuard) er
 		if !errors.Is(err, os.ErrDeadlineExceeded) {
 			return err
 		}
-		if !g.share.record(int64(len(b)) + int64(unreadIn(src))) {
+		if !g.share.record(int64(len(b)) + int64(unreadIn(src)) + int64(unsentIn(dst))) {
 			g.over()
 			return errOverBudget
 		}
@@ -143,6 +145,28 @@ func unreadIn(src syscall.RawConn) int {
 		}
 		if b, err := unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUF); err == nil {
 			n = max(n, b)
+		}
+	})
+	return n
+}
+
+// unsentIn is what dst's socket holds unsent (SIOCOUTQ): a stalled
+// relay's destination has its send buffer full, up to tcp_wmem's maximum
+// for an upstream connection (4 MiB by default) and 512 KiB for a
+// loopback client's (boundClientSend). 0 when it cannot tell.
+func unsentIn(dst net.Conn) int {
+	tc, ok := dst.(*net.TCPConn)
+	if !ok {
+		return 0
+	}
+	rc, err := tc.SyscallConn()
+	if err != nil {
+		return 0
+	}
+	n := 0
+	_ = rc.Control(func(fd uintptr) {
+		if q, err := unix.IoctlGetInt(int(fd), unix.SIOCOUTQ); err == nil {
+			n = q
 		}
 	})
 	return n
