@@ -153,13 +153,14 @@ func TestAttackStalledTunnelsHoldHostMemory(t *testing.T) {
 	// Each stalled relay checks after its first StallTimeout; once one
 	// found the account past the budget (or 2 s passed, which lets the
 	// test fail on the queues, not on a wait, if nothing bounds them) and
-	// two more have passed, the account holds them all. Then the queues
+	// five more have passed (the tunnels were opened one after another, and
+	// the machine may be busy), the account holds them all. Then the queues
 	// stay bounded for 1 s.
 	select {
 	case <-firstUnread:
 	case <-time.After(2 * time.Second):
 	}
-	<-time.After(2 * stall)
+	<-time.After(5 * stall)
 	deadline := time.Now().Add(time.Second)
 	tick = time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
@@ -308,11 +309,14 @@ func TestAttackStalledUploadsHoldHostMemory(t *testing.T) {
 		}
 		return sum, largest
 	}
+	// The clients' writers start one after another, so the tunnels stall
+	// at different times: once one found the account past the budget, five
+	// more StallTimeouts let each of the others be checked, under load too.
 	select {
 	case <-denied:
 	case <-time.After(2 * time.Second):
 	}
-	<-time.After(2 * stall)
+	<-time.After(5 * stall)
 	deadline := time.Now().Add(time.Second)
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()

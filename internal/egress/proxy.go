@@ -83,12 +83,13 @@ type Policy struct {
 	// connections cannot take the tree's slots (sixth mend, "noticed").
 	// Used only with a Token.
 	AuthTimeout time.Duration
-	// UnreadBudget bounds the bytes the listener's stalled tunnels leave
-	// unread at once (what each upstream socket's receive queue holds and
-	// the relay buffer blocked writing to the tree), counted when a
-	// tunnel's write has waited Config.StallTimeout; the tunnel that finds
-	// the total past it is closed, with a denial (RuleUnread). 0 means
-	// 64 MiB. Linux only: elsewhere nothing is counted.
+	// UnreadBudget bounds the bytes the listener's stalled tunnels hold
+	// at once in the host's memory (in each stalled direction: what the
+	// source socket holds or may hold unread, what the destination socket
+	// holds unsent, and the relay's chunk), counted when a tunnel's write
+	// has waited Config.StallTimeout; the tunnel that finds the total past
+	// it is closed, with a denial (RuleUnread). 0 means 64 MiB. Linux
+	// only: elsewhere nothing is counted.
 	UnreadBudget int64
 }
 

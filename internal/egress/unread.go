@@ -15,19 +15,21 @@ import (
 // A fixed SO_RCVBUF would bound it but caps every download at its window
 // a round trip (the sixth mend's, taken back), and TCP_WINDOW_CLAMP
 // bounded nothing. So the bytes are counted only where a tunnel stalls:
-// a relay's write to its destination carries a deadline (stallTimeout);
-// when it expires, the relay records what its source socket holds unread
-// (SIOCINQ) plus what it holds itself as its share of the listener's
-// account, and the relay that finds the account past the budget closes
-// its tunnel, with a denial that says why. A write that completes takes
+// a relay's write to its destination carries a deadline
+// (Config.StallTimeout); when it expires, the relay records what its
+// source socket holds or may hold unread, what its destination socket
+// holds unsent and what it holds itself as its share of the listener's
+// account (writeGuarded, relay_linux.go), and the relay that finds the
+// account past the budget closes its tunnel, with a denial that says why. A write that completes takes
 // the relay's share out. Nothing runs while data flows but the deadline
 // each write sets, and no ticker runs at all.
 
-// defaultUnreadBudget is Policy.UnreadBudget's default: far more than
-// one tunnel's receive window holds (tcp_rmem's maximum, 32 MiB on this
-// project's machines, 6 MiB on a stock kernel), so that one slow but
-// reading client is never closed, and a quarter of what MaxConns
-// stalled tunnels held before the bound (about 1 GiB).
+// defaultUnreadBudget is Policy.UnreadBudget's default: twice what one
+// tunnel's upstream socket may hold where autotuning is allowed most
+// (tcp_rmem's maximum, 32 MiB on this project's machines; 6 MiB on a
+// stock kernel), so that one slow but reading client is never closed,
+// and a sixteenth of what MaxConns stalled tunnels held before the bound
+// (about 1 GiB).
 const defaultUnreadBudget = 64 << 20
 
 // defaultStallTimeout is Config.StallTimeout's default.
