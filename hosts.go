@@ -33,7 +33,8 @@ type Denial struct {
 	// Kind is "network" (the proxy refused a connection) or "file".
 	Kind string
 	// Op is, for "network", "connect" (AllowHosts does not allow the
-	// target, or the proxy does not relay that request) or "resolve" (the
+	// target, the proxy does not relay that request, or it closed a tunnel
+	// the tree left unread too long) or "resolve" (the
 	// target's name resolves only to addresses the proxy never dials).
 	Op string
 	// Target is "host:port" for "network", the path for "file".
@@ -338,6 +339,8 @@ func DenialHint(d Denial) string {
 		return "none: the proxy never connects to such an address"
 	case d.Rule == egress.RuleTooManyConns:
 		return "open fewer connections to the proxy at once"
+	case strings.HasPrefix(d.Rule, egress.RuleUnreadPrefix):
+		return "read each connection's data as it comes, or open fewer at once"
 	case d.Rule == egress.RuleNotListed, d.Rule == egress.RulePortNotAllowed:
 		return "add `" + d.Target + "` to allow_hosts"
 	}

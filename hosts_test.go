@@ -133,3 +133,14 @@ func TestDenialHintCarriedIPv4(t *testing.T) {
 		t.Errorf("DenialHint(64:ff9b::7f00:1): got %q, want %q", got, want)
 	}
 }
+
+// TestDenialHintUnread: a tunnel closed because the tree left too much
+// unread is advised to read or open fewer, never to widen AllowHosts,
+// which would not help.
+func TestDenialHintUnread(t *testing.T) {
+	t.Parallel()
+	d := agentproc.Denial{Kind: "network", Op: "connect", Target: "registry.example:443", Rule: egress.RuleUnread(64 << 20)}
+	if got, want := agentproc.DenialHint(d), "read each connection's data as it comes, or open fewer at once"; got != want {
+		t.Errorf("DenialHint(%q): got %q, want %q", d.Rule, got, want)
+	}
+}

@@ -75,7 +75,34 @@ type Policy struct {
 	// (thirteenth attack review, "denials from outside the tree"). Empty
 	// means no check, for a listener only its tree can reach.
 	Token string
+	// AuthTimeout bounds how long a client may take, from its connection,
+	// to present the Token (its request or its SOCKS handshake); 0 means
+	// 5 s. Until then a connection is held in a small pool of its own
+	// (64 at once, the oldest closed when another comes), not in the
+	// listener's MaxConns: a process outside the tree that opens idle
+	// connections cannot take the tree's slots (sixth mend, "noticed").
+	// Used only with a Token.
+	AuthTimeout time.Duration
+	// UnreadBudget bounds the bytes the listener's stalled tunnels hold
+	// at once in the host's memory (in each stalled direction: what the
+	// source socket holds or may hold unread, what the destination socket
+	// holds unsent, and the relay's chunk), counted when a tunnel's write
+	// has waited Config.StallTimeout; the tunnel that finds the total past
+	// it is closed, with a denial (RuleUnread). 0 means 64 MiB. Linux
+	// only: elsewhere nothing is counted.
+	UnreadBudget int64
 }
+
+// defaultAuthTimeout is Policy.AuthTimeout's default: a client sends its
+// request as soon as it connects, and one that sends credentials only
+// when asked (libcurl's "any") reconnects at once after its 407.
+const defaultAuthTimeout = 5 * time.Second
+
+// maxUnauthenticated bounds a listener's connections that have not yet
+// presented the token: enough for a tree's clients connecting at once
+// (npm keeps 15 a host, pip 10), few enough that what they hold (a
+// goroutine, a 32 KiB buffer, two descriptors) is small.
+const maxUnauthenticated = 64
 
 // ProxyUser is the user name that goes with Policy.Token.
 const ProxyUser = "agentproc"
@@ -90,6 +117,7 @@ type Proxy struct {
 	dialTimeout time.Duration
 	headTimeout time.Duration
 	maxConns    int
+	stall       time.Duration
 
 	mu     sync.Mutex
 	lns    map[*Listener]struct{}
@@ -111,8 +139,13 @@ type Config struct {
 	// to send its request (or SOCKS handshake); 0 means 60 s.
 	HeadTimeout time.Duration
 	// MaxConns bounds the connections one listener holds at once; those
-	// past it are closed at once. 0 means 256.
+	// past it are closed at once. With a Policy.Token only the
+	// connections that presented it count. 0 means 256.
 	MaxConns int
+	// StallTimeout is how long a tunnel's write may wait for its
+	// destination to read before its unread bytes are counted against
+	// Policy.UnreadBudget (and again each StallTimeout after); 0 means 1 s.
+	StallTimeout time.Duration
 }
 
 // errHostsFileOnly fails every DNS exchange of the proxy's hosts-file
@@ -125,7 +158,7 @@ var ErrClosed = errors.New("egress: proxy closed")
 // New returns a proxy with no listener.
 func New(cfg Config) *Proxy {
 	p := &Proxy{resolver: cfg.Resolver, dial: cfg.Dial, filter: cfg.AddrFilter, dialTimeout: cfg.DialTimeout,
-		headTimeout: cfg.HeadTimeout, maxConns: cfg.MaxConns, lns: map[*Listener]struct{}{}}
+		headTimeout: cfg.HeadTimeout, maxConns: cfg.MaxConns, stall: cfg.StallTimeout, lns: map[*Listener]struct{}{}}
 	if p.resolver == nil {
 		p.resolver = net.DefaultResolver
 		p.hostsFile = &net.Resolver{PreferGo: true, Dial: func(context.Context, string, string) (net.Conn, error) {
@@ -147,6 +180,9 @@ func New(cfg Config) *Proxy {
 	}
 	if p.maxConns <= 0 {
 		p.maxConns = defaultMaxConns
+	}
+	if p.stall <= 0 {
+		p.stall = defaultStallTimeout
 	}
 	return p
 }
@@ -171,6 +207,10 @@ type Listener struct {
 	closed  bool
 	wg      sync.WaitGroup
 	clients counter // the client connections being served
+	// pending holds the connections that have not presented the token
+	// yet (with a token only).
+	pending unauthenticated
+	unread  unreadAccount
 }
 
 // counter counts up to a bound.
@@ -199,7 +239,18 @@ func (c *counter) done() {
 // Serve serves ln with pol until the Listener or the Proxy is closed; it
 // takes ln over (closing the Listener closes ln).
 func (p *Proxy) Serve(ln net.Listener, pol Policy) (*Listener, error) {
-	l := &Listener{p: p, ln: ln, pol: pol, conns: map[net.Conn]struct{}{}, clients: counter{bound: p.maxConns}}
+	if pol.AuthTimeout < 0 || pol.UnreadBudget < 0 {
+		_ = ln.Close()
+		return nil, fmt.Errorf("egress: Policy.AuthTimeout %v and UnreadBudget %d: want 0 (the default) or more", pol.AuthTimeout, pol.UnreadBudget)
+	}
+	if pol.AuthTimeout == 0 {
+		pol.AuthTimeout = defaultAuthTimeout
+	}
+	if pol.UnreadBudget == 0 {
+		pol.UnreadBudget = defaultUnreadBudget
+	}
+	l := &Listener{p: p, ln: ln, pol: pol, conns: map[net.Conn]struct{}{}, clients: counter{bound: p.maxConns},
+		pending: newUnauthenticated(maxUnauthenticated), unread: unreadAccount{budget: pol.UnreadBudget}}
 	if pol.Token != "" {
 		l.auth = []byte(ProxyUser + ":" + pol.Token)
 	}
@@ -292,6 +343,20 @@ func (l *Listener) accept() {
 		if !l.track(c) {
 			continue
 		}
+		if l.auth != nil {
+			// Not counted in MaxConns until it presents the token (admit).
+			if old := l.pending.add(c); old != nil {
+				_ = old.Close()
+			}
+			l.wg.Add(1)
+			go func() {
+				defer l.wg.Done()
+				defer l.untrack(c)
+				defer l.pending.remove(c)
+				l.serve(c)
+			}()
+			continue
+		}
 		if !l.clients.take() {
 			// Past the bound: closed before anything is read, so that a
 			// tree cannot hold the host's descriptors and memory.
@@ -354,7 +419,11 @@ func (l *Listener) serve(c net.Conn) {
 	// A client that sends nothing is not kept: its request (or SOCKS
 	// handshake) must come within headTimeout, counted from the
 	// connection, its first byte included; tunnels have no deadline.
-	_ = c.SetReadDeadline(time.Now().Add(l.p.headTimeout))
+	deadline := l.p.headTimeout
+	if l.auth != nil {
+		deadline = min(deadline, l.pol.AuthTimeout)
+	}
+	_ = c.SetReadDeadline(time.Now().Add(deadline))
 	br := bufio.NewReaderSize(c, 32<<10)
 	first, err := br.Peek(1)
 	if err != nil {
@@ -372,6 +441,23 @@ func (l *Listener) serve(c net.Conn) {
 		// outside the tree can add only this fixed line to its report.
 		l.deny("connect", c.LocalAddr().String(), RuleUnknownProtocol)
 	}
+}
+
+// admit moves c, which has just presented the token, from the pool of
+// unauthenticated connections to the listener's MaxConns, and reports
+// whether it is served; when it is, the caller calls l.clients.done when
+// it ends. Refused: c was pushed out of the pool meanwhile (it is being
+// closed), or the tree holds MaxConns connections already, which is the
+// tree's own doing and so reported.
+func (l *Listener) admit(c net.Conn) bool {
+	if !l.pending.remove(c) {
+		return false
+	}
+	if !l.clients.take() {
+		l.deny("connect", c.LocalAddr().String(), RuleTooManyConns)
+		return false
+	}
+	return true
 }
 
 // authorized reports whether the decoded credentials cred are the
@@ -577,6 +663,13 @@ func (l *Listener) httpProxy(c net.Conn, br *bufio.Reader) {
 			"Connection: close\r\nContent-Length: 0\r\n\r\n")
 		return
 	}
+	if l.auth != nil {
+		if !l.admit(c) {
+			writeStatus(c, "503 Service Unavailable", "agentproc sandbox: "+RuleTooManyConns)
+			return
+		}
+		defer l.clients.done()
+	}
 	if req.Method == http.MethodConnect {
 		t, err := ParseTarget(req.Host)
 		if err != nil {
@@ -616,7 +709,7 @@ func (l *Listener) httpProxy(c net.Conn, br *bufio.Reader) {
 	}
 	defer l.untrack(up)
 	_ = c.SetReadDeadline(time.Time{})
-	l.relayHTTP(c, br, up, t, req, pipeBack(c, up))
+	l.relayHTTP(c, br, up, t, req, l.pipeBack(c, up, t))
 }
 
 // urlTarget is the target of an http:// URL's host, port 80 by default.
@@ -647,12 +740,13 @@ func hostHeadersMatch(hosts []string, t Target) bool {
 // read side, which the request loop may be waiting on); the channel is
 // closed when it is done. On Linux a loopback client's send buffer is
 // bounded first (boundClientSend).
-func pipeBack(c, up net.Conn) <-chan struct{} {
+func (l *Listener) pipeBack(c, up net.Conn, t Target) <-chan struct{} {
 	boundClientSend(c)
 	done := make(chan struct{})
+	g := l.stallGuard(c, up, t)
 	go func() {
 		defer close(done)
-		copyConn(c, up)
+		copyConn(c, up, g)
 		closeWrite(c)
 	}()
 	return done
@@ -712,8 +806,27 @@ func (l *Listener) relayHTTP(c net.Conn, br *bufio.Reader, up net.Conn, t Target
 	}
 }
 
-// copyRest copies what br holds and then src to dst, and half-closes dst.
-func (l *Listener) copyRest(dst net.Conn, src net.Conn, br *bufio.Reader) {
+// stallGuard bounds what one direction of the tunnel between c and up to
+// t leaves unread when its destination stops reading (unread.go).
+func (l *Listener) stallGuard(c, up net.Conn, t Target) *stallGuard {
+	g := &stallGuard{share: stallShare{acct: &l.unread}, timeout: l.p.stall}
+	g.over = func() {
+		l.deny("connect", t.String(), RuleUnread(l.pol.UnreadBudget))
+		// Reset, not closed: a closed socket keeps what it had not sent
+		// (an orphan, until the kernel gives up on the host), the memory
+		// the budget is for.
+		if tc, ok := up.(*net.TCPConn); ok {
+			_ = tc.SetLinger(0)
+		}
+		_ = up.Close()
+		_ = c.Close()
+	}
+	return g
+}
+
+// copyRest copies what br holds and then src to dst, and half-closes
+// dst; src is the client, dst the tunnel's upstream to t.
+func (l *Listener) copyRest(dst net.Conn, src net.Conn, br *bufio.Reader, t Target) {
 	if n := br.Buffered(); n > 0 {
 		b, _ := br.Peek(n)
 		if _, err := dst.Write(b); err != nil {
@@ -721,7 +834,7 @@ func (l *Listener) copyRest(dst net.Conn, src net.Conn, br *bufio.Reader) {
 		}
 		_, _ = br.Discard(n)
 	}
-	copyConn(dst, src)
+	copyConn(dst, src, l.stallGuard(src, dst, t))
 	closeWrite(dst)
 }
 
@@ -739,7 +852,7 @@ func closeWrite(c net.Conn) {
 func (l *Listener) tunnel(c net.Conn, br *bufio.Reader, up net.Conn, t Target) {
 	// The server may speak first (SMTP, SSH): its side flows at once,
 	// before the client's first bytes are looked at.
-	back := pipeBack(c, up)
+	back := l.pipeBack(c, up, t)
 	first, err := br.Peek(1)
 	if err != nil {
 		_ = up.Close()
@@ -773,7 +886,7 @@ func (l *Listener) tunnel(c net.Conn, br *bufio.Reader, up net.Conn, t Target) {
 		l.relayHTTP(c, br, up, t, nil, back)
 		return
 	}
-	l.copyRest(up, c, br)
+	l.copyRest(up, c, br, t)
 	<-back
 }
 
@@ -981,8 +1094,15 @@ func (l *Listener) socks(c net.Conn, br *bufio.Reader) {
 	if _, err := c.Write([]byte{5, method}); err != nil {
 		return
 	}
-	if l.auth != nil && !l.socksAuthorized(c, br) {
-		return
+	if l.auth != nil {
+		if !l.socksAuthorized(c, br) {
+			return
+		}
+		if !l.admit(c) {
+			socksReply(c, 1) // general failure
+			return
+		}
+		defer l.clients.done()
 	}
 	req := make([]byte, 4)
 	if _, err := io.ReadFull(br, req); err != nil || req[0] != 5 {

@@ -1,6 +1,9 @@
 package egress
 
-import "net"
+import (
+	"net"
+	"time"
+)
 
 // copyConn copies src to dst until src ends or either fails; it does
 // not close or half-close either. pipeBack and copyRest copy every byte of
@@ -16,4 +19,19 @@ import "net"
 // reaches the client in more, smaller pieces), more than the proxy saved
 // (the figures: docs/measurements.md, the tunnel copy's row). Elsewhere
 // (relay_other.go) it is io.Copy.
-func copyConn(dst, src net.Conn) { copyConnOS(dst, src) }
+//
+// g, if not nil, bounds what a stalled relay holds (unread.go): on Linux
+// each write to dst then carries its deadline, and a relay whose
+// destination stops reading records its unread bytes in g's account and
+// ends when the account passes its budget. Elsewhere g is not used.
+func copyConn(dst, src net.Conn, g *stallGuard) { copyConnOS(dst, src, g) }
+
+// stallGuard is one relay direction's bound on what it may leave unread.
+type stallGuard struct {
+	share   stallShare
+	timeout time.Duration
+	// over is called once, when this relay finds its listener's account
+	// past the budget: it reports the denial and closes the tunnel, whose
+	// upstream socket's queue is then freed.
+	over func()
+}

@@ -4,8 +4,12 @@ import (
 	"errors"
 	"io"
 	"net"
+	"os"
 	"sync"
 	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // relayChunk is the most copyConn reads at once: of the sizes tried, the
@@ -45,7 +49,7 @@ func boundClientSend(c net.Conn) {
 // goes back on EAGAIN: the runtime's poller does the waiting. A src that
 // is not a *net.TCPConn (a Config.Dial of the caller's; a stream's read of
 // 0 bytes is its end, a datagram's is not) is copied with io.Copy.
-func copyConnOS(dst, src net.Conn) {
+func copyConnOS(dst, src net.Conn, g *stallGuard) {
 	tc, ok := src.(*net.TCPConn)
 	if !ok {
 		_, _ = io.Copy(dst, src)
@@ -82,10 +86,88 @@ func copyConnOS(dst, src net.Conn) {
 			}
 			return
 		}
-		_, werr := dst.Write((*buf)[:n])
+		werr := writeGuarded(dst, rc, (*buf)[:n], g)
 		relayBufs.Put(buf)
 		if werr != nil {
 			return
 		}
 	}
+}
+
+// errOverBudget ends a relay whose tree left too much unread.
+var errOverBudget = errors.New("egress: unread budget passed")
+
+// writeGuarded writes b to dst. With a guard, each write carries its
+// deadline; when one expires, the relay's share of the account is set to
+// what it still holds plus what src's socket holds unread and dst's holds
+// unsent (the host's memory in both: the tree's stall keeps all three),
+// and the relay
+// ends (g.over) if that passes the budget. The write's deadline is wall
+// time, as the kernel's poller keeps it, not the Manager's clock: a mock
+// clock would set it in the past.
+func writeGuarded(dst net.Conn, src syscall.RawConn, b []byte, g *stallGuard) error {
+	if g == nil {
+		_, err := dst.Write(b)
+		return err
+	}
+	defer g.share.clear()
+	for {
+		_ = dst.SetWriteDeadline(time.Now().Add(g.timeout))
+		n, err := dst.Write(b)
+		b = b[n:]
+		if err == nil {
+			return nil
+		}
+		if !errors.Is(err, os.ErrDeadlineExceeded) {
+			return err
+		}
+		if !g.share.record(int64(len(b)) + int64(unreadIn(src)) + int64(unsentIn(dst))) {
+			g.over()
+			return errOverBudget
+		}
+	}
+}
+
+// unreadIn is what src's socket may hold unread while its relay does not
+// read: the larger of its receive queue (SIOCINQ) and its receive
+// buffer's size (SO_RCVBUF, the kernel's own figure, doubled from what was
+// asked and grown by autotuning), 0 when it cannot tell. The buffer's
+// size is counted, not only the queue, because the queue keeps filling
+// after it was read, up to the buffer, and autotuning grows the buffer
+// only when the socket is read: so the share a stalled relay records is
+// what it will hold until it writes again, and the account bounds the
+// memory, not a snapshot of it.
+func unreadIn(src syscall.RawConn) int {
+	n := 0
+	_ = src.Control(func(fd uintptr) {
+		if q, err := unix.IoctlGetInt(int(fd), unix.SIOCINQ); err == nil {
+			n = q
+		}
+		if b, err := unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUF); err == nil {
+			n = max(n, b)
+		}
+	})
+	return n
+}
+
+// unsentIn is what dst's socket holds unsent (SIOCOUTQ): a stalled
+// relay's destination has its send buffer full, up to tcp_wmem's maximum
+// for an upstream connection (4 MiB by default) and 512 KiB for a
+// loopback client's (boundClientSend). 0 when it cannot tell.
+func unsentIn(dst net.Conn) int {
+	tc, ok := dst.(*net.TCPConn)
+	if !ok {
+		return 0
+	}
+	rc, err := tc.SyscallConn()
+	if err != nil {
+		return 0
+	}
+	n := 0
+	_ = rc.Control(func(fd uintptr) {
+		if q, err := unix.IoctlGetInt(int(fd), unix.SIOCOUTQ); err == nil {
+			n = q
+		}
+	})
+	return n
 }

@@ -83,7 +83,7 @@ func TestCopyConnCopiesEveryByte(t *testing.T) {
 				endWrite(srcPeer)
 			}()
 			done := make(chan struct{})
-			go func() { defer close(done); copyConn(dst, src); endWrite(dst) }()
+			go func() { defer close(done); copyConn(dst, src, nil); endWrite(dst) }()
 			got := make(chan []byte, 1)
 			go func() { b, _ := io.ReadAll(dstPeer); got <- b }()
 			var b []byte
@@ -111,7 +111,7 @@ func TestCopyConnEndsWhenClosed(t *testing.T) {
 			_, src := connPair(t, kind)
 			dst, _ := connPair(t, kind)
 			done := make(chan struct{})
-			go func() { defer close(done); copyConn(dst, src) }()
+			go func() { defer close(done); copyConn(dst, src, nil) }()
 			_ = src.Close()
 			waitDone(t, done, "copyConn after its source was closed")
 		})
@@ -130,7 +130,7 @@ func TestCopyConnEndsWhenClosed(t *testing.T) {
 				}
 			}()
 			done := make(chan struct{})
-			go func() { defer close(done); copyConn(dst, src) }()
+			go func() { defer close(done); copyConn(dst, src, nil) }()
 			waitDone(t, done, "copyConn after its destination was closed")
 			_ = src.Close()
 			waitDone(t, wrote, "the source's writer")

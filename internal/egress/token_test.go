@@ -3,9 +3,11 @@ package egress
 import (
 	"bufio"
 	"encoding/base64"
+	"errors"
 	"io"
 	"net"
 	"net/http"
+	"net/netip"
 	"strings"
 	"testing"
 	"time"
@@ -103,6 +105,114 @@ func BenchmarkProxyTokenCheck(b *testing.B) {
 	for b.Loop() {
 		if !l.httpAuthorized(h) {
 			b.Fatal("refused")
+		}
+	}
+}
+
+// TestAttackUnauthenticatedConnsHoldListener: without root a tree's
+// listener is on the host's loopback, and any process of the machine
+// may connect to it. A connection that never sent the token used to take
+// one of the listener's MaxConns (256) slots until HeadTimeout (60 s), so
+// an outsider that opened 256 idle connections had the tree's own
+// refused, with a denial in the tree's report (sixth mend, "noticed, left
+// alone"). Now a connection is counted in MaxConns only once it presents
+// the token; until then it is held in a pool of its own, the oldest
+// closed when another comes. The test: 300 idle connections from outside,
+// then the tree's CONNECT is served at once, the oldest idle connection
+// is closed, and nothing was reported. The control: on a listener without
+// a token (every connection is the tree's), idle connections do fill
+// MaxConns and the next is refused.
+func TestAttackUnauthenticatedConnsHoldListener(t *testing.T) {
+	t.Parallel()
+	const token = "T0KENT0KENT0KENT0KEN"
+	h := newHarnessToken(t, nil, token, "allowed.test")
+	idle := func(addr string, n int) []net.Conn {
+		conns := make([]net.Conn, 0, n)
+		for range n {
+			c, err := net.DialTimeout("tcp", addr, testDeadline)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = c.Close() })
+			conns = append(conns, c)
+		}
+		return conns
+	}
+	// connectStatus sends a CONNECT with the token and returns the
+	// response's status line, or the error that ended the read.
+	connectStatus := func(addr string, within time.Duration) string {
+		c, err := net.DialTimeout("tcp", addr, testDeadline)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = c.Close() }()
+		_ = c.SetDeadline(time.Now().Add(within))
+		auth := base64.StdEncoding.EncodeToString([]byte(ProxyUser + ":" + token))
+		if _, err := io.WriteString(c, "CONNECT allowed.test:443 HTTP/1.1\r\nHost: allowed.test:443\r\nProxy-Authorization: Basic "+auth+"\r\n\r\n"); err != nil {
+			return err.Error()
+		}
+		line, err := bufio.NewReader(c).ReadString('\n')
+		if err != nil {
+			return err.Error()
+		}
+		return strings.TrimSpace(line)
+	}
+	conns := idle(h.addr, 300)
+	if got := connectStatus(h.addr, time.Second); got != "HTTP/1.1 200 Connection established" {
+		t.Errorf("the tree's CONNECT after 300 idle connections from outside: got %q, want 200 within 1 s", got)
+	}
+	_ = conns[0].SetReadDeadline(time.Now().Add(testDeadline))
+	if n, err := conns[0].Read(make([]byte, 1)); !errors.Is(err, io.EOF) {
+		t.Errorf("the oldest idle connection: got %d bytes, %v; want it closed", n, err)
+	}
+	if d := h.denied(); len(d) != 0 {
+		t.Errorf("denials: got %d, the first %+v; want none (the idle connections are not the tree's)", len(d), d[0])
+	}
+
+	// Control: without a token every connection counts in MaxConns.
+	list, err := ParseList([]string{"allowed.test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := New(Config{Resolver: h.net, Dial: h.net.dial, MaxConns: 16,
+		AddrFilter: &AddrFilter{LocalAddrs: func() ([]netip.Addr, error) { return nil, nil }}})
+	t.Cleanup(func() { _ = p.Close() })
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Serve(ln, Policy{List: list}); err != nil {
+		t.Fatal(err)
+	}
+	idle(ln.Addr().String(), 16)
+	if got := connectStatus(ln.Addr().String(), testDeadline); strings.HasPrefix(got, "HTTP/1.1 200") {
+		t.Errorf("control: a CONNECT past MaxConns idle connections on a listener without a token: got %q, want it refused", got)
+	}
+}
+
+// TestServeRefusesNegativeBounds: a negative AuthTimeout or UnreadBudget
+// is a caller's mistake, refused by name rather than read as "none".
+func TestServeRefusesNegativeBounds(t *testing.T) {
+	t.Parallel()
+	list, err := ParseList([]string{"allowed.test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := New(Config{})
+	t.Cleanup(func() { _ = p.Close() })
+	for _, pol := range []Policy{{List: list, AuthTimeout: -time.Second}, {List: list, UnreadBudget: -1}} {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		l, err := p.Serve(ln, pol)
+		if err == nil {
+			_ = l.Close()
+			t.Errorf("Serve(AuthTimeout %v, UnreadBudget %d): got no error, want one", pol.AuthTimeout, pol.UnreadBudget)
+			continue
+		}
+		if !strings.Contains(err.Error(), "AuthTimeout") || !strings.Contains(err.Error(), "UnreadBudget") {
+			t.Errorf("Serve: got %q, want it to name the fields", err)
 		}
 	}
 }
