@@ -1,0 +1,134 @@
+package agentproc_test
+
+import (
+	"os"
+	"os/user"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agentproc/agentproc"
+	"github.com/agentproc/agentproc/internal/testuser"
+)
+
+// The sixteenth attack review's tests, unprivileged and the surfaces
+// (docs/sandbox-threats.md).
+
+// attack16uDirsEnv names, for TestAttackHiddenDirClosedByMode's run as
+// the unprivileged user, the stand-ins TestAttack16uUnprivileged made as
+// root: a group's search-only directory and a directory of the user's own
+// that its mode closes, each holding key.pem, separated by a newline.
+const attack16uDirsEnv = "AGENTPROC_ATK16U_DIRS"
+
+// TestAttack16uUnprivileged makes, as root, the stand-ins of
+// TestAttackHiddenDirClosedByMode and runs it as the unprivileged user,
+// where Landlock is the whole of Hide.
+func TestAttack16uUnprivileged(t *testing.T) {
+	requireSandbox(t)
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to make the stand-ins and switch users")
+	}
+	u, err := user.Lookup(sandboxUser)
+	if err != nil {
+		t.Skipf("no user %s: %v", sandboxUser, err)
+	}
+	uid, _ := strconv.Atoi(u.Uid)
+	gid, _ := strconv.Atoi(u.Gid)
+	dirs := makeClosedByModeDirs(t, uid, gid)
+	const test = "TestAttackHiddenDirClosedByMode"
+	out, err := testuser.Run(t, 2*time.Minute, []string{attack16uDirsEnv + "=" + strings.Join(dirs, "\n")}, "-test.run=^"+test+"$")
+	if err != nil {
+		t.Fatalf("as %s: %v\n%s", sandboxUser, err, out)
+	}
+	if !strings.Contains(out, "--- PASS: "+test+" ") {
+		t.Errorf("as %s: got no PASS line for %s, want one\n%s", sandboxUser, test, out)
+	}
+}
+
+// makeClosedByModeDirs makes, as root, two directories that the user uid
+// (group gid) may not list, each with a key.pem it may read once there:
+// root's, mode 0710, group gid (as /etc/ssl/private is root's and the
+// ssl-cert group's, which services such as PostgreSQL are in), with the
+// key 0640; and uid's own, mode 0 (a user's way of shutting a directory),
+// with the key 0600. Cleanup removes them.
+func makeClosedByModeDirs(t *testing.T, uid, gid int) []string {
+	t.Helper()
+	base, err := os.MkdirTemp("", "agentproc-atk16u-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(base) })
+	if err := os.Chmod(base, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	group, own := filepath.Join(base, "private"), filepath.Join(base, "shut")
+	for _, d := range []struct {
+		dir              string
+		owner, group     int
+		dirMode, keyMode os.FileMode
+		key              string
+	}{
+		{group, 0, gid, 0o710, 0o640, "GROUP-SEARCH-ONLY-KEY\n"},
+		{own, uid, gid, 0, 0o600, "OWN-SHUT-DIR-KEY\n"},
+	} {
+		key := filepath.Join(d.dir, "key.pem")
+		if err := os.Mkdir(d.dir, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(key, []byte(d.key), d.keyMode); err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range []string{key, d.dir} {
+			if err := os.Chown(p, d.owner, d.group); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := os.Chmod(d.dir, d.dirMode); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return []string{group, own}
+}
+
+// TestAttackHiddenDirClosedByMode: without root a hidden path was left
+// out of the Landlock layer's Hide when the host could not read it
+// (confine.LandlockHidden: "less what this user cannot read anyway"),
+// taking a refused read for one a tree is refused too. Two ways past:
+// a directory that this user may search but not list (mode 0710 of a
+// group it is in, as /etc/ssl/private of the ssl-cert group) still
+// opens its entries by name, so `cat /etc/ssl/private/key.pem` read the
+// key; and a directory of the user's own shut by its mode (0) is opened
+// again by `chmod 700` from the tree (metadata outside Write is not
+// protected without root), then read. The control runs the same
+// commands unconfined and reads both keys. Runs as the unprivileged
+// user, through TestAttack16uUnprivileged; as root nothing is left out
+// (root reads everything) and the mount namespace covers both.
+func TestAttackHiddenDirClosedByMode(t *testing.T) {
+	requireSandbox(t)
+	dirs := strings.Split(os.Getenv(attack16uDirsEnv), "\n")
+	if len(dirs) != 2 {
+		t.Skip("the stand-ins are root's: TestAttack16uUnprivileged makes them and runs this as " + sandboxUser)
+	}
+	group, own := dirs[0], dirs[1]
+	cmd := "cat " + shellQuote(filepath.Join(group, "key.pem")) + "; chmod 700 " + shellQuote(own) + " && cat " + shellQuote(filepath.Join(own, "key.pem"))
+	ws := t.TempDir()
+	req := agentproc.Request{Command: cmd, WorkDir: ws, Timeout: time.Minute}
+	ctl := runSandboxed(t, newManager(t, agentproc.WithRedaction(false)), req).Text
+	if !strings.Contains(ctl, "GROUP-SEARCH-ONLY-KEY") || !strings.Contains(ctl, "OWN-SHUT-DIR-KEY") {
+		t.Fatalf("control without the sandbox: got %q, want both keys read", ctl)
+	}
+	if err := os.Chmod(own, 0); err != nil {
+		t.Fatal(err)
+	}
+	sb := agentproc.WorkspaceSandbox(ws)
+	sb.Hide = append(sb.Hide, group, own)
+	out := runSandboxed(t, newManager(t, agentproc.WithRedaction(false), agentproc.WithSandbox(sb)), req).Text
+	for _, key := range []string{"GROUP-SEARCH-ONLY-KEY", "OWN-SHUT-DIR-KEY"} {
+		if strings.Contains(out, key) {
+			t.Errorf("a hidden key was read in a directory its mode closed to the host: got %q, want %s refused", out, key)
+		}
+	}
+	_ = os.Chmod(own, 0o700) // for Cleanup's removal (the tree may have done it)
+}
