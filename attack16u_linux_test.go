@@ -23,8 +23,9 @@ import (
 const attack16uDirsEnv = "AGENTPROC_ATK16U_DIRS"
 
 // TestAttack16uUnprivileged makes, as root, the stand-ins of
-// TestAttackHiddenDirClosedByMode and runs it as the unprivileged user,
-// where Landlock is the whole of Hide.
+// TestAttackHiddenDirClosedByMode and runs it, with
+// TestAttackHomeCredentialsWithoutHOME, as the unprivileged user, where
+// Landlock is the whole of Hide.
 func TestAttack16uUnprivileged(t *testing.T) {
 	requireSandbox(t)
 	if os.Geteuid() != 0 {
@@ -37,13 +38,16 @@ func TestAttack16uUnprivileged(t *testing.T) {
 	uid, _ := strconv.Atoi(u.Uid)
 	gid, _ := strconv.Atoi(u.Gid)
 	dirs := makeClosedByModeDirs(t, uid, gid)
-	const test = "TestAttackHiddenDirClosedByMode"
-	out, err := testuser.Run(t, 2*time.Minute, []string{attack16uDirsEnv + "=" + strings.Join(dirs, "\n")}, "-test.run=^"+test+"$")
+	tests := []string{"TestAttackHiddenDirClosedByMode", "TestAttackHomeCredentialsWithoutHOME"}
+	out, err := testuser.Run(t, 2*time.Minute, []string{attack16uDirsEnv + "=" + strings.Join(dirs, "\n")},
+		"-test.run=^("+strings.Join(tests, "|")+")$")
 	if err != nil {
 		t.Fatalf("as %s: %v\n%s", sandboxUser, err, out)
 	}
-	if !strings.Contains(out, "--- PASS: "+test+" ") {
-		t.Errorf("as %s: got no PASS line for %s, want one\n%s", sandboxUser, test, out)
+	for _, test := range tests {
+		if !strings.Contains(out, "--- PASS: "+test+" ") {
+			t.Errorf("as %s: got no PASS line for %s, want one\n%s", sandboxUser, test, out)
+		}
 	}
 }
 
@@ -131,4 +135,52 @@ func TestAttackHiddenDirClosedByMode(t *testing.T) {
 		}
 	}
 	_ = os.Chmod(own, 0o700) // for Cleanup's removal (the tree may have done it)
+}
+
+// TestAttackHomeCredentialsWithoutHOME: WorkspaceSandbox hid the
+// credential paths under $HOME alone. A host started without $HOME (a
+// systemd service without User=, a script under env -i) hid none of the
+// home's, and one whose $HOME names a scratch directory (a tool's or a
+// test runner's) hid the scratch home's: either way a tree read ~/.ssh
+// and ~/.aws of the user's real home, which it finds by name in
+// /etc/passwd. The stand-in for that home is given by SetPasswdHome. The
+// control reads both keys unconfined; a second control runs a policy
+// whose work dir is the password database's home (a service's), which
+// must not be refused for the credential paths inside it. Runs as root
+// and, through TestAttack16uUnprivileged, not.
+func TestAttackHomeCredentialsWithoutHOME(t *testing.T) {
+	requireSandbox(t)
+	home := t.TempDir()
+	for p, s := range map[string]string{".ssh/id_ed25519": "REAL-HOME-SSH-KEY\n", ".aws/credentials": "REAL-HOME-AWS-KEY\n"} {
+		if err := os.MkdirAll(filepath.Join(home, filepath.Dir(p)), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(home, p), []byte(s), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	agentproc.SetPasswdHome(t, home)
+	ws := t.TempDir()
+	req := agentproc.Request{Command: "cat " + shellQuote(filepath.Join(home, ".ssh/id_ed25519")) + " " + shellQuote(filepath.Join(home, ".aws/credentials")),
+		WorkDir: ws, Timeout: time.Minute}
+	ctl := runSandboxed(t, newManager(t, agentproc.WithRedaction(false)), req).Text
+	if !strings.Contains(ctl, "REAL-HOME-SSH-KEY") || !strings.Contains(ctl, "REAL-HOME-AWS-KEY") {
+		t.Fatalf("control without the sandbox: got %q, want both keys read", ctl)
+	}
+	for _, scratch := range []string{"", t.TempDir()} {
+		t.Setenv("HOME", scratch)
+		if scratch == "" {
+			if err := os.Unsetenv("HOME"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		out := runSandboxed(t, newManager(t, agentproc.WithRedaction(false), agentproc.WithSandbox(agentproc.WorkspaceSandbox(ws))), req).Text
+		if strings.Contains(out, "REAL-HOME-SSH-KEY") || strings.Contains(out, "REAL-HOME-AWS-KEY") {
+			t.Errorf("HOME %q: the real home's credentials were read: got %q, want both refused", scratch, out)
+		}
+	}
+	p := mustStart(t, newManager(t, agentproc.WithSandbox(agentproc.WorkspaceSandbox(home))), agentproc.Request{Command: "true", WorkDir: home, Timeout: time.Minute})
+	if info := mustWait(t, p); exitCode(info) != 0 {
+		t.Errorf("control: a policy whose work dir is the password database's home: exit %d, want it to run", exitCode(info))
+	}
 }

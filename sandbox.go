@@ -2,6 +2,7 @@ package agentproc
 
 import (
 	"os"
+	"os/user"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -748,6 +749,47 @@ func tableRows(path string, min int) [][]string {
 	return out
 }
 
+// homeCredentials returns credentialPaths under $HOME and, where $HOME is
+// unset or names another directory, under the user's home as the password
+// database names it: a host started without $HOME (a systemd service
+// without User=, env -i) hid none of the home's credentials, and one whose
+// $HOME points elsewhere (a tool's or a test runner's scratch home) hid
+// the scratch home's, while a tree reads the real one by its name in
+// /etc/passwd (sixteenth attack review, TestAttackHomeCredentialsWithoutHOME).
+// The second home's paths that lie inside dir, writable anyway, are left
+// out, so that a service whose home is its work dir is not refused every
+// Start for them.
+func homeCredentials(dir string) []string {
+	var out []string
+	home, err := os.UserHomeDir()
+	if err == nil && filepath.IsAbs(home) {
+		for _, p := range credentialPaths {
+			out = append(out, filepath.Join(home, p))
+		}
+	}
+	db := passwdHome()
+	if !filepath.IsAbs(db) || (err == nil && filepath.Clean(db) == filepath.Clean(home)) {
+		return out
+	}
+	for _, p := range credentialPaths {
+		if h := filepath.Join(db, p); !within(h, dir) {
+			out = append(out, h)
+		}
+	}
+	return out
+}
+
+// passwdHome is the current user's home directory as the password
+// database names it, "" where it cannot be read; os/user reads it once
+// per process. A variable for tests (SetPasswdHome).
+var passwdHome = func() string {
+	u, err := user.Current()
+	if err != nil {
+		return ""
+	}
+	return u.HomeDir
+}
+
 // WorkspaceSandbox is the usual policy for a model's commands in dir: write
 // dir and a private temp dir, read everything but the usual credential
 // paths (~/.ssh, ~/.aws, ~/.gnupg, ~/.config/gh, ~/.docker/config.json,
@@ -767,11 +809,7 @@ func WorkspaceSandbox(dir string) *Sandbox {
 		ReadOnly: []string{filepath.Join(dir, ".git")},
 		Network:  NetworkNone,
 	}
-	if home, err := os.UserHomeDir(); err == nil && filepath.IsAbs(home) {
-		for _, p := range credentialPaths {
-			sb.Hide = append(sb.Hide, filepath.Join(home, p))
-		}
-	}
+	sb.Hide = append(sb.Hide, homeCredentials(dir)...)
 	sb.Hide = append(sb.Hide, windowsHomesCredentials()...)
 	sb.Hide = append(sb.Hide, kerberosCaches()...)
 	// Podman's, Buildah's and skopeo's registry logins (`podman login`)
