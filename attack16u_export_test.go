@@ -9,3 +9,11 @@ func SetPasswdHome(t *testing.T, home string) {
 	passwdHome = func() string { return home }
 	t.Cleanup(func() { passwdHome = old })
 }
+
+// SetUserRuntimeDir has WorkspaceSandbox take dir as the user's runtime
+// dir under /run/user, until t ends.
+func SetUserRuntimeDir(t *testing.T, dir string) {
+	old := userRuntimeDir
+	userRuntimeDir = func() string { return dir }
+	t.Cleanup(func() { userRuntimeDir = old })
+}

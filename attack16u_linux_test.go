@@ -38,7 +38,7 @@ func TestAttack16uUnprivileged(t *testing.T) {
 	uid, _ := strconv.Atoi(u.Uid)
 	gid, _ := strconv.Atoi(u.Gid)
 	dirs := makeClosedByModeDirs(t, uid, gid)
-	tests := []string{"TestAttackHiddenDirClosedByMode", "TestAttackHomeCredentialsWithoutHOME"}
+	tests := []string{"TestAttackHiddenDirClosedByMode", "TestAttackHomeCredentialsWithoutHOME", "TestAttackRuntimeDirAuthWithoutXDG"}
 	out, err := testuser.Run(t, 2*time.Minute, []string{attack16uDirsEnv + "=" + strings.Join(dirs, "\n")},
 		"-test.run=^("+strings.Join(tests, "|")+")$")
 	if err != nil {
@@ -182,5 +182,39 @@ func TestAttackHomeCredentialsWithoutHOME(t *testing.T) {
 	p := mustStart(t, newManager(t, agentproc.WithSandbox(agentproc.WorkspaceSandbox(home))), agentproc.Request{Command: "true", WorkDir: home, Timeout: time.Minute})
 	if info := mustWait(t, p); exitCode(info) != 0 {
 		t.Errorf("control: a policy whose work dir is the password database's home: exit %d, want it to run", exitCode(info))
+	}
+}
+
+// TestAttackRuntimeDirAuthWithoutXDG: Podman's, Buildah's and skopeo's
+// registry logins live in the runtime dir (containers/auth.json), which
+// WorkspaceSandbox hid where $XDG_RUNTIME_DIR named it only. A host
+// without the session's variables (a service, cron, env -i) hid none,
+// while the file is at logind's /run/user/UID, where those tools look
+// when the variable is unset, and a tree reads it there. The stand-in for
+// /run/user/UID is given by SetUserRuntimeDir. The control reads it
+// unconfined. Runs as root and, through TestAttack16uUnprivileged, not.
+func TestAttackRuntimeDirAuthWithoutXDG(t *testing.T) {
+	requireSandbox(t)
+	rt := t.TempDir()
+	auth := filepath.Join(rt, "containers", "auth.json")
+	if err := os.MkdirAll(filepath.Dir(auth), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(auth, []byte(`{"auths":{"quay.io":{"auth":"RUNTIME-DIR-REGISTRY-LOGIN"}}}`+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	agentproc.SetUserRuntimeDir(t, rt)
+	t.Setenv("XDG_RUNTIME_DIR", "")
+	if err := os.Unsetenv("XDG_RUNTIME_DIR"); err != nil {
+		t.Fatal(err)
+	}
+	ws := t.TempDir()
+	req := agentproc.Request{Command: "cat " + shellQuote(auth), WorkDir: ws, Timeout: time.Minute}
+	if ctl := runSandboxed(t, newManager(t, agentproc.WithRedaction(false)), req).Text; !strings.Contains(ctl, "RUNTIME-DIR-REGISTRY-LOGIN") {
+		t.Fatalf("control without the sandbox: got %q, want the login read", ctl)
+	}
+	out := runSandboxed(t, newManager(t, agentproc.WithRedaction(false), agentproc.WithSandbox(agentproc.WorkspaceSandbox(ws))), req).Text
+	if strings.Contains(out, "RUNTIME-DIR-REGISTRY-LOGIN") {
+		t.Errorf("the runtime dir's registry login was read: got %q, want it refused", out)
 	}
 }
