@@ -218,3 +218,24 @@ func TestAttackRuntimeDirAuthWithoutXDG(t *testing.T) {
 		t.Errorf("the runtime dir's registry login was read: got %q, want it refused", out)
 	}
 }
+
+// TestAttackRootPM2WithoutHOME: root's PM2 daemon starts any command its
+// RPC socket is sent, and the doors named it under $HOME only: a root
+// host without $HOME (a systemd service without User=) left
+// ~/.pm2/rpc.sock of root's home open to a root tree. The stand-in for
+// root's home is given by SetPasswdHome. The control reaches both sockets
+// unconfined.
+func TestAttackRootPM2WithoutHOME(t *testing.T) {
+	requireRootSandbox(t)
+	home := t.TempDir()
+	agentproc.SetPasswdHome(t, home)
+	t.Setenv("HOME", "")
+	if err := os.Unsetenv("HOME"); err != nil {
+		t.Fatal(err)
+	}
+	pm2 := filepath.Join(home, ".pm2")
+	requireDoorsShut(t, t.TempDir(), map[string][]string{
+		filepath.Join(pm2, "rpc.sock"): {pm2},
+		filepath.Join(pm2, "pub.sock"): {pm2},
+	})
+}
