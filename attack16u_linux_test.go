@@ -38,7 +38,7 @@ func TestAttack16uUnprivileged(t *testing.T) {
 	uid, _ := strconv.Atoi(u.Uid)
 	gid, _ := strconv.Atoi(u.Gid)
 	dirs := makeClosedByModeDirs(t, uid, gid)
-	tests := []string{"TestAttackHiddenDirClosedByMode", "TestAttackHomeCredentialsWithoutHOME", "TestAttackRuntimeDirAuthWithoutXDG"}
+	tests := []string{"TestAttackHiddenDirClosedByMode", "TestAttackHomeCredentialsWithoutHOME", "TestAttackRuntimeDirAuthWithoutXDG", "TestAttackXDGConfigHomeCredentials"}
 	out, err := testuser.Run(t, 2*time.Minute, []string{attack16uDirsEnv + "=" + strings.Join(dirs, "\n")},
 		"-test.run=^("+strings.Join(tests, "|")+")$")
 	if err != nil {
@@ -238,4 +238,44 @@ func TestAttackRootPM2WithoutHOME(t *testing.T) {
 		filepath.Join(pm2, "rpc.sock"): {pm2},
 		filepath.Join(pm2, "pub.sock"): {pm2},
 	})
+}
+
+// TestAttackXDGConfigHomeCredentials: the tools that follow the XDG base
+// directories keep their credentials under $XDG_CONFIG_HOME and
+// $XDG_DATA_HOME where those are set (gh's hosts.yml, git's credentials,
+// rclone's remotes, uv's credentials), and WorkspaceSandbox hid them
+// under ~/.config and ~/.local/share only: a host with either set
+// elsewhere left them readable. The control reads each unconfined. Runs
+// as root and, through TestAttack16uUnprivileged, not.
+func TestAttackXDGConfigHomeCredentials(t *testing.T) {
+	requireSandbox(t)
+	t.Setenv("HOME", t.TempDir())
+	cfg, data := t.TempDir(), t.TempDir()
+	t.Setenv("XDG_CONFIG_HOME", cfg)
+	t.Setenv("XDG_DATA_HOME", data)
+	files := map[string]string{filepath.Join(cfg, "gh", "hosts.yml"): "XDG-GH-TOKEN\n",
+		filepath.Join(cfg, "git", "credentials"): "XDG-GIT-CREDENTIAL\n", filepath.Join(data, "uv", "credentials"): "XDG-UV-CREDENTIAL\n"}
+	cmd := ""
+	for p, s := range files {
+		if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(s), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		cmd += "cat " + shellQuote(p) + "; "
+	}
+	ws := t.TempDir()
+	req := agentproc.Request{Command: cmd, WorkDir: ws, Timeout: time.Minute}
+	ctl := runSandboxed(t, newManager(t, agentproc.WithRedaction(false)), req).Text
+	out := runSandboxed(t, newManager(t, agentproc.WithRedaction(false), agentproc.WithSandbox(agentproc.WorkspaceSandbox(ws))), req).Text
+	for p, s := range files {
+		s = strings.TrimSpace(s)
+		if !strings.Contains(ctl, s) {
+			t.Fatalf("control without the sandbox: got %q, want %s read", ctl, p)
+		}
+		if strings.Contains(out, s) {
+			t.Errorf("%s was read under the XDG base directory: got %q, want it refused", p, out)
+		}
+	}
 }

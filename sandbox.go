@@ -767,6 +767,22 @@ func homeCredentials(dir string) []string {
 			out = append(out, filepath.Join(home, p))
 		}
 	}
+	// Tools that follow the XDG base directories (gh, git, rclone,
+	// Podman, uv…) keep what credentialPaths names under .config and
+	// .local/share under $XDG_CONFIG_HOME and $XDG_DATA_HOME where those
+	// are set: a host with another hid none of them (sixteenth attack
+	// review, TestAttackXDGConfigHomeCredentials).
+	for _, x := range []struct{ prefix, env string }{{".config/", "XDG_CONFIG_HOME"}, {".local/share/", "XDG_DATA_HOME"}} {
+		base := os.Getenv(x.env)
+		if !filepath.IsAbs(base) || (err == nil && filepath.Clean(base) == filepath.Join(home, x.prefix)) {
+			continue
+		}
+		for _, p := range credentialPaths {
+			if rest, ok := strings.CutPrefix(p, x.prefix); ok && !within(filepath.Join(base, rest), dir) {
+				out = append(out, filepath.Join(base, rest))
+			}
+		}
+	}
 	db := passwdHome()
 	if !filepath.IsAbs(db) || (err == nil && filepath.Clean(db) == filepath.Clean(home)) {
 		return out
