@@ -2,6 +2,7 @@ package agentproc
 
 import (
 	"os"
+	"os/user"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -753,6 +754,73 @@ func tableRows(path string, min int) [][]string {
 	return out
 }
 
+// homeCredentials returns credentialPaths under $HOME and, where $HOME is
+// unset or names another directory, under the user's home as the password
+// database names it: a host started without $HOME (a systemd service
+// without User=, env -i) hid none of the home's credentials, and one whose
+// $HOME points elsewhere (a tool's or a test runner's scratch home) hid
+// the scratch home's, while a tree reads the real one by its name in
+// /etc/passwd (sixteenth attack review, TestAttackHomeCredentialsWithoutHOME).
+// The second home's paths that lie inside dir, writable anyway, are left
+// out, so that a service whose home is its work dir is not refused every
+// Start for them.
+func homeCredentials(dir string) []string {
+	var out []string
+	home, err := os.UserHomeDir()
+	if err == nil && filepath.IsAbs(home) {
+		for _, p := range credentialPaths {
+			out = append(out, filepath.Join(home, p))
+		}
+	}
+	// Tools that follow the XDG base directories (gh, git, rclone,
+	// Podman, uv…) keep what credentialPaths names under .config and
+	// .local/share under $XDG_CONFIG_HOME and $XDG_DATA_HOME where those
+	// are set: a host with another hid none of them (sixteenth attack
+	// review, TestAttackXDGConfigHomeCredentials).
+	for _, x := range []struct{ prefix, env string }{{".config/", "XDG_CONFIG_HOME"}, {".local/share/", "XDG_DATA_HOME"}} {
+		base := os.Getenv(x.env)
+		if !filepath.IsAbs(base) || (err == nil && filepath.Clean(base) == filepath.Join(home, x.prefix)) {
+			continue
+		}
+		for _, p := range credentialPaths {
+			if rest, ok := strings.CutPrefix(p, x.prefix); ok && !within(filepath.Join(base, rest), dir) {
+				out = append(out, filepath.Join(base, rest))
+			}
+		}
+	}
+	db := passwdHome()
+	if !filepath.IsAbs(db) || (err == nil && filepath.Clean(db) == filepath.Clean(home)) {
+		return out
+	}
+	for _, p := range credentialPaths {
+		if h := filepath.Join(db, p); !within(h, dir) {
+			out = append(out, h)
+		}
+	}
+	return out
+}
+
+// userRuntimeDir is the user's runtime dir as systemd-logind makes it,
+// /run/user/UID ("" where there is no uid). A variable for tests
+// (SetUserRuntimeDir).
+var userRuntimeDir = func() string {
+	if uid := os.Getuid(); uid >= 0 {
+		return "/run/user/" + strconv.Itoa(uid)
+	}
+	return ""
+}
+
+// passwdHome is the current user's home directory as the password
+// database names it, "" where it cannot be read; os/user reads it once
+// per process. A variable for tests (SetPasswdHome).
+var passwdHome = func() string {
+	u, err := user.Current()
+	if err != nil {
+		return ""
+	}
+	return u.HomeDir
+}
+
 // WorkspaceSandbox is the usual policy for a model's commands in dir: write
 // dir and a private temp dir, read everything but the usual credential
 // paths (~/.ssh, ~/.aws, ~/.gnupg, ~/.config/gh, ~/.docker/config.json,
@@ -772,17 +840,18 @@ func WorkspaceSandbox(dir string) *Sandbox {
 		ReadOnly: []string{filepath.Join(dir, ".git")},
 		Network:  NetworkNone,
 	}
-	if home, err := os.UserHomeDir(); err == nil && filepath.IsAbs(home) {
-		for _, p := range credentialPaths {
-			sb.Hide = append(sb.Hide, filepath.Join(home, p))
-		}
-	}
+	sb.Hide = append(sb.Hide, homeCredentials(dir)...)
 	sb.Hide = append(sb.Hide, windowsHomesCredentials()...)
 	sb.Hide = append(sb.Hide, kerberosCaches()...)
 	// Podman's, Buildah's and skopeo's registry logins (`podman login`)
-	// default to the runtime dir, not ~/.config/containers/auth.json.
-	if rt := os.Getenv("XDG_RUNTIME_DIR"); filepath.IsAbs(rt) {
-		sb.Hide = append(sb.Hide, filepath.Join(rt, "containers", "auth.json"))
+	// default to the runtime dir, not ~/.config/containers/auth.json: the
+	// one $XDG_RUNTIME_DIR names, and logind's /run/user/UID, which they
+	// take where it is unset (a host without a session's variables hid
+	// none; sixteenth attack review, TestAttackRuntimeDirAuthWithoutXDG).
+	for _, rt := range []string{os.Getenv("XDG_RUNTIME_DIR"), userRuntimeDir()} {
+		if filepath.IsAbs(rt) {
+			sb.Hide = append(sb.Hide, filepath.Join(rt, "containers", "auth.json"))
+		}
 	}
 	sb.Hide = append(sb.Hide, fstabCredentialFiles()...)
 	sb.Hide = append(sb.Hide, crypttabKeyFiles()...)

@@ -1283,9 +1283,18 @@ func hostDoors() []string {
 		}
 	}
 	// PM2's daemon starts any command its RPC socket is sent, as the
-	// home's user (TestAttackRootRunnerDoors).
-	if h := env("HOME"); h != "" {
-		cands = append(cands, filepath.Join(h, ".pm2", "rpc.sock"), filepath.Join(h, ".pm2", "pub.sock"))
+	// home's user (TestAttackRootRunnerDoors): under $HOME and under the
+	// password database's home, which a host without $HOME (a systemd
+	// service without User=) still has (sixteenth attack review,
+	// TestAttackRootPM2WithoutHOME).
+	homes := []string{env("HOME")}
+	if db := passwdHome(); filepath.Clean(db) != filepath.Clean(homes[0]) {
+		homes = append(homes, db)
+	}
+	for _, h := range homes {
+		if h != "" {
+			cands = append(cands, filepath.Join(h, ".pm2", "rpc.sock"), filepath.Join(h, ".pm2", "pub.sock"))
+		}
 	}
 	if h, ok := strings.CutPrefix(env("DOCKER_HOST"), "unix://"); ok {
 		cands = append(cands, h)

@@ -165,18 +165,39 @@ func hostDevice(p string) bool {
 
 // LandlockHidden is what a ruleset must leave out when no mount namespace
 // covers the hidden paths: hide, the host's terminals (HiddenDevices),
-// less what this user cannot read anyway (another user's files,
-// /etc/shadow), since each hidden path costs the rules of every directory
-// above it.
+// less what this user can reach in no way (closedToUser: another user's
+// files it may not read, /etc/shadow), since each hidden path costs the
+// rules of every directory above it.
 func LandlockHidden(hide []string) []string {
 	var out []string
 	for _, h := range slices.Concat(hide, HiddenDevices, HostDevices()) {
-		if err := unix.Access(h, unix.R_OK); err == unix.EACCES {
-			continue // hidden by its permissions
+		if closedToUser(h) {
+			continue // hidden by its permissions, which a tree cannot change
 		}
 		out = append(out, h)
 	}
 	return out
+}
+
+// closedToUser reports whether this process's user, and so a tree of it
+// without root, can neither read p nor reach what lies below it, and
+// cannot change that. A refused read alone is not enough (sixteenth attack
+// review, TestAttackHiddenDirClosedByMode): a directory the user may
+// search but not list (mode 0710 of a group it is in: /etc/ssl/private
+// and the ssl-cert group) opens its entries by name, and a file or
+// directory of the user's own is opened again by a chmod from the tree
+// (metadata outside Write is not protected without root). A path this
+// user cannot even stat (behind a directory it may not search) is kept:
+// the directory in the way may be the user's.
+func closedToUser(p string) bool {
+	if unix.Access(p, unix.R_OK) != unix.EACCES {
+		return false
+	}
+	var st unix.Stat_t
+	if unix.Lstat(p, &st) != nil || int(st.Uid) == unix.Geteuid() {
+		return false
+	}
+	return st.Mode&unix.S_IFMT != unix.S_IFDIR || unix.Access(p, unix.X_OK) == unix.EACCES
 }
 
 // Rules is what a Landlock ruleset grants, as plain data. The paths are
