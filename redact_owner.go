@@ -198,12 +198,28 @@ func (o *ownerSecrets) makeRoomLocked(set *ownerSet, fresh int) error {
 			sets--
 			bytes -= x.bytes
 		}
-		// A stream that still reads it keeps it: dropping it from the
-		// map changes nothing in it (its merges count in o.merges).
 		delete(o.owners, owner)
 		o.bytes -= x.bytes
+		x.ss.empty()
 	}
 	return nil
+}
+
+// empty lets go of every entry of an owner's set being dropped. The
+// Process of each of the owner's processes that exited keeps its set
+// (redaction.owner) while it is retained, so dropping it from the map
+// alone would free nothing. No stream reads it any more: a process's
+// stream has drained before its exit releases the set (registerExit),
+// and a recovered process's set is never dropped (ownerSet.pinned). A
+// merge under way stores nothing (gen; its goroutine counts in
+// ownerSecrets.merges).
+func (ss *startedSecrets) empty() {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	ss.entries, ss.known, ss.values, ss.holds, ss.used = nil, nil, nil, nil, nil
+	ss.inBase, ss.bytes = 0, 0
+	ss.gen++
+	ss.sets.Store(&liveSets{})
 }
 
 // unacquire ends one process's use of owner's set (acquire); a set no

@@ -5,6 +5,8 @@ package agentproc_test
 import (
 	"errors"
 	"fmt"
+	"math/rand/v2"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -195,5 +197,44 @@ func TestRedactOwnerSetSkipsManagersValues(t *testing.T) {
 	}
 	if _, _, bytes := agentproc.OwnerSets(m); bytes != len(ownerToken(0)) {
 		t.Errorf("the owners' sets hold %d bytes, want %d: the held value only, not the Manager's again", bytes, len(ownerToken(0)))
+	}
+}
+
+// The heap a client can fill by spreading long values over owners stays
+// bounded: past three owners' worth of bytes, each new owner's set
+// replaces the least recently used one (about 2.4 MiB of heap for one
+// value of 8,000 random letters: 24 MiB after ten owners without the
+// bound of all sets).
+func TestRedactOwnerSetsHeapBounded(t *testing.T) {
+	const size, owners = 8000, 10
+	m := newManager(t)
+	agentproc.SetAllOwnersSecretBound(m, agentproc.MaxOwnerSets, 3*size)
+	heap := func() uint64 {
+		var ms runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&ms)
+		return ms.HeapInuse
+	}
+	rng := rand.New(rand.NewPCG(16, 16))
+	value := func() string {
+		b := make([]byte, size)
+		for j := range b {
+			b[j] = byte('a' + rng.IntN(26))
+		}
+		return string(b)
+	}
+	before := heap()
+	var third uint64
+	for i := range owners {
+		mustWait(t, mustStart(t, m.Scope(fmt.Sprint("owner", i)), agentproc.Request{Env: map[string]string{"API_TOKEN": value()}, Command: "true"}))
+		if i == 2 {
+			third = heap() - min(before, heap())
+		}
+	}
+	last := heap() - min(before, heap())
+	t.Logf("heap grown after 3 owners %d KiB, after %d %d KiB", third>>10, owners, last>>10)
+	if last > third+third/2 {
+		t.Errorf("the heap grew %d KiB after 3 owners and %d KiB after %d, want the last within half again of the first: all owners' sets are bounded",
+			third>>10, last>>10, owners)
 	}
 }
