@@ -47,7 +47,7 @@ const (
 type ownerSecrets struct {
 	mu     sync.Mutex
 	owners map[string]*ownerSet
-	// bytes is the sum of the sets' bytes as last read (ownerSet.bytes),
+	// bytes is the sum of the sets' bytes as counted (ownerSet.bytes),
 	// reserved what the Starts under way may add to them; useSeq orders
 	// the sets' uses (ownerSet.used).
 	bytes, reserved int
@@ -74,8 +74,9 @@ type ownerSet struct {
 	// be one it does not read.
 	users  int
 	pinned bool
-	// bytes is ss.bytes as last read; reserved what Starts under way may
-	// add to it; used when it was last acquired (ownerSecrets.useSeq).
+	// bytes is ss.bytes as the holds that ended counted it (acquire);
+	// reserved what Starts under way may add to it; used when it was last
+	// acquired (ownerSecrets.useSeq).
 	bytes, reserved int
 	used            uint64
 }
@@ -109,13 +110,18 @@ func (o *ownerSecrets) setLocked(owner string) *ownerSet {
 }
 
 // acquire holds owner's set for one process about to start with entries
-// (which it may add to the set) until the returned done is called with
-// the set's bytes after the registration, and unacquire at its exit.
+// (which it may add to the set), and reserves the bytes of those the set
+// does not know until the returned done is called with what the
+// registration changed (holdCounted); unacquire ends the hold at the
+// process's exit. The count of all sets' bytes is then exact but for
+// one race, transient and within one set's bound: a value let go by
+// another Start of the same owner between acquire and the registration
+// is added again unreserved, and counted at done.
 // Past the bounds of all sets (MaxOwnerSets, MaxAllOwnersSecretBytes) it
 // drops the sets of other owners no process uses, least recently used
 // first; it fails with ErrInvalidRequest, holding nothing, when even
 // then the sets would pass one.
-func (o *ownerSecrets) acquire(owner string, entries []secretEntry) (set *ownerSet, done func(), err error) {
+func (o *ownerSecrets) acquire(owner string, entries []secretEntry) (set *ownerSet, done func(grew int), err error) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	set = o.setLocked(owner)
@@ -143,16 +149,13 @@ func (o *ownerSecrets) acquire(owner string, entries []secretEntry) (set *ownerS
 	set.used = o.useSeq
 	set.reserved += fresh
 	o.reserved += fresh
-	return set, func() {
+	return set, func(grew int) {
 		o.mu.Lock()
 		defer o.mu.Unlock()
 		set.reserved -= fresh
 		o.reserved -= fresh
-		set.ss.mu.Lock()
-		b := set.ss.bytes
-		set.ss.mu.Unlock()
-		o.bytes += b - set.bytes
-		set.bytes = b
+		set.bytes += grew
+		o.bytes += grew
 	}, nil
 }
 
@@ -270,24 +273,29 @@ func (m *Manager) holdOwnerSecrets(req Request, owner string) (release func(), e
 	if m.cfg.noRedaction {
 		return func() {}, nil
 	}
-	entries := m.notManagers(req, envOwnerSecrets(req))
-	set, done, err := m.owned.acquire(owner, entries)
+	return m.owned.hold(owner, m.notManagers(req, envOwnerSecrets(req)))
+}
+
+// hold holds owner's set for one process and entries in it (acquire,
+// then startedSecrets.hold) until the returned release is called.
+func (o *ownerSecrets) hold(owner string, entries []secretEntry) (release func(), err error) {
+	set, done, err := o.acquire(owner, entries)
 	if err != nil {
 		return nil, err
 	}
-	unhold := func() {}
+	unhold, grew := func() {}, 0
 	if len(entries) > 0 {
-		n, b := m.owned.bounds()
-		unhold, err = set.ss.hold(entries, n, b)
+		n, b := o.bounds()
+		unhold, grew, err = set.ss.holdCounted(entries, n, b)
 	}
-	done()
+	done(grew)
 	if err != nil {
-		m.owned.unacquire(owner, set)
+		o.unacquire(owner, set)
 		return nil, err
 	}
 	return sync.OnceFunc(func() {
 		unhold()
-		m.owned.unacquire(owner, set)
+		o.unacquire(owner, set)
 	}), nil
 }
 
@@ -351,8 +359,18 @@ func (m *Manager) ownerLive(owner string) *atomic.Pointer[liveSets] {
 // the bound pay for all of them. The Start is refused only when the held
 // entries and entries alone pass the bound.
 func (ss *startedSecrets) hold(entries []secretEntry, maxN, maxBytes int) (release func(), err error) {
+	release, _, err = ss.holdCounted(entries, maxN, maxBytes)
+	return release, err
+}
+
+// holdCounted is hold, and says by how many bytes the set's values grew
+// (or shrank, letting go): ownerSecrets counts each hold's change, so
+// that another hold's, under way on the same set, is not counted twice.
+func (ss *startedSecrets) holdCounted(entries []secretEntry, maxN, maxBytes int) (release func(), grew int, err error) {
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
+	before := ss.bytes
+	defer func() { grew = ss.bytes - before }()
 	mine := map[secretEntry]bool{}
 	var fresh []secretEntry
 	freshBytes := 0
@@ -368,7 +386,7 @@ func (ss *startedSecrets) hold(entries []secretEntry, maxN, maxBytes int) (relea
 	}
 	if len(ss.entries)+len(fresh) > maxN || ss.bytes+freshBytes > maxBytes {
 		if err := ss.letGoLocked(mine, fresh, maxN, maxBytes); err != nil {
-			return nil, err
+			return nil, 0, err
 		}
 	} else {
 		ss.addLocked(fresh)
@@ -389,7 +407,7 @@ func (ss *startedSecrets) hold(entries []secretEntry, maxN, maxBytes int) (relea
 				delete(ss.holds, e)
 			}
 		}
-	}), nil
+	}), 0, nil
 }
 
 // letGoLocked makes room for fresh (new to the set; mine is every entry of
