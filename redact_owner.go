@@ -117,6 +117,7 @@ func (o *ownerSecrets) setLocked(owner string) *ownerSet {
 // one race, transient and within one set's bound: a value let go by
 // another Start of the same owner between acquire and the registration
 // is added again unreserved, and counted at done.
+//
 // Past the bounds of all sets (MaxOwnerSets, MaxAllOwnersSecretBytes) it
 // drops the sets of other owners no process uses, least recently used
 // first; it fails with ErrInvalidRequest, holding nothing, when even
