@@ -748,9 +748,13 @@ type startedSecrets struct {
 	mu      sync.Mutex
 	entries []secretEntry        // in order of registration
 	known   map[secretEntry]bool // entries as a set
+	values  map[string]int       // how many entries have each value
 	inBase  int                  // entries[:inBase] are in the base set
 	merging bool                 // a merge runs (merge)
 	merges  sync.WaitGroup
+	// group, when set (an owner's set), counts the merges in place of
+	// merges, so that the Manager waits for those of sets it dropped.
+	group *sync.WaitGroup
 	// mergeHook, when set (tests, before the first register), is called
 	// by each merge before it builds its set.
 	mergeHook func()
@@ -799,6 +803,7 @@ func (ss *startedSecrets) addLocked(entries []secretEntry) {
 			ss.known = map[secretEntry]bool{}
 		}
 		ss.known[e] = true
+		ss.addValueLocked(e.value)
 		ss.entries = append(ss.entries, e)
 		ss.bytes += len(e.value)
 		added = true
@@ -819,6 +824,25 @@ func (ss *startedSecrets) addLocked(entries []secretEntry) {
 	ss.startMergeLocked()
 }
 
+// addValueLocked counts one more entry of value v (values).
+func (ss *startedSecrets) addValueLocked(v string) {
+	if ss.values == nil {
+		ss.values = map[string]int{}
+	}
+	ss.values[v]++
+}
+
+// hasValues reports, for each of values, whether an entry of ss has it.
+func (ss *startedSecrets) hasValues(values []string) []bool {
+	out := make([]bool, len(values))
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	for i, v := range values {
+		out[i] = ss.values[v] > 0
+	}
+	return out
+}
+
 // startMergeLocked starts a merge of every entry into a new base set when
 // the recent set has outgrown its bound and no merge runs.
 func (ss *startedSecrets) startMergeLocked() {
@@ -830,7 +854,7 @@ func (ss *startedSecrets) startMergeLocked() {
 	// written again, so the merge reads them without mu.
 	n := len(ss.entries)
 	upto, gen := ss.entries[:n:n], ss.gen
-	ss.merges.Go(func() { ss.merge(upto, gen) })
+	ss.mergeGroup().Go(func() { ss.merge(upto, gen) })
 }
 
 // merge builds a base set of entries, the first len(entries) registered,
@@ -870,7 +894,15 @@ func (ss *startedSecrets) merge(entries []secretEntry, gen uint64) {
 
 // wait returns once no merge runs; the Manager's Shutdown calls it after
 // the last Start has ended.
-func (ss *startedSecrets) wait() { ss.merges.Wait() }
+func (ss *startedSecrets) wait() { ss.mergeGroup().Wait() }
+
+// mergeGroup is what counts ss's merges: group when set, else merges.
+func (ss *startedSecrets) mergeGroup() *sync.WaitGroup {
+	if ss.group != nil {
+		return ss.group
+	}
+	return &ss.merges
+}
 
 // isqrt is the integer square root of n >= 0.
 func isqrt(n int) int {
@@ -1006,7 +1038,7 @@ func (m *Manager) shownWorkDir(req Request, owner, dir string) string {
 	if m.cfg.noRedaction || !hasDotDot(req.WorkDir) {
 		return dir
 	}
-	return redaction{sets: [2]*redactSet{m.redact}, live: &m.started.sets, owner: m.ownerLive(owner)}.redactString(dir)
+	return redaction{sets: [2]*redactSet{m.redact}, live: &m.started.sets, owner: m.owned.peek(owner)}.redactString(dir)
 }
 
 // redactEntriesFor returns every secret redacted in the output of a

@@ -21,54 +21,235 @@ const (
 	MaxOwnerSecretBytes = 64 << 10
 )
 
+// Bounds on all owners' sets together: without httpapi.WithAuthorize the
+// owner is a header the client chooses, so a bound per owner alone bounds
+// nothing against a hostile client.
+const (
+	// MaxOwnerSets is the most owners whose redaction sets hold values at
+	// once. Past it, the sets of owners none of whose processes runs are
+	// dropped, least recently used first.
+	MaxOwnerSets = 256
+	// MaxAllOwnersSecretBytes bounds the bytes of the values all owners'
+	// redaction sets hold together, sixteen owners' worth (about 100 to
+	// 320 MiB of heap at the most, by the values' kind); past it, sets are
+	// dropped as past MaxOwnerSets.
+	MaxAllOwnersSecretBytes = 16 * MaxOwnerSecretBytes
+)
+
 // ownerSecrets holds, per owner (Process.owner; "" for Manager.Start),
 // the started set of the secret-looking values of the Env of the
 // requests that owner has started (Manager.holdOwnerSecrets). They are
 // redacted in the output of that owner's processes only: redacting them
 // in every owner's stream cost every owner's Start and stream for good
 // and let another owner test guesses (sixth mend's open row). Each set is
-// bounded (startedSecrets.hold). The zero value is ready.
+// bounded (startedSecrets.hold), and so are all together (acquire). The
+// zero value is ready.
 type ownerSecrets struct {
 	mu     sync.Mutex
-	owners map[string]*startedSecrets
-	// maxN and maxBytes are the bounds, MaxOwnerSecrets and
-	// MaxOwnerSecretBytes unless a test set smaller ones before any Start.
-	maxN, maxBytes int
+	owners map[string]*ownerSet
+	// bytes is the sum of the sets' bytes as counted (ownerSet.bytes),
+	// reserved what the Starts under way may add to them; useSeq orders
+	// the sets' uses (ownerSet.used).
+	bytes, reserved int
+	useSeq          uint64
+	// merges counts every set's background merges, those of sets dropped
+	// since among them.
+	merges sync.WaitGroup
+	// maxN and maxBytes are the bounds of each set, MaxOwnerSecrets and
+	// MaxOwnerSecretBytes, maxSets and maxAllBytes those of all sets,
+	// MaxOwnerSets and MaxAllOwnersSecretBytes, unless a test set smaller
+	// ones before any Start.
+	maxN, maxBytes, maxSets, maxAllBytes int
 }
 
-// of returns owner's set, making it on first use. The pointer is stable:
-// a stream keeps it for its life.
-func (o *ownerSecrets) of(owner string) *startedSecrets {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	ss := o.owners[owner]
-	if ss == nil {
-		if o.owners == nil {
-			o.owners = map[string]*startedSecrets{}
-		}
-		ss = &startedSecrets{}
-		o.owners[owner] = ss
-	}
-	return ss
+// ownerSet is one owner's set and what ownerSecrets knows of it, under
+// its mu.
+type ownerSet struct {
+	ss *startedSecrets
+	// users is how many of the owner's processes run (each Start holds
+	// its set from before its spawn to its exit, values or none); pinned
+	// says a recovered process reads it (ownerLive), which no exit
+	// releases. A set with either is never dropped: a stream keeps its
+	// owner's set for its life, and a later set for the same owner would
+	// be one it does not read.
+	users  int
+	pinned bool
+	// bytes is ss.bytes as the holds that ended counted it (acquire);
+	// reserved what Starts under way may add to it; used when it was last
+	// acquired (ownerSecrets.useSeq).
+	bytes, reserved int
+	used            uint64
 }
+
+// valued reports whether s holds values or may soon: it counts against
+// MaxOwnerSets.
+func (s *ownerSet) valued() bool { return s.bytes+s.reserved > 0 }
 
 // bounds returns the entry and byte bounds of each owner's set.
 func (o *ownerSecrets) bounds() (int, int) {
 	return cmp.Or(o.maxN, MaxOwnerSecrets), cmp.Or(o.maxBytes, MaxOwnerSecretBytes)
 }
 
-// wait returns once no owner's set merges in the background.
-func (o *ownerSecrets) wait() {
-	o.mu.Lock()
-	sets := make([]*startedSecrets, 0, len(o.owners))
-	for _, ss := range o.owners {
-		sets = append(sets, ss)
+// allBounds returns the bounds of all owners' sets together: how many
+// sets hold values and their bytes.
+func (o *ownerSecrets) allBounds() (int, int) {
+	return cmp.Or(o.maxSets, MaxOwnerSets), cmp.Or(o.maxAllBytes, MaxAllOwnersSecretBytes)
+}
+
+// setLocked returns owner's set, making it when there is none.
+func (o *ownerSecrets) setLocked(owner string) *ownerSet {
+	set := o.owners[owner]
+	if set == nil {
+		if o.owners == nil {
+			o.owners = map[string]*ownerSet{}
+		}
+		set = &ownerSet{ss: &startedSecrets{group: &o.merges}}
+		o.owners[owner] = set
 	}
-	o.mu.Unlock()
-	for _, ss := range sets {
-		ss.wait()
+	return set
+}
+
+// acquire holds owner's set for one process about to start with entries
+// (which it may add to the set), and reserves the bytes of those the set
+// does not know until the returned done is called with what the
+// registration changed (holdCounted); unacquire ends the hold at the
+// process's exit. The count of all sets' bytes is then exact but for
+// one race, transient and within one set's bound: a value let go by
+// another Start of the same owner between acquire and the registration
+// is added again unreserved, and counted at done.
+//
+// Past the bounds of all sets (MaxOwnerSets, MaxAllOwnersSecretBytes) it
+// drops the sets of other owners no process uses, least recently used
+// first; it fails with ErrInvalidRequest, holding nothing, when even
+// then the sets would pass one.
+func (o *ownerSecrets) acquire(owner string, entries []secretEntry) (set *ownerSet, done func(grew int), err error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	set = o.setLocked(owner)
+	// What entries may add: the bytes of those the set does not know.
+	// Read under the set's lock (ownerSecrets.mu, then startedSecrets.mu,
+	// the one order); a let-go may leave the set smaller.
+	fresh := 0
+	set.ss.mu.Lock()
+	for _, e := range entries {
+		if !set.ss.known[e] {
+			fresh += len(e.value)
+		}
+	}
+	set.ss.mu.Unlock()
+	if fresh > 0 {
+		if err := o.makeRoomLocked(set, fresh); err != nil {
+			if set.users == 0 && !set.pinned && !set.valued() {
+				delete(o.owners, owner)
+			}
+			return nil, nil, err
+		}
+	}
+	set.users++
+	o.useSeq++
+	set.used = o.useSeq
+	set.reserved += fresh
+	o.reserved += fresh
+	return set, func(grew int) {
+		o.mu.Lock()
+		defer o.mu.Unlock()
+		set.reserved -= fresh
+		o.reserved -= fresh
+		set.bytes += grew
+		o.bytes += grew
+	}, nil
+}
+
+// makeRoomLocked drops the sets other than set that no process uses, least
+// recently used first, until set holding fresh more bytes keeps all sets
+// within their bounds; it fails, having dropped none, when dropping all
+// of them would not do.
+func (o *ownerSecrets) makeRoomLocked(set *ownerSet, fresh int) error {
+	maxSets, maxBytes := o.allBounds()
+	sets, loose := 0, []string{}
+	for owner, x := range o.owners {
+		if x.valued() || x == set {
+			sets++
+		}
+		if x != set && x.users == 0 && !x.pinned {
+			loose = append(loose, owner)
+		}
+	}
+	over := func(sets, bytes int) bool { return sets > maxSets || bytes+fresh > maxBytes }
+	bytes := o.bytes + o.reserved
+	if !over(sets, bytes) {
+		return nil
+	}
+	slices.SortFunc(loose, func(x, y string) int { return cmp.Compare(o.owners[x].used, o.owners[y].used) })
+	keptSets, keptBytes := sets, bytes
+	for _, owner := range loose {
+		if x := o.owners[owner]; x.valued() {
+			keptSets--
+			keptBytes -= x.bytes
+		}
+	}
+	if over(keptSets, keptBytes) {
+		// The values are never named, only their count and bytes.
+		return xerrors.Errorf("agentproc: Request.Env: the owners' running processes and this request carry secret-looking values of %d bytes in %d owners' redaction sets, more than all owners' sets hold (MaxOwnerSets %d, MaxAllOwnersSecretBytes %d): %w",
+			keptBytes+fresh, keptSets, maxSets, maxBytes, ErrInvalidRequest)
+	}
+	for _, owner := range loose {
+		if !over(sets, bytes) {
+			break
+		}
+		x := o.owners[owner]
+		if x.valued() {
+			sets--
+			bytes -= x.bytes
+		}
+		delete(o.owners, owner)
+		o.bytes -= x.bytes
+		x.ss.empty()
+	}
+	return nil
+}
+
+// empty lets go of every entry of an owner's set being dropped. The
+// Process of each of the owner's processes that exited keeps its set
+// (redaction.owner) while it is retained, so dropping it from the map
+// alone would free nothing. No stream reads it any more: a process's
+// stream has drained before its exit releases the set (registerExit),
+// and a recovered process's set is never dropped (ownerSet.pinned). A
+// merge under way stores nothing (gen; its goroutine counts in
+// ownerSecrets.merges).
+func (ss *startedSecrets) empty() {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	ss.entries, ss.known, ss.values, ss.holds, ss.used = nil, nil, nil, nil, nil
+	ss.inBase, ss.bytes = 0, 0
+	ss.gen++
+	ss.sets.Store(&liveSets{})
+}
+
+// unacquire ends one process's use of owner's set (acquire); a set no
+// process uses and that holds no values is dropped at once.
+func (o *ownerSecrets) unacquire(owner string, set *ownerSet) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	set.users--
+	if set.users == 0 && !set.pinned && !set.valued() && o.owners[owner] == set {
+		delete(o.owners, owner)
 	}
 }
+
+// peek returns owner's live sets, nil when it has none; it makes none.
+func (o *ownerSecrets) peek(owner string) *atomic.Pointer[liveSets] {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if set := o.owners[owner]; set != nil {
+		return &set.ss.sets
+	}
+	return nil
+}
+
+// wait returns once no owner's set merges in the background, those
+// dropped included.
+func (o *ownerSecrets) wait() { o.merges.Wait() }
 
 // envOwnerSecrets is what of req's Env goes to its owner's set: the
 // secret-looking values and URL passwords appendEnvSecret takes.
@@ -81,29 +262,90 @@ func envOwnerSecrets(req Request) []secretEntry {
 }
 
 // holdOwnerSecrets registers the secret-looking values of req's Env in the
-// set of owner, before the process exists, and holds them there until
-// the returned release is called (at the process's exit, or when its
-// Start fails). It fails with ErrInvalidRequest when the values held by
-// the owner's running processes and req's together pass the set's bound.
+// set of owner, before the process exists, and holds them there, and the
+// set in the owner's map, until the returned release is called (at the
+// process's exit, or when its Start fails). Values that are the
+// Manager's (the host's, WithSecrets, or in its started set, req's own
+// Request.Secrets and sandbox Env.Set among them) are left out: every
+// stream redacts them already. It fails with ErrInvalidRequest when the
+// values held by the owner's running processes and req's together pass
+// the set's bound, or all owners' sets would pass theirs.
 func (m *Manager) holdOwnerSecrets(req Request, owner string) (release func(), err error) {
-	if m.cfg.noRedaction || len(req.Env) == 0 {
+	if m.cfg.noRedaction {
 		return func() {}, nil
 	}
-	entries := envOwnerSecrets(req)
+	return m.owned.hold(owner, m.notManagers(req, envOwnerSecrets(req)))
+}
+
+// hold holds owner's set for one process and entries in it (acquire,
+// then startedSecrets.hold) until the returned release is called.
+func (o *ownerSecrets) hold(owner string, entries []secretEntry) (release func(), err error) {
+	set, done, err := o.acquire(owner, entries)
+	if err != nil {
+		return nil, err
+	}
+	unhold, grew := func() {}, 0
+	if len(entries) > 0 {
+		n, b := o.bounds()
+		unhold, grew, err = set.ss.holdCounted(entries, n, b)
+	}
+	done(grew)
+	if err != nil {
+		o.unacquire(owner, set)
+		return nil, err
+	}
+	return sync.OnceFunc(func() {
+		unhold()
+		o.unacquire(owner, set)
+	}), nil
+}
+
+// notManagers returns entries without those whose value the Manager
+// redacts in every stream: the host's and WithSecrets (m.redact), its
+// started set's, and those req is about to add to it (processSecrets).
+func (m *Manager) notManagers(req Request, entries []secretEntry) []secretEntry {
 	if len(entries) == 0 {
-		return func() {}, nil
+		return nil
 	}
-	n, b := m.owned.bounds()
-	return m.owned.of(owner).hold(entries, n, b)
+	theirs := map[string]bool{}
+	if m.redact != nil {
+		for _, e := range m.redact.entries {
+			theirs[e.value] = true
+		}
+	}
+	for _, e := range requestSecrets(req, m.sandboxEnvSet(req), true) {
+		theirs[e.value] = true
+	}
+	values := make([]string, len(entries))
+	for i, e := range entries {
+		values[i] = e.value
+	}
+	started := m.started.hasValues(values)
+	out := entries[:0]
+	for i, e := range entries {
+		if !theirs[e.value] && !started[i] {
+			out = append(out, e)
+		}
+	}
+	return out
 }
 
 // ownerLive is the live sets of owner's started Env secrets, which a
-// stream of that owner's processes reads; nil with redaction off.
+// stream of that owner's processes reads; nil with redaction off. A
+// Start's process finds its set held (holdOwnerSecrets); a recovered
+// one's set is pinned, never dropped, since no exit of this Manager's
+// releases it.
 func (m *Manager) ownerLive(owner string) *atomic.Pointer[liveSets] {
 	if m.cfg.noRedaction {
 		return nil
 	}
-	return &m.owned.of(owner).sets
+	m.owned.mu.Lock()
+	defer m.owned.mu.Unlock()
+	set := m.owned.setLocked(owner)
+	if set.users == 0 {
+		set.pinned = true
+	}
+	return &set.ss.sets
 }
 
 // hold is register for an owner's set, bounded by maxN entries and
@@ -118,8 +360,18 @@ func (m *Manager) ownerLive(owner string) *atomic.Pointer[liveSets] {
 // the bound pay for all of them. The Start is refused only when the held
 // entries and entries alone pass the bound.
 func (ss *startedSecrets) hold(entries []secretEntry, maxN, maxBytes int) (release func(), err error) {
+	release, _, err = ss.holdCounted(entries, maxN, maxBytes)
+	return release, err
+}
+
+// holdCounted is hold, and says by how many bytes the set's values grew
+// (or shrank, letting go): ownerSecrets counts each hold's change, so
+// that another hold's, under way on the same set, is not counted twice.
+func (ss *startedSecrets) holdCounted(entries []secretEntry, maxN, maxBytes int) (release func(), grew int, err error) {
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
+	before := ss.bytes
+	defer func() { grew = ss.bytes - before }()
 	mine := map[secretEntry]bool{}
 	var fresh []secretEntry
 	freshBytes := 0
@@ -135,7 +387,7 @@ func (ss *startedSecrets) hold(entries []secretEntry, maxN, maxBytes int) (relea
 	}
 	if len(ss.entries)+len(fresh) > maxN || ss.bytes+freshBytes > maxBytes {
 		if err := ss.letGoLocked(mine, fresh, maxN, maxBytes); err != nil {
-			return nil, err
+			return nil, 0, err
 		}
 	} else {
 		ss.addLocked(fresh)
@@ -156,7 +408,7 @@ func (ss *startedSecrets) hold(entries []secretEntry, maxN, maxBytes int) (relea
 				delete(ss.holds, e)
 			}
 		}
-	}), nil
+	}), 0, nil
 }
 
 // letGoLocked makes room for fresh (new to the set; mine is every entry of
@@ -205,12 +457,16 @@ func (ss *startedSecrets) letGoLocked(mine map[secretEntry]bool, fresh []secretE
 		}
 		delete(ss.known, e)
 		delete(ss.used, e)
+		if ss.values[e.value]--; ss.values[e.value] <= 0 {
+			delete(ss.values, e.value)
+		}
 	}
 	if ss.known == nil {
 		ss.known = map[secretEntry]bool{}
 	}
 	for _, e := range fresh {
 		ss.known[e] = true
+		ss.addValueLocked(e.value)
 		left = append(left, e)
 	}
 	ss.entries, ss.inBase, ss.bytes = left, len(left), b

@@ -2,6 +2,9 @@ package agentproc
 
 import (
 	"bytes"
+	"errors"
+	"fmt"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -104,5 +107,58 @@ func TestRedactOwnerSetLetGoDuringMerge(t *testing.T) {
 		if got := ownerTestRedacted(&ss, e, func() {}); got != want {
 			t.Errorf("secret %d after the merge ended: got redacted %v, want %v", i, got, want)
 		}
+	}
+}
+
+// TestRedactOwnerSetsConcurrent: Starts of many owners at once, some
+// refused, keep all owners' sets within their bounds, and the count of
+// bytes (reservations included) comes back to what the sets hold.
+func TestRedactOwnerSetsConcurrent(t *testing.T) {
+	t.Parallel()
+	secrets := liveTestTokens(64)
+	size := len(secrets[0].value)
+	o := ownerSecrets{maxSets: 4, maxAllBytes: 6 * size}
+	defer o.wait()
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Go(func() {
+			for i := range 8 {
+				e := secrets[g*8+i]
+				release, err := o.hold(fmt.Sprint("owner", (g*8+i)%12), []secretEntry{e})
+				if err != nil {
+					if !errors.Is(err, ErrInvalidRequest) {
+						t.Errorf("hold: got %v, want nil or ErrInvalidRequest", err)
+					}
+					continue
+				}
+				o.mu.Lock()
+				valued, bytes := 0, o.bytes+o.reserved
+				for _, set := range o.owners {
+					if set.valued() {
+						valued++
+					}
+				}
+				o.mu.Unlock()
+				if valued > 4 || bytes > 6*size {
+					t.Errorf("while held: got %d sets of %d bytes, want at most 4 of %d", valued, bytes, 6*size)
+				}
+				release()
+			}
+		})
+	}
+	wg.Wait()
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	sum := 0
+	for _, set := range o.owners {
+		set.ss.mu.Lock()
+		sum += set.ss.bytes
+		set.ss.mu.Unlock()
+		if set.users != 0 || set.reserved != 0 {
+			t.Errorf("after every release: a set with %d users and %d reserved, want none", set.users, set.reserved)
+		}
+	}
+	if o.reserved != 0 || o.bytes != sum {
+		t.Errorf("after every release: got %d bytes counted and %d reserved, want %d (the sets' own) and 0", o.bytes, o.reserved, sum)
 	}
 }

@@ -126,7 +126,12 @@ type Request struct {
 	// (Scope), in a set bounded by MaxOwnerSecrets and
 	// MaxOwnerSecretBytes that lets the oldest go which no running
 	// process carries; a Start whose Env values and those of the owner's
-	// running processes pass a bound is ErrInvalidRequest. Ignored under
+	// running processes pass a bound is ErrInvalidRequest. All owners'
+	// sets are bounded by MaxOwnerSets and MaxAllOwnersSecretBytes: past
+	// them an owner with no running process loses its set, and a Start is
+	// ErrInvalidRequest when the sets of owners with running processes
+	// and its values pass one. Env values that are the Manager's (this
+	// map's among them) are redacted in every stream. Ignored under
 	// WithRedaction(false). nil, the default, adds nothing.
 	Secrets map[string]string
 }
