@@ -307,8 +307,12 @@ func TestAttackMoreLoginFiles(t *testing.T) {
 	})
 }
 
-// inotifyWatches counts the inotify watches this process holds, from
-// /proc/self/fdinfo.
+// inotifyWatches counts the watches of this process's largest inotify
+// instance, from /proc/self/fdinfo: the Manager's hide watch, which
+// maxHideWatches bounds. Its mount watch is another instance, with a
+// watch for the nearest directory above each missing path its policies
+// cover (sixteenth reviews: the log sockets' and the password database's
+// home added one, which made the sum of both 257 against a bound of 256).
 func inotifyWatches(t *testing.T) int {
 	t.Helper()
 	fds, err := os.ReadDir("/proc/self/fdinfo")
@@ -319,7 +323,7 @@ func inotifyWatches(t *testing.T) int {
 	for _, fd := range fds {
 		b, err := os.ReadFile(filepath.Join("/proc/self/fdinfo", fd.Name()))
 		if err == nil {
-			n += strings.Count(string(b), "inotify wd:")
+			n = max(n, strings.Count(string(b), "inotify wd:"))
 		}
 	}
 	return n

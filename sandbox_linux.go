@@ -1183,6 +1183,89 @@ func hostDoors() []string {
 		"/run/dbus", "/var/run/dbus", "/run/systemd/private", "/run/systemd/io.systemd.Manager",
 		"/run/screen", "/var/run/screen",
 		filepath.Join(os.TempDir(), "agentproc-"+uid), "/tmp/tmux-" + uid,
+	}
+	cands = append(cands, daemonDoors()...)
+	if m, err := filepath.Glob("/run/systemd/io.systemd.*"); err == nil {
+		cands = append(cands, m...)
+	}
+	cands = append(cands, desktopDoors(uid)...)
+	env := os.Getenv
+	if p := env("SSH_AUTH_SOCK"); p != "" {
+		cands = append(cands, p)
+	}
+	// The user's other ssh agents and ControlMaster sockets: sshd's
+	// /tmp/ssh-XXXXXXXXXX/agent.PID for each login that forwards an agent,
+	// ssh-agent's own, ControlPath /tmp/ssh-%r@%h:%p (seventh attack
+	// review, TestAttackOtherSSHAgents), as the policy is built.
+	for _, dir := range []string{"/tmp", os.TempDir()} {
+		if m, err := filepath.Glob(filepath.Join(dir, "ssh-*")); err == nil {
+			cands = append(cands, m...)
+		}
+	}
+	// PM2's daemon starts any command its RPC socket is sent, as the
+	// home's user (TestAttackRootRunnerDoors): under $HOME and under the
+	// password database's home, which a host without $HOME (a systemd
+	// service without User=) still has (sixteenth attack review,
+	// TestAttackRootPM2WithoutHOME).
+	homes := []string{env("HOME")}
+	if db := passwdHome(); filepath.Clean(db) != filepath.Clean(homes[0]) {
+		homes = append(homes, db)
+	}
+	for _, h := range homes {
+		if h != "" {
+			cands = append(cands, filepath.Join(h, ".pm2", "rpc.sock"), filepath.Join(h, ".pm2", "pub.sock"))
+		}
+	}
+	if h, ok := strings.CutPrefix(env("DOCKER_HOST"), "unix://"); ok {
+		cands = append(cands, h)
+	}
+	if p := env("AGENTPROC_SOCKET"); p != "" {
+		cands = append(cands, p)
+	}
+	if d := env("TMUX_TMPDIR"); d != "" {
+		cands = append(cands, filepath.Join(d, "tmux-"+uid))
+	}
+	if t, _, _ := strings.Cut(env("TMUX"), ","); t != "" {
+		cands = append(cands, filepath.Dir(t))
+	}
+	if d := env("SCREENDIR"); d != "" {
+		cands = append(cands, d)
+	}
+	for part := range strings.SplitSeq(env("DBUS_SESSION_BUS_ADDRESS"), ";") {
+		if p, ok := strings.CutPrefix(part, "unix:path="); ok {
+			p, _, _ = strings.Cut(p, ",")
+			cands = append(cands, p)
+		}
+	}
+	// The user's runtime dir: $XDG_RUNTIME_DIR, and /run/user/UID, which a
+	// root service, sudo and cron do not name, where a login session of
+	// the user keeps its user manager's sockets (systemd-run --user runs
+	// a command outside the sandbox: sixth attack review,
+	// TestAttackRootUserManagerDoor).
+	for _, d := range []string{env("XDG_RUNTIME_DIR"), "/run/user/" + uid} {
+		if d != "" {
+			cands = append(cands, d+"/docker.sock", d+"/podman/podman.sock", d+"/gnupg", d+"/agentproc",
+				d+"/bus", d+"/systemd", d+"/tmux-"+uid)
+			// The session's other agents (TestAttackKeyringAndAgentSockets):
+			// gnome-keyring's and gcr's ssh agents, systemd's user
+			// ssh-agent, p11-kit's smart cards, GVfs's mounted shares.
+			cands = append(cands, d+"/keyring", d+"/gcr", d+"/ssh-agent.socket", d+"/p11-kit", d+"/gvfsd")
+		}
+	}
+	var out []string
+	for _, p := range cands {
+		if filepath.IsAbs(p) {
+			out = append(out, filepath.Clean(p))
+		}
+	}
+	return resolvePaths(out)
+}
+
+// daemonDoors returns the fixed paths of the host's daemons that serve a
+// peer in ways a tree must not be served (hostDoors): each group names
+// the review that found it and what the daemon would do.
+func daemonDoors() []string {
+	return []string{
 		// Daemons that serve any uid-0 peer as their administrator (fifth
 		// attack review, TestAttackRootDaemonDoors): snapd installs a snap
 		// whose hooks run as root, LXD, Incus and libvirt start a
@@ -1265,80 +1348,6 @@ func hostDoors() []string {
 		// Kolide's launcher's, also hold their enrollment secrets.
 		"/var/osquery", "/opt/orbit", "/var/kolide-k2",
 	}
-	if m, err := filepath.Glob("/run/systemd/io.systemd.*"); err == nil {
-		cands = append(cands, m...)
-	}
-	cands = append(cands, desktopDoors(uid)...)
-	env := os.Getenv
-	if p := env("SSH_AUTH_SOCK"); p != "" {
-		cands = append(cands, p)
-	}
-	// The user's other ssh agents and ControlMaster sockets: sshd's
-	// /tmp/ssh-XXXXXXXXXX/agent.PID for each login that forwards an agent,
-	// ssh-agent's own, ControlPath /tmp/ssh-%r@%h:%p (seventh attack
-	// review, TestAttackOtherSSHAgents), as the policy is built.
-	for _, dir := range []string{"/tmp", os.TempDir()} {
-		if m, err := filepath.Glob(filepath.Join(dir, "ssh-*")); err == nil {
-			cands = append(cands, m...)
-		}
-	}
-	// PM2's daemon starts any command its RPC socket is sent, as the
-	// home's user (TestAttackRootRunnerDoors): under $HOME and under the
-	// password database's home, which a host without $HOME (a systemd
-	// service without User=) still has (sixteenth attack review,
-	// TestAttackRootPM2WithoutHOME).
-	homes := []string{env("HOME")}
-	if db := passwdHome(); filepath.Clean(db) != filepath.Clean(homes[0]) {
-		homes = append(homes, db)
-	}
-	for _, h := range homes {
-		if h != "" {
-			cands = append(cands, filepath.Join(h, ".pm2", "rpc.sock"), filepath.Join(h, ".pm2", "pub.sock"))
-		}
-	}
-	if h, ok := strings.CutPrefix(env("DOCKER_HOST"), "unix://"); ok {
-		cands = append(cands, h)
-	}
-	if p := env("AGENTPROC_SOCKET"); p != "" {
-		cands = append(cands, p)
-	}
-	if d := env("TMUX_TMPDIR"); d != "" {
-		cands = append(cands, filepath.Join(d, "tmux-"+uid))
-	}
-	if t, _, _ := strings.Cut(env("TMUX"), ","); t != "" {
-		cands = append(cands, filepath.Dir(t))
-	}
-	if d := env("SCREENDIR"); d != "" {
-		cands = append(cands, d)
-	}
-	for part := range strings.SplitSeq(env("DBUS_SESSION_BUS_ADDRESS"), ";") {
-		if p, ok := strings.CutPrefix(part, "unix:path="); ok {
-			p, _, _ = strings.Cut(p, ",")
-			cands = append(cands, p)
-		}
-	}
-	// The user's runtime dir: $XDG_RUNTIME_DIR, and /run/user/UID, which a
-	// root service, sudo and cron do not name, where a login session of
-	// the user keeps its user manager's sockets (systemd-run --user runs
-	// a command outside the sandbox: sixth attack review,
-	// TestAttackRootUserManagerDoor).
-	for _, d := range []string{env("XDG_RUNTIME_DIR"), "/run/user/" + uid} {
-		if d != "" {
-			cands = append(cands, d+"/docker.sock", d+"/podman/podman.sock", d+"/gnupg", d+"/agentproc",
-				d+"/bus", d+"/systemd", d+"/tmux-"+uid)
-			// The session's other agents (TestAttackKeyringAndAgentSockets):
-			// gnome-keyring's and gcr's ssh agents, systemd's user
-			// ssh-agent, p11-kit's smart cards, GVfs's mounted shares.
-			cands = append(cands, d+"/keyring", d+"/gcr", d+"/ssh-agent.socket", d+"/p11-kit", d+"/gvfsd")
-		}
-	}
-	var out []string
-	for _, p := range cands {
-		if filepath.IsAbs(p) {
-			out = append(out, filepath.Clean(p))
-		}
-	}
-	return resolvePaths(out)
 }
 
 // desktopDoors returns the sockets of the desktop the agent runs in, as
