@@ -70,12 +70,20 @@ func (o *ownerSecrets) wait() {
 	}
 }
 
-// envOwnerSecrets is what of req's Env goes to its owner's set: the
-// secret-looking values and URL passwords appendEnvSecret takes.
+// envOwnerSecrets is what of req's Env and its own Sandbox's Env.Set goes
+// to its owner's set: the secret-looking values and URL passwords
+// appendEnvSecret takes. The Manager's default policy's Env.Set values
+// are the Manager's set's too (sandboxEnvSet).
 func envOwnerSecrets(req Request) []secretEntry {
 	var out []secretEntry
 	for _, k := range slices.Sorted(maps.Keys(req.Env)) {
 		out = appendEnvSecret(out, k, req.Env[k])
+	}
+	if req.Sandbox != nil {
+		set := req.Sandbox.Env.Set
+		for _, k := range slices.Sorted(maps.Keys(set)) {
+			out = appendEnvSecret(out, k, set[k])
+		}
 	}
 	return out
 }
@@ -86,7 +94,7 @@ func envOwnerSecrets(req Request) []secretEntry {
 // Start fails). It fails with ErrInvalidRequest when the values held by
 // the owner's running processes and req's together pass the set's bound.
 func (m *Manager) holdOwnerSecrets(req Request, owner string) (release func(), err error) {
-	if m.cfg.noRedaction || len(req.Env) == 0 {
+	if m.cfg.noRedaction {
 		return func() {}, nil
 	}
 	entries := envOwnerSecrets(req)
