@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"strings"
 	"testing"
 
@@ -69,4 +70,14 @@ func TestAttackEnvSetSecretsEveryOwner(t *testing.T) {
 	if !errors.Is(err, agentproc.ErrInvalidRequest) || !strings.Contains(err.Error(), "MaxOwnerSecretBytes") {
 		t.Errorf("a Start with 12 env_set values of 8,000 bytes: got %v, want ErrInvalidRequest naming MaxOwnerSecretBytes", err)
 	}
+}
+
+// TestAttack17nUnprivileged runs the env_set test again as the
+// unprivileged test user, where the Manager has no root.
+func TestAttack17nUnprivileged(t *testing.T) {
+	requireSandbox(t)
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to switch users")
+	}
+	rerunAsSandboxUser(t, []string{"TestAttackEnvSetSecretsEveryOwner"}, false)
 }
