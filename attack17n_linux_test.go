@@ -5,10 +5,13 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/agentproc/agentproc"
+	"github.com/agentproc/agentproc/internal/testuser"
 )
 
 // The seventeenth attack review's tests on the redaction sets (the proxy's
@@ -80,4 +83,49 @@ func TestAttack17nUnprivileged(t *testing.T) {
 		t.Skip("needs root to switch users")
 	}
 	rerunAsSandboxUser(t, []string{"TestAttackEnvSetSecretsEveryOwner"}, false)
+	if os.Getenv("ATK17N_RUN_OPEN") == "1" {
+		out, err := testuser.Run(t, time.Minute, []string{"ATK17N_RUN_OPEN=1"}, "-test.run=^TestAttackNetworkHostTreeUsesAnotherTreesListener$", "-test.v")
+		t.Logf("as %s (open row): %v\n%s", sandboxUser, err, out)
+	}
+}
+
+// TestAttackNetworkHostTreeUsesAnotherTreesListener (open): without root
+// a NetworkHosts tree's listener is on the host's loopback, and the proxy
+// token is the Manager's. A NetworkHosts tree of one owner writes
+// $HTTPS_PROXY to a file; a NetworkHost tree, which reaches the host's
+// loopback whole, reads it and sends a CONNECT to another owner's tree's
+// listener (the token opens every listener of the Manager): a denial the
+// victim never caused lands in its Info, and the same way in could stall
+// tunnels against its UnreadBudget. Runs as the unprivileged user only,
+// with ATK17N_RUN_OPEN=1 (TestAttack17nUnprivileged).
+func TestAttackNetworkHostTreeUsesAnotherTreesListener(t *testing.T) {
+	requireHosts(t)
+	if os.Geteuid() == 0 {
+		t.Skip("the listener is on the host's loopback without root alone (TestAttack17nUnprivileged)")
+	}
+	if os.Getenv("ATK17N_RUN_OPEN") != "1" {
+		t.Skip("open: a NetworkHost tree that learns the Manager's proxy token uses another tree's listener (a token per listener would close it; seventeenth review, noticed); ATK17N_RUN_OPEN=1 runs it")
+	}
+	m := newManager(t)
+	victimSb := hostsSandbox(t, "allowed.example")
+	victim := hostsRequest(t, victimSb, `echo "port ${HTTPS_PROXY##*:}"; read x`)
+	victim.Stdin = true
+	v := mustStart(t, m.Scope("bob"), victim)
+	defer func() { _, _ = v.Stop(testContext(t)) }()
+	port := waitForOutput(t, v, regexp.MustCompile(`port (\d+)`))[1]
+	leakSb := hostsSandbox(t, "allowed.example")
+	ws := leakSb.Write[0]
+	mustWait(t, mustStart(t, m.Scope("alice"), hostsRequest(t, leakSb, `printf '%s\n' "$HTTPS_PROXY" > proxy.txt`)))
+	hostSb := agentproc.WorkspaceSandbox(ws)
+	hostSb.Network = agentproc.NetworkHost
+	a := mustStart(t, m.Scope("alice"), agentproc.Request{WorkDir: ws, Sandbox: hostSb, Timeout: time.Minute,
+		Command: `p=$(sed 's/:[0-9]*$/:` + port + `/' proxy.txt); curl -s -o /dev/null -w 'code %{http_code}\n' -x "$p" https://notlisted-by-alice.example/; true`})
+	mustWait(t, a)
+	out := a.Output().Text
+	t.Logf("the NetworkHost tree: %q", out)
+	for _, d := range v.Info().Denials {
+		if strings.Contains(d.Target, "notlisted-by-alice") {
+			t.Errorf("the victim's Info holds the denial %+v, which another owner's tree caused through its listener", d)
+		}
+	}
 }
