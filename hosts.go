@@ -340,7 +340,7 @@ func DenialHint(d Denial) string {
 	case d.Rule == egress.RuleTooManyConns:
 		return "open fewer connections to the proxy at once"
 	case strings.HasPrefix(d.Rule, egress.RuleUnreadPrefix):
-		return "read each connection's data as it comes, or open fewer at once"
+		return "read each connection's data as it comes, send a host no more than it reads, or open fewer at once"
 	case d.Rule == egress.RuleNotListed, d.Rule == egress.RulePortNotAllowed:
 		return "add `" + d.Target + "` to allow_hosts"
 	}

@@ -134,13 +134,14 @@ func TestDenialHintCarriedIPv4(t *testing.T) {
 	}
 }
 
-// TestDenialHintUnread: a tunnel closed because the tree left too much
-// unread is advised to read or open fewer, never to widen AllowHosts,
-// which would not help.
+// TestDenialHintUnread: a tunnel closed because the tree's tunnels held
+// too much unread is advised to read, to send no more than a host reads
+// (an upload a host does not read counts too: seventeenth attack review),
+// or to open fewer, never to widen AllowHosts, which would not help.
 func TestDenialHintUnread(t *testing.T) {
 	t.Parallel()
 	d := agentproc.Denial{Kind: "network", Op: "connect", Target: "registry.example:443", Rule: egress.RuleUnread(64 << 20)}
-	if got, want := agentproc.DenialHint(d), "read each connection's data as it comes, or open fewer at once"; got != want {
+	if got, want := agentproc.DenialHint(d), "read each connection's data as it comes, send a host no more than it reads, or open fewer at once"; got != want {
 		t.Errorf("DenialHint(%q): got %q, want %q", d.Rule, got, want)
 	}
 }

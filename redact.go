@@ -229,10 +229,11 @@ func hostSecrets() []secretEntry { return envSecrets(os.Environ()) }
 
 // requestSecrets is what one Request adds to the Manager's set: its
 // Secrets, and, unless they are off, the secret-looking values of its
-// sandbox's Env.Set (set is the Sandbox the request runs under's, nil
-// without one), which reach the tree's environment, where `env` prints
-// them (fifth attack review: Env.Set's were not redacted). Those of its
-// Env, which reach it too, go to its owner's set (envOwnerSecrets).
+// sandbox's Env.Set (set is sandboxEnvSet's: the Manager's default
+// policy's), which reach the tree's environment, where `env` prints them
+// (fifth attack review: Env.Set's were not redacted). Those of its Env and
+// of its own Sandbox's Env.Set, which reach it too, go to its owner's set
+// (envOwnerSecrets).
 func requestSecrets(req Request, set map[string]string, envDefaults bool) []secretEntry {
 	if len(req.Secrets) == 0 && (!envDefaults || len(set) == 0) {
 		return nil
@@ -249,17 +250,19 @@ func requestSecrets(req Request, set map[string]string, envDefaults bool) []secr
 	return out
 }
 
-// sandboxEnvSet is the Env.Set of the Sandbox req runs under (its own,
-// else the Manager's default), nil without one.
-func (m *Manager) sandboxEnvSet(req Request) map[string]string {
-	sb := req.Sandbox
-	if sb == nil {
-		sb = m.cfg.sandbox
-	}
-	if sb == nil {
+// sandboxEnvSet is the Env.Set that goes to the Manager's set: the
+// Manager's default policy's (the operator's, fixed for the Manager's
+// life), whatever policy req runs under; nil without one. A request's own
+// Sandbox's Env.Set goes with its Env to its owner's set
+// (envOwnerSecrets): httpapi takes it from its client (sandbox.env_set,
+// merged by Sandbox.Narrow), and in the Manager's set it blanked one
+// owner's value in every owner's output and grew every stream without
+// bound (seventeenth attack review, TestAttackEnvSetSecretsEveryOwner).
+func (m *Manager) sandboxEnvSet(Request) map[string]string {
+	if m.cfg.sandbox == nil {
 		return nil
 	}
-	return sb.Env.Set
+	return m.cfg.sandbox.Env.Set
 }
 
 // secretForms returns the forms of v the matcher looks for, raw first,

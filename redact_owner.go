@@ -251,12 +251,20 @@ func (o *ownerSecrets) peek(owner string) *atomic.Pointer[liveSets] {
 // dropped included.
 func (o *ownerSecrets) wait() { o.merges.Wait() }
 
-// envOwnerSecrets is what of req's Env goes to its owner's set: the
-// secret-looking values and URL passwords appendEnvSecret takes.
+// envOwnerSecrets is what of req's Env and its own Sandbox's Env.Set goes
+// to its owner's set: the secret-looking values and URL passwords
+// appendEnvSecret takes. The Manager's default policy's Env.Set values
+// are the Manager's set's too (sandboxEnvSet).
 func envOwnerSecrets(req Request) []secretEntry {
 	var out []secretEntry
 	for _, k := range slices.Sorted(maps.Keys(req.Env)) {
 		out = appendEnvSecret(out, k, req.Env[k])
+	}
+	if req.Sandbox != nil {
+		set := req.Sandbox.Env.Set
+		for _, k := range slices.Sorted(maps.Keys(set)) {
+			out = appendEnvSecret(out, k, set[k])
+		}
 	}
 	return out
 }

@@ -121,7 +121,9 @@ type Request struct {
 	// tree can read them from this one (its /proc/PID/cmdline). They are
 	// not put in the process's environment. The rules on names and
 	// values are WithSecrets'; a map breaking them is ErrInvalidRequest.
-	// The values of Env whose names look like secrets are redacted too,
+	// The values of Env whose names look like secrets are redacted too
+	// (and those of Sandbox.Env.Set; the Manager's default policy's are
+	// redacted in every stream),
 	// but in the output of the processes of this request's owner only
 	// (Scope), in a set bounded by MaxOwnerSecrets and
 	// MaxOwnerSecretBytes that lets the oldest go which no running

@@ -759,6 +759,9 @@ func (l *Listener) pipeBack(c, up net.Conn, t Target) <-chan struct{} {
 // a CONNECT tunnel whose client spoke HTTP.
 func (l *Listener) relayHTTP(c net.Conn, br *bufio.Reader, up net.Conn, t Target, first *http.Request, back <-chan struct{}) {
 	defer func() { _ = up.Close(); _ = c.Close(); <-back }()
+	// A body the host does not read stalls here, as a tunnel's upload
+	// does in copyRest: counted against the budget the same way.
+	toHost := guardedWriter(up, c, l.stallGuard(c, up, t))
 	req := first
 	for {
 		if req == nil {
@@ -794,7 +797,7 @@ func (l *Listener) relayHTTP(c net.Conn, br *bufio.Reader, up net.Conn, t Target
 		// and a server that did not would take the next bytes (a
 		// CONNECT) as a request. So plain-text WebSockets (ws://) are
 		// not relayed; wss:// is, as TLS.
-		if err := req.Write(up); err != nil {
+		if err := req.Write(toHost); err != nil {
 			return
 		}
 		if req.Close {

@@ -1,6 +1,7 @@
 package egress
 
 import (
+	"io"
 	"net"
 	"time"
 )
@@ -25,6 +26,13 @@ import (
 // destination stops reading records its unread bytes in g's account and
 // ends when the account passes its budget. Elsewhere g is not used.
 func copyConn(dst, src net.Conn, g *stallGuard) { copyConnOS(dst, src, g) }
+
+// guardedWriter returns what writes to dst under g, as copyConn's writes
+// do, for bytes read from src by another copy than copyConn's: relayHTTP
+// writes a plain-HTTP request's body to its host through it (seventeenth
+// attack review: an endless body to a host that reads nothing held its
+// queues uncounted). Elsewhere than Linux it is dst.
+func guardedWriter(dst, src net.Conn, g *stallGuard) io.Writer { return guardedWriterOS(dst, src, g) }
 
 // stallGuard is one relay direction's bound on what it may leave unread.
 type stallGuard struct {

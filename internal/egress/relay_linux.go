@@ -94,6 +94,35 @@ func copyConnOS(dst, src net.Conn, g *stallGuard) {
 	}
 }
 
+// guardedWriterOS writes to dst through writeGuarded, src's socket being
+// what holds the bytes not yet read; dst itself when src's socket cannot
+// be reached (a Config.Dial's connection).
+func guardedWriterOS(dst, src net.Conn, g *stallGuard) io.Writer {
+	tc, ok := src.(*net.TCPConn)
+	if !ok {
+		return dst
+	}
+	rc, err := tc.SyscallConn()
+	if err != nil {
+		return dst
+	}
+	return guarded{dst: dst, src: rc, g: g}
+}
+
+// guarded is an io.Writer over writeGuarded.
+type guarded struct {
+	dst net.Conn
+	src syscall.RawConn
+	g   *stallGuard
+}
+
+func (w guarded) Write(b []byte) (int, error) {
+	if err := writeGuarded(w.dst, w.src, b, w.g); err != nil {
+		return 0, err
+	}
+	return len(b), nil
+}
+
 // errOverBudget ends a relay whose tree left too much unread.
 var errOverBudget = errors.New("egress: unread budget passed")
 

@@ -35,10 +35,13 @@ const defaultUnreadBudget = 64 << 20
 // defaultStallTimeout is Config.StallTimeout's default.
 const defaultStallTimeout = time.Second
 
-// RuleUnreadPrefix begins the rule of a tunnel closed because its tree
-// left more than Policy.UnreadBudget unread across its tunnels; the rest
-// names the budget (RuleUnread).
-const RuleUnreadPrefix = "closed: the tree left more than "
+// RuleUnreadPrefix begins the rule of a tunnel closed because the tree's
+// tunnels held more than Policy.UnreadBudget unread; the rest names the
+// budget (RuleUnread). Unread by the tree or by the hosts: a host that
+// reads nothing of an upload stalls its direction as a tree that reads
+// nothing of a download does, and the text said the tree's alone, which
+// told the model to read what it was sending (seventeenth attack review).
+const RuleUnreadPrefix = "closed: the tree's tunnels held more than "
 
 // RuleUnread is the rule of a tunnel closed for the budget b.
 func RuleUnread(b int64) string {
@@ -46,7 +49,7 @@ func RuleUnread(b int64) string {
 	if b%(1<<20) == 0 {
 		size = fmt.Sprintf("%d MiB", b>>20)
 	}
-	return RuleUnreadPrefix + size + " unread across its tunnels"
+	return RuleUnreadPrefix + size + " unread (by the tree, or by hosts it sends to)"
 }
 
 // unreadAccount is the bytes a listener's stalled relays hold unread.
