@@ -110,45 +110,20 @@ type hostsProxy struct {
 	mu     sync.Mutex
 	p      *egress.Proxy
 	closed bool
-	// token is the secret every tree's proxy variables carry, which each
-	// listener requires of every connection (egress.Policy.Token): without
-	// root a listener is on the host's loopback, where any process of the
-	// machine reaches it (thirteenth attack review,
-	// TestAttackDenialFromOutsideTheTree). 128 random bits, made with the
-	// proxy. One for the Manager, not one a tree: a tree reaches no other
-	// tree's listener anyway (without root Landlock holds it to its own
-	// port, as root its namespace has no other), so a token a tree only
-	// keeps outsiders out; and a tree can hand its token to another tree's
-	// output through a file of the work dir they share (fifteenth attack
-	// review, TestAttackProxyTokenThroughAnotherTree), so it is one of
-	// the Manager's started secrets, which every stream redacts: one entry
-	// for the Manager's life, where a token a tree added one a Start to a
-	// set that never shrinks, each later Start's registration costing
-	// more (docs/measurements.md, BenchmarkRedactRegister).
-	token    string
-	tokenSet *redactSet // the token alone: a tree's output, redaction off or not
 }
 
-// get returns the Manager's proxy and its token, making them (and
-// registering the token with m's started secrets, before any tree has
-// it) at the first call.
-func (h *hostsProxy) get(m *Manager) (*egress.Proxy, string, *redactSet, error) {
+// get returns the Manager's proxy, making it at the first call.
+func (h *hostsProxy) get(m *Manager) (*egress.Proxy, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.closed {
-		return nil, "", nil, ErrClosed
+		return nil, ErrClosed
 	}
 	if h.p == nil {
 		clock := m.cfg.clock
 		h.p = egress.New(egress.Config{AddrFilter: &egress.AddrFilter{Now: func() time.Time { return clock.Now("agentproc", "egress") }}})
-		h.token = rand.Text()
-		entry := secretEntry{name: proxyTokenName, value: h.token}
-		if !m.cfg.noRedaction {
-			m.started.register([]secretEntry{entry})
-		}
-		h.tokenSet = newRedactSet([]secretEntry{entry})
 	}
-	return h.p, h.token, h.tokenSet, nil
+	return h.p, nil
 }
 
 // close ends the proxy and every listener; after it no Start makes one.
@@ -168,27 +143,50 @@ func (h *hostsProxy) close() {
 type hostsRun struct {
 	list  *egress.List
 	proxy *egress.Proxy
-	// token is the Manager's proxy token (hostsProxy.token), which the
-	// tree's proxy variables carry and its listener requires.
+	// token is the secret the tree's proxy variables carry, which its
+	// listener requires of every connection (egress.Policy.Token): without
+	// root a listener is on the host's loopback, where any process of the
+	// machine reaches it (thirteenth attack review,
+	// TestAttackDenialFromOutsideTheTree). 128 random bits, one a tree: a
+	// token of the Manager's opened every listener to any tree that had
+	// it, and a NetworkHost tree, which reaches the host's loopback whole,
+	// read it from a file another tree wrote and used another owner's
+	// tree's listener (seventeenth attack review,
+	// TestAttackNetworkHostTreeUsesAnotherTreesListener).
 	token string
 	// tokenSet redacts the token in the tree's output, even with the
 	// Manager's redaction off (redactWithToken).
 	tokenSet *redactSet
-	ln       net.Listener // the listener made for the tree, nil until made and after it is served
-	port     int
-	lis      *egress.Listener
+	// release lets the token go from its owner's started secrets
+	// (ownerSecrets.hold), where every stream of the owner redacts it
+	// while the tree runs: a tree can hand it to another tree's output
+	// through a file of the work dir they share (fifteenth attack review,
+	// TestAttackProxyTokenThroughAnotherTree). Afterwards it opens nothing.
+	release func()
+	ln      net.Listener // the listener made for the tree, nil until made and after it is served
+	port    int
+	lis     *egress.Listener
 }
 
 // proxyTokenName is the name a redacted proxy token reads as.
 const proxyTokenName = "AGENTPROC_PROXY_TOKEN"
 
-// newHostsRun returns the part of a Start with list on m's proxy.
-func (m *Manager) newHostsRun(list *egress.List) (*hostsRun, error) {
-	proxy, token, set, err := m.hosts.get(m)
+// newHostsRun returns the part of owner's Start with list on m's proxy,
+// with a token of its own.
+func (m *Manager) newHostsRun(list *egress.List, owner string) (*hostsRun, error) {
+	proxy, err := m.hosts.get(m)
 	if err != nil {
 		return nil, err
 	}
-	return &hostsRun{list: list, proxy: proxy, token: token, tokenSet: set}, nil
+	token := rand.Text()
+	entry := secretEntry{name: proxyTokenName, value: token}
+	release := func() {}
+	if !m.cfg.noRedaction {
+		if release, err = m.owned.hold(owner, []secretEntry{entry}); err != nil {
+			return nil, err
+		}
+	}
+	return &hostsRun{list: list, proxy: proxy, token: token, tokenSet: newRedactSet([]secretEntry{entry}), release: release}, nil
 }
 
 // hostsListener is a tree's proxy listener, made on its starting thread
@@ -256,10 +254,14 @@ func (h *hostsRun) serve(p *Process) error {
 	return nil
 }
 
-// close closes the listener, served or not.
+// close closes the listener, served or not, and lets its token go from
+// the owner's started secrets.
 func (h *hostsRun) close() {
 	if h == nil {
 		return
+	}
+	if h.release != nil {
+		h.release()
 	}
 	if h.lis != nil {
 		_ = h.lis.Close()

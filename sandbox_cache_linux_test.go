@@ -137,7 +137,7 @@ func TestSandboxTempDirReused(t *testing.T) {
 	m, sb, ws := sandboxTestManager(t)
 	prepare := func() *sandboxRun {
 		t.Helper()
-		r, err := m.prepareSandbox(sb, ws, true, false)
+		r, err := m.prepareSandbox(sb, "", ws, true, false)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -189,7 +189,7 @@ func TestSandboxTempDirsServeABurst(t *testing.T) {
 		t.Helper()
 		runs := make([]*sandboxRun, n)
 		for i := range runs {
-			r, err := m.prepareSandbox(sb, ws, true, false)
+			r, err := m.prepareSandbox(sb, "", ws, true, false)
 			if err != nil {
 				t.Fatal(err)
 			}

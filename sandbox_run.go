@@ -336,7 +336,7 @@ type sandboxStart struct {
 // prepareSandbox makes what a Start of sb in dir needs (dirChosen: the
 // request named dir, see sandboxPolicyFor); nil sb gives nil.
 // Nothing is left behind when it fails.
-func (m *Manager) prepareSandbox(sb *Sandbox, dir string, dirChosen, tty bool) (*sandboxRun, error) {
+func (m *Manager) prepareSandbox(sb *Sandbox, owner, dir string, dirChosen, tty bool) (*sandboxRun, error) {
 	if sb == nil {
 		return nil, nil
 	}
@@ -385,7 +385,7 @@ func (m *Manager) prepareSandbox(sb *Sandbox, dir string, dirChosen, tty bool) (
 	}
 	run.info = &info
 	if pol.hosts != nil {
-		hosts, err := m.newHostsRun(pol.hosts)
+		hosts, err := m.newHostsRun(pol.hosts, owner)
 		if err != nil {
 			run.finish(m, true) // nothing ran in it
 			return nil, err

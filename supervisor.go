@@ -95,7 +95,7 @@ func (m *Manager) spawn(req Request, owner, command, dir string, seq uint64, war
 
 	var id string
 	id, t.claim = m.cgroupSets.take(owner, &m.cfg, req.Limits)
-	if t.sbx, err = m.prepareSandbox(req.Sandbox, dir, req.WorkDir != "", req.TTY != nil); err != nil {
+	if t.sbx, err = m.prepareSandbox(req.Sandbox, owner, dir, req.WorkDir != "", req.TTY != nil); err != nil {
 		return nil, nil, err
 	}
 	env := m.buildEnv(req.Env, id, dir, req.TTY != nil, t.sbx)
