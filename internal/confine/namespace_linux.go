@@ -224,12 +224,23 @@ type MountWatch struct {
 	// directory or file put in its place later is unprotected as a
 	// missing path is, and watched as one.
 	links []string
-	paths []string    // every path of the spec, for the live repair to watch again
-	dirs  *DirWatcher // nil: look up every missing path
-	regs  []dirReg    // what dirs holds for w, dropped by close
-	stale atomic.Bool
-	live  *liveView // the live repair's view (Live); guarded by dirs.mu
+	// hideLinks are the Hide paths that were symbolic links when the
+	// namespace was made, with their targets then. A link is left
+	// alone, its target resolved and covered by the policy; a link the
+	// host points elsewhere later (/dev/log from one log daemon's socket
+	// to another's) has a target nothing covers, so its name is watched
+	// as a missing path's is, and the next Start builds afresh
+	// (seventeenth attack review, TestAttackLogSocketsMadeLater).
+	hideLinks []hideLink
+	paths     []string    // every path of the spec, for the live repair to watch again
+	dirs      *DirWatcher // nil: look up every missing path
+	regs      []dirReg    // what dirs holds for w, dropped by close
+	stale     atomic.Bool
+	live      *liveView // the live repair's view (Live); guarded by dirs.mu
 }
+
+// hideLink is a hidden path that was a symbolic link, and its target.
+type hideLink struct{ path, target string }
 
 // dirReg is one name watched for in one directory.
 type dirReg struct {
@@ -274,6 +285,12 @@ func NewMountWatch(spec MountSpec, dirs *DirWatcher) *MountWatch {
 			w.missing = append(w.missing, p)
 		} else if i < len(spec.ReadOnly) && st.Mode&unix.S_IFMT == unix.S_IFLNK {
 			w.links = append(w.links, p)
+		} else if i < len(spec.ReadOnly)+len(spec.Hide) && st.Mode&unix.S_IFMT == unix.S_IFLNK {
+			if target, err := os.Readlink(p); err == nil {
+				w.hideLinks = append(w.hideLinks, hideLink{p, target})
+			} else {
+				w.missing = append(w.missing, p) // gone meanwhile: watched as missing
+			}
 		}
 	}
 	if dirs != nil && dirs.add(w) {
@@ -301,7 +318,11 @@ func (d *DirWatcher) add(w *MountWatch) bool {
 	if d.ino < 0 {
 		return false
 	}
-	for _, p := range slices.Concat(w.missing, w.links) {
+	watched := slices.Concat(w.missing, w.links)
+	for _, l := range w.hideLinks {
+		watched = append(watched, l.path)
+	}
+	for _, p := range watched {
 		if _, ok := d.watchLocked(w, p); !ok {
 			d.dropLocked(w)
 			return false
@@ -494,6 +515,12 @@ func (w *MountWatch) Changed(v *MountView) bool {
 	for _, p := range w.links {
 		var st unix.Stat_t
 		if unix.Lstat(p, &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFLNK {
+			w.stale.Store(true)
+			return true
+		}
+	}
+	for _, l := range w.hideLinks {
+		if target, err := os.Readlink(l.path); err != nil || target != l.target {
 			w.stale.Store(true)
 			return true
 		}

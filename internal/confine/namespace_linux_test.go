@@ -85,3 +85,52 @@ func TestMountWatch(t *testing.T) {
 		b.Close()
 	})
 }
+
+// TestMountWatchHideLinkRepointed: a hidden path that is a symbolic link
+// is left alone, its target covered as the policy resolved it; the host
+// pointing it elsewhere leaves the new target uncovered, so the watch
+// reports a change, with inotify and without (seventeenth attack review,
+// TestAttackLogSocketsMadeLater). Another name made beside it does not.
+func TestMountWatchHideLinkRepointed(t *testing.T) {
+	t.Parallel()
+	for _, inotify := range []bool{true, false} {
+		name := "inotify"
+		if !inotify {
+			name = "lookup"
+		}
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			dir := t.TempDir()
+			link := filepath.Join(dir, "log")
+			if err := os.Symlink(filepath.Join(dir, "first"), link); err != nil {
+				t.Fatal(err)
+			}
+			var dirs *DirWatcher
+			if inotify {
+				dirs = &DirWatcher{}
+				defer dirs.Close()
+			}
+			w := NewMountWatch(MountSpec{Hide: []string{link}}, dirs)
+			defer w.Close()
+			if len(w.links) != 0 {
+				t.Fatalf("ReadOnly links %q, want none (the link is Hide's)", w.links)
+			}
+			none := MountView{NS: -1, Events: -1, Live: -1}
+			if err := os.WriteFile(filepath.Join(dir, "other"), nil, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if w.Changed(&none) {
+				t.Fatal("another name made beside the link: changed, want unchanged")
+			}
+			if err := os.Remove(link); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Symlink(filepath.Join(dir, "second"), link); err != nil {
+				t.Fatal(err)
+			}
+			if !w.Changed(&none) {
+				t.Fatalf("%s pointed elsewhere: unchanged, want changed", link)
+			}
+		})
+	}
+}

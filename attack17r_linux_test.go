@@ -1,0 +1,70 @@
+package agentproc_test
+
+import (
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/agentproc/agentproc"
+)
+
+// TestAttackLogSocketsMadeLater: the sixteenth review covers the host's log
+// sockets as a policy is built, /dev/log resolved through its link, and a
+// Manager keeps its built policies. The host then points /dev/log at
+// another daemon's socket (a syslog daemon started after the agent's first
+// command, in place of journald or of another syslog daemon). A later
+// NetworkNone tree of the same Manager wrote a line there: the re-pointed
+// link's new target was covered by nothing, as the namespace's watch
+// looked only for missing paths (and ReadOnly's links).
+func TestAttackLogSocketsMadeLater(t *testing.T) {
+	requireRootSandbox(t)
+	if _, err := os.Lstat("/dev/log"); err == nil {
+		t.Skip("/dev/log exists on this host (or another test's stand-in): not replaced")
+	}
+	ws := t.TempDir()
+	first := listenLogSocket(t, "unixgram", "/run/agentproc-atk17r-syslog/log", []string{"/run/agentproc-atk17r-syslog"})
+	if err := os.Symlink(first.path, "/dev/log"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.Remove("/dev/log") })
+	first.name = "/dev/log"
+	m := newManager(t)
+	req := helperRequest(t, "logsend")
+	req.WorkDir = ws
+	req.Sandbox = agentproc.WorkspaceSandbox(ws) // NetworkNone
+	req.Env[logSendEnv] = "unixgram:/dev/log"
+	// The first Start builds the policy, /dev/log resolved to first.
+	if out := runSandboxed(t, m, req).Text; first.received(t) != "" || !strings.Contains(out, "denied /dev/log: ") {
+		t.Fatalf("first tree: got %q, want /dev/log refused", out)
+	}
+	moved := listenLogSocket(t, "unixgram", "/run/agentproc-atk17r-syslog2/log", []string{"/run/agentproc-atk17r-syslog2"})
+	if err := os.Remove("/dev/log"); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(moved.path, "/dev/log"); err != nil {
+		t.Fatal(err)
+	}
+	moved.name = "/dev/log"
+	// Only the link changes: a path the policy found missing, made now
+	// (journald's directory), has the next Start build afresh anyway.
+	socks := []*logSocket{moved}
+	var specs []string
+	for _, s := range socks {
+		specs = append(specs, s.kind+":"+s.name)
+	}
+	req.Env[logSendEnv] = strings.Join(specs, "\n")
+	ctl := req // the same Env
+	ctl.Sandbox = nil
+	out := runSandboxed(t, m, ctl).Text
+	for _, s := range socks {
+		if got := s.received(t); !strings.Contains(got, logLine) {
+			t.Fatalf("control: %s without the sandbox: got %q (tree said %q), want the line", s.path, got, out)
+		}
+	}
+	out = runSandboxed(t, m, req).Text
+	for _, s := range socks {
+		if got := s.received(t); got != "" || !strings.Contains(out, "denied "+s.name+": ") {
+			t.Errorf("NetworkNone, after the policy: %s got %q (tree said %q), want nothing and the write refused", s.path, got, out)
+		}
+	}
+}
