@@ -68,3 +68,40 @@ func TestAttackLogSocketsMadeLater(t *testing.T) {
 		}
 	}
 }
+
+// TestAttackLogSocketRemade: where /dev/log is the syslog daemon's socket
+// itself (a host without journald), a restart of the daemon removes it and
+// binds it again. The host's unlink detaches the tree namespace's cover
+// from the old name, and the new socket is another inode: the next
+// NetworkNone tree of the same Manager must find it covered again.
+func TestAttackLogSocketRemade(t *testing.T) {
+	requireRootSandbox(t)
+	if _, err := os.Lstat("/dev/log"); err == nil {
+		t.Skip("/dev/log exists on this host (or another test's stand-in): not replaced")
+	}
+	ws := t.TempDir()
+	first := listenLogSocket(t, "unixgram", "/dev/log", nil)
+	m := newManager(t)
+	req := helperRequest(t, "logsend")
+	req.WorkDir = ws
+	req.Sandbox = agentproc.WorkspaceSandbox(ws) // NetworkNone
+	req.Env[logSendEnv] = "unixgram:/dev/log"
+	if out := runSandboxed(t, m, req).Text; first.received(t) != "" || !strings.Contains(out, "denied /dev/log: ") {
+		t.Fatalf("first tree: got %q, want /dev/log refused", out)
+	}
+	// The daemon restarts: its socket removed and bound again.
+	_ = first.gram.Close()
+	if err := os.Remove("/dev/log"); err != nil {
+		t.Fatal(err)
+	}
+	again := listenLogSocket(t, "unixgram", "/dev/log", nil)
+	ctl := req // the same Env
+	ctl.Sandbox = nil
+	if out := runSandboxed(t, m, ctl).Text; !strings.Contains(again.received(t), logLine) {
+		t.Fatalf("control: the remade /dev/log without the sandbox: tree said %q, want the line received", out)
+	}
+	out := runSandboxed(t, m, req).Text
+	if got := again.received(t); got != "" || !strings.Contains(out, "denied /dev/log: ") {
+		t.Errorf("NetworkNone, /dev/log remade after the policy: got %q (tree said %q), want nothing and the write refused", got, out)
+	}
+}
