@@ -105,3 +105,18 @@ func TestAttackLogSocketRemade(t *testing.T) {
 		t.Errorf("NetworkNone, /dev/log remade after the policy: got %q (tree said %q), want nothing and the write refused", got, out)
 	}
 }
+
+// TestAttackRPCBindDoor: rpcbind, which NFS servers and clients run
+// (Debian's nfs-common and RHEL's nfs-utils pull it in; systemd's
+// rpcbind.socket listens at /run/rpcbind.sock), takes SET and UNSET from a
+// peer on its local socket by the peer's uid, and a uid-0 peer is its
+// superuser: a NetworkNone tree could unregister the host's NFS services
+// (mountd, nlockmgr: the host's NFS clients fail) or register one at an
+// address of its choosing, which the host's remote RPC clients are then
+// sent to (the protocol read, not run). Its abstract socket is under
+// Landlock's scope; the pathname one was not covered. A stand-in: no
+// rpcbind runs here.
+func TestAttackRPCBindDoor(t *testing.T) {
+	requireRootSandbox(t)
+	requireDoorsShut(t, t.TempDir(), map[string][]string{"/run/rpcbind.sock": nil})
+}

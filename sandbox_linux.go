@@ -1163,6 +1163,37 @@ func (c *sandboxCache) makeReadyThread(b *sandboxBuilt, lastCap int, inCgroup bo
 var networkDoors = []string{"/dev/log", "/run/systemd/journal",
 	"/var/lib/sss/pipes", "/run/samba/winbindd", "/var/run/samba/winbindd", "/run/nslcd", "/var/run/nslcd"}
 
+// serviceDoors are hostDoors' sockets of the host's network services and
+// endpoint agents that serve a root peer as their administrator, kept
+// apart from hostDoors for its length.
+var serviceDoors = []string{
+	// The Wi-Fi daemons' control sockets (sixteenth attack review,
+	// TestAttackWirelessControlDoors): wpa_supplicant and hostapd take
+	// any command from a peer that may connect, root as their owner:
+	// a network added and enabled (the host joins another access
+	// point), a global such as pkcs11_module_path set (a library the
+	// daemon loads as root).
+	"/run/wpa_supplicant", "/var/run/wpa_supplicant", "/run/hostapd", "/var/run/hostapd",
+	// Servers' control sockets that serve a root peer as their
+	// administrator and change what the host does on the network
+	// (TestAttackRootServiceControlDoors): HAProxy's admin socket
+	// (Debian's stock configuration; a server's address changed sends
+	// the host's users' traffic elsewhere), strongSwan's VICI and
+	// stroke sockets (a tunnel loaded and started), dhcpcd's (the
+	// host's lease released); rpcbind's, whose SET and UNSET a uid-0
+	// peer may send (the host's NFS services unregistered or sent
+	// elsewhere; seventeenth attack review, TestAttackRPCBindDoor).
+	"/run/haproxy", "/var/run/haproxy", "/run/charon.vici", "/var/run/charon.vici", "/run/charon.ctl",
+	"/var/run/charon.ctl", "/run/strongswan", "/run/dhcpcd", "/run/dhcpcd.sock", "/var/run/dhcpcd.sock",
+	"/run/rpcbind.sock", "/var/run/rpcbind.sock",
+	// osquery's extension socket (TestAttackEndpointAgentDoors): SQL
+	// run as root for any peer that may connect, root as its owner,
+	// whose tables read files as root (augeas, yara) and reach the
+	// network (curl). The directories, osqueryd's, Fleet's orbit's and
+	// Kolide's launcher's, also hold their enrollment secrets.
+	"/var/osquery", "/opt/orbit", "/var/kolide-k2",
+}
+
 // hostDoors are the pathname Unix sockets, and the directories that hold
 // them, through which a tree could act as the host's user outside the
 // sandbox: credential agents and container engines, agentproc's own serve
@@ -1242,29 +1273,9 @@ func hostDoors() []string {
 		// container with the host's disk); supervisord's socket where its
 		// sample configuration puts it.
 		"/var/guix/daemon-socket", "/run/k0s", "/var/snap/microk8s/common/run", "/tmp/supervisor.sock",
-		// The Wi-Fi daemons' control sockets (sixteenth attack review,
-		// TestAttackWirelessControlDoors): wpa_supplicant and hostapd take
-		// any command from a peer that may connect, root as their owner:
-		// a network added and enabled (the host joins another access
-		// point), a global such as pkcs11_module_path set (a library the
-		// daemon loads as root).
-		"/run/wpa_supplicant", "/var/run/wpa_supplicant", "/run/hostapd", "/var/run/hostapd",
-		// Servers' control sockets that serve a root peer as their
-		// administrator and change what the host does on the network
-		// (TestAttackRootServiceControlDoors): HAProxy's admin socket
-		// (Debian's stock configuration; a server's address changed sends
-		// the host's users' traffic elsewhere), strongSwan's VICI and
-		// stroke sockets (a tunnel loaded and started), dhcpcd's (the
-		// host's lease released).
-		"/run/haproxy", "/var/run/haproxy", "/run/charon.vici", "/var/run/charon.vici", "/run/charon.ctl",
-		"/var/run/charon.ctl", "/run/strongswan", "/run/dhcpcd", "/run/dhcpcd.sock", "/var/run/dhcpcd.sock",
-		// osquery's extension socket (TestAttackEndpointAgentDoors): SQL
-		// run as root for any peer that may connect, root as its owner,
-		// whose tables read files as root (augeas, yara) and reach the
-		// network (curl). The directories, osqueryd's, Fleet's orbit's and
-		// Kolide's launcher's, also hold their enrollment secrets.
-		"/var/osquery", "/opt/orbit", "/var/kolide-k2",
+		// The network services' and endpoint agents' doors: serviceDoors.
 	}
+	cands = append(cands, serviceDoors...)
 	if m, err := filepath.Glob("/run/systemd/io.systemd.*"); err == nil {
 		cands = append(cands, m...)
 	}
