@@ -120,3 +120,49 @@ func TestAttackRPCBindDoor(t *testing.T) {
 	requireRootSandbox(t)
 	requireDoorsShut(t, t.TempDir(), map[string][]string{"/run/rpcbind.sock": nil})
 }
+
+// TestAttackChrootLogSockets: rsyslog listens on more sockets than
+// /dev/log where a chrooted daemon logs: Debian's and Ubuntu's postfix
+// (their default MTA) adds /var/spool/postfix/dev/log
+// (/etc/rsyslog.d/postfix.conf, $AddUnixListenSocket), and their haproxy
+// package /var/lib/haproxy/dev/log (49-haproxy.conf). Mode 0666 in
+// directories any user may search: a NetworkNone tree's line written there
+// is forwarded with the host's logs, as through /dev/log. Stand-ins: no
+// rsyslog runs here.
+func TestAttackChrootLogSockets(t *testing.T) {
+	requireRootSandbox(t)
+	var socks []*logSocket
+	for _, s := range []*logSocket{
+		listenLogSocket(t, "unixgram", "/var/spool/postfix/dev/log", []string{"/var/spool/postfix", "/var/spool/postfix/dev"}),
+		listenLogSocket(t, "unixgram", "/var/lib/haproxy/dev/log", []string{"/var/lib/haproxy", "/var/lib/haproxy/dev"}),
+	} {
+		if s != nil {
+			socks = append(socks, s)
+		}
+	}
+	if len(socks) == 0 {
+		t.Skip("this host has its own chroot log sockets: not replaced")
+	}
+	ws := t.TempDir()
+	var specs []string
+	for _, s := range socks {
+		specs = append(specs, s.kind+":"+s.name)
+	}
+	req := helperRequest(t, "logsend")
+	req.Env[logSendEnv] = strings.Join(specs, "\n")
+	req.WorkDir = ws
+	m := newManager(t)
+	out := runSandboxed(t, m, req).Text
+	for _, s := range socks {
+		if got := s.received(t); !strings.Contains(got, logLine) {
+			t.Fatalf("control: %s without the sandbox: got %q (tree said %q), want the line", s.path, got, out)
+		}
+	}
+	req.Sandbox = agentproc.WorkspaceSandbox(ws) // NetworkNone
+	out = runSandboxed(t, m, req).Text
+	for _, s := range socks {
+		if got := s.received(t); got != "" || !strings.Contains(out, "denied "+s.name+": ") {
+			t.Errorf("NetworkNone: %s got %q (tree said %q), want nothing and the write refused", s.name, got, out)
+		}
+	}
+}

@@ -1159,9 +1159,13 @@ func (c *sandboxCache) makeReadyThread(b *sandboxBuilt, lastCap int, inCgroup bo
 // server, as nscd's (hostDoors) did (TestAttackNameServiceDoors). A
 // program in such a tree that logs gets ENOENT or ECONNREFUSED, as on a
 // host without a log daemon, and a name sssd has not cached stays a
-// number (its public cache, /var/lib/sss/mc, is still read).
+// number (its public cache, /var/lib/sss/mc, is still read). rsyslog's
+// sockets for chrooted daemons are log sockets too: Debian's and Ubuntu's
+// postfix and haproxy packages have it listen in their chroots' dev
+// (seventeenth attack review, TestAttackChrootLogSockets).
 var networkDoors = []string{"/dev/log", "/run/systemd/journal",
-	"/var/lib/sss/pipes", "/run/samba/winbindd", "/var/run/samba/winbindd", "/run/nslcd", "/var/run/nslcd"}
+	"/var/lib/sss/pipes", "/run/samba/winbindd", "/var/run/samba/winbindd", "/run/nslcd", "/var/run/nslcd",
+	"/var/spool/postfix/dev", "/var/lib/haproxy/dev"}
 
 // serviceDoors are hostDoors' sockets of the host's network services and
 // endpoint agents that serve a root peer as their administrator, kept
