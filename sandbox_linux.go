@@ -1159,9 +1159,13 @@ func (c *sandboxCache) makeReadyThread(b *sandboxBuilt, lastCap int, inCgroup bo
 // server, as nscd's (hostDoors) did (TestAttackNameServiceDoors). A
 // program in such a tree that logs gets ENOENT or ECONNREFUSED, as on a
 // host without a log daemon, and a name sssd has not cached stays a
-// number (its public cache, /var/lib/sss/mc, is still read).
+// number (its public cache, /var/lib/sss/mc, is still read). rsyslog's
+// sockets for chrooted daemons are log sockets too: Debian's and Ubuntu's
+// postfix and haproxy packages have it listen in their chroots' dev
+// (seventeenth attack review, TestAttackChrootLogSockets).
 var networkDoors = []string{"/dev/log", "/run/systemd/journal",
-	"/var/lib/sss/pipes", "/run/samba/winbindd", "/var/run/samba/winbindd", "/run/nslcd", "/var/run/nslcd"}
+	"/var/lib/sss/pipes", "/run/samba/winbindd", "/var/run/samba/winbindd", "/run/nslcd", "/var/run/nslcd",
+	"/var/spool/postfix/dev", "/var/lib/haproxy/dev"}
 
 // hostDoors are the pathname Unix sockets, and the directories that hold
 // them, through which a tree could act as the host's user outside the
@@ -1338,9 +1342,12 @@ func daemonDoors() []string {
 		// (Debian's stock configuration; a server's address changed sends
 		// the host's users' traffic elsewhere), strongSwan's VICI and
 		// stroke sockets (a tunnel loaded and started), dhcpcd's (the
-		// host's lease released).
+		// host's lease released); rpcbind's, whose SET and UNSET a uid-0
+		// peer may send (the host's NFS services unregistered or sent
+		// elsewhere; seventeenth attack review, TestAttackRPCBindDoor).
 		"/run/haproxy", "/var/run/haproxy", "/run/charon.vici", "/var/run/charon.vici", "/run/charon.ctl",
 		"/var/run/charon.ctl", "/run/strongswan", "/run/dhcpcd", "/run/dhcpcd.sock", "/var/run/dhcpcd.sock",
+		"/run/rpcbind.sock", "/var/run/rpcbind.sock",
 		// osquery's extension socket (TestAttackEndpointAgentDoors): SQL
 		// run as root for any peer that may connect, root as its owner,
 		// whose tables read files as root (augeas, yara) and reach the

@@ -4,6 +4,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 // TestMountWatch checks what MountWatch reports, with inotify and without
@@ -84,4 +86,100 @@ func TestMountWatch(t *testing.T) {
 		a.Close()
 		b.Close()
 	})
+}
+
+// TestMountWatchHideLinkRepointed: a hidden path that is a symbolic link
+// is left alone, its target covered as the policy resolved it; the host
+// pointing it elsewhere leaves the new target uncovered, so the watch
+// reports a change, with inotify and without (seventeenth attack review,
+// TestAttackLogSocketsMadeLater). Another name made beside it does not.
+func TestMountWatchHideLinkRepointed(t *testing.T) {
+	t.Parallel()
+	for _, inotify := range []bool{true, false} {
+		name := "inotify"
+		if !inotify {
+			name = "lookup"
+		}
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			dir := t.TempDir()
+			link := filepath.Join(dir, "log")
+			if err := os.Symlink(filepath.Join(dir, "first"), link); err != nil {
+				t.Fatal(err)
+			}
+			var dirs *DirWatcher
+			if inotify {
+				dirs = &DirWatcher{}
+				defer dirs.Close()
+			}
+			w := NewMountWatch(MountSpec{Hide: []string{link}}, dirs)
+			defer w.Close()
+			if len(w.links) != 0 {
+				t.Fatalf("ReadOnly links %q, want none (the link is Hide's)", w.links)
+			}
+			none := MountView{NS: -1, Events: -1, Live: -1}
+			if err := os.WriteFile(filepath.Join(dir, "other"), nil, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if w.Changed(&none) {
+				t.Fatal("another name made beside the link: changed, want unchanged")
+			}
+			if err := os.Remove(link); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Symlink(filepath.Join(dir, "second"), link); err != nil {
+				t.Fatal(err)
+			}
+			if !w.Changed(&none) {
+				t.Fatalf("%s pointed elsewhere: unchanged, want changed", link)
+			}
+		})
+	}
+}
+
+// TestDirWatcherInstanceRefusedOnce: a root tree shares uid 0's
+// fs.inotify.max_user_instances (128) with the host and can hold them all
+// while a Manager builds its first policy. The DirWatcher kept that
+// refusal for the Manager's life: every later namespace went without live
+// repair (a door socket made again while a tree runs, a restarted dockerd's,
+// reachable) and each Start looked up every missing path, after the
+// instances were let go. The refusal stands for the instances held (taking
+// root's real ones would starve this machine's daemons); the control is
+// that the first watch goes without an instance.
+func TestDirWatcherInstanceRefusedOnce(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	p := filepath.Join(dir, "docker.sock")
+	refused := true
+	dirs := &DirWatcher{initInotify: func(flags int) (int, error) {
+		if refused {
+			return -1, unix.EMFILE
+		}
+		return unix.InotifyInit1(flags)
+	}}
+	defer dirs.Close()
+	first := NewMountWatch(MountSpec{Hide: []string{p}}, dirs)
+	defer first.Close()
+	if first.dirs != nil {
+		t.Fatal("control: the first watch has an instance, want none while the instances are held")
+	}
+	none := MountView{NS: -1, Events: -1, Live: -1}
+	if !first.Changed(&none) {
+		t.Error("the first watch, without an instance: unchanged, want changed (the next Start builds afresh and tries again)")
+	}
+	refused = false // the tree let its instances go
+	next := NewMountWatch(MountSpec{Hide: []string{p}}, dirs)
+	defer next.Close()
+	if next.dirs == nil {
+		t.Fatal("the next watch, the instances let go: no instance, want one (the refusal was kept)")
+	}
+	if next.Changed(&none) {
+		t.Fatal("the next watch: changed with nothing made, want unchanged")
+	}
+	if err := os.WriteFile(p, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if !next.Changed(&none) {
+		t.Fatalf("%s made: unchanged, want changed", p)
+	}
 }
