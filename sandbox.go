@@ -776,8 +776,13 @@ func homeCredentials(dir string) []string {
 	// Podman, uv…) keep what credentialPaths names under .config and
 	// .local/share under $XDG_CONFIG_HOME and $XDG_DATA_HOME where those
 	// are set: a host with another hid none of them (sixteenth attack
-	// review, TestAttackXDGConfigHomeCredentials).
-	for _, x := range []struct{ prefix, env string }{{".config/", "XDG_CONFIG_HOME"}, {".local/share/", "XDG_DATA_HOME"}} {
+	// review, TestAttackXDGConfigHomeCredentials). And under
+	// $XDG_CACHE_HOME what they name under .cache: Hugging Face's token
+	// (huggingface_hub's HF_HOME defaults to $XDG_CACHE_HOME/huggingface)
+	// and git's credential cache socket, which a host with the cache
+	// moved (as clusters move it off a home's quota) left readable
+	// (seventeenth attack review, TestAttackXDGCacheHomeCredentials).
+	for _, x := range []struct{ prefix, env string }{{".config/", "XDG_CONFIG_HOME"}, {".local/share/", "XDG_DATA_HOME"}, {".cache/", "XDG_CACHE_HOME"}} {
 		base := os.Getenv(x.env)
 		if !filepath.IsAbs(base) || (err == nil && filepath.Clean(base) == filepath.Join(home, x.prefix)) {
 			continue

@@ -1,0 +1,79 @@
+package agentproc_test
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agentproc/agentproc"
+	"github.com/agentproc/agentproc/internal/testuser"
+)
+
+// The seventeenth attack review's tests, unprivileged and the surfaces
+// (docs/sandbox-threats.md).
+
+// attack17uTests are the tests TestAttack17uUnprivileged re-runs as the
+// unprivileged user, where Landlock is the whole of Hide.
+var attack17uTests = []string{"TestAttackXDGCacheHomeCredentials"}
+
+// TestAttack17uUnprivileged runs the seventeenth review's tests as the
+// unprivileged user.
+func TestAttack17uUnprivileged(t *testing.T) {
+	requireSandbox(t)
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to switch users")
+	}
+	out, err := testuser.Run(t, 2*time.Minute, nil, "-test.run=^("+strings.Join(attack17uTests, "|")+")$")
+	if err != nil {
+		t.Fatalf("as %s: %v\n%s", sandboxUser, err, out)
+	}
+	for _, test := range attack17uTests {
+		if !strings.Contains(out, "--- PASS: "+test+" ") {
+			t.Errorf("as %s: got no PASS line for %s, want one\n%s", sandboxUser, test, out)
+		}
+	}
+}
+
+// TestAttackXDGCacheHomeCredentials: the sixteenth review hid the
+// .config and .local/share entries of the credential list under
+// $XDG_CONFIG_HOME and $XDG_DATA_HOME, not the .cache ones under
+// $XDG_CACHE_HOME: Hugging Face's token (huggingface_hub keeps it at
+// $XDG_CACHE_HOME/huggingface/token where the variable is set) and git's
+// credential cache directory (its socket at
+// $XDG_CACHE_HOME/git/credential/socket; a file stands in for it). A host
+// with the cache moved off the home (clusters move it off the home's
+// quota) let a tree read both. The control reads them unconfined. Runs as
+// root and, through TestAttack17uUnprivileged, not.
+func TestAttackXDGCacheHomeCredentials(t *testing.T) {
+	requireSandbox(t)
+	t.Setenv("HOME", t.TempDir())
+	cache := t.TempDir()
+	t.Setenv("XDG_CACHE_HOME", cache)
+	files := map[string]string{filepath.Join(cache, "huggingface", "token"): "XDG-CACHE-HF-TOKEN\n",
+		filepath.Join(cache, "git", "credential", "standin"): "XDG-CACHE-GIT-CREDENTIAL\n"}
+	cmd := ""
+	for p, s := range files {
+		if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(s), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		cmd += "cat " + shellQuote(p) + "; "
+	}
+	ws := t.TempDir()
+	req := agentproc.Request{Command: cmd, WorkDir: ws, Timeout: time.Minute}
+	ctl := runSandboxed(t, newManager(t, agentproc.WithRedaction(false)), req).Text
+	out := runSandboxed(t, newManager(t, agentproc.WithRedaction(false), agentproc.WithSandbox(agentproc.WorkspaceSandbox(ws))), req).Text
+	for p, s := range files {
+		s = strings.TrimSpace(s)
+		if !strings.Contains(ctl, s) {
+			t.Fatalf("control without the sandbox: got %q, want %s read", ctl, p)
+		}
+		if strings.Contains(out, s) {
+			t.Errorf("%s was read under $XDG_CACHE_HOME: got %q, want it refused", p, out)
+		}
+	}
+}
