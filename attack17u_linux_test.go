@@ -16,7 +16,7 @@ import (
 
 // attack17uTests are the tests TestAttack17uUnprivileged re-runs as the
 // unprivileged user, where Landlock is the whole of Hide.
-var attack17uTests = []string{"TestAttackXDGCacheHomeCredentials"}
+var attack17uTests = []string{"TestAttackXDGCacheHomeCredentials", "TestAttackHuggingFaceStoredTokens"}
 
 // TestAttack17uUnprivileged runs the seventeenth review's tests as the
 // unprivileged user.
@@ -75,5 +75,34 @@ func TestAttackXDGCacheHomeCredentials(t *testing.T) {
 		if strings.Contains(out, s) {
 			t.Errorf("%s was read under $XDG_CACHE_HOME: got %q, want it refused", p, out)
 		}
+	}
+}
+
+// TestAttackHuggingFaceStoredTokens: huggingface_hub (0.25 on) keeps
+// every token a login saved, and an OAuth login's refresh token, in
+// stored_tokens beside the active token; the credential list named the
+// active one (.cache/huggingface/token) alone, so a tree read every saved
+// token. The control reads the file unconfined. Runs as root and,
+// through TestAttack17uUnprivileged, not.
+func TestAttackHuggingFaceStoredTokens(t *testing.T) {
+	requireSandbox(t)
+	home := t.TempDir()
+	t.Setenv("HOME", home)
+	t.Setenv("XDG_CACHE_HOME", "")
+	stored := filepath.Join(home, ".cache", "huggingface", "stored_tokens")
+	if err := os.MkdirAll(filepath.Dir(stored), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(stored, []byte("[work]\nhf_token = HF-STORED-TOKEN\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ws := t.TempDir()
+	req := agentproc.Request{Command: "cat " + shellQuote(stored), WorkDir: ws, Timeout: time.Minute}
+	if ctl := runSandboxed(t, newManager(t, agentproc.WithRedaction(false)), req).Text; !strings.Contains(ctl, "HF-STORED-TOKEN") {
+		t.Fatalf("control without the sandbox: got %q, want the stored token read", ctl)
+	}
+	out := runSandboxed(t, newManager(t, agentproc.WithRedaction(false), agentproc.WithSandbox(agentproc.WorkspaceSandbox(ws))), req).Text
+	if strings.Contains(out, "HF-STORED-TOKEN") {
+		t.Errorf("Hugging Face's stored tokens were read: got %q, want the file refused", out)
 	}
 }

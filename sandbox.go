@@ -244,6 +244,10 @@ var credentialPaths = []string{
 	".claude/.credentials.json", ".codex/auth.json", ".gemini/oauth_creds.json",
 	".config/github-copilot/hosts.json", ".config/github-copilot/apps.json",
 	".cache/huggingface/token", ".huggingface/token",
+	// huggingface_hub (0.25 on) keeps every token a login saved, with
+	// its OAuth refresh token, beside the active one (seventeenth attack
+	// review, TestAttackHuggingFaceStoredTokens).
+	".cache/huggingface/stored_tokens",
 	// Browsers (cookies, saved passwords, the history that holds serve's
 	// page URL with its token), mail, and agentproc's own. Ubuntu's
 	// Firefox and Chromium are snaps, keeping their profiles under ~/snap;
