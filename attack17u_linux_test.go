@@ -16,7 +16,7 @@ import (
 
 // attack17uTests are the tests TestAttack17uUnprivileged re-runs as the
 // unprivileged user, where Landlock is the whole of Hide.
-var attack17uTests = []string{"TestAttackXDGCacheHomeCredentials", "TestAttackHuggingFaceStoredTokens"}
+var attack17uTests = []string{"TestAttackXDGCacheHomeCredentials", "TestAttackHuggingFaceStoredTokens", "TestAttackGeminiCLISecrets"}
 
 // TestAttack17uUnprivileged runs the seventeenth review's tests as the
 // unprivileged user.
@@ -104,5 +104,44 @@ func TestAttackHuggingFaceStoredTokens(t *testing.T) {
 	out := runSandboxed(t, newManager(t, agentproc.WithRedaction(false), agentproc.WithSandbox(agentproc.WorkspaceSandbox(ws))), req).Text
 	if strings.Contains(out, "HF-STORED-TOKEN") {
 		t.Errorf("Hugging Face's stored tokens were read: got %q, want the file refused", out)
+	}
+}
+
+// TestAttackGeminiCLISecrets: the credential list named Gemini CLI's
+// OAuth login (.gemini/oauth_creds.json) and its settings, not the API
+// key its docs put in ~/.gemini/.env, nor ~/.env, which it (and aider)
+// reads last, nor the OAuth tokens of its MCP and A2A servers
+// (.gemini/mcp-oauth-tokens.json, a2a-oauth-tokens.json): a tree read
+// all four. The control reads them unconfined. Runs as root and, through
+// TestAttack17uUnprivileged, not.
+func TestAttackGeminiCLISecrets(t *testing.T) {
+	requireSandbox(t)
+	home := t.TempDir()
+	t.Setenv("HOME", home)
+	files := map[string]string{".gemini/.env": "GEMINI_API_KEY=GEMINI-DOTENV-KEY\n", ".env": "GEMINI_API_KEY=HOME-DOTENV-KEY\n",
+		".gemini/mcp-oauth-tokens.json": `{"srv":{"accessToken":"GEMINI-MCP-OAUTH"}}` + "\n",
+		".gemini/a2a-oauth-tokens.json": `{"agent":{"accessToken":"GEMINI-A2A-OAUTH"}}` + "\n"}
+	cmd := ""
+	for rel, s := range files {
+		p := filepath.Join(home, rel)
+		if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(s), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		cmd += "cat " + shellQuote(p) + "; "
+	}
+	ws := t.TempDir()
+	req := agentproc.Request{Command: cmd, WorkDir: ws, Timeout: time.Minute}
+	ctl := runSandboxed(t, newManager(t, agentproc.WithRedaction(false)), req).Text
+	out := runSandboxed(t, newManager(t, agentproc.WithRedaction(false), agentproc.WithSandbox(agentproc.WorkspaceSandbox(ws))), req).Text
+	for _, secret := range []string{"GEMINI-DOTENV-KEY", "HOME-DOTENV-KEY", "GEMINI-MCP-OAUTH", "GEMINI-A2A-OAUTH"} {
+		if !strings.Contains(ctl, secret) {
+			t.Fatalf("control without the sandbox: got %q, want %s read", ctl, secret)
+		}
+		if strings.Contains(out, secret) {
+			t.Errorf("%s was read: got %q, want it refused", secret, out)
+		}
 	}
 }

@@ -282,6 +282,11 @@ var credentialPaths = []string{
 	".gemini/settings.json", ".codex/config.toml", ".codex/history.jsonl", ".codex/sessions",
 	".local/share/opencode/auth.json", ".aider.conf.yml", ".continue/config.yaml", ".continue/config.json",
 	".config/Code/User/mcp.json",
+	// Gemini CLI's other secrets: the API key its docs put in
+	// ~/.gemini/.env (and ~/.env, which it and aider read last), and the
+	// OAuth tokens of its MCP and A2A servers (seventeenth attack review,
+	// TestAttackGeminiCLISecrets).
+	".gemini/.env", ".env", ".gemini/mcp-oauth-tokens.json", ".gemini/a2a-oauth-tokens.json",
 	// The editors' extension state: Cursor's tokens in the clear, VS
 	// Code's extension secrets where no keyring runs.
 	".config/Cursor/User/globalStorage", ".config/Code/User/globalStorage", ".config/Windsurf/User/globalStorage",
