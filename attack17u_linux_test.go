@@ -16,7 +16,7 @@ import (
 
 // attack17uTests are the tests TestAttack17uUnprivileged re-runs as the
 // unprivileged user, where Landlock is the whole of Hide.
-var attack17uTests = []string{"TestAttackXDGCacheHomeCredentials", "TestAttackHuggingFaceStoredTokens", "TestAttackGeminiCLISecrets"}
+var attack17uTests = []string{"TestAttackXDGCacheHomeCredentials", "TestAttackHuggingFaceStoredTokens", "TestAttackGeminiCLISecrets", "TestAttackChatAppSessions"}
 
 // TestAttack17uUnprivileged runs the seventeenth review's tests as the
 // unprivileged user.
@@ -137,6 +137,46 @@ func TestAttackGeminiCLISecrets(t *testing.T) {
 	ctl := runSandboxed(t, newManager(t, agentproc.WithRedaction(false)), req).Text
 	out := runSandboxed(t, newManager(t, agentproc.WithRedaction(false), agentproc.WithSandbox(agentproc.WorkspaceSandbox(ws))), req).Text
 	for _, secret := range []string{"GEMINI-DOTENV-KEY", "HOME-DOTENV-KEY", "GEMINI-MCP-OAUTH", "GEMINI-A2A-OAUTH"} {
+		if !strings.Contains(ctl, secret) {
+			t.Fatalf("control without the sandbox: got %q, want %s read", ctl, secret)
+		}
+		if strings.Contains(out, secret) {
+			t.Errorf("%s was read: got %q, want it refused", secret, out)
+		}
+	}
+}
+
+// TestAttackChatAppSessions: the credential list hid the browsers'
+// profiles (their cookies are signed-in sessions), not the chat apps'
+// that keep sessions the same way: Slack's cookie store (its `d` cookie
+// is the workspace session), Discord's token in its local storage,
+// Telegram Desktop's tdata (the account's keys), Signal's and Element's
+// database keys. Stand-ins for each; a tree read all five. The control
+// reads them unconfined. Runs as root and, through
+// TestAttack17uUnprivileged, not.
+func TestAttackChatAppSessions(t *testing.T) {
+	requireSandbox(t)
+	home := t.TempDir()
+	t.Setenv("HOME", home)
+	files := map[string]string{".config/Slack/Cookies": "SLACK-D-COOKIE\n", ".config/discord/Local Storage/leveldb/000003.log": "DISCORD-TOKEN\n",
+		".local/share/TelegramDesktop/tdata/key_datas": "TELEGRAM-AUTH-KEY\n", ".config/Signal/config.json": `{"key":"SIGNAL-DB-KEY"}` + "\n",
+		".config/Element/config.json": `{"key":"ELEMENT-PICKLE-KEY"}` + "\n"}
+	cmd := ""
+	for rel, s := range files {
+		p := filepath.Join(home, rel)
+		if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(s), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		cmd += "cat " + shellQuote(p) + "; "
+	}
+	ws := t.TempDir()
+	req := agentproc.Request{Command: cmd, WorkDir: ws, Timeout: time.Minute}
+	ctl := runSandboxed(t, newManager(t, agentproc.WithRedaction(false)), req).Text
+	out := runSandboxed(t, newManager(t, agentproc.WithRedaction(false), agentproc.WithSandbox(agentproc.WorkspaceSandbox(ws))), req).Text
+	for _, secret := range []string{"SLACK-D-COOKIE", "DISCORD-TOKEN", "TELEGRAM-AUTH-KEY", "SIGNAL-DB-KEY", "ELEMENT-PICKLE-KEY"} {
 		if !strings.Contains(ctl, secret) {
 			t.Fatalf("control without the sandbox: got %q, want %s read", ctl, secret)
 		}

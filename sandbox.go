@@ -257,6 +257,14 @@ var credentialPaths = []string{
 	".var/app/org.mozilla.firefox/.mozilla", ".var/app/com.google.Chrome/config/google-chrome",
 	".var/app/org.chromium.Chromium/config/chromium", ".config/BraveSoftware", ".config/microsoft-edge",
 	".config/vivaldi", ".config/opera", ".thunderbird", "snap/thunderbird/common/.thunderbird",
+	// The chat apps' sessions, kept as a browser keeps its cookies:
+	// Slack's `d` cookie, Discord's token, Telegram Desktop's tdata, Signal's
+	// and Element's database keys, each a signed-in account (seventeenth
+	// attack review, TestAttackChatAppSessions). Flatpak's under ~/.var/app.
+	".config/Slack", ".config/discord", ".local/share/TelegramDesktop", ".config/Signal", ".config/Element",
+	".var/app/com.slack.Slack/config/Slack", ".var/app/com.discordapp.Discord/config/discord",
+	".var/app/org.telegram.desktop/data/TelegramDesktop", ".var/app/org.signal.Signal/config/Signal",
+	".var/app/im.riot.Riot/config/Element",
 	// Seventh attack review (TestAttackSecretsOutsideList): the X server's
 	// cookie, Docker's TLS client key, cluster admin keys, object store and
 	// platform tokens, model API keys, a signing key, publishing passwords,
