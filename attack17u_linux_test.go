@@ -151,7 +151,8 @@ func TestAttackGeminiCLISecrets(t *testing.T) {
 // that keep sessions the same way: Slack's cookie store (its `d` cookie
 // is the workspace session), Discord's token in its local storage,
 // Telegram Desktop's tdata (the account's keys), Signal's and Element's
-// database keys. Stand-ins for each; a tree read all five. The control
+// database keys, natively and in a snap. Stand-ins for each; a tree read
+// all six. The control
 // reads them unconfined. Runs as root and, through
 // TestAttack17uUnprivileged, not.
 func TestAttackChatAppSessions(t *testing.T) {
@@ -161,6 +162,9 @@ func TestAttackChatAppSessions(t *testing.T) {
 	files := map[string]string{".config/Slack/Cookies": "SLACK-D-COOKIE\n", ".config/discord/Local Storage/leveldb/000003.log": "DISCORD-TOKEN\n",
 		".local/share/TelegramDesktop/tdata/key_datas": "TELEGRAM-AUTH-KEY\n", ".config/Signal/config.json": `{"key":"SIGNAL-DB-KEY"}` + "\n",
 		".config/Element/config.json": `{"key":"ELEMENT-PICKLE-KEY"}` + "\n"}
+	// A snap's home is a directory per revision, reached through the
+	// current link.
+	files["snap/telegram-desktop/1234/.local/share/TelegramDesktop/tdata/key_datas"] = "SNAPPED-TDATA-KEY\n"
 	cmd := ""
 	for rel, s := range files {
 		p := filepath.Join(home, rel)
@@ -170,13 +174,16 @@ func TestAttackChatAppSessions(t *testing.T) {
 		if err := os.WriteFile(p, []byte(s), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		cmd += "cat " + shellQuote(p) + "; "
+		cmd += "cat " + shellQuote(strings.Replace(p, "/1234/", "/current/", 1)) + "; "
+	}
+	if err := os.Symlink("1234", filepath.Join(home, "snap/telegram-desktop/current")); err != nil {
+		t.Fatal(err)
 	}
 	ws := t.TempDir()
 	req := agentproc.Request{Command: cmd, WorkDir: ws, Timeout: time.Minute}
 	ctl := runSandboxed(t, newManager(t, agentproc.WithRedaction(false)), req).Text
 	out := runSandboxed(t, newManager(t, agentproc.WithRedaction(false), agentproc.WithSandbox(agentproc.WorkspaceSandbox(ws))), req).Text
-	for _, secret := range []string{"SLACK-D-COOKIE", "DISCORD-TOKEN", "TELEGRAM-AUTH-KEY", "SIGNAL-DB-KEY", "ELEMENT-PICKLE-KEY"} {
+	for _, secret := range []string{"SLACK-D-COOKIE", "DISCORD-TOKEN", "TELEGRAM-AUTH-KEY", "SIGNAL-DB-KEY", "ELEMENT-PICKLE-KEY", "SNAPPED-TDATA-KEY"} {
 		if !strings.Contains(ctl, secret) {
 			t.Fatalf("control without the sandbox: got %q, want %s read", ctl, secret)
 		}

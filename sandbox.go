@@ -260,8 +260,12 @@ var credentialPaths = []string{
 	// The chat apps' sessions, kept as a browser keeps its cookies:
 	// Slack's `d` cookie, Discord's token, Telegram Desktop's tdata, Signal's
 	// and Element's database keys, each a signed-in account (seventeenth
-	// attack review, TestAttackChatAppSessions). Flatpak's under ~/.var/app.
+	// attack review, TestAttackChatAppSessions). Flatpak's under ~/.var/app;
+	// the snaps' (Ubuntu's store installs these as snaps) whole, as each
+	// keeps its home in a directory per revision under ~/snap/NAME, which
+	// a refresh replaces.
 	".config/Slack", ".config/discord", ".local/share/TelegramDesktop", ".config/Signal", ".config/Element",
+	"snap/slack", "snap/discord", "snap/telegram-desktop", "snap/signal-desktop",
 	".var/app/com.slack.Slack/config/Slack", ".var/app/com.discordapp.Discord/config/discord",
 	".var/app/org.telegram.desktop/data/TelegramDesktop", ".var/app/org.signal.Signal/config/Signal",
 	".var/app/im.riot.Riot/config/Element",
