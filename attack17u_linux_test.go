@@ -16,7 +16,7 @@ import (
 
 // attack17uTests are the tests TestAttack17uUnprivileged re-runs as the
 // unprivileged user, where Landlock is the whole of Hide.
-var attack17uTests = []string{"TestAttackXDGCacheHomeCredentials", "TestAttackHuggingFaceStoredTokens", "TestAttackGeminiCLISecrets", "TestAttackChatAppSessions"}
+var attack17uTests = []string{"TestAttackXDGCacheHomeCredentials", "TestAttackHuggingFaceStoredTokens", "TestAttackGeminiCLISecrets", "TestAttackChatAppSessions", "TestAttackAgentLoginFiles"}
 
 // TestAttack17uUnprivileged runs the seventeenth review's tests as the
 // unprivileged user.
@@ -184,6 +184,45 @@ func TestAttackChatAppSessions(t *testing.T) {
 	ctl := runSandboxed(t, newManager(t, agentproc.WithRedaction(false)), req).Text
 	out := runSandboxed(t, newManager(t, agentproc.WithRedaction(false), agentproc.WithSandbox(agentproc.WorkspaceSandbox(ws))), req).Text
 	for _, secret := range []string{"SLACK-D-COOKIE", "DISCORD-TOKEN", "TELEGRAM-AUTH-KEY", "SIGNAL-DB-KEY", "ELEMENT-PICKLE-KEY", "SNAPPED-TDATA-KEY"} {
+		if !strings.Contains(ctl, secret) {
+			t.Fatalf("control without the sandbox: got %q, want %s read", ctl, secret)
+		}
+		if strings.Contains(out, secret) {
+			t.Errorf("%s was read: got %q, want it refused", secret, out)
+		}
+	}
+}
+
+// TestAttackAgentLoginFiles: coding agents' logins the credential list
+// did not name: Cursor's CLI (cursor-agent keeps its OAuth tokens in
+// ~/.config/cursor/auth.json on Linux), Grok's CLI (~/.grok/auth.json),
+// pi (~/.pi/agent/auth.json: API keys and OAuth credentials) and Kimi
+// Code (~/.kimi-code/credentials). Stand-ins for each: a tree read all
+// four. The control reads them unconfined. Runs as root and, through
+// TestAttack17uUnprivileged, not.
+func TestAttackAgentLoginFiles(t *testing.T) {
+	requireSandbox(t)
+	home := t.TempDir()
+	t.Setenv("HOME", home)
+	files := map[string]string{".config/cursor/auth.json": `{"accessToken":"CURSOR-CLI-TOKEN"}` + "\n",
+		".grok/auth.json": `{"key":"GROK-CLI-SESSION"}` + "\n", ".pi/agent/auth.json": `{"anthropic":{"key":"PI-AGENT-KEY"}}` + "\n",
+		".kimi-code/credentials/kimi-code.json": `{"access_token":"KIMI-CODE-TOKEN"}` + "\n"}
+	cmd := ""
+	for rel, s := range files {
+		p := filepath.Join(home, rel)
+		if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(s), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		cmd += "cat " + shellQuote(p) + "; "
+	}
+	ws := t.TempDir()
+	req := agentproc.Request{Command: cmd, WorkDir: ws, Timeout: time.Minute}
+	ctl := runSandboxed(t, newManager(t, agentproc.WithRedaction(false)), req).Text
+	out := runSandboxed(t, newManager(t, agentproc.WithRedaction(false), agentproc.WithSandbox(agentproc.WorkspaceSandbox(ws))), req).Text
+	for _, secret := range []string{"CURSOR-CLI-TOKEN", "GROK-CLI-SESSION", "PI-AGENT-KEY", "KIMI-CODE-TOKEN"} {
 		if !strings.Contains(ctl, secret) {
 			t.Fatalf("control without the sandbox: got %q, want %s read", ctl, secret)
 		}

@@ -299,6 +299,10 @@ var credentialPaths = []string{
 	// OAuth tokens of its MCP and A2A servers (seventeenth attack review,
 	// TestAttackGeminiCLISecrets).
 	".gemini/.env", ".env", ".gemini/mcp-oauth-tokens.json", ".gemini/a2a-oauth-tokens.json",
+	// More coding agents' logins (seventeenth attack review,
+	// TestAttackAgentLoginFiles): Cursor's CLI (cursor-agent), Grok's CLI,
+	// pi's and Kimi Code's, each an OAuth session or API keys.
+	".config/cursor/auth.json", ".grok/auth.json", ".pi/agent/auth.json", ".kimi-code/credentials",
 	// The editors' extension state: Cursor's tokens in the clear, VS
 	// Code's extension secrets where no keyring runs.
 	".config/Cursor/User/globalStorage", ".config/Code/User/globalStorage", ".config/Windsurf/User/globalStorage",
