@@ -16,7 +16,7 @@ import (
 
 // attack17uTests are the tests TestAttack17uUnprivileged re-runs as the
 // unprivileged user, where Landlock is the whole of Hide.
-var attack17uTests = []string{"TestAttackXDGCacheHomeCredentials", "TestAttackHuggingFaceStoredTokens", "TestAttackGeminiCLISecrets", "TestAttackChatAppSessions", "TestAttackAgentLoginFiles"}
+var attack17uTests = []string{"TestAttackXDGCacheHomeCredentials", "TestAttackHuggingFaceStoredTokens", "TestAttackGeminiCLISecrets", "TestAttackChatAppSessions", "TestAttackAgentLoginFiles", "TestAttackSavedConnectionPasswords"}
 
 // TestAttack17uUnprivileged runs the seventeenth review's tests as the
 // unprivileged user.
@@ -223,6 +223,48 @@ func TestAttackAgentLoginFiles(t *testing.T) {
 	ctl := runSandboxed(t, newManager(t, agentproc.WithRedaction(false)), req).Text
 	out := runSandboxed(t, newManager(t, agentproc.WithRedaction(false), agentproc.WithSandbox(agentproc.WorkspaceSandbox(ws))), req).Text
 	for _, secret := range []string{"CURSOR-CLI-TOKEN", "GROK-CLI-SESSION", "PI-AGENT-KEY", "KIMI-CODE-TOKEN"} {
+		if !strings.Contains(ctl, secret) {
+			t.Fatalf("control without the sandbox: got %q, want %s read", ctl, secret)
+		}
+		if strings.Contains(out, secret) {
+			t.Errorf("%s was read: got %q, want it refused", secret, out)
+		}
+	}
+}
+
+// TestAttackSavedConnectionPasswords: saved connections' secrets the
+// credential list did not name: Snowflake's connections.toml (its CLI's
+// and connectors' passwords and tokens; .snowsql/config, its
+// predecessor's, was listed), FileZilla's site manager (passwords in
+// base64), Remmina's profiles (RDP and VNC passwords, encrypted with the
+// secret in remmina.pref beside them) and InfluxDB's CLI configs (API
+// tokens). Stand-ins for each: a tree read all five. The control reads
+// them unconfined. Runs as root and, through TestAttack17uUnprivileged,
+// not.
+func TestAttackSavedConnectionPasswords(t *testing.T) {
+	requireSandbox(t)
+	home := t.TempDir()
+	t.Setenv("HOME", home)
+	files := map[string]string{".snowflake/connections.toml": "[default]\npassword = \"SNOWFLAKE-PASSWORD\"\n",
+		".config/filezilla/sitemanager.xml":        "<Pass encoding=\"base64\">FILEZILLA-PASS</Pass>\n",
+		".local/share/remmina/group_rdp_x.remmina": "password=REMMINA-PROFILE-PASS\n", ".config/remmina/remmina.pref": "secret=REMMINA-SECRET\n",
+		".influxdbv2/configs": "[default]\n  token = \"INFLUX-TOKEN\"\n"}
+	cmd := ""
+	for rel, s := range files {
+		p := filepath.Join(home, rel)
+		if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(s), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		cmd += "cat " + shellQuote(p) + "; "
+	}
+	ws := t.TempDir()
+	req := agentproc.Request{Command: cmd, WorkDir: ws, Timeout: time.Minute}
+	ctl := runSandboxed(t, newManager(t, agentproc.WithRedaction(false)), req).Text
+	out := runSandboxed(t, newManager(t, agentproc.WithRedaction(false), agentproc.WithSandbox(agentproc.WorkspaceSandbox(ws))), req).Text
+	for _, secret := range []string{"SNOWFLAKE-PASSWORD", "FILEZILLA-PASS", "REMMINA-PROFILE-PASS", "REMMINA-SECRET", "INFLUX-TOKEN"} {
 		if !strings.Contains(ctl, secret) {
 			t.Fatalf("control without the sandbox: got %q, want %s read", ctl, secret)
 		}

@@ -234,6 +234,13 @@ var credentialPaths = []string{
 	".config/configstore/firebase-tools.json", ".databrickscfg", ".snowsql/config", ".dbt/profiles.yml",
 	".config/hcloud/cli.toml", ".config/ngrok/ngrok.yml", ".ngrok2/ngrok.yml", ".cloudflared",
 	".sentryclirc", ".terraformrc", ".config/stripe/config.toml", ".jfrog",
+	// Saved connections' passwords (seventeenth attack review,
+	// TestAttackSavedConnectionPasswords): Snowflake's CLI and connectors
+	// (the successor of .snowsql), FileZilla's sites (base64), Remmina's
+	// RDP and VNC profiles with the key that decrypts them, InfluxDB's
+	// CLI tokens.
+	".snowflake/connections.toml", ".snowflake/config.toml", ".config/filezilla/sitemanager.xml",
+	".config/filezilla/recentservers.xml", ".local/share/remmina", ".config/remmina/remmina.pref", ".influxdbv2/configs",
 	// Databases.
 	".pgpass", ".my.cnf",
 	// A server's certificates and mail (thirteenth attack review,
