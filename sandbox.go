@@ -234,6 +234,13 @@ var credentialPaths = []string{
 	".config/configstore/firebase-tools.json", ".databrickscfg", ".snowsql/config", ".dbt/profiles.yml",
 	".config/hcloud/cli.toml", ".config/ngrok/ngrok.yml", ".ngrok2/ngrok.yml", ".cloudflared",
 	".sentryclirc", ".terraformrc", ".config/stripe/config.toml", ".jfrog",
+	// Saved connections' passwords (seventeenth attack review,
+	// TestAttackSavedConnectionPasswords): Snowflake's CLI and connectors
+	// (the successor of .snowsql), FileZilla's sites (base64), Remmina's
+	// RDP and VNC profiles with the key that decrypts them, InfluxDB's
+	// CLI tokens.
+	".snowflake/connections.toml", ".snowflake/config.toml", ".config/filezilla/sitemanager.xml",
+	".config/filezilla/recentservers.xml", ".local/share/remmina", ".config/remmina/remmina.pref", ".influxdbv2/configs",
 	// Databases.
 	".pgpass", ".my.cnf",
 	// A server's certificates and mail (thirteenth attack review,
@@ -244,6 +251,10 @@ var credentialPaths = []string{
 	".claude/.credentials.json", ".codex/auth.json", ".gemini/oauth_creds.json",
 	".config/github-copilot/hosts.json", ".config/github-copilot/apps.json",
 	".cache/huggingface/token", ".huggingface/token",
+	// huggingface_hub (0.25 on) keeps every token a login saved, with
+	// its OAuth refresh token, beside the active one (seventeenth attack
+	// review, TestAttackHuggingFaceStoredTokens).
+	".cache/huggingface/stored_tokens",
 	// Browsers (cookies, saved passwords, the history that holds serve's
 	// page URL with its token), mail, and agentproc's own. Ubuntu's
 	// Firefox and Chromium are snaps, keeping their profiles under ~/snap;
@@ -253,6 +264,18 @@ var credentialPaths = []string{
 	".var/app/org.mozilla.firefox/.mozilla", ".var/app/com.google.Chrome/config/google-chrome",
 	".var/app/org.chromium.Chromium/config/chromium", ".config/BraveSoftware", ".config/microsoft-edge",
 	".config/vivaldi", ".config/opera", ".thunderbird", "snap/thunderbird/common/.thunderbird",
+	// The chat apps' sessions, kept as a browser keeps its cookies:
+	// Slack's `d` cookie, Discord's token, Telegram Desktop's tdata, Signal's
+	// and Element's database keys, each a signed-in account (seventeenth
+	// attack review, TestAttackChatAppSessions). Flatpak's under ~/.var/app;
+	// the snaps' (Ubuntu's store installs these as snaps) whole, as each
+	// keeps its home in a directory per revision under ~/snap/NAME, which
+	// a refresh replaces.
+	".config/Slack", ".config/discord", ".local/share/TelegramDesktop", ".config/Signal", ".config/Element",
+	"snap/slack", "snap/discord", "snap/telegram-desktop", "snap/signal-desktop",
+	".var/app/com.slack.Slack/config/Slack", ".var/app/com.discordapp.Discord/config/discord",
+	".var/app/org.telegram.desktop/data/TelegramDesktop", ".var/app/org.signal.Signal/config/Signal",
+	".var/app/im.riot.Riot/config/Element",
 	// Seventh attack review (TestAttackSecretsOutsideList): the X server's
 	// cookie, Docker's TLS client key, cluster admin keys, object store and
 	// platform tokens, model API keys, a signing key, publishing passwords,
@@ -278,6 +301,15 @@ var credentialPaths = []string{
 	".gemini/settings.json", ".codex/config.toml", ".codex/history.jsonl", ".codex/sessions",
 	".local/share/opencode/auth.json", ".aider.conf.yml", ".continue/config.yaml", ".continue/config.json",
 	".config/Code/User/mcp.json",
+	// Gemini CLI's other secrets: the API key its docs put in
+	// ~/.gemini/.env (and ~/.env, which it and aider read last), and the
+	// OAuth tokens of its MCP and A2A servers (seventeenth attack review,
+	// TestAttackGeminiCLISecrets).
+	".gemini/.env", ".env", ".gemini/mcp-oauth-tokens.json", ".gemini/a2a-oauth-tokens.json",
+	// More coding agents' logins (seventeenth attack review,
+	// TestAttackAgentLoginFiles): Cursor's CLI (cursor-agent), Grok's CLI,
+	// pi's and Kimi Code's, each an OAuth session or API keys.
+	".config/cursor/auth.json", ".grok/auth.json", ".pi/agent/auth.json", ".kimi-code/credentials",
 	// The editors' extension state: Cursor's tokens in the clear, VS
 	// Code's extension secrets where no keyring runs.
 	".config/Cursor/User/globalStorage", ".config/Code/User/globalStorage", ".config/Windsurf/User/globalStorage",
@@ -776,8 +808,13 @@ func homeCredentials(dir string) []string {
 	// Podman, uv…) keep what credentialPaths names under .config and
 	// .local/share under $XDG_CONFIG_HOME and $XDG_DATA_HOME where those
 	// are set: a host with another hid none of them (sixteenth attack
-	// review, TestAttackXDGConfigHomeCredentials).
-	for _, x := range []struct{ prefix, env string }{{".config/", "XDG_CONFIG_HOME"}, {".local/share/", "XDG_DATA_HOME"}} {
+	// review, TestAttackXDGConfigHomeCredentials). And under
+	// $XDG_CACHE_HOME what they name under .cache: Hugging Face's token
+	// (huggingface_hub's HF_HOME defaults to $XDG_CACHE_HOME/huggingface)
+	// and git's credential cache socket, which a host with the cache
+	// moved (as clusters move it off a home's quota) left readable
+	// (seventeenth attack review, TestAttackXDGCacheHomeCredentials).
+	for _, x := range []struct{ prefix, env string }{{".config/", "XDG_CONFIG_HOME"}, {".local/share/", "XDG_DATA_HOME"}, {".cache/", "XDG_CACHE_HOME"}} {
 		base := os.Getenv(x.env)
 		if !filepath.IsAbs(base) || (err == nil && filepath.Clean(base) == filepath.Join(home, x.prefix)) {
 			continue
