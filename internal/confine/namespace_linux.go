@@ -230,7 +230,8 @@ type MountWatch struct {
 	// host points elsewhere later (/dev/log from one log daemon's socket
 	// to another's) has a target nothing covers, so its name is watched
 	// as a missing path's is, and the next Start builds afresh
-	// (seventeenth attack review, TestAttackLogSocketsMadeLater).
+	// (seventeenth attack review, TestAttackLogSocketsMadeLater); so is
+	// each link such a link leads to in turn (linkChain).
 	hideLinks []hideLink
 	paths     []string    // every path of the spec, for the live repair to watch again
 	dirs      *DirWatcher // nil: look up every missing path
@@ -239,8 +240,43 @@ type MountWatch struct {
 	live      *liveView // the live repair's view (Live); guarded by dirs.mu
 }
 
-// hideLink is a hidden path that was a symbolic link, and its target.
+// hideLink is a hidden path that was a symbolic link, or a link its
+// target led to, and its target.
 type hideLink struct{ path, target string }
+
+// maxLinkChain bounds how many links linkChain follows (the kernel's
+// ELOOP limit): a loop opens nothing, so it hides nothing more.
+const maxLinkChain = 40
+
+// linkChain returns the symbolic link p with its target and, while that
+// target is a link too, each link it leads to with its own: the policy
+// covers the name as written and the chain's last target, so a link in
+// the middle that the host points elsewhere later (/dev/log to a stable
+// name that the log daemon in charge points at its socket) leaves the new
+// target covered by nothing, and each link of the chain is watched as the
+// first is (eighteenth attack review, TestAttackLogSocketLinkChain). A
+// relative target is joined to its link's directory as written; a link
+// among that directory's components is followed by the Lstat, not
+// watched. Empty if p cannot be read (gone meanwhile).
+func linkChain(p string) []hideLink {
+	var chain []hideLink
+	for range maxLinkChain {
+		target, err := os.Readlink(p)
+		if err != nil {
+			break
+		}
+		chain = append(chain, hideLink{p, target})
+		if !filepath.IsAbs(target) {
+			target = filepath.Join(filepath.Dir(p), target)
+		}
+		var st unix.Stat_t
+		if unix.Lstat(target, &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFLNK {
+			break
+		}
+		p = target
+	}
+	return chain
+}
 
 // dirReg is one name watched for in one directory.
 type dirReg struct {
@@ -289,8 +325,8 @@ func NewMountWatch(spec MountSpec, dirs *DirWatcher) *MountWatch {
 		} else if i < len(spec.ReadOnly) && st.Mode&unix.S_IFMT == unix.S_IFLNK {
 			w.links = append(w.links, p)
 		} else if i < len(spec.ReadOnly)+len(spec.Hide) && st.Mode&unix.S_IFMT == unix.S_IFLNK {
-			if target, err := os.Readlink(p); err == nil {
-				w.hideLinks = append(w.hideLinks, hideLink{p, target})
+			if chain := linkChain(p); len(chain) > 0 {
+				w.hideLinks = append(w.hideLinks, chain...)
 			} else {
 				w.missing = append(w.missing, p) // gone meanwhile: watched as missing
 			}

@@ -137,6 +137,55 @@ func TestMountWatchHideLinkRepointed(t *testing.T) {
 	}
 }
 
+// TestMountWatchHideLinkChain: a hidden link whose target is a link too
+// (/dev/log to a stable name its log daemon points at its socket). The
+// policy covers the first name and the chain's last target; a re-pointed
+// link in the middle went unseen, the first name unchanged (eighteenth
+// attack review). The control is the first link re-pointed, seen before.
+func TestMountWatchHideLinkChain(t *testing.T) {
+	t.Parallel()
+	for _, inotify := range []bool{true, false} {
+		name := "inotify"
+		if !inotify {
+			name = "lookup"
+		}
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			dir, other := t.TempDir(), t.TempDir()
+			link, middle := filepath.Join(dir, "log"), filepath.Join(other, "current")
+			if err := os.Symlink(filepath.Join(other, "first"), middle); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Symlink("../"+filepath.Base(other)+"/current", link); err != nil { // relative
+				t.Fatal(err)
+			}
+			var dirs *DirWatcher
+			if inotify {
+				dirs = &DirWatcher{}
+				defer dirs.Close()
+			}
+			w := NewMountWatch(MountSpec{Hide: []string{link}}, dirs)
+			defer w.Close()
+			none := MountView{NS: -1, Events: -1, Live: -1}
+			if err := os.WriteFile(filepath.Join(other, "beside"), nil, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if w.Changed(&none) {
+				t.Fatal("another name made beside the middle link: changed, want unchanged")
+			}
+			if err := os.Remove(middle); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Symlink(filepath.Join(other, "second"), middle); err != nil {
+				t.Fatal(err)
+			}
+			if !w.Changed(&none) {
+				t.Fatalf("%s (the link %s leads to) pointed elsewhere: unchanged, want changed", middle, link)
+			}
+		})
+	}
+}
+
 // TestDirWatcherInstanceRefusedOnce: a root tree shares uid 0's
 // fs.inotify.max_user_instances (128) with the host and can hold them all
 // while a Manager builds its first policy. The DirWatcher kept that
