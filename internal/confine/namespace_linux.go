@@ -245,35 +245,52 @@ type MountWatch struct {
 type hideLink struct{ path, target string }
 
 // maxLinkChain bounds how many links linkChain follows (the kernel's
-// ELOOP limit): a loop opens nothing, so it hides nothing more.
+// ELOOP limit, 40): a loop opens nothing, so it reaches nothing more.
 const maxLinkChain = 40
 
-// linkChain returns the symbolic link p with its target and, while that
-// target is a link too, each link it leads to with its own: the policy
-// covers the name as written and the chain's last target, so a link in
-// the middle that the host points elsewhere later (/dev/log to a stable
-// name that the log daemon in charge points at its socket) leaves the new
-// target covered by nothing, and each link of the chain is watched as the
-// first is (eighteenth attack review, TestAttackLogSocketLinkChain). A
-// relative target is joined to its link's directory as written; a link
-// among that directory's components is followed by the Lstat, not
-// watched. Empty if p cannot be read (gone meanwhile).
+// linkChain returns each symbolic link met in resolving p, a link, as
+// the kernel does at an open (its directories' links, p, and the links
+// its target leads to in turn, theirs too), each with its target then:
+// the policy covers the name as written and the resolved target, so a
+// link on the way that the host points elsewhere later (/dev/log to a
+// stable name, or into a directory through a stable link, that the log
+// daemon in charge points at its own) leaves the new target covered by
+// nothing, and each link met is watched as p is (eighteenth attack
+// review, TestAttackLogSocketLinkChain).
 func linkChain(p string) []hideLink {
 	var chain []hideLink
-	for range maxLinkChain {
-		target, err := os.Readlink(p)
-		if err != nil {
-			break
+	done, rest, followed := "/", p, 0
+	for rest != "" {
+		var name string
+		name, rest, _ = strings.Cut(rest, "/")
+		switch name {
+		case "", ".":
+			continue
+		case "..":
+			done = filepath.Dir(done)
+			continue
 		}
-		chain = append(chain, hideLink{p, target})
-		if !filepath.IsAbs(target) {
-			target = filepath.Join(filepath.Dir(p), target)
-		}
+		next := filepath.Join(done, name)
 		var st unix.Stat_t
-		if unix.Lstat(target, &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFLNK {
+		if unix.Lstat(next, &st) != nil {
+			break // nothing there to follow yet: the policy's missing path
+		}
+		if st.Mode&unix.S_IFMT != unix.S_IFLNK {
+			done = next
+			continue
+		}
+		target, err := os.Readlink(next)
+		if followed++; err != nil || followed > maxLinkChain {
 			break
 		}
-		p = target
+		chain = append(chain, hideLink{next, target})
+		if filepath.IsAbs(target) {
+			done = "/"
+		}
+		if rest != "" {
+			target += "/" + rest
+		}
+		rest = target
 	}
 	return chain
 }
@@ -325,8 +342,8 @@ func NewMountWatch(spec MountSpec, dirs *DirWatcher) *MountWatch {
 		} else if i < len(spec.ReadOnly) && st.Mode&unix.S_IFMT == unix.S_IFLNK {
 			w.links = append(w.links, p)
 		} else if i < len(spec.ReadOnly)+len(spec.Hide) && st.Mode&unix.S_IFMT == unix.S_IFLNK {
-			if chain := linkChain(p); len(chain) > 0 {
-				w.hideLinks = append(w.hideLinks, chain...)
+			if _, err := os.Readlink(p); err == nil {
+				w.hideLinks = append(w.hideLinks, linkChain(p)...)
 			} else {
 				w.missing = append(w.missing, p) // gone meanwhile: watched as missing
 			}
@@ -334,21 +351,18 @@ func NewMountWatch(spec MountSpec, dirs *DirWatcher) *MountWatch {
 	}
 	if dirs != nil && dirs.add(w) {
 		w.dirs = dirs
-	} else if dirs != nil && !dirs.instance() {
-		// No instance: the next Start builds afresh, which tries for
-		// one again, rather than keep a namespace without live repair.
+	} else if dirs != nil {
+		// No instance, or a directory it could not watch (ENOSPC: uid
+		// 0's fs.inotify.max_user_watches, which a root tree shares with
+		// the host and can use up while the policy is built): the next
+		// Start builds afresh, which tries again, rather than keep a
+		// namespace without live repair for the Manager's life
+		// (eighteenth attack review, TestDirWatcherWatchRefusedOnce).
 		w.stale.Store(true)
 	}
 	// A path made between the lookup above and its watch is looked up
 	// once more by the namespace's making, which covers it.
 	return w
-}
-
-// instance reports whether d has its inotify instance.
-func (d *DirWatcher) instance() bool {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return d.made && d.ino >= 0
 }
 
 // add watches the directories above w's missing paths and reports whether

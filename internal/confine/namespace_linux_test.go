@@ -3,6 +3,7 @@ package confine
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -137,30 +138,40 @@ func TestMountWatchHideLinkRepointed(t *testing.T) {
 	}
 }
 
-// TestMountWatchHideLinkChain: a hidden link whose target is a link too
-// (/dev/log to a stable name its log daemon points at its socket). The
-// policy covers the first name and the chain's last target; a re-pointed
-// link in the middle went unseen, the first name unchanged (eighteenth
-// attack review). The control is the first link re-pointed, seen before.
+// TestMountWatchHideLinkChain: a hidden link whose target is reached
+// through another link (/dev/log to a stable name, or into a directory
+// through a stable link, that its log daemon points at its own). The
+// policy covers the first name and the resolved target; a re-pointed link
+// on the way went unseen, the first name unchanged (eighteenth attack
+// review). TestMountWatchHideLinkRepointed is the control: the first link
+// re-pointed is seen.
 func TestMountWatchHideLinkChain(t *testing.T) {
 	t.Parallel()
-	for _, inotify := range []bool{true, false} {
-		name := "inotify"
-		if !inotify {
-			name = "lookup"
-		}
-		t.Run(name, func(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		dir  bool // the middle link is a directory's, the socket below it
+	}{{"file-inotify", false}, {"file-lookup", false}, {"dir-inotify", true}, {"dir-lookup", true}} {
+		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			dir, other := t.TempDir(), t.TempDir()
 			link, middle := filepath.Join(dir, "log"), filepath.Join(other, "current")
+			target := "../" + filepath.Base(other) + "/current" // relative
+			for _, d := range []string{"first", "second"} {
+				if err := os.Mkdir(filepath.Join(other, d), 0o700); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if c.dir {
+				target += "/log"
+			}
 			if err := os.Symlink(filepath.Join(other, "first"), middle); err != nil {
 				t.Fatal(err)
 			}
-			if err := os.Symlink("../"+filepath.Base(other)+"/current", link); err != nil { // relative
+			if err := os.Symlink(target, link); err != nil {
 				t.Fatal(err)
 			}
 			var dirs *DirWatcher
-			if inotify {
+			if strings.HasSuffix(c.name, "inotify") {
 				dirs = &DirWatcher{}
 				defer dirs.Close()
 			}
@@ -180,7 +191,7 @@ func TestMountWatchHideLinkChain(t *testing.T) {
 				t.Fatal(err)
 			}
 			if !w.Changed(&none) {
-				t.Fatalf("%s (the link %s leads to) pointed elsewhere: unchanged, want changed", middle, link)
+				t.Fatalf("%s (on the way from the link %s) pointed elsewhere: unchanged, want changed", middle, link)
 			}
 		})
 	}
@@ -230,5 +241,43 @@ func TestDirWatcherInstanceRefusedOnce(t *testing.T) {
 	}
 	if !next.Changed(&none) {
 		t.Fatalf("%s made: unchanged, want changed", p)
+	}
+}
+
+// TestDirWatcherWatchRefusedOnce: as with the instance, a root tree
+// shares uid 0's fs.inotify.max_user_watches with the host and can use it
+// up while a Manager builds a policy. A namespace whose missing paths'
+// directories could not be watched was kept without a DirWatcher, so
+// without live repair (ErrNoLiveRepair) for every later tree of the
+// Manager, after the watches were let go. The refusal stands for the
+// watches used up (using up root's real ones fails every root process's
+// watches on this shared machine); the control is that the first watch
+// goes without a DirWatcher.
+func TestDirWatcherWatchRefusedOnce(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	p := filepath.Join(dir, "docker.sock")
+	refused := true
+	dirs := &DirWatcher{addWatch: func(ino int, dir string, mask uint32) (int, error) {
+		if refused {
+			return -1, unix.ENOSPC
+		}
+		return unix.InotifyAddWatch(ino, dir, mask)
+	}}
+	defer dirs.Close()
+	first := NewMountWatch(MountSpec{Hide: []string{p}}, dirs)
+	defer first.Close()
+	if first.dirs != nil {
+		t.Fatal("control: the first watch has a DirWatcher, want none while the watches are used up")
+	}
+	none := MountView{NS: -1, Events: -1, Live: -1}
+	if !first.Changed(&none) {
+		t.Fatal("the first watch, its directory unwatched: unchanged, want changed (the next Start builds afresh and tries again)")
+	}
+	refused = false // the tree let its watches go
+	next := NewMountWatch(MountSpec{Hide: []string{p}}, dirs)
+	defer next.Close()
+	if next.dirs == nil || next.Changed(&none) {
+		t.Fatal("the next watch, the watches let go: want a DirWatcher and unchanged")
 	}
 }
