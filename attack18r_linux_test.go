@@ -66,3 +66,29 @@ func TestAttackLogSocketLinkChain(t *testing.T) {
 		t.Errorf("NetworkNone, middle link re-pointed after the policy: %s got %q (tree said %q), want nothing and the write refused", moved.path, got, out)
 	}
 }
+
+// TestAttackDoorThroughWorkspaceLink: a link the host made in the
+// tree's work dir to a door socket (a project's `docker.sock` link for a
+// compose setup), before the first Start and after it. The door is
+// covered in the namespace and the link resolves to the cover, so both
+// are refused (held). Control: both links reach the door unconfined.
+func TestAttackDoorThroughWorkspaceLink(t *testing.T) {
+	requireRootSandbox(t)
+	ws := t.TempDir()
+	made := makeDoors(t, map[string][]string{"/run/docker.sock": nil}, 0o755)
+	door := "/run/docker.sock"
+	if len(made) == 0 {
+		t.Skip("this host has its own /run/docker.sock: not replaced")
+	}
+	before, after := ws+"/docker.sock", ws+"/later.sock"
+	if err := os.Symlink(door, before); err != nil {
+		t.Fatal(err)
+	}
+	plain := newManager(t)
+	m := newManager(t, agentproc.WithSandbox(agentproc.WorkspaceSandbox(ws)))
+	probeDoors(t, ws, []string{before}, plain, m)
+	if err := os.Symlink(door, after); err != nil {
+		t.Fatal(err)
+	}
+	probeDoors(t, ws, []string{after}, plain, m)
+}
