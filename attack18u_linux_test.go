@@ -39,8 +39,9 @@ func TestAttack18uUnprivileged(t *testing.T) {
 // TestAttackToolVariableCredentials: the common tools' own variables
 // move their credentials out of the home ($CARGO_HOME's registry token,
 // $GNUPGHOME's keys, $CODEX_HOME's and $CLAUDE_CONFIG_DIR's logins,
-// $HF_HOME's token, $KUBECONFIG's and $AWS_SHARED_CREDENTIALS_FILE's
-// files…), and WorkspaceSandbox hid the home's places only: a tree read
+// $HF_HOME's token, $GH_CONFIG_DIR's login, $KUBECONFIG's and
+// $AWS_SHARED_CREDENTIALS_FILE's files, $GOOGLE_APPLICATION_CREDENTIALS'
+// service account key…), and WorkspaceSandbox hid the home's places only: a tree read
 // each at the place the variable names. A value inside the work dir and
 // one that holds the work dir are left alone (the work dir is the tree's;
 // hiding a parent of it would refuse every Start), which the last Start
@@ -68,7 +69,12 @@ func TestAttackToolVariableCredentials(t *testing.T) {
 	dirVar("HF_HOME", "hf", "token")
 	dirVar("AZURE_CONFIG_DIR", "azure", "msal_token_cache.json")
 	dirVar("CLOUDSDK_CONFIG", "gcloud", "credentials.db")
-	for _, env := range []string{"AWS_SHARED_CREDENTIALS_FILE", "HF_TOKEN_PATH", "PGPASSFILE", "NPM_CONFIG_USERCONFIG", "NETRC"} {
+	dirVar("GH_CONFIG_DIR", "gh", "hosts.yml")
+	dirVar("COMPOSER_HOME", "composer", "auth.json")
+	dirVar("POETRY_CONFIG_DIR", "poetry", "auth.toml")
+	dirVar("DOCKER_CERT_PATH", "docker-certs", "key.pem")
+	for _, env := range []string{"AWS_SHARED_CREDENTIALS_FILE", "HF_TOKEN_PATH", "PGPASSFILE", "NPM_CONFIG_USERCONFIG", "NETRC",
+		"TF_CLI_CONFIG_FILE", "BOTO_CONFIG", "OCI_CLI_CONFIG_FILE", "TALOSCONFIG", "GOOGLE_APPLICATION_CREDENTIALS", "AWS_WEB_IDENTITY_TOKEN_FILE"} {
 		p := in("files", strings.ToLower(env))
 		t.Setenv(env, p)
 		files[p] = env + "-SECRET"

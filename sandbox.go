@@ -847,13 +847,17 @@ var toolDirVariables = []struct{ env, prefix, sub string }{
 	{"CARGO_HOME", ".cargo/", ""}, {"GNUPGHOME", ".gnupg/", ""}, {"DOCKER_CONFIG", ".docker/", ""},
 	{"CODEX_HOME", ".codex/", ""}, {"CLAUDE_CONFIG_DIR", ".claude/", ""}, {"GEMINI_CLI_HOME", ".gemini/", ".gemini"},
 	{"HF_HOME", ".cache/huggingface/", ""}, {"AZURE_CONFIG_DIR", ".azure/", ""}, {"CLOUDSDK_CONFIG", ".config/gcloud/", ""},
-	{"PASSWORD_STORE_DIR", ".password-store/", ""},
+	{"PASSWORD_STORE_DIR", ".password-store/", ""}, {"GH_CONFIG_DIR", ".config/gh/", ""}, {"COMPOSER_HOME", ".composer/", ""},
+	{"POETRY_CONFIG_DIR", ".config/pypoetry/", ""}, {"DOCKER_CERT_PATH", ".docker/", ""},
 }
 
 // toolFileVariables name one credential file each (KUBECONFIG a list of
-// them), in place of a credentialPaths entry.
+// them), in place of a credentialPaths entry, or a key no entry names:
+// Google's application default credentials (a service account's key) and
+// the web identity token a Kubernetes pod assumes its cloud role with.
 var toolFileVariables = []string{"AWS_SHARED_CREDENTIALS_FILE", "AWS_CONFIG_FILE", "KUBECONFIG", "HF_TOKEN_PATH",
-	"HF_STORED_TOKENS_PATH", "PGPASSFILE", "NPM_CONFIG_USERCONFIG", "NETRC", "RCLONE_CONFIG"}
+	"HF_STORED_TOKENS_PATH", "PGPASSFILE", "NPM_CONFIG_USERCONFIG", "NETRC", "RCLONE_CONFIG", "TF_CLI_CONFIG_FILE",
+	"BOTO_CONFIG", "OCI_CLI_CONFIG_FILE", "TALOSCONFIG", "GOOGLE_APPLICATION_CREDENTIALS", "AWS_WEB_IDENTITY_TOKEN_FILE"}
 
 // toolVariableCredentials returns the credentials that the common tools'
 // own variables move out of the home: a host whose $CARGO_HOME,
