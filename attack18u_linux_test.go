@@ -65,6 +65,7 @@ func TestAttackToolVariableCredentials(t *testing.T) {
 	dirVar("DOCKER_CONFIG", "docker", "config.json")
 	dirVar("CODEX_HOME", "codex", "auth.json")
 	dirVar("CLAUDE_CONFIG_DIR", "claude", ".credentials.json")
+	files[in("claude", ".claude.json")] = "CLAUDE-JSON-OAUTH-ACCOUNT"
 	dirVar("GEMINI_CLI_HOME", "gemini-home", ".gemini/oauth_creds.json")
 	dirVar("HF_HOME", "hf", "token")
 	dirVar("AZURE_CONFIG_DIR", "azure", "msal_token_cache.json")

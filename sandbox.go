@@ -851,6 +851,11 @@ var toolDirVariables = []struct{ env, prefix, sub string }{
 	{"POETRY_CONFIG_DIR", ".config/pypoetry/", ""}, {"DOCKER_CERT_PATH", ".docker/", ""},
 }
 
+// toolDirFiles are files a tool keeps in its variable's directory that
+// lie beside that directory in the home: Claude Code moves ~/.claude.json
+// (its OAuth account and MCP servers' settings) into $CLAUDE_CONFIG_DIR.
+var toolDirFiles = map[string][]string{"CLAUDE_CONFIG_DIR": {".claude.json", ".claude.json.backup"}}
+
 // toolFileVariables name one credential file each (KUBECONFIG a list of
 // them), in place of a credentialPaths entry, or a key no entry names:
 // Google's application default credentials (a service account's key) and
@@ -882,6 +887,9 @@ func toolVariableCredentials(dir string) []string {
 			continue
 		}
 		base = filepath.Join(base, v.sub)
+		for _, f := range toolDirFiles[v.env] {
+			keep(filepath.Join(base, f))
+		}
 		for _, p := range credentialPaths {
 			if p+"/" == v.prefix {
 				keep(base)
