@@ -825,6 +825,7 @@ func homeCredentials(dir string) []string {
 			}
 		}
 	}
+	out = append(out, toolVariableCredentials(dir)...)
 	db := passwdHome()
 	if !filepath.IsAbs(db) || (err == nil && filepath.Clean(db) == filepath.Clean(home)) {
 		return out
@@ -832,6 +833,76 @@ func homeCredentials(dir string) []string {
 	for _, p := range credentialPaths {
 		if h := filepath.Join(db, p); !within(h, dir) {
 			out = append(out, h)
+		}
+	}
+	return out
+}
+
+// toolDirVariables are the variables with which one tool moves the
+// directory that credentialPaths names under the home (prefix: an entry
+// equal to it without its slash is the directory, one under it a file
+// there); sub is the directory under the variable's value where the tool
+// puts it (Gemini CLI's variable moves its home, not .gemini).
+var toolDirVariables = []struct{ env, prefix, sub string }{
+	{"CARGO_HOME", ".cargo/", ""}, {"GNUPGHOME", ".gnupg/", ""}, {"DOCKER_CONFIG", ".docker/", ""},
+	{"CODEX_HOME", ".codex/", ""}, {"CLAUDE_CONFIG_DIR", ".claude/", ""}, {"GEMINI_CLI_HOME", ".gemini/", ".gemini"},
+	{"HF_HOME", ".cache/huggingface/", ""}, {"AZURE_CONFIG_DIR", ".azure/", ""}, {"CLOUDSDK_CONFIG", ".config/gcloud/", ""},
+	{"PASSWORD_STORE_DIR", ".password-store/", ""}, {"GH_CONFIG_DIR", ".config/gh/", ""}, {"COMPOSER_HOME", ".composer/", ""},
+	{"POETRY_CONFIG_DIR", ".config/pypoetry/", ""}, {"DOCKER_CERT_PATH", ".docker/", ""},
+}
+
+// toolDirFiles are files a tool keeps in its variable's directory that
+// lie beside that directory in the home: Claude Code moves ~/.claude.json
+// (its OAuth account and MCP servers' settings) into $CLAUDE_CONFIG_DIR.
+var toolDirFiles = map[string][]string{"CLAUDE_CONFIG_DIR": {".claude.json", ".claude.json.backup"}}
+
+// toolFileVariables name one credential file each (KUBECONFIG a list of
+// them), in place of a credentialPaths entry, or a key no entry names:
+// Google's application default credentials (a service account's key) and
+// the web identity token a Kubernetes pod assumes its cloud role with.
+var toolFileVariables = []string{"AWS_SHARED_CREDENTIALS_FILE", "AWS_CONFIG_FILE", "KUBECONFIG", "HF_TOKEN_PATH",
+	"HF_STORED_TOKENS_PATH", "PGPASSFILE", "NPM_CONFIG_USERCONFIG", "NETRC", "RCLONE_CONFIG", "TF_CLI_CONFIG_FILE",
+	"BOTO_CONFIG", "OCI_CLI_CONFIG_FILE", "TALOSCONFIG", "GOOGLE_APPLICATION_CREDENTIALS", "AWS_WEB_IDENTITY_TOKEN_FILE"}
+
+// toolVariableCredentials returns the credentials that the common tools'
+// own variables move out of the home: a host whose $CARGO_HOME,
+// $GNUPGHOME, $CODEX_HOME or $CLAUDE_CONFIG_DIR (set by installers,
+// container images, and agents' users keeping two logins apart) names
+// another directory hid none of that tool's files, and a tree read the
+// registry token, the private keys, or the coding agent's own login
+// (eighteenth attack review, TestAttackToolVariableCredentials). A
+// relative value is skipped, as the tools' own documentation gives them
+// absolute; a path in the work dir (writable anyway) or one that holds
+// the work dir (hiding it would refuse every Start) is left out.
+func toolVariableCredentials(dir string) []string {
+	var out []string
+	keep := func(p string) {
+		if p = filepath.Clean(p); p != "/" && !within(p, dir) && !within(dir, p) {
+			out = append(out, p)
+		}
+	}
+	for _, v := range toolDirVariables {
+		base := os.Getenv(v.env)
+		if !filepath.IsAbs(base) {
+			continue
+		}
+		base = filepath.Join(base, v.sub)
+		for _, f := range toolDirFiles[v.env] {
+			keep(filepath.Join(base, f))
+		}
+		for _, p := range credentialPaths {
+			if p+"/" == v.prefix {
+				keep(base)
+			} else if rest, ok := strings.CutPrefix(p, v.prefix); ok {
+				keep(filepath.Join(base, rest))
+			}
+		}
+	}
+	for _, env := range toolFileVariables {
+		for f := range strings.SplitSeq(os.Getenv(env), string(os.PathListSeparator)) {
+			if filepath.IsAbs(f) {
+				keep(f)
+			}
 		}
 	}
 	return out
