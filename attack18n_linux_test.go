@@ -1,0 +1,64 @@
+package agentproc_test
+
+import (
+	"errors"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/agentproc/agentproc"
+)
+
+// The eighteenth attack review's tests on the proxy token per tree and the
+// per-owner redaction sets (docs/sandbox-threats.md, "Eighteenth attack
+// review (proxy token, owner sets)").
+
+// TestAttackHostsStartRefusedNamesEnv: a NetworkHosts tree's proxy token
+// is held in its owner's bounded redaction set while the tree runs
+// (hosts.go, newHostsRun). A process of the same owner whose Request.Env
+// fills that set (a tool call can: `env` in llmtool, MCP and httpapi)
+// makes the owner's next NetworkHosts Start fail, though that request
+// carries no Env at all; the error said "Request.Env: ... this request
+// carry 3 secret-looking values", naming a cause the request does not
+// have and hiding the one it has (the proxy token). The refusal itself is
+// the bound working; the error now names the token. The control: once
+// the holder is gone the same Start is taken.
+func TestAttackHostsStartRefusedNamesEnv(t *testing.T) {
+	requireHosts(t)
+	m := newManager(t)
+	agentproc.SetOwnerSecretBound(m, 2, 1<<20)
+	a := m.Scope("alice")
+	sb := hostsSandbox(t, "allowed.example")
+	holder := mustStart(t, a, agentproc.Request{WorkDir: sb.Write[0], Command: "read line", Stdin: true,
+		Env: map[string]string{"A_TOKEN": "heldTokenAAAA1111", "B_TOKEN": "heldTokenBBBB2222"}})
+	t.Cleanup(func() { _, _ = holder.Stop(testContext(t)) })
+	req := hostsRequest(t, sb, "true")
+	if len(req.Env) != 0 {
+		t.Fatalf("the hosts request carries Env %d values, want none", len(req.Env))
+	}
+	_, err := a.Start(testContext(t), req)
+	if err == nil {
+		t.Fatal("a NetworkHosts Start with the owner's set full of held Env secrets was taken, want it refused")
+	}
+	t.Logf("refused: %v", err)
+	if !errors.Is(err, agentproc.ErrInvalidRequest) {
+		t.Errorf("refused with %v, want ErrInvalidRequest", err)
+	}
+	if !strings.Contains(err.Error(), "proxy token") || strings.Contains(err.Error(), "this request carry") {
+		t.Errorf("refused with %q, want the error to name the tree's proxy token, not secret-looking values the request does not carry", err)
+	}
+	if _, err := holder.Stop(testContext(t)); err != nil {
+		t.Fatalf("Stop the holder: %v", err)
+	}
+	mustWait(t, mustStart(t, a, req)) // the control: room again, the same Start is taken
+}
+
+// TestAttack18nUnprivileged runs the tests again as the unprivileged test
+// user, where the listener is on the host's loopback.
+func TestAttack18nUnprivileged(t *testing.T) {
+	requireSandbox(t)
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to switch users")
+	}
+	rerunAsSandboxUser(t, []string{"TestAttackHostsStartRefusedNamesEnv"}, false)
+}
