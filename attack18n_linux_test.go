@@ -60,5 +60,44 @@ func TestAttack18nUnprivileged(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root to switch users")
 	}
-	rerunAsSandboxUser(t, []string{"TestAttackHostsStartRefusedNamesEnv"}, false)
+	rerunAsSandboxUser(t, []string{"TestAttackHostsStartRefusedNamesEnv", "TestAttackDeadProxyTokensPushOutEnvSecrets"}, false)
+}
+
+// TestAttackDeadProxyTokensPushOutEnvSecrets: a tree's proxy token is
+// held in its owner's set while the tree runs, and "let go after"
+// (docs/sandbox-threats.md, the seventeenth review's merge row); but the
+// release only ended the hold: the token stayed in the set as a value no
+// process holds, the most recently used one. Past the bound the set lets
+// go of the least recently used such values first, so every NetworkHosts
+// Start's dead token pushed out an older Env secret of the owner, which
+// the set keeps after its process exits for a copy the process left in a
+// file. Routine use does it (a NetworkHosts Start per curl, pip or git
+// fetch: MaxOwnerSecrets of them); a model does it on purpose. Here, with
+// a bound of four, four NetworkHosts Starts of `true` and the owner's
+// earlier API_TOKEN printed raw. Now a released token is the first to go.
+// The control: the secret is redacted before those Starts.
+func TestAttackDeadProxyTokensPushOutEnvSecrets(t *testing.T) {
+	requireHosts(t)
+	m := newManager(t)
+	agentproc.SetOwnerSecretBound(m, 4, 1<<20)
+	a := m.Scope("alice")
+	const secret = "envSecretKept0123456789Z"
+	sb := hostsSandbox(t, "allowed.example")
+	ws := sb.Write[0]
+	mustWait(t, mustStart(t, a, agentproc.Request{WorkDir: ws, Env: map[string]string{"API_TOKEN": secret},
+		Command: `printf '%s\n' "$API_TOKEN" > copy.txt`}))
+	show := func() string {
+		p := mustStart(t, a, agentproc.Request{WorkDir: ws, Command: "cat copy.txt"})
+		mustWait(t, p)
+		return strings.TrimSpace(p.Output().Text)
+	}
+	if got := show(); got != "[redacted:API_TOKEN]" {
+		t.Fatalf("control: the owner's copy of its earlier Env secret read %q, want it redacted", got)
+	}
+	for range 4 {
+		mustWait(t, mustStart(t, a, hostsRequest(t, sb, "true")))
+	}
+	if got := show(); strings.Contains(got, secret) {
+		t.Errorf("after four NetworkHosts Starts the owner's copy read %q: their ended trees' tokens pushed its Env secret out of its set", got)
+	}
 }

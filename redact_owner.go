@@ -311,8 +311,29 @@ func (o *ownerSecrets) hold(owner string, entries []secretEntry, subject string)
 	}
 	return sync.OnceFunc(func() {
 		unhold()
+		if subject == subjectProxyToken {
+			// A tree's token opens nothing once its tree ends: it goes
+			// first when the set is past its bound, before any Env secret
+			// the set keeps for a copy an exited process left.
+			set.ss.spent(entries)
+		}
 		o.unacquire(owner, set)
 	}), nil
+}
+
+// spent makes those of entries no process holds the least recently held
+// of the set, the first let go past its bound (letGoLocked): a released
+// proxy token was otherwise the most recently held value, and each ended
+// NetworkHosts tree's pushed out an older Env secret of its owner
+// (eighteenth attack review, TestAttackDeadProxyTokensPushOutEnvSecrets).
+func (ss *startedSecrets) spent(entries []secretEntry) {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	for _, e := range entries {
+		if _, ok := ss.used[e]; ok && ss.holds[e] == 0 {
+			ss.used[e] = 0
+		}
+	}
 }
 
 // notManagers returns entries without those whose value the Manager
