@@ -182,7 +182,7 @@ func (m *Manager) newHostsRun(list *egress.List, owner string) (*hostsRun, error
 	entry := secretEntry{name: proxyTokenName, value: token}
 	release := func() {}
 	if !m.cfg.noRedaction {
-		if release, err = m.owned.hold(owner, []secretEntry{entry}); err != nil {
+		if release, err = m.owned.hold(owner, []secretEntry{entry}, subjectProxyToken); err != nil {
 			return nil, err
 		}
 	}

@@ -2,12 +2,12 @@ package agentproc
 
 import (
 	"cmp"
+	"errors"
+	"fmt"
 	"maps"
 	"slices"
 	"sync"
 	"sync/atomic"
-
-	"golang.org/x/xerrors"
 )
 
 // Bounds on one owner's set of started requests' Env secrets (ownerSecrets).
@@ -190,8 +190,7 @@ func (o *ownerSecrets) makeRoomLocked(set *ownerSet, fresh int) error {
 	}
 	if over(keptSets, keptBytes) {
 		// The values are never named, only their count and bytes.
-		return xerrors.Errorf("agentproc: Request.Env: the owners' running processes and this request carry secret-looking values of %d bytes in %d owners' redaction sets, more than all owners' sets hold (MaxOwnerSets %d, MaxAllOwnersSecretBytes %d): %w",
-			keptBytes+fresh, keptSets, maxSets, maxBytes, ErrInvalidRequest)
+		return &setFullError{subject: subjectEnv, all: true, n: keptSets, bytes: keptBytes + fresh, maxN: maxSets, maxBytes: maxBytes}
 	}
 	for _, owner := range loose {
 		if !over(sets, bytes) {
@@ -282,12 +281,20 @@ func (m *Manager) holdOwnerSecrets(req Request, owner string) (release func(), e
 	if m.cfg.noRedaction {
 		return func() {}, nil
 	}
-	return m.owned.hold(owner, m.notManagers(req, envOwnerSecrets(req)))
+	return m.owned.hold(owner, m.notManagers(req, envOwnerSecrets(req)), subjectEnv)
 }
 
 // hold holds owner's set for one process and entries in it (acquire,
-// then startedSecrets.hold) until the returned release is called.
-func (o *ownerSecrets) hold(owner string, entries []secretEntry) (release func(), err error) {
+// then startedSecrets.hold) until the returned release is called. A
+// refusal names subject as what the entries are (subjectEnv,
+// subjectProxyToken).
+func (o *ownerSecrets) hold(owner string, entries []secretEntry, subject string) (release func(), err error) {
+	defer func() {
+		var full *setFullError
+		if errors.As(err, &full) {
+			full.subject = subject
+		}
+	}()
 	set, done, err := o.acquire(owner, entries)
 	if err != nil {
 		return nil, err
@@ -304,8 +311,29 @@ func (o *ownerSecrets) hold(owner string, entries []secretEntry) (release func()
 	}
 	return sync.OnceFunc(func() {
 		unhold()
+		if subject == subjectProxyToken {
+			// A tree's token opens nothing once its tree ends: it goes
+			// first when the set is past its bound, before any Env secret
+			// the set keeps for a copy an exited process left.
+			set.ss.spent(entries)
+		}
 		o.unacquire(owner, set)
 	}), nil
+}
+
+// spent makes those of entries no process holds the least recently held
+// of the set, the first let go past its bound (letGoLocked): a released
+// proxy token was otherwise the most recently held value, and each ended
+// NetworkHosts tree's pushed out an older Env secret of its owner
+// (eighteenth attack review, TestAttackDeadProxyTokensPushOutEnvSecrets).
+func (ss *startedSecrets) spent(entries []secretEntry) {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	for _, e := range entries {
+		if _, ok := ss.used[e]; ok && ss.holds[e] == 0 {
+			ss.used[e] = 0
+		}
+	}
 }
 
 // notManagers returns entries without those whose value the Manager
@@ -441,8 +469,7 @@ func (ss *startedSecrets) letGoLocked(mine map[secretEntry]bool, fresh []secretE
 	}
 	if n > maxN || b > maxBytes {
 		// The values are never named, only their count and bytes.
-		return xerrors.Errorf("agentproc: Request.Env: the owner's running processes and this request carry %d secret-looking values of %d bytes in all, more than the owner's redaction set holds (MaxOwnerSecrets %d, MaxOwnerSecretBytes %d): %w",
-			n, b, maxN, maxBytes, ErrInvalidRequest)
+		return &setFullError{subject: subjectEnv, n: n, bytes: b, maxN: maxN, maxBytes: maxBytes}
 	}
 	// Keep the most recently held loose entries while they fit in three
 	// quarters of the bound.
@@ -487,3 +514,39 @@ func (ss *startedSecrets) letGoLocked(mine map[secretEntry]bool, fresh []secretE
 	ss.sets.Store(&liveSets{base: newRedactSet(slices.Clone(left))})
 	return nil
 }
+
+// What a refused hold's entries are, for its error (setFullError).
+const (
+	subjectEnv        = "Request.Env"
+	subjectProxyToken = "NetworkHosts proxy token"
+)
+
+// setFullError is a hold refused past the bound of the owner's set or,
+// with all, of all owners' sets. It names what the refused entries are:
+// a NetworkHosts Start without Env is refused for its tree's proxy token
+// (newHostsRun), and an error that said "Request.Env" sent its reader to
+// look for values the request does not carry (eighteenth attack review,
+// TestAttackHostsStartRefusedNamesEnv).
+type setFullError struct {
+	subject        string
+	all            bool
+	n, bytes       int
+	maxN, maxBytes int
+}
+
+func (e *setFullError) Error() string {
+	// The values are never named, only their count and bytes.
+	what := "this request carry"
+	if e.subject == subjectProxyToken {
+		what = "the proxy token of the tree this Start makes (one a tree, held in its owner's set while it runs) carry"
+	}
+	if e.all {
+		return fmt.Sprintf("agentproc: %s: the owners' running processes and %s secret-looking values of %d bytes in %d owners' redaction sets, more than all owners' sets hold (MaxOwnerSets %d, MaxAllOwnersSecretBytes %d): %v",
+			e.subject, what, e.bytes, e.n, e.maxN, e.maxBytes, ErrInvalidRequest)
+	}
+	return fmt.Sprintf("agentproc: %s: the owner's running processes and %s %d secret-looking values of %d bytes in all, more than the owner's redaction set holds (MaxOwnerSecrets %d, MaxOwnerSecretBytes %d): %v",
+		e.subject, what, e.n, e.bytes, e.maxN, e.maxBytes, ErrInvalidRequest)
+}
+
+// Unwrap makes the refusal an ErrInvalidRequest.
+func (e *setFullError) Unwrap() error { return ErrInvalidRequest }

@@ -124,7 +124,7 @@ func TestRedactOwnerSetsConcurrent(t *testing.T) {
 		wg.Go(func() {
 			for i := range 8 {
 				e := secrets[g*8+i]
-				release, err := o.hold(fmt.Sprint("owner", (g*8+i)%12), []secretEntry{e})
+				release, err := o.hold(fmt.Sprint("owner", (g*8+i)%12), []secretEntry{e}, subjectEnv)
 				if err != nil {
 					if !errors.Is(err, ErrInvalidRequest) {
 						t.Errorf("hold: got %v, want nil or ErrInvalidRequest", err)
