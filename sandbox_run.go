@@ -419,6 +419,19 @@ func (r *sandboxRun) discardReady() {
 	}
 }
 
+// closeHosts closes the tree's proxy listener, if any, and lets its token
+// go from its owner's set (hostsRun.close), before the supervisor
+// publishes the exit: done in finish, after it, a Start made as soon as
+// Wait returned found the ended trees' tokens still held, so they filled
+// a small owner set and pushed out an earlier Env secret
+// (TestAttackDeadProxyTokensPushOutEnvSecrets failed so in one CI run);
+// and every denial the proxy records for the tree is in Info by then.
+func (r *sandboxRun) closeHosts() {
+	if r != nil {
+		r.hosts.close()
+	}
+}
+
 // finish removes the temp dir from its path (dropTempDir) and lets go of
 // the built policy; nil r does nothing. It runs once, when the tree is gone or never started.
 // reuse says that no process of the tree can be left (its cgroups were

@@ -387,6 +387,7 @@ func (s *supervisor) supervise(out *os.File, readerDone <-chan struct{}, tty boo
 	oom, likelyOOM := s.watchdog.oomVerdict(s.ctr, code, sigName)
 	s.release()
 	s.sbx.inferFileDenials(s.p)
+	s.sbx.closeHosts()
 	s.publishExit(exitFacts{code: code, signal: sigName, cpu: cpu, rss: rss, leftovers: leftovers, oom: oom, likelyOOM: likelyOOM})
 	// After the exit is published, so that Wait does not wait for the
 	// rmdirs; Close waits for them (m.wg).
